@@ -1,0 +1,63 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { HubApi } from "../Api.js"
+import { NotFound } from "../Domain/Errors.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
+import { InstancesRepo } from "../Instances/Repo.js"
+import type { ApiTokenRow } from "./Repo.js"
+import { TokensRepo } from "./Repo.js"
+import { TokenResolver } from "./TokenResolver.js"
+
+const summary = (row: ApiTokenRow) => ({
+  id: row.id,
+  name: row.name,
+  kind: row.instance_id === null ? "organization" as const : "instance" as const,
+  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+  token_hint: row.token_hint,
+  created_at: row.created_at,
+  last_used_at: row.last_used_at
+})
+
+export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers) =>
+  Effect.gen(function*() {
+    const tokens = yield* TokensRepo
+    const instances = yield* InstancesRepo
+    const resolver = yield* TokenResolver
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const instance = payload.instance_id === undefined
+            ? Option.none()
+            : (yield* instances.findById(payload.instance_id)).pipe(
+              Option.filter((row) => row.organization_id === principal.organizationId)
+            )
+          if (payload.instance_id !== undefined && Option.isNone(instance)) {
+            return yield* new NotFound({ message: `instance_id ${payload.instance_id} was not found`, error: "not_found" })
+          }
+          const { row, secret } = yield* tokens.createApiToken({
+            organizationId: principal.organizationId,
+            instanceId: Option.getOrUndefined(Option.map(instance, (i) => i.id)),
+            name: payload.name
+          })
+          return {
+            id: row.id,
+            name: row.name,
+            token: secret,
+            ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+            created_at: row.created_at
+          }
+        }))
+      .handle("list", () =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          Effect.map(tokens.listApiTokens(principal.organizationId), (rows) => ({ data: rows.map(summary) }))))
+      .handle("revoke", ({ path }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const revoked = yield* tokens.revokeApiToken(principal.organizationId, path.tokenId)
+          if (Option.isNone(revoked)) {
+            return yield* new NotFound({ message: `api token ${path.tokenId} was not found`, error: "not_found" })
+          }
+          yield* resolver.forget(revoked.value)
+        }))
+  }))

@@ -1,0 +1,130 @@
+/** SQL for api tokens and operator sessions. Only SHA-256 hashes of secrets are stored. */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Option } from "effect"
+import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
+import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
+import { API_TOKEN_PREFIX, generateSecret, hashSecret, SESSION_TOKEN_PREFIX, secretHint } from "./Secrets.js"
+
+export interface ApiTokenRow {
+  readonly id: ApiTokenId
+  readonly organization_id: OrganizationId
+  readonly instance_id: InstanceId | null
+  readonly name: string
+  readonly token_hint: string
+  readonly created_at: string
+  readonly last_used_at: string | null
+}
+
+/** What a token hash resolves to, before the resolver checks kind and expiry. */
+export interface Credential {
+  readonly kind: TokenKind
+  readonly credentialId: string
+  readonly organizationId: OrganizationId
+  readonly instance: InstanceRef | undefined
+  /** Epoch milliseconds; sessions only. */
+  readonly expiresAt: number | undefined
+}
+
+interface CredentialRow {
+  readonly kind: "api" | "session"
+  readonly id: string
+  readonly organization_id: OrganizationId
+  readonly expires_at: string | null
+  readonly instance_id: InstanceId | null
+  readonly phone_number_id: string | null
+  readonly waba_id: string | null
+}
+
+const toCredential = (row: CredentialRow): Credential => ({
+  kind: row.kind === "session" ? "session" : row.instance_id === null ? "organization" : "instance",
+  credentialId: row.id,
+  organizationId: row.organization_id,
+  instance: row.instance_id !== null && row.phone_number_id !== null && row.waba_id !== null
+    ? { id: row.instance_id, organizationId: row.organization_id, phoneNumberId: row.phone_number_id, wabaId: row.waba_id }
+    : undefined,
+  expiresAt: row.expires_at === null ? undefined : Date.parse(row.expires_at)
+})
+
+export class TokensRepo extends Context.Tag("TokensRepo")<TokensRepo, {
+  readonly createApiToken: (input: {
+    readonly organizationId: OrganizationId
+    readonly instanceId: InstanceId | undefined
+    readonly name: string
+  }) => Effect.Effect<{ readonly row: ApiTokenRow; readonly secret: string }>
+  readonly listApiTokens: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<ApiTokenRow>>
+  /** Revokes a live token of the organization; returns its hash so caches can forget it. */
+  readonly revokeApiToken: (organizationId: OrganizationId, id: string) => Effect.Effect<Option.Option<string>>
+  readonly createSession: (organizationId: OrganizationId, ttlMillis: number) => Effect.Effect<{
+    readonly id: SessionId
+    readonly secret: string
+    readonly expiresAt: string
+  }>
+  /** The live credential behind a secret's hash: not revoked; expiry is left to the caller. */
+  readonly findCredential: (tokenHash: string) => Effect.Effect<Option.Option<Credential>>
+  readonly touchApiToken: (id: string, at: string) => Effect.Effect<void>
+}>() {}
+
+export const TokensRepoLive = Layer.effect(
+  TokensRepo,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return TokensRepo.of({
+      createApiToken: ({ instanceId, name, organizationId }) => {
+        const secret = generateSecret(API_TOKEN_PREFIX)
+        const row: ApiTokenRow = {
+          id: ApiTokenId.make(newId("tok")),
+          organization_id: organizationId,
+          instance_id: instanceId ?? null,
+          name,
+          token_hint: secretHint(secret),
+          created_at: nowIso(),
+          last_used_at: null
+        }
+        return sql`INSERT INTO api_tokens ${sql.insert({ ...row, token_hash: hashSecret(secret) })}`.pipe(
+          Effect.as({ row, secret }),
+          Effect.orDie
+        )
+      },
+      listApiTokens: (organizationId) =>
+        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+          FROM api_tokens WHERE organization_id = ${organizationId} AND revoked_at IS NULL
+          ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie),
+      revokeApiToken: (organizationId, id) =>
+        sql<{ readonly token_hash: string }>`UPDATE api_tokens SET revoked_at = ${nowIso()}
+          WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+          RETURNING token_hash`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.token_hash)),
+          Effect.orDie
+        ),
+      createSession: (organizationId, ttlMillis) => {
+        const secret = generateSecret(SESSION_TOKEN_PREFIX)
+        const id = SessionId.make(newId("ses"))
+        const now = Date.now()
+        const expiresAt = new Date(now + ttlMillis).toISOString()
+        return sql`INSERT INTO sessions ${
+          sql.insert({
+            id,
+            organization_id: organizationId,
+            token_hash: hashSecret(secret),
+            created_at: new Date(now).toISOString(),
+            expires_at: expiresAt
+          })
+        }`.pipe(Effect.as({ id, secret, expiresAt }), Effect.orDie)
+      },
+      findCredential: (tokenHash) =>
+        sql<CredentialRow>`
+          SELECT 'api' AS kind, t.id, t.organization_id, NULL AS expires_at,
+                 t.instance_id, i.phone_number_id, i.waba_id
+            FROM api_tokens t LEFT JOIN instances i ON i.id = t.instance_id
+           WHERE t.token_hash = ${tokenHash} AND t.revoked_at IS NULL
+          UNION ALL
+          SELECT 'session' AS kind, s.id, s.organization_id, s.expires_at, NULL, NULL, NULL
+            FROM sessions s
+           WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toCredential)),
+          Effect.orDie
+        ),
+      touchApiToken: (id, at) => sql`UPDATE api_tokens SET last_used_at = ${at} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+    })
+  })
+)

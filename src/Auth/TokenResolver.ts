@@ -1,0 +1,76 @@
+/**
+ * Turns a Bearer secret into a Principal. Live credentials are cached in memory by hash so the hot
+ * path does not query the database; revocation through the hub evicts at once, and entries expire
+ * after a minute so a change made by another process is seen soon too.
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import { Unauthorized } from "../Domain/Errors.js"
+import { nowIso } from "../Domain/Ids.js"
+import type { Principal } from "../Domain/Principal.js"
+import { type Credential, TokensRepo } from "./Repo.js"
+import { hashSecret } from "./Secrets.js"
+
+const CACHE_TTL_MS = 60_000
+const CACHE_CAPACITY = 10_000
+/** last_used_at is a hint, not an audit log: write it at most this often per token. */
+const TOUCH_INTERVAL_MS = 60_000
+
+interface CacheEntry {
+  readonly credential: Credential
+  readonly cachedAt: number
+}
+
+export class TokenResolver extends Context.Tag("TokenResolver")<TokenResolver, {
+  readonly resolve: (secret: string) => Effect.Effect<Principal, Unauthorized>
+  /** Forgets a credential at once (after revocation). */
+  readonly forget: (tokenHash: string) => Effect.Effect<void>
+}>() {}
+
+export const TokenResolverLive = Layer.effect(
+  TokenResolver,
+  Effect.gen(function*() {
+    const repo = yield* TokensRepo
+    const cache = new Map<string, CacheEntry>()
+    const touchedAt = new Map<string, number>()
+
+    const lookup = (hash: string, now: number): Effect.Effect<Option.Option<Credential>> => {
+      const hit = cache.get(hash)
+      if (hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS) return Effect.succeedSome(hit.credential)
+      return Effect.tap(repo.findCredential(hash), (found) =>
+        Effect.sync(() => {
+          cache.delete(hash)
+          if (Option.isNone(found)) return
+          // Map keeps insertion order: dropping the first key drops the oldest entry.
+          if (cache.size >= CACHE_CAPACITY) cache.delete(cache.keys().next().value ?? "")
+          cache.set(hash, { credential: found.value, cachedAt: now })
+        }))
+    }
+
+    const touch = (credential: Credential, now: number) => {
+      if (credential.kind === "session" || now - (touchedAt.get(credential.credentialId) ?? 0) < TOUCH_INTERVAL_MS) {
+        return Effect.void
+      }
+      touchedAt.set(credential.credentialId, now)
+      return Effect.forkDaemon(repo.touchApiToken(credential.credentialId, nowIso()))
+    }
+
+    return TokenResolver.of({
+      resolve: (secret) => {
+        if (secret.length < 8 || secret.length > 200) return Effect.fail(new Unauthorized())
+        const now = Date.now()
+        return Effect.flatMap(lookup(hashSecret(secret), now), (found) => {
+          if (Option.isNone(found)) return Effect.fail(new Unauthorized())
+          const credential = found.value
+          if (credential.expiresAt !== undefined && credential.expiresAt <= now) return Effect.fail(new Unauthorized())
+          return Effect.as(touch(credential, now), {
+            kind: credential.kind,
+            credentialId: credential.credentialId,
+            organizationId: credential.organizationId,
+            instance: credential.instance
+          })
+        })
+      },
+      forget: (hash) => Effect.sync(() => cache.delete(hash))
+    })
+  })
+)

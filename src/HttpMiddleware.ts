@@ -1,0 +1,126 @@
+/**
+ * Cross-cutting HTTP behaviour: one error renderer for every failure (`{statusCode, message,
+ * error?, details?}`, never a stack trace) and a structured request log with a request id.
+ */
+import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option, Predicate } from "effect"
+import { type FieldIssue, type HubError, isHubError } from "./Domain/Errors.js"
+
+interface ErrorBody {
+  readonly statusCode: number
+  readonly message: string
+  readonly error?: string
+  readonly details?: unknown
+}
+
+export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
+
+const hubErrorResponse = (e: HubError) => {
+  if (e._tag === "Unauthorized") return errorResponse({ statusCode: 401, message: "Unauthorized" })
+  const body: ErrorBody = {
+    statusCode: e.statusCode,
+    message: e.message,
+    ...(e.error === undefined ? {} : { error: e.error }),
+    ...(e.details === undefined ? {} : { details: e.details })
+  }
+  return e._tag === "TooManyRequests"
+    ? errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
+    : errorResponse(body)
+}
+
+interface DecodeIssue {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+const hasTag = (u: unknown, tag: string): boolean => Predicate.isTagged(u, tag)
+
+const isDecodeIssues = (u: unknown): u is ReadonlyArray<DecodeIssue> =>
+  Array.isArray(u) && u.every((i) => Predicate.hasProperty(i, "path") && Predicate.hasProperty(i, "message"))
+
+/** Schema issues as `{field, message}`, the field written as a dotted path such as `image.caption`. */
+export const fieldIssues = (issues: ReadonlyArray<DecodeIssue>): ReadonlyArray<FieldIssue> => {
+  const all = issues.map((issue) => ({ field: issue.path.map(String).join(".") || "body", message: issue.message }))
+  // An optional field's schema is a union with undefined; its "Expected undefined" branch says nothing useful.
+  return all.filter((issue) =>
+    !issue.message.startsWith("Expected undefined") || !all.some((other) => other !== issue && other.field === issue.field)
+  )
+}
+
+export const validationResponse = (issues: ReadonlyArray<FieldIssue>) =>
+  errorResponse({
+    statusCode: 400,
+    message: `Invalid request: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`,
+    error: "validation_failed",
+    details: issues
+  })
+
+const failureResponse = (failure: unknown, request: HttpServerRequest.HttpServerRequest) => {
+  if (isHubError(failure)) return Option.some(hubErrorResponse(failure))
+  if (hasTag(failure, "HttpApiDecodeError") && Predicate.hasProperty(failure, "issues") && isDecodeIssues(failure.issues)) {
+    return Option.some(validationResponse(fieldIssues(failure.issues)))
+  }
+  if (hasTag(failure, "RouteNotFound")) {
+    return Option.some(errorResponse({
+      statusCode: 404,
+      message: `No route for ${request.method} ${request.url.split("?")[0]}`,
+      error: "route_not_found"
+    }))
+  }
+  return Option.none()
+}
+
+/** Request-body failures surface as defects from the platform (for example malformed JSON). */
+const defectResponse = (defect: unknown) => {
+  if (hasTag(defect, "RequestError") && Predicate.hasProperty(defect, "reason") && defect.reason === "Decode") {
+    return Option.some(errorResponse({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" }))
+  }
+  if (hasTag(defect, "MultipartError") && Predicate.hasProperty(defect, "reason")) {
+    return Option.some(
+      defect.reason === "FileTooLarge" || defect.reason === "BodyTooLarge" || defect.reason === "FieldTooLarge"
+        ? errorResponse({ statusCode: 413, message: "The upload is too large", error: "payload_too_large" })
+        : errorResponse({ statusCode: 400, message: "Malformed multipart body", error: "malformed_body" })
+    )
+  }
+  return Option.none()
+}
+
+const internalError = errorResponse({ statusCode: 500, message: "Internal Server Error" })
+
+/** Renders every failure of the API the same way; unexpected ones are logged and become a bare 500. */
+export const ErrorResponseLive = HttpApiBuilder.middleware((app) =>
+  Effect.catchAllCause(app, (cause) =>
+    Effect.gen(function*() {
+      if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const rendered = Option.orElse(
+        Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
+        () => Option.flatMap(Cause.dieOption(cause), defectResponse)
+      )
+      if (Option.isSome(rendered)) return rendered.value
+      yield* Effect.logError("Unhandled failure", cause)
+      return internalError
+    })))
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
+
+/** Logs one line per request (never the query string or headers, which may carry secrets). */
+export const requestLog = <E, R>(app: HttpApp.Default<E, R>) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const offered = request.headers["x-request-id"]
+    const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : Bun.randomUUIDv7()
+    const started = performance.now()
+    const response = yield* Effect.annotateLogs(app, "requestId", requestId)
+    yield* Effect.logInfo("request").pipe(
+      Effect.annotateLogs({
+        requestId,
+        method: request.method,
+        path: request.url.split("?")[0],
+        status: response.status,
+        durationMs: Math.round((performance.now() - started) * 10) / 10
+      })
+    )
+    return HttpServerResponse.setHeader(response, "x-request-id", requestId)
+  })

@@ -1,0 +1,24 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { HubApi } from "../Api.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
+import { InstancesRepo } from "./Repo.js"
+
+export const InstancesHttpLive = HttpApiBuilder.group(HubApi, "instances", (handlers) =>
+  Effect.gen(function*() {
+    const repo = yield* InstancesRepo
+    return handlers.handle("list", () =>
+      Effect.gen(function*() {
+        const principal = yield* CurrentPrincipal
+        const rows = yield* repo.listByOrganization(principal.organizationId)
+        return {
+          data: rows.map((row) => ({
+            id: row.id,
+            name: row.name,
+            phone_number_id: row.phone_number_id,
+            waba_id: row.waba_id,
+            created_at: row.created_at
+          }))
+        }
+      }))
+  }))

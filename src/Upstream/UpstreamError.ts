@@ -1,0 +1,21 @@
+/** A failed upstream call, decoded from the Graph error envelope (or a timeout / network failure). */
+import { Data } from "effect"
+
+export class UpstreamError extends Data.TaggedError("UpstreamError")<{
+  /** graph: the upstream answered with an error envelope; timeout and network: no answer. */
+  readonly kind: "graph" | "timeout" | "network"
+  /** HTTP status of the upstream answer (0 when there was none). */
+  readonly status: number
+  /** Graph `error.code` (0 when there was no envelope). */
+  readonly code: number
+  readonly subcode: number | undefined
+  readonly message: string
+  readonly fbtraceId: string | undefined
+  /** Graph `error.error_data.details`, when given. */
+  readonly details: string | undefined
+  /** Seconds from a Retry-After header, when given. */
+  readonly retryAfterSeconds: number | undefined
+}> {}
+
+/** Graph codes that mean throttling: app, WABA, throughput and pair rate limits. */
+export const THROTTLING_CODES: ReadonlySet<number> = new Set([4, 80007, 130429, 131056])

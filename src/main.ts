@@ -1,0 +1,172 @@
+/**
+ * The `hub` command line: `serve` runs the gateway; `org`, `instance`, `session` and `token`
+ * are operator commands that print JSON on stdout (errors go to stderr with a non-zero exit).
+ */
+import { Command, Options, ValidationError } from "@effect/cli"
+import { BunContext, BunRuntime } from "@effect/platform-bun"
+import { ConfigError, Console, Data, Duration, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { TokensRepo } from "./Auth/Repo.js"
+import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
+import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
+import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
+import { InstancesRepo } from "./Instances/Repo.js"
+
+class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
+
+const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+
+const requireOrganization = (id: string) =>
+  Effect.flatMap(InstancesRepo, (repo) => repo.findOrganization(id)).pipe(
+    Effect.flatMap(Option.match({
+      onNone: () => Effect.fail(new CliError({ message: `organization ${id} was not found` })),
+      onSome: Effect.succeed
+    }))
+  )
+
+const nonEmpty = (name: string) =>
+  Options.text(name).pipe(
+    Options.mapEffect((value) =>
+      value.trim() === ""
+        ? Effect.fail(ValidationError.invalidValue({ _tag: "Paragraph", value: { _tag: "Text", value: `--${name} must not be empty` } }))
+        : Effect.succeed(value.trim())
+    )
+  )
+
+const graphId = (name: string) =>
+  Options.text(name).pipe(
+    Options.mapEffect((value) =>
+      /^\d{1,32}$/.test(value)
+        ? Effect.succeed(value)
+        : Effect.fail(ValidationError.invalidValue({ _tag: "Paragraph", value: { _tag: "Text", value: `--${name} must be a numeric Graph id` } }))
+    )
+  )
+
+/** Prints the demo tokens once the server is listening, when the sandbox bootstrap created them. */
+const DemoLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const demo = yield* bootstrapSandbox
+    if (Option.isSome(demo)) yield* printDemoCredentials(demo.value, `http://${config.host}:${config.port}`)
+  })
+)
+
+const serve = Command.make("serve", {}, () => Layer.launch(Layer.provide(DemoLive, hubLayer(ServerLive)))).pipe(
+  Command.withDescription("Run the hub's HTTP server")
+)
+
+const orgCreate = Command.make("create", { name: nonEmpty("name") }, ({ name }) =>
+  Effect.flatMap(InstancesRepo, (repo) => repo.createOrganization(name)).pipe(
+    Effect.flatMap((org) => printJson({ id: org.id, name: org.name, created_at: org.created_at }))
+  ))
+
+const instanceCreate = Command.make("create", {
+  org: Options.text("org"),
+  name: nonEmpty("name"),
+  phoneNumberId: graphId("phone-number-id"),
+  wabaId: graphId("waba-id"),
+  accessToken: Options.optional(Options.text("access-token"))
+}, (options) =>
+  Effect.gen(function*() {
+    const organization = yield* requireOrganization(options.org)
+    const repo = yield* InstancesRepo
+    const row = yield* repo.createInstance({
+      organizationId: organization.id,
+      name: options.name,
+      phoneNumberId: options.phoneNumberId,
+      wabaId: options.wabaId,
+      accessToken: options.accessToken
+    }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
+    yield* printJson({ id: row.id, name: row.name, phone_number_id: row.phone_number_id, waba_id: row.waba_id, created_at: row.created_at })
+  }))
+
+const sessionCreate = Command.make("create", {
+  org: Options.text("org"),
+  ttl: Options.optional(Options.text("ttl"))
+}, (options) =>
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const ttl = Option.match(options.ttl, { onNone: () => Option.some(config.sessionTtl), onSome: parseDuration })
+    if (Option.isNone(ttl) || Duration.toMillis(ttl.value) <= 0) {
+      return yield* new CliError({ message: "--ttl must be a positive duration such as 30m, 12h or 7d" })
+    }
+    const organization = yield* requireOrganization(options.org)
+    const session = yield* Effect.flatMap(TokensRepo, (repo) => repo.createSession(organization.id, Duration.toMillis(ttl.value)))
+    yield* printJson({ token: session.secret, expires_at: session.expiresAt })
+  }))
+
+const tokenCreate = Command.make("create", {
+  org: Options.text("org"),
+  instance: Options.optional(Options.text("instance")),
+  name: nonEmpty("name")
+}, (options) =>
+  Effect.gen(function*() {
+    const organization = yield* requireOrganization(options.org)
+    const instances = yield* InstancesRepo
+    const instance = yield* Option.match(options.instance, {
+      onNone: () => Effect.succeedNone,
+      onSome: (id) =>
+        instances.findById(id).pipe(
+          Effect.map(Option.filter((row) => row.organization_id === organization.id)),
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.fail(new CliError({ message: `instance ${id} was not found in organization ${organization.id}` })),
+            onSome: Effect.succeedSome
+          }))
+        )
+    })
+    const { row, secret } = yield* Effect.flatMap(TokensRepo, (repo) =>
+      repo.createApiToken({
+        organizationId: organization.id,
+        instanceId: Option.getOrUndefined(Option.map(instance, (i) => i.id)),
+        name: options.name
+      }))
+    yield* printJson({
+      id: row.id,
+      name: row.name,
+      token: secret,
+      ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+      created_at: row.created_at
+    })
+  }))
+
+const hub = Command.make("hub").pipe(
+  Command.withDescription("Messaging Hub: an HTTP gateway in front of the WhatsApp Business Cloud API"),
+  Command.withSubcommands([
+    serve,
+    // Operator commands need the database but not the server.
+    Command.make("org").pipe(Command.withSubcommands([orgCreate]), Command.provide(ServicesLive)),
+    Command.make("instance").pipe(Command.withSubcommands([instanceCreate]), Command.provide(ServicesLive)),
+    Command.make("session").pipe(Command.withSubcommands([sessionCreate]), Command.provide(ServicesLive)),
+    Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive))
+  ])
+)
+
+const cli = Command.run(hub, { name: "hub", version: "0.1.0" })
+
+const isServe = process.argv.slice(2)[0] === "serve"
+
+/** Logs go to stdout for `serve`; operator commands keep stdout for their JSON and log only warnings. */
+const LoggingLive = Layer.unwrapEffect(
+  Effect.map(HubConfig, (config) =>
+    Layer.merge(
+      config.logFormat === "json" ? Logger.json : Logger.pretty,
+      Logger.minimumLogLevel(isServe ? config.logLevel : LogLevel.Warning)
+    ))
+)
+
+const reportFailure = (error: unknown) =>
+  Effect.gen(function*() {
+    if (ValidationError.isValidationError(error)) return // @effect/cli has printed it with the usage
+    const message = ConfigError.isConfigError(error)
+      ? `Configuration error: ${String(error)}`
+      : error instanceof CliError
+      ? error.message
+      : String(error)
+    yield* Console.error(JSON.stringify({ error: message }))
+  }).pipe(Effect.zipRight(Effect.sync(() => process.exit(1))))
+
+cli(process.argv).pipe(
+  Effect.provide(Layer.provideMerge(LoggingLive, HubConfigLive)),
+  Effect.provide(BunContext.layer),
+  Effect.catchAll(reportFailure),
+  BunRuntime.runMain({ disableErrorReporting: false })
+)

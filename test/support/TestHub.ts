@@ -1,0 +1,118 @@
+/**
+ * A real hub for tests: the full HTTP server on 127.0.0.1 port 0, an in-memory SQLite database,
+ * and helpers to call it and to seed tenancy. Every assertion goes through real HTTP.
+ */
+import { HttpServer } from "@effect/platform"
+import { BunHttpServer } from "@effect/platform-bun"
+import { Context, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { TokensRepo } from "../../src/Auth/Repo.js"
+import { type HubSettings, hubConfigWith } from "../../src/Config.js"
+import { hubLayer } from "../../src/Http.js"
+import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
+import { InstancesRepo } from "../../src/Instances/Repo.js"
+
+export interface HttpResult {
+  readonly status: number
+  readonly headers: Headers
+  /** The parsed JSON object body; empty when the body is not a JSON object. */
+  readonly body: Readonly<Record<string, unknown>>
+  readonly text: string
+}
+
+export interface RequestOptions {
+  readonly token?: string
+  readonly json?: unknown
+  readonly body?: BodyInit
+  readonly headers?: Record<string, string>
+}
+
+export class TestHub extends Context.Tag("TestHub")<TestHub, {
+  readonly baseUrl: string
+  readonly request: (method: string, path: string, options?: RequestOptions) => Effect.Effect<HttpResult>
+}>() {}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const parseObject = (text: string): Record<string, unknown> => {
+  try {
+    const parsed: unknown = JSON.parse(text)
+    return isRecord(parsed) ? parsed : {}
+  } catch {
+    return {}
+  }
+}
+
+const TestHubLive = Layer.effect(
+  TestHub,
+  Effect.gen(function*() {
+    const server = yield* HttpServer.HttpServer
+    const address = server.address
+    const baseUrl = address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : "http://unix"
+    return TestHub.of({
+      baseUrl,
+      request: (method, path, options = {}) =>
+        Effect.promise(async () => {
+          const headers: Record<string, string> = { ...options.headers }
+          if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`
+          let body = options.body
+          if (options.json !== undefined) {
+            headers["content-type"] ??= "application/json"
+            body = JSON.stringify(options.json)
+          }
+          const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
+          const text = await response.text()
+          return { status: response.status, headers: response.headers, body: parseObject(text), text }
+        })
+    })
+  })
+)
+
+/** A hub with test settings (in-memory database, sandbox upstream) merged with the given ones. */
+export const testHub = (settings: Partial<HubSettings> = {}) =>
+  TestHubLive.pipe(
+    Layer.provideMerge(hubLayer(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" }))),
+    Layer.provideMerge(hubConfigWith({ databaseFile: ":memory:", ...settings })),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+  )
+
+export interface Tenant {
+  readonly organizationId: OrganizationId
+  readonly instanceId: InstanceId
+  readonly phoneNumberId: string
+  readonly wabaId: string
+  readonly sessionToken: string
+  readonly orgToken: string
+  readonly instanceToken: string
+}
+
+let tenantCounter = 0
+
+/** A new organization with one instance and a token of each kind. */
+export const seedTenant = (options: { readonly phoneNumberId?: string; readonly wabaId?: string; readonly accessToken?: string } = {}) =>
+  Effect.gen(function*() {
+    const instances = yield* InstancesRepo
+    const tokens = yield* TokensRepo
+    tenantCounter++
+    const phoneNumberId = options.phoneNumberId ?? String(310000000000000 + tenantCounter * 7 + Math.floor(Math.random() * 1000) * 100)
+    const wabaId = options.wabaId ?? String(410000000000000 + tenantCounter * 7 + Math.floor(Math.random() * 1000) * 100)
+    const organization = yield* instances.createOrganization(`Tenant ${tenantCounter}`)
+    const instance = yield* instances.createInstance({
+      organizationId: organization.id,
+      name: `Instance ${tenantCounter}`,
+      phoneNumberId,
+      wabaId,
+      accessToken: Option.some(options.accessToken ?? `access-token-${tenantCounter}`)
+    }).pipe(Effect.orDie)
+    const session = yield* tokens.createSession(organization.id, 3_600_000)
+    const orgToken = yield* tokens.createApiToken({ organizationId: organization.id, instanceId: undefined, name: "org" })
+    const instanceToken = yield* tokens.createApiToken({ organizationId: organization.id, instanceId: instance.id, name: "instance" })
+    return {
+      organizationId: organization.id,
+      instanceId: instance.id,
+      phoneNumberId,
+      wabaId,
+      sessionToken: session.secret,
+      orgToken: orgToken.secret,
+      instanceToken: instanceToken.secret
+    } satisfies Tenant
+  })

@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    root: new URL("..", import.meta.url).pathname,
+    include: ["test/**/*.test.ts"],
+    reporters: ["default", "./test/support/SummaryReporter.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Each file starts its own hubs on port 0; files run in parallel on the 2 cores.
+    pool: "forks"
+  }
+})
