@@ -12,11 +12,13 @@ import { HealthHttpLive } from "./Health/Http.js"
 import { ErrorResponseLive, requestLog } from "./HttpMiddleware.js"
 import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
+import { InstanceAccessLive } from "./Instances/InstanceAccess.js"
 import { InstancesRepoLive } from "./Instances/Repo.js"
 import { SqlLive } from "./Sql/Client.js"
 
 /** Repositories and services over the database named by the config. */
-export const ServicesLive = Layer.mergeAll(TokensRepoLive, InstancesRepoLive).pipe(
+export const ServicesLive = InstanceAccessLive.pipe(
+  Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
   Layer.provideMerge(SqlLive)
 )
