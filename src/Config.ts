@@ -20,8 +20,22 @@ export interface HubSettings {
   readonly webhookTimeout: Duration.Duration
   readonly webhookRetry: ReadonlyArray<Duration.Duration>
   readonly webhookAllowPrivate: boolean
+  /** Deliveries in flight at once, overall and per webhook. */
+  readonly dispatchConcurrency: number
+  readonly dispatchPerWebhook: number
+  /** A webhook failing without a single success for this long is disabled. */
+  readonly webhookDisableAfter: Duration.Duration
   readonly sendRatePerSecond: number
   readonly sessionTtl: Duration.Duration
+  /** Total time for one Graph call (connect, answer and body); uploads use graphUploadTimeout. */
+  readonly graphTimeout: Duration.Duration
+  readonly graphUploadTimeout: Duration.Duration
+  /** First delay of the retry schedule for Graph reads (exponential with jitter, 3 tries). */
+  readonly graphRetryBase: Duration.Duration
+  /** How long a sandbox template stays PENDING before it is APPROVED. */
+  readonly sandboxApprovalDelay: Duration.Duration
+  /** Delay before each sandbox status event (sent, delivered, read) after an accepted send. */
+  readonly sandboxStatusDelay: Duration.Duration
   readonly logLevel: LogLevel.LogLevel
   readonly logFormat: LogFormat
 }
@@ -101,6 +115,12 @@ const webhookTimeout = Config.integer("HUB_WEBHOOK_TIMEOUT_MS").pipe(
   Config.map(Duration.millis)
 )
 
+const positiveInteger = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `Expected ${name} to be a whole number of at least 1`, validation: (n) => n >= 1 })
+  )
+
 const port = Config.integer("PORT").pipe(
   Config.withDefault(3000),
   Config.validate({ message: "Expected PORT to be a port number from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 })
@@ -117,6 +137,28 @@ const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
   Config.map((url) => url.replace(/\/+$/, ""))
 )
 
+const logLevels: Record<string, LogLevel.LogLevel> = {
+  trace: LogLevel.Trace,
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warn: LogLevel.Warning,
+  warning: LogLevel.Warning,
+  error: LogLevel.Error,
+  fatal: LogLevel.Fatal,
+  none: LogLevel.None,
+  off: LogLevel.None
+}
+
+const logLevel = Config.string("HUB_LOG_LEVEL").pipe(
+  Config.withDefault("info"),
+  Config.mapOrFail((text) => {
+    const level = logLevels[text.trim().toLowerCase()]
+    return level === undefined
+      ? Either.left(invalid("HUB_LOG_LEVEL", "one of trace, debug, info, warn, error, none"))
+      : Either.right(level)
+  })
+)
+
 export const hubSettings: Config.Config<HubSettings> = Config.all({
   port,
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
@@ -129,11 +171,26 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   webhookTimeout,
   webhookRetry,
   webhookAllowPrivate: Config.boolean("HUB_WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
+  dispatchConcurrency: positiveInteger("HUB_DISPATCH_CONCURRENCY", 64),
+  dispatchPerWebhook: positiveInteger("HUB_DISPATCH_PER_WEBHOOK", 8),
+  webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   sendRatePerSecond: sendRate,
   sessionTtl: duration("HUB_SESSION_TTL", "12h"),
-  logLevel: Config.logLevel("HUB_LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info)),
+  graphTimeout: duration("HUB_GRAPH_TIMEOUT", "30s"),
+  graphUploadTimeout: duration("HUB_GRAPH_UPLOAD_TIMEOUT", "120s"),
+  graphRetryBase: duration("HUB_GRAPH_RETRY_BASE", "250ms"),
+  sandboxApprovalDelay: duration("HUB_SANDBOX_APPROVAL_DELAY", "10s"),
+  sandboxStatusDelay: duration("HUB_SANDBOX_STATUS_DELAY", "1s"),
+  logLevel,
   logFormat: Config.literal("pretty", "json")("HUB_LOG_FORMAT").pipe(Config.withDefault<LogFormat>("pretty"))
-})
+}).pipe(
+  // Real access tokens must be encrypted with a key the operator keeps; only the sandbox may make its own.
+  Config.mapOrFail((settings) =>
+    settings.upstream === "graph" && Option.isNone(settings.secretKey)
+      ? Either.left(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"))
+      : Either.right(settings)
+  )
+)
 
 /** Reads the settings from the current ConfigProvider (the environment by default). */
 export const HubConfigLive = Layer.effect(HubConfig, hubSettings)

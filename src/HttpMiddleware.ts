@@ -112,6 +112,10 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>) =>
     const offered = request.headers["x-request-id"]
     const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : Bun.randomUUIDv7()
     const started = performance.now()
+    // The server has already written the response when a serve middleware sees it, so the header goes in a pre-response handler.
+    yield* HttpApp.appendPreResponseHandler((_request, response) =>
+      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+    )
     const response = yield* Effect.annotateLogs(app, "requestId", requestId)
     yield* Effect.logInfo("request").pipe(
       Effect.annotateLogs({
@@ -122,5 +126,5 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>) =>
         durationMs: Math.round((performance.now() - started) * 10) / 10
       })
     )
-    return HttpServerResponse.setHeader(response, "x-request-id", requestId)
+    return response
   })

@@ -2,7 +2,7 @@
  * Encrypts instances' upstream access tokens at rest with AES-256-GCM. The key comes from
  * HUB_SECRET_KEY; in sandbox mode without one, the hub generates a key and keeps it beside the database.
  */
-import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { ConfigError, Context, Data, Effect, Either, Layer, Option, Redacted } from "effect"
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -39,28 +39,28 @@ export const makeCipher = (key: Uint8Array): AccessTokenCipher["Type"] => ({
 })
 
 /** The sandbox's own key, generated once and kept (mode 0600) in the database's folder. */
-const sandboxKey = (databaseFile: string): Uint8Array => {
-  if (databaseFile === ":memory:") return Uint8Array.from(randomBytes(32))
-  const file = join(dirname(databaseFile), "secret.key")
-  if (existsSync(file)) {
-    const parsed = parseSecretKey(readFileSync(file, "utf8"))
-    if (parsed._tag === "Right") return parsed.right
-    throw new Error(`${file} does not hold a 32-byte key; remove it or set HUB_SECRET_KEY`)
-  }
-  mkdirSync(dirname(file), { recursive: true })
-  const key = randomBytes(32)
-  writeFileSync(file, key.toString("hex"), { mode: 0o600 })
-  return Uint8Array.from(key)
-}
+const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError.ConfigError> =>
+  Effect.suspend(() => {
+    if (databaseFile === ":memory:") return Effect.succeed(Uint8Array.from(randomBytes(32)))
+    const file = join(dirname(databaseFile), "secret.key")
+    if (existsSync(file)) {
+      return Either.match(parseSecretKey(readFileSync(file, "utf8")), {
+        onLeft: () => Effect.fail(ConfigError.InvalidData(["HUB_SECRET_KEY"], `${file} does not hold a 32-byte key; remove it or set HUB_SECRET_KEY`)),
+        onRight: Effect.succeed
+      })
+    }
+    mkdirSync(dirname(file), { recursive: true })
+    const key = randomBytes(32)
+    writeFileSync(file, key.toString("hex"), { mode: 0o600 })
+    return Effect.succeed(Uint8Array.from(key))
+  })
 
 export const AccessTokenCipherLive = Layer.effect(
   AccessTokenCipher,
   Effect.gen(function*() {
     const config = yield* HubConfig
     if (Option.isSome(config.secretKey)) return makeCipher(Redacted.value(config.secretKey.value))
-    if (config.upstream === "graph") {
-      return yield* Effect.dieMessage("HUB_SECRET_KEY is required when HUB_UPSTREAM=graph (32 bytes as 64 hex characters or base64)")
-    }
-    return makeCipher(yield* Effect.try({ try: () => sandboxKey(config.databaseFile), catch: (e) => String(e) }).pipe(Effect.orDieWith((m) => new Error(m))))
+    // HubConfig refuses graph mode without a key, so only the sandbox gets here.
+    return makeCipher(yield* sandboxKey(config.databaseFile))
   })
 )

@@ -1,0 +1,149 @@
+/** The `hub` command line, run as a real process against a temporary database. */
+import { describe, expect, it } from "@effect/vitest"
+import { Database } from "bun:sqlite"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+const main = join(import.meta.dirname, "..", "src", "main.ts")
+
+const run = (env: Record<string, string>, ...args: Array<string>) => {
+  const result = Bun.spawnSync([process.execPath, main, ...args], {
+    env: { ...process.env, HUB_LOG_LEVEL: "warn", ...env },
+    stdout: "pipe",
+    stderr: "pipe"
+  })
+  return { exitCode: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() }
+}
+
+const json = (text: string): Record<string, unknown> => {
+  const parsed: unknown = JSON.parse(text)
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new Error(`not an object: ${text}`)
+  return Object.fromEntries(Object.entries(parsed))
+}
+
+const freshDb = () => ({ HUB_DB: join(mkdtempSync(join(tmpdir(), "hub-cli-")), "hub.sqlite") })
+
+describe("hub CLI", () => {
+  it("creates an organization, an instance, a session and tokens, printing JSON", () => {
+    const env = freshDb()
+    const org = run(env, "org", "create", "--name", "Acme")
+    expect(org.exitCode).toBe(0)
+    const orgId = String(json(org.stdout).id)
+    expect(orgId).toMatch(/^org_/)
+
+    const instance = run(env, "instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "106540352242922", "--waba-id", "102290129340398", "--access-token", "EAAG-secret")
+    expect(instance.exitCode).toBe(0)
+    expect(json(instance.stdout)).toMatchObject({ name: "Sales", phone_number_id: "106540352242922", waba_id: "102290129340398" })
+    expect(instance.stdout).not.toContain("EAAG-secret")
+    const instanceId = String(json(instance.stdout).id)
+
+    const session = run(env, "session", "create", "--org", orgId, "--ttl", "30m")
+    expect(session.exitCode).toBe(0)
+    const sessionBody = json(session.stdout)
+    expect(String(sessionBody.token)).toMatch(/^mhs_/)
+    const ttl = Date.parse(String(sessionBody.expires_at)) - Date.now()
+    expect(ttl).toBeGreaterThan(25 * 60_000)
+    expect(ttl).toBeLessThanOrEqual(30 * 60_000)
+
+    const orgToken = run(env, "token", "create", "--org", orgId, "--name", "ci")
+    expect(orgToken.exitCode).toBe(0)
+    expect(Object.keys(json(orgToken.stdout)).sort()).toEqual(["created_at", "id", "name", "token"])
+
+    const instanceToken = run(env, "token", "create", "--org", orgId, "--instance", instanceId, "--name", "bot")
+    expect(instanceToken.exitCode).toBe(0)
+    expect(json(instanceToken.stdout)).toMatchObject({ name: "bot", instance_id: instanceId })
+    expect(String(json(instanceToken.stdout).token)).toMatch(/^mhk_/)
+  })
+
+  it("refuses bad arguments with a message and a non-zero exit", () => {
+    const env = freshDb()
+    const orgId = String(json(run(env, "org", "create", "--name", "Acme").stdout).id)
+    const other = String(json(run(env, "org", "create", "--name", "Other").stdout).id)
+    const otherInstance = run(env, "instance", "create", "--org", other, "--name", "I", "--phone-number-id", "111", "--waba-id", "222")
+    const otherInstanceId = String(json(otherInstance.stdout).id)
+
+    const cases: Array<[Array<string>, RegExp]> = [
+      [["org", "create"], /--name/],
+      [["org", "create", "--name", "  "], /--name must not be empty/],
+      [["session", "create", "--org", "org_nope"], /organization org_nope was not found/],
+      [["session", "create", "--org", orgId, "--ttl", "soon"], /--ttl must be a positive duration/],
+      [["token", "create", "--org", orgId, "--instance", otherInstanceId, "--name", "x"], /was not found in organization/],
+      [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "abc", "--waba-id", "1"], /--phone-number-id must be a numeric Graph id/],
+      [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "111", "--waba-id", "9"], /phone number id 111 is already bound/],
+      [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "333", "--waba-id", "222"], /business account 222 belongs to another organization/],
+      [["nonsense"], /./]
+    ]
+    for (const [args, message] of cases) {
+      const result = run(env, ...args)
+      expect(result.exitCode, args.join(" ")).not.toBe(0)
+      expect(result.stdout + result.stderr, args.join(" ")).toMatch(message)
+    }
+  })
+
+  it("stops at start on a bad setting, naming the variable", () => {
+    const env = freshDb()
+    for (
+      const [bad, name] of [
+        [{ PORT: "eighty" }, "PORT"],
+        [{ HUB_UPSTREAM: "meta" }, "HUB_UPSTREAM"],
+        [{ HUB_SECRET_KEY: "too-short" }, "HUB_SECRET_KEY"],
+        [{ HUB_UPSTREAM: "graph" }, "HUB_SECRET_KEY"],
+        [{ HUB_WEBHOOK_RETRY: "1s,often" }, "HUB_WEBHOOK_RETRY"],
+        [{ HUB_LOG_LEVEL: "loud" }, "HUB_LOG_LEVEL"]
+      ] as const
+    ) {
+      const result = run({ ...env, ...bad }, "serve")
+      expect(result.exitCode, name).toBe(1)
+      expect(result.stderr, name).toContain(name)
+    }
+  })
+
+  it("serve in sandbox mode bootstraps a demo tenancy once, with working printed tokens", async () => {
+    const env = freshDb()
+    const serveOnce = async () => {
+      const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() })
+      const port = probe.port ?? 0
+      probe.stop(true)
+      const server = Bun.spawn([process.execPath, main, "serve"], {
+        env: { ...process.env, ...env, PORT: String(port), HUB_LOG_LEVEL: "warn" },
+        stdout: "pipe"
+      })
+      const base = `http://127.0.0.1:${port}`
+      for (let i = 0; i < 200; i++) {
+        if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break
+        await Bun.sleep(50) // polling a child process's start-up: there is no signal to wait on
+      }
+      return { base, stop: async () => {
+        server.kill()
+        await server.exited
+        return await new Response(server.stdout).text()
+      } }
+    }
+
+    const first = await serveOnce()
+    const firstOutput = await first.stop()
+    expect(firstOutput).toContain("Sandbox ready")
+    const orgToken = /org token\s+(mhk_\S+)/.exec(firstOutput)?.[1]
+    const sessionToken = /session token\s+(mhs_\S+)/.exec(firstOutput)?.[1]
+    const instanceToken = /instance token\s+(mhk_\S+)/.exec(firstOutput)?.[1]
+    expect(orgToken).toBeDefined()
+    expect(sessionToken).toBeDefined()
+    expect(instanceToken).toBeDefined()
+    expect(firstOutput).toMatch(/curl -s http:\/\/127\.0\.0\.1:\d+\/api\/instances -H "Authorization: Bearer mhk_/)
+
+    const second = await serveOnce()
+    const instances = await fetch(`${second.base}/api/instances`, { headers: { authorization: `Bearer ${orgToken}` } })
+    expect(instances.status).toBe(200)
+    expect(((await instances.json()) as { data: Array<unknown> }).data).toHaveLength(1)
+    const tokens = await fetch(`${second.base}/api/auth/api-tokens`, { headers: { authorization: `Bearer ${sessionToken}` } })
+    expect(tokens.status).toBe(200)
+    const secondOutput = await second.stop()
+    expect(secondOutput).not.toContain("Sandbox ready")
+
+    const db = new Database(env.HUB_DB, { readonly: true })
+    expect(db.query("SELECT COUNT(*) AS n FROM organizations").get()).toEqual({ n: 1 })
+    expect(db.query("SELECT COUNT(*) AS n FROM instances").get()).toEqual({ n: 1 })
+    db.close()
+  })
+})

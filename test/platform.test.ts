@@ -1,0 +1,91 @@
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServer } from "@effect/platform"
+import { BunHttpServer } from "@effect/platform-bun"
+import { expect, it, layer } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { HubApi } from "../src/Api.js"
+import { AccessPolicy } from "../src/Auth/Access.js"
+import { Authentication } from "../src/Auth/Middleware.js"
+import { ErrorResponseLive } from "../src/HttpMiddleware.js"
+import { TestHub, testHub } from "./support/TestHub.js"
+
+layer(testHub())("platform endpoints", (it) => {
+  it.effect("GET /health and GET /ready answer without a token", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const health = yield* hub.request("GET", "/health")
+      expect(health.status).toBe(200)
+      expect(health.body).toEqual({ status: "ok" })
+      expect(health.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/)
+      const ready = yield* hub.request("GET", "/ready")
+      expect(ready.status).toBe(200)
+      expect(ready.body).toEqual({ status: "ready", database: "ok" })
+    }))
+
+  it.effect("a caller's request id is echoed back", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const health = yield* hub.request("GET", "/health", { headers: { "x-request-id": "trace-42" } })
+      expect(health.headers.get("x-request-id")).toBe("trace-42")
+    }))
+
+  it.effect("unknown routes are a 404 JSON error", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const missing = yield* hub.request("GET", "/api/nothing-here?x=1")
+      expect(missing.status).toBe(404)
+      expect(missing.body).toEqual({ statusCode: 404, message: "No route for GET /api/nothing-here", error: "route_not_found" })
+    }))
+
+  it.effect("OpenAPI and Swagger UI are served, the UI without any outside asset", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const spec = yield* hub.request("GET", "/openapi.json")
+      expect(spec.status).toBe(200)
+      expect(spec.body.openapi).toMatch(/^3\./)
+      expect(Object.keys(spec.body.paths ?? {})).toEqual(expect.arrayContaining(["/api/auth/api-tokens", "/api/instances", "/health"]))
+      const docs = yield* hub.request("GET", "/docs")
+      expect(docs.status).toBe(200)
+      expect(docs.headers.get("content-type")).toContain("text/html")
+      expect(docs.text).toContain("SwaggerUIBundle")
+      expect(docs.text).not.toMatch(/<script[^>]+src=["']https?:/)
+      expect(docs.text).not.toMatch(/<link[^>]+href=["']https?:/)
+    }))
+})
+
+it("every authenticated endpoint has exactly one access policy row, and every row an endpoint", () => {
+  const authenticated: Array<string> = []
+  HttpApi.reflect(HubApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, middleware }) => {
+      if (middleware.has(Authentication)) authenticated.push(`${endpoint.method} ${endpoint.path}`)
+    }
+  })
+  expect(authenticated.length).toBeGreaterThan(0)
+  expect([...authenticated].sort()).toEqual(Object.keys(AccessPolicy).sort())
+})
+
+/** A tiny API with a handler that dies, served with the hub's error renderer. */
+class Failing extends HttpApiGroup.make("failing")
+  .add(HttpApiEndpoint.get("boom", "/boom").addSuccess(Schema.String))
+{}
+class FailingApi extends HttpApi.make("failing").add(Failing) {}
+const FailingLive = HttpApiBuilder.group(FailingApi, "failing", (handlers) =>
+  handlers.handle("boom", () => Effect.die(new Error("secret stack detail"))))
+
+it.scoped("a defect is a bare 500 without stack trace or message detail", () =>
+  Effect.gen(function*() {
+    const server = yield* Layer.build(
+      HttpApiBuilder.serve().pipe(
+        Layer.provide(ErrorResponseLive),
+        Layer.provide(HttpApiBuilder.api(FailingApi).pipe(Layer.provide(FailingLive))),
+        Layer.provideMerge(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" }))
+      )
+    )
+    const address = (yield* Effect.provide(HttpServer.HttpServer, server)).address
+    const port = address._tag === "TcpAddress" ? address.port : 0
+    const response = yield* Effect.promise(() => fetch(`http://127.0.0.1:${port}/boom`))
+    const text = yield* Effect.promise(() => response.text())
+    expect(response.status).toBe(500)
+    expect(JSON.parse(text)).toEqual({ statusCode: 500, message: "Internal Server Error" })
+    expect(text).not.toContain("secret stack detail")
+  }))
