@@ -23,6 +23,10 @@ export interface HubSettings {
   /** Deliveries in flight at once, overall and per webhook. */
   readonly dispatchConcurrency: number
   readonly dispatchPerWebhook: number
+  /** On shutdown, how long in-flight deliveries may finish before the rest are released. */
+  readonly dispatchDrainTimeout: Duration.Duration
+  /** A lease lasts the webhook timeout plus this; then another process may take the row (crash recovery). */
+  readonly dispatchLeaseMargin: Duration.Duration
   /** A webhook failing without a single success for this long is disabled. */
   readonly webhookDisableAfter: Duration.Duration
   readonly sendRatePerSecond: number
@@ -173,6 +177,8 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   webhookAllowPrivate: Config.boolean("HUB_WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   dispatchConcurrency: positiveInteger("HUB_DISPATCH_CONCURRENCY", 64),
   dispatchPerWebhook: positiveInteger("HUB_DISPATCH_PER_WEBHOOK", 8),
+  dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
+  dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   sendRatePerSecond: sendRate,
   sessionTtl: duration("HUB_SESSION_TTL", "12h"),

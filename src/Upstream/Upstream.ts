@@ -28,7 +28,7 @@ export interface SendMessageResponse {
   readonly messages: ReadonlyArray<{ readonly id: string; readonly message_status?: string }>
 }
 
-/** A file sent upstream as one multipart part; `stream` avoids holding large uploads in memory twice. */
+/** A file sent upstream as one multipart part; a Blob (for example a Bun.file of the upload's temp file) is not read into memory first. */
 export interface UploadFile {
   readonly filename: string
   readonly mimeType: string

@@ -19,3 +19,37 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{
 
 /** Graph codes that mean throttling: app, WABA, throughput and pair rate limits. */
 export const THROTTLING_CODES: ReadonlySet<number> = new Set([4, 80007, 130429, 131056])
+
+/** An error the upstream answered with, in the decoded form (fields it did not give stay undefined). */
+export const graphError = (fields: {
+  readonly status: number
+  readonly code: number
+  readonly message: string
+  readonly subcode?: number | undefined
+  readonly fbtraceId?: string | undefined
+  readonly details?: string | undefined
+  readonly retryAfterSeconds?: number | undefined
+}) =>
+  new UpstreamError({
+    kind: "graph",
+    status: fields.status,
+    code: fields.code,
+    subcode: fields.subcode,
+    message: fields.message,
+    fbtraceId: fields.fbtraceId,
+    details: fields.details,
+    retryAfterSeconds: fields.retryAfterSeconds
+  })
+
+/** The upstream gave no answer: it timed out or could not be reached. */
+export const noAnswer = (kind: "timeout" | "network", message: string) =>
+  new UpstreamError({
+    kind,
+    status: 0,
+    code: 0,
+    subcode: undefined,
+    message,
+    fbtraceId: undefined,
+    details: undefined,
+    retryAfterSeconds: undefined
+  })

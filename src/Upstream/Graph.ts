@@ -1,0 +1,242 @@
+/**
+ * GraphUpstream: the real WhatsApp Business Cloud API (Graph) over @effect/platform HttpClient.
+ * Every call gets a total timeout; reads (GETs) are retried on 5xx, throttling and network errors,
+ * while calls that may have changed something upstream (sends, uploads, creates, updates) never are.
+ */
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import type { HttpClientError } from "@effect/platform/HttpClientError"
+import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
+import { HubConfig } from "../Config.js"
+import { parseJsonObject } from "./Json.js"
+import { type MultipartField, multipartBody } from "./Multipart.js"
+import { type GraphQuery, type JsonObject, type MediaInfo, type SendMessageResponse, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
+import { graphError, noAnswer, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
+
+/** Lookaside media downloads are unreliable through fetch without an explicit User-Agent (research §3.2). */
+const USER_AGENT = "messaging-hub/0.1"
+
+const GraphErrorEnvelope = Schema.Struct({
+  error: Schema.Struct({
+    message: Schema.optional(Schema.String),
+    code: Schema.optional(Schema.Number),
+    error_subcode: Schema.optional(Schema.Number),
+    fbtrace_id: Schema.optional(Schema.String),
+    error_data: Schema.optional(Schema.Struct({ details: Schema.optional(Schema.String) }))
+  })
+})
+const decodeErrorEnvelope = Schema.decodeUnknownOption(GraphErrorEnvelope)
+
+const SendMessageResponseSchema = Schema.Struct({
+  messaging_product: Schema.String,
+  contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.String })),
+  messages: Schema.NonEmptyArray(Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) }))
+})
+const isSendMessageResponse = Schema.is(SendMessageResponseSchema)
+
+const MediaInfoSchema = Schema.Struct({
+  url: Schema.String,
+  mime_type: Schema.String,
+  sha256: Schema.String,
+  file_size: Schema.Union(Schema.Number, Schema.String),
+  id: Schema.String
+})
+const isMediaInfo = Schema.is(MediaInfoSchema)
+const isUploadResponse = Schema.is(Schema.Struct({ id: Schema.String }))
+
+/** Retry-After is seconds or an HTTP date. */
+const retryAfterSeconds = (value: string | undefined): number | undefined => {
+  if (value === undefined) return undefined
+  if (/^\s*\d+\s*$/.test(value)) return Number(value)
+  const at = Date.parse(value)
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000))
+}
+
+/** An error answer: the Graph envelope when there is one, otherwise the HTTP status alone (code 0). */
+export const decodeGraphError = (status: number, headers: Readonly<Record<string, string>>, text: string): UpstreamError => {
+  const retryAfter = retryAfterSeconds(headers["retry-after"])
+  const parsed = parseJsonObject(text)
+  const envelope = parsed === undefined ? undefined : decodeErrorEnvelope(parsed)
+  if (envelope === undefined || envelope._tag === "None") {
+    return graphError({ status, code: 0, message: `The upstream answered HTTP ${status} without a Graph error body`, retryAfterSeconds: retryAfter })
+  }
+  const error = envelope.value.error
+  return graphError({
+    status,
+    code: error.code ?? 0,
+    message: error.message ?? `The upstream answered HTTP ${status}`,
+    subcode: error.error_subcode,
+    fbtraceId: error.fbtrace_id,
+    details: error.error_data?.details,
+    retryAfterSeconds: retryAfter
+  })
+}
+
+/** A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502. */
+const malformed = (what: string) => graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
+
+const describeHttpError = (e: HttpClientError): string => {
+  const cause = e.cause
+  if (cause instanceof Error && cause.message !== "") return cause.message
+  return e.reason
+}
+
+/** Worth another try: the upstream failed transiently or was busy, and the call only reads. */
+const isTransient = (e: UpstreamError) =>
+  e.kind === "network" || (e.kind === "graph" && (e.status >= 500 || e.status === 429 || THROTTLING_CODES.has(e.code)))
+
+type Call = {
+  readonly request: HttpClientRequest.HttpClientRequest
+  readonly what: string
+  /** Reads are retried on transient failures; writes never are. */
+  readonly retry: boolean
+  readonly timeout: Duration.Duration
+}
+
+export const makeGraphUpstream = Effect.gen(function*() {
+  const config = yield* HubConfig
+  const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
+  // Network deadlines and retry delays are wall-clock time, even where a test replaced the Clock.
+  const wallClock = Clock.make()
+  const retrySchedule = Schedule.exponential(config.graphRetryBase).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(2)))
+
+  const url = (...segments: ReadonlyArray<string>) => `${config.graphUrl}/${segments.map(encodeURIComponent).join("/")}`
+
+  const authorized = (target: UpstreamTarget, request: HttpClientRequest.HttpClientRequest) =>
+    request.pipe(
+      HttpClientRequest.bearerToken(Redacted.value(target.accessToken)),
+      HttpClientRequest.setHeader("user-agent", USER_AGENT)
+    )
+
+  const withQuery = (query: GraphQuery) => {
+    const params: Array<[string, string]> = []
+    for (const [key, value] of Object.entries(query)) if (value !== undefined) params.push([key, value])
+    return HttpClientRequest.setUrlParams(params)
+  }
+
+  const get = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, query: GraphQuery = {}): Call => ({
+    request: authorized(target, HttpClientRequest.get(url(...path)).pipe(withQuery(query), HttpClientRequest.acceptJson)),
+    what,
+    retry: true,
+    timeout: config.graphTimeout
+  })
+
+  const postJson = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, body: JsonObject): Call => ({
+    request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.bodyUnsafeJson(body), HttpClientRequest.acceptJson)),
+    what,
+    retry: false,
+    timeout: config.graphTimeout
+  })
+
+  /** A POST without a body (actions such as deprecate). */
+  const postAction = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>): Call => ({
+    request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.acceptJson)),
+    what,
+    retry: false,
+    timeout: config.graphTimeout
+  })
+
+  const postForm = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, fields: ReadonlyArray<MultipartField>): Call => ({
+    request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.setBody(multipartBody(fields)), HttpClientRequest.acceptJson)),
+    what,
+    retry: false,
+    timeout: config.graphUploadTimeout
+  })
+
+  /** Sends the request and fails with the decoded Graph error unless the answer is 2xx. */
+  const answer = (request: HttpClientRequest.HttpClientRequest) =>
+    client.execute(request).pipe(
+      Effect.mapError((e) => noAnswer("network", describeHttpError(e))),
+      Effect.flatMap((response) =>
+        response.status < 400 ? Effect.succeed(response) : Effect.flatMap(readText(response), (text) =>
+          Effect.fail(decodeGraphError(response.status, response.headers, text)))
+      )
+    )
+
+  const readText = (response: HttpClientResponse.HttpClientResponse) =>
+    Effect.mapError(response.text, (e) => noAnswer("network", `The upstream connection failed while reading the answer: ${describeHttpError(e)}`))
+
+  const bounded = <A>(call: Call, effect: Effect.Effect<A, UpstreamError>) => {
+    const once = Effect.timeoutFail(effect, {
+      duration: call.timeout,
+      onTimeout: () => noAnswer("timeout", `The upstream did not answer ${call.what} within ${Duration.format(call.timeout)}`)
+    })
+    const attempts = call.retry ? Effect.retry(once, { schedule: retrySchedule, while: isTransient }) : once
+    return Effect.withClock(attempts, wallClock)
+  }
+
+  const json = (call: Call): Effect.Effect<JsonObject, UpstreamError> =>
+    bounded(
+      call,
+      answer(call.request).pipe(
+        Effect.flatMap(readText),
+        Effect.flatMap((text) => {
+          const body = parseJsonObject(text)
+          return body === undefined ? Effect.fail(malformed(call.what)) : Effect.succeed(body)
+        })
+      )
+    )
+
+  /** The body itself (extra fields kept), once it has the fields the caller relies on. */
+  const checked = <A>(call: Call, is: (u: unknown) => u is A): Effect.Effect<A, UpstreamError> =>
+    Effect.flatMap(json(call), (body) => (is(body) ? Effect.succeed(body) : Effect.fail(malformed(call.what))))
+
+  const filePart = (file: UploadFile): MultipartField => ({ name: "file", filename: file.filename, contentType: file.mimeType, content: file.content })
+
+  return Upstream.of({
+    sendMessage: (target, body) =>
+      checked<SendMessageResponse>(postJson(target, "the send", [target.phoneNumberId, "messages"], body), isSendMessageResponse),
+    uploadMedia: (target, file) => {
+      const fields = [{ name: "messaging_product", value: "whatsapp" }, { name: "type", value: file.mimeType }, filePart(file)]
+      return checked(postForm(target, "the media upload", [target.phoneNumberId, "media"], fields), isUploadResponse)
+    },
+    getMedia: (target, mediaId) =>
+      checked<MediaInfo>(get(target, "the media lookup", [mediaId], { phone_number_id: target.phoneNumberId }), isMediaInfo),
+    downloadMedia: (target, mediaUrl) => {
+      const call: Call = {
+        request: authorized(target, HttpClientRequest.get(mediaUrl)),
+        what: "the media download",
+        retry: true,
+        timeout: config.graphUploadTimeout
+      }
+      return bounded(call, answer(call.request)).pipe(
+        Effect.map((response) => {
+          const length = Number(response.headers["content-length"])
+          return {
+            contentType: response.headers["content-type"] ?? "application/octet-stream",
+            contentLength: Number.isInteger(length) && length >= 0 && response.headers["content-length"] !== undefined ? length : undefined,
+            body: Stream.mapError(response.stream, (e) => noAnswer("network", `The media download broke off: ${describeHttpError(e)}`))
+          }
+        })
+      )
+    },
+    createTemplate: (target, body) => json(postJson(target, "the template creation", [target.wabaId, "message_templates"], body)),
+    listTemplates: (target, query) => json(get(target, "the template list", [target.wabaId, "message_templates"], query)),
+    getTemplate: (target, templateId) => json(get(target, "the template lookup", [templateId])),
+    getSettings: (target, includeSipCredentials) =>
+      json(get(target, "the settings read", [target.phoneNumberId, "settings"], { include_sip_credentials: String(includeSipCredentials) })),
+    updateSettings: (target, body) => json(postJson(target, "the settings update", [target.phoneNumberId, "settings"], body)),
+    listPhoneNumbers: (target, query) => json(get(target, "the phone number list", [target.wabaId, "phone_numbers"], query)),
+    callAction: (target, body) => json(postJson(target, "the call action", [target.phoneNumberId, "calls"], body)),
+    listActivities: (target, query) => json(get(target, "the activity list", [target.wabaId, "activities"], query)),
+    getComplianceInfo: (target) => json(get(target, "the compliance info", [target.phoneNumberId, "business_compliance_info"])),
+    listQrCodes: (target, query) => json(get(target, "the QR code list", [target.phoneNumberId, "message_qrdls"], query)),
+    getQrCode: (target, code, query) => json(get(target, "the QR code lookup", [target.phoneNumberId, "message_qrdls", code], query)),
+    listFlows: (target, query) => json(get(target, "the flow list", [target.wabaId, "flows"], query)),
+    listFlowAssets: (target, flowId) => json(get(target, "the flow asset list", [flowId, "assets"])),
+    uploadFlowAsset: (target, flowId, asset) => {
+      const fields = [
+        { name: "messaging_product", value: "whatsapp" },
+        { name: "name", value: asset.name },
+        { name: "asset_type", value: asset.assetType },
+        filePart(asset.file)
+      ]
+      return json(postForm(target, "the flow asset upload", [flowId, "assets"], fields))
+    },
+    deprecateFlow: (target, flowId) => json(postAction(target, "the flow deprecation", [flowId, "deprecate"])),
+    getGroup: (target, groupId) => json(get(target, "the group lookup", [groupId])),
+    getBusinessProfile: (target, query) => json(get(target, "the business profile", [target.phoneNumberId, "whatsapp_business_profile"], query))
+  })
+})
+
+/** GraphUpstream over whatever HttpClient is provided (UpstreamLive provides fetch). */
+export const GraphUpstream = Layer.effect(Upstream, makeGraphUpstream)

@@ -1,0 +1,14 @@
+/**
+ * Where the sandbox sends the webhook payloads the real upstream would post to the hub
+ * (status events after a send). The events feature provides the layer that feeds them
+ * through the hub's ingress; until then they are dropped.
+ */
+import { Context, Effect, Layer } from "effect"
+import type { JsonObject } from "./Upstream.js"
+
+export class SandboxEvents extends Context.Tag("SandboxEvents")<SandboxEvents, {
+  /** One full upstream webhook payload (`{object, entry[]}`). Must not fail; errors are the receiver's to log. */
+  readonly emit: (payload: JsonObject) => Effect.Effect<void>
+}>() {}
+
+export const SandboxEventsNoop = Layer.succeed(SandboxEvents, SandboxEvents.of({ emit: () => Effect.void }))
