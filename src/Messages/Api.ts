@@ -1,0 +1,131 @@
+/** Messages: send one message (every type) and list the message history (organization or instance tokens). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { ParseResult, Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
+import { instanceSelectorFields } from "../Instances/RequestTarget.js"
+import { SendMessageRequest } from "./MessageSchemas.js"
+import { messageStatuses } from "./Repo.js"
+
+const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** The upstream's answer, passed through unchanged (fields beyond the spec's included). */
+export const SendMessageResponse = Schema.Struct(
+  {
+    messaging_product: Schema.String,
+    contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.optional(Schema.String) }, Extra)),
+    messages: Schema.Array(Schema.Struct({ id: Schema.String }, Extra))
+  },
+  Extra
+).annotations({ identifier: "SendMessageResponse" })
+
+export const SendHeaders = RequestStruct({
+  "idempotency-key": Schema.optional(
+    Schema.String.pipe(
+      Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
+    ).annotations({ description: "Repeating a request with the same key and body within 24 hours returns the first answer" })
+  )
+})
+
+const wholeNumber = (min: number, max: number) => {
+  const rule = `must be a whole number from ${min} to ${max}`
+  return Schema.transform(
+    Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => rule })),
+    Schema.Int.pipe(Schema.between(min, max, { message: () => rule })),
+    { strict: true, decode: (text) => Number(text), encode: (n) => String(n) }
+  )
+}
+
+/** A date filter: a bare day (UTC) or an instant, normalised to an ISO 8601 UTC timestamp. */
+export const DateBound = Schema.Struct({ day: Schema.Boolean, iso: Schema.String })
+export type DateBound = typeof DateBound.Type
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/
+const INSTANT = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?$/i
+
+const isCalendarDay = (day: string) => {
+  const at = new Date(`${day}T00:00:00.000Z`)
+  return !Number.isNaN(at.getTime()) && at.toISOString().startsWith(day)
+}
+
+const parseDateBound = (text: string): DateBound | undefined => {
+  if (DAY.test(text)) return isCalendarDay(text) ? { day: true, iso: `${text}T00:00:00.000Z` } : undefined
+  const match = INSTANT.exec(text)
+  if (match === null) return undefined
+  const [, date = "", time = "", fraction = "", zone = "Z"] = match
+  // A timestamp without zone is UTC; "+0200" is written "+02:00" for the Date parser.
+  const offset = zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone.toUpperCase()
+  const at = new Date(`${date}T${time.length === 5 ? `${time}:00` : time}.${fraction.padEnd(3, "0").slice(0, 3)}${offset}`)
+  return isCalendarDay(date) && !Number.isNaN(at.getTime()) ? { day: false, iso: at.toISOString() } : undefined
+}
+
+const DateFilter = Schema.transformOrFail(Schema.String, DateBound, {
+  strict: true,
+  decode: (text, _, ast) => {
+    const bound = parseDateBound(text)
+    return bound === undefined
+      ? ParseResult.fail(new ParseResult.Type(ast, text, "must be an ISO 8601 timestamp or a date YYYY-MM-DD"))
+      : ParseResult.succeed(bound)
+  },
+  encode: (bound) => ParseResult.succeed(bound.iso)
+})
+
+const oneIssue = (message: string) => ({ message: () => ({ message, override: true }) })
+const Status = Schema.Literal(...messageStatuses).annotations(oneIssue(`must be one of ${messageStatuses.join(", ")}`))
+const Direction = Schema.Literal("inbound", "outbound").annotations(oneIssue("must be inbound or outbound"))
+const WaMessageId = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(256))
+
+export const ListMessagesQuery = RequestStruct({
+  page: Schema.optionalWith(wholeNumber(1, 1_000_000), { default: () => 1 }),
+  limit: Schema.optionalWith(wholeNumber(1, 100), { default: () => 50 }),
+  status: Schema.optional(Status),
+  direction: Schema.optional(Direction),
+  startDate: Schema.optional(DateFilter),
+  start_date: Schema.optional(DateFilter),
+  endDate: Schema.optional(DateFilter),
+  end_date: Schema.optional(DateFilter),
+  waMessageId: Schema.optional(WaMessageId),
+  wa_message_id: Schema.optional(WaMessageId),
+  ...instanceSelectorFields
+})
+
+export const MessageRecord = Schema.Struct({
+  id: Schema.String,
+  waMessageId: Schema.NullOr(Schema.String).annotations({ description: "Upstream message id; null until the upstream accepted the send" }),
+  to: Schema.String.annotations({ description: "The customer's number: the recipient of an outbound message, the sender of an inbound one" }),
+  type: Schema.String,
+  status: Schema.Literal(...messageStatuses),
+  direction: Schema.Literal("inbound", "outbound"),
+  createdAt: IsoTimestamp
+})
+
+export const MessageList = Schema.Struct({
+  data: Schema.Array(MessageRecord),
+  total: Schema.Number,
+  page: Schema.Number,
+  limit: Schema.Number
+})
+
+export class MessagesApi extends HttpApiGroup.make("messages")
+  .add(
+    HttpApiEndpoint.post("send", "/api/messages")
+      .setPayload(SendMessageRequest)
+      .setHeaders(SendHeaders)
+      .addSuccess(SendMessageResponse)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .addError(TooManyRequests)
+      .addError(UpstreamFailure)
+      .addError(ServiceUnavailable)
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/api/messages")
+      .setUrlParams(ListMessagesQuery)
+      .addSuccess(MessageList)
+      .addError(Forbidden)
+      .addError(NotFound)
+  )
+  .middleware(Authentication)
+{}

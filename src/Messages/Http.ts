@@ -1,0 +1,98 @@
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { HubApi } from "../Api.js"
+import { BadRequest } from "../Domain/Errors.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
+import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { selectorOf } from "../Instances/RequestTarget.js"
+import type { DateBound } from "./Api.js"
+import { type ListFilter, type MessageRow, MessagesRepo } from "./Repo.js"
+import { MessageSender } from "./Send.js"
+
+const toRecord = (row: MessageRow) => ({
+  id: row.id,
+  waMessageId: row.wa_message_id,
+  // The customer's number in both directions: an inbound record has no other number to show.
+  to: row.to_number ?? row.from_number ?? "",
+  type: row.type,
+  status: row.status,
+  direction: row.direction,
+  createdAt: row.created_at
+})
+
+/** The camelCase name or its snake_case alias; both given with different values is a 400. */
+const either = <A>(
+  camel: { readonly name: string; readonly value: A | undefined },
+  snake: { readonly name: string; readonly value: A | undefined },
+  same: (a: A, b: A) => boolean
+) =>
+  camel.value !== undefined && snake.value !== undefined && !same(camel.value, snake.value)
+    ? Effect.fail(
+      new BadRequest({
+        message: `Invalid request: ${snake.name}: conflicts with ${camel.name}; give one of them`,
+        error: "validation_failed",
+        details: [{ field: snake.name, message: `conflicts with ${camel.name}; give one of them` }]
+      })
+    )
+    : Effect.succeed(camel.value ?? snake.value)
+
+const sameBound = (a: DateBound, b: DateBound) => a.iso === b.iso && a.day === b.day
+
+/** A bare end date covers that whole day: the bound is the next day's start, exclusive. */
+const untilBound = (end: DateBound) =>
+  end.day ? { at: new Date(Date.parse(end.iso) + 86_400_000).toISOString(), inclusive: false } : { at: end.iso, inclusive: true }
+
+export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handlers) =>
+  Effect.gen(function*() {
+    const sender = yield* MessageSender
+    const repo = yield* MessagesRepo
+    const access = yield* InstanceAccess
+    return handlers
+      .handle("send", ({ headers, payload }) =>
+        Effect.gen(function*() {
+          const instance = yield* access.resolve(yield* CurrentPrincipal, { phoneNumberId: payload.phone_number_id })
+          const outcome = yield* sender.send(instance, payload, headers["idempotency-key"])
+          // Spread: the upstream's answer as a plain object, whatever fields it has.
+          if (outcome._tag === "Sent") return { ...outcome.response }
+          return HttpServerResponse.text(outcome.body, {
+            status: outcome.statusCode,
+            contentType: "application/json",
+            headers: { "idempotent-replayed": "true" }
+          })
+        }))
+      .handle("list", ({ urlParams: query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const selector = selectorOf(query)
+          const named = selector.instanceId !== undefined || selector.phoneNumberId !== undefined
+          // An instance token always acts for its own instance; an organization token sees all of its instances unless it names one.
+          const instance = named || principal.instance !== undefined ? yield* access.resolve(principal, selector) : undefined
+          const start = yield* either({ name: "startDate", value: query.startDate }, { name: "start_date", value: query.start_date }, sameBound)
+          const end = yield* either({ name: "endDate", value: query.endDate }, { name: "end_date", value: query.end_date }, sameBound)
+          const waMessageId = yield* either(
+            { name: "waMessageId", value: query.waMessageId },
+            { name: "wa_message_id", value: query.wa_message_id },
+            (a, b) => a === b
+          )
+          if (start !== undefined && end !== undefined && start.iso > end.iso) {
+            return yield* new BadRequest({
+              message: "Invalid request: endDate: must not be before startDate",
+              error: "validation_failed",
+              details: [{ field: query.endDate === undefined ? "end_date" : "endDate", message: "must not be before startDate" }]
+            })
+          }
+          const filter: ListFilter = {
+            organizationId: principal.organizationId,
+            instanceId: instance?.id,
+            status: query.status,
+            direction: query.direction,
+            waMessageId,
+            createdFrom: start?.iso,
+            createdUntil: end === undefined ? undefined : untilBound(end),
+            offset: (query.page - 1) * query.limit,
+            limit: query.limit
+          }
+          const { rows, total } = yield* repo.list(filter)
+          return { data: rows.map(toRecord), total, page: query.page, limit: query.limit }
+        }))
+  }))

@@ -1,0 +1,139 @@
+/**
+ * Idempotency-Key answers of sends, scoped per organization and kept 24 hours. The first request with
+ * a key claims it (a row without answer); the answer is stored when it is final, and a repeat with the
+ * same body gets that answer again without sending. A different body, or a repeat while the first is
+ * still running, is a 409.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { createHash } from "node:crypto"
+import { Conflict, ServiceUnavailable } from "../Domain/Errors.js"
+import { type InstanceId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import type { Json } from "../Upstream/Upstream.js"
+
+export const IDEMPOTENCY_TTL = Duration.hours(24)
+
+export interface KeyRef {
+  readonly organizationId: OrganizationId
+  readonly key: string
+}
+
+export type Claim =
+  | { readonly _tag: "Claimed" }
+  /** The stored first answer: status code and JSON body text. */
+  | { readonly _tag: "Replay"; readonly statusCode: number; readonly body: string }
+
+interface KeyRow {
+  readonly request_hash: string
+  readonly status_code: number | null
+  readonly response: string | null
+  readonly created_at: string
+}
+
+/** JSON with object keys sorted, so the same body hashes the same whatever its key order. */
+const canonical = (value: Json): string => {
+  if (value === null || typeof value !== "object") return JSON.stringify(value)
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonical(item)}`).join(",")}}`
+}
+
+/** What makes two requests "the same": the normalised upstream body and the instance it goes from. */
+export const requestHash = (instanceId: InstanceId, body: Json): string =>
+  createHash("sha256").update(canonical({ instance_id: instanceId, body })).digest("hex")
+
+export class IdempotencyKeys extends Context.Tag("IdempotencyKeys")<IdempotencyKeys, {
+  readonly begin: (
+    input: KeyRef & { readonly instanceId: InstanceId; readonly requestHash: string }
+  ) => Effect.Effect<Claim, Conflict | ServiceUnavailable>
+  /** Stores the final answer of a claimed key (its body as JSON). */
+  readonly complete: (ref: KeyRef, statusCode: number, body: unknown) => Effect.Effect<void>
+  /** Gives a claimed key up, so a retry with it is processed afresh. */
+  readonly release: (ref: KeyRef) => Effect.Effect<void>
+}>() {}
+
+export const IdempotencyKeysLive = Layer.scoped(
+  IdempotencyKeys,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const cutoff = () => new Date(Date.now() - Duration.toMillis(IDEMPOTENCY_TTL)).toISOString()
+
+    // Expired keys are dropped hourly; a claim also replaces an expired row for its own key.
+    const purge = Effect.suspend(() => sql`DELETE FROM idempotency_keys WHERE created_at < ${cutoff()}`).pipe(
+      Effect.catchAll((e) => Effect.logWarning("Could not purge expired idempotency keys", e))
+    )
+    yield* Effect.forkScoped(Effect.repeat(purge, Schedule.spaced(Duration.hours(1))))
+
+    const claim = (input: KeyRef & { readonly instanceId: InstanceId; readonly requestHash: string }) =>
+      Effect.gen(function*() {
+        const now = nowIso()
+        const inserted = yield* sql<{ readonly created_at: string }>`INSERT INTO idempotency_keys ${
+          sql.insert({
+            organization_id: input.organizationId,
+            idempotency_key: input.key,
+            instance_id: input.instanceId,
+            request_hash: input.requestHash,
+            status_code: null,
+            response: null,
+            created_at: now
+          })
+        } ON CONFLICT (organization_id, idempotency_key) DO NOTHING RETURNING created_at`
+        if (inserted.length > 0) return { _tag: "Claimed" } as const
+        const existing = (yield* sql<KeyRow>`SELECT request_hash, status_code, response, created_at FROM idempotency_keys
+          WHERE organization_id = ${input.organizationId} AND idempotency_key = ${input.key}`)[0]
+        if (existing === undefined) return { _tag: "Busy" } as const
+        if (existing.created_at < cutoff()) {
+          // Expired: take it over, unless another request did so first.
+          const taken = yield* sql<{ readonly created_at: string }>`UPDATE idempotency_keys
+            SET instance_id = ${input.instanceId}, request_hash = ${input.requestHash}, status_code = NULL, response = NULL,
+                created_at = ${now}
+            WHERE organization_id = ${input.organizationId} AND idempotency_key = ${input.key} AND created_at = ${existing.created_at}
+            RETURNING created_at`
+          return taken.length > 0 ? { _tag: "Claimed" } as const : { _tag: "Busy" } as const
+        }
+        if (existing.request_hash !== input.requestHash) return { _tag: "Mismatch" } as const
+        if (existing.status_code === null || existing.response === null) return { _tag: "Busy" } as const
+        return { _tag: "Replay", statusCode: existing.status_code, body: existing.response } as const
+      })
+
+    return IdempotencyKeys.of({
+      begin: (input) =>
+        claim(input).pipe(
+          Effect.catchTag("SqlError", (e) =>
+            Effect.zipRight(
+              Effect.logError("Could not check an Idempotency-Key", e),
+              new ServiceUnavailable({ message: "The Idempotency-Key could not be checked; nothing was sent", error: "storage_unavailable" })
+            )),
+          Effect.flatMap((result): Effect.Effect<Claim, Conflict> => {
+            switch (result._tag) {
+              case "Claimed":
+              case "Replay":
+                return Effect.succeed(result)
+              case "Mismatch":
+                return new Conflict({
+                  message: "This Idempotency-Key was already used with a different request; use a new key for a new message",
+                  error: "idempotency_key_reused"
+                })
+              case "Busy":
+                return new Conflict({
+                  message: "A request with this Idempotency-Key is still being processed; retry once it has answered",
+                  error: "idempotency_key_in_flight"
+                })
+            }
+          })
+        ),
+      complete: (ref, statusCode, body) =>
+        sql`UPDATE idempotency_keys SET status_code = ${statusCode}, response = ${JSON.stringify(body)}
+          WHERE organization_id = ${ref.organizationId} AND idempotency_key = ${ref.key}`.pipe(
+          Effect.asVoid,
+          Effect.catchAll((e) => Effect.logError("Could not store the answer of an Idempotency-Key; retries with it get 409 until it expires", e))
+        ),
+      release: (ref) =>
+        sql`DELETE FROM idempotency_keys
+          WHERE organization_id = ${ref.organizationId} AND idempotency_key = ${ref.key} AND status_code IS NULL`.pipe(
+          Effect.asVoid,
+          Effect.catchAll((e) => Effect.logError("Could not release an Idempotency-Key; retries with it get 409 until it expires", e))
+        )
+    })
+  })
+)

@@ -1,0 +1,190 @@
+/**
+ * SQL for message records. Outbound sends are written `pending` before the upstream call and updated
+ * with its outcome; status events move a record forward only; inbound messages are inserted once.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer } from "effect"
+import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import type { Json } from "../Upstream/Upstream.js"
+
+export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"] as const
+export type MessageStatus = (typeof messageStatuses)[number]
+export type Direction = "outbound" | "inbound"
+
+/**
+ * The order statuses move in. `failed` ranks above every state but `read`, so it is reached from any
+ * of them, while `read` (proof of arrival) and `failed` itself are never left for a lower rank.
+ */
+const statusRank: Record<MessageStatus, number> = { pending: 0, sent: 1, delivered: 2, failed: 3, read: 4 }
+
+/** Inbound messages reached the business number; no read receipt is tracked for them. */
+export const INBOUND_STATUS: MessageStatus = "delivered"
+
+export interface MessageRow {
+  readonly id: string
+  readonly organization_id: OrganizationId
+  readonly instance_id: InstanceId
+  readonly direction: Direction
+  readonly wa_message_id: string | null
+  readonly to_number: string | null
+  readonly from_number: string | null
+  readonly type: string
+  readonly status: MessageStatus
+  readonly error: string | null
+  readonly created_at: string
+}
+
+export interface ListFilter {
+  readonly organizationId: OrganizationId
+  /** One instance of the organization, or all of them when undefined. */
+  readonly instanceId: InstanceId | undefined
+  readonly status: MessageStatus | undefined
+  readonly direction: Direction | undefined
+  readonly waMessageId: string | undefined
+  /** Inclusive lower bound on created_at (ISO 8601). */
+  readonly createdFrom: string | undefined
+  /** Upper bound on created_at: inclusive for a timestamp, exclusive for the day after a bare date. */
+  readonly createdUntil: { readonly at: string; readonly inclusive: boolean } | undefined
+  readonly offset: number
+  readonly limit: number
+}
+
+export interface StatusUpdate {
+  readonly instanceId: InstanceId
+  readonly waMessageId: string
+  readonly status: "sent" | "delivered" | "read" | "failed"
+  /** When the upstream says it happened (ISO 8601). */
+  readonly at: string
+  /** The upstream's errors for a failed status. */
+  readonly error?: Json
+}
+
+export interface InboundMessage {
+  readonly instanceId: InstanceId
+  readonly organizationId: OrganizationId
+  readonly waMessageId: string
+  /** The sender's number (wa_id). */
+  readonly from: string
+  readonly type: string
+  /** When the upstream says it was sent (ISO 8601); the record's createdAt. */
+  readonly at: string
+}
+
+const columns = "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at"
+
+export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
+  /** A `pending` outbound record without upstream id, written before the upstream is called. */
+  readonly createOutbound: (input: {
+    readonly organizationId: OrganizationId
+    readonly instanceId: InstanceId
+    readonly to: string
+    readonly type: string
+  }) => Effect.Effect<MessageRow, SqlError>
+  /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
+  readonly markAccepted: (id: string, waMessageId: string) => Effect.Effect<void, SqlError>
+  /** The upstream refused the send. */
+  readonly markRefused: (id: string, error: Json) => Effect.Effect<void, SqlError>
+  /** The outcome is unknown (no answer): the record stays pending, with the error noted. */
+  readonly noteError: (id: string, error: Json) => Effect.Effect<void, SqlError>
+  /**
+   * Applies a status event to the outbound record with that upstream id, forward only, in one
+   * conditional UPDATE. True when the record moved; false when unknown, or the event is late or repeated.
+   */
+  readonly applyStatus: (update: StatusUpdate) => Effect.Effect<boolean>
+  /** Records an inbound message once; true when new, false for a duplicate of the same upstream id. */
+  readonly recordInbound: (message: InboundMessage) => Effect.Effect<boolean>
+  readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
+  readonly list: (filter: ListFilter) => Effect.Effect<{ readonly rows: ReadonlyArray<MessageRow>; readonly total: number }>
+}>() {}
+
+export const MessagesRepoLive = Layer.effect(
+  MessagesRepo,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const conditions = (filter: ListFilter) => [
+      filter.instanceId === undefined
+        ? sql`organization_id = ${filter.organizationId}`
+        : sql`instance_id = ${filter.instanceId} AND organization_id = ${filter.organizationId}`,
+      ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
+      ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`]),
+      ...(filter.waMessageId === undefined ? [] : [sql`wa_message_id = ${filter.waMessageId}`]),
+      ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
+      ...(filter.createdUntil === undefined
+        ? []
+        : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
+    ]
+
+    return MessagesRepo.of({
+      createOutbound: (input) => {
+        const now = nowIso()
+        const row: MessageRow = {
+          id: newId("msg"),
+          organization_id: input.organizationId,
+          instance_id: input.instanceId,
+          direction: "outbound",
+          wa_message_id: null,
+          to_number: input.to,
+          from_number: null,
+          type: input.type,
+          status: "pending",
+          error: null,
+          created_at: now
+        }
+        return sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`.pipe(Effect.as(row))
+      },
+      markAccepted: (id, waMessageId) =>
+        sql`UPDATE messages SET wa_message_id = ${waMessageId}, error = NULL, updated_at = ${nowIso()} WHERE id = ${id}`.pipe(
+          Effect.asVoid
+        ),
+      markRefused: (id, error) =>
+        sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+          WHERE id = ${id} AND wa_message_id IS NULL`.pipe(Effect.asVoid),
+      noteError: (id, error) =>
+        sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+          WHERE id = ${id} AND wa_message_id IS NULL`.pipe(Effect.asVoid),
+      applyStatus: (update) =>
+        sql<{ readonly id: string }>`UPDATE messages
+          SET status = ${update.status}, status_at = ${update.at}, updated_at = ${nowIso()},
+              error = COALESCE(${update.error === undefined ? null : JSON.stringify(update.error)}, error)
+          WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId} AND direction = 'outbound'
+            AND (CASE status WHEN 'pending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)
+                < ${statusRank[update.status]}
+          RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
+      recordInbound: (message) => {
+        const now = nowIso()
+        return sql<{ readonly id: string }>`INSERT INTO messages ${
+          sql.insert({
+            id: newId("msg"),
+            organization_id: message.organizationId,
+            instance_id: message.instanceId,
+            direction: "inbound",
+            wa_message_id: message.waMessageId,
+            to_number: null,
+            from_number: message.from,
+            type: message.type,
+            status: INBOUND_STATUS,
+            error: null,
+            status_at: message.at,
+            created_at: message.at,
+            updated_at: now
+          })
+        } ON CONFLICT (instance_id, wa_message_id) DO NOTHING RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+      },
+      findById: (id) =>
+        sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE id = ${id}`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie
+        ),
+      list: (filter) =>
+        Effect.gen(function*() {
+          const where = sql.and(conditions(filter))
+          const rows = yield* sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE ${where}
+            ORDER BY created_at DESC, id DESC LIMIT ${filter.limit} OFFSET ${filter.offset}`
+          const counted = yield* sql<{ readonly total: number }>`SELECT COUNT(*) AS total FROM messages WHERE ${where}`
+          return { rows, total: Number(counted[0]?.total ?? 0) }
+        }).pipe(Effect.orDie)
+    })
+  })
+)

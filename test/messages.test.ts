@@ -1,0 +1,638 @@
+/**
+ * POST /api/messages against a recording fake Graph server: the exact upstream request for every
+ * message type, validation, instance resolution, error mapping, idempotency and pacing.
+ */
+import { expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Fiber, TestClock } from "effect"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { dataOf, fieldsOf, listMessages, sendMessage, sendsTo, untilSendsReach, waIdOf } from "./support/Messages.js"
+import { seedTenant, TestHub } from "./support/TestHub.js"
+
+const RECIPIENT = "16505551234"
+const WAMID = "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3"
+const common = { messaging_product: "whatsapp", recipient_type: "individual", to: RECIPIENT }
+
+interface TypeCase {
+  readonly name: string
+  /** The request body (without `to`, which is always "+16505551234"). */
+  readonly request: Record<string, unknown>
+  /** What the upstream must receive besides messaging_product, recipient_type and to; the request itself when absent. */
+  readonly upstream?: Record<string, unknown>
+}
+
+const templateRequest = {
+  type: "template",
+  template: {
+    name: "order_update",
+    language: { code: "en_US" },
+    components: [
+      { type: "header", parameters: [{ type: "image", image: { link: "https://example.com/h.jpg" } }] },
+      {
+        type: "body",
+        parameters: [
+          { type: "text", text: "Mark" },
+          { type: "currency", currency: { fallback_value: "$100.99", code: "USD", amount_1000: 100990 } }
+        ]
+      },
+      { type: "button", sub_type: "quick_reply", index: 0, parameters: [{ type: "payload", payload: "STOP_UPDATES" }] },
+      { type: "button", sub_type: "url", index: "1", parameters: [{ type: "text", text: "order/860198" }] }
+    ]
+  }
+}
+
+const typeCases: ReadonlyArray<TypeCase> = [
+  { name: "text", request: { type: "text", text: { body: "Yes, it comes in blue.", preview_url: false } } },
+  { name: "image by link", request: { type: "image", image: { link: "https://example.com/p.jpg", caption: "Blue variant" } } },
+  { name: "image by id", request: { type: "image", image: { id: "1037543291543636" } } },
+  { name: "audio", request: { type: "audio", audio: { id: "1037543291543636" } } },
+  { name: "video", request: { type: "video", video: { link: "https://example.com/v.mp4", caption: "How it works" } } },
+  {
+    name: "document",
+    request: { type: "document", document: { id: "1037543291543636", filename: "invoice.pdf", caption: "Your invoice" } }
+  },
+  { name: "sticker", request: { type: "sticker", sticker: { id: "798882015472548" } } },
+  {
+    name: "location",
+    request: { type: "location", location: { latitude: 37.44216, longitude: "-122.16153", name: "Philz Coffee", address: "101 Forest Ave" } },
+    upstream: { type: "location", location: { latitude: 37.44216, longitude: -122.16153, name: "Philz Coffee", address: "101 Forest Ave" } }
+  },
+  {
+    name: "contacts",
+    request: {
+      type: "contacts",
+      contacts: [{
+        name: { formatted_name: "Barbara J. Johnson", first_name: "Barbara", last_name: "Johnson" },
+        phones: [{ phone: "+1 (940) 555-1234", type: "HOME", wa_id: "19405551234" }],
+        emails: [{ email: "bjohnson@example.com", type: "WORK" }],
+        org: { company: "Lucky Shrub", title: "Manager" }
+      }]
+    }
+  },
+  { name: "reaction", request: { type: "reaction", reaction: { message_id: WAMID, emoji: "\u{1F44D}" } } },
+  {
+    name: "template with header image, body text and url button",
+    request: templateRequest,
+    upstream: {
+      type: "template",
+      template: {
+        ...templateRequest.template,
+        components: templateRequest.template.components.map((c) => ("index" in c ? { ...c, index: String(c.index) } : c))
+      }
+    }
+  },
+  {
+    name: "interactive product",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "product",
+        body: { text: "Check this out" },
+        footer: { text: "Lucky Shrub" },
+        action: { catalog_id: "194836987003835", product_retailer_id: "di9ozbzfi4" }
+      }
+    }
+  },
+  {
+    name: "interactive product_list",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "product_list",
+        header: { type: "text", text: "Summer picks" },
+        body: { text: "Our best sellers" },
+        action: {
+          catalog_id: "194836987003835",
+          sections: [{ title: "Succulents", product_items: [{ product_retailer_id: "di9ozbzfi4" }, { product_retailer_id: "nqryix03ez" }] }]
+        }
+      }
+    }
+  },
+  {
+    name: "interactive catalog_message",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "catalog_message",
+        body: { text: "Browse our catalog" },
+        action: { name: "catalog_message", parameters: { thumbnail_product_retailer_id: "di9ozbzfi4" } }
+      }
+    }
+  },
+  {
+    name: "interactive reply buttons (passed through)",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "button",
+        body: { text: "Confirm?" },
+        action: { buttons: [{ type: "reply", reply: { id: "yes", title: "Yes" } }, { type: "reply", reply: { id: "no", title: "No" } }] }
+      }
+    }
+  },
+  {
+    name: "a reply with context",
+    request: { type: "text", context: { message_id: WAMID }, text: { body: "Replying to you" } }
+  }
+]
+
+layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/messages on the Graph API", (it) => {
+  for (const typeCase of typeCases) {
+    it.effect(`sends ${typeCase.name} as the exact upstream body and records it`, () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant({ accessToken: "EAAG-instance-secret" })
+        const sent = yield* sendMessage(tenant.instanceToken, { ...typeCase.request, to: `+${RECIPIENT}` })
+        expect(sent.status).toBe(200)
+        expect(sent.body).toEqual({
+          messaging_product: "whatsapp",
+          contacts: [{ input: RECIPIENT, wa_id: RECIPIENT }],
+          messages: [{ id: expect.stringMatching(/^wamid\./), ...(typeCase.request.type === "template" ? { message_status: "accepted" } : {}) }]
+        })
+        const received = yield* sendsTo(tenant.phoneNumberId)
+        expect(received).toHaveLength(1)
+        expect(received[0]?.headers.authorization).toBe("Bearer EAAG-instance-secret")
+        expect(received[0]?.json).toEqual({ ...common, ...(typeCase.upstream ?? typeCase.request) })
+
+        const listed = yield* listMessages(tenant.instanceToken)
+        expect(listed.body.total).toBe(1)
+        expect(dataOf(listed.body)).toEqual([{
+          id: expect.stringMatching(/^msg_/),
+          waMessageId: waIdOf(sent.body),
+          to: RECIPIENT,
+          type: typeCase.request.type,
+          status: "pending",
+          direction: "outbound",
+          createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+        }])
+      }))
+  }
+
+  it.effect("answers the upstream's send response unchanged, extra fields included", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      const answer = {
+        messaging_product: "whatsapp",
+        contacts: [{ input: "+16505551234", wa_id: "16505551234" }],
+        messages: [{ id: "wamid.HBgLMTY1MDUwNzY1MjAVAgARGBI5QTNDQTVCM0Q0Q0Q2RTY3RTcA", message_status: "held_for_quality_assessment" }],
+        x_extra: { kept: true }
+      }
+      yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { body: answer })
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } })
+      expect(sent.status).toBe(200)
+      expect(sent.body).toEqual(answer)
+    }))
+
+  it.effect("drops unknown top-level keys and never sends phone_number_id upstream", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const sent = yield* sendMessage(tenant.orgToken, {
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        phone_number_id: tenant.phoneNumberId,
+        to: "16505551234",
+        type: "text",
+        text: { body: "hi" },
+        biz_note: "not an upstream field"
+      })
+      expect(sent.status).toBe(200)
+      expect((yield* sendsTo(tenant.phoneNumberId))[0]?.json).toEqual({ ...common, type: "text", text: { body: "hi" } })
+    }))
+
+  it.effect("an organization token sends from the number it names, and must name one of its own", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant({ accessToken: "EAAG-org-instance" })
+      const other = yield* seedTenant()
+      const text = { to: "16505551234", type: "text", text: { body: "hi" } }
+
+      const named = yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: tenant.phoneNumberId })
+      expect(named.status).toBe(200)
+      const received = yield* sendsTo(tenant.phoneNumberId)
+      expect(received).toHaveLength(1)
+      expect(received[0]?.headers.authorization).toBe("Bearer EAAG-org-instance")
+
+      const unnamed = yield* sendMessage(tenant.orgToken, text)
+      expect(unnamed.status).toBe(400)
+      expect(unnamed.body.error).toBe("instance_required")
+
+      const foreign = yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: other.phoneNumberId })
+      expect(foreign.status).toBe(404)
+      expect(foreign.body.error).toBe("not_found")
+      expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(0)
+    }))
+
+  it.effect("an instance token sends from its own number; naming another number is a 403", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const sibling = yield* seedTenant()
+      const text = { to: "16505551234", type: "text", text: { body: "hi" } }
+      expect((yield* sendMessage(tenant.instanceToken, { ...text, phone_number_id: tenant.phoneNumberId })).status).toBe(200)
+      const refused = yield* sendMessage(tenant.instanceToken, { ...text, phone_number_id: sibling.phoneNumberId })
+      expect(refused.status).toBe(403)
+      expect(refused.body.error).toBe("forbidden_instance")
+      expect(yield* sendsTo(sibling.phoneNumberId)).toHaveLength(0)
+      expect((yield* listMessages(tenant.instanceToken)).body.total).toBe(1)
+    }))
+
+  it.effect("a session token cannot send", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const refused = yield* sendMessage(tenant.sessionToken, { to: "16505551234", type: "text", text: { body: "hi" } })
+      expect(refused.status).toBe(403)
+      expect(refused.body.error).toBe("forbidden_token_kind")
+    }))
+
+  it.effect("maps Graph code 100 to a 400 with the upstream message and details.upstream, and records the failure", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, {
+        status: 400,
+        body: { error: { message: "(#100) Invalid parameter", type: "OAuthException", code: 100, error_subcode: 2494010, fbtrace_id: "AbCdEf123" } }
+      })
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } })
+      expect(sent.status).toBe(400)
+      expect(sent.body).toEqual({
+        statusCode: 400,
+        message: "(#100) Invalid parameter",
+        error: "upstream_error",
+        details: { upstream: { code: 100, error_subcode: 2494010, fbtrace_id: "AbCdEf123" } }
+      })
+      const listed = yield* listMessages(tenant.instanceToken)
+      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "failed", waMessageId: null, to: "16505551234", type: "text" })])
+    }))
+
+  it.effect("maps 131030 (recipient not allowed) to a 400 and leaves a failed record in the history", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, {
+        status: 400,
+        body: {
+          error: {
+            message: "(#131030) Recipient phone number not in allowed list",
+            type: "OAuthException",
+            code: 131030,
+            error_data: { messaging_product: "whatsapp", details: "Recipient phone number not in allowed list" },
+            fbtrace_id: "Xyz"
+          }
+        }
+      })
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505550000", type: "image", image: { id: "123" } })
+      expect(sent.status).toBe(400)
+      expect(sent.body.message).toBe("(#131030) Recipient phone number not in allowed list")
+      expect(sent.body.details).toEqual({ upstream: { code: 131030, fbtrace_id: "Xyz", details: "Recipient phone number not in allowed list" } })
+      const failed = yield* listMessages(tenant.instanceToken, "status=failed")
+      expect(failed.body.total).toBe(1)
+      expect(dataOf(failed.body)[0]).toMatchObject({ status: "failed", waMessageId: null, to: "16505550000", type: "image", direction: "outbound" })
+    }))
+
+  for (const [code, status, retryAfter] of [[130429, 429, "7"], [131056, 400, undefined], [4, 400, undefined], [80007, 429, "30"]] as const) {
+    it.effect(`maps throttling code ${code} (HTTP ${status}) to 429 with Retry-After`, () =>
+      Effect.gen(function*() {
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, {
+          status,
+          body: { error: { message: `(#${code}) Rate limit hit`, type: "OAuthException", code, fbtrace_id: "T1" } },
+          ...(retryAfter === undefined ? {} : { headers: { "retry-after": retryAfter } })
+        })
+        const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } })
+        expect(sent.status).toBe(429)
+        expect(sent.headers.get("retry-after")).toBe(retryAfter ?? "60")
+        expect(sent.body).toMatchObject({ statusCode: 429, message: `(#${code}) Rate limit hit`, error: "upstream_rate_limited" })
+        expect(sent.body.details).toEqual({ upstream: { code, fbtrace_id: "T1" } })
+      }))
+  }
+
+  it.effect("maps a Graph 500 to 502", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, {
+        status: 500,
+        body: { error: { message: "(#131000) Something went wrong", type: "OAuthException", code: 131000, is_transient: true, fbtrace_id: "S1" } }
+      })
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } })
+      expect(sent.status).toBe(502)
+      expect(sent.body).toMatchObject({ statusCode: 502, message: "(#131000) Something went wrong", error: "upstream_error" })
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+    }))
+
+  it.effect("maps an upstream that does not answer to 504 and keeps the send pending (its outcome is unknown)", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+      // The upstream client's deadline runs on the wall clock (graphTimeout, 1 s here).
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } })
+      expect(sent.status).toBe(504)
+      expect(sent.body).toMatchObject({ statusCode: 504, error: "upstream_timeout" })
+      const listed = yield* listMessages(tenant.instanceToken)
+      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null })])
+    }))
+})
+
+interface InvalidCase {
+  readonly name: string
+  readonly body: unknown
+  readonly fields: ReadonlyArray<string>
+}
+
+const text = (extra: Record<string, unknown>) => ({ to: "16505551234", type: "text", text: { body: "hi" }, ...extra })
+const image = (media: Record<string, unknown>) => ({ to: "16505551234", type: "image", image: media })
+
+const invalidCases: ReadonlyArray<InvalidCase> = [
+  { name: "too short a number", body: text({ to: "+1234" }), fields: ["to"] },
+  { name: "two plus signs", body: text({ to: "++16505551234" }), fields: ["to"] },
+  { name: "a number with separators", body: text({ to: "1 650-555-1234" }), fields: ["to"] },
+  { name: "no type", body: { to: "16505551234", text: { body: "hi" } }, fields: ["type"] },
+  { name: "an unknown type", body: { to: "16505551234", type: "sms", sms: {} }, fields: ["type"] },
+  { name: "the object named by type missing", body: { to: "16505551234", type: "text" }, fields: ["text"] },
+  { name: "an object of another type", body: text({ image: { id: "1" } }), fields: ["image"] },
+  { name: "an empty text body", body: text({ text: { body: "" } }), fields: ["text.body"] },
+  { name: "a text body over 4096 characters", body: text({ text: { body: "x".repeat(4097) } }), fields: ["text.body"] },
+  { name: "a non-boolean preview_url", body: text({ text: { body: "hi", preview_url: "yes" } }), fields: ["text.preview_url"] },
+  { name: "an image with both link and id", body: image({ link: "https://example.com/a.jpg", id: "1" }), fields: ["image"] },
+  { name: "an image with neither link nor id", body: image({ caption: "alone" }), fields: ["image"] },
+  { name: "an image link that is not http(s)", body: image({ link: "ftp://example.com/a.jpg" }), fields: ["image.link"] },
+  { name: "a caption over 1024 characters", body: image({ id: "1", caption: "c".repeat(1025) }), fields: ["image.caption"] },
+  { name: "an audio caption", body: { to: "16505551234", type: "audio", audio: { id: "1", caption: "no" } }, fields: ["audio.caption"] },
+  { name: "an audio with link and id", body: { to: "16505551234", type: "audio", audio: { id: "1", link: "https://e.com/a.ogg" } }, fields: ["audio"] },
+  { name: "a sticker caption", body: { to: "16505551234", type: "sticker", sticker: { id: "1", caption: "no" } }, fields: ["sticker.caption"] },
+  {
+    name: "a latitude out of range",
+    body: { to: "16505551234", type: "location", location: { latitude: 91, longitude: 0 } },
+    fields: ["location.latitude"]
+  },
+  { name: "no contacts", body: { to: "16505551234", type: "contacts", contacts: [] }, fields: ["contacts"] },
+  {
+    name: "a contact without formatted_name",
+    body: { to: "16505551234", type: "contacts", contacts: [{ name: { first_name: "Ann" } }] },
+    fields: ["contacts.0.name.formatted_name"]
+  },
+  { name: "a reaction without message_id", body: { to: "16505551234", type: "reaction", reaction: { emoji: "x" } }, fields: ["reaction.message_id"] },
+  {
+    name: "a template with a bad language code and no name",
+    body: { to: "16505551234", type: "template", template: { language: { code: "english" } } },
+    fields: ["template.name", "template.language.code"]
+  },
+  {
+    name: "a template button without sub_type and index",
+    body: { to: "16505551234", type: "template", template: { name: "t", language: { code: "en" }, components: [{ type: "button", parameters: [{ type: "text", text: "x" }] }] } },
+    fields: ["template.components.0.sub_type", "template.components.0.index"]
+  },
+  {
+    name: "a template image parameter without link or id",
+    body: { to: "16505551234", type: "template", template: { name: "t", language: { code: "pt_BR" }, components: [{ type: "header", parameters: [{ type: "image", image: {} }] }] } },
+    fields: ["template.components.0.parameters.0.image"]
+  },
+  {
+    name: "a product_list without header and with an empty section",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "product_list", body: { text: "b" }, action: { catalog_id: "1", sections: [{ title: "S", product_items: [] }] } }
+    },
+    fields: ["interactive.header", "interactive.action.sections.0.product_items"]
+  },
+  {
+    name: "a product_list without sections",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "product_list", header: { type: "text", text: "h" }, body: { text: "b" }, action: { catalog_id: "1", sections: [] } }
+    },
+    fields: ["interactive.action.sections"]
+  },
+  {
+    name: "a product without product_retailer_id",
+    body: { to: "16505551234", type: "interactive", interactive: { type: "product", body: { text: "b" }, action: { catalog_id: "1" } } },
+    fields: ["interactive.action.product_retailer_id"]
+  },
+  {
+    name: "a catalog_message with another action name",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "catalog_message", body: { text: "b" }, action: { name: "catalog", parameters: { thumbnail_product_retailer_id: "x" } } }
+    },
+    fields: ["interactive.action.name"]
+  },
+  { name: "an unknown interactive kind", body: { to: "16505551234", type: "interactive", interactive: { type: "carousel_x" } }, fields: ["interactive.type"] },
+  { name: "a context without message_id", body: text({ context: {} }), fields: ["context.message_id"] },
+  { name: "another messaging_product", body: text({ messaging_product: "sms" }), fields: ["messaging_product"] },
+  { name: "another recipient_type", body: text({ recipient_type: "group" }), fields: ["recipient_type"] },
+  { name: "a body that is not an object", body: "send hi to 16505551234", fields: ["body"] },
+  { name: "several bad fields at once", body: { to: "x", type: "text", text: { body: "" }, context: {} }, fields: ["to", "text.body", "context.message_id"] }
+]
+
+layer(testHubOnFakeGraph())("POST /api/messages validation", (it) => {
+  for (const invalid of invalidCases) {
+    it.effect(`refuses ${invalid.name} with a 400 naming the field; nothing is sent or recorded`, () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const refused = yield* sendMessage(tenant.instanceToken, invalid.body)
+        expect(refused.status).toBe(400)
+        expect(refused.body.error).toBe("validation_failed")
+        expect([...fieldsOf(refused.body)].sort()).toEqual([...invalid.fields].sort())
+        for (const field of invalid.fields) expect(String(refused.body.message)).toContain(`${field}:`)
+        expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(0)
+        expect((yield* listMessages(tenant.instanceToken)).body.total).toBe(0)
+      }))
+  }
+
+  it.effect("refuses malformed JSON with a 400", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const refused = yield* hub.request("POST", "/api/messages", {
+        token: tenant.instanceToken,
+        body: "{\"to\": \"16505551234\",",
+        headers: { "content-type": "application/json" }
+      })
+      expect(refused.status).toBe(400)
+      expect(refused.body).toEqual({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(0)
+    }))
+})
+
+layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("Idempotency-Key", (it) => {
+  const body = { to: "16505551234", type: "text", text: { body: "only once" } }
+
+  it.effect("the same key and body return the first answer and send nothing more", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const first = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "order-1001" })
+      expect(first.status).toBe(200)
+      // The same body with its keys in another order is the same request.
+      const again = yield* sendMessage(tenant.instanceToken, { text: { body: "only once" }, type: "text", to: "+16505551234" }, {
+        "idempotency-key": "order-1001"
+      })
+      expect(again.status).toBe(200)
+      expect(again.body).toEqual(first.body)
+      expect(again.headers.get("idempotent-replayed")).toBe("true")
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+      expect((yield* listMessages(tenant.instanceToken)).body.total).toBe(1)
+    }))
+
+  it.effect("the same key with another body is a 409 and sends nothing", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      expect((yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "k-2" })).status).toBe(200)
+      const conflict = yield* sendMessage(tenant.instanceToken, { ...body, text: { body: "something else" } }, { "idempotency-key": "k-2" })
+      expect(conflict.status).toBe(409)
+      expect(conflict.body).toMatchObject({ statusCode: 409, error: "idempotency_key_reused" })
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+    }))
+
+  it.effect("keys are scoped per organization", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      expect((yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "shared-key" })).status).toBe(200)
+      expect((yield* sendMessage(other.instanceToken, body, { "idempotency-key": "shared-key" })).status).toBe(200)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+      expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(1)
+    }))
+
+  it.effect("an upstream refusal is replayed as it was, without calling the upstream again", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, {
+        status: 400,
+        body: { error: { message: "(#131030) Recipient phone number not in allowed list", code: 131030, fbtrace_id: "R1" } }
+      })
+      const first = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "refused-1" })
+      expect(first.status).toBe(400)
+      const again = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "refused-1" })
+      expect(again.status).toBe(400)
+      expect(again.body).toEqual(first.body)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+    }))
+
+  it.effect("a throttled send releases its key, so the retry is sent", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, {
+        status: 429,
+        body: { error: { message: "(#130429) Rate limit hit", code: 130429 } },
+        headers: { "retry-after": "2" }
+      })
+      expect((yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "throttled-1" })).status).toBe(429)
+      const retry = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "throttled-1" })
+      expect(retry.status).toBe(200)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(2)
+    }))
+
+  it.effect("a repeat while the first is in flight is a 409; a send with unknown outcome is then replayed, not re-sent", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+      const first = yield* Effect.fork(sendMessage(tenant.instanceToken, body, { "idempotency-key": "slow-1" }))
+      yield* untilSendsReach(tenant.phoneNumberId, 1)
+      const concurrent = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "slow-1" })
+      expect(concurrent.status).toBe(409)
+      expect(concurrent.body.error).toBe("idempotency_key_in_flight")
+      const timedOut = yield* Fiber.join(first)
+      expect(timedOut.status).toBe(504)
+      const replayed = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "slow-1" })
+      expect(replayed.status).toBe(504)
+      expect(replayed.body).toEqual(timedOut.body)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+    }))
+
+  it.effect("a key older than 24 hours is forgotten: the same key sends again", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      yield* sql`INSERT INTO idempotency_keys ${
+        sql.insert({
+          organization_id: tenant.organizationId,
+          idempotency_key: "old-key",
+          instance_id: tenant.instanceId,
+          request_hash: "0".repeat(64),
+          status_code: 200,
+          response: JSON.stringify({ messaging_product: "whatsapp", contacts: [], messages: [{ id: "wamid.old" }] }),
+          created_at: new Date(Date.now() - 25 * 3_600_000).toISOString()
+        })
+      }`
+      const sent = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "old-key" })
+      expect(sent.status).toBe(200)
+      expect(waIdOf(sent.body)).not.toBe("wamid.old")
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+      const again = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "old-key" })
+      expect(again.body).toEqual(sent.body)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+    }))
+
+  it.effect("refuses a key that is empty, too long or not visible ASCII", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      for (const key of ["k".repeat(256), "has space", "clé"]) {
+        const refused = yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": key })
+        expect(refused.status).toBe(400)
+        expect(fieldsOf(refused.body)).toEqual(["idempotency-key"])
+      }
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(0)
+    }))
+})
+
+layer(testHubOnFakeGraph({ sendRatePerSecond: 2 }))("pacing per phone number", (it) => {
+  it.effect("over the rate the hub answers 429 with Retry-After and does not call the upstream", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      const body = { to: "16505551234", type: "text", text: { body: "burst" } }
+      expect((yield* sendMessage(tenant.instanceToken, body)).status).toBe(200)
+      expect((yield* sendMessage(tenant.instanceToken, body)).status).toBe(200)
+      const paced = yield* sendMessage(tenant.instanceToken, body)
+      expect(paced.status).toBe(429)
+      expect(paced.headers.get("retry-after")).toBe("1")
+      expect(paced.body).toMatchObject({ statusCode: 429, error: "rate_limited" })
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(2)
+      expect((yield* listMessages(tenant.instanceToken)).body.total).toBe(2)
+
+      // Another number has its own budget.
+      expect((yield* sendMessage(other.instanceToken, body)).status).toBe(200)
+
+      // The hub runs on the test clock: half a second frees one send, not two.
+      yield* TestClock.adjust(Duration.millis(500))
+      expect((yield* sendMessage(tenant.instanceToken, body)).status).toBe(200)
+      expect((yield* sendMessage(tenant.instanceToken, body)).status).toBe(429)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(3)
+    }))
+})
+
+layer(testHubOnFakeGraph())("recording sends when storage fails", (it) => {
+  // SQLite triggers stand in for a failing database, for the one statement under test.
+  it.effect("if the pending record cannot be written, nothing is sent and the answer is 503", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      yield* sql`CREATE TRIGGER refuse_message_insert BEFORE INSERT ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } }).pipe(
+        Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_message_insert`))
+      )
+      expect(sent.status).toBe(503)
+      expect(sent.body).toMatchObject({ statusCode: 503, error: "storage_unavailable" })
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(0)
+    }))
+
+  it.effect("if the acceptance cannot be recorded, the send still answers 200 and its record stays pending", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      yield* sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`
+      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } }).pipe(
+        Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_acceptance`))
+      )
+      expect(sent.status).toBe(200)
+      expect(waIdOf(sent.body)).toMatch(/^wamid\./)
+      const listed = yield* listMessages(tenant.instanceToken)
+      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null, to: "16505551234" })])
+    }))
+})
