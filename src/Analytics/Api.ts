@@ -1,0 +1,63 @@
+/**
+ * Analytics: the business account's activities and the number's compliance info, passed through.
+ * Business account data: organization tokens may read it by naming the instance.
+ */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { Envelope, GraphLimit, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import { instanceSelectorFields } from "../Instances/RequestTarget.js"
+
+const UNIX_SECONDS = /^\d{1,12}$/
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/
+
+/** Milliseconds since the epoch of a Unix-seconds or ISO 8601 time; NaN when it is neither. */
+export const timeOf = (value: string): number =>
+  UNIX_SECONDS.test(value) ? Number(value) * 1000 : ISO_8601.test(value) ? Date.parse(value) : Number.NaN
+
+const Time = Schema.String.pipe(Schema.filter((value) => !Number.isNaN(timeOf(value)), {
+  message: () => "must be a Unix timestamp in seconds or an ISO 8601 time such as 2025-10-14T16:45:00Z"
+}))
+
+export const ActivitiesQuery = RequestStruct({
+  ...instanceSelectorFields,
+  since: Schema.optional(Time),
+  until: Schema.optional(Time),
+  limit: Schema.optional(GraphLimit),
+  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
+  after: Schema.optional(Schema.String),
+  before: Schema.optional(Schema.String),
+  type: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Z_]+(,[A-Z_]+)*$/, {
+    message: () => "must be activity types such as TEMPLATE_CREATED, comma separated"
+  })))
+}).pipe(
+  Schema.filter((query) =>
+    query.since !== undefined && query.until !== undefined && timeOf(query.since) > timeOf(query.until)
+      ? { path: ["until"], message: "must not be before since" }
+      : undefined
+  ),
+  Schema.annotations({ parseOptions: { errors: "all" }, identifier: "ActivitiesQuery" })
+)
+
+export const ComplianceQuery = RequestStruct({ ...instanceSelectorFields })
+
+/** The spec's activity fields; whichever `fields` asked for come back, so none is required. */
+export const Activity = PassThrough({
+  id: Schema.optional(Schema.String),
+  activity_type: Schema.optional(Schema.String),
+  timestamp: Schema.optional(Schema.String),
+  details: Schema.optional(JsonObjectSchema)
+})
+
+export class AnalyticsApi extends HttpApiGroup.make("analytics")
+  .add(HttpApiEndpoint.get("activities", "/api/analytics/activities").setUrlParams(ActivitiesQuery).addSuccess(Envelope(Activity)))
+  .add(HttpApiEndpoint.get("compliance", "/api/analytics/compliance").setUrlParams(ComplianceQuery).addSuccess(Envelope(JsonObjectSchema)))
+  .addError(BadRequest)
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  .middleware(Authentication)
+{}

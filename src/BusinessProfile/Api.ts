@@ -1,0 +1,32 @@
+/** The WhatsApp business profile of the instance's phone number (instance tokens only). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+
+export const BusinessProfile = PassThrough({
+  about: Schema.optional(Schema.String),
+  address: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  email: Schema.optional(Schema.String),
+  profile_picture_url: Schema.optional(Schema.String),
+  websites: Schema.optional(Schema.Array(Schema.String)),
+  vertical: Schema.optional(Schema.String)
+})
+
+export class BusinessProfileApi extends HttpApiGroup.make("businessProfile")
+  .add(
+    HttpApiEndpoint.get("get", "/api/business-profile")
+      .setUrlParams(RequestStruct({
+        fields: Schema.optional(Schema.String.pipe(Schema.pattern(/^[a-z_]+(,[a-z_]+)*$/, { message: () => "must be field names, comma separated" })))
+      }))
+      .addSuccess(BusinessProfile)
+  )
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  .middleware(Authentication)
+{}

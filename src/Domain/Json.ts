@@ -1,0 +1,36 @@
+/**
+ * JSON values as Schemas, for bodies the hub passes through from the upstream unchanged
+ * (Graph envelopes, settings objects) while still describing their known fields.
+ */
+import { Schema } from "effect"
+import type { Json, JsonObject } from "../Upstream/Upstream.js"
+
+export const JsonValue: Schema.Schema<Json> = Schema.suspend(() =>
+  Schema.Union(Schema.Null, Schema.Boolean, Schema.Number, Schema.String, Schema.Array(JsonValue), JsonObjectSchema)
+).annotations({ identifier: "JsonValue" })
+
+export const JsonObjectSchema: Schema.Schema<JsonObject> = Schema.Record({ key: Schema.String, value: JsonValue })
+
+/** The other keys of an object whose known fields a Struct names; they are kept, not dropped. */
+export const OtherKeys = Schema.Record({ key: Schema.String, value: JsonValue })
+
+const Cursors = Schema.Struct({ before: Schema.optional(Schema.String), after: Schema.optional(Schema.String) }, OtherKeys)
+
+/** Graph cursor paging, kept as the upstream sent it. */
+export const Paging = Schema.Struct({ cursors: Schema.optional(Cursors) }, OtherKeys)
+
+/** A Graph list envelope `{data[], paging?}` passed through unchanged (other keys too). */
+export const Envelope = <A extends JsonObject, I, R>(item: Schema.Schema<A, I, R>) =>
+  Schema.Struct({ data: Schema.Array(item), paging: Schema.optional(Paging) }, OtherKeys)
+
+/** A Graph object described by some known fields; every other field is passed through. */
+export const PassThrough = <Fields extends Schema.Struct.Fields>(fields: Fields) =>
+  Schema.Struct(fields, OtherKeys).annotations({ message: () => "must be an object" })
+
+/** Graph's `limit` query: a whole number of items from 1 to 100, given as text. */
+export const GraphLimit = Schema.NumberFromString.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 1 && n <= 100, { message: () => "must be a whole number from 1 to 100" })
+)
+
+/** A decoded `limit` as the text the upstream query takes. */
+export const limitText = (limit: number | undefined): string | undefined => (limit === undefined ? undefined : String(limit))

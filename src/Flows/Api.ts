@@ -1,0 +1,72 @@
+/** Flows of the instance's business account and their assets (instance tokens). */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { Forbidden, NotFound, PayloadTooLarge, TooManyRequests, UnsupportedMediaType, UpstreamFailure } from "../Domain/Errors.js"
+import { GraphId } from "../Domain/Ids.js"
+import { Envelope, GraphLimit, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import { FlowAssetBodyLimit } from "../Media/BodyLimit.js"
+
+export const FlowListQuery = RequestStruct({
+  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
+  limit: Schema.optional(GraphLimit),
+  after: Schema.optional(Schema.String),
+  before: Schema.optional(Schema.String)
+})
+
+export const Flow = PassThrough({
+  id: Schema.String,
+  name: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.String),
+  categories: Schema.optional(Schema.Array(Schema.String)),
+  validation_errors: Schema.optional(Schema.Array(JsonObjectSchema))
+})
+
+export const FlowAsset = PassThrough({
+  name: Schema.String,
+  asset_type: Schema.String,
+  download_url: Schema.optional(Schema.String)
+})
+
+export const FlowAssetUpload = HttpApiSchema.Multipart(
+  RequestStruct({
+    file: Multipart.SingleFileSchema.annotations({ message: () => "must be exactly one file part" }),
+    name: Schema.String.pipe(Schema.pattern(/^[^/\\\x00-\x1f]{1,200}$/, { message: () => "must be a file name such as flow.json" })),
+    asset_type: Schema.Literal("FLOW_JSON", "IMAGE").annotations({ message: () => ({ message: "must be FLOW_JSON or IMAGE", override: true }) })
+  }).pipe(
+    Schema.filter((asset) =>
+      asset.asset_type === "FLOW_JSON" && asset.name !== "flow.json"
+        ? { path: ["name"], message: "must be flow.json for a FLOW_JSON asset" }
+        : undefined
+    ),
+    Schema.annotations({ parseOptions: { errors: "all" }, identifier: "FlowAssetUpload" })
+  ),
+  // No parser size limits (see Media/BodyLimit.ts); an application/json part is the flow file, not a text field.
+  { fieldMimeTypes: [] }
+)
+
+export const FlowAssetUploaded = Schema.Struct({ success: Schema.Boolean, validation_errors: Schema.Array(JsonObjectSchema) })
+
+const FlowPath = Schema.Struct({ flowId: GraphId })
+
+export class FlowsApi extends HttpApiGroup.make("flows")
+  .add(HttpApiEndpoint.get("list", "/flows").setUrlParams(FlowListQuery).addSuccess(Envelope(Flow)))
+  .add(HttpApiEndpoint.get("assets", "/flows/:flowId/assets").setPath(FlowPath).addSuccess(Envelope(FlowAsset)))
+  .add(
+    HttpApiEndpoint.post("uploadAsset", "/flows/:flowId/assets")
+      .setPath(FlowPath)
+      .setPayload(FlowAssetUpload)
+      .addSuccess(FlowAssetUploaded)
+      .addError(PayloadTooLarge)
+      .addError(UnsupportedMediaType)
+  )
+  .add(HttpApiEndpoint.post("deprecate", "/flows/:flowId/deprecate").setPath(FlowPath).addSuccess(Schema.Struct({ success: Schema.Boolean })))
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  // Added before Authentication, so it runs after it: an unauthenticated caller gets 401, not 413.
+  .middleware(FlowAssetBodyLimit)
+  .middleware(Authentication)
+{}

@@ -1,0 +1,71 @@
+/** Media: upload (multipart, both spellings of the path), info, and a streaming download (instance tokens). */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import {
+  Forbidden,
+  NotFound,
+  PayloadTooLarge,
+  TooManyRequests,
+  UnsupportedMediaType,
+  UpstreamFailure
+} from "../Domain/Errors.js"
+import { GraphId } from "../Domain/Ids.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import { MediaBodyLimit } from "./BodyLimit.js"
+
+export const MediaUpload = HttpApiSchema.Multipart(
+  RequestStruct({
+    file: Multipart.SingleFileSchema.annotations({ message: () => "must be exactly one file part" }),
+    type: Schema.String.pipe(Schema.nonEmptyString({ message: () => "must be the MIME type of the file" })),
+    messaging_product: Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }),
+    kind: Schema.optional(
+      Schema.Literal("image", "audio", "video", "document", "sticker").annotations({
+        description: "Hub extension: how the media will be sent; `sticker` applies the 100 KB sticker limit to image/webp",
+        message: () => ({ message: "must be one of image, audio, video, document, sticker", override: true })
+      })
+    )
+  }),
+  // No parser size limits (see BodyLimit.ts): MediaBodyLimit and the per-kind check bound the size.
+  // Every file part stays a file, whatever its content type (the default reads application/json as text).
+  { fieldMimeTypes: [] }
+)
+
+export const MediaUploaded = Schema.Struct({ id: Schema.String })
+
+export const MediaInfo = Schema.Struct({
+  url: Schema.String.annotations({ description: "Temporary download URL (about 5 minutes); needs the instance's access token" }),
+  mime_type: Schema.String,
+  sha256: Schema.String,
+  file_size: Schema.Int,
+  id: Schema.String
+})
+
+const MediaPath = Schema.Struct({ mediaId: GraphId })
+
+const upload = <const Name extends string, const Path extends `/${string}`>(name: Name, path: Path) =>
+  HttpApiEndpoint.post(name, path)
+    .setPayload(MediaUpload)
+    .addSuccess(MediaUploaded)
+    .addError(PayloadTooLarge)
+    .addError(UnsupportedMediaType)
+
+export class MediaApi extends HttpApiGroup.make("media")
+  .add(upload("upload", "/media"))
+  .add(upload("uploadApi", "/api/media"))
+  .add(HttpApiEndpoint.get("info", "/media/:mediaId").setPath(MediaPath).addSuccess(MediaInfo))
+  .add(
+    HttpApiEndpoint.get("download", "/media/:mediaId/download")
+      .setPath(MediaPath)
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }).annotations({
+        description: "The media bytes, with the upstream's Content-Type and Content-Length"
+      }))
+  )
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  // Added before Authentication, so it runs after it: an unauthenticated caller gets 401, not 413.
+  .middleware(MediaBodyLimit)
+  .middleware(Authentication)
+{}

@@ -1,0 +1,57 @@
+/**
+ * Settings of the instance's business phone number (instance tokens; the read may carry SIP
+ * passwords) and the business account's phone number list (business account data: organization
+ * tokens too, naming the instance).
+ */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { Envelope, GraphLimit, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import { instanceSelectorFields } from "../Instances/RequestTarget.js"
+import { SettingsUpdate } from "./Settings.js"
+
+export const SettingsQuery = RequestStruct({
+  include_sip_credentials: Schema.optional(Schema.Literal("true", "false").annotations({ message: () => ({ message: "must be true or false", override: true }) }))
+})
+
+export const SettingsUpdated = Schema.Struct({ success: Schema.Boolean })
+
+export const PhoneNumberListQuery = RequestStruct({
+  ...instanceSelectorFields,
+  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
+  limit: Schema.optional(GraphLimit),
+  after: Schema.optional(Schema.String),
+  before: Schema.optional(Schema.String)
+})
+
+export const PhoneNumber = PassThrough({
+  id: Schema.String,
+  display_phone_number: Schema.optional(Schema.String),
+  verified_name: Schema.optional(Schema.String),
+  quality_rating: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.String)
+})
+
+const updateSettings = <const Name extends string, const Path extends `/${string}`>(name: Name, path: Path) =>
+  HttpApiEndpoint.post(name, path)
+    .setPayload(SettingsUpdate)
+    .addSuccess(SettingsUpdated)
+
+export class PhoneNumbersApi extends HttpApiGroup.make("phoneNumbers")
+  .add(
+    HttpApiEndpoint.get("settings", "/api/phone-numbers/settings")
+      .setUrlParams(SettingsQuery)
+      .addSuccess(JsonObjectSchema.annotations({ description: "The upstream settings object; SIP passwords only with include_sip_credentials=true" }))
+  )
+  .add(updateSettings("updateSettings", "/phone-numbers/settings"))
+  .add(updateSettings("updateSettingsApi", "/api/phone-numbers/settings"))
+  .add(HttpApiEndpoint.get("list", "/phone-numbers/list").setUrlParams(PhoneNumberListQuery).addSuccess(Envelope(PhoneNumber)))
+  .addError(BadRequest)
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  .middleware(Authentication)
+{}

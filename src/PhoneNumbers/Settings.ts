@@ -1,0 +1,93 @@
+/**
+ * The settings update: exactly one feature section per request, each checked lightly on the values
+ * the spec shows and otherwise passed through untouched (the upstream's spellings differ between
+ * sources, so enums are accepted in any case and unknown fields are kept).
+ */
+import { Schema } from "effect"
+import { JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import type { Json, JsonObject } from "../Upstream/Upstream.js"
+
+export const SETTINGS_SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"] as const
+
+const anyCase = (values: ReadonlyArray<string>) =>
+  Schema.String.pipe(Schema.filter((s) => values.includes(s.toLowerCase()), {
+    message: () => `must be one of ${values.join(", ")} (any case)`
+  }))
+
+/** Absent or an object, never undefined: a nested failure is then reported once, at its own field. */
+const exactOptional = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(schema, { exact: true })
+
+const EnabledOrDisabled = anyCase(["enabled", "disabled"])
+
+const Calling = PassThrough({
+  status: Schema.optional(EnabledOrDisabled),
+  call_icon_visibility: Schema.optional(anyCase(["default", "disable_all", "visible", "hidden"])),
+  callback_permission_status: Schema.optional(EnabledOrDisabled),
+  srtp_key_exchange_protocol: Schema.optional(anyCase(["dtls", "sdes", "dtls-srtp"])),
+  sip: exactOptional(PassThrough({ status: Schema.optional(EnabledOrDisabled), servers: Schema.optional(Schema.Array(JsonObjectSchema)) }))
+})
+
+const PayloadEncryption = PassThrough({
+  status: EnabledOrDisabled,
+  client_encryption_key: Schema.optional(Schema.String.pipe(Schema.nonEmptyString({ message: () => "must be the base64 public key" })))
+}).pipe(Schema.filter((section) =>
+  section.status.toLowerCase() === "enabled" && section.client_encryption_key === undefined
+    ? { path: ["client_encryption_key"], message: "is required when status is enabled" }
+    : undefined
+))
+
+const StorageConfiguration = PassThrough({
+  status: Schema.optional(anyCase(["default", "in_country_storage_enabled", "no_storage_enabled"])),
+  data_localization_region: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Z]{2}$/, { message: () => "must be a two-letter country code such as DE" })))
+})
+
+const UserIdentityChange = PassThrough({
+  enable_identity_key_check: Schema.optional(Schema.Boolean),
+  enabled: Schema.optional(Schema.Boolean)
+})
+
+export const SettingsUpdate = RequestStruct({
+  calling: exactOptional(Calling),
+  payload_encryption: exactOptional(PayloadEncryption),
+  storage_configuration: exactOptional(StorageConfiguration),
+  user_identity_change: exactOptional(UserIdentityChange)
+}).pipe(
+  Schema.filter((update) => {
+    const found = SETTINGS_SECTIONS.filter((section) => update[section] !== undefined)
+    if (found.length === 1) return undefined
+    const which = found.length === 0 ? "none" : found.join(", ")
+    return {
+      path: [],
+      message: `exactly one feature section per request: give one of ${SETTINGS_SECTIONS.join(", ")} (found ${which})`
+    }
+  }),
+  Schema.annotations({ parseOptions: { errors: "all" }, identifier: "SettingsUpdate" })
+)
+
+/** The one section of a valid update, as the upstream body. */
+export const upstreamBody = (update: typeof SettingsUpdate.Type): JsonObject => {
+  const body: Record<string, JsonObject> = {}
+  for (const section of SETTINGS_SECTIONS) {
+    const value = update[section]
+    if (value !== undefined) body[section] = value
+  }
+  return body
+}
+
+const SECRET_KEY = /password/i
+
+const isJsonArray = (v: Json): v is ReadonlyArray<Json> => Array.isArray(v)
+
+const strip = (v: Json): Json => {
+  if (isJsonArray(v)) return v.map(strip)
+  if (typeof v === "object" && v !== null) return withoutPasswords(v)
+  return v
+}
+
+/** The settings without SIP passwords (or any other password field), at any depth. */
+export const withoutPasswords = (value: JsonObject): JsonObject => {
+  const out: Record<string, Json> = {}
+  for (const [key, v] of Object.entries(value)) if (!SECRET_KEY.test(key)) out[key] = strip(v)
+  return out
+}

@@ -1,0 +1,42 @@
+/** QR codes of the instance's phone number (instance tokens). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { Envelope, GraphLimit, PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+
+const Fields = Schema.String.pipe(Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\))?(,[a-z_]+(\.format\((SVG|PNG)\))?)*$/, {
+  message: () => "must be field names, comma separated, such as code,prefilled_message,deep_link_url"
+}))
+
+export const QrCodeListQuery = RequestStruct({
+  fields: Schema.optional(Fields),
+  limit: Schema.optional(GraphLimit),
+  after: Schema.optional(Schema.String),
+  before: Schema.optional(Schema.String)
+})
+
+/** `code` may be left out when `fields` does not ask for it. */
+export const QrCode = PassThrough({
+  code: Schema.optional(Schema.String),
+  prefilled_message: Schema.optional(Schema.String),
+  deep_link_url: Schema.optional(Schema.String)
+})
+
+export class QrCodesApi extends HttpApiGroup.make("qrCodes")
+  .add(HttpApiEndpoint.get("list", "/qr-codes").setUrlParams(QrCodeListQuery).addSuccess(Envelope(QrCode)))
+  .add(
+    HttpApiEndpoint.get("get", "/qr-codes/:qrCodeId")
+      .setPath(Schema.Struct({
+        qrCodeId: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9]{1,64}$/, { message: () => "must be a QR code (letters and digits)" }))
+      }))
+      .setUrlParams(RequestStruct({ fields: Schema.optional(Fields) }))
+      .addSuccess(QrCode)
+  )
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  .middleware(Authentication)
+{}

@@ -1,0 +1,71 @@
+/** Message templates of the instance's business account (instance tokens). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { GraphId } from "../Domain/Ids.js"
+import { Envelope, GraphLimit, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import { componentIssues } from "./Components.js"
+
+export const TemplateCategory = Schema.Literal("MARKETING", "UTILITY", "AUTHENTICATION").annotations({
+  message: () => ({ message: "must be MARKETING, UTILITY or AUTHENTICATION", override: true })
+})
+
+export const CreateTemplate = RequestStruct({
+  name: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,512}$/, {
+    message: () => "must be snake_case: lowercase letters, digits and underscores, at most 512 characters"
+  })),
+  language: Schema.String.pipe(Schema.pattern(/^[a-z]{2,3}(_[A-Z]{2})?$/, {
+    message: () => "must be a language code such as en, en_US or pt_BR"
+  })),
+  category: TemplateCategory,
+  components: Schema.Array(JsonValue).pipe(Schema.minItems(1, { message: () => "must hold at least one component" }))
+}).pipe(
+  Schema.filter((template) => componentIssues(template.category, template.components)),
+  Schema.annotations({ parseOptions: { errors: "all" }, identifier: "CreateTemplate" })
+)
+
+export const TemplateCreated = Schema.Struct({ id: Schema.String, status: Schema.String, category: Schema.String })
+
+export const TemplateStatus = Schema.Literal(
+  "APPROVED",
+  "PENDING",
+  "REJECTED",
+  "PAUSED",
+  "DISABLED",
+  "IN_APPEAL",
+  "PENDING_DELETION",
+  "DELETED",
+  "LIMIT_EXCEEDED",
+  "ARCHIVED"
+).annotations({ message: () => ({ message: "must be a template status such as APPROVED, PENDING or REJECTED", override: true }) })
+
+export const TemplateListQuery = RequestStruct({
+  limit: Schema.optional(GraphLimit),
+  after: Schema.optional(Schema.String),
+  before: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String.pipe(Schema.maxLength(512))),
+  status: Schema.optional(TemplateStatus),
+  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
+})
+
+export const Template = PassThrough({
+  id: Schema.String,
+  name: Schema.optional(Schema.String),
+  language: Schema.optional(Schema.String),
+  category: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.String),
+  components: Schema.optional(Schema.Array(JsonObjectSchema))
+})
+
+export class TemplatesApi extends HttpApiGroup.make("templates")
+  .add(HttpApiEndpoint.post("create", "/templates").setPayload(CreateTemplate).addSuccess(TemplateCreated))
+  .add(HttpApiEndpoint.get("list", "/templates").setUrlParams(TemplateListQuery).addSuccess(Envelope(Template)))
+  .add(HttpApiEndpoint.get("get", "/templates/:templateId").setPath(Schema.Struct({ templateId: GraphId })).addSuccess(Template))
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(TooManyRequests)
+  .addError(UpstreamFailure)
+  .middleware(Authentication)
+{}

@@ -1,0 +1,94 @@
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { seedTenant, TestHub } from "./support/TestHub.js"
+
+layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it) => {
+  it.effect("GET /groups/{id} renames the upstream fields as the spec names them", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-groups" })
+      const result = yield* hub.request("GET", "/groups/120363394320896415@g.us", { token: tenant.instanceToken })
+      expect(result.status).toBe(200)
+      expect(result.body).toEqual({
+        id: "120363394320896415@g.us",
+        subject: "Lucky Shrub VIPs",
+        description: "Early access to drops",
+        creation_time: 1750269342,
+        participants_count: 2
+      })
+      const sent = yield* fake.lastRequest
+      expect(sent.method).toBe("GET")
+      expect(decodeURIComponent(sent.path)).toBe("/v23.0/120363394320896415@g.us")
+      expect(sent.headers.authorization).toBe("Bearer EAAG-groups")
+
+      const encoded = yield* hub.request("GET", "/groups/120363394320896415%40g.us", { token: tenant.instanceToken })
+      expect(encoded.status).toBe(200)
+    }))
+
+  it.effect("a group without a description, with the timestamp as text, still reads", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: /(@|%40)g\.us$/ }, {
+        body: { id: "1203@g.us", subject: "Team", creation_timestamp: "1750269342", participants: [{ wa_id: "1" }, { wa_id: "2" }, { wa_id: "3" }] }
+      })
+      const result = yield* hub.request("GET", "/groups/1203@g.us", { token: tenant.instanceToken })
+      expect(result.body).toEqual({ id: "1203@g.us", subject: "Team", description: "", creation_time: 1750269342, participants_count: 3 })
+    }))
+
+  it.effect("a malformed group id is 400; an unknown group 404; organization tokens 403", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      for (const id of ["abc@g.us", "12345", "12345@s.whatsapp.net"]) {
+        const result = yield* hub.request("GET", `/groups/${id}`, { token: tenant.instanceToken })
+        expect(result.status).toBe(400)
+        expect(result.body.details).toEqual([{ field: "groupId", message: "must be a group id of the form <number>@g.us" }])
+      }
+      yield* fake.respond({ path: /(@|%40)g\.us$/ }, { status: 400, body: { error: { message: "Unsupported get request", code: 100, error_subcode: 33 } } })
+      const missing = yield* hub.request("GET", "/groups/999@g.us", { token: tenant.instanceToken })
+      expect(missing.status).toBe(404)
+      expect(missing.body).toEqual({ statusCode: 404, message: "group 999@g.us was not found", error: "not_found" })
+      const byOrg = yield* hub.request("GET", "/groups/999@g.us", { token: tenant.orgToken })
+      expect(byOrg.status).toBe(403)
+      expect(byOrg.body).toMatchObject({ error: "forbidden_token_kind" })
+    }))
+
+  it.effect("GET /api/business-profile answers the profile object itself, for instance tokens only", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-profile" })
+      const result = yield* hub.request("GET", "/api/business-profile", { token: tenant.instanceToken })
+      expect(result.status).toBe(200)
+      expect(result.body).toEqual({
+        about: "Plants, delivered.",
+        address: "1 Hacker Way",
+        description: "Lucky Shrub",
+        email: "hello@luckyshrub.com",
+        profile_picture_url: "https://example.com/p.jpg",
+        websites: ["https://luckyshrub.com"],
+        vertical: "RETAIL",
+        messaging_product: "whatsapp"
+      })
+      const sent = yield* fake.lastRequest
+      expect(sent.path).toBe(`/v23.0/${tenant.phoneNumberId}/whatsapp_business_profile`)
+      expect(sent.headers.authorization).toBe("Bearer EAAG-profile")
+
+      // Meta's OpenAPI examples nest the profile once more; it unwraps the same.
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/whatsapp_business_profile` }, {
+        body: { data: [{ business_profile: { about: "Nested", vertical: "RESTAURANT" } }] }
+      })
+      const nested = yield* hub.request("GET", "/api/business-profile?fields=about,vertical", { token: tenant.instanceToken })
+      expect(nested.body).toEqual({ about: "Nested", vertical: "RESTAURANT" })
+      expect((yield* fake.lastRequest).query).toEqual({ fields: "about,vertical" })
+
+      const byOrg = yield* hub.request("GET", `/api/business-profile?instance_id=${tenant.instanceId}`, { token: tenant.orgToken })
+      expect(byOrg.status).toBe(403)
+      expect(byOrg.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+    }))
+})

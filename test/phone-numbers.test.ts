@@ -1,0 +1,173 @@
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { seedTenant, TestHub } from "./support/TestHub.js"
+
+const settingsWithSip = {
+  calling: {
+    status: "ENABLED",
+    call_icon_visibility: "DEFAULT",
+    callback_permission_status: "ENABLED",
+    sip: {
+      status: "ENABLED",
+      servers: [{ hostname: "sip.example.com", port: 5061, sip_user_password: "s3cr3t", password: "s3cr3t-too" }]
+    }
+  },
+  payload_encryption: { status: "enabled", client_encryption_key_fingerprint: "ab:cd", cloud_encryption_key: "KEY" },
+  storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" }
+}
+
+layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
+  it.effect("GET /api/phone-numbers/settings strips SIP passwords unless include_sip_credentials=true", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-settings" })
+      const path = `/${tenant.phoneNumberId}/settings`
+      yield* fake.respond({ method: "GET", path }, { body: settingsWithSip }, 3)
+
+      const plain = yield* hub.request("GET", "/api/phone-numbers/settings", { token: tenant.instanceToken })
+      expect(plain.status).toBe(200)
+      expect(plain.text).not.toContain("s3cr3t")
+      expect(plain.body).toEqual({
+        ...settingsWithSip,
+        calling: { ...settingsWithSip.calling, sip: { status: "ENABLED", servers: [{ hostname: "sip.example.com", port: 5061 }] } }
+      })
+      let sent = yield* fake.lastRequest
+      expect(sent.path).toBe(`/v23.0${path}`)
+      expect(sent.query).toEqual({ include_sip_credentials: "false" })
+      expect(sent.headers.authorization).toBe("Bearer EAAG-settings")
+
+      const explicitFalse = yield* hub.request("GET", "/api/phone-numbers/settings?include_sip_credentials=false", { token: tenant.instanceToken })
+      expect(explicitFalse.text).not.toContain("s3cr3t")
+
+      const withSecrets = yield* hub.request("GET", "/api/phone-numbers/settings?include_sip_credentials=true", { token: tenant.instanceToken })
+      expect(withSecrets.status).toBe(200)
+      expect(withSecrets.body).toEqual(settingsWithSip)
+      sent = yield* fake.lastRequest
+      expect(sent.query).toEqual({ include_sip_credentials: "true" })
+    }))
+
+  it.effect("include_sip_credentials is parsed strictly", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      for (const value of ["yes", "1", "TRUE", ""]) {
+        const result = yield* hub.request("GET", `/api/phone-numbers/settings?include_sip_credentials=${value}`, { token: tenant.instanceToken })
+        expect(result.status).toBe(400)
+        expect(result.body.details).toEqual([{ field: "include_sip_credentials", message: "must be true or false" }])
+      }
+    }))
+
+  it.effect("POST settings on both paths sends exactly the one section and answers {success}", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-update" })
+      const updates = [
+        { calling: { status: "enabled", call_icon_visibility: "DEFAULT", sip: { status: "ENABLED", servers: [{ hostname: "sip.example.com", port: 5061 }] }, srtp_key_exchange_protocol: "DTLS", call_hours: { status: "ENABLED", timezone_id: "Europe/Berlin" } } },
+        { payload_encryption: { status: "enabled", client_encryption_key: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA" } },
+        { payload_encryption: { status: "disabled" } },
+        { storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" } },
+        { user_identity_change: { enable_identity_key_check: true } }
+      ]
+      for (const [i, update] of updates.entries()) {
+        const path = i % 2 === 0 ? "/phone-numbers/settings" : "/api/phone-numbers/settings"
+        const result = yield* hub.request("POST", path, { token: tenant.instanceToken, json: update })
+        expect({ path, status: result.status, body: result.body }).toEqual({ path, status: 200, body: { success: true } })
+        const sent = yield* fake.lastRequest
+        expect(sent).toMatchObject({ method: "POST", path: `/v23.0/${tenant.phoneNumberId}/settings`, json: update })
+        expect(sent.headers.authorization).toBe("Bearer EAAG-update")
+      }
+    }))
+
+  it.effect("none or several sections, or bad values, are 400 naming the rule and the fields; nothing goes upstream", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      yield* fake.reset
+      const tenant = yield* seedTenant()
+      const rule = (found: string) =>
+        `exactly one feature section per request: give one of calling, payload_encryption, storage_configuration, user_identity_change (found ${found})`
+      const cases: ReadonlyArray<readonly [unknown, ReadonlyArray<{ field: string; message: string }>]> = [
+        [{}, [{ field: "body", message: rule("none") }]],
+        [{ unknown_section: {} }, [{ field: "body", message: rule("none") }]],
+        [{ calling: { status: "enabled" }, payload_encryption: { status: "disabled" } }, [{ field: "body", message: rule("calling, payload_encryption") }]],
+        [{ payload_encryption: { status: "enabled" } }, [{ field: "payload_encryption.client_encryption_key", message: "is required when status is enabled" }]],
+        [{ payload_encryption: { status: "on" } }, [{ field: "payload_encryption.status", message: "must be one of enabled, disabled (any case)" }]],
+        [{ calling: { status: "maybe", sip: { status: 1 } } }, [
+          { field: "calling.status", message: "must be one of enabled, disabled (any case)" },
+          { field: "calling.sip.status", message: "Expected string, actual 1" }
+        ]],
+        [{ storage_configuration: { status: "DEFAULT", data_localization_region: "Germany" } }, [
+          { field: "storage_configuration.data_localization_region", message: "must be a two-letter country code such as DE" }
+        ]],
+        [{ user_identity_change: "yes" }, [{ field: "user_identity_change", message: "must be an object" }]]
+      ]
+      for (const [update, details] of cases) {
+        const result = yield* hub.request("POST", "/api/phone-numbers/settings", { token: tenant.instanceToken, json: update })
+        expect({ update, status: result.status, details: result.body.details }).toEqual({ update, status: 400, details })
+      }
+      expect(yield* fake.requests).toEqual([])
+    }))
+
+  it.effect("GET /phone-numbers/list passes the envelope through, for instance tokens and organization tokens naming the instance", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-list" })
+      const listed = yield* hub.request("GET", "/phone-numbers/list", { token: tenant.instanceToken })
+      expect(listed.status).toBe(200)
+      expect(listed.body).toEqual({
+        data: [{ id: "106540352242922", display_phone_number: "+1 555-078-3881", verified_name: "Lucky Shrub", quality_rating: "GREEN", status: "CONNECTED" }],
+        paging: { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } }
+      })
+      const sent = yield* fake.lastRequest
+      expect(sent).toMatchObject({ method: "GET", path: `/v23.0/${tenant.wabaId}/phone_numbers`, query: {} })
+      expect(sent.headers.authorization).toBe("Bearer EAAG-list")
+
+      const byOrg = yield* hub.request("GET", `/phone-numbers/list?phone_number_id=${tenant.phoneNumberId}&limit=5&after=QVFI`, { token: tenant.orgToken })
+      expect(byOrg.status).toBe(200)
+      expect((yield* fake.lastRequest).query).toEqual({ limit: "5", after: "QVFI" })
+      const byInstanceId = yield* hub.request("GET", `/phone-numbers/list?instance_id=${tenant.instanceId}`, { token: tenant.orgToken })
+      expect(byInstanceId.status).toBe(200)
+
+      const unnamed = yield* hub.request("GET", "/phone-numbers/list", { token: tenant.orgToken })
+      expect(unnamed.status).toBe(400)
+      expect(unnamed.body).toMatchObject({ error: "instance_required" })
+      const other = yield* seedTenant()
+      const foreign = yield* hub.request("GET", `/phone-numbers/list?instance_id=${other.instanceId}`, { token: tenant.orgToken })
+      expect(foreign.status).toBe(404)
+      const mismatch = yield* hub.request("GET", `/phone-numbers/list?instance_id=${other.instanceId}`, { token: tenant.instanceToken })
+      expect(mismatch.status).toBe(403)
+    }))
+
+  it.effect("settings are instance-only: organization tokens get 403", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const calls = [
+        hub.request("GET", `/api/phone-numbers/settings?phone_number_id=${tenant.phoneNumberId}`, { token: tenant.orgToken }),
+        hub.request("POST", "/phone-numbers/settings", { token: tenant.orgToken, json: { calling: { status: "enabled" } } }),
+        hub.request("POST", "/api/phone-numbers/settings", { token: tenant.orgToken, json: { calling: { status: "enabled" } } })
+      ]
+      for (const call of calls) {
+        const result = yield* call
+        expect(result.status).toBe(403)
+        expect(result.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+      }
+      expect((yield* hub.request("GET", "/phone-numbers/list", { token: tenant.sessionToken })).status).toBe(403)
+    }))
+
+  it.effect("an upstream 5xx on the settings read is a 502 after the client's retries", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      yield* fake.reset
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/settings` }, { status: 500, body: { error: { message: "Service temporarily unavailable", code: 2 } } }, 5)
+      const result = yield* hub.request("GET", "/api/phone-numbers/settings", { token: tenant.instanceToken })
+      expect(result.status).toBe(502)
+      expect(result.body).toMatchObject({ statusCode: 502, message: "Service temporarily unavailable", error: "upstream_error" })
+    }))
+})
