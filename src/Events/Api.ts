@@ -1,0 +1,107 @@
+/**
+ * Where the upstream posts its events (no Bearer token: the upstream signs with the app secret and
+ * verifies the callback with the verify token), and the sandbox's inbound-message simulator.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../Auth/Middleware.js"
+import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
+import { GraphId } from "../Domain/Ids.js"
+import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
+import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
+import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "../Upstream/Sandbox.js"
+
+export const IngestSummary = Schema.Struct({
+  changes: Schema.Number,
+  accepted: Schema.Number,
+  duplicates: Schema.Number,
+  unrouted: Schema.Number,
+  deliveries: Schema.Number
+})
+
+export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
+  .add(
+    HttpApiEndpoint.get("verify", "/upstream/events")
+      .setUrlParams(Schema.Struct({
+        "hub.mode": Schema.optional(Schema.String),
+        "hub.verify_token": Schema.optional(Schema.String),
+        "hub.challenge": Schema.optional(Schema.String)
+      }))
+      .addSuccess(HttpApiSchema.Text().annotations({ description: "The hub.challenge, as sent" }))
+      .addError(Forbidden)
+  )
+  .add(
+    HttpApiEndpoint.post("receive", "/upstream/events")
+      // Documented only: the handler reads the raw bytes, which the signature covers.
+      .setPayload(JsonObjectSchema.annotations({ description: "Upstream webhook envelope {object, entry[]}" }))
+      .addSuccess(IngestSummary)
+      .addError(Unauthorized)
+      .addError(PayloadTooLarge)
+  )
+{}
+
+const Text = (max: number) =>
+  Schema.String.pipe(
+    Schema.minLength(1, { message: () => "must not be empty" }),
+    Schema.maxLength(max, { message: () => `must be at most ${max} characters` })
+  )
+
+/** Present with its type, or absent (never `undefined`), so a bad value is reported once. */
+const optionalField = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
+const inboundTypes: ReadonlySet<string> = new Set(INBOUND_MESSAGE_TYPES)
+
+// A refinement rather than a Literal union, so a wrong value is one issue instead of one per member.
+const InboundType = Schema.String.pipe(
+  Schema.filter((s): s is InboundMessageType => inboundTypes.has(s), {
+    message: () => `must be one of ${INBOUND_MESSAGE_TYPES.join(", ")}`
+  })
+)
+
+/** Media the customer "sent": the sandbox mints an id its GET /media answers for, unless one is given. */
+const Media = Schema.Struct({ id: Schema.optional(Text(128)) }, OtherKeys)
+
+/**
+ * One simulated inbound message: `type` and, optionally, its content object named like the type
+ * (fields left out get plausible values). Organization tokens name the instance.
+ */
+export const SandboxInbound = RequestStruct({
+  from: Schema.String.pipe(Schema.pattern(/^\+?\d{6,20}$/, { message: () => "must be a phone number: digits, E.164 without +" })),
+  type: InboundType,
+  name: Schema.optional(Label(100)).annotations({ description: "The sender's profile name" }),
+  context: optionalField(Schema.Struct({ id: Text(256) }).annotations({ description: "The business message this one replies to" })),
+  instance_id: Schema.optional(IdString),
+  phone_number_id: Schema.optional(GraphId),
+  text: optionalField(Schema.Struct({ body: Text(4096) }, OtherKeys)),
+  image: optionalField(Media),
+  document: optionalField(Media),
+  audio: optionalField(Media),
+  video: optionalField(Media),
+  sticker: optionalField(Media),
+  location: optionalField(Schema.Struct({ latitude: Schema.Number, longitude: Schema.Number }, OtherKeys)),
+  contacts: optionalField(Schema.Array(JsonObjectSchema).pipe(Schema.minItems(1, { message: () => "must hold at least one contact" }))),
+  interactive: optionalField(
+    Schema.Struct({ type: Schema.Literal("button_reply", "list_reply") }, OtherKeys).pipe(
+      Schema.filter((i) => i[i.type] !== undefined || { path: [i.type], message: `is required when interactive.type is ${i.type}` })
+    )
+  ),
+  reaction: optionalField(Schema.Struct({ message_id: Text(256), emoji: Schema.optional(Schema.String) }, OtherKeys)),
+  order: optionalField(Schema.Struct({ catalog_id: Text(64), product_items: Schema.Array(JsonObjectSchema) }, OtherKeys))
+})
+
+export const InboundAccepted = Schema.Struct({
+  id: Schema.String.annotations({ description: "The upstream message id (wamid) of the simulated message" }),
+  deliveries: Schema.Number.annotations({ description: "Webhook deliveries queued for it" })
+})
+
+export class SandboxApi extends HttpApiGroup.make("sandbox")
+  .add(
+    HttpApiEndpoint.post("inbound", "/sandbox/inbound")
+      .setPayload(SandboxInbound)
+      .addSuccess(InboundAccepted)
+      .addError(BadRequest)
+      .addError(Forbidden)
+      .addError(NotFound)
+  )
+  .middleware(Authentication)
+{}

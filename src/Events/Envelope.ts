@@ -1,0 +1,113 @@
+/**
+ * The upstream webhook envelope `{object, entry: [{id, changes: [{field, value}]}]}`: light validation,
+ * the identity of a change (what makes a redelivered change a duplicate), and the envelope an
+ * instance receives holding only its own changes.
+ */
+import { createHash } from "node:crypto"
+import { Either } from "effect"
+import type { FieldIssue } from "../Domain/Errors.js"
+import type { Json, JsonObject } from "../Upstream/Upstream.js"
+
+export interface UpstreamChange {
+  /** `entry[].id`: the business account (WABA) id. */
+  readonly entryId: string | undefined
+  readonly field: string | undefined
+  /** The change exactly as received (`{field, value}` and anything else it carries). */
+  readonly change: JsonObject
+  readonly value: JsonObject
+  readonly phoneNumberId: string | undefined
+}
+
+export interface Envelope {
+  readonly object: string
+  readonly changes: ReadonlyArray<UpstreamChange>
+}
+
+const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const stringAt = (o: JsonObject, key: string): string | undefined => {
+  const v = o[key]
+  return typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined
+}
+
+/** Checks the envelope's shape (every entry and every change), naming each part that is wrong. */
+export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyArray<FieldIssue>> => {
+  if (!isObject(payload)) return Either.left([{ field: "body", message: "must be a JSON object" }])
+  const issues: Array<FieldIssue> = []
+  const object = payload.object
+  if (object !== undefined && typeof object !== "string") issues.push({ field: "object", message: "must be a string" })
+  const entries = payload.entry
+  if (!Array.isArray(entries)) return Either.left([...issues, { field: "entry", message: "must be an array" }])
+  const changes: Array<UpstreamChange> = []
+  entries.forEach((entry: Json, e) => {
+    const list = isObject(entry) ? entry.changes : undefined
+    if (!isObject(entry)) issues.push({ field: `entry.${e}`, message: "must be an object" })
+    else if (!Array.isArray(list)) issues.push({ field: `entry.${e}.changes`, message: "must be an array" })
+    else {
+      list.forEach((change: Json, c) => {
+        if (!isObject(change) || !isObject(change.value)) {
+          issues.push({ field: `entry.${e}.changes.${c}.value`, message: "must be an object" })
+          return
+        }
+        const metadata = change.value.metadata
+        changes.push({
+          entryId: stringAt(entry, "id"),
+          field: stringAt(change, "field"),
+          change,
+          value: change.value,
+          phoneNumberId: isObject(metadata) ? stringAt(metadata, "phone_number_id") : undefined
+        })
+      })
+    }
+  })
+  return issues.length > 0
+    ? Either.left(issues)
+    : Either.right({ object: typeof object === "string" ? object : "whatsapp_business_account", changes })
+}
+
+/** JSON with object keys sorted, so equal values always give the same text. */
+export const canonicalJson = (value: Json): string => {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  if (isObject(value)) {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] ?? null)}`).join(",")}}`
+  }
+  return JSON.stringify(value)
+}
+
+const itemIdentities = (value: JsonObject): ReadonlyArray<string> => {
+  const of = (key: string, identify: (item: JsonObject) => string | undefined) => {
+    const items = value[key]
+    return Array.isArray(items)
+      ? items.map((item: Json) => (isObject(item) ? identify(item) : undefined) ?? `${key}:${canonicalJson(item)}`)
+      : []
+  }
+  const id = (item: JsonObject) => stringAt(item, "id")
+  return [
+    ...of("messages", (m) => (id(m) === undefined ? undefined : `message:${id(m)}`)),
+    ...of("statuses", (s) => (id(s) === undefined ? undefined : `status:${id(s)}:${stringAt(s, "status")}:${stringAt(s, "timestamp")}`)),
+    ...of("calls", (c) => (id(c) === undefined ? undefined : `call:${id(c)}:${stringAt(c, "event")}:${stringAt(c, "timestamp")}`))
+  ]
+}
+
+/**
+ * What makes a change the same change when the upstream sends it again, for one instance: the ids
+ * inside it (message ids; status id + status + timestamp; call id + event + timestamp), or, for
+ * changes without such items (account or template updates), the whole value in canonical form.
+ */
+export const dedupeKey = (instanceId: string, change: UpstreamChange): string => {
+  const items = itemIdentities(change.value)
+  const identity = items.length > 0 ? [...items].sort().join("|") : `value:${canonicalJson(change.value)}`
+  return createHash("sha256").update(`${instanceId}\n${change.field ?? ""}\n${identity}`).digest("hex")
+}
+
+/** The envelope for one instance: its changes, grouped by entry in the order received. */
+export const envelopeFor = (object: string, changes: ReadonlyArray<UpstreamChange>): string => {
+  const entries = new Map<string, Array<JsonObject>>()
+  for (const change of changes) {
+    const id = change.entryId ?? ""
+    const list = entries.get(id) ?? []
+    list.push(change.change)
+    entries.set(id, list)
+  }
+  return JSON.stringify({ object, entry: [...entries].map(([id, list]) => ({ id, changes: list })) })
+}

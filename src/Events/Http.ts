@@ -1,0 +1,98 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Option, Redacted } from "effect"
+import { HubApi } from "../Api.js"
+import { HubConfig } from "../Config.js"
+import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
+import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { parseJsonObject } from "../Upstream/Json.js"
+import { inboundMessagePayload } from "../Upstream/Sandbox.js"
+import { wamid } from "../Upstream/Sandbox/Ids.js"
+import type { SandboxInbound } from "./Api.js"
+import { Ingress } from "./Ingress.js"
+import { constantTimeEqual, verifyHubSignature } from "./Signing.js"
+
+/** Upstream webhook posts are small (a few KB, batches well under 1 MB); anything far larger is refused. */
+const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
+
+const tooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
+
+export const UpstreamEventsHttpLive = HttpApiBuilder.group(HubApi, "upstreamEvents", (handlers) =>
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const ingress = yield* Ingress
+    return handlers
+      .handle("verify", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const offered = urlParams["hub.verify_token"]
+          const verified = Option.isSome(config.verifyToken) && urlParams["hub.mode"] === "subscribe" && offered !== undefined &&
+            urlParams["hub.challenge"] !== undefined && constantTimeEqual(offered, Redacted.value(config.verifyToken.value))
+          if (!verified) {
+            return yield* new Forbidden({
+              message: Option.isNone(config.verifyToken)
+                ? "Webhook verification is not configured (HUB_VERIFY_TOKEN is not set)"
+                : "Webhook verification failed: hub.mode must be subscribe and hub.verify_token must match",
+              error: "verification_failed"
+            })
+          }
+          return urlParams["hub.challenge"] ?? ""
+        }))
+      .handleRaw("receive", ({ request }) =>
+        Effect.gen(function*() {
+          if (Number(request.headers["content-length"] ?? 0) > MAX_UPSTREAM_BODY) return yield* tooLarge
+          const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+          if (body.byteLength > MAX_UPSTREAM_BODY) return yield* tooLarge
+          // The signature covers the exact bytes, so it is checked before anything is parsed or stored.
+          if (Option.isSome(config.appSecret)) {
+            if (!verifyHubSignature(Redacted.value(config.appSecret.value), body, request.headers["x-hub-signature-256"])) {
+              return yield* new Unauthorized()
+            }
+          }
+          const payload = parseJsonObject(new TextDecoder().decode(body))
+          if (payload === undefined) {
+            return yield* new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
+          }
+          return yield* ingress.ingest(payload)
+        }))
+  }))
+
+const contentOf = (inbound: typeof SandboxInbound.Type) => {
+  switch (inbound.type) {
+    case "contacts":
+      return inbound.contacts
+    default:
+      return inbound[inbound.type]
+  }
+}
+
+export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers) =>
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const ingress = yield* Ingress
+    const access = yield* InstanceAccess
+    return handlers.handle("inbound", ({ payload }) =>
+      Effect.gen(function*() {
+        if (config.upstream !== "sandbox") {
+          return yield* new NotFound({ message: "POST /sandbox/inbound exists only in sandbox mode (HUB_UPSTREAM=sandbox)", error: "route_not_found" })
+        }
+        const instance = yield* access.resolve(yield* CurrentPrincipal, {
+          instanceId: payload.instance_id,
+          phoneNumberId: payload.phone_number_id
+        })
+        const from = payload.from.replace(/^\+/, "")
+        const id = wamid(from)
+        const content = contentOf(payload)
+        const result = yield* ingress.ingest(inboundMessagePayload({
+          phoneNumberId: instance.phoneNumberId,
+          wabaId: instance.wabaId,
+          from,
+          type: payload.type,
+          messageId: id,
+          at: Date.now(),
+          ...(content === undefined ? {} : { content }),
+          ...(payload.name === undefined ? {} : { profileName: payload.name }),
+          ...(payload.context === undefined ? {} : { contextMessageId: payload.context.id })
+        }))
+        return { id, deliveries: result.deliveries }
+      }))
+  }))

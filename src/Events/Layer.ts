@@ -1,0 +1,15 @@
+/** The events services: ingress with its stores, webhooks, the URL policy and the dispatcher's wake-up signal. */
+import { Layer } from "effect"
+import { MessagesRepoLive } from "../Messages/Repo.js"
+import { WebhooksRepoLive } from "../Webhooks/Repo.js"
+import { UrlPolicyLive } from "../Webhooks/UrlPolicy.js"
+import { DispatchSignalLive } from "./DispatchSignal.js"
+import { IngressLive } from "./Ingress.js"
+import { OutboxRepoLive } from "./Outbox.js"
+
+export const EventsServicesLive = IngressLive.pipe(
+  Layer.provideMerge(Layer.mergeAll(OutboxRepoLive, WebhooksRepoLive, UrlPolicyLive, DispatchSignalLive, MessagesRepoLive))
+)
+
+export { DispatcherLive } from "./Dispatcher.js"
+export { SandboxEventsLive } from "./SandboxFeed.js"

@@ -1,0 +1,58 @@
+/**
+ * What upstream changes do to message records: `statuses[]` move outbound messages forward
+ * (the repository keeps moves forward-only), `messages[]` become inbound records.
+ */
+import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
+import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import type { UpstreamChange } from "./Envelope.js"
+
+const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "failed"])
+
+const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
+  const list = value[key]
+  return Array.isArray(list) ? list.filter(isObject) : []
+}
+
+/** Unix seconds as a string (the upstream's form) to ISO 8601; the receipt time when absent or odd. */
+const isoFromUnix = (value: Json | undefined, fallback: string): string => {
+  const seconds = typeof value === "string" ? Number(value) : typeof value === "number" ? value : Number.NaN
+  return Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : fallback
+}
+
+/** The status moves and inbound messages carried by an instance's new changes. */
+export const messageEffects = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  change: UpstreamChange,
+  receivedAt: string
+): { readonly statuses: ReadonlyArray<StatusUpdate>; readonly inbound: ReadonlyArray<InboundMessage> } => {
+  if (change.field !== undefined && change.field !== "messages") return { statuses: [], inbound: [] }
+  const statuses = items(change.value, "statuses").flatMap((s): ReadonlyArray<StatusUpdate> => {
+    const id = s.id
+    const status = s.status
+    if (typeof id !== "string" || typeof status !== "string" || !STATES.has(status)) return []
+    const errors = s.errors
+    return [{
+      instanceId: target.instanceId,
+      waMessageId: id,
+      status: status === "sent" || status === "delivered" || status === "read" ? status : "failed",
+      at: isoFromUnix(s.timestamp, receivedAt),
+      ...(Array.isArray(errors) && errors[0] !== undefined ? { error: errors[0] } : {})
+    }]
+  })
+  const inbound = items(change.value, "messages").flatMap((m): ReadonlyArray<InboundMessage> =>
+    typeof m.id === "string" && typeof m.from === "string"
+      ? [{
+        instanceId: target.instanceId,
+        organizationId: target.organizationId,
+        waMessageId: m.id,
+        from: m.from,
+        type: typeof m.type === "string" ? m.type : "unknown",
+        at: isoFromUnix(m.timestamp, receivedAt)
+      }]
+      : []
+  )
+  return { statuses, inbound }
+}

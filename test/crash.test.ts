@@ -1,0 +1,145 @@
+/**
+ * Crash safety with a real hub process: events are committed, deliveries are in flight, the process
+ * is killed with SIGKILL, restarted on the same database, and every event still reaches every webhook
+ * at least once (receivers count distinct webhook-id values). Then SIGTERM stops it gracefully.
+ */
+import { expect, it } from "@effect/vitest"
+import { Duration, Effect, Schedule } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { DEMO_PHONE_NUMBER_ID, DEMO_WABA_ID } from "../src/Bootstrap.js"
+import { makeReceiver } from "./support/Receivers.js"
+import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
+
+const EVENTS = 40
+/** Deliveries per webhook held open by the receivers when the hub is killed (the per-webhook limit). */
+const IN_FLIGHT = 4
+const DEADLINE = Duration.seconds(20)
+
+interface HubProcess {
+  readonly baseUrl: string
+  readonly output: () => string
+  readonly process: ReturnType<typeof Bun.spawn>
+}
+
+const LISTENING = /Listening on (http:\/\/\S+?)["\s]/
+const INSTANCE_TOKEN = /instance token\s+(mhk_\S+)/
+
+/** Starts `bun src/main.ts serve` and waits (bounded) until its output shows every pattern. */
+const startHub = (env: Record<string, string>, patterns: ReadonlyArray<RegExp>) =>
+  Effect.acquireRelease(
+    Effect.tryPromise(async () => {
+      const child = Bun.spawn([process.execPath, "src/main.ts", "serve"], {
+        cwd: new URL("..", import.meta.url).pathname,
+        env,
+        stdout: "pipe",
+        stderr: "pipe"
+      })
+      let text = ""
+      const decoder = new TextDecoder()
+      const reader = child.stdout.getReader()
+      const pump = (async () => {
+        for (;;) {
+          const { done, value } = await reader.read()
+          if (done) return
+          text += decoder.decode(value)
+        }
+      })()
+      const deadline = Date.now() + Duration.toMillis(DEADLINE)
+      // Polls the child's output: the address line is the signal the child gives.
+      while (!patterns.every((pattern) => pattern.test(text))) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`hub did not start:\n${text}`)
+        await Promise.race([pump, Bun.sleep(20)])
+      }
+      const baseUrl = LISTENING.exec(text)?.[1] ?? ""
+      const hub: HubProcess = { baseUrl, output: () => text, process: child }
+      return hub
+    }),
+    (hub) =>
+      Effect.promise(async () => {
+        if (hub.process.exitCode === null && hub.process.signalCode === null) hub.process.kill(9)
+        await hub.process.exited
+      })
+  ).pipe(Effect.orDie)
+
+const call = (hub: HubProcess, method: string, path: string, options: { readonly token?: string; readonly json?: unknown } = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${hub.baseUrl}${path}`, {
+      method,
+      headers: {
+        ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+        ...(options.json === undefined ? {} : { "content-type": "application/json" })
+      },
+      ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) })
+    })
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+  })
+
+it.live("a hub killed with SIGKILL while deliveries are in flight delivers every event to every webhook after a restart", () =>
+  Effect.gen(function*() {
+    const folder = mkdtempSync(join(tmpdir(), "hub-crash-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
+    const env = {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? folder,
+      HOST: "127.0.0.1",
+      PORT: "0",
+      HUB_DB: join(folder, "hub.sqlite"),
+      HUB_UPSTREAM: "sandbox",
+      HUB_WEBHOOK_ALLOW_PRIVATE: "true",
+      HUB_LOG_FORMAT: "json",
+      HUB_WEBHOOK_TIMEOUT_MS: "1000",
+      HUB_WEBHOOK_RETRY: "50ms,100ms,200ms,400ms,800ms",
+      HUB_DISPATCH_PER_WEBHOOK: String(IN_FLIGHT),
+      HUB_DISPATCH_LEASE_MARGIN: "500ms"
+    }
+
+    // Before the kill the receivers hold every request open; afterwards they answer at once.
+    let crashed = false
+    const reply = () => (crashed ? { status: 200 } : "hang" as const)
+    const receivers = [yield* makeReceiver(reply), yield* makeReceiver(reply)]
+
+    const first = yield* startHub(env, [LISTENING, INSTANCE_TOKEN])
+    // The sandbox's first start prints ready-to-use tokens.
+    const token = INSTANCE_TOKEN.exec(first.output())?.[1] ?? ""
+    for (const receiver of receivers) {
+      const created = yield* call(first, "POST", "/api/webhooks", { token, json: { url: receiver.url, name: "crash" } })
+      expect(created.status).toBe(201)
+    }
+    const number = { phoneNumberId: DEMO_PHONE_NUMBER_ID, wabaId: DEMO_WABA_ID }
+    for (let i = 0; i < EVENTS; i++) {
+      const payload = envelope([DEMO_WABA_ID, [statusChange(number, status(`wamid.CRASH${i}`, "sent", 1750263773 + i))]])
+      const posted = yield* call(first, "POST", "/upstream/events", { json: payload })
+      expect(posted.status).toBe(200)
+      expect(posted.body).toMatchObject({ accepted: 1, deliveries: 2 })
+    }
+    for (const receiver of receivers) yield* receiver.waitFor("deliveries in flight", (r) => r.length === IN_FLIGHT, DEADLINE)
+
+    first.process.kill(9)
+    expect(yield* Effect.promise(() => first.process.exited)).not.toBe(0)
+    expect(first.process.signalCode).toBe("SIGKILL")
+    crashed = true
+    for (const receiver of receivers) expect(receiver.distinctIds().size).toBe(IN_FLIGHT)
+
+    const second = yield* startHub(env, [LISTENING])
+    for (const receiver of receivers) {
+      yield* receiver.waitFor("every event", () => receiver.distinctIds().size === EVENTS, DEADLINE)
+    }
+
+    // Every delivery ends succeeded (the hub records it just after the receiver answers).
+    const webhooks = yield* call(second, "GET", "/api/webhooks", { token })
+    for (const webhook of webhooks.body.data as ReadonlyArray<{ id: string }>) {
+      yield* call(second, "GET", `/api/webhooks/${webhook.id}/deliveries?status=succeeded&limit=1`, { token }).pipe(
+        Effect.filterOrFail((done) => done.body.total === EVENTS, () => "not yet"),
+        Effect.retry(Schedule.spaced(Duration.millis(20))),
+        Effect.timeoutFail({ duration: DEADLINE, onTimeout: () => new Error("not every delivery was recorded as succeeded") }),
+        Effect.orDie
+      )
+    }
+    // SIGTERM then stops the hub gracefully and promptly.
+    second.process.kill("SIGTERM")
+    const stopped = yield* Effect.promise(() => second.process.exited).pipe(Effect.timeout(Duration.seconds(10)))
+    expect(stopped).toBeDefined()
+    expect(second.output()).toContain("Dispatcher stopped")
+  }).pipe(Effect.scoped), 30_000)

@@ -1,0 +1,516 @@
+/**
+ * The dispatcher through the real HTTP server and real receivers: fan-out, retries, 410, timeouts,
+ * redirects, Retry-After, Standard Webhooks signatures (checked with the `standardwebhooks` package),
+ * replay, rotation, cancellation, auto-disable, concurrency, the attempt log, the lease order, the
+ * delivery-time address check and graceful shutdown.
+ */
+import { describe, expect, it as plain, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { BunHttpServer } from "@effect/platform-bun"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Scope } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Webhook } from "standardwebhooks"
+import { hubConfigWith } from "../src/Config.js"
+import { OutboxRepo, OutboxRepoLive } from "../src/Events/Outbox.js"
+import { afterFailure, parseRetryAfter } from "../src/Events/RetryPolicy.js"
+import { hubLayer } from "../src/Http.js"
+import { sqliteLayer } from "../src/Sql/Client.js"
+import { WebhooksRepo } from "../src/Webhooks/Repo.js"
+import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { seedTenant, type Tenant, TestHub, testHub, TestHubLive } from "./support/TestHub.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+
+const TIMEOUT_MS = 500
+
+interface DeliveryView {
+  readonly id: string
+  readonly message_id: string
+  readonly status: string
+  readonly attempts: number
+  readonly next_attempt_at: string | null
+  readonly last_status_code: number | null
+  readonly last_error: string | null
+  readonly updated_at: string
+  readonly attempt_log: ReadonlyArray<{
+    readonly attempt: number
+    readonly status_code: number | null
+    readonly error: string | null
+    readonly response_snippet: string | null
+    readonly latency_ms: number
+  }>
+}
+
+const createWebhook = (tenant: Tenant, url: string) =>
+  Effect.gen(function*() {
+    const hub = yield* TestHub
+    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
+    expect(created.status).toBe(201)
+    return { id: String(created.body.id), secret: String(created.body.secret) }
+  })
+
+const postEvent = (tenant: Tenant, messageId: string = wamid()) =>
+  Effect.gen(function*() {
+    const hub = yield* TestHub
+    const payload = envelope([tenant.wabaId, [statusChange(tenant, status(messageId, "sent", 1750263773))]])
+    const posted = yield* hub.request("POST", "/upstream/events", { json: payload })
+    expect(posted.status).toBe(200)
+    return { payload, answer: posted.body }
+  })
+
+const deliveries = (tenant: Tenant, webhookId: string, query = "") =>
+  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries${query}`, { token: tenant.instanceToken }))
+
+/** Polls the delivery log until the condition holds, bounded by a deadline. */
+const untilDeliveries = (tenant: Tenant, webhookId: string, what: string, condition: (data: ReadonlyArray<DeliveryView>) => boolean) =>
+  deliveries(tenant, webhookId).pipe(
+    Effect.map((answer) => answer.body.data as ReadonlyArray<DeliveryView>),
+    Effect.filterOrFail(condition, () => "not yet"),
+    Effect.retry(Schedule.spaced(Duration.millis(20))),
+    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`deliveries: ${what} did not happen in time`) }),
+    Effect.orDie
+  )
+
+const verify = (secret: string, request: ReceivedRequest | undefined) =>
+  new Webhook(secret).verify(request?.body ?? "", {
+    "webhook-id": request?.headers["webhook-id"] ?? "",
+    "webhook-timestamp": request?.headers["webhook-timestamp"] ?? "",
+    "webhook-signature": request?.headers["webhook-signature"] ?? ""
+  })
+
+const dispatcherHub = testHub({
+  webhookTimeout: Duration.millis(TIMEOUT_MS),
+  webhookRetry: [Duration.millis(10), Duration.millis(20)],
+  dispatchPerWebhook: 2
+})
+
+layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
+  it.scoped("fan-out to three webhooks: a 500 that recovers, a 410 that disables, a receiver that times out", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const flaky = yield* makeReceiver((_, index) => (index === 0 ? { status: 500, body: "boom" } : { status: 200, body: "ok" }))
+      const gone = yield* makeReceiver(() => ({ status: 410 }))
+      const slow = yield* makeReceiver(() => "hang")
+      const flakyHook = yield* createWebhook(tenant, flaky.url)
+      const goneHook = yield* createWebhook(tenant, gone.url)
+      const slowHook = yield* createWebhook(tenant, slow.url)
+
+      const first = yield* postEvent(tenant)
+      expect(first.answer).toMatchObject({ deliveries: 3 })
+      const flakyGot = yield* flaky.waitFor("a failure and a retry", (r) => r.length === 2)
+      yield* gone.waitFor("one attempt", (r) => r.length === 1)
+      yield* slow.waitFor("three attempts", (r) => r.length === 3)
+
+      // The retry is the same message: same webhook-id and body, each attempt signed afresh.
+      expect(flaky.distinctIds().size).toBe(1)
+      for (const request of flakyGot) {
+        expect(JSON.parse(request.body)).toEqual(first.payload)
+        expect(verify(flakyHook.secret, request)).toEqual(first.payload)
+      }
+      const [flakyDelivery] = yield* untilDeliveries(tenant, flakyHook.id, "success", (d) => d[0]?.status === "succeeded")
+      expect(flakyDelivery).toMatchObject({ status: "succeeded", attempts: 2, last_status_code: 200, next_attempt_at: null, last_error: null })
+      expect(flakyDelivery?.message_id).toBe(flakyGot[0]?.headers["webhook-id"])
+      expect(flakyDelivery?.attempt_log.map((a) => [a.attempt, a.status_code, a.error, a.response_snippet])).toEqual([
+        [1, 500, "the receiver answered 500", "boom"],
+        [2, 200, null, "ok"]
+      ])
+
+      const goneWebhook = yield* hub.request("GET", `/api/webhooks/${goneHook.id}`, { token: tenant.instanceToken })
+      expect(goneWebhook.body).toMatchObject({ active: false, disabled_reason: "the receiver answered 410 Gone" })
+      const [goneDelivery] = yield* untilDeliveries(tenant, goneHook.id, "dead", (d) => d[0]?.status === "dead")
+      expect(goneDelivery).toMatchObject({ attempts: 1, last_status_code: 410 })
+
+      const [slowDelivery] = yield* untilDeliveries(tenant, slowHook.id, "dead after retries", (d) => d[0]?.status === "dead")
+      expect(slowDelivery).toMatchObject({ attempts: 3, last_status_code: null, last_error: `no answer within ${TIMEOUT_MS} ms` })
+      expect(slowDelivery?.attempt_log.map((a) => [a.status_code, a.error])).toEqual(
+        Array.from({ length: 3 }, () => [null, `no answer within ${TIMEOUT_MS} ms`])
+      )
+      expect(slow.distinctIds().size).toBe(1)
+
+      // The disabled webhook gets nothing more; the others get the next event.
+      const second = yield* postEvent(tenant)
+      expect(second.answer).toMatchObject({ deliveries: 2 })
+      const [, , third] = yield* flaky.waitFor("the next event", (r) => r.length === 3)
+      expect(verify(flakyHook.secret, third)).toEqual(second.payload)
+      yield* slow.waitFor("the next event", (r) => r.length === 4)
+      expect(gone.requests.length).toBe(1)
+      expect((yield* deliveries(tenant, goneHook.id)).body.total).toBe(1)
+    }))
+
+  it.scoped("every delivery carries the Standard Webhooks headers and verifies with the standardwebhooks package", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(tenant, receiver.url)
+      const { payload } = yield* postEvent(tenant)
+      const [request] = yield* receiver.waitFor("the delivery", (r) => r.length === 1)
+      expect(request?.headers["content-type"]).toBe("application/json")
+      expect(request?.headers["user-agent"]).toMatch(/^MessagingHub-Webhooks\//)
+      expect(request?.headers["webhook-id"]).toMatch(/^msg_/)
+      expect(Math.abs(Number(request?.headers["webhook-timestamp"]) - Date.now() / 1000)).toBeLessThan(60)
+      expect(request?.headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/)
+      expect(verify(hook.secret, request)).toEqual(payload)
+      const other = new Webhook(`whsec_${Buffer.alloc(24, 1).toString("base64")}`)
+      expect(() => other.verify(request?.body ?? "", request?.headers ?? {})).toThrow("No matching signature found")
+      const tampered = { ...request?.headers, "webhook-id": "msg_other" }
+      expect(() => new Webhook(hook.secret).verify(request?.body ?? "", tampered)).toThrow()
+    }))
+
+  it.scoped("after a rotation both the old and the new secret verify, as the Standard Webhooks spec allows", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(tenant, receiver.url)
+      yield* postEvent(tenant)
+      const [before] = yield* receiver.waitFor("a delivery before rotation", (r) => r.length === 1)
+      expect(before?.headers["webhook-signature"]?.split(" ").length).toBe(1)
+
+      const rotated = yield* hub.request("POST", `/api/webhooks/${hook.id}/rotate-secret`, { token: tenant.instanceToken })
+      const newSecret = String(rotated.body.secret)
+      const { payload } = yield* postEvent(tenant)
+      const [, after] = yield* receiver.waitFor("a delivery after rotation", (r) => r.length === 2)
+      const signatures = after?.headers["webhook-signature"]?.split(" ") ?? []
+      expect(signatures.length).toBe(2)
+      expect(signatures.every((s) => s.startsWith("v1,"))).toBe(true)
+      expect(verify(newSecret, after)).toEqual(payload)
+      expect(verify(hook.secret, after)).toEqual(payload)
+      expect(() => verify(newSecret, before)).toThrow()
+    }))
+
+  it.scoped("replay: a dead delivery and a delivered one are sent again with the same webhook-id", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver((_, index) => (index < 3 ? { status: 500 } : { status: 204 }))
+      const hook = yield* createWebhook(tenant, receiver.url)
+      yield* postEvent(tenant)
+      const [dead] = yield* untilDeliveries(tenant, hook.id, "dead", (d) => d[0]?.status === "dead")
+      expect(dead?.attempts).toBe(3)
+      const retry = (id: string | undefined) => hub.request("POST", `/api/webhooks/${hook.id}/deliveries/${id}/retry`, { token: tenant.orgToken })
+
+      const replayed = yield* retry(dead?.id)
+      expect(replayed.status).toBe(200)
+      expect(replayed.body).toMatchObject({ id: dead?.id, status: "pending", attempts: 3, message_id: dead?.message_id })
+      yield* receiver.waitFor("the replay", (r) => r.length === 4)
+      const [succeeded] = yield* untilDeliveries(tenant, hook.id, "success", (d) => d[0]?.status === "succeeded")
+      expect(succeeded?.attempts).toBe(4)
+      expect(succeeded?.attempt_log.map((a) => a.status_code)).toEqual([500, 500, 500, 204])
+
+      expect((yield* retry(dead?.id)).status).toBe(200)
+      yield* receiver.waitFor("a second replay", (r) => r.length === 5)
+      yield* untilDeliveries(tenant, hook.id, "five attempts", (d) => d[0]?.status === "succeeded" && d[0].attempts === 5)
+      expect(receiver.distinctIds()).toEqual(new Set([dead?.message_id]))
+
+      const unknown = yield* retry("dlv_unknown")
+      expect(unknown.status).toBe(404)
+      expect(unknown.body).toMatchObject({ message: "delivery dlv_unknown was not found" })
+      yield* hub.request("PATCH", `/api/webhooks/${hook.id}`, { token: tenant.orgToken, json: { active: false } })
+      const inactive = yield* retry(dead?.id)
+      expect(inactive.status).toBe(409)
+      expect(inactive.body).toMatchObject({ statusCode: 409, error: "webhook_inactive" })
+    }))
+
+  it.scoped("redirects are not followed and count as failures", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const target = yield* makeReceiver()
+      const redirecting = yield* makeReceiver(() => ({ status: 307, headers: { location: target.url } }))
+      const hook = yield* createWebhook(tenant, redirecting.url)
+      yield* postEvent(tenant)
+      const [dead] = yield* untilDeliveries(tenant, hook.id, "dead", (d) => d[0]?.status === "dead")
+      expect(dead?.attempt_log.map((a) => a.status_code)).toEqual([307, 307, 307])
+      expect(dead?.last_error).toContain("redirect")
+      expect(redirecting.requests.length).toBe(3)
+      expect(target.requests.length).toBe(0)
+    }))
+
+  it.scoped("Retry-After is honoured when longer than the schedule, in seconds or as a date, capped at 24 h", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const inOneHour = new Date(Date.now() + 3600_000).toUTCString()
+      const cases = [["120", 120], [inOneHour, 3600], ["999999999", 86_400]] as const
+      for (const [header, seconds] of cases) {
+        const receiver = yield* makeReceiver((_, index) => (index === 0 ? { status: 503, headers: { "retry-after": header } } : { status: 200 }))
+        const hook = yield* createWebhook(tenant, receiver.url)
+        yield* postEvent(tenant)
+        const [failed] = yield* untilDeliveries(tenant, hook.id, "a scheduled retry", (d) => d[0]?.status === "failed")
+        const delay = (Date.parse(failed?.next_attempt_at ?? "") - Date.parse(failed?.updated_at ?? "")) / 1000
+        expect(delay, header).toBeGreaterThanOrEqual(seconds - 2)
+        expect(delay, header).toBeLessThanOrEqual(seconds + 1)
+        expect(failed?.last_status_code).toBe(503)
+
+        // A replay makes the waiting retry due at once.
+        const replayed = yield* hub.request("POST", `/api/webhooks/${hook.id}/deliveries/${failed?.id}/retry`, { token: tenant.instanceToken })
+        expect(replayed.body).toMatchObject({ status: "pending" })
+        yield* receiver.waitFor("the early retry", (r) => r.length === 2)
+        yield* untilDeliveries(tenant, hook.id, "success", (d) => d[0]?.status === "succeeded")
+      }
+    }))
+
+  it.scoped("deactivating or deleting a webhook cancels its queued deliveries", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const later = () => ({ status: 503, headers: { "retry-after": "3600" } })
+      const paused = yield* makeReceiver(later)
+      const removed = yield* makeReceiver(later)
+      const pausedHook = yield* createWebhook(tenant, paused.url)
+      const removedHook = yield* createWebhook(tenant, removed.url)
+      yield* postEvent(tenant)
+      yield* untilDeliveries(tenant, pausedHook.id, "a scheduled retry", (d) => d[0]?.status === "failed")
+      yield* untilDeliveries(tenant, removedHook.id, "a scheduled retry", (d) => d[0]?.status === "failed")
+
+      yield* hub.request("PATCH", `/api/webhooks/${pausedHook.id}`, { token: tenant.instanceToken, json: { active: false } })
+      const [cancelled] = (yield* deliveries(tenant, pausedHook.id)).body.data as ReadonlyArray<DeliveryView>
+      expect(cancelled).toMatchObject({ status: "cancelled", next_attempt_at: null, attempts: 1 })
+
+      expect((yield* hub.request("DELETE", `/api/webhooks/${removedHook.id}`, { token: tenant.instanceToken })).status).toBe(204)
+      const rows = yield* sql<{ readonly status: string }>`SELECT status FROM deliveries WHERE webhook_id = ${removedHook.id}`
+      expect(rows.map((r) => r.status)).toEqual(["cancelled"])
+      const next = yield* postEvent(tenant)
+      expect(next.answer).toMatchObject({ deliveries: 0 })
+    }))
+
+  it.scoped("a webhook failing for days without a success is disabled; a success ends the failure streak", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const failing = yield* makeReceiver(() => ({ status: 500 }))
+      const recovering = yield* makeReceiver()
+      const failingHook = yield* createWebhook(tenant, failing.url)
+      const recoveringHook = yield* createWebhook(tenant, recovering.url)
+      const sixDaysAgo = new Date(Date.now() - 6 * 86_400_000).toISOString()
+      yield* sql`UPDATE webhooks SET failing_since = ${sixDaysAgo} WHERE ${sql.in("id", [failingHook.id, recoveringHook.id])}`
+      yield* postEvent(tenant)
+
+      yield* failing.waitFor("an attempt", (r) => r.length >= 1)
+      const [cancelled] = yield* untilDeliveries(tenant, failingHook.id, "cancelled", (d) => d[0]?.status === "cancelled")
+      expect(cancelled?.attempts).toBe(1)
+      const disabled = yield* hub.request("GET", `/api/webhooks/${failingHook.id}`, { token: tenant.instanceToken })
+      expect(disabled.body).toMatchObject({ active: false, disabled_reason: `no successful delivery since ${sixDaysAgo}` })
+
+      yield* untilDeliveries(tenant, recoveringHook.id, "success", (d) => d[0]?.status === "succeeded")
+      const streak = yield* sql<{ readonly failing_since: string | null; readonly active: number }>`
+        SELECT failing_since, active FROM webhooks WHERE id = ${recoveringHook.id}`
+      expect(streak).toEqual([{ failing_since: null, active: 1 }])
+    }))
+
+  it.scoped("at most HUB_DISPATCH_PER_WEBHOOK deliveries are in flight to one webhook", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver(() => ({ status: 200, delayMs: 60 }))
+      yield* createWebhook(tenant, receiver.url)
+      for (let i = 0; i < 6; i++) yield* postEvent(tenant)
+      yield* receiver.waitFor("six deliveries", (r) => r.length === 6)
+      expect(receiver.distinctIds().size).toBe(6)
+      expect(receiver.maxConcurrent()).toBe(2)
+    }))
+
+  it.scoped("the delivery log pages, filters by status, validates its query and keeps 1 KB of each answer", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver(() => ({ status: 200, body: "y".repeat(5000) }))
+      const hook = yield* createWebhook(tenant, receiver.url)
+      for (let i = 0; i < 3; i++) yield* postEvent(tenant)
+      const all = yield* untilDeliveries(tenant, hook.id, "three successes", (d) => d.length === 3 && d.every((x) => x.status === "succeeded"))
+      expect(all[0]?.attempt_log[0]?.response_snippet).toBe("y".repeat(1024))
+
+      const firstPage = yield* deliveries(tenant, hook.id, "?limit=2")
+      expect(firstPage.body).toMatchObject({ total: 3, page: 1, limit: 2 })
+      const secondPage = yield* deliveries(tenant, hook.id, "?limit=2&page=2")
+      expect(secondPage.body).toMatchObject({ total: 3, page: 2, limit: 2 })
+      const ids = [...(firstPage.body.data as ReadonlyArray<DeliveryView>), ...(secondPage.body.data as ReadonlyArray<DeliveryView>)].map((d) => d.id)
+      expect(ids).toEqual(all.map((d) => d.id))
+      expect((yield* deliveries(tenant, hook.id, "?status=succeeded")).body.total).toBe(3)
+      expect((yield* deliveries(tenant, hook.id, "?status=dead")).body).toMatchObject({ total: 0, data: [] })
+
+      const invalid = yield* deliveries(tenant, hook.id, "?limit=0&page=x&status=bogus")
+      expect(invalid.status).toBe(400)
+      expect((invalid.body.details as ReadonlyArray<{ field: string }>).map((d) => d.field).sort()).toEqual(["limit", "page", "status"])
+    }))
+})
+
+layer(
+  testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(9))), webhookRetry: [Duration.millis(10)] }),
+  { excludeTestServices: true }
+)("delivery-time address check outside the sandbox", (it) => {
+  it.scoped("a stored URL that now reaches a private address is refused at delivery, and nothing is sent", () =>
+    Effect.gen(function*() {
+      const repo = yield* WebhooksRepo
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      // As if the host's DNS answer changed after registration: the stored URL reaches loopback.
+      const webhook = yield* repo.create({
+        organizationId: tenant.organizationId,
+        instanceId: tenant.instanceId,
+        name: "rebound",
+        url: receiver.url,
+        secret: `whsec_${Buffer.alloc(24, 2).toString("base64")}`
+      })
+      yield* postEvent(tenant)
+      const [dead] = yield* untilDeliveries(tenant, webhook.id, "dead", (d) => d[0]?.status === "dead")
+      expect(dead?.attempts).toBe(2)
+      expect(dead?.last_error).toBe("127.0.0.1 is a loopback address; webhooks must reach a public address")
+      expect(receiver.requests.length).toBe(0)
+    }))
+})
+
+describe("retry policy", () => {
+  const schedule = [Duration.seconds(5), Duration.seconds(30)]
+  const failed = { attempt: 1, finalAttempt: null, schedule, statusCode: 500, retryAfterSeconds: undefined, nowMs: 0, random: 0.5 }
+  const delayOf = (result: ReturnType<typeof afterFailure>) => (result._tag === "RetryAt" ? Date.parse(result.at) : undefined)
+
+  plain("delays follow the schedule with ±20 % jitter; after the last delay, on 410 or past a replay's attempt, the delivery is dead", () => {
+    expect(delayOf(afterFailure(failed))).toBe(5000)
+    expect(delayOf(afterFailure({ ...failed, random: 0 }))).toBe(4000)
+    expect(delayOf(afterFailure({ ...failed, random: 0.999999 }))).toBeCloseTo(6000, -1)
+    expect(delayOf(afterFailure({ ...failed, attempt: 2 }))).toBe(30_000)
+    expect(afterFailure({ ...failed, attempt: 3 })).toEqual({ _tag: "Dead" })
+    expect(afterFailure({ ...failed, statusCode: 410 })).toEqual({ _tag: "Dead" })
+    expect(afterFailure({ ...failed, attempt: 4, finalAttempt: 4 })).toEqual({ _tag: "Dead" })
+    expect(delayOf(afterFailure({ ...failed, retryAfterSeconds: 60 }))).toBe(60_000)
+    expect(delayOf(afterFailure({ ...failed, retryAfterSeconds: 1 }))).toBe(5000)
+  })
+
+  plain("Retry-After is read as seconds or an HTTP date, capped at 24 h; anything else is ignored", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    expect(parseRetryAfter("120", now)).toBe(120)
+    expect(parseRetryAfter("Thu, 01 Jan 2026 01:00:00 GMT", now)).toBe(3600)
+    expect(parseRetryAfter("Wed, 31 Dec 2025 23:00:00 GMT", now)).toBe(0)
+    expect(parseRetryAfter("99999999", now)).toBe(86_400)
+    expect(parseRetryAfter("soon", now)).toBeUndefined()
+    expect(parseRetryAfter(null, now)).toBeUndefined()
+  })
+})
+
+describe("outbox leases", () => {
+  const seed = Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const now = new Date().toISOString()
+    yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_1", name: "o", created_at: now })}`
+    yield* sql`INSERT INTO instances ${sql.insert({ id: "ins_1", organization_id: "org_1", name: "i", phone_number_id: "1", waba_id: "2", created_at: now })}`
+    for (const id of ["whk_a", "whk_b"]) {
+      yield* sql`INSERT INTO webhooks ${
+        sql.insert({
+          id,
+          organization_id: "org_1",
+          instance_id: "ins_1",
+          name: id,
+          url: "http://127.0.0.1:9/",
+          secret_encrypted: "x",
+          active: 1,
+          created_at: now,
+          updated_at: now
+        })
+      }`
+    }
+    yield* sql`INSERT INTO events ${sql.insert({ id: "evt_1", instance_id: "ins_1", body: "{}", change_count: 1, received_at: now })}`
+    const at = (offsetMs: number) => new Date(Date.now() + offsetMs).toISOString()
+    const delivery = (id: string, webhook: string, status: string, next: string, lease: { owner: string; until: string } | undefined) => ({
+      id,
+      webhook_id: webhook,
+      event_id: "evt_1",
+      message_id: `msg_${id}`,
+      status,
+      attempts: status === "failed" ? 2 : 0,
+      next_attempt_at: next,
+      lease_owner: lease?.owner ?? null,
+      lease_expires_at: lease?.until ?? null,
+      created_at: now,
+      updated_at: now
+    })
+    yield* sql`INSERT INTO deliveries ${
+      sql.insert([
+        delivery("old_retry", "whk_a", "failed", at(-3600_000), undefined),
+        delivery("fresh", "whk_a", "pending", at(-10), undefined),
+        delivery("fresh_b", "whk_b", "pending", at(-20), undefined),
+        delivery("future_retry", "whk_a", "failed", at(3600_000), undefined),
+        delivery("held", "whk_a", "pending", at(-5000), { owner: "other", until: at(60_000) }),
+        delivery("crashed", "whk_a", "pending", at(-6000), { owner: "dead-process", until: at(-1000) })
+      ])
+    }`
+  })
+
+  const lease = (limit: number, skipWebhooks: ReadonlyArray<string> = []) =>
+    Effect.flatMap(OutboxRepo, (outbox) => {
+      const now = Date.now()
+      return outbox.lease({
+        owner: "me",
+        now: new Date(now).toISOString(),
+        leaseUntil: new Date(now + 60_000).toISOString(),
+        limit,
+        skipWebhooks
+      })
+    }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
+
+  const outboxLayer = OutboxRepoLive.pipe(Layer.provideMerge(sqliteLayer(":memory:")))
+
+  plain.effect("first attempts go before retries; expired leases are taken again, live ones and future retries are not", () =>
+    Effect.gen(function*() {
+      yield* seed
+      expect(yield* lease(2)).toEqual(["crashed", "fresh_b"])
+      expect(yield* lease(10, ["whk_b"])).toEqual(["fresh", "old_retry"])
+      expect(yield* lease(10)).toEqual([])
+      const outbox = yield* OutboxRepo
+      yield* outbox.release("me", ["fresh"])
+      expect(yield* lease(10)).toEqual(["fresh"])
+    }).pipe(Effect.provide(outboxLayer)))
+})
+
+describe("graceful shutdown", () => {
+  // Live services: the drain bound and the receivers run on the real clock.
+  plain.live("in-flight deliveries finish, the rest are released and the next start sends them at once", () =>
+    Effect.gen(function*() {
+      const folder = mkdtempSync(join(tmpdir(), "hub-drain-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
+      const settings = {
+        databaseFile: join(folder, "hub.sqlite"),
+        webhookTimeout: Duration.seconds(20),
+        dispatchDrainTimeout: Duration.millis(300)
+      }
+      const draining = yield* Deferred.make<void>()
+      const answerQuick = yield* Deferred.make<void>()
+      // The dispatcher's own log line says when the drain starts; the test releases the quick receiver then.
+      const drainWatch = Logger.make(({ message }) => {
+        if (JSON.stringify(message).includes("Dispatcher draining")) Effect.runSync(Deferred.succeed(draining, undefined))
+      })
+      const quick = yield* makeReceiver(() => Effect.runPromise(Deferred.await(answerQuick)).then(() => ({ status: 200 })))
+      const stuck = yield* makeReceiver((_, index) => (index === 0 ? "hang" : { status: 200 }))
+      const hubWith = (logging: Layer.Layer<never>) =>
+        TestHubLive.pipe(
+          Layer.provideMerge(hubLayer(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" }))),
+          Layer.provideMerge(hubConfigWith(settings)),
+          Layer.provide(logging)
+        )
+
+      const firstScope = yield* Scope.make()
+      const first = yield* Layer.buildWithScope(hubWith(Logger.replace(Logger.defaultLogger, drainWatch)), firstScope)
+      const tenant = yield* Effect.provide(seedTenant(), first)
+      const quickHook = yield* Effect.provide(createWebhook(tenant, quick.url), first)
+      const stuckHook = yield* Effect.provide(createWebhook(tenant, stuck.url), first)
+      yield* Effect.provide(postEvent(tenant), first)
+      yield* quick.waitFor("the quick delivery", (r) => r.length === 1)
+      yield* stuck.waitFor("the stuck delivery", (r) => r.length === 1)
+
+      const closing = yield* Effect.fork(Scope.close(firstScope, Exit.void))
+      yield* Deferred.await(draining)
+      yield* Deferred.succeed(answerQuick, undefined)
+      yield* Fiber.join(closing)
+
+      const second = yield* Layer.build(hubWith(Logger.minimumLogLevel(LogLevel.None)))
+      const [quickDelivery] = yield* Effect.provide(untilDeliveries(tenant, quickHook.id, "kept", (d) => d.length === 1), second)
+      expect(quickDelivery).toMatchObject({ status: "succeeded", attempts: 1 })
+      // Released, not left leased: the restart sends it at once although its lease would have lasted 50 s.
+      yield* stuck.waitFor("the resend after restart", (r) => r.length === 2)
+      expect(stuck.distinctIds().size).toBe(1)
+      const [stuckDelivery] = yield* Effect.provide(untilDeliveries(tenant, stuckHook.id, "success", (d) => d[0]?.status === "succeeded"), second)
+      expect(stuckDelivery?.attempts).toBe(1)
+      expect(quick.requests.length).toBe(1)
+    }).pipe(Effect.scoped))
+})
