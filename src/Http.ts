@@ -14,10 +14,28 @@ import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
 import { InstanceAccessLive } from "./Instances/InstanceAccess.js"
 import { InstancesRepoLive } from "./Instances/Repo.js"
+import { AnalyticsHttpLive } from "./Analytics/Http.js"
+import { BusinessProfileHttpLive } from "./BusinessProfile/Http.js"
+import { CallsHttpLive } from "./Calls/Http.js"
+import { FlowsHttpLive } from "./Flows/Http.js"
+import { GroupsHttpLive } from "./Groups/Http.js"
+import { MediaHttpLive } from "./Media/Http.js"
+import { MessagesHttpLive } from "./Messages/Http.js"
+import { MessagesServicesLive } from "./Messages/Layer.js"
+import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
+import { QrCodesHttpLive } from "./QrCodes/Http.js"
+import { TemplatesHttpLive } from "./Templates/Http.js"
 import { SqlLive } from "./Sql/Client.js"
+import { UpstreamLive } from "./Upstream/Layer.js"
+import { DispatcherLive, EventsServicesLive, SandboxEventsLive } from "./Events/Layer.js"
+import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
+import { WebhooksHttpLive } from "./Webhooks/Http.js"
 
 /** Repositories and services over the database named by the config. */
-export const ServicesLive = InstanceAccessLive.pipe(
+export const ServicesLive = MessagesServicesLive.pipe(
+  Layer.provideMerge(InstanceAccessLive),
+  Layer.provideMerge(UpstreamLive.pipe(Layer.provide(SandboxEventsLive))),
+  Layer.provideMerge(EventsServicesLive),
   Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
   Layer.provideMerge(SqlLive)
@@ -25,12 +43,17 @@ export const ServicesLive = InstanceAccessLive.pipe(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
+  Layer.provide(MessagesHttpLive),
+  Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
+  Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive]),
+  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive]),
   Layer.provide(AuthenticationLive),
   Layer.provide(TokenResolverLive)
 )
 
 /** The server bound to HOST and PORT from the config. */
 export const ServerLive = Layer.unwrapEffect(
+  // Bun's default maxRequestBodySize (128 MB) bounds bodies; uploads declare larger ones at their own limits (Media/BodyLimit).
   Effect.map(HubConfig, (config) => BunHttpServer.layer({ port: config.port, hostname: config.host }))
 )
 
@@ -45,4 +68,5 @@ export const HttpLive = HttpApiBuilder.serve(requestLog).pipe(
 
 /** The whole hub on the given HttpServer layer, exposing its services and server (tests use them). */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut, E, R>) =>
-  HttpLive.pipe(Layer.provideMerge(server), Layer.provideMerge(ServicesLive))
+  // The dispatcher starts with the server and drains in-flight deliveries when it stops.
+  HttpLive.pipe(Layer.merge(DispatcherLive), Layer.provideMerge(server), Layer.provideMerge(ServicesLive))

@@ -44,7 +44,8 @@ export const fieldIssues = (issues: ReadonlyArray<DecodeIssue>): ReadonlyArray<F
   const all = issues.map((issue) => ({ field: issue.path.map(String).join(".") || "body", message: issue.message }))
   // An optional field's schema is a union with undefined; its "Expected undefined" branch says nothing useful.
   return all.filter((issue) =>
-    !issue.message.startsWith("Expected undefined") || !all.some((other) => other !== issue && other.field === issue.field)
+    !issue.message.startsWith("Expected undefined") ||
+    !all.some((other) => other !== issue && (other.field === issue.field || other.field.startsWith(`${issue.field}.`)))
   )
 }
 

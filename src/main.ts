@@ -168,5 +168,5 @@ cli(process.argv).pipe(
   Effect.provide(Layer.provideMerge(LoggingLive, HubConfigLive)),
   Effect.provide(BunContext.layer),
   Effect.catchAll(reportFailure),
-  BunRuntime.runMain({ disableErrorReporting: false })
+  BunRuntime.runMain({ disablePrettyLogger: true })
 )

@@ -13,7 +13,44 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   "POST /api/auth/api-tokens": ["session"],
   "GET /api/auth/api-tokens": management,
   "DELETE /api/auth/api-tokens/:tokenId": management,
-  "GET /api/instances": management
+  "GET /api/instances": management,
+  "POST /api/messages": apiTokens,
+  "GET /api/messages": apiTokens,
+  "POST /media": instanceOnly,
+  "POST /api/media": instanceOnly,
+  "GET /media/:mediaId": instanceOnly,
+  "GET /media/:mediaId/download": instanceOnly,
+  "POST /templates": instanceOnly,
+  "GET /templates": instanceOnly,
+  "GET /templates/:templateId": instanceOnly,
+  // Settings may carry SIP passwords: instance tokens only, as the spec's endpoint table says.
+  "GET /api/phone-numbers/settings": instanceOnly,
+  "POST /phone-numbers/settings": instanceOnly,
+  "POST /api/phone-numbers/settings": instanceOnly,
+  // Business account data (spec access table): organization tokens name the instance.
+  "GET /phone-numbers/list": apiTokens,
+  "POST /api/calls/pre-accept": instanceOnly,
+  "GET /api/analytics/activities": apiTokens,
+  "GET /api/analytics/compliance": apiTokens,
+  "GET /qr-codes": instanceOnly,
+  "GET /qr-codes/:qrCodeId": instanceOnly,
+  "GET /flows": instanceOnly,
+  "GET /flows/:flowId/assets": instanceOnly,
+  "POST /flows/:flowId/assets": instanceOnly,
+  "POST /flows/:flowId/deprecate": instanceOnly,
+  "GET /groups/:groupId": instanceOnly,
+  "GET /api/business-profile": instanceOnly,
+  // Webhooks: organization tokens for their instances, instance tokens for their own.
+  "POST /api/webhooks": apiTokens,
+  "GET /api/webhooks": apiTokens,
+  "GET /api/webhooks/:id": apiTokens,
+  "PATCH /api/webhooks/:id": apiTokens,
+  "DELETE /api/webhooks/:id": apiTokens,
+  "GET /api/webhooks/:id/deliveries": apiTokens,
+  "POST /api/webhooks/:id/deliveries/:deliveryId/retry": apiTokens,
+  "POST /api/webhooks/:id/rotate-secret": apiTokens,
+  // Simulates an inbound message to the token's instance (organization tokens name it).
+  "POST /sandbox/inbound": apiTokens
 }
 
 const kindNames: Record<TokenKind, string> = {

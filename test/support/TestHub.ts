@@ -42,7 +42,7 @@ const parseObject = (text: string): Record<string, unknown> => {
   }
 }
 
-const TestHubLive = Layer.effect(
+export const TestHubLive = Layer.effect(
   TestHub,
   Effect.gen(function*() {
     const server = yield* HttpServer.HttpServer

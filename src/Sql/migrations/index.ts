@@ -1,6 +1,10 @@
 /** All migrations, in order. A feature adds its own file here; applied ones are never edited. */
 import migration0001 from "./0001_tenancy.js"
+import migration0002 from "./0002_messages.js"
+import migration0003 from "./0003_events.js"
 
 export const migrations = {
-  "0001_tenancy": migration0001
+  "0001_tenancy": migration0001,
+  "0002_messages": migration0002,
+  "0003_events": migration0003
 }
