@@ -1,0 +1,333 @@
+import { describe, expect, it as plain, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect, Exit, Option, Redacted } from "effect"
+import { TokensRepo } from "../src/Auth/Repo.js"
+import { InstancesRepo } from "../src/Instances/Repo.js"
+import { classifyAddress, makeUrlPolicy } from "../src/Webhooks/UrlPolicy.js"
+import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+
+const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]
+
+/** A second instance in the tenant's organization, with its own instance token. */
+const siblingInstance = (tenant: Tenant) =>
+  Effect.gen(function*() {
+    const instances = yield* InstancesRepo
+    const tokens = yield* TokensRepo
+    const suffix = String(Math.floor(Math.random() * 1e9)).padStart(9, "0")
+    const instance = yield* instances.createInstance({
+      organizationId: tenant.organizationId,
+      name: "sibling",
+      phoneNumberId: `77${suffix}`,
+      wabaId: tenant.wabaId,
+      accessToken: Option.some("sibling-token")
+    }).pipe(Effect.orDie)
+    const token = yield* tokens.createApiToken({ organizationId: tenant.organizationId, instanceId: instance.id, name: "sibling" })
+    return { instanceId: instance.id, token: token.secret }
+  })
+
+const createWebhook = (token: string, json: Record<string, unknown>) =>
+  Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/webhooks", { token, json }))
+
+layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
+  it.effect("create answers 201 with the record and a whsec_ secret shown only once, stored encrypted", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.orgToken, {
+        instance_id: tenant.instanceId,
+        url: "https://example.com/hooks/wa",
+        name: "orders"
+      })
+      expect(created.status).toBe(201)
+      expect(Object.keys(created.body).sort()).toEqual([...RECORD_KEYS, "secret"].sort())
+      expect(created.body).toMatchObject({ instance_id: tenant.instanceId, url: "https://example.com/hooks/wa", name: "orders", active: true })
+      expect(String(created.body.id)).toMatch(/^whk_/)
+      const secret = String(created.body.secret)
+      expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
+      expect(Buffer.from(secret.slice(6), "base64").length).toBe(24)
+      expect(created.body.created_at).toBe(created.body.updated_at)
+
+      const read = yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
+      expect(read.status).toBe(200)
+      expect(Object.keys(read.body).sort()).toEqual(RECORD_KEYS)
+      const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+      expect(listed.body.data).toEqual([read.body])
+      expect(listed.text).not.toContain(secret)
+      const stored = JSON.stringify(yield* sql`SELECT * FROM webhooks`)
+      expect(stored).not.toContain(secret)
+      expect(stored).not.toContain(secret.slice(6))
+    }))
+
+  it.effect("instance tokens act for their own instance; organization tokens must name one of theirs", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      const byInstance = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/a", name: "a" })
+      expect(byInstance.status).toBe(201)
+      expect(byInstance.body.instance_id).toBe(tenant.instanceId)
+      const explicit = yield* createWebhook(tenant.instanceToken, { instance_id: tenant.instanceId, url: "https://example.com/b", name: "b" })
+      expect(explicit.status).toBe(201)
+
+      const sibling = yield* siblingInstance(tenant)
+      const foreign = yield* createWebhook(tenant.instanceToken, { instance_id: sibling.instanceId, url: "https://example.com/c", name: "c" })
+      expect(foreign.status).toBe(403)
+      expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
+
+      const unnamed = yield* createWebhook(tenant.orgToken, { url: "https://example.com/d", name: "d" })
+      expect(unnamed.status).toBe(400)
+      expect(unnamed.body).toMatchObject({ statusCode: 400, error: "instance_required" })
+      const theirs = yield* createWebhook(tenant.orgToken, { instance_id: other.instanceId, url: "https://example.com/e", name: "e" })
+      expect(theirs.status).toBe(404)
+      expect(theirs.body).toEqual({ statusCode: 404, message: `instance_id ${other.instanceId} was not found`, error: "not_found" })
+      const toSibling = yield* createWebhook(tenant.orgToken, { instance_id: sibling.instanceId, url: "https://example.com/f", name: "f" })
+      expect(toSibling.status).toBe(201)
+
+      const bySession = yield* createWebhook(tenant.sessionToken, { instance_id: tenant.instanceId, url: "https://example.com/g", name: "g" })
+      expect(bySession.status).toBe(403)
+      expect(bySession.body).toMatchObject({ error: "forbidden_token_kind" })
+    }))
+
+  it.effect("listing: an organization sees all its instances' webhooks (instance_id filters), an instance only its own", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const sibling = yield* siblingInstance(tenant)
+      const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
+      const theirs = yield* createWebhook(sibling.token, { url: "https://example.com/theirs", name: "theirs" })
+      const ids = (body: Readonly<Record<string, unknown>>) => (body.data as ReadonlyArray<{ id: string }>).map((w) => w.id)
+
+      const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+      expect(ids(all.body).sort()).toEqual([mine.body.id, theirs.body.id].sort())
+      const filtered = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.orgToken })
+      expect(ids(filtered.body)).toEqual([theirs.body.id])
+      const own = yield* hub.request("GET", "/api/webhooks", { token: tenant.instanceToken })
+      expect(ids(own.body)).toEqual([mine.body.id])
+      const naming = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.instanceToken })
+      expect(naming.status).toBe(403)
+      const stranger = yield* seedTenant()
+      const strangers = yield* hub.request("GET", `/api/webhooks?instance_id=${tenant.instanceId}`, { token: stranger.orgToken })
+      expect(strangers.status).toBe(404)
+    }))
+
+  it.effect("another tenant's or another instance's webhook is 404 on every route", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const sibling = yield* siblingInstance(tenant)
+      const stranger = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/x", name: "x" })
+      const id = String(created.body.id)
+      const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
+        ["GET", `/api/webhooks/${id}`],
+        ["PATCH", `/api/webhooks/${id}`, { name: "stolen" }],
+        ["DELETE", `/api/webhooks/${id}`],
+        ["GET", `/api/webhooks/${id}/deliveries`],
+        ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
+        ["POST", `/api/webhooks/${id}/rotate-secret`]
+      ]
+      for (const token of [stranger.orgToken, stranger.instanceToken, sibling.token]) {
+        for (const [method, path, json] of routes) {
+          const answer = yield* hub.request(method, path, { token, ...(json === undefined ? {} : { json }) })
+          expect(answer.status, `${method} ${path}`).toBe(404)
+          expect(answer.body).toEqual({ statusCode: 404, message: `webhook ${id} was not found`, error: "not_found" })
+        }
+      }
+      const still = yield* hub.request("GET", `/api/webhooks/${id}`, { token: tenant.orgToken })
+      expect(still.body).toMatchObject({ name: "x", active: true })
+    }))
+
+  it.effect("PATCH changes url, name and active; needs at least one field; unknown ids are 404", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.orgToken, { instance_id: tenant.instanceId, url: "https://example.com/1", name: "one" })
+      const path = `/api/webhooks/${created.body.id}`
+      const renamed = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { name: "  two  ", url: "http://example.org/2" } })
+      expect(renamed.status).toBe(200)
+      expect(renamed.body).toMatchObject({ id: created.body.id, name: "two", url: "http://example.org/2", active: true })
+      expect(Date.parse(String(renamed.body.updated_at))).toBeGreaterThanOrEqual(Date.parse(String(created.body.updated_at)))
+      const off = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: false } })
+      expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "deactivated by its owner" })
+      const on = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: true } })
+      expect(on.body).toMatchObject({ active: true })
+      expect(on.body.disabled_reason).toBeUndefined()
+
+      const empty = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: {} })
+      expect(empty.status).toBe(400)
+      expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active" }] })
+      const bad = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { url: "ftp://example.com", active: "yes" } })
+      expect(bad.status).toBe(400)
+      expect((bad.body.details as ReadonlyArray<{ field: string }>).map((d) => d.field).sort()).toEqual(["active", "url"])
+      const unknown = yield* hub.request("PATCH", "/api/webhooks/whk_unknown", { token: tenant.orgToken, json: { name: "n" } })
+      expect(unknown.status).toBe(404)
+    }))
+
+  it.effect("DELETE answers 204, after which the webhook is gone", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/bye", name: "bye" })
+      const removed = yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
+      expect(removed.status).toBe(204)
+      expect(removed.text).toBe("")
+      expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
+      expect((yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
+      const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+      expect(listed.body.data).toEqual([])
+    }))
+
+  it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const both = yield* createWebhook(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
+      expect(both.status).toBe(400)
+      expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+      expect(both.body.details).toEqual([
+        { field: "url", message: "must be an http or https URL" },
+        { field: "name", message: "must not be empty" }
+      ])
+      const long = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2030)}`, name: "n".repeat(101) })
+      expect(long.body.details).toEqual([
+        { field: "url", message: "must be at most 2048 characters" },
+        { field: "name", message: "must be at most 100 characters" }
+      ])
+      const missing = yield* createWebhook(tenant.instanceToken, {})
+      expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, { field: "name", message: "is missing" }])
+      const fits = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2048 - 20)}`, name: "n".repeat(100) })
+      expect(fits.status).toBe(201)
+    }))
+
+  it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/r", name: "r" })
+      const before = Date.now()
+      const rotated = yield* hub.request("POST", `/api/webhooks/${created.body.id}/rotate-secret`, { token: tenant.orgToken })
+      expect(rotated.status).toBe(200)
+      expect(Object.keys(rotated.body).sort()).toEqual(["previous_secret_expires_at", "secret"])
+      expect(String(rotated.body.secret)).toMatch(/^whsec_/)
+      expect(rotated.body.secret).not.toBe(created.body.secret)
+      const until = Date.parse(String(rotated.body.previous_secret_expires_at)) - before
+      expect(until).toBeGreaterThanOrEqual(24 * 3600_000 - 1000)
+      expect(until).toBeLessThanOrEqual(24 * 3600_000 + 60_000)
+    }))
+})
+
+// A hub in front of the real Graph API refuses webhook URLs that reach internal addresses.
+layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) }), { excludeTestServices: true })(
+  "webhook URL policy outside the sandbox",
+  (it) => {
+    it.effect("loopback, private, link-local, CGNAT and metadata addresses are refused at creation and on update", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const refused = [
+          ["http://127.0.0.1/hook", "127.0.0.1 is a loopback address"],
+          ["http://10.0.0.1/hook", "10.0.0.1 is a private address"],
+          ["https://192.168.1.20:8443/x", "192.168.1.20 is a private address"],
+          ["http://172.20.0.5/", "172.20.0.5 is a private address"],
+          ["http://169.254.169.254/latest/meta-data", "169.254.169.254 is a metadata address"],
+          ["http://100.64.1.1/", "100.64.1.1 is a shared address"],
+          ["http://0.0.0.0:8080/", "0.0.0.0 is a unspecified address"],
+          ["http://[::1]/hook", "::1 is a loopback address"],
+          ["http://[fd12:3456::1]/hook", "fd12:3456::1 is a private address"],
+          ["http://[::ffff:10.1.2.3]/hook", "::ffff:a01:203 is a private address"],
+          ["http://localhost:3000/hook", "localhost resolves to"]
+        ] as const
+        for (const [url, reason] of refused) {
+          const answer = yield* createWebhook(tenant.instanceToken, { url, name: "internal" })
+          expect(answer.status, url).toBe(400)
+          expect(answer.body).toMatchObject({ statusCode: 400, error: "url_not_allowed", details: [{ field: "url" }] })
+          expect(String(answer.body.message), url).toContain(reason)
+        }
+        const publicAddress = yield* createWebhook(tenant.instanceToken, { url: "https://93.184.215.14/hook", name: "public" })
+        expect(publicAddress.status).toBe(201)
+        const moved = yield* hub.request("PATCH", `/api/webhooks/${publicAddress.body.id}`, {
+          token: tenant.instanceToken,
+          json: { url: "http://10.1.1.1/" }
+        })
+        expect(moved.status).toBe(400)
+        expect(moved.body).toMatchObject({ error: "url_not_allowed" })
+        const unchanged = yield* hub.request("GET", `/api/webhooks/${publicAddress.body.id}`, { token: tenant.instanceToken })
+        expect(unchanged.body.url).toBe("https://93.184.215.14/hook")
+      }))
+  }
+)
+
+layer(
+  testHub({ upstream: "graph", webhookAllowPrivate: true, secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) }),
+  { excludeTestServices: true }
+)("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
+  it.effect("private addresses are accepted", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const answer = yield* createWebhook(tenant.instanceToken, { url: "http://127.0.0.1:9/hook", name: "local" })
+      expect(answer.status).toBe(201)
+    }))
+})
+
+describe("address classifier", () => {
+  plain.each([
+    ["8.8.8.8", "public"],
+    ["93.184.215.14", "public"],
+    ["172.32.0.1", "public"],
+    ["100.128.0.1", "public"],
+    ["127.0.0.1", "loopback"],
+    ["127.255.255.254", "loopback"],
+    ["10.0.0.1", "private"],
+    ["172.16.0.1", "private"],
+    ["172.31.255.255", "private"],
+    ["192.168.0.1", "private"],
+    ["169.254.1.1", "link-local"],
+    ["169.254.169.254", "metadata"],
+    ["100.100.100.200", "metadata"],
+    ["100.64.0.1", "shared"],
+    ["100.127.255.255", "shared"],
+    ["0.0.0.0", "unspecified"],
+    ["224.0.0.1", "multicast"],
+    ["255.255.255.255", "reserved"],
+    ["192.0.2.10", "reserved"],
+    ["::", "unspecified"],
+    ["::1", "loopback"],
+    ["[::1]", "loopback"],
+    ["fc00::1", "private"],
+    ["fdff:ffff::1", "private"],
+    ["fe80::1%eth0", "link-local"],
+    ["febf::1", "link-local"],
+    ["ff02::1", "multicast"],
+    ["::ffff:127.0.0.1", "loopback"],
+    ["::ffff:7f00:1", "loopback"],
+    ["::ffff:8.8.8.8", "public"],
+    ["64:ff9b::10.0.0.1", "private"],
+    ["2002:a00:1::", "private"],
+    ["fd00:ec2::254", "metadata"],
+    ["2001:db8::1", "reserved"],
+    ["2606:4700:4700::1111", "public"],
+    ["not-an-ip", "invalid"],
+    ["1.2.3", "invalid"]
+  ] as const)("%s is %s", (address, expected) => {
+    expect(classifyAddress(address)).toBe(expected)
+  })
+})
+
+describe("delivery-time connection pinning", () => {
+  plain.effect("a host name is resolved once, checked, and the request goes to that address with the name as Host", () =>
+    Effect.gen(function*() {
+      const open = makeUrlPolicy(false)
+      const target = yield* open.connectTarget("http://localhost:4567/path?q=1")
+      expect(target).toEqual({ url: "http://127.0.0.1:4567/path?q=1", hostHeader: "localhost:4567", serverName: undefined })
+      const tls = yield* open.connectTarget("https://localhost/secure")
+      expect(tls).toEqual({ url: "https://127.0.0.1/secure", hostHeader: "localhost", serverName: "localhost" })
+      const literal = yield* open.connectTarget("http://127.0.0.1:80/x")
+      expect(literal).toEqual({ url: "http://127.0.0.1/x", hostHeader: "127.0.0.1", serverName: undefined })
+
+      const enforced = makeUrlPolicy(true)
+      const refused = yield* Effect.exit(enforced.connectTarget("http://localhost:4567/path"))
+      expect(Exit.isFailure(refused)).toBe(true)
+      expect(JSON.stringify(refused)).toContain("localhost resolves to 127.0.0.1, a loopback address")
+      const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
+      expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
+    }))
+})
