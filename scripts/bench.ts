@@ -1,0 +1,261 @@
+/**
+ * The benchmark: where the hub stands on this machine. Starts everything itself on 127.0.0.1, each
+ * piece in its own process (hub, fake upstream, receivers, load generators), runs bounded scenarios
+ * and prints a table plus a JSON file of the figures.
+ *
+ *   bun scripts/bench.ts                 full run (about 10 s per scenario)
+ *   bun scripts/bench.ts --quick         a few seconds in all (CI runs this so the script cannot rot)
+ *   bun scripts/bench.ts --seconds 20 --out bench-results.json
+ *
+ * Scenarios: baseline (hub GET /health vs a bare Bun.serve), send path (POST /api/messages through
+ * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
+ * per instance: deliveries/s and ingress-to-receipt latency at a fixed rate, then the highest rate
+ * sustained). The hub's peak RSS is sampled during each.
+ */
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { cpus, tmpdir, totalmem } from "node:os"
+import { join } from "node:path"
+
+const args = process.argv.slice(2)
+const flag = (name: string) => args.includes(name)
+const option = (name: string, fallback: string) => {
+  const at = args.indexOf(name)
+  return at >= 0 && args[at + 1] !== undefined ? args[at + 1]! : fallback
+}
+const quick = flag("--quick")
+const seconds = Number(option("--seconds", quick ? "1" : "10"))
+const outFile = option("--out", "bench-results.json")
+const scenarios = new Set(option("--scenarios", "baseline,send,events").split(","))
+const root = join(import.meta.dirname, "..")
+const bun = process.execPath
+
+interface Child {
+  readonly process: Bun.Subprocess<"ignore", "pipe", "inherit">
+  readonly port: number
+}
+
+/** Starts a helper script that prints `{"port": N}` as its first line. */
+const startScript = async (script: string): Promise<Child> => {
+  const child = Bun.spawn([bun, join(root, "scripts", "bench", script)], { stdout: "pipe", stderr: "inherit" })
+  const reader = child.stdout.getReader()
+  const { value } = await reader.read()
+  reader.releaseLock()
+  const port: number = JSON.parse(new TextDecoder().decode(value).split("\n")[0] ?? "{}").port
+  return { process: child, port }
+}
+
+const runJson = async <A>(script: string, config: unknown): Promise<A> => {
+  const child = Bun.spawn([bun, join(root, "scripts", "bench", script), JSON.stringify(config)], { stdout: "pipe", stderr: "inherit" })
+  const text = await new Response(child.stdout).text()
+  await child.exited
+  return JSON.parse(text.trim().split("\n").pop() ?? "{}")
+}
+
+const freePort = () => {
+  const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() })
+  const port = probe.port ?? 0
+  probe.stop(true)
+  return port
+}
+
+interface Hub {
+  readonly base: string
+  readonly env: Record<string, string>
+  readonly pid: number
+  readonly stop: () => Promise<void>
+  readonly cli: (...argv: Array<string>) => Record<string, unknown>
+}
+
+const startHub = async (env: Record<string, string>): Promise<Hub> => {
+  const folder = mkdtempSync(join(tmpdir(), "hub-bench-"))
+  const port = freePort()
+  const fullEnv = {
+    ...process.env,
+    HUB_DB: join(folder, "hub.sqlite"),
+    PORT: String(port),
+    HUB_LOG_LEVEL: "warn",
+    HUB_LOG_FORMAT: "json",
+    ...env
+  }
+  const child = Bun.spawn([bun, join(root, "src", "main.ts"), "serve"], { env: fullEnv, stdout: "ignore", stderr: "inherit" })
+  const base = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 300; i++) {
+    if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break
+    await Bun.sleep(50)
+  }
+  return {
+    base,
+    env: fullEnv,
+    pid: child.pid,
+    stop: async () => {
+      child.kill("SIGTERM")
+      await child.exited
+      rmSync(folder, { recursive: true, force: true })
+    },
+    cli: (...argv) => {
+      const result = Bun.spawnSync([bun, join(root, "src", "main.ts"), ...argv], { env: fullEnv })
+      if (result.exitCode !== 0) throw new Error(`hub ${argv.join(" ")}: ${result.stderr.toString()}`)
+      return JSON.parse(result.stdout.toString())
+    }
+  }
+}
+
+/** Samples a process's resident memory while `during` runs; returns the peak in MB. */
+const peakRss = async <A>(pid: number, during: Promise<A>): Promise<[A, number]> => {
+  let peak = 0
+  const sample = () => {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+    peak = Math.max(peak, Number(match?.[1] ?? 0) / 1024)
+  }
+  const timer = setInterval(sample, 100)
+  try {
+    const result = await during
+    sample()
+    return [result, peak]
+  } finally {
+    clearInterval(timer)
+  }
+}
+
+interface LoadResult {
+  readonly requests: number
+  readonly ok: number
+  readonly errors: number
+  readonly statuses: Record<string, number>
+  readonly rps: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+}
+
+interface ReceiverStats {
+  readonly deliveries: number
+  readonly distinctWebhookIds: number
+  readonly events: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+}
+
+const CONNECTIONS = 50
+const results: Record<string, unknown> = {}
+const rows: Array<[string, string, string, string, string]> = []
+const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+// --- baseline: the hub's GET /health next to a bare Bun.serve, same load, same run
+if (scenarios.has("baseline")) {
+  const hub = await startHub({})
+  const bare = await startScript("bare-server.ts")
+  const [hubHealth, rss] = await peakRss(hub.pid, runJson<LoadResult>("load.ts", { url: `${hub.base}/health`, method: "GET", connections: CONNECTIONS, seconds }))
+  const bareHealth = await runJson<LoadResult>("load.ts", { url: `http://127.0.0.1:${bare.port}/health`, method: "GET", connections: CONNECTIONS, seconds })
+  results.baseline = { hubHealth, bareHealth, hubPeakRssMb: rss, hubToBare: hubHealth.rps / bareHealth.rps }
+  rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(rss)])
+  rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-"])
+  bare.process.kill()
+  await hub.stop()
+  results.healthRps = hubHealth.rps
+}
+
+// --- send path: POST /api/messages (text, instance tokens) against a fake upstream in its own process
+if (scenarios.has("send")) {
+  const upstream = await startScript("fake-upstream.ts")
+  const hub = await startHub({
+    HUB_UPSTREAM: "graph",
+    HUB_GRAPH_URL: `http://127.0.0.1:${upstream.port}/v23.0`,
+    HUB_SECRET_KEY: randomBytes(32).toString("hex"),
+    HUB_SEND_RATE: "1000"
+  })
+  // Several busy numbers: the upstream paces each number at up to 1,000 messages/s.
+  const org = String(hub.cli("org", "create", "--name", "bench").id)
+  const numbers = quick ? 2 : 8
+  const tokens: Array<string> = []
+  for (let i = 0; i < numbers; i++) {
+    const instance = hub.cli("instance", "create", "--org", org, "--name", `n${i}`, "--phone-number-id", String(500000000000000 + i), "--waba-id", String(600000000000000 + i), "--access-token", "bench-token")
+    tokens.push(String(hub.cli("token", "create", "--org", org, "--instance", String(instance.id), "--name", `t${i}`).token))
+  }
+  const body = JSON.stringify({ to: "15551234567", type: "text", text: { body: "Benchmark message" } })
+  const [viaHub, rss] = await peakRss(
+    hub.pid,
+    runJson<LoadResult>("load.ts", { url: `${hub.base}/api/messages`, method: "POST", headers: { "content-type": "application/json" }, body, bearerTokens: tokens, connections: CONNECTIONS, seconds })
+  )
+  const direct = await runJson<LoadResult>("load.ts", {
+    url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: "Bearer bench-token" },
+    body: JSON.stringify({ messaging_product: "whatsapp", recipient_type: "individual", to: "15551234567", type: "text", text: { body: "Benchmark message" } }),
+    connections: CONNECTIONS,
+    seconds
+  })
+  results.send = { viaHub, direct, hubPeakRssMb: rss, hubToDirect: viaHub.rps / direct.rps, hubToHealth: viaHub.rps / Number(results.healthRps) }
+  rows.push(["POST /api/messages (hub)", fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(rss)])
+  rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-"])
+  upstream.process.kill()
+  await hub.stop()
+}
+
+// --- events: signed upstream posts, 3 webhooks per instance, fast receivers
+if (scenarios.has("events")) {
+  const appSecret = randomBytes(16).toString("hex")
+  const receivers = await startScript("receivers.ts")
+  const hub = await startHub({ HUB_APP_SECRET: appSecret, HUB_WEBHOOK_ALLOW_PRIVATE: "true", HUB_SANDBOX_STATUS_DELAY: "0" })
+  const org = String(hub.cli("org", "create", "--name", "bench-events").id)
+  const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
+  const instanceCount = quick ? 1 : 4
+  const orgToken = String(hub.cli("token", "create", "--org", org, "--name", "events").token)
+  for (let i = 0; i < instanceCount; i++) {
+    const phoneNumberId = String(700000000000000 + i)
+    const wabaId = String(800000000000000 + i)
+    const instance = hub.cli("instance", "create", "--org", org, "--name", `e${i}`, "--phone-number-id", phoneNumberId, "--waba-id", wabaId)
+    numbers.push({ phoneNumberId, wabaId })
+    for (let w = 0; w < 3; w++) {
+      const created = await fetch(`${hub.base}/api/webhooks`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
+        body: JSON.stringify({ instance_id: instance.id, url: `http://127.0.0.1:${receivers.port}/hook/${i}/${w}`, name: `w${w}` })
+      })
+      if (created.status !== 201) throw new Error(`creating a webhook answered ${created.status}: ${await created.text()}`)
+    }
+  }
+  const receiverStats = async (): Promise<ReceiverStats> => (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
+  const settle = async (expected: number) => {
+    const deadline = Date.now() + 30_000
+    while (Date.now() < deadline && (await receiverStats()).deliveries < expected) await Bun.sleep(100)
+  }
+  const url = `${hub.base}/upstream/events`
+
+  const fixedRate = quick ? 200 : 1000
+  await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
+  const [posted, rssFixed] = await peakRss(hub.pid, runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: fixedRate, seconds, numbers }))
+  await settle(Number(posted.ok) * 3)
+  const fixed = await receiverStats()
+  results.eventsFixedRate = { offeredPerSecond: fixedRate, posted, receivers: fixed, hubPeakRssMb: rssFixed }
+  rows.push([`events at ${fmt(fixedRate)}/s: ingress→receipt`, `${fmt(fixed.deliveries / seconds)} deliv/s`, fmt(fixed.p50Ms, 1), fmt(fixed.p99Ms, 1), fmt(rssFixed)])
+
+  // The highest rate: offer more than the hub can take and count what reaches the receivers per second.
+  const maxRate = quick ? 1000 : 8000
+  await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
+  const started = performance.now()
+  const [burst, rssMax] = await peakRss(hub.pid, runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 }))
+  await settle(Number(burst.ok) * 3)
+  const elapsed = (performance.now() - started) / 1000
+  const max = await receiverStats()
+  results.eventsMax = { offeredPerSecond: maxRate, posted: burst, receivers: max, deliveriesPerSecond: max.deliveries / elapsed, hubPeakRssMb: rssMax }
+  rows.push([`events max (offered ${fmt(maxRate)}/s)`, `${fmt(max.deliveries / elapsed)} deliv/s`, fmt(max.p50Ms, 1), fmt(max.p99Ms, 1), fmt(rssMax)])
+  receivers.process.kill()
+  await hub.stop()
+}
+
+const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", memoryGb: Math.round(totalmem() / 2 ** 30), bun: Bun.version, platform: process.platform }
+const report = { date: new Date().toISOString(), secondsPerScenario: seconds, connections: CONNECTIONS, machine, results }
+writeFileSync(outFile, JSON.stringify(report, null, 2))
+
+const header: [string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB"]
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+const line = (r: ReadonlyArray<string>) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
+console.log(`\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`)
+console.log(line(header))
+for (const r of rows) console.log(line(r))
+const send = results.send
+if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubToDirect" in send) {
+  console.log(`\nsend path: ${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
+}
+console.log(`figures written to ${outFile}`)

@@ -1,0 +1,82 @@
+/**
+ * Posts signed upstream status events to the hub at a fixed offered rate, from its own process.
+ * Usage: bun scripts/bench/post-events.ts '<json config>' → one JSON line of results.
+ * Config: { url, appSecret, rate (events/s), seconds, numbers: [{ phoneNumberId, wabaId }], maxInFlight? }
+ */
+import { createHmac } from "node:crypto"
+
+interface PostConfig {
+  readonly url: string
+  readonly appSecret: string
+  readonly rate: number
+  readonly seconds: number
+  readonly numbers: ReadonlyArray<{ readonly phoneNumberId: string; readonly wabaId: string }>
+  readonly maxInFlight?: number
+}
+
+const config: PostConfig = JSON.parse(process.argv[2] ?? "{}")
+const maxInFlight = config.maxInFlight ?? 256
+let sent = 0
+let ok = 0
+let errors = 0
+let inFlight = 0
+let dropped = 0
+
+const payload = (n: number) => {
+  const number = config.numbers[n % config.numbers.length]!
+  const now = Date.now()
+  return JSON.stringify({
+    object: "whatsapp_business_account",
+    entry: [{
+      id: number.wabaId,
+      changes: [{
+        field: "messages",
+        value: {
+          messaging_product: "whatsapp",
+          metadata: { display_phone_number: "15550000000", phone_number_id: number.phoneNumberId },
+          statuses: [{ id: `wamid.bench.${now}.${n}`, status: "sent", timestamp: String(Math.floor(now / 1000)), recipient_id: "15551234567" }]
+        }
+      }]
+    }]
+  })
+}
+
+const post = async (n: number) => {
+  const body = payload(n)
+  const signature = createHmac("sha256", config.appSecret).update(body).digest("hex")
+  inFlight++
+  try {
+    const response = await fetch(config.url, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-hub-signature-256": `sha256=${signature}` },
+      body
+    })
+    await response.arrayBuffer()
+    if (response.ok) ok++
+    else errors++
+  } catch {
+    errors++
+  } finally {
+    inFlight--
+  }
+}
+
+const started = performance.now()
+const pending: Array<Promise<void>> = []
+while (performance.now() - started < config.seconds * 1000) {
+  const due = Math.floor(((performance.now() - started) / 1000) * config.rate)
+  while (sent < due) {
+    // An open-loop generator: when the hub falls behind, requests beyond the cap are counted as dropped.
+    if (inFlight >= maxInFlight) {
+      dropped += due - sent
+      sent = due
+      break
+    }
+    pending.push(post(sent))
+    sent++
+  }
+  await Bun.sleep(1)
+}
+await Promise.all(pending)
+const elapsed = (performance.now() - started) / 1000
+console.log(JSON.stringify({ offered: sent, posted: sent - dropped, ok, errors, dropped, seconds: elapsed, acceptedRate: ok / elapsed }))
