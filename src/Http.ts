@@ -1,5 +1,5 @@
 /** The HTTP server: HubApi with its handlers, Swagger UI at /docs, OpenAPI at /openapi.json. */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { Effect, Layer } from "effect"
 import { HubApi } from "./Api.js"
@@ -9,7 +9,7 @@ import { TokensRepoLive } from "./Auth/Repo.js"
 import { TokenResolverLive } from "./Auth/TokenResolver.js"
 import { HubConfig } from "./Config.js"
 import { HealthHttpLive } from "./Health/Http.js"
-import { ErrorResponseLive, requestLog } from "./HttpMiddleware.js"
+import { HttpEdgeLive } from "./HttpMiddleware.js"
 import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
 import { InstanceAccessLive } from "./Instances/InstanceAccess.js"
@@ -58,10 +58,10 @@ export const ServerLive = Layer.unwrapEffect(
 )
 
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
-export const HttpLive = HttpApiBuilder.serve(requestLog).pipe(
+export const HttpLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-  Layer.provide(ErrorResponseLive),
+  Layer.provide(HttpEdgeLive),
   Layer.provide(ApiLive),
   HttpServer.withLogAddress
 )
@@ -69,4 +69,11 @@ export const HttpLive = HttpApiBuilder.serve(requestLog).pipe(
 /** The whole hub on the given HttpServer layer, exposing its services and server (tests use them). */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut, E, R>) =>
   // The dispatcher starts with the server and drains in-flight deliveries when it stops.
-  HttpLive.pipe(Layer.merge(DispatcherLive), Layer.provideMerge(server), Layer.provideMerge(ServicesLive))
+  HttpLive.pipe(
+    Layer.merge(DispatcherLive),
+    Layer.provideMerge(server),
+    Layer.provideMerge(ServicesLive),
+    // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
+    Layer.provide(Layer.setTracerEnabled(false)),
+    HttpMiddleware.withTracerDisabledWhen(() => true)
+  )

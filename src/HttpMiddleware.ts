@@ -2,8 +2,10 @@
  * Cross-cutting HTTP behaviour: one error renderer for every failure (`{statusCode, message,
  * error?, details?}`, never a stack trace) and a structured request log with a request id.
  */
-import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option, Predicate } from "effect"
+import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
+import { randomBytes } from "node:crypto"
+import { HubConfig } from "./Config.js"
 import { type FieldIssue, type HubError, isHubError } from "./Domain/Errors.js"
 
 interface ErrorBody {
@@ -90,7 +92,7 @@ const defectResponse = (defect: unknown) => {
 const internalError = errorResponse({ statusCode: 500, message: "Internal Server Error" })
 
 /** Renders every failure of the API the same way; unexpected ones are logged and become a bare 500. */
-export const ErrorResponseLive = HttpApiBuilder.middleware((app) =>
+const renderFailures = (app: HttpApp.Default) =>
   Effect.catchAllCause(app, (cause) =>
     Effect.gen(function*() {
       if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
@@ -102,30 +104,41 @@ export const ErrorResponseLive = HttpApiBuilder.middleware((app) =>
       if (Option.isSome(rendered)) return rendered.value
       yield* Effect.logError("Unhandled failure", cause)
       return internalError
-    })))
+    }))
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
-/** Logs one line per request (never the query string or headers, which may carry secrets). */
-export const requestLog = <E, R>(app: HttpApp.Default<E, R>) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
+/** Request ids: a per-process random prefix and a counter, unique without a UUID per request. */
+const processPrefix = randomBytes(4).toString("hex")
+let requestSequence = 0
+const nextRequestId = () => `${processPrefix}-${(++requestSequence).toString(36)}`
+
+/**
+ * The edge of every request: errors rendered as JSON, an `x-request-id` (the caller's when sane),
+ * and, when info logs are on, one access-log line (never the query string or headers, which may
+ * carry secrets). Handler logs carry the request id.
+ */
+export const edge = (logRequests: boolean) => (app: HttpApp.Default): HttpApp.Default =>
+  Effect.withFiberRuntime((fiber) => {
+    const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
     const offered = request.headers["x-request-id"]
-    const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : Bun.randomUUIDv7()
+    const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
     const started = performance.now()
-    // The server has already written the response when a serve middleware sees it, so the header goes in a pre-response handler.
-    yield* HttpApp.appendPreResponseHandler((_request, response) =>
-      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+    const respond = Effect.map(renderFailures(app), (response) => HttpServerResponse.setHeader(response, "x-request-id", requestId))
+    if (!logRequests) return Effect.annotateLogs(respond, "requestId", requestId)
+    return Effect.annotateLogs(
+      Effect.tap(respond, (response) =>
+        Effect.logInfo("request").pipe(Effect.annotateLogs({
+          method: request.method,
+          path: request.url.split("?")[0],
+          status: response.status,
+          durationMs: Math.round((performance.now() - started) * 10) / 10
+        }))),
+      "requestId",
+      requestId
     )
-    const response = yield* Effect.annotateLogs(app, "requestId", requestId)
-    yield* Effect.logInfo("request").pipe(
-      Effect.annotateLogs({
-        requestId,
-        method: request.method,
-        path: request.url.split("?")[0],
-        status: response.status,
-        durationMs: Math.round((performance.now() - started) * 10) / 10
-      })
-    )
-    return response
   })
+
+export const HttpEdgeLive = Layer.unwrapEffect(
+  Effect.map(HubConfig, (config) => HttpApiBuilder.middleware(edge(LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel))))
+)

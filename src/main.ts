@@ -4,10 +4,11 @@
  */
 import { Command, Options, ValidationError } from "@effect/cli"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
-import { ConfigError, Console, Data, Duration, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
 import { TokensRepo } from "./Auth/Repo.js"
 import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
 import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
+import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 
@@ -144,15 +145,6 @@ const cli = Command.run(hub, { name: "hub", version: "0.1.0" })
 
 const isServe = process.argv.slice(2)[0] === "serve"
 
-/** Logs go to stdout for `serve`; operator commands keep stdout for their JSON and log only warnings. */
-const LoggingLive = Layer.unwrapEffect(
-  Effect.map(HubConfig, (config) =>
-    Layer.merge(
-      config.logFormat === "json" ? Logger.json : Logger.pretty,
-      Logger.minimumLogLevel(isServe ? config.logLevel : LogLevel.Warning)
-    ))
-)
-
 const reportFailure = (error: unknown) =>
   Effect.gen(function*() {
     if (ValidationError.isValidationError(error)) return // @effect/cli has printed it with the usage
@@ -165,7 +157,8 @@ const reportFailure = (error: unknown) =>
   }).pipe(Effect.zipRight(Effect.sync(() => process.exit(1))))
 
 cli(process.argv).pipe(
-  Effect.provide(Layer.provideMerge(LoggingLive, HubConfigLive)),
+  // Logs go to stdout for `serve`; operator commands keep stdout for their JSON and log only warnings.
+  Effect.provide(Layer.provideMerge(loggingLayer(!isServe), HubConfigLive)),
   Effect.provide(BunContext.layer),
   Effect.catchAll(reportFailure),
   BunRuntime.runMain({ disablePrettyLogger: true })

@@ -5,7 +5,7 @@ import { Effect, Layer, Schema } from "effect"
 import { HubApi } from "../src/Api.js"
 import { AccessPolicy } from "../src/Auth/Access.js"
 import { Authentication } from "../src/Auth/Middleware.js"
-import { ErrorResponseLive } from "../src/HttpMiddleware.js"
+import { edge } from "../src/HttpMiddleware.js"
 import { TestHub, testHub } from "./support/TestHub.js"
 
 layer(testHub())("platform endpoints", (it) => {
@@ -15,7 +15,7 @@ layer(testHub())("platform endpoints", (it) => {
       const health = yield* hub.request("GET", "/health")
       expect(health.status).toBe(200)
       expect(health.body).toEqual({ status: "ok" })
-      expect(health.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/)
+      expect(health.headers.get("x-request-id")).toMatch(/^[0-9a-f]{8}-[0-9a-z]+$/)
       const ready = yield* hub.request("GET", "/ready")
       expect(ready.status).toBe(200)
       expect(ready.body).toEqual({ status: "ready", database: "ok" })
@@ -76,7 +76,7 @@ it.scoped("a defect is a bare 500 without stack trace or message detail", () =>
   Effect.gen(function*() {
     const server = yield* Layer.build(
       HttpApiBuilder.serve().pipe(
-        Layer.provide(ErrorResponseLive),
+        Layer.provide(HttpApiBuilder.middleware(edge(false))),
         Layer.provide(HttpApiBuilder.api(FailingApi).pipe(Layer.provide(FailingLive))),
         Layer.provideMerge(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" }))
       )
