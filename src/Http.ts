@@ -26,6 +26,7 @@ import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
 import { SqlLive } from "./Sql/Client.js"
+import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
 import { DispatcherLive, EventsServicesLive, SandboxEventsLive } from "./Events/Layer.js"
 import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
@@ -38,6 +39,7 @@ export const ServicesLive = MessagesServicesLive.pipe(
   Layer.provideMerge(EventsServicesLive),
   Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
+  Layer.provideMerge(WriteBatcherLive),
   Layer.provideMerge(SqlLive)
 )
 

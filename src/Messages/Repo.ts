@@ -6,6 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 
 export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"] as const
@@ -102,6 +103,7 @@ export const MessagesRepoLive = Layer.effect(
   MessagesRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const batcher = yield* WriteBatcher
 
     const conditions = (filter: ListFilter) => [
       filter.instanceId === undefined
@@ -132,18 +134,18 @@ export const MessagesRepoLive = Layer.effect(
           error: null,
           created_at: now
         }
-        return sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`.pipe(Effect.as(row))
+        return batcher.run(sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`).pipe(Effect.as(row))
       },
       markAccepted: (id, waMessageId) =>
-        sql`UPDATE messages SET wa_message_id = ${waMessageId}, error = NULL, updated_at = ${nowIso()} WHERE id = ${id}`.pipe(
+        batcher.run(sql`UPDATE messages SET wa_message_id = ${waMessageId}, error = NULL, updated_at = ${nowIso()} WHERE id = ${id}`).pipe(
           Effect.asVoid
         ),
       markRefused: (id, error) =>
-        sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
-          WHERE id = ${id} AND wa_message_id IS NULL`.pipe(Effect.asVoid),
+        batcher.run(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+          WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       noteError: (id, error) =>
-        sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
-          WHERE id = ${id} AND wa_message_id IS NULL`.pipe(Effect.asVoid),
+        batcher.run(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+          WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       applyStatus: (update) =>
         sql<{ readonly id: string }>`UPDATE messages
           SET status = ${update.status}, status_at = ${update.at}, updated_at = ${nowIso()},

@@ -3,8 +3,9 @@ import { Effect } from "effect"
 
 /**
  * Message records (outbound sends and inbound messages) and the Idempotency-Key answers of sends.
- * Timestamps are ISO 8601 text (they sort as time). Indexes serve the list endpoint: newest first
- * per instance or organization, optionally by status, and lookups by upstream message id.
+ * Timestamps are ISO 8601 text (they sort as time). Indexes serve the list endpoint (newest first per
+ * instance or organization; other filters walk that order) and status updates by upstream message id.
+ * Every index is paid on each send and status change, so there are no more than these three.
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -25,11 +26,8 @@ export default Effect.gen(function*() {
   )`
   // NULLs are distinct in unique indexes (SQLite and Postgres), so unaccepted sends do not collide.
   yield* sql`CREATE UNIQUE INDEX messages_instance_wa_message ON messages (instance_id, wa_message_id)`
-  yield* sql`CREATE INDEX messages_wa_message ON messages (wa_message_id)`
   yield* sql`CREATE INDEX messages_instance_created ON messages (instance_id, created_at DESC, id DESC)`
   yield* sql`CREATE INDEX messages_organization_created ON messages (organization_id, created_at DESC, id DESC)`
-  yield* sql`CREATE INDEX messages_instance_status_created ON messages (instance_id, status, created_at DESC, id DESC)`
-  yield* sql`CREATE INDEX messages_organization_status_created ON messages (organization_id, status, created_at DESC, id DESC)`
 
   yield* sql`CREATE TABLE idempotency_keys (
     organization_id TEXT NOT NULL REFERENCES organizations (id),
