@@ -6,7 +6,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../Auth/Middleware.js"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
-import { Envelope, GraphLimit, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 
@@ -25,10 +25,7 @@ export const ActivitiesQuery = RequestStruct({
   ...instanceSelectorFields,
   since: Schema.optional(Time),
   until: Schema.optional(Time),
-  limit: Schema.optional(GraphLimit),
-  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
-  after: Schema.optional(Schema.String),
-  before: Schema.optional(Schema.String),
+  ...GraphPagingFields,
   type: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Z_]+(,[A-Z_]+)*$/, {
     message: () => "must be activity types such as TEMPLATE_CREATED, comma separated"
   })))

@@ -32,5 +32,13 @@ export const GraphLimit = Schema.NumberFromString.pipe(
   Schema.filter((n) => Number.isInteger(n) && n >= 1 && n <= 100, { message: () => "must be a whole number from 1 to 100" })
 )
 
+/** Graph cursor paging and field selection, as list endpoints take them in their query. */
+export const GraphPagingFields = {
+  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
+  limit: Schema.optional(GraphLimit),
+  after: Schema.optional(Schema.String),
+  before: Schema.optional(Schema.String)
+}
+
 /** A decoded `limit` as the text the upstream query takes. */
 export const limitText = (limit: number | undefined): string | undefined => (limit === undefined ? undefined : String(limit))

@@ -4,15 +4,12 @@ import { Schema } from "effect"
 import { Authentication } from "../Auth/Middleware.js"
 import { Forbidden, NotFound, PayloadTooLarge, TooManyRequests, UnsupportedMediaType, UpstreamFailure } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
-import { Envelope, GraphLimit, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { FlowAssetBodyLimit } from "../Media/BodyLimit.js"
 
 export const FlowListQuery = RequestStruct({
-  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
-  limit: Schema.optional(GraphLimit),
-  after: Schema.optional(Schema.String),
-  before: Schema.optional(Schema.String)
+  ...GraphPagingFields
 })
 
 export const Flow = PassThrough({

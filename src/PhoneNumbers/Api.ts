@@ -7,7 +7,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../Auth/Middleware.js"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
-import { Envelope, GraphLimit, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SettingsUpdate } from "./Settings.js"
@@ -20,10 +20,7 @@ export const SettingsUpdated = Schema.Struct({ success: Schema.Boolean })
 
 export const PhoneNumberListQuery = RequestStruct({
   ...instanceSelectorFields,
-  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
-  limit: Schema.optional(GraphLimit),
-  after: Schema.optional(Schema.String),
-  before: Schema.optional(Schema.String)
+  ...GraphPagingFields
 })
 
 export const PhoneNumber = PassThrough({

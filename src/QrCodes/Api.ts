@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../Auth/Middleware.js"
 import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
-import { Envelope, GraphLimit, PassThrough } from "../Domain/Json.js"
+import { Envelope, GraphPagingFields, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
 const Fields = Schema.String.pipe(Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\))?(,[a-z_]+(\.format\((SVG|PNG)\))?)*$/, {
@@ -11,10 +11,8 @@ const Fields = Schema.String.pipe(Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\)
 }))
 
 export const QrCodeListQuery = RequestStruct({
-  fields: Schema.optional(Fields),
-  limit: Schema.optional(GraphLimit),
-  after: Schema.optional(Schema.String),
-  before: Schema.optional(Schema.String)
+  ...GraphPagingFields,
+  fields: Schema.optional(Fields)
 })
 
 /** `code` may be left out when `fields` does not ask for it. */

@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { Authentication } from "../Auth/Middleware.js"
 import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
-import { Envelope, GraphLimit, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
+import { Envelope, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { componentIssues } from "./Components.js"
 
@@ -42,12 +42,9 @@ export const TemplateStatus = Schema.Literal(
 ).annotations({ message: () => ({ message: "must be a template status such as APPROVED, PENDING or REJECTED", override: true }) })
 
 export const TemplateListQuery = RequestStruct({
-  limit: Schema.optional(GraphLimit),
-  after: Schema.optional(Schema.String),
-  before: Schema.optional(Schema.String),
+  ...GraphPagingFields,
   name: Schema.optional(Schema.String.pipe(Schema.maxLength(512))),
-  status: Schema.optional(TemplateStatus),
-  fields: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
+  status: Schema.optional(TemplateStatus)
 })
 
 export const Template = PassThrough({
