@@ -145,6 +145,14 @@ const cli = Command.run(hub, { name: "hub", version: "0.1.0" })
 
 const isServe = process.argv.slice(2)[0] === "serve"
 
+if (isServe) {
+  // A library's stray promise rejection (seen from @effect/platform-bun's multipart reader when a part
+  // hits a size limit) must not take every in-flight request down with the process: log it, keep serving.
+  process.on("unhandledRejection", (reason) => {
+    console.error(JSON.stringify({ message: "Unhandled promise rejection", reason: String(reason) }))
+  })
+}
+
 const reportFailure = (error: unknown) =>
   Effect.gen(function*() {
     if (ValidationError.isValidationError(error)) return // @effect/cli has printed it with the usage
