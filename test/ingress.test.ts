@@ -5,7 +5,7 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Redacted } from "effect"
+import { Duration, Effect, Option, Redacted, Schedule } from "effect"
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
@@ -223,6 +223,34 @@ layer(signedHub, { excludeTestServices: true })("upstream events with an app sec
       expect(log.body.total).toBe(2)
       const inbound = yield* hub.request("GET", "/api/messages?direction=inbound", { token: tenant.instanceToken })
       expect(inbound.body.total).toBe(1)
+    }))
+
+  it.scoped("posts arriving together are written together: a change posted many times at once is stored and delivered once", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      const webhookId = yield* webhookTo(tenant, receiver.url)
+      const repeated = envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]])
+      const distinct = Array.from({ length: 5 }, () => envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263774))]]))
+      const answers = yield* Effect.forEach([...Array.from({ length: 5 }, () => repeated), ...distinct], (payload) => postEvents(payload), {
+        concurrency: "unbounded"
+      })
+      expect(answers.map((a) => a.status)).toEqual(Array.from({ length: 10 }, () => 200))
+      const total = (key: string) => answers.reduce((n, a) => n + Number(a.body[key]), 0)
+      expect([total("changes"), total("accepted"), total("duplicates"), total("deliveries")]).toEqual([10, 6, 4, 6])
+      // Each answer speaks for its own post: one accepted copy of the repeated change, four duplicates.
+      expect(answers.slice(0, 5).map((a) => a.body.accepted).sort()).toEqual([0, 0, 0, 0, 1])
+
+      const got = yield* receiver.waitFor("six deliveries", (r) => r.length === 6)
+      expect(new Set(got.map(bodyOf).map((b) => JSON.stringify(b)))).toEqual(new Set([repeated, ...distinct].map((p) => JSON.stringify(p))))
+      // The dispatcher logs attempts just after the receivers answer.
+      yield* hub.request("GET", `/api/webhooks/${webhookId}/deliveries?status=succeeded`, { token: tenant.instanceToken }).pipe(
+        Effect.filterOrFail((log) => log.body.total === 6, () => "not yet"),
+        Effect.retry(Schedule.spaced(Duration.millis(20))),
+        Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("six deliveries were not logged as succeeded") }),
+        Effect.orDie
+      )
     }))
 
   it.effect("status events move a message forward only, whatever order they arrive in; a failure keeps the upstream error", () =>

@@ -3,7 +3,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Option, Redacted } from "effect"
 import { TokensRepo } from "../src/Auth/Repo.js"
 import { InstancesRepo } from "../src/Instances/Repo.js"
-import { classifyAddress, makeUrlPolicy } from "../src/Webhooks/UrlPolicy.js"
+import { padded, powerOfTwoChunks } from "../src/Events/SqlShapes.js"
+import { AddressRefused, classifyAddress, makeUrlPolicy } from "../src/Webhooks/UrlPolicy.js"
 import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 
 const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]
@@ -330,4 +331,60 @@ describe("delivery-time connection pinning", () => {
       const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
       expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
     }))
+})
+
+describe("delivery-time address cache", () => {
+  /** A resolver that answers from a table and counts what it was asked. */
+  const countingLookup = (answers: Record<string, ReadonlyArray<string>>) => {
+    const asked: Array<string> = []
+    const lookup = (host: string) => {
+      asked.push(host)
+      const addresses = answers[host]
+      return Promise.resolve(addresses === undefined ? new AddressRefused({ message: `the host ${host} could not be resolved` }) : addresses)
+    }
+    return { asked, lookup }
+  }
+
+  plain.effect("a name is looked up once for a few seconds, every address is still checked each time, failures are asked again", () =>
+    Effect.gen(function*() {
+      let now = 1_000_000
+      const dns = countingLookup({ "hooks.example.com": ["93.184.216.34"], "rebound.example.com": ["93.184.216.35", "10.0.0.7"] })
+      const policy = makeUrlPolicy(true, { lookup: dns.lookup, clock: () => now })
+
+      const first = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in"))
+      const second = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/other"))
+      expect(first).toEqual({ url: "https://93.184.216.34/in", hostHeader: "hooks.example.com", serverName: "hooks.example.com" })
+      expect(second).toMatchObject({ url: "https://93.184.216.34/other" })
+      expect(dns.asked).toEqual(["hooks.example.com"])
+
+      // A cached answer holding a private address is refused on every delivery, not only the first.
+      for (let i = 0; i < 2; i++) {
+        const refused = yield* Effect.promise(() => policy.resolveTarget("http://rebound.example.com/"))
+        expect(refused).toBeInstanceOf(AddressRefused)
+        expect(refused).toMatchObject({ message: "rebound.example.com resolves to 10.0.0.7, a private address; webhooks must reach a public address" })
+      }
+      expect(dns.asked).toEqual(["hooks.example.com", "rebound.example.com"])
+
+      // IP literals need no lookup; an unresolvable name is asked again next time.
+      expect(yield* Effect.promise(() => policy.resolveTarget("http://93.184.216.36:8080/x"))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
+      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/"))
+      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/"))
+      expect(dns.asked.filter((h) => h === "gone.example.com").length).toBe(2)
+
+      // Once the cache time has passed the name is resolved again.
+      now += 5_001
+      yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in"))
+      expect(dns.asked.filter((h) => h === "hooks.example.com").length).toBe(2)
+    }))
+
+  plain("statement shapes: rows go in power-of-two chunks, IN lists are padded with their last item", () => {
+    const sizes = (n: number) => powerOfTwoChunks(Array.from({ length: n }, (_, i) => i)).map((chunk) => chunk.length)
+    expect(sizes(0)).toEqual([])
+    expect(sizes(77)).toEqual([64, 8, 4, 1])
+    expect(sizes(600)).toEqual([256, 256, 64, 16, 8])
+    expect(powerOfTwoChunks(Array.from({ length: 600 }, (_, i) => i)).flat()).toEqual(Array.from({ length: 600 }, (_, i) => i))
+    expect(padded(["a", "b", "c"])).toEqual(["a", "b", "c", "c"])
+    expect(padded(["a", "b", "c", "d"])).toEqual(["a", "b", "c", "d"])
+    expect(padded([])).toEqual([])
+  })
 })

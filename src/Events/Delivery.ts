@@ -1,16 +1,17 @@
 /**
  * One delivery attempt: sign with the webhook's secret(s) (both during a rotation), POST to the
  * checked address, classify the answer (any 2xx succeeds; 3xx, other statuses, timeouts and refused
- * addresses fail), log the attempt and move the delivery on; 410 or days of failures disable the webhook.
+ * addresses fail) into the attempt to log; after logging, 410 or days of failures disable the webhook.
+ * The exchange itself is a plain promise: the dispatcher runs many at once without a fiber each.
  */
 import { Duration, Effect } from "effect"
 import { HubConfig } from "../Config.js"
 import { AccessTokenCipher } from "../Instances/AccessTokenCipher.js"
 import { WebhooksRepo } from "../Webhooks/Repo.js"
-import { UrlPolicy } from "../Webhooks/UrlPolicy.js"
-import { type AttemptResult, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
+import { AddressRefused, UrlPolicy } from "../Webhooks/UrlPolicy.js"
+import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Outbox.js"
 import { afterFailure, parseRetryAfter } from "./RetryPolicy.js"
-import { postWebhook, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
+import { NoAnswer, type ReceiverAnswer, sendWebhook, USER_AGENT } from "./Sender.js"
 import { webhookSecretKey, webhookSignature } from "./Signing.js"
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -20,97 +21,122 @@ const describeFailure = (answer: ReceiverAnswer) =>
     ? `the receiver answered ${answer.status} (a redirect, which is not followed)`
     : `the receiver answered ${answer.status}`
 
-/** Makes the attempt function of a dispatcher; `owner` is its lease owner id. Undefined when nothing was sent. */
-export const makeDeliver = (owner: string) =>
-  Effect.gen(function*() {
-    const config = yield* HubConfig
-    const outbox = yield* OutboxRepo
-    const webhooks = yield* WebhooksRepo
-    const policy = yield* UrlPolicy
-    const cipher = yield* AccessTokenCipher
-    const timeoutMs = Duration.toMillis(config.webhookTimeout)
-    const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
+export interface Deliveries {
+  /** The keys to sign a delivery with: the current secret, and the previous one while a rotation's overlap lasts. */
+  readonly signingKeys: (d: LeasedDelivery, nowMs: number) => Effect.Effect<ReadonlyArray<Uint8Array>>
+  /** Sends one attempt; undefined when `shutdown` aborted it (the attempt is then not logged). */
+  readonly attempt: (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, shutdown: AbortSignal) => Promise<AttemptRecord | undefined>
+  /** Once attempts are logged: a 410, or failures without a success for too long, disable the webhook. */
+  readonly afterLogged: (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) => Effect.Effect<void>
+}
 
-    // Decrypting once per secret rather than once per attempt keeps the hot path cheap.
-    const keys = new Map<string, Uint8Array>()
-    const keyOf = (encrypted: string) =>
-      Effect.suspend(() => {
-        const known = keys.get(encrypted)
-        if (known !== undefined) return Effect.succeed(known)
-        return Effect.map(Effect.orDie(cipher.decrypt(encrypted)), (secret) => {
-          if (keys.size > 10_000) keys.clear()
-          const key = webhookSecretKey(secret)
-          keys.set(encrypted, key)
-          return key
-        })
+export const makeDeliveries = Effect.gen(function*() {
+  const config = yield* HubConfig
+  const webhooks = yield* WebhooksRepo
+  const policy = yield* UrlPolicy
+  const cipher = yield* AccessTokenCipher
+  const timeoutMs = Duration.toMillis(config.webhookTimeout)
+  const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
+
+  // Decrypting once per secret rather than once per attempt keeps the hot path cheap.
+  const keys = new Map<string, Uint8Array>()
+  const keyOf = (encrypted: string) =>
+    Effect.suspend(() => {
+      const known = keys.get(encrypted)
+      if (known !== undefined) return Effect.succeed(known)
+      return Effect.map(Effect.orDie(cipher.decrypt(encrypted)), (secret) => {
+        if (keys.size > 10_000) keys.clear()
+        const key = webhookSecretKey(secret)
+        keys.set(encrypted, key)
+        return key
       })
+    })
 
-    /** The current secret, and the previous one while a rotation's overlap lasts. */
-    const signingKeys = (d: LeasedDelivery, nowMs: number) =>
-      Effect.all([
-        keyOf(d.secret_encrypted),
-        ...(d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
-            Date.parse(d.previous_secret_expires_at) > nowMs
-          ? [keyOf(d.previous_secret_encrypted)]
-          : [])
-      ])
+  const signingKeys = (d: LeasedDelivery, nowMs: number) =>
+    Effect.all([
+      keyOf(d.secret_encrypted),
+      ...(d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
+          Date.parse(d.previous_secret_expires_at) > nowMs
+        ? [keyOf(d.previous_secret_encrypted)]
+        : [])
+    ])
 
-    return (d: LeasedDelivery): Effect.Effect<AttemptResult | undefined> =>
-      Effect.gen(function*() {
-        if (!Boolean(d.webhook_active)) {
-          yield* outbox.cancel([d.id])
-          return undefined
-        }
-        const startedMs = Date.now()
-        const timestamp = Math.floor(startedMs / 1000)
-        const signature = webhookSignature(yield* signingKeys(d, startedMs), d.message_id, timestamp, d.body)
-        const answer = yield* policy.connectTarget(d.url).pipe(
-          Effect.flatMap((target) =>
-            postWebhook({
-              target,
-              body: d.body,
-              timeoutMs,
-              headers: {
-                "content-type": "application/json",
-                "user-agent": USER_AGENT,
-                "webhook-id": d.message_id,
-                "webhook-timestamp": String(timestamp),
-                "webhook-signature": signature
-              }
-            })
-          ),
-          Effect.either
-        )
-        const finishedMs = Date.now()
-        const received = answer._tag === "Right" ? answer.right : undefined
-        const statusCode = received?.status ?? null
-        const succeeded = received !== undefined && received.status >= 200 && received.status < 300
-        const result: AttemptResult = succeeded ? { _tag: "Succeeded" } : afterFailure({
-          attempt: d.attempts + 1,
-          finalAttempt: d.final_attempt,
-          schedule: config.webhookRetry,
-          statusCode,
-          retryAfterSeconds: parseRetryAfter(received?.retryAfter, finishedMs),
-          nowMs: finishedMs,
-          random: Math.random()
-        })
-        const failingSince = yield* outbox.recordAttempt({
-          delivery: d,
-          owner,
-          attempt: d.attempts + 1,
-          startedAt: iso(startedMs),
-          finishedAt: iso(finishedMs),
-          latencyMs: finishedMs - startedMs,
-          statusCode,
-          error: answer._tag === "Left" ? answer.left.message : succeeded ? null : describeFailure(answer.right),
-          responseSnippet: received?.snippet ?? null,
-          result
-        })
-        if (statusCode === 410) {
-          yield* webhooks.disable(d.webhook_id, "the receiver answered 410 Gone")
-        } else if (failingSince !== null && finishedMs - Date.parse(failingSince) >= disableAfterMs) {
-          yield* webhooks.disable(d.webhook_id, `no successful delivery since ${failingSince}`)
-        }
-        return result
-      })
-  })
+  const exchange = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, signal: AbortSignal, timestamp: number) => {
+    const target = await policy.resolveTarget(d.url)
+    if (target instanceof AddressRefused) return target
+    return sendWebhook({
+      target,
+      body: d.body,
+      timeoutMs,
+      signal,
+      headers: {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "webhook-id": d.message_id,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": webhookSignature(keys, d.message_id, timestamp, d.body)
+      }
+    })
+  }
+
+  const attempt = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, shutdown: AbortSignal): Promise<AttemptRecord | undefined> => {
+    const startedMs = Date.now()
+    // The timeout bounds the whole exchange, the answer's snippet included. Its timer is cleared as
+    // soon as the attempt ends (AbortSignal.timeout would keep every timer alive for the full timeout).
+    const controller = new AbortController()
+    const timer = setTimeout(() => controller.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")), timeoutMs)
+    const stop = () => controller.abort(shutdown.reason)
+    shutdown.addEventListener("abort", stop)
+    const answer = await exchange(d, keys, controller.signal, Math.floor(startedMs / 1000)).finally(() => {
+      clearTimeout(timer)
+      shutdown.removeEventListener("abort", stop)
+    })
+    if (shutdown.aborted) return undefined
+    const finishedMs = Date.now()
+    const noAnswer = answer instanceof NoAnswer || answer instanceof AddressRefused ? answer : undefined
+    const received = answer instanceof NoAnswer || answer instanceof AddressRefused ? undefined : answer
+    const statusCode = received?.status ?? null
+    const succeeded = received !== undefined && received.status >= 200 && received.status < 300
+    const result: AttemptResult = succeeded ? { _tag: "Succeeded" } : afterFailure({
+      attempt: d.attempts + 1,
+      finalAttempt: d.final_attempt,
+      schedule: config.webhookRetry,
+      statusCode,
+      retryAfterSeconds: parseRetryAfter(received?.retryAfter, finishedMs),
+      nowMs: finishedMs,
+      random: Math.random()
+    })
+    return {
+      delivery: d,
+      attempt: d.attempts + 1,
+      startedAt: iso(startedMs),
+      finishedAt: iso(finishedMs),
+      latencyMs: finishedMs - startedMs,
+      statusCode,
+      error: noAnswer !== undefined ? noAnswer.message : received === undefined || succeeded ? null : describeFailure(received),
+      responseSnippet: received?.snippet ?? null,
+      result
+    }
+  }
+
+  const afterLogged = (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) =>
+    Effect.gen(function*() {
+      const disabled = new Set<string>()
+      for (const record of records) {
+        const webhookId = record.delivery.webhook_id
+        if (disabled.has(webhookId) || record.result._tag === "Succeeded") continue
+        const since = failingSince.get(webhookId)
+        const reason = record.statusCode === 410
+          ? "the receiver answered 410 Gone"
+          : since !== undefined && Date.parse(record.finishedAt) - Date.parse(since) >= disableAfterMs
+          ? `no successful delivery since ${since}`
+          : undefined
+        if (reason === undefined) continue
+        disabled.add(webhookId)
+        yield* webhooks.disable(webhookId, reason)
+      }
+    })
+
+  const deliveries: Deliveries = { signingKeys, attempt, afterLogged }
+  return deliveries
+})

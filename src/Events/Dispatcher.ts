@@ -1,19 +1,28 @@
 /**
  * The dispatcher: a fiber started with the server that drains the persisted outbox. It wakes on the
- * DispatchSignal (new rows committed, a slot freed, a near retry due) and on a Schedule otherwise
- * (due retries, leases expired by a crashed process), leases due rows (first attempts before retries)
- * within bounded concurrency overall and per webhook, signs and POSTs each, and logs every attempt.
- * On shutdown it stops leasing, lets in-flight deliveries finish for up to HUB_DISPATCH_DRAIN_TIMEOUT,
- * and releases the rest so the next start takes them at once.
+ * DispatchSignal (new rows committed, an attempt finished, a near retry due) and on a Schedule
+ * otherwise (due retries, leases expired by a crashed process). Each round logs every finished
+ * attempt and leases due rows (first attempts before retries) in ONE shared transaction, then starts
+ * the leased attempts within bounded concurrency overall and per webhook. Attempts are plain
+ * promises: no fiber or Effect timer per delivery, only the signed fetch.
+ * On shutdown it stops leasing, lets in-flight attempts finish for up to HUB_DISPATCH_DRAIN_TIMEOUT,
+ * logs them, and releases the rest so the next start takes them at once.
  */
-import { Cause, Duration, Effect, Fiber, FiberSet, Layer, Schedule } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer, Schedule } from "effect"
 import { hostname } from "node:os"
 import { HubConfig } from "../Config.js"
-import { makeDeliver } from "./Delivery.js"
+import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import { makeDeliveries } from "./Delivery.js"
 import { DispatchSignal } from "./DispatchSignal.js"
-import { type AttemptResult, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
+import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
 
 const POLL_INTERVAL = Duration.seconds(1)
+
+/**
+ * A round costs a transaction and a few statements whatever it carries, so under load rounds are at
+ * least this far apart and each logs and leases many rows; an idle dispatcher starts a round at once.
+ */
+const ROUND_LINGER_MS = 5
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -22,6 +31,8 @@ export const DispatcherLive = Layer.scopedDiscard(
     const config = yield* HubConfig
     const outbox = yield* OutboxRepo
     const signal = yield* DispatchSignal
+    const batcher = yield* WriteBatcher
+    const deliveries = yield* makeDeliveries
 
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
@@ -29,82 +40,140 @@ export const DispatcherLive = Layer.scopedDiscard(
     const inFlight = new Map<string, number>()
     let running = 0
     let stopping = false
+    /** Attempts finished since the last round, waiting to be logged. */
+    let finished: Array<AttemptRecord> = []
+    /** Aborts the attempts still in flight when the drain time is up. */
+    const shutdown = new AbortController()
+    const idle = yield* Deferred.make<void>()
+    const retryTimers = new Set<ReturnType<typeof setTimeout>>()
 
-    const deliver = yield* makeDeliver(owner)
-    const scope = yield* Effect.scope
+    const settle = (d: LeasedDelivery, record: AttemptRecord | undefined) => {
+      running--
+      const left = (inFlight.get(d.webhook_id) ?? 1) - 1
+      if (left <= 0) inFlight.delete(d.webhook_id)
+      else inFlight.set(d.webhook_id, left)
+      if (record !== undefined) finished.push(record)
+      if (stopping && running === 0) Deferred.unsafeDone(idle, Effect.void)
+      signal.unsafeNotify()
+    }
+
+    const start = (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>) => {
+      inFlight.set(d.webhook_id, (inFlight.get(d.webhook_id) ?? 0) + 1)
+      running++
+      deliveries.attempt(d, keys, shutdown.signal).then(
+        (record) => settle(d, record),
+        // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
+        () => settle(d, undefined)
+      )
+    }
 
     /** Wakes the loop when a retry falls due before the next scheduled poll. */
-    const wakeAt = (result: AttemptResult | undefined, nowMs: number) =>
-      result?._tag === "RetryAt" && Date.parse(result.at) - nowMs < Duration.toMillis(POLL_INTERVAL)
-        ? Effect.asVoid(Effect.forkIn(Effect.delay(signal.notify, Duration.millis(Math.max(0, Date.parse(result.at) - nowMs))), scope))
-        : Effect.void
+    const wakeForRetries = (records: ReadonlyArray<AttemptRecord>) => {
+      const nowMs = Date.now()
+      const soonest = records.reduce((min, r) => (r.result._tag === "RetryAt" ? Math.min(min, Date.parse(r.result.at) - nowMs) : min), Infinity)
+      if (soonest < Duration.toMillis(POLL_INTERVAL)) {
+        const timer = setTimeout(() => {
+          retryTimers.delete(timer)
+          signal.unsafeNotify()
+        }, Math.max(0, soonest))
+        retryTimers.add(timer)
+      }
+    }
 
-    const attempt = (d: LeasedDelivery) =>
-      deliver(d).pipe(
-        Effect.flatMap((result) => wakeAt(result, Date.now())),
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.failCause(cause)
-            : Effect.logError("Webhook delivery failed unexpectedly", cause).pipe(Effect.annotateLogs({ deliveryId: d.id }))
-        )
+    /** Logs what finished; returns after the commit. */
+    const logFinished = (records: ReadonlyArray<AttemptRecord>) =>
+      records.length === 0 ? Effect.void : batcher.run(outbox.recordAttempts(owner, records)).pipe(
+        Effect.orDie,
+        Effect.flatMap((failing) => deliveries.afterLogged(records, failing)),
+        Effect.zipRight(Effect.sync(() => wakeForRetries(records)))
       )
 
-    const fibers = yield* FiberSet.make<void>()
+    /** Leased rows beyond a webhook's share, to give back; leased rows of inactive webhooks, to cancel. */
+    let overShare: Array<string> = []
+    let inactive: Array<string> = []
 
-    const finished = (webhookId: string) =>
-      Effect.sync(() => {
-        running--
-        const left = (inFlight.get(webhookId) ?? 1) - 1
-        if (left <= 0) inFlight.delete(webhookId)
-        else inFlight.set(webhookId, left)
-      }).pipe(Effect.zipRight(signal.notify))
-
-    /** Leases and starts due deliveries until the slots are full or nothing more is due. */
-    const fill = Effect.gen(function*() {
-      while (!stopping) {
-        const free = config.dispatchConcurrency - running
-        if (free <= 0) return
+    /**
+     * One round, in ONE shared transaction: give back and cancel what the last round could not start,
+     * log the finished attempts and lease due rows; then start what was leased.
+     */
+    const round = Effect.gen(function*() {
+      for (;;) {
+        const records = finished
+        const giveBack = overShare
+        const cancelled = inactive
+        finished = []
+        overShare = []
+        inactive = []
+        const free = stopping ? 0 : config.dispatchConcurrency - running
         const saturated = [...inFlight].filter(([, n]) => n >= config.dispatchPerWebhook).map(([id]) => id)
         const nowMs = Date.now()
-        const leased = yield* outbox.lease({
-          owner,
-          now: iso(nowMs),
-          leaseUntil: iso(nowMs + leaseMs),
-          limit: free,
-          skipWebhooks: saturated
-        })
-        const over: Array<string> = []
-        for (const d of leased) {
-          const busy = inFlight.get(d.webhook_id) ?? 0
-          if (busy >= config.dispatchPerWebhook) {
-            over.push(d.id)
-            continue
-          }
-          inFlight.set(d.webhook_id, busy + 1)
-          running++
-          yield* FiberSet.run(fibers, Effect.ensuring(attempt(d), finished(d.webhook_id)))
+        const [failing, leased] = yield* batcher.run(Effect.gen(function*() {
+          if (giveBack.length > 0) yield* outbox.release(owner, giveBack)
+          if (cancelled.length > 0) yield* outbox.cancel(cancelled)
+          const failing = yield* outbox.recordAttempts(owner, records)
+          const leased = free <= 0 ? [] : yield* outbox.lease({
+            owner,
+            now: iso(nowMs),
+            leaseUntil: iso(nowMs + leaseMs),
+            limit: free,
+            skipWebhooks: saturated
+          })
+          return [failing, leased] as const
+        })).pipe(
+          // Nothing of the round was committed: its attempts are logged by the next one.
+          Effect.tapErrorCause(() => Effect.sync(() => {
+            finished = [...records, ...finished]
+          })),
+          Effect.orDie
+        )
+        if (records.length > 0) {
+          yield* deliveries.afterLogged(records, failing)
+          wakeForRetries(records)
         }
-        // Rows beyond a webhook's share go back at once; that webhook is skipped until a slot frees.
-        yield* outbox.release(owner, over)
-        if (leased.length < free) return
+        for (const d of leased) {
+          if (!Boolean(d.webhook_active)) inactive.push(d.id)
+          else if ((inFlight.get(d.webhook_id) ?? 0) >= config.dispatchPerWebhook) overShare.push(d.id)
+          else start(d, yield* deliveries.signingKeys(d, nowMs))
+        }
+        // A full lease may leave more due rows, and rows to give back or cancel need a round.
+        const more = (free > 0 && leased.length >= free) || overShare.length > 0 || inactive.length > 0
+        if (!more || stopping) return
       }
-    }).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not lease deliveries", cause)))
+    }).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher round failed", cause)))
 
-    const loop = yield* Effect.forkScoped(Effect.forever(Effect.zipRight(signal.wait, fill)))
+    let lastRoundAt = 0
+    const linger = Effect.suspend(() => {
+      const sinceLast = Date.now() - lastRoundAt
+      return sinceLast >= ROUND_LINGER_MS ? Effect.void : Effect.sleep(Duration.millis(ROUND_LINGER_MS - sinceLast))
+    })
+    const loop = yield* Effect.forkScoped(Effect.forever(
+      // A round is never cut in half: what it logged or leased is known once it returns.
+      signal.wait.pipe(
+        Effect.zipRight(linger),
+        Effect.zipRight(Effect.uninterruptible(round)),
+        Effect.zipRight(Effect.sync(() => {
+          lastRoundAt = Date.now()
+        }))
+      )
+    ))
     const ticker = yield* Effect.forkScoped(Effect.repeat(signal.notify, Schedule.spaced(POLL_INTERVAL)))
 
-    // Runs before the fiber set's own finalizer (added earlier), so in-flight deliveries get their time.
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         stopping = true
         yield* Fiber.interrupt(ticker)
         yield* Fiber.interrupt(loop)
+        for (const timer of retryTimers) clearTimeout(timer)
         yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: running }))
+        if (running === 0) yield* Deferred.succeed(idle, undefined)
         // Finalizers run uninterruptibly; the wait must be interruptible for the bound to cut it short.
-        yield* Effect.timeout(Effect.interruptible(FiberSet.awaitEmpty(fibers)), config.dispatchDrainTimeout).pipe(Effect.ignore)
-        yield* FiberSet.clear(fibers)
-        yield* outbox.release(owner, "all")
-        yield* Effect.logInfo("Dispatcher stopped").pipe(Effect.annotateLogs({ unfinished: running }))
+        yield* Effect.timeout(Effect.interruptible(Deferred.await(idle)), config.dispatchDrainTimeout).pipe(Effect.ignore)
+        const unfinished = running
+        // What is still in flight is abandoned: not logged, released below, sent again by the next start.
+        shutdown.abort()
+        yield* logFinished(finished.splice(0)).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not log attempts", cause)))
+        yield* batcher.run(outbox.release(owner, "all")).pipe(Effect.orDie)
+        yield* Effect.logInfo("Dispatcher stopped").pipe(Effect.annotateLogs({ unfinished }))
       })
     )
   })

@@ -15,6 +15,8 @@ import { constantTimeEqual, verifyHubSignature } from "./Signing.js"
 /** Upstream webhook posts are small (a few KB, batches well under 1 MB); anything far larger is refused. */
 const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
 
+const utf8 = new TextDecoder()
+
 const tooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
 
 export const UpstreamEventsHttpLive = HttpApiBuilder.group(HubApi, "upstreamEvents", (handlers) =>
@@ -48,7 +50,7 @@ export const UpstreamEventsHttpLive = HttpApiBuilder.group(HubApi, "upstreamEven
               return yield* new Unauthorized()
             }
           }
-          const payload = parseJsonObject(new TextDecoder().decode(body))
+          const payload = parseJsonObject(utf8.decode(body))
           if (payload === undefined) {
             return yield* new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
           }

@@ -1,19 +1,22 @@
 /**
- * Accepts one upstream webhook payload: routes every change of every entry to its instance (by
- * `value.metadata.phone_number_id`, or by business account for account-level changes), and in ONE
- * transaction stores the new changes (a redelivered change is recognised by its key and skipped),
- * applies them to message records, stores each instance's envelope and queues one delivery per
- * active webhook. Changes for unknown numbers are kept aside for the operator. The dispatcher is
- * signalled only after the commit.
+ * Accepts upstream webhook payloads: routes every change of every entry to its instance (by
+ * `value.metadata.phone_number_id`, or by business account for account-level changes), and stores
+ * the new changes (a redelivered change is recognised by its key and skipped), applies them to
+ * message records, stores each instance's envelope and queues one delivery per active webhook.
+ * Changes for unknown numbers are kept aside for the operator.
+ *
+ * Group commit: payloads arriving together are written together, with multi-row statements, in one
+ * transaction of the WriteBatcher; each caller is answered only after that COMMIT, and the
+ * dispatcher is signalled only then. Payloads are applied in the order they arrived.
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Either, Layer } from "effect"
+import { Chunk, Context, Deferred, Duration, Effect, Either, Exit, Layer, Queue } from "effect"
 import { BadRequest } from "../Domain/Errors.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { MessagesRepo } from "../Messages/Repo.js"
+import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { DispatchSignal } from "./DispatchSignal.js"
-import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "./Envelope.js"
+import { dedupeKey, type Envelope, envelopeFor, parseEnvelope, type UpstreamChange } from "./Envelope.js"
 import { messageEffects } from "./MessageEffects.js"
 import { type EventRecord, OutboxRepo, type RouteRow } from "./Outbox.js"
 
@@ -30,6 +33,15 @@ export interface IngestResult {
 export class Ingress extends Context.Tag("Ingress")<Ingress, {
   readonly ingest: (payload: Json) => Effect.Effect<IngestResult, BadRequest>
 }>() {}
+
+/** Most payloads written in one transaction. */
+const MAX_GROUP = 256
+
+/**
+ * Every statement and transaction costs the same fixed overhead whatever it carries, so under load a
+ * group waits this long after the previous one to gather more payloads. An idle hub writes at once.
+ */
+const GROUP_LINGER_MS = 4
 
 interface Routed {
   readonly route: RouteRow
@@ -78,14 +90,22 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
   }))
 }
 
-export const IngressLive = Layer.effect(
+/** A validated payload waiting for its group's commit. */
+interface Queued {
+  readonly envelope: Envelope
+  readonly answer: Deferred.Deferred<IngestResult & { readonly unroutedNumbers: ReadonlyArray<string> }>
+}
+
+export const IngressLive = Layer.scoped(
   Ingress,
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const outbox = yield* OutboxRepo
     const messages = yield* MessagesRepo
     const signal = yield* DispatchSignal
+    const batcher = yield* WriteBatcher
+    const queue = yield* Queue.unbounded<Queued>()
 
+    /** The routes of every change of the group, in one query. */
     const routesFor = (changes: ReadonlyArray<UpstreamChange>) =>
       Effect.gen(function*() {
         const phoneNumberIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined ? [] : [c.phoneNumberId])))]
@@ -96,6 +116,87 @@ export const IngressLive = Layer.effect(
             ? rows.filter((r) => r.phone_number_id === change.phoneNumberId)
             : rows.filter((r) => r.waba_id === change.entryId)
       })
+
+    /** Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer, in order. */
+    const write = (group: ReadonlyArray<Queued>) =>
+      Effect.gen(function*() {
+        const now = nowIso()
+        const routeOf = yield* routesFor(group.flatMap((q) => q.envelope.changes))
+        const plans = group.map((q) => plan(q.envelope.changes, routeOf))
+        const routed = plans.flatMap((p) => p.routed)
+        // A key new to the store is kept for the first event naming it, even across payloads of the group.
+        const fresh = routed.length === 0
+          ? new Map<string, string>()
+          : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
+        const eventsPerPayload = plans.map((p, i) =>
+          eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => fresh.get(r.key) === r.eventId))
+        )
+        const events = eventsPerPayload.flat()
+        yield* outbox.insertEvents(events, now)
+        yield* outbox.insertUnrouted(
+          plans.flatMap((p) => p.unrouted).map((c) => ({
+            phoneNumberId: c.phoneNumberId ?? null,
+            wabaId: c.entryId ?? null,
+            field: c.field ?? null,
+            changeJson: JSON.stringify(c.change)
+          })),
+          now
+        )
+        for (const r of events.flatMap((e) => e.changes)) {
+          const effects = messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now)
+          yield* Effect.forEach(effects.statuses, messages.applyStatus, { discard: true })
+          yield* Effect.forEach(effects.inbound, messages.recordInbound, { discard: true })
+        }
+        const queued = yield* outbox.enqueue(events, now)
+        return plans.map((p, i) => {
+          const payloadEvents = eventsPerPayload[i] ?? []
+          const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)
+          return {
+            changes: group[i]?.envelope.changes.length ?? 0,
+            accepted,
+            duplicates: p.routed.length - accepted + p.repeats,
+            unrouted: p.unrouted.length,
+            deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
+            unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
+          }
+        })
+      })
+
+    const writeGroup = (group: ReadonlyArray<Queued>) =>
+      batcher.run(write(group)).pipe(
+        Effect.orDie,
+        Effect.exit,
+        Effect.flatMap((exit) =>
+          Exit.match(exit, {
+            onFailure: (cause) => Effect.forEach(group, (q) => Deferred.failCause(q.answer, cause), { discard: true }),
+            onSuccess: (answers) =>
+              Effect.gen(function*() {
+                if (answers.some((a) => a.deliveries > 0)) yield* signal.notify
+                yield* Effect.forEach(group, (q, i) => {
+                  const answer = answers[i]
+                  return answer === undefined ? Deferred.die(q.answer, "no answer for a payload") : Deferred.succeed(q.answer, answer)
+                }, { discard: true })
+              })
+          })
+        )
+      )
+
+    let lastGroupAt = 0
+    /** The next group: what is queued, after a short wait if the last group was just written (see GROUP_LINGER_MS). */
+    const nextGroup = Effect.gen(function*() {
+      const first = yield* Queue.takeBetween(queue, 1, MAX_GROUP)
+      const sinceLast = Date.now() - lastGroupAt
+      if (sinceLast >= GROUP_LINGER_MS || first.length >= MAX_GROUP) return Chunk.toReadonlyArray(first)
+      yield* Effect.sleep(Duration.millis(GROUP_LINGER_MS - sinceLast))
+      const more = yield* Queue.takeUpTo(queue, MAX_GROUP - first.length)
+      return [...first, ...more]
+    })
+
+    yield* nextGroup.pipe(
+      Effect.flatMap((group) => Effect.zipRight(writeGroup(group), Effect.sync(() => { lastGroupAt = Date.now() }))),
+      Effect.forever,
+      Effect.forkScoped
+    )
 
     return Ingress.of({
       ingest: (payload) =>
@@ -111,47 +212,15 @@ export const IngressLive = Layer.effect(
               ),
             onRight: Effect.succeed
           })
-          const { repeats, routed, unrouted } = plan(envelope.changes, yield* routesFor(envelope.changes))
-          const now = nowIso()
-
-          const { accepted, deliveries } = yield* Effect.gen(function*() {
-            const fresh = routed.length === 0
-              ? new Set<string>()
-              : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
-            const events = eventsOf(envelope.object, routed.filter((r) => fresh.has(r.key)))
-            yield* outbox.insertEvents(events, now)
-            yield* outbox.insertUnrouted(
-              unrouted.map((c) => ({
-                phoneNumberId: c.phoneNumberId ?? null,
-                wabaId: c.entryId ?? null,
-                field: c.field ?? null,
-                changeJson: JSON.stringify(c.change)
-              })),
-              now
-            )
-            for (const r of events.flatMap((e) => e.changes)) {
-              const effects = messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now)
-              yield* Effect.forEach(effects.statuses, messages.applyStatus, { discard: true })
-              yield* Effect.forEach(effects.inbound, messages.recordInbound, { discard: true })
-            }
-            const deliveries = yield* outbox.enqueue(events, now)
-            return { accepted: fresh.size, deliveries }
-          }).pipe(sql.withTransaction, Effect.orDie)
-
-          if (deliveries > 0) yield* signal.notify
-          if (unrouted.length > 0) {
-            const numbers = [...new Set(unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
+          const answer = yield* Deferred.make<IngestResult & { readonly unroutedNumbers: ReadonlyArray<string> }>()
+          yield* Queue.offer(queue, { envelope, answer })
+          const { unroutedNumbers, ...result } = yield* Deferred.await(answer)
+          if (result.unrouted > 0) {
             yield* Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
-              Effect.annotateLogs({ count: unrouted.length, numbers: numbers.join(", ") })
+              Effect.annotateLogs({ count: result.unrouted, numbers: unroutedNumbers.join(", ") })
             )
           }
-          return {
-            changes: envelope.changes.length,
-            accepted,
-            duplicates: routed.length - accepted + repeats,
-            unrouted: unrouted.length,
-            deliveries
-          }
+          return result
         })
     })
   })

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { padded, powerOfTwoChunks } from "./SqlShapes.js"
 
 export interface AcceptedChange {
   readonly dedupeKey: string
@@ -40,6 +41,8 @@ export interface LeasedDelivery {
   readonly body: string
   readonly url: string
   readonly webhook_active: number | boolean
+  /** As read at lease time: a success clears it. */
+  readonly webhook_failing_since: string | null
   readonly secret_encrypted: string
   readonly previous_secret_encrypted: string | null
   readonly previous_secret_expires_at: string | null
@@ -79,7 +82,6 @@ export type AttemptResult =
 
 export interface AttemptRecord {
   readonly delivery: LeasedDelivery
-  readonly owner: string
   readonly attempt: number
   readonly startedAt: string
   readonly finishedAt: string
@@ -91,12 +93,6 @@ export interface AttemptRecord {
 }
 
 export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
-
-/** SQLite allows 32766 bound values per statement; 14 columns a row stays well below at this size. */
-const INSERT_CHUNK = 500
-
-const chunks = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> =>
-  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, i * size + size))
 
 const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 
@@ -111,12 +107,15 @@ export interface RouteRow {
 export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   /** The instances bound to any of these phone number ids or business accounts. */
   readonly routes: (phoneNumberIds: ReadonlyArray<string>, wabaIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<RouteRow>>
-  /** Records change keys; returns the keys that were new (a key seen before is a duplicate). */
-  readonly acceptChanges: (changes: ReadonlyArray<AcceptedChange>, now: string) => Effect.Effect<ReadonlySet<string>>
+  /**
+   * Records change keys; returns the new keys with the event that holds each (a key seen before is a
+   * duplicate; a key given twice is kept for its first event).
+   */
+  readonly acceptChanges: (changes: ReadonlyArray<AcceptedChange>, now: string) => Effect.Effect<ReadonlyMap<string, string>>
   readonly insertEvents: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<void>
   readonly insertUnrouted: (changes: ReadonlyArray<UnroutedChange>, now: string) => Effect.Effect<void>
-  /** One pending delivery per active webhook of each event's instance; returns how many. */
-  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<number>
+  /** One pending delivery per active webhook of each event's instance; returns how many per event id. */
+  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<ReadonlyMap<string, number>>
   /** Leases due deliveries, first attempts before retries, skipping the given webhooks. */
   readonly lease: (input: {
     readonly owner: string
@@ -129,8 +128,11 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   readonly cancel: (ids: ReadonlyArray<string>) => Effect.Effect<void>
   /** Gives leased rows back so they are taken at once (by this or another process). */
   readonly release: (owner: string, ids: ReadonlyArray<string> | "all") => Effect.Effect<void>
-  /** Logs an attempt and moves the delivery on; returns since when its webhook has been failing, if it is. */
-  readonly recordAttempt: (record: AttemptRecord) => Effect.Effect<string | null>
+  /**
+   * Logs attempts and moves their deliveries on, in a few multi-row statements (run it in a
+   * transaction); returns, for each webhook with a failed attempt, since when it has been failing.
+   */
+  readonly recordAttempts: (owner: string, records: ReadonlyArray<AttemptRecord>) => Effect.Effect<ReadonlyMap<string, string>>
   readonly listForWebhook: (webhookId: string, query: {
     readonly status?: DeliveryStatus | undefined
     readonly page: number
@@ -147,38 +149,38 @@ export const OutboxRepoLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const leasePhase = (
-      status: "pending" | "failed",
-      input: { readonly owner: string; readonly now: string; readonly leaseUntil: string; readonly skipWebhooks: ReadonlyArray<string> },
-      limit: number
-    ) =>
-      // The lease conditions are repeated outside the subquery so that a concurrent leaser (Postgres
-      // re-checks the outer WHERE after a row lock) can never take the same row twice.
-      sql<{ readonly id: string }>`UPDATE deliveries SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
-        WHERE id IN (
-          SELECT id FROM deliveries
+    /**
+     * Due rows not leased by anyone (or whose lease expired): first attempts, oldest first, then
+     * retries, at most `limit` in all. Each phase is a range of the (status, next_attempt_at) index.
+     */
+    const dueRows = (input: { readonly now: string; readonly skipWebhooks: ReadonlyArray<string>; readonly limit: number }) => {
+      const phase = (status: "pending" | "failed") =>
+        sql`SELECT id, next_attempt_at FROM deliveries
           WHERE status = ${status} AND next_attempt_at <= ${input.now}
             AND (lease_expires_at IS NULL OR lease_expires_at < ${input.now})
-            AND NOT (${sql.in("webhook_id", input.skipWebhooks)})
-          ORDER BY next_attempt_at
-          LIMIT ${limit})
-        AND status = ${status} AND (lease_expires_at IS NULL OR lease_expires_at < ${input.now})
-        RETURNING id`
+            AND NOT (${sql.in("webhook_id", padded(input.skipWebhooks))})
+          ORDER BY next_attempt_at LIMIT ${input.limit}`
+      return sql`SELECT id FROM (
+          SELECT id, 0 AS phase, next_attempt_at FROM (${phase("pending")}) AS first_attempts
+          UNION ALL
+          SELECT id, 1 AS phase, next_attempt_at FROM (${phase("failed")}) AS retries
+        ) AS due ORDER BY phase, next_attempt_at LIMIT ${input.limit}`
+    }
 
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
-          WHERE ${sql.in("phone_number_id", phoneNumberIds)} OR ${sql.in("waba_id", wabaIds)}`.pipe(Effect.orDie),
+          WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
       acceptChanges: (changes, now) =>
-        Effect.forEach(chunks(changes, INSERT_CHUNK), (chunk) =>
-          sql<{ readonly dedupe_key: string }>`INSERT INTO event_changes ${
+        Effect.forEach(powerOfTwoChunks(changes), (chunk) =>
+          sql<{ readonly dedupe_key: string; readonly event_id: string }>`INSERT INTO event_changes ${
             sql.insert(chunk.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now })))
-          } ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key`).pipe(
-          Effect.map((results) => new Set(results.flat().map((row) => row.dedupe_key))),
+          } ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key, event_id`).pipe(
+          Effect.map((results) => new Map(results.flat().map((row) => [row.dedupe_key, row.event_id]))),
           Effect.orDie
         ),
       insertEvents: (events, now) =>
-        Effect.forEach(chunks(events, INSERT_CHUNK), (chunk) =>
+        Effect.forEach(powerOfTwoChunks(events), (chunk) =>
           sql`INSERT INTO events ${
             sql.insert(chunk.map((e) => ({
               id: e.id,
@@ -189,7 +191,7 @@ export const OutboxRepoLive = Layer.effect(
             })))
           }`, { discard: true }).pipe(Effect.orDie),
       insertUnrouted: (changes, now) =>
-        Effect.forEach(chunks(changes, INSERT_CHUNK), (chunk) =>
+        Effect.forEach(powerOfTwoChunks(changes), (chunk) =>
           sql`INSERT INTO unrouted_events ${
             sql.insert(chunk.map((c) => ({
               id: newId("unr"),
@@ -202,11 +204,11 @@ export const OutboxRepoLive = Layer.effect(
           }`, { discard: true }).pipe(Effect.orDie),
       enqueue: (events, now) =>
         Effect.gen(function*() {
-          if (events.length === 0) return 0
+          if (events.length === 0) return new Map<string, number>()
           const instanceIds = [...new Set(events.map((e) => e.instanceId))]
           const webhooks = yield* sql<{ readonly id: string; readonly instance_id: string }>`
             SELECT id, instance_id FROM webhooks
-            WHERE ${sql.in("instance_id", instanceIds)} AND active = 1 AND deleted_at IS NULL`
+            WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`
           const rows = events.flatMap((event) =>
             webhooks.filter((w) => w.instance_id === event.instanceId).map((webhook) => ({
               id: newId("dlv"),
@@ -220,24 +222,33 @@ export const OutboxRepoLive = Layer.effect(
               updated_at: now
             }))
           )
-          yield* Effect.forEach(chunks(rows, INSERT_CHUNK), (chunk) => sql`INSERT INTO deliveries ${sql.insert(chunk)}`, {
+          yield* Effect.forEach(powerOfTwoChunks(rows), (chunk) => sql`INSERT INTO deliveries ${sql.insert(chunk)}`, {
             discard: true
           })
-          return rows.length
+          const counts = new Map<string, number>()
+          for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
+          return counts
         }).pipe(Effect.orDie),
       lease: (input) =>
         Effect.gen(function*() {
-          const first = yield* leasePhase("pending", input, input.limit)
-          const retries = first.length < input.limit ? yield* leasePhase("failed", input, input.limit - first.length) : []
-          const ids = [...first, ...retries].map((row) => row.id)
-          if (ids.length === 0) return []
+          // The lease condition is checked again on the row itself, so that a concurrent leaser (Postgres
+          // re-checks the outer WHERE after a row lock) can never take the same row twice. The rows are
+          // found by id, through the primary key.
+          const taken = yield* sql<{ readonly id: string }>`UPDATE deliveries
+            SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
+            WHERE id IN (${dueRows(input)}) AND (lease_expires_at IS NULL OR lease_expires_at < ${input.now})
+            RETURNING id`
+          if (taken.length === 0) return []
+          // A row finished or cancelled meanwhile is left alone (its lease lapses unused).
           const rows = yield* sql<LeasedDelivery>`
             SELECT d.id, d.webhook_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at, e.body, w.url,
-                   w.active AS webhook_active, w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at
+                   w.active AS webhook_active, w.failing_since AS webhook_failing_since,
+                   w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at
               FROM deliveries d
               JOIN events e ON e.id = d.event_id
               JOIN webhooks w ON w.id = d.webhook_id
-             WHERE ${sql.in("d.id", ids)} AND d.lease_owner = ${input.owner}`
+             WHERE ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}
+               AND d.status IN ('pending', 'failed')`
           // RETURNING gives no order; first attempts go first, each phase by due time.
           const phase = (row: LeasedDelivery) => (row.status === "pending" ? 0 : 1)
           return [...rows].sort((a, b) => phase(a) - phase(b) || a.next_attempt_at.localeCompare(b.next_attempt_at))
@@ -245,55 +256,94 @@ export const OutboxRepoLive = Layer.effect(
       cancel: (ids) =>
         sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
             updated_at = ${nowIso()}
-          WHERE ${sql.in("id", ids)} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie),
+          WHERE ${sql.in("id", padded(ids))} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie),
       release: (owner, ids) =>
         (ids === "all"
           ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND status IN ('pending', 'failed')`
+              WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
           : ids.length === 0
           ? Effect.void
           : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND ${sql.in("id", ids)}`).pipe(Effect.asVoid, Effect.orDie),
-      recordAttempt: (record) =>
+              WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`).pipe(Effect.asVoid, Effect.orDie),
+      recordAttempts: (owner, records) =>
         Effect.gen(function*() {
-          const { delivery, result } = record
-          const now = record.finishedAt
-          yield* sql`INSERT INTO delivery_attempts ${
-            sql.insert({
-              id: newId("att"),
-              delivery_id: delivery.id,
-              attempt: record.attempt,
-              started_at: record.startedAt,
-              status_code: record.statusCode,
-              latency_ms: record.latencyMs,
-              error: record.error,
-              response_snippet: record.responseSnippet
-            })
-          }`
-          const outcome = {
-            attempts: record.attempt,
-            last_status_code: record.statusCode,
-            last_error: record.error,
-            lease_owner: null,
-            lease_expires_at: null,
-            updated_at: now
+          if (records.length === 0) return new Map<string, string>()
+          yield* Effect.forEach(powerOfTwoChunks(records), (chunk) =>
+            sql`INSERT INTO delivery_attempts ${
+              sql.insert(chunk.map((record) => ({
+                id: newId("att"),
+                delivery_id: record.delivery.id,
+                attempt: record.attempt,
+                started_at: record.startedAt,
+                status_code: record.statusCode,
+                latency_ms: record.latencyMs,
+                error: record.error,
+                response_snippet: record.responseSnippet
+              })))
+            }`, { discard: true })
+
+          // Successes (the common case) move on in one statement per (attempt, status code) group.
+          const succeeded = records.filter((r) => r.result._tag === "Succeeded")
+          const groups = new Map<string, Array<AttemptRecord>>()
+          for (const record of succeeded) {
+            const key = `${record.attempt}:${record.statusCode}`
+            const group = groups.get(key)
+            if (group === undefined) groups.set(key, [record])
+            else group.push(record)
           }
-          if (result._tag === "Succeeded") {
+          for (const group of groups.values()) {
+            const [first] = group
+            if (first === undefined) continue
+            const finishedAt = group.reduce((latest, r) => (r.finishedAt > latest ? r.finishedAt : latest), first.finishedAt)
             // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
-            yield* sql`UPDATE deliveries SET ${sql.update({ ...outcome, status: "succeeded", next_attempt_at: null })}
-              WHERE id = ${delivery.id} AND lease_owner = ${record.owner}`
-            yield* sql`UPDATE webhooks SET failing_since = NULL WHERE id = ${delivery.webhook_id} AND failing_since IS NOT NULL`
-            return null
+            yield* Effect.forEach(powerOfTwoChunks(group), (chunk) =>
+              sql`UPDATE deliveries SET ${
+                sql.update({
+                  status: "succeeded",
+                  attempts: first.attempt,
+                  last_status_code: first.statusCode,
+                  last_error: null,
+                  next_attempt_at: null,
+                  lease_owner: null,
+                  lease_expires_at: null,
+                  updated_at: finishedAt
+                })
+              } WHERE ${sql.in("id", chunk.map((r) => r.delivery.id))} AND lease_owner = ${owner}`, { discard: true })
           }
-          const next = result._tag === "RetryAt"
-            ? { status: "failed", next_attempt_at: result.at }
-            : { status: "dead", next_attempt_at: null }
-          yield* sql`UPDATE deliveries SET ${sql.update({ ...outcome, ...next })}
-            WHERE id = ${delivery.id} AND lease_owner = ${record.owner} AND status IN ('pending', 'failed')`
-          const failing = yield* sql<{ readonly failing_since: string }>`UPDATE webhooks
-            SET failing_since = COALESCE(failing_since, ${now}) WHERE id = ${delivery.webhook_id} RETURNING failing_since`
-          return failing[0]?.failing_since ?? null
-        }).pipe(sql.withTransaction, Effect.orDie),
+          // Only webhooks seen failing when their rows were leased: most rounds need no statement here.
+          const recovered = [...new Set(succeeded.flatMap((r) => (r.delivery.webhook_failing_since === null ? [] : [r.delivery.webhook_id])))]
+          if (recovered.length > 0) {
+            yield* sql`UPDATE webhooks SET failing_since = NULL WHERE ${sql.in("id", padded(recovered))} AND failing_since IS NOT NULL`
+          }
+
+          const failed = records.filter((r) => r.result._tag !== "Succeeded")
+          for (const record of failed) {
+            const next = record.result._tag === "RetryAt"
+              ? { status: "failed", next_attempt_at: record.result.at }
+              : { status: "dead", next_attempt_at: null }
+            yield* sql`UPDATE deliveries SET ${
+              sql.update({
+                ...next,
+                attempts: record.attempt,
+                last_status_code: record.statusCode,
+                last_error: record.error,
+                lease_owner: null,
+                lease_expires_at: null,
+                updated_at: record.finishedAt
+              })
+            } WHERE id = ${record.delivery.id} AND lease_owner = ${owner} AND status IN ('pending', 'failed')`
+          }
+          const failing = new Map<string, string>()
+          for (const record of failed) {
+            if (failing.has(record.delivery.webhook_id)) continue
+            const rows = yield* sql<{ readonly failing_since: string }>`UPDATE webhooks
+              SET failing_since = COALESCE(failing_since, ${record.finishedAt}) WHERE id = ${record.delivery.webhook_id}
+              RETURNING failing_since`
+            const since = rows[0]?.failing_since
+            if (since !== undefined) failing.set(record.delivery.webhook_id, since)
+          }
+          return failing
+        }).pipe(Effect.orDie),
       listForWebhook: (webhookId, query) =>
         Effect.gen(function*() {
           const filter = query.status === undefined ? sql`` : sql`AND status = ${query.status}`

@@ -2,7 +2,7 @@
  * One webhook POST: to the checked address (see UrlPolicy), redirects not followed, the whole
  * exchange bounded by the timeout. Reports what the receiver answered, or why there was no answer.
  */
-import { Data, Effect } from "effect"
+import { Data } from "effect"
 import type { ConnectTarget } from "../Webhooks/UrlPolicy.js"
 
 export const USER_AGENT = "MessagingHub-Webhooks/0.1"
@@ -19,6 +19,7 @@ export class NoAnswer extends Data.TaggedError("NoAnswer")<{ readonly message: s
 
 /** Reads at most `limit` bytes of a body and drops the rest; a body cut short still gives what arrived. */
 const readSnippet = async (response: Response, limit: number): Promise<string> => {
+  if (response.headers.get("content-length") === "0") return ""
   const reader = response.body?.getReader()
   if (reader === undefined) return ""
   const parts: Array<Uint8Array> = []
@@ -46,28 +47,32 @@ const describe = (error: unknown, timeoutMs: number): string => {
   return `could not be reached: ${message}`
 }
 
-export const postWebhook = (input: {
+/**
+ * Sends one POST as a plain promise (the dispatcher runs many at once without a fiber each). Bun's
+ * fetch keeps connections alive and pools them per origin. `signal` aborts it (timeout, shutdown).
+ */
+export const sendWebhook = async (input: {
   readonly target: ConnectTarget
   readonly headers: Record<string, string>
   readonly body: string
   readonly timeoutMs: number
-}): Effect.Effect<ReceiverAnswer, NoAnswer> =>
-  Effect.tryPromise({
-    try: async (interrupted) => {
-      const signal = AbortSignal.any([interrupted, AbortSignal.timeout(input.timeoutMs)])
-      const response = await fetch(input.target.url, {
-        method: "POST",
-        headers: { ...input.headers, host: input.target.hostHeader },
-        body: input.body,
-        redirect: "manual",
-        signal,
-        ...(input.target.serverName === undefined ? {} : { tls: { serverName: input.target.serverName } })
-      })
-      return {
-        status: response.status,
-        retryAfter: response.headers.get("retry-after"),
-        snippet: await readSnippet(response, SNIPPET_BYTES)
-      }
-    },
-    catch: (error) => new NoAnswer({ message: describe(error, input.timeoutMs) })
-  })
+  readonly signal: AbortSignal
+}): Promise<ReceiverAnswer | NoAnswer> => {
+  try {
+    const response = await fetch(input.target.url, {
+      method: "POST",
+      headers: { ...input.headers, host: input.target.hostHeader },
+      body: input.body,
+      redirect: "manual",
+      signal: input.signal,
+      ...(input.target.serverName === undefined ? {} : { tls: { serverName: input.target.serverName } })
+    })
+    return {
+      status: response.status,
+      retryAfter: response.headers.get("retry-after"),
+      snippet: await readSnippet(response, SNIPPET_BYTES)
+    }
+  } catch (error) {
+    return new NoAnswer({ message: describe(error, input.timeoutMs) })
+  }
+}

@@ -7,7 +7,7 @@
  * between the check and the connection (rebinding) cannot redirect it.
  */
 import { Context, Data, Effect, Layer } from "effect"
-import { lookup } from "node:dns/promises"
+import { lookup as systemLookup } from "node:dns/promises"
 import { isIPv4, isIPv6 } from "node:net"
 import { HubConfig } from "../Config.js"
 
@@ -131,66 +131,123 @@ export class UrlPolicy extends Context.Tag("UrlPolicy")<UrlPolicy, {
   readonly check: (url: string) => Effect.Effect<void, AddressRefused>
   /** Resolves and checks a URL's host for one delivery and pins the connection to a checked address. */
   readonly connectTarget: (url: string) => Effect.Effect<ConnectTarget, AddressRefused>
+  /** The same as a plain promise, for the dispatcher's hot path (no fiber per delivery). */
+  readonly resolveTarget: (url: string) => Promise<ConnectTarget | AddressRefused>
 }>() {}
+
+/** How long a host name's addresses are reused; every address is still checked on every delivery. */
+const DNS_CACHE_MS = 5_000
+const DNS_CACHE_SIZE = 1_000
 
 const hostOf = (url: URL) => (url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname)
 
-const resolveAll = (host: string) =>
-  Effect.tryPromise({
-    try: () => lookup(host, { all: true, verbatim: true }),
-    catch: () => new AddressRefused({ message: `the host ${host} could not be resolved` })
-  }).pipe(
-    Effect.map((answers) => answers.map((a) => a.address)),
-    Effect.filterOrFail((addresses) => addresses.length > 0, () => new AddressRefused({ message: `the host ${host} has no address` }))
-  )
+/** Every address of a host name, or why there is none. */
+export type HostLookup = (host: string) => Promise<ReadonlyArray<string> | AddressRefused>
+
+/** Every address of a host name, asked of the system resolver. */
+const lookupHost: HostLookup = async (host) => {
+  try {
+    const answers = await systemLookup(host, { all: true, verbatim: true })
+    return answers.length > 0 ? answers.map((a) => a.address) : new AddressRefused({ message: `the host ${host} has no address` })
+  } catch {
+    return new AddressRefused({ message: `the host ${host} could not be resolved` })
+  }
+}
+
+/** A name's addresses, from a short cache; concurrent lookups of one name share one query. */
+const makeCachedLookup = (lookup: HostLookup, clock: () => number): HostLookup => {
+  const cache = new Map<string, { readonly addresses: Promise<ReadonlyArray<string> | AddressRefused>; readonly until: number }>()
+  return (host) => {
+    const now = clock()
+    const cached = cache.get(host)
+    if (cached !== undefined && cached.until > now) return cached.addresses
+    if (cache.size >= DNS_CACHE_SIZE) cache.clear()
+    const addresses = lookup(host)
+    cache.set(host, { addresses, until: now + DNS_CACHE_MS })
+    // A failed lookup is not remembered: the next delivery asks again.
+    void addresses.then((answer) => {
+      if (answer instanceof AddressRefused && cache.get(host)?.addresses === addresses) cache.delete(host)
+    })
+    return addresses
+  }
+}
 
 /** Every address a host name resolves to (or the literal itself), refused if any one is not public. */
-const checkedAddresses = (host: string, enforced: boolean) =>
-  Effect.gen(function*() {
-    const literal = isIPv4(host) || isIPv6(host)
-    const addresses = literal ? [host] : yield* resolveAll(host)
-    if (enforced) {
-      for (const address of addresses) {
-        const kind = classifyAddress(address)
-        if (kind !== "public") {
-          return yield* new AddressRefused({
-            message: literal
-              ? `${address} is a ${kind} address; webhooks must reach a public address`
-              : `${host} resolves to ${address}, a ${kind} address; webhooks must reach a public address`
-          })
-        }
+const checkAddresses = (host: string, literal: boolean, addresses: ReadonlyArray<string>, enforced: boolean) => {
+  if (enforced) {
+    for (const address of addresses) {
+      const kind = classifyAddress(address)
+      if (kind !== "public") {
+        return new AddressRefused({
+          message: literal
+            ? `${address} is a ${kind} address; webhooks must reach a public address`
+            : `${host} resolves to ${address}, a ${kind} address; webhooks must reach a public address`
+        })
       }
     }
-    // IPv4 first: a dual-stack name reaches the receiver whichever family it listens on.
-    return [...addresses].sort((a, b) => Number(isIPv6(a)) - Number(isIPv6(b)))
-  })
+  }
+  // IPv4 first: a dual-stack name reaches the receiver whichever family it listens on.
+  return [...addresses].sort((a, b) => Number(isIPv6(a)) - Number(isIPv6(b)))
+}
 
-export const makeUrlPolicy = (enforced: boolean): UrlPolicy["Type"] => ({
-  enforced,
-  check: (text) =>
-    Effect.gen(function*() {
-      const url = URL.parse(text)
-      if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
-        return yield* new AddressRefused({ message: "must be an http or https URL" })
-      }
-      // Without enforcement any host is accepted at registration, resolvable or not.
-      if (enforced) yield* checkedAddresses(hostOf(url), enforced)
-    }),
-  connectTarget: (text) =>
-    Effect.gen(function*() {
-      const url = URL.parse(text)
-      if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
-        return yield* new AddressRefused({ message: "the webhook URL is not an http or https URL" })
-      }
-      const host = hostOf(url)
-      const [address] = yield* checkedAddresses(host, enforced)
-      const hostHeader = url.host
-      if (address === undefined || address === host) return { url: url.href, hostHeader, serverName: undefined }
-      const pinned = new URL(url.href)
-      pinned.hostname = isIPv6(address) ? `[${address}]` : address
-      return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
-    })
-})
+const checkedAddresses = async (host: string, enforced: boolean, resolve: HostLookup): Promise<ReadonlyArray<string> | AddressRefused> => {
+  // An IP literal needs no lookup.
+  const literal = isIPv4(host) || isIPv6(host)
+  const addresses = literal ? [host] : await resolve(host)
+  return addresses instanceof AddressRefused ? addresses : checkAddresses(host, literal, addresses, enforced)
+}
+
+const fromPromise = <A>(promise: () => Promise<A | AddressRefused>): Effect.Effect<A, AddressRefused> =>
+  Effect.flatMap(Effect.promise(promise), (result) => (result instanceof AddressRefused ? Effect.fail(result) : Effect.succeed(result)))
+
+/** `lookup` and `clock` are the system resolver and clock unless a test gives its own. */
+export const makeUrlPolicy = (
+  enforced: boolean,
+  options: { readonly lookup?: HostLookup; readonly clock?: () => number } = {}
+): UrlPolicy["Type"] => {
+  const lookup = options.lookup ?? lookupHost
+  const resolve = makeCachedLookup(lookup, options.clock ?? Date.now)
+  // A webhook's URL is the same text on every delivery: parse it once.
+  const parsedUrls = new Map<string, URL | null>()
+  const parseUrl = (text: string): URL | null => {
+    const known = parsedUrls.get(text)
+    if (known !== undefined) return known
+    if (parsedUrls.size >= DNS_CACHE_SIZE) parsedUrls.clear()
+    const url = URL.parse(text)
+    parsedUrls.set(text, url)
+    return url
+  }
+  const resolveTarget = async (text: string): Promise<ConnectTarget | AddressRefused> => {
+    const url = parseUrl(text)
+    if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
+      return new AddressRefused({ message: "the webhook URL is not an http or https URL" })
+    }
+    const host = hostOf(url)
+    const addresses = await checkedAddresses(host, enforced, resolve)
+    if (addresses instanceof AddressRefused) return addresses
+    const [address] = addresses
+    const hostHeader = url.host
+    if (address === undefined || address === host) return { url: url.href, hostHeader, serverName: undefined }
+    const pinned = new URL(url.href)
+    pinned.hostname = isIPv6(address) ? `[${address}]` : address
+    return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
+  }
+  return {
+    enforced,
+    check: (text) =>
+      Effect.gen(function*() {
+        const url = URL.parse(text)
+        if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
+          return yield* new AddressRefused({ message: "must be an http or https URL" })
+        }
+        // Without enforcement any host is accepted at registration, resolvable or not; registration
+        // always asks the resolver afresh.
+        if (enforced) yield* fromPromise(() => checkedAddresses(hostOf(url), enforced, lookup))
+      }),
+    connectTarget: (text) => fromPromise(() => resolveTarget(text)),
+    resolveTarget
+  }
+}
 
 export const UrlPolicyLive = Layer.effect(
   UrlPolicy,
