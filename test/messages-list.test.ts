@@ -8,7 +8,7 @@ import { Effect, Option } from "effect"
 import { TokensRepo } from "../src/Auth/Repo.js"
 import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
 import { InstancesRepo } from "../src/Instances/Repo.js"
-import { MessagesRepo } from "../src/Messages/Repo.js"
+import { type ListFilter, listQueries, MessagesRepo } from "../src/Messages/Repo.js"
 import { dataOf, fieldsOf, listMessages } from "./support/Messages.js"
 import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 
@@ -318,5 +318,74 @@ layer(testHub())("message records for the events feature", (it) => {
       const messages = Array.isArray(sent.body.messages) ? sent.body.messages : []
       const listed = yield* listMessages(tenant.orgToken)
       expect(dataOf(listed.body)).toEqual([expect.objectContaining({ waMessageId: messages[0]?.id, to: "16505551234", status: "pending" })])
+    }))
+})
+
+/**
+ * "A page stays fast with a million records": each list query must walk one index range (newest first
+ * for the page, so LIMIT stops early), never scan the table or sort it. Asserted on SQLite's plan, on
+ * a table holding records of several instances, so the check does not depend on timing.
+ */
+layer(testHub())("list query plans", (it) => {
+  const planOf = (statement: { readonly compile: () => readonly [string, ReadonlyArray<unknown>] }) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const [text, params] = statement.compile()
+      const rows = yield* sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${text}`, params)
+      return rows.map((row) => row.detail)
+    })
+
+  it.effect("page and total use the instance or organization index, without a table scan or a sort", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const sibling = yield* addInstance(tenant)
+      yield* seedRecords(tenant, Array.from({ length: 30 }, (_, i) => ({ id: `msg_p${i}`, createdAt: `2026-06-01T00:00:${String(i).padStart(2, "0")}.000Z` })))
+      yield* seedRecords(sibling, Array.from({ length: 30 }, (_, i) => ({ id: `msg_q${i}`, createdAt: `2026-06-02T00:00:${String(i).padStart(2, "0")}.000Z` })))
+      const base: ListFilter = {
+        organizationId: tenant.organizationId,
+        instanceId: tenant.instanceId,
+        status: undefined,
+        direction: undefined,
+        waMessageId: undefined,
+        createdFrom: undefined,
+        createdUntil: undefined,
+        offset: 0,
+        limit: 1
+      }
+      const cases: ReadonlyArray<readonly [ListFilter, string]> = [
+        [base, "messages_instance_created"],
+        [{ ...base, status: "sent", direction: "outbound" }, "messages_instance_created"],
+        [{ ...base, createdFrom: "2026-06-01T00:00:00.000Z", createdUntil: { at: "2026-06-02T00:00:00.000Z", inclusive: false } }, "messages_instance_created"],
+        [{ ...base, instanceId: undefined }, "messages_organization_created"],
+        [{ ...base, instanceId: undefined, status: "delivered", offset: 20, limit: 100 }, "messages_organization_created"]
+      ]
+      for (const [filter, index] of cases) {
+        const queries = listQueries(sql, filter)
+        const page = yield* planOf(queries.page)
+        const total = yield* planOf(queries.total)
+        expect(page.some((step) => step.startsWith("SEARCH messages USING") && step.includes(` INDEX ${index} (`))).toBe(true)
+        for (const plan of [page, total]) {
+          expect(plan.filter((step) => step.startsWith("SCAN "))).toEqual([])
+          expect(plan.filter((step) => step.includes("TEMP B-TREE"))).toEqual([])
+        }
+        const filtered = filter.status !== undefined || filter.direction !== undefined || filter.createdFrom !== undefined
+        if (!filtered) {
+          // The unfiltered total is the kept count: one row per instance, whatever the number of records.
+          expect(total.every((step) => step.startsWith("SEARCH message_counts USING"))).toBe(true)
+        } else if (filter.status === undefined && filter.direction === undefined) {
+          // A date range is counted in the index alone, without reading a row per record.
+          expect(total.some((step) => step.includes(`COVERING INDEX ${index} (`))).toBe(true)
+        } else {
+          expect(total.some((step) => step.startsWith("SEARCH messages USING") && step.includes(` INDEX ${index} (`))).toBe(true)
+        }
+      }
+      // The queries the plans were taken of are the ones the list answers with; kept counts match real ones.
+      const page = yield* listQueries(sql, base).page
+      expect(page.map((row) => row.id)).toEqual(["msg_p29"])
+      expect((yield* listQueries(sql, base).total)[0]?.total).toBe(30)
+      expect((yield* listQueries(sql, { ...base, instanceId: undefined }).total)[0]?.total).toBe(60)
+      const counted = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM messages WHERE organization_id = ${tenant.organizationId}`
+      expect(counted[0]?.n).toBe(60)
     }))
 })

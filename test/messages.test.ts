@@ -331,6 +331,35 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
       const listed = yield* listMessages(tenant.instanceToken)
       expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null })])
     }))
+
+  it.effect("a client that hangs up does not cut its send short: the outcome is still recorded", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+      const client = new AbortController()
+      const request = fetch(`${hub.baseUrl}/api/messages`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${tenant.instanceToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ to: "16505551234", type: "text", text: { body: "hi" } }),
+        signal: client.signal
+      }).catch((e: unknown) => e)
+      yield* untilSendsReach(tenant.phoneNumberId, 1)
+      client.abort()
+      yield* Effect.promise(() => request)
+      // The send goes on to its deadline (graphTimeout, 1 s) and notes the timeout on its record;
+      // a send interrupted with its request would leave the record without any error.
+      const noted = sql<{ readonly error: string | null }>`SELECT error FROM messages WHERE instance_id = ${tenant.instanceId}`.pipe(
+        Effect.orDie,
+        Effect.map((rows) => rows[0]?.error ?? null)
+      )
+      for (let attempt = 0; attempt < 300 && (yield* noted) === null; attempt++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+      expect(JSON.parse((yield* noted) ?? "{}")).toMatchObject({ kind: "timeout" })
+    }))
 })
 
 interface InvalidCase {

@@ -2,7 +2,6 @@
  * GraphUpstream against the recording FakeGraph: exact paths, headers and bodies of the calls,
  * error envelope decoding, timeouts, network failures and the retry rules (reads only).
  */
-import { FetchHttpClient } from "@effect/platform"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Redacted, Stream } from "effect"
 import { rmSync, writeFileSync } from "node:fs"
@@ -321,7 +320,6 @@ const closedPort = () => {
 }
 
 const unreachable = GraphUpstream.pipe(
-  Layer.provide(FetchHttpClient.layer),
   Layer.provide(hubConfigWith({ upstream: "graph", graphUrl: `http://127.0.0.1:${closedPort()}/v23.0`, graphRetryBase: Duration.millis(1) }))
 )
 

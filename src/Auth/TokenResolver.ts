@@ -17,6 +17,8 @@ const TOUCH_INTERVAL_MS = 60_000
 
 interface CacheEntry {
   readonly credential: Credential
+  /** The answer for this credential, built once: a cache hit allocates nothing. */
+  readonly admitted: Effect.Effect<Principal>
   readonly cachedAt: number
 }
 
@@ -26,6 +28,17 @@ export class TokenResolver extends Context.Tag("TokenResolver")<TokenResolver, {
   readonly forget: (tokenHash: string) => Effect.Effect<void>
 }>() {}
 
+const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
+  credential,
+  admitted: Effect.succeed({
+    kind: credential.kind,
+    credentialId: credential.credentialId,
+    organizationId: credential.organizationId,
+    instance: credential.instance
+  }),
+  cachedAt
+})
+
 export const TokenResolverLive = Layer.effect(
   TokenResolver,
   Effect.gen(function*() {
@@ -33,42 +46,36 @@ export const TokenResolverLive = Layer.effect(
     const cache = new Map<string, CacheEntry>()
     const touchedAt = new Map<string, number>()
 
-    const lookup = (hash: string, now: number): Effect.Effect<Option.Option<Credential>> => {
-      const hit = cache.get(hash)
-      if (hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS) return Effect.succeedSome(hit.credential)
-      return Effect.tap(repo.findCredential(hash), (found) =>
-        Effect.sync(() => {
-          cache.delete(hash)
-          if (Option.isNone(found)) return
-          // Map keeps insertion order: dropping the first key drops the oldest entry.
-          if (cache.size >= CACHE_CAPACITY) cache.delete(cache.keys().next().value ?? "")
-          cache.set(hash, { credential: found.value, cachedAt: now })
-        }))
-    }
+    const load = (hash: string, now: number): Effect.Effect<CacheEntry | undefined> =>
+      Effect.map(repo.findCredential(hash), (found) => {
+        cache.delete(hash)
+        if (Option.isNone(found)) return undefined
+        // Map keeps insertion order: dropping the first key drops the oldest entry.
+        if (cache.size >= CACHE_CAPACITY) cache.delete(cache.keys().next().value ?? "")
+        const entry = toEntry(found.value, now)
+        cache.set(hash, entry)
+        return entry
+      })
 
-    const touch = (credential: Credential, now: number) => {
+    /** The principal, unless the credential expired; notes the token's use at most once a minute. */
+    const admit = (entry: CacheEntry, now: number): Effect.Effect<Principal, Unauthorized> => {
+      const credential = entry.credential
+      if (credential.expiresAt !== undefined && credential.expiresAt <= now) return Effect.fail(new Unauthorized())
       if (credential.kind === "session" || now - (touchedAt.get(credential.credentialId) ?? 0) < TOUCH_INTERVAL_MS) {
-        return Effect.void
+        return entry.admitted
       }
       touchedAt.set(credential.credentialId, now)
-      return Effect.forkDaemon(repo.touchApiToken(credential.credentialId, nowIso()))
+      return Effect.zipRight(Effect.forkDaemon(repo.touchApiToken(credential.credentialId, nowIso())), entry.admitted)
     }
 
     return TokenResolver.of({
       resolve: (secret) => {
         if (secret.length < 8 || secret.length > 200) return Effect.fail(new Unauthorized())
         const now = Date.now()
-        return Effect.flatMap(lookup(hashSecret(secret), now), (found) => {
-          if (Option.isNone(found)) return Effect.fail(new Unauthorized())
-          const credential = found.value
-          if (credential.expiresAt !== undefined && credential.expiresAt <= now) return Effect.fail(new Unauthorized())
-          return Effect.as(touch(credential, now), {
-            kind: credential.kind,
-            credentialId: credential.credentialId,
-            organizationId: credential.organizationId,
-            instance: credential.instance
-          })
-        })
+        const hash = hashSecret(secret)
+        const hit = cache.get(hash)
+        if (hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS) return admit(hit, now)
+        return Effect.flatMap(load(hash, now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
       },
       forget: (hash) => Effect.sync(() => cache.delete(hash))
     })

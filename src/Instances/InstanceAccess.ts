@@ -39,46 +39,51 @@ export const InstanceAccessLive = Layer.effect(
         : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
 
     return InstanceAccess.of({
-      resolve: (principal, selector) =>
-        Effect.gen(function*() {
-          const named = selector.instanceId !== undefined || selector.phoneNumberId !== undefined
-          if (principal.instance !== undefined) {
-            const own = principal.instance
-            if (
-              (selector.instanceId !== undefined && selector.instanceId !== own.id) ||
-              (selector.phoneNumberId !== undefined && selector.phoneNumberId !== own.phoneNumberId)
-            ) {
-              return yield* new Forbidden({
+      resolve: (principal, selector) => {
+        // Plain effects, no generator: this runs on every send.
+        if (principal.instance !== undefined) {
+          const own = principal.instance
+          if (
+            (selector.instanceId !== undefined && selector.instanceId !== own.id) ||
+            (selector.phoneNumberId !== undefined && selector.phoneNumberId !== own.phoneNumberId)
+          ) {
+            return Effect.fail(
+              new Forbidden({
                 message: `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${describe(selector)}`,
                 error: "forbidden_instance"
               })
-            }
-            return own
+            )
           }
-          if (!named) {
-            return yield* new BadRequest({
+          return Effect.succeed(own)
+        }
+        if (selector.instanceId === undefined && selector.phoneNumberId === undefined) {
+          return Effect.fail(
+            new BadRequest({
               message: "An organization token must name the instance: give phone_number_id or instance_id",
               error: "instance_required"
             })
-          }
-          const row = Option.filter(yield* find(selector), (r) => r.organization_id === principal.organizationId)
-          if (Option.isNone(row)) {
-            return yield* new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" })
-          }
-          return toInstanceRef(row.value)
-        }),
-      target: (instance) =>
-        Effect.gen(function*() {
-          const now = Date.now()
-          const cached = targets.get(instance.id)
-          if (cached !== undefined && now - cached.at < TARGET_TTL_MS) return cached.target
-          const token = yield* repo.accessToken(instance.id)
+          )
+        }
+        return Effect.flatMap(find(selector), (found) => {
+          const row = Option.filter(found, (r) => r.organization_id === principal.organizationId)
+          return Option.isNone(row)
+            ? Effect.fail(new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" }))
+            : Effect.succeed(toInstanceRef(row.value))
+        })
+      },
+      target: (instance) => {
+        const cached = targets.get(instance.id)
+        const now = Date.now()
+        if (cached !== undefined && now - cached.at < TARGET_TTL_MS) return Effect.succeed(cached.target)
+        return Effect.flatMap(repo.accessToken(instance.id), (token) => {
           if (Option.isNone(token)) {
-            return yield* new UpstreamFailure({
-              status: 502,
-              message: `Instance ${instance.id} has no upstream access token configured`,
-              error: "instance_not_configured"
-            })
+            return Effect.fail(
+              new UpstreamFailure({
+                status: 502,
+                message: `Instance ${instance.id} has no upstream access token configured`,
+                error: "instance_not_configured"
+              })
+            )
           }
           const target: UpstreamTarget = {
             phoneNumberId: instance.phoneNumberId,
@@ -86,8 +91,9 @@ export const InstanceAccessLive = Layer.effect(
             accessToken: Redacted.make(token.value)
           }
           targets.set(instance.id, { target, at: now })
-          return target
+          return Effect.succeed(target)
         })
+      }
     })
   })
 )

@@ -52,8 +52,9 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
         Effect.gen(function*() {
           const instance = yield* access.resolve(yield* CurrentPrincipal, { phoneNumberId: payload.phone_number_id })
           const outcome = yield* sender.send(instance, payload, headers["idempotency-key"])
-          // Spread: the upstream's answer as a plain object, whatever fields it has.
-          if (outcome._tag === "Sent") return { ...outcome.response }
+          // The upstream's answer as it came, whatever fields it has; rendered directly (the hot path
+          // skips re-encoding it through SendMessageResponse, which only documents it).
+          if (outcome._tag === "Sent") return HttpServerResponse.unsafeJson(outcome.response)
           return HttpServerResponse.text(outcome.body, {
             status: outcome.statusCode,
             contentType: "application/json",

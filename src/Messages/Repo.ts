@@ -38,7 +38,7 @@ export interface MessageRow {
 
 export interface ListFilter {
   readonly organizationId: OrganizationId
-  /** One instance of the organization, or all of them when undefined. */
+  /** One instance of the organization (the caller checked it is), or all of them when undefined. */
   readonly instanceId: InstanceId | undefined
   readonly status: MessageStatus | undefined
   readonly direction: Direction | undefined
@@ -99,24 +99,43 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   readonly list: (filter: ListFilter) => Effect.Effect<{ readonly rows: ReadonlyArray<MessageRow>; readonly total: number }>
 }>() {}
 
+/**
+ * The list's page and total queries. With an instance, only `instance_id` is matched: the caller
+ * resolved that instance within the organization, and a second column outside the index would turn
+ * the total into a row lookup per record. The page walks one index range newest first and stops at
+ * its LIMIT (a test checks the plans), so it costs the same however many records there are. The
+ * unfiltered total is the kept count; a filtered total counts the filter's index range.
+ */
+export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
+  const where = sql.and([
+    filter.instanceId === undefined ? sql`organization_id = ${filter.organizationId}` : sql`instance_id = ${filter.instanceId}`,
+    ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
+    ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`]),
+    ...(filter.waMessageId === undefined ? [] : [sql`wa_message_id = ${filter.waMessageId}`]),
+    ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
+    ...(filter.createdUntil === undefined
+      ? []
+      : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
+  ])
+  const unfiltered = filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
+    filter.createdFrom === undefined && filter.createdUntil === undefined
+  return {
+    page: sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE ${where}
+      ORDER BY created_at DESC, id DESC LIMIT ${filter.limit} OFFSET ${filter.offset}`,
+    // Without filters the total is the kept count (one row per instance); with them, a count over the index range.
+    total: !unfiltered
+      ? sql<{ readonly total: number }>`SELECT COUNT(*) AS total FROM messages WHERE ${where}`
+      : filter.instanceId === undefined
+      ? sql<{ readonly total: number }>`SELECT COALESCE(SUM(total), 0) AS total FROM message_counts WHERE organization_id = ${filter.organizationId}`
+      : sql<{ readonly total: number }>`SELECT COALESCE(SUM(total), 0) AS total FROM message_counts WHERE instance_id = ${filter.instanceId}`
+  }
+}
+
 export const MessagesRepoLive = Layer.effect(
   MessagesRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
-
-    const conditions = (filter: ListFilter) => [
-      filter.instanceId === undefined
-        ? sql`organization_id = ${filter.organizationId}`
-        : sql`instance_id = ${filter.instanceId} AND organization_id = ${filter.organizationId}`,
-      ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
-      ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`]),
-      ...(filter.waMessageId === undefined ? [] : [sql`wa_message_id = ${filter.waMessageId}`]),
-      ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
-      ...(filter.createdUntil === undefined
-        ? []
-        : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
-    ]
 
     return MessagesRepo.of({
       createOutbound: (input) => {
@@ -134,17 +153,17 @@ export const MessagesRepoLive = Layer.effect(
           error: null,
           created_at: now
         }
-        return batcher.run(sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`).pipe(Effect.as(row))
+        return batcher.runStatement(sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`).pipe(Effect.as(row))
       },
       markAccepted: (id, waMessageId) =>
-        batcher.run(sql`UPDATE messages SET wa_message_id = ${waMessageId}, error = NULL, updated_at = ${nowIso()} WHERE id = ${id}`).pipe(
+        batcher.runStatement(sql`UPDATE messages SET wa_message_id = ${waMessageId}, error = NULL, updated_at = ${nowIso()} WHERE id = ${id}`).pipe(
           Effect.asVoid
         ),
       markRefused: (id, error) =>
-        batcher.run(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+        batcher.runStatement(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       noteError: (id, error) =>
-        batcher.run(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+        batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       applyStatus: (update) =>
         sql<{ readonly id: string }>`UPDATE messages
@@ -179,14 +198,12 @@ export const MessagesRepoLive = Layer.effect(
           Effect.map((rows) => rows[0]),
           Effect.orDie
         ),
-      list: (filter) =>
-        Effect.gen(function*() {
-          const where = sql.and(conditions(filter))
-          const rows = yield* sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE ${where}
-            ORDER BY created_at DESC, id DESC LIMIT ${filter.limit} OFFSET ${filter.offset}`
-          const counted = yield* sql<{ readonly total: number }>`SELECT COUNT(*) AS total FROM messages WHERE ${where}`
-          return { rows, total: Number(counted[0]?.total ?? 0) }
-        }).pipe(Effect.orDie)
+      list: (filter) => {
+        const queries = listQueries(sql, filter)
+        return Effect.zipWith(queries.page, queries.total, (rows, counted) => ({ rows, total: Number(counted[0]?.total ?? 0) })).pipe(
+          Effect.orDie
+        )
+      }
     })
   })
 )

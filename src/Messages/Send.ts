@@ -2,12 +2,12 @@
  * One send: Idempotency-Key check, pacing, the record, the upstream call, the outcome recorded.
  *
  * No accepted send goes unrecorded: the `pending` record is committed before the upstream is called
- * (if it cannot be written, nothing is sent), and the send runs in a fiber of the hub's scope rather than
- * the request's, so a client that hangs up cannot cut it between the upstream's answer and the update.
+ * (if it cannot be written, nothing is sent), and the send is uninterruptible, so a client that hangs up
+ * cannot cut it between the upstream's answer and the update (the upstream call has its own deadline).
  * If that update fails even after retries, the send still answers 200 and the record stays `pending`
  * without upstream id; the error log names both ids so it can be reconciled.
  */
-import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Schedule } from "effect"
 import { type Conflict, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
@@ -64,11 +64,9 @@ const errorBody = (e: SendError) => ({
 /** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
 const updateRetry = Schedule.recurs(2)
 
-export const MessageSenderLive = Layer.scoped(
+export const MessageSenderLive = Layer.effect(
   MessageSender,
   Effect.gen(function*() {
-    // Sends outlive their request (not the hub): a client hanging up does not interrupt them.
-    const sends = yield* Effect.scope
     const repo = yield* MessagesRepo
     const keys = yield* IdempotencyKeys
     const pacing = yield* Pacing
@@ -144,7 +142,10 @@ export const MessageSenderLive = Layer.scoped(
           if (claim._tag === "Replay") return claim
           const response = yield* deliver(instance, request, body).pipe(Effect.onExit(settle(ref)))
           return { _tag: "Sent", response } as const
-        }).pipe(Effect.forkIn(sends), Effect.flatMap(Fiber.join))
+        }).pipe(
+          // A client hanging up does not interrupt a send (no fiber fork needed for that).
+          Effect.uninterruptible
+        )
     })
   })
 )

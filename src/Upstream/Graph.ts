@@ -1,12 +1,14 @@
 /**
- * GraphUpstream: the real WhatsApp Business Cloud API (Graph) over @effect/platform HttpClient.
+ * GraphUpstream: the real WhatsApp Business Cloud API (Graph) over @effect/platform HttpClient (the
+ * lean fetch client of FetchClient.ts, whose deadline covers the whole exchange without a timer fiber).
  * Every call gets a total timeout; reads (GETs) are retried on 5xx, throttling and network errors,
  * while calls that may have changed something upstream (sends, uploads, creates, updates) never are.
  */
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import type { HttpClientError } from "@effect/platform/HttpClientError"
 import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
 import { HubConfig } from "../Config.js"
+import { isTimeout, makeFetchClient } from "./FetchClient.js"
 import { parseJsonObject } from "./Json.js"
 import { type MultipartField, multipartBody } from "./Multipart.js"
 import { type GraphQuery, type JsonObject, type MediaInfo, type SendMessageResponse, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
@@ -84,17 +86,26 @@ const describeHttpError = (e: HttpClientError): string => {
 const isTransient = (e: UpstreamError) =>
   e.kind === "network" || (e.kind === "graph" && (e.status >= 500 || e.status === 429 || THROTTLING_CODES.has(e.code)))
 
+/** An HttpClient and the deadline it enforces on each exchange (answer and body). */
+interface Deadlined {
+  readonly client: HttpClient.HttpClient
+  readonly timeout: Duration.Duration
+}
+
 type Call = {
   readonly request: HttpClientRequest.HttpClientRequest
   readonly what: string
   /** Reads are retried on transient failures; writes never are. */
   readonly retry: boolean
-  readonly timeout: Duration.Duration
+  readonly via: Deadlined
 }
 
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
-  const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
+  const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout }), timeout: config.graphTimeout }
+  const uploads: Deadlined = { client: makeFetchClient({ timeout: config.graphUploadTimeout }), timeout: config.graphUploadTimeout }
+  // Downloads stream for as long as the bytes keep coming; only getting the answer has a deadline.
+  const downloads = makeFetchClient()
   // Network deadlines and retry delays are wall-clock time, even where a test replaced the Clock.
   const wallClock = Clock.make()
   const retrySchedule = Schedule.exponential(config.graphRetryBase).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(2)))
@@ -117,14 +128,14 @@ export const makeGraphUpstream = Effect.gen(function*() {
     request: authorized(target, HttpClientRequest.get(url(...path)).pipe(withQuery(query), HttpClientRequest.acceptJson)),
     what,
     retry: true,
-    timeout: config.graphTimeout
+    via: calls
   })
 
   const postJson = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, body: JsonObject): Call => ({
     request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.bodyUnsafeJson(body), HttpClientRequest.acceptJson)),
     what,
     retry: false,
-    timeout: config.graphTimeout
+    via: calls
   })
 
   /** A POST without a body (actions such as deprecate). */
@@ -132,43 +143,46 @@ export const makeGraphUpstream = Effect.gen(function*() {
     request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.acceptJson)),
     what,
     retry: false,
-    timeout: config.graphTimeout
+    via: calls
   })
 
   const postForm = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, fields: ReadonlyArray<MultipartField>): Call => ({
     request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.setBody(multipartBody(fields)), HttpClientRequest.acceptJson)),
     what,
     retry: false,
-    timeout: config.graphUploadTimeout
+    via: uploads
   })
 
+  const timedOut = (what: string, timeout: Duration.Duration) =>
+    noAnswer("timeout", `The upstream did not answer ${what} within ${Duration.format(timeout)}`)
+
+  /** A failed exchange: its deadline, or a network failure (possibly while reading the answer). */
+  const failed = (call: Call, reading: boolean) => (e: HttpClientError) =>
+    isTimeout(e)
+      ? timedOut(call.what, call.via.timeout)
+      : noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${describeHttpError(e)}` : describeHttpError(e))
+
+  const readText = (call: Call, response: HttpClientResponse.HttpClientResponse) => Effect.mapError(response.text, failed(call, true))
+
   /** Sends the request and fails with the decoded Graph error unless the answer is 2xx. */
-  const answer = (request: HttpClientRequest.HttpClientRequest) =>
-    client.execute(request).pipe(
-      Effect.mapError((e) => noAnswer("network", describeHttpError(e))),
+  const answer = (call: Call, client: HttpClient.HttpClient) =>
+    client.execute(call.request).pipe(
+      Effect.mapError(failed(call, false)),
       Effect.flatMap((response) =>
-        response.status < 400 ? Effect.succeed(response) : Effect.flatMap(readText(response), (text) =>
+        response.status < 400 ? Effect.succeed(response) : Effect.flatMap(readText(call, response), (text) =>
           Effect.fail(decodeGraphError(response.status, response.headers, text)))
       )
     )
 
-  const readText = (response: HttpClientResponse.HttpClientResponse) =>
-    Effect.mapError(response.text, (e) => noAnswer("network", `The upstream connection failed while reading the answer: ${describeHttpError(e)}`))
-
-  const bounded = <A>(call: Call, effect: Effect.Effect<A, UpstreamError>) => {
-    const once = Effect.timeoutFail(effect, {
-      duration: call.timeout,
-      onTimeout: () => noAnswer("timeout", `The upstream did not answer ${call.what} within ${Duration.format(call.timeout)}`)
-    })
-    const attempts = call.retry ? Effect.retry(once, { schedule: retrySchedule, while: isTransient }) : once
-    return Effect.withClock(attempts, wallClock)
-  }
+  /** Reads are retried, their delays on the wall clock; a write is tried once. */
+  const attempts = <A>(call: Call, once: Effect.Effect<A, UpstreamError>) =>
+    call.retry ? Effect.withClock(Effect.retry(once, { schedule: retrySchedule, while: isTransient }), wallClock) : once
 
   const json = (call: Call): Effect.Effect<JsonObject, UpstreamError> =>
-    bounded(
+    attempts(
       call,
-      answer(call.request).pipe(
-        Effect.flatMap(readText),
+      answer(call, call.via.client).pipe(
+        Effect.flatMap((response) => readText(call, response)),
         Effect.flatMap((text) => {
           const body = parseJsonObject(text)
           return body === undefined ? Effect.fail(malformed(call.what)) : Effect.succeed(body)
@@ -192,13 +206,12 @@ export const makeGraphUpstream = Effect.gen(function*() {
     getMedia: (target, mediaId) =>
       checked<MediaInfo>(get(target, "the media lookup", [mediaId], { phone_number_id: target.phoneNumberId }), isMediaInfo),
     downloadMedia: (target, mediaUrl) => {
-      const call: Call = {
-        request: authorized(target, HttpClientRequest.get(mediaUrl)),
-        what: "the media download",
-        retry: true,
-        timeout: config.graphUploadTimeout
-      }
-      return bounded(call, answer(call.request)).pipe(
+      const call: Call = { request: authorized(target, HttpClientRequest.get(mediaUrl)), what: "the media download", retry: true, via: uploads }
+      const headersInTime = Effect.timeoutFail(answer(call, downloads), {
+        duration: call.via.timeout,
+        onTimeout: () => timedOut(call.what, call.via.timeout)
+      })
+      return attempts(call, headersInTime).pipe(
         Effect.map((response) => {
           const length = Number(response.headers["content-length"])
           return {
@@ -238,5 +251,5 @@ export const makeGraphUpstream = Effect.gen(function*() {
   })
 })
 
-/** GraphUpstream over whatever HttpClient is provided (UpstreamLive provides fetch). */
+/** GraphUpstream over its own fetch clients (one per deadline). */
 export const GraphUpstream = Layer.effect(Upstream, makeGraphUpstream)

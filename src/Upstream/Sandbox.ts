@@ -78,7 +78,9 @@ export const makeSandboxUpstream = Effect.gen(function*() {
     sendMessage: (target, body) =>
       Effect.gen(function*() {
         const send = yield* acceptSend(target, body, approvedTemplate(target))
-        yield* FiberSet.run(fibers, emitStatuses(target, send))
+        // Interruptible even when the send is not (the hub's sends are uninterruptible): the emitter
+        // belongs to the layer's scope and must stop when it closes.
+        yield* FiberSet.run(fibers, Effect.interruptible(emitStatuses(target, send)))
         return send.response
       }),
     uploadMedia: media.upload,

@@ -29,6 +29,27 @@ export default Effect.gen(function*() {
   yield* sql`CREATE INDEX messages_instance_created ON messages (instance_id, created_at DESC, id DESC)`
   yield* sql`CREATE INDEX messages_organization_created ON messages (organization_id, created_at DESC, id DESC)`
 
+  // Each instance's record count, kept by the database itself on every insert, so the list's total
+  // is one row read, not a count of every record (records are never deleted). Triggers have no
+  // portable syntax: SQLite's is here, Postgres needs a trigger function.
+  yield* sql`CREATE TABLE message_counts (
+    instance_id TEXT PRIMARY KEY REFERENCES instances (id),
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    total INTEGER NOT NULL
+  )`
+  yield* sql`CREATE INDEX message_counts_organization ON message_counts (organization_id)`
+  const countInsert = "INSERT INTO message_counts (instance_id, organization_id, total) VALUES (NEW.instance_id, NEW.organization_id, 1) " +
+    "ON CONFLICT (instance_id) DO UPDATE SET total = message_counts.total + 1"
+  yield* sql.onDialectOrElse({
+    sqlite: () => sql.unsafe(`CREATE TRIGGER messages_count AFTER INSERT ON messages BEGIN ${countInsert}; END`),
+    pg: () =>
+      Effect.zipRight(
+        sql.unsafe(`CREATE FUNCTION messages_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${countInsert}; RETURN NULL; END $$`),
+        sql.unsafe("CREATE TRIGGER messages_count AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION messages_count()")
+      ),
+    orElse: () => Effect.dieMessage("messages_count: no trigger written for this database")
+  })
+
   yield* sql`CREATE TABLE idempotency_keys (
     organization_id TEXT NOT NULL REFERENCES organizations (id),
     idempotency_key TEXT NOT NULL,
