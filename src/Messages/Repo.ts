@@ -137,6 +137,29 @@ export const MessagesRepoLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
 
+    /** Moves an outbound record forward by one status event; false when unknown, late or repeated. */
+    const moveForward = (update: StatusUpdate) =>
+      sql<{ readonly id: string }>`UPDATE messages
+          SET status = ${update.status}, status_at = ${update.at}, updated_at = ${nowIso()},
+              error = COALESCE(${update.error === undefined ? null : JSON.stringify(update.error)}, error)
+          WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId} AND direction = 'outbound'
+            AND (CASE status WHEN 'pending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)
+                < ${statusRank[update.status]}
+          RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+
+    /** Keeps an event for a message id no record has yet: its send is still being recorded as accepted. */
+    const keepEarly = (update: StatusUpdate) =>
+      sql`INSERT INTO message_status_backlog (instance_id, wa_message_id, status, status_rank, status_at, error)
+          SELECT ${update.instanceId}, ${update.waMessageId}, ${update.status}, ${statusRank[update.status]}, ${update.at},
+                 ${update.error === undefined ? null : JSON.stringify(update.error)}
+          WHERE NOT EXISTS (SELECT 1 FROM messages WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId})
+          ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** The highest-ranked early event of an upstream message id, for the record being accepted. */
+    const early = (waMessageId: string) =>
+      sql`message_status_backlog b WHERE b.instance_id = messages.instance_id AND b.wa_message_id = ${waMessageId}
+          ORDER BY b.status_rank DESC LIMIT 1`
+
     return MessagesRepo.of({
       createOutbound: (input) => {
         const now = nowIso()
@@ -155,10 +178,15 @@ export const MessagesRepoLive = Layer.effect(
         }
         return batcher.runStatement(sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`).pipe(Effect.as(row))
       },
+      // One statement: a status that arrived before the acceptance (kept in the backlog) is applied with it.
       markAccepted: (id, waMessageId) =>
-        batcher.runStatement(sql`UPDATE messages SET wa_message_id = ${waMessageId}, error = NULL, updated_at = ${nowIso()} WHERE id = ${id}`).pipe(
-          Effect.asVoid
-        ),
+        batcher.runStatement(sql`UPDATE messages SET
+            wa_message_id = ${waMessageId},
+            status = COALESCE((SELECT b.status FROM ${early(waMessageId)}), status),
+            status_at = COALESCE((SELECT b.status_at FROM ${early(waMessageId)}), status_at),
+            error = (SELECT b.error FROM ${early(waMessageId)}),
+            updated_at = ${nowIso()}
+          WHERE id = ${id}`).pipe(Effect.asVoid),
       markRefused: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
@@ -166,13 +194,7 @@ export const MessagesRepoLive = Layer.effect(
         batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       applyStatus: (update) =>
-        sql<{ readonly id: string }>`UPDATE messages
-          SET status = ${update.status}, status_at = ${update.at}, updated_at = ${nowIso()},
-              error = COALESCE(${update.error === undefined ? null : JSON.stringify(update.error)}, error)
-          WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId} AND direction = 'outbound'
-            AND (CASE status WHEN 'pending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)
-                < ${statusRank[update.status]}
-          RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
+        Effect.flatMap(moveForward(update), (moved) => moved ? Effect.succeed(true) : Effect.as(keepEarly(update), false)),
       recordInbound: (message) => {
         const now = nowIso()
         return sql<{ readonly id: string }>`INSERT INTO messages ${

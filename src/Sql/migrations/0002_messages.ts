@@ -50,6 +50,18 @@ export default Effect.gen(function*() {
     orElse: () => Effect.dieMessage("messages_count: no trigger written for this database")
   })
 
+  // Status events that arrive before the send that caused them has recorded its upstream id (the
+  // upstream can be that fast); the acceptance applies the best of them.
+  yield* sql`CREATE TABLE message_status_backlog (
+    instance_id TEXT NOT NULL REFERENCES instances (id),
+    wa_message_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_rank INTEGER NOT NULL,
+    status_at TEXT NOT NULL,
+    error TEXT,
+    PRIMARY KEY (instance_id, wa_message_id, status)
+  )`
+
   yield* sql`CREATE TABLE idempotency_keys (
     organization_id TEXT NOT NULL REFERENCES organizations (id),
     idempotency_key TEXT NOT NULL,
