@@ -4,13 +4,11 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
-import { TokensRepo } from "../src/Auth/Repo.js"
+import { Effect } from "effect"
 import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
-import { InstancesRepo } from "../src/Instances/Repo.js"
 import { type ListFilter, listQueries, MessagesRepo } from "../src/Messages/Repo.js"
 import { dataOf, fieldsOf, listMessages } from "./support/Messages.js"
-import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 interface Seed {
   readonly id: string
@@ -54,22 +52,6 @@ const seedRecords = (owner: { readonly organizationId: OrganizationId; readonly 
 const idsOf = (body: Readonly<Record<string, unknown>>) => dataOf(body).map((record) => record.id)
 
 /** A second instance (and its instance token) in the tenant's organization. */
-const addInstance = (tenant: Tenant) =>
-  Effect.gen(function*() {
-    const instances = yield* InstancesRepo
-    const tokens = yield* TokensRepo
-    const suffix = String(Math.floor(Math.random() * 1e9)).padStart(9, "0")
-    const instance = yield* instances.createInstance({
-      organizationId: tenant.organizationId,
-      name: "Second number",
-      phoneNumberId: `32${suffix}`,
-      wabaId: tenant.wabaId,
-      accessToken: Option.some("access-token-second")
-    }).pipe(Effect.orDie)
-    const token = yield* tokens.createApiToken({ organizationId: tenant.organizationId, instanceId: instance.id, name: "second" })
-    return { instanceId: instance.id, organizationId: tenant.organizationId, phoneNumberId: instance.phone_number_id, instanceToken: token.secret }
-  })
-
 layer(testHub())("GET /api/messages", (it) => {
   it.effect("answers the envelope with records newest first (ties broken by id), page 1 and limit 50 by default", () =>
     Effect.gen(function*() {

@@ -1,31 +1,13 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Option, Redacted } from "effect"
-import { TokensRepo } from "../src/Auth/Repo.js"
-import { InstancesRepo } from "../src/Instances/Repo.js"
 import { padded, powerOfTwoChunks } from "../src/Events/SqlShapes.js"
 import { AddressRefused, classifyAddress, makeUrlPolicy } from "../src/Webhooks/UrlPolicy.js"
-import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]
 
 /** A second instance in the tenant's organization, with its own instance token. */
-const siblingInstance = (tenant: Tenant) =>
-  Effect.gen(function*() {
-    const instances = yield* InstancesRepo
-    const tokens = yield* TokensRepo
-    const suffix = String(Math.floor(Math.random() * 1e9)).padStart(9, "0")
-    const instance = yield* instances.createInstance({
-      organizationId: tenant.organizationId,
-      name: "sibling",
-      phoneNumberId: `77${suffix}`,
-      wabaId: tenant.wabaId,
-      accessToken: Option.some("sibling-token")
-    }).pipe(Effect.orDie)
-    const token = yield* tokens.createApiToken({ organizationId: tenant.organizationId, instanceId: instance.id, name: "sibling" })
-    return { instanceId: instance.id, token: token.secret }
-  })
-
 const createWebhook = (token: string, json: Record<string, unknown>) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/webhooks", { token, json }))
 
@@ -70,7 +52,7 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
       const explicit = yield* createWebhook(tenant.instanceToken, { instance_id: tenant.instanceId, url: "https://example.com/b", name: "b" })
       expect(explicit.status).toBe(201)
 
-      const sibling = yield* siblingInstance(tenant)
+      const sibling = yield* addInstance(tenant)
       const foreign = yield* createWebhook(tenant.instanceToken, { instance_id: sibling.instanceId, url: "https://example.com/c", name: "c" })
       expect(foreign.status).toBe(403)
       expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
@@ -93,9 +75,9 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const sibling = yield* siblingInstance(tenant)
+      const sibling = yield* addInstance(tenant)
       const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
-      const theirs = yield* createWebhook(sibling.token, { url: "https://example.com/theirs", name: "theirs" })
+      const theirs = yield* createWebhook(sibling.instanceToken, { url: "https://example.com/theirs", name: "theirs" })
       const ids = (body: Readonly<Record<string, unknown>>) => (body.data as ReadonlyArray<{ id: string }>).map((w) => w.id)
 
       const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
@@ -115,7 +97,7 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const sibling = yield* siblingInstance(tenant)
+      const sibling = yield* addInstance(tenant)
       const stranger = yield* seedTenant()
       const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/x", name: "x" })
       const id = String(created.body.id)
@@ -127,7 +109,7 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
         ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
         ["POST", `/api/webhooks/${id}/rotate-secret`]
       ]
-      for (const token of [stranger.orgToken, stranger.instanceToken, sibling.token]) {
+      for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
         for (const [method, path, json] of routes) {
           const answer = yield* hub.request(method, path, { token, ...(json === undefined ? {} : { json }) })
           expect(answer.status, `${method} ${path}`).toBe(404)

@@ -116,3 +116,20 @@ export const seedTenant = (options: { readonly phoneNumberId?: string; readonly 
       instanceToken: instanceToken.secret
     } satisfies Tenant
   })
+
+/** A second instance (and an instance token for it) in the tenant's organization and business account. */
+export const addInstance = (tenant: Tenant) =>
+  Effect.gen(function*() {
+    const instances = yield* InstancesRepo
+    const tokens = yield* TokensRepo
+    const suffix = String(Math.floor(Math.random() * 1e9)).padStart(9, "0")
+    const instance = yield* instances.createInstance({
+      organizationId: tenant.organizationId,
+      name: "Second number",
+      phoneNumberId: `32${suffix}`,
+      wabaId: tenant.wabaId,
+      accessToken: Option.some("access-token-second")
+    }).pipe(Effect.orDie)
+    const token = yield* tokens.createApiToken({ organizationId: tenant.organizationId, instanceId: instance.id, name: "second" })
+    return { instanceId: instance.id, organizationId: tenant.organizationId, phoneNumberId: instance.phone_number_id, instanceToken: token.secret }
+  })
