@@ -2,7 +2,7 @@ import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { TokensRepo } from "../src/Auth/Repo.js"
-import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
 const UNAUTHORIZED = { statusCode: 401, message: "Unauthorized" }
 
@@ -120,7 +120,7 @@ layer(testHub())("api tokens", (it) => {
       expect(created.body).toEqual({ statusCode: 404, message: `instance_id ${theirs.instanceId} was not found`, error: "not_found" })
 
       const theirTokens = yield* hub.request("GET", "/api/auth/api-tokens", { token: theirs.sessionToken })
-      const theirTokenIds = (theirTokens.body.data as ReadonlyArray<{ id: string }>).map((t) => t.id)
+      const theirTokenIds = itemsOf(theirTokens.body).map((t) => String(t.id))
       for (const id of theirTokenIds) {
         const revoke = yield* hub.request("DELETE", `/api/auth/api-tokens/${id}`, { token: mine.orgToken })
         expect(revoke.status).toBe(404)
@@ -152,6 +152,6 @@ layer(testHub())("api tokens", (it) => {
       expect(malformed.status).toBe(400)
       expect(malformed.body).toEqual({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
       const nothingWritten = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
-      expect((nothingWritten.body.data as ReadonlyArray<unknown>).length).toBe(2)
+      expect(itemsOf(nothingWritten.body)).toHaveLength(2)
     }))
 })

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DEMO_PHONE_NUMBER_ID, DEMO_WABA_ID } from "../src/Bootstrap.js"
 import { makeReceiver } from "./support/Receivers.js"
+import { itemsOf, parseObject } from "./support/TestHub.js"
 import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
 
 const EVENTS = 40
@@ -73,7 +74,7 @@ const call = (hub: HubProcess, method: string, path: string, options: { readonly
       },
       ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) })
     })
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+    return { status: response.status, body: parseObject(await response.text()) }
   })
 
 it.live("a hub killed with SIGKILL while deliveries are in flight delivers every event to every webhook after a restart", () =>
@@ -129,7 +130,7 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
 
     // Every delivery ends succeeded (the hub records it just after the receiver answers).
     const webhooks = yield* call(second, "GET", "/api/webhooks", { token })
-    for (const webhook of webhooks.body.data as ReadonlyArray<{ id: string }>) {
+    for (const webhook of itemsOf(webhooks.body)) {
       yield* call(second, "GET", `/api/webhooks/${webhook.id}/deliveries?status=succeeded&limit=1`, { token }).pipe(
         Effect.filterOrFail((done) => done.body.total === EVENTS, () => "not yet"),
         Effect.retry(Schedule.spaced(Duration.millis(20))),

@@ -7,7 +7,7 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { BunHttpServer } from "@effect/platform-bun"
-import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Schema, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -19,28 +19,31 @@ import { hubLayer } from "../src/Http.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
-import { seedTenant, type Tenant, TestHub, testHub, TestHubLive } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub, testHub, TestHubLive, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const TIMEOUT_MS = 500
 
-interface DeliveryView {
-  readonly id: string
-  readonly message_id: string
-  readonly status: string
-  readonly attempts: number
-  readonly next_attempt_at: string | null
-  readonly last_status_code: number | null
-  readonly last_error: string | null
-  readonly updated_at: string
-  readonly attempt_log: ReadonlyArray<{
-    readonly attempt: number
-    readonly status_code: number | null
-    readonly error: string | null
-    readonly response_snippet: string | null
-    readonly latency_ms: number
-  }>
-}
+/** A delivery as the deliveries API answers it (decoded, so a wrong shape fails the test). */
+const DeliveryView = Schema.Struct({
+  id: Schema.String,
+  message_id: Schema.String,
+  status: Schema.String,
+  attempts: Schema.Number,
+  next_attempt_at: Schema.NullOr(Schema.String),
+  last_status_code: Schema.NullOr(Schema.Number),
+  last_error: Schema.NullOr(Schema.String),
+  updated_at: Schema.String,
+  attempt_log: Schema.Array(Schema.Struct({
+    attempt: Schema.Number,
+    status_code: Schema.NullOr(Schema.Number),
+    error: Schema.NullOr(Schema.String),
+    response_snippet: Schema.NullOr(Schema.String),
+    latency_ms: Schema.Number
+  }))
+})
+type DeliveryView = typeof DeliveryView.Type
+const deliveryViews = (body: Readonly<Record<string, unknown>>) => Schema.decodeUnknownSync(Schema.Array(DeliveryView))(body.data)
 
 const createWebhook = (tenant: Tenant, url: string) =>
   Effect.gen(function*() {
@@ -65,7 +68,7 @@ const deliveries = (tenant: Tenant, webhookId: string, query = "") =>
 /** Polls the delivery log until the condition holds, bounded by a deadline. */
 const untilDeliveries = (tenant: Tenant, webhookId: string, what: string, condition: (data: ReadonlyArray<DeliveryView>) => boolean) =>
   deliveries(tenant, webhookId).pipe(
-    Effect.map((answer) => answer.body.data as ReadonlyArray<DeliveryView>),
+    Effect.map((answer) => deliveryViews(answer.body)),
     Effect.filterOrFail(condition, () => "not yet"),
     Effect.retry(Schedule.spaced(Duration.millis(20))),
     Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`deliveries: ${what} did not happen in time`) }),
@@ -266,7 +269,7 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       yield* untilDeliveries(tenant, removedHook.id, "a scheduled retry", (d) => d[0]?.status === "failed")
 
       yield* hub.request("PATCH", `/api/webhooks/${pausedHook.id}`, { token: tenant.instanceToken, json: { active: false } })
-      const [cancelled] = (yield* deliveries(tenant, pausedHook.id)).body.data as ReadonlyArray<DeliveryView>
+      const [cancelled] = deliveryViews((yield* deliveries(tenant, pausedHook.id)).body)
       expect(cancelled).toMatchObject({ status: "cancelled", next_attempt_at: null, attempts: 1 })
 
       expect((yield* hub.request("DELETE", `/api/webhooks/${removedHook.id}`, { token: tenant.instanceToken })).status).toBe(204)
@@ -325,14 +328,14 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       expect(firstPage.body).toMatchObject({ total: 3, page: 1, limit: 2 })
       const secondPage = yield* deliveries(tenant, hook.id, "?limit=2&page=2")
       expect(secondPage.body).toMatchObject({ total: 3, page: 2, limit: 2 })
-      const ids = [...(firstPage.body.data as ReadonlyArray<DeliveryView>), ...(secondPage.body.data as ReadonlyArray<DeliveryView>)].map((d) => d.id)
+      const ids = [...deliveryViews(firstPage.body), ...deliveryViews(secondPage.body)].map((d) => d.id)
       expect(ids).toEqual(all.map((d) => d.id))
       expect((yield* deliveries(tenant, hook.id, "?status=succeeded")).body.total).toBe(3)
       expect((yield* deliveries(tenant, hook.id, "?status=dead")).body).toMatchObject({ total: 0, data: [] })
 
       const invalid = yield* deliveries(tenant, hook.id, "?limit=0&page=x&status=bogus")
       expect(invalid.status).toBe(400)
-      expect((invalid.body.details as ReadonlyArray<{ field: string }>).map((d) => d.field).sort()).toEqual(["limit", "page", "status"])
+      expect(itemsOf(invalid.body, "details").map((d) => String(d.field)).sort()).toEqual(["limit", "page", "status"])
     }))
 })
 

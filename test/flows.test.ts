@@ -2,7 +2,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { declaredOnly, fileBytes, form, JPEG_HEAD, PNG_HEAD } from "./support/Files.js"
-import { seedTenant, TestHub } from "./support/TestHub.js"
+import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
 
 const DRAFT = "1308927590133476"
 const PUBLISHED = "1308927590133477"
@@ -45,7 +45,7 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
       const result = yield* hub.request("GET", `/flows/${PUBLISHED}/assets`, { token: tenant.instanceToken })
       expect(result.status).toBe(200)
       expect(result.body).toMatchObject({ data: [{ name: "flow.json", asset_type: "FLOW_JSON" }] })
-      expect(String((result.body.data as ReadonlyArray<{ download_url: string }>)[0]?.download_url)).toMatch(/^http/)
+      expect(String(itemsOf(result.body)[0]?.download_url)).toMatch(/^http/)
       expect(yield* calls).toEqual([`GET /v23.0/${tenant.wabaId}/flows`, `GET /v23.0/${PUBLISHED}/assets`])
       expect((yield* fake.requests)[0]?.query).toEqual({ fields: "id", limit: "100" })
     }))

@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option, Redacted, Schedule } from "effect"
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
-import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "app-secret-for-tests"
@@ -51,14 +51,14 @@ const sendText = (tenant: Tenant) =>
       json: { messaging_product: "whatsapp", to: "16505551234", type: "text", text: { body: "hi" } }
     })
     expect(sent.status).toBe(200)
-    return String((sent.body.messages as ReadonlyArray<{ id: string }>)[0]?.id)
+    return String(itemsOf(sent.body, "messages")[0]?.id)
   })
 
 const messageByWamid = (tenant: Tenant, id: string) =>
   Effect.gen(function*() {
     const hub = yield* TestHub
     const listed = yield* hub.request("GET", `/api/messages?waMessageId=${encodeURIComponent(id)}`, { token: tenant.instanceToken })
-    const data = listed.body.data as ReadonlyArray<Record<string, unknown>>
+    const data = itemsOf(listed.body)
     expect(data.length).toBe(1)
     return data[0] ?? {}
   })
@@ -192,14 +192,14 @@ layer(signedHub, { excludeTestServices: true })("upstream events with an app sec
 
       // Inbound messages of every routed change became records, each in its own organization.
       const aliceInbound = yield* hub.request("GET", "/api/messages?direction=inbound", { token: alice.orgToken })
-      expect((aliceInbound.body.data as ReadonlyArray<Record<string, unknown>>).map((m) => [m.waMessageId, m.type, m.to, m.direction]).sort())
+      expect(itemsOf(aliceInbound.body).map((m) => [m.waMessageId, m.type, m.to, m.direction]).sort())
         .toEqual([
           [ids.buttonReply, "interactive", "16505551234", "inbound"],
           [ids.location, "location", "16505551234", "inbound"],
           [ids.text, "text", "16505551234", "inbound"]
         ].sort())
       const bobInbound = yield* hub.request("GET", "/api/messages?direction=inbound", { token: bob.orgToken })
-      expect((bobInbound.body.data as ReadonlyArray<Record<string, unknown>>).map((m) => [m.waMessageId, m.type])).toEqual([[ids.order, "order"]])
+      expect(itemsOf(bobInbound.body).map((m) => [m.waMessageId, m.type])).toEqual([[ids.order, "order"]])
     }))
 
   it.scoped("a change delivered twice is stored and fanned out once; a batch mixing old and new delivers only the new", () =>
@@ -340,7 +340,7 @@ layer(signedHub, { excludeTestServices: true })("upstream events with an app sec
       expect(imageMessage?.image.id).toMatch(/^\d+$/)
 
       const types = yield* hub.request("GET", "/api/messages?direction=inbound", { token: tenant.instanceToken })
-      expect((types.body.data as ReadonlyArray<{ type: string }>).map((m) => m.type).sort()).toEqual(["image", "text"])
+      expect(itemsOf(types.body).map((m) => String(m.type)).sort()).toEqual(["image", "text"])
 
       const unnamed = yield* hub.request("POST", "/sandbox/inbound", { token: tenant.orgToken, json: { from: "16505551234", type: "text" } })
       expect(unnamed.status).toBe(400)
@@ -350,7 +350,7 @@ layer(signedHub, { excludeTestServices: true })("upstream events with an app sec
         json: { from: "abc", type: "fax", text: { body: "" } }
       })
       expect(invalid.status).toBe(400)
-      expect((invalid.body.details as ReadonlyArray<{ field: string }>).map((d) => d.field)).toEqual(["from", "type", "text.body"])
+      expect(itemsOf(invalid.body, "details").map((d) => d.field)).toEqual(["from", "type", "text.body"])
       expect((yield* hub.request("POST", "/sandbox/inbound", { json: { from: "16505551234", type: "text" } })).status).toBe(401)
     }))
 })

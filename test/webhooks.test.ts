@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Option, Redacted } from "effect"
 import { padded, powerOfTwoChunks } from "../src/Events/SqlShapes.js"
 import { AddressRefused, classifyAddress, makeUrlPolicy } from "../src/Webhooks/UrlPolicy.js"
-import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
 const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]
 
@@ -78,7 +78,7 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
       const sibling = yield* addInstance(tenant)
       const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
       const theirs = yield* createWebhook(sibling.instanceToken, { url: "https://example.com/theirs", name: "theirs" })
-      const ids = (body: Readonly<Record<string, unknown>>) => (body.data as ReadonlyArray<{ id: string }>).map((w) => w.id)
+      const ids = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((w) => String(w.id))
 
       const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
       expect(ids(all.body).sort()).toEqual([mine.body.id, theirs.body.id].sort())
@@ -141,7 +141,7 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
       expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active" }] })
       const bad = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { url: "ftp://example.com", active: "yes" } })
       expect(bad.status).toBe(400)
-      expect((bad.body.details as ReadonlyArray<{ field: string }>).map((d) => d.field).sort()).toEqual(["active", "url"])
+      expect(itemsOf(bad.body, "details").map((d) => String(d.field)).sort()).toEqual(["active", "url"])
       const unknown = yield* hub.request("PATCH", "/api/webhooks/whk_unknown", { token: tenant.orgToken, json: { name: "n" } })
       expect(unknown.status).toBe(404)
     }))

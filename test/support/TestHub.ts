@@ -33,7 +33,13 @@ export class TestHub extends Context.Tag("TestHub")<TestHub, {
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const parseObject = (text: string): Record<string, unknown> => {
+/** The array under `key` of an answer's body, its items as records: `[]` when it is not an array of objects. */
+export const itemsOf = (body: Readonly<Record<string, unknown>>, key: string = "data"): ReadonlyArray<Readonly<Record<string, unknown>>> => {
+  const value = body[key]
+  return Array.isArray(value) ? value.filter(isRecord) : []
+}
+
+export const parseObject = (text: string): Record<string, unknown> => {
   try {
     const parsed: unknown = JSON.parse(text)
     return isRecord(parsed) ? parsed : {}
