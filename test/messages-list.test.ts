@@ -7,8 +7,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
 import { type ListFilter, listQueries, MessagesRepo } from "../src/Messages/Repo.js"
-import { dataOf, fieldsOf, listMessages } from "./support/Messages.js"
-import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { fieldsOf, listMessages } from "./support/Messages.js"
+import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
 interface Seed {
   readonly id: string
@@ -49,7 +49,7 @@ const seedRecords = (owner: { readonly organizationId: OrganizationId; readonly 
     }
   })
 
-const idsOf = (body: Readonly<Record<string, unknown>>) => dataOf(body).map((record) => record.id)
+const idsOf = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((record) => record.id)
 
 /** A second instance (and its instance token) in the tenant's organization. */
 layer(testHub())("GET /api/messages", (it) => {
@@ -211,7 +211,7 @@ layer(testHub())("message records for the events feature", (it) => {
       yield* seedRecords(tenant, [{ id: "msg_s1", createdAt: "2026-06-01T00:00:00.000Z", status: "pending", waMessageId: "wamid.S1" }])
       const apply = (status: "sent" | "delivered" | "read" | "failed") =>
         repo.applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.S1", status, at: "2026-06-01T00:00:05.000Z" })
-      const statusNow = Effect.map(listMessages(tenant.instanceToken, "waMessageId=wamid.S1"), (r) => dataOf(r.body)[0]?.status)
+      const statusNow = Effect.map(listMessages(tenant.instanceToken, "waMessageId=wamid.S1"), (r) => itemsOf(r.body)[0]?.status)
 
       expect(yield* apply("sent")).toBe(true)
       expect(yield* apply("sent")).toBe(false)
@@ -273,7 +273,7 @@ layer(testHub())("message records for the events feature", (it) => {
 
       const listed = yield* listMessages(tenant.instanceToken, "direction=inbound")
       expect(listed.body.total).toBe(1)
-      expect(dataOf(listed.body)).toEqual([{
+      expect(itemsOf(listed.body)).toEqual([{
         id: expect.stringMatching(/^msg_/),
         waMessageId: "wamid.IN1",
         to: "16505559999",
@@ -299,7 +299,7 @@ layer(testHub())("message records for the events feature", (it) => {
       expect(sent.status).toBe(200)
       const messages = Array.isArray(sent.body.messages) ? sent.body.messages : []
       const listed = yield* listMessages(tenant.orgToken)
-      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ waMessageId: messages[0]?.id, to: "16505551234", status: "pending" })])
+      expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ waMessageId: messages[0]?.id, to: "16505551234", status: "pending" })])
     }))
 })
 

@@ -5,50 +5,13 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, TestClock } from "effect"
-import { dataOf, listMessages, sendMessage, waIdOf } from "./support/Messages.js"
-import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { listMessages, sendMessage, typeCases, waIdOf } from "./support/Messages.js"
+import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
 const TO = "16505551234"
 
-const contentByType: ReadonlyArray<Record<string, unknown>> = [
-  { type: "text", text: { body: "Hello from the sandbox", preview_url: true } },
-  { type: "image", image: { link: "https://example.com/p.jpg", caption: "Blue variant" } },
-  { type: "image", image: { id: "1037543291543636" } },
-  { type: "audio", audio: { link: "https://example.com/a.ogg" } },
-  { type: "video", video: { id: "1037543291543637", caption: "How it works" } },
-  { type: "document", document: { link: "https://example.com/invoice.pdf", filename: "invoice.pdf" } },
-  { type: "sticker", sticker: { id: "798882015472548" } },
-  { type: "location", location: { latitude: 37.44216, longitude: -122.16153, name: "Philz Coffee" } },
-  { type: "contacts", contacts: [{ name: { formatted_name: "Barbara J. Johnson" }, phones: [{ phone: "+16505551234" }] }] },
-  { type: "reaction", reaction: { message_id: "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3", emoji: "\u2764\uFE0F" } },
-  {
-    type: "interactive",
-    interactive: { type: "product", body: { text: "Check this out" }, action: { catalog_id: "194836987003835", product_retailer_id: "di9ozbzfi4" } }
-  },
-  {
-    type: "interactive",
-    interactive: {
-      type: "product_list",
-      header: { type: "text", text: "Summer picks" },
-      body: { text: "Our best sellers" },
-      footer: { text: "Lucky Shrub" },
-      action: { catalog_id: "194836987003835", sections: [{ title: "Succulents", product_items: [{ product_retailer_id: "di9ozbzfi4" }] }] }
-    }
-  },
-  {
-    type: "interactive",
-    interactive: {
-      type: "catalog_message",
-      body: { text: "Browse our catalog" },
-      action: { name: "catalog_message", parameters: { thumbnail_product_retailer_id: "di9ozbzfi4" } }
-    }
-  },
-  {
-    type: "interactive",
-    interactive: { type: "list", body: { text: "Pick one" }, action: { button: "Options", sections: [{ title: "A", rows: [{ id: "a", title: "A" }] }] } }
-  },
-  { type: "text", context: { message_id: "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3" }, text: { body: "A reply" } }
-]
+/** Every type but template (the sandbox needs an approved template first: tested on its own below). */
+const contentByType = typeCases.map((c) => c.request).filter((request) => request.type !== "template")
 
 const orderTemplate = {
   name: "order_update",
@@ -88,9 +51,9 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
       }
       const listed = yield* listMessages(tenant.instanceToken, "limit=100")
       expect(listed.body.total).toBe(contentByType.length)
-      expect(dataOf(listed.body).map((record) => record.waMessageId).sort()).toEqual([...sentIds].sort())
-      expect(dataOf(listed.body).map((record) => record.type).sort()).toEqual(contentByType.map((content) => String(content.type)).sort())
-      expect(new Set(dataOf(listed.body).map((record) => record.status))).toEqual(new Set(["pending"]))
+      expect(itemsOf(listed.body).map((record) => record.waMessageId).sort()).toEqual([...sentIds].sort())
+      expect(itemsOf(listed.body).map((record) => record.type).sort()).toEqual(contentByType.map((content) => String(content.type)).sort())
+      expect(new Set(itemsOf(listed.body).map((record) => record.status))).toEqual(new Set(["pending"]))
     }))
 
   it.effect("a template send needs an APPROVED template: 132001 while PENDING, accepted once approved", () =>
@@ -115,7 +78,7 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
         messages: [{ id: expect.stringMatching(/^wamid\./), message_status: "accepted" }]
       })
       const listed = yield* listMessages(tenant.instanceToken, "limit=100")
-      expect(dataOf(listed.body).map((record) => [record.type, record.status])).toEqual([["template", "pending"], ["template", "failed"]])
+      expect(itemsOf(listed.body).map((record) => [record.type, record.status])).toEqual([["template", "pending"], ["template", "failed"]])
     }))
 
   it.effect("the sandbox's status events move the record forward to read", () =>
@@ -126,7 +89,7 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
       // sent, delivered and read follow, HUB_SANDBOX_STATUS_DELAY (1 s) apart on the hub's clock. Each
       // event is written through the database before the next delay starts, so the clock moves a
       // second at a time while the hub catches up.
-      const status = Effect.map(listMessages(tenant.instanceToken), (listed) => dataOf(listed.body)[0]?.status)
+      const status = Effect.map(listMessages(tenant.instanceToken), (listed) => itemsOf(listed.body)[0]?.status)
       for (let attempt = 0; attempt < 200 && (yield* status) !== "read"; attempt++) {
         yield* TestClock.adjust(Duration.seconds(1))
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
@@ -163,7 +126,7 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
         expect(typeof sent.body.message).toBe("string")
         expect(sent.headers.get("retry-after")).toBe(failure.retryAfter ?? null)
         const listed = yield* listMessages(tenant.instanceToken)
-        expect(dataOf(listed.body)).toEqual([expect.objectContaining({ to: failure.to, status: "failed", waMessageId: null, direction: "outbound" })])
+        expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ to: failure.to, status: "failed", waMessageId: null, direction: "outbound" })])
       }))
   }
 })

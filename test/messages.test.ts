@@ -6,135 +6,12 @@ import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Fiber, TestClock } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
-import { dataOf, fieldsOf, listMessages, sendMessage, sendsTo, untilSendsReach, waIdOf } from "./support/Messages.js"
-import { seedTenant, TestHub } from "./support/TestHub.js"
+import { fieldsOf, listMessages, sendMessage, sendsTo, typeCases, untilSendsReach, waIdOf } from "./support/Messages.js"
+import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
 
 const RECIPIENT = "16505551234"
-const WAMID = "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3"
 const common = { messaging_product: "whatsapp", recipient_type: "individual", to: RECIPIENT }
 
-interface TypeCase {
-  readonly name: string
-  /** The request body (without `to`, which is always "+16505551234"). */
-  readonly request: Record<string, unknown>
-  /** What the upstream must receive besides messaging_product, recipient_type and to; the request itself when absent. */
-  readonly upstream?: Record<string, unknown>
-}
-
-const templateRequest = {
-  type: "template",
-  template: {
-    name: "order_update",
-    language: { code: "en_US" },
-    components: [
-      { type: "header", parameters: [{ type: "image", image: { link: "https://example.com/h.jpg" } }] },
-      {
-        type: "body",
-        parameters: [
-          { type: "text", text: "Mark" },
-          { type: "currency", currency: { fallback_value: "$100.99", code: "USD", amount_1000: 100990 } }
-        ]
-      },
-      { type: "button", sub_type: "quick_reply", index: 0, parameters: [{ type: "payload", payload: "STOP_UPDATES" }] },
-      { type: "button", sub_type: "url", index: "1", parameters: [{ type: "text", text: "order/860198" }] }
-    ]
-  }
-}
-
-const typeCases: ReadonlyArray<TypeCase> = [
-  { name: "text", request: { type: "text", text: { body: "Yes, it comes in blue.", preview_url: false } } },
-  { name: "image by link", request: { type: "image", image: { link: "https://example.com/p.jpg", caption: "Blue variant" } } },
-  { name: "image by id", request: { type: "image", image: { id: "1037543291543636" } } },
-  { name: "audio", request: { type: "audio", audio: { id: "1037543291543636" } } },
-  { name: "video", request: { type: "video", video: { link: "https://example.com/v.mp4", caption: "How it works" } } },
-  {
-    name: "document",
-    request: { type: "document", document: { id: "1037543291543636", filename: "invoice.pdf", caption: "Your invoice" } }
-  },
-  { name: "sticker", request: { type: "sticker", sticker: { id: "798882015472548" } } },
-  {
-    name: "location",
-    request: { type: "location", location: { latitude: 37.44216, longitude: "-122.16153", name: "Philz Coffee", address: "101 Forest Ave" } },
-    upstream: { type: "location", location: { latitude: 37.44216, longitude: -122.16153, name: "Philz Coffee", address: "101 Forest Ave" } }
-  },
-  {
-    name: "contacts",
-    request: {
-      type: "contacts",
-      contacts: [{
-        name: { formatted_name: "Barbara J. Johnson", first_name: "Barbara", last_name: "Johnson" },
-        phones: [{ phone: "+1 (940) 555-1234", type: "HOME", wa_id: "19405551234" }],
-        emails: [{ email: "bjohnson@example.com", type: "WORK" }],
-        org: { company: "Lucky Shrub", title: "Manager" }
-      }]
-    }
-  },
-  { name: "reaction", request: { type: "reaction", reaction: { message_id: WAMID, emoji: "\u{1F44D}" } } },
-  {
-    name: "template with header image, body text and url button",
-    request: templateRequest,
-    upstream: {
-      type: "template",
-      template: {
-        ...templateRequest.template,
-        components: templateRequest.template.components.map((c) => ("index" in c ? { ...c, index: String(c.index) } : c))
-      }
-    }
-  },
-  {
-    name: "interactive product",
-    request: {
-      type: "interactive",
-      interactive: {
-        type: "product",
-        body: { text: "Check this out" },
-        footer: { text: "Lucky Shrub" },
-        action: { catalog_id: "194836987003835", product_retailer_id: "di9ozbzfi4" }
-      }
-    }
-  },
-  {
-    name: "interactive product_list",
-    request: {
-      type: "interactive",
-      interactive: {
-        type: "product_list",
-        header: { type: "text", text: "Summer picks" },
-        body: { text: "Our best sellers" },
-        action: {
-          catalog_id: "194836987003835",
-          sections: [{ title: "Succulents", product_items: [{ product_retailer_id: "di9ozbzfi4" }, { product_retailer_id: "nqryix03ez" }] }]
-        }
-      }
-    }
-  },
-  {
-    name: "interactive catalog_message",
-    request: {
-      type: "interactive",
-      interactive: {
-        type: "catalog_message",
-        body: { text: "Browse our catalog" },
-        action: { name: "catalog_message", parameters: { thumbnail_product_retailer_id: "di9ozbzfi4" } }
-      }
-    }
-  },
-  {
-    name: "interactive reply buttons (passed through)",
-    request: {
-      type: "interactive",
-      interactive: {
-        type: "button",
-        body: { text: "Confirm?" },
-        action: { buttons: [{ type: "reply", reply: { id: "yes", title: "Yes" } }, { type: "reply", reply: { id: "no", title: "No" } }] }
-      }
-    }
-  },
-  {
-    name: "a reply with context",
-    request: { type: "text", context: { message_id: WAMID }, text: { body: "Replying to you" } }
-  }
-]
 
 layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/messages on the Graph API", (it) => {
   for (const typeCase of typeCases) {
@@ -155,7 +32,7 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
 
         const listed = yield* listMessages(tenant.instanceToken)
         expect(listed.body.total).toBe(1)
-        expect(dataOf(listed.body)).toEqual([{
+        expect(itemsOf(listed.body)).toEqual([{
           id: expect.stringMatching(/^msg_/),
           waMessageId: waIdOf(sent.body),
           to: RECIPIENT,
@@ -259,7 +136,7 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
         details: { upstream: { code: 100, error_subcode: 2494010, fbtrace_id: "AbCdEf123" } }
       })
       const listed = yield* listMessages(tenant.instanceToken)
-      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "failed", waMessageId: null, to: "16505551234", type: "text" })])
+      expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ status: "failed", waMessageId: null, to: "16505551234", type: "text" })])
     }))
 
   it.effect("maps 131030 (recipient not allowed) to a 400 and leaves a failed record in the history", () =>
@@ -284,7 +161,7 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
       expect(sent.body.details).toEqual({ upstream: { code: 131030, fbtrace_id: "Xyz", details: "Recipient phone number not in allowed list" } })
       const failed = yield* listMessages(tenant.instanceToken, "status=failed")
       expect(failed.body.total).toBe(1)
-      expect(dataOf(failed.body)[0]).toMatchObject({ status: "failed", waMessageId: null, to: "16505550000", type: "image", direction: "outbound" })
+      expect(itemsOf(failed.body)[0]).toMatchObject({ status: "failed", waMessageId: null, to: "16505550000", type: "image", direction: "outbound" })
     }))
 
   for (const [code, status, retryAfter] of [[130429, 429, "7"], [131056, 400, undefined], [4, 400, undefined], [80007, 429, "30"]] as const) {
@@ -329,7 +206,7 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
       expect(sent.status).toBe(504)
       expect(sent.body).toMatchObject({ statusCode: 504, error: "upstream_timeout" })
       const listed = yield* listMessages(tenant.instanceToken)
-      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null })])
+      expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null })])
     }))
 
   it.effect("a client that hangs up does not cut its send short: the outcome is still recorded", () =>
@@ -662,6 +539,6 @@ layer(testHubOnFakeGraph())("recording sends when storage fails", (it) => {
       expect(sent.status).toBe(200)
       expect(waIdOf(sent.body)).toMatch(/^wamid\./)
       const listed = yield* listMessages(tenant.instanceToken)
-      expect(dataOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null, to: "16505551234" })])
+      expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null, to: "16505551234" })])
     }))
 })

@@ -1,7 +1,7 @@
 /** Helpers shared by the messaging suites: sending, listing, and waiting for the fake upstream. */
 import { Effect } from "effect"
 import { FakeGraph, type RecordedRequest } from "./FakeGraph.js"
-import { TestHub } from "./TestHub.js"
+import { itemsOf, TestHub } from "./TestHub.js"
 
 export const sendMessage = (token: string, json: unknown, headers?: Record<string, string>) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/messages", { token, json, ...(headers === undefined ? {} : { headers }) }))
@@ -29,18 +29,136 @@ export const untilSendsReach = (phoneNumberId: string, count: number) =>
     return yield* Effect.dieMessage(`the fake upstream never received ${count} send(s) for ${phoneNumberId}`)
   })
 
-export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
-/** The `data` array of a list answer. */
-export const dataOf = (body: Readonly<Record<string, unknown>>): ReadonlyArray<Record<string, unknown>> =>
-  Array.isArray(body.data) ? body.data.filter(isRecord) : []
-
 /** The `details[].field` names of a validation answer. */
 export const fieldsOf = (body: Readonly<Record<string, unknown>>): ReadonlyArray<string> =>
-  Array.isArray(body.details) ? body.details.filter(isRecord).map((d) => String(d.field)) : []
+  itemsOf(body, "details").map((d) => String(d.field))
 
 /** The first upstream message id of a send answer. */
-export const waIdOf = (body: Readonly<Record<string, unknown>>): string => {
-  const messages = Array.isArray(body.messages) ? body.messages.filter(isRecord) : []
-  return String(messages[0]?.id)
+export const waIdOf = (body: Readonly<Record<string, unknown>>): string => String(itemsOf(body, "messages")[0]?.id)
+
+/** An upstream message id in the real format, for replies and reactions. */
+export const WAMID = "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3"
+
+/** One send of every message type, as the request gives it and as the upstream must receive it. */
+export interface TypeCase {
+  readonly name: string
+  /** The request body (without `to`, which is always "+16505551234"). */
+  readonly request: Record<string, unknown>
+  /** What the upstream must receive besides messaging_product, recipient_type and to; the request itself when absent. */
+  readonly upstream?: Record<string, unknown>
 }
+
+const templateRequest = {
+  type: "template",
+  template: {
+    name: "order_update",
+    language: { code: "en_US" },
+    components: [
+      { type: "header", parameters: [{ type: "image", image: { link: "https://example.com/h.jpg" } }] },
+      {
+        type: "body",
+        parameters: [
+          { type: "text", text: "Mark" },
+          { type: "currency", currency: { fallback_value: "$100.99", code: "USD", amount_1000: 100990 } }
+        ]
+      },
+      { type: "button", sub_type: "quick_reply", index: 0, parameters: [{ type: "payload", payload: "STOP_UPDATES" }] },
+      { type: "button", sub_type: "url", index: "1", parameters: [{ type: "text", text: "order/860198" }] }
+    ]
+  }
+}
+
+export const typeCases: ReadonlyArray<TypeCase> = [
+  { name: "text", request: { type: "text", text: { body: "Yes, it comes in blue.", preview_url: false } } },
+  { name: "image by link", request: { type: "image", image: { link: "https://example.com/p.jpg", caption: "Blue variant" } } },
+  { name: "image by id", request: { type: "image", image: { id: "1037543291543636" } } },
+  { name: "audio", request: { type: "audio", audio: { id: "1037543291543636" } } },
+  { name: "video", request: { type: "video", video: { link: "https://example.com/v.mp4", caption: "How it works" } } },
+  {
+    name: "document",
+    request: { type: "document", document: { id: "1037543291543636", filename: "invoice.pdf", caption: "Your invoice" } }
+  },
+  { name: "sticker", request: { type: "sticker", sticker: { id: "798882015472548" } } },
+  {
+    name: "location",
+    request: { type: "location", location: { latitude: 37.44216, longitude: "-122.16153", name: "Philz Coffee", address: "101 Forest Ave" } },
+    upstream: { type: "location", location: { latitude: 37.44216, longitude: -122.16153, name: "Philz Coffee", address: "101 Forest Ave" } }
+  },
+  {
+    name: "contacts",
+    request: {
+      type: "contacts",
+      contacts: [{
+        name: { formatted_name: "Barbara J. Johnson", first_name: "Barbara", last_name: "Johnson" },
+        phones: [{ phone: "+1 (940) 555-1234", type: "HOME", wa_id: "19405551234" }],
+        emails: [{ email: "bjohnson@example.com", type: "WORK" }],
+        org: { company: "Lucky Shrub", title: "Manager" }
+      }]
+    }
+  },
+  { name: "reaction", request: { type: "reaction", reaction: { message_id: WAMID, emoji: "\u{1F44D}" } } },
+  {
+    name: "template with header image, body text and url button",
+    request: templateRequest,
+    upstream: {
+      type: "template",
+      template: {
+        ...templateRequest.template,
+        components: templateRequest.template.components.map((c) => ("index" in c ? { ...c, index: String(c.index) } : c))
+      }
+    }
+  },
+  {
+    name: "interactive product",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "product",
+        body: { text: "Check this out" },
+        footer: { text: "Lucky Shrub" },
+        action: { catalog_id: "194836987003835", product_retailer_id: "di9ozbzfi4" }
+      }
+    }
+  },
+  {
+    name: "interactive product_list",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "product_list",
+        header: { type: "text", text: "Summer picks" },
+        body: { text: "Our best sellers" },
+        action: {
+          catalog_id: "194836987003835",
+          sections: [{ title: "Succulents", product_items: [{ product_retailer_id: "di9ozbzfi4" }, { product_retailer_id: "nqryix03ez" }] }]
+        }
+      }
+    }
+  },
+  {
+    name: "interactive catalog_message",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "catalog_message",
+        body: { text: "Browse our catalog" },
+        action: { name: "catalog_message", parameters: { thumbnail_product_retailer_id: "di9ozbzfi4" } }
+      }
+    }
+  },
+  {
+    name: "interactive reply buttons (passed through)",
+    request: {
+      type: "interactive",
+      interactive: {
+        type: "button",
+        body: { text: "Confirm?" },
+        action: { buttons: [{ type: "reply", reply: { id: "yes", title: "Yes" } }, { type: "reply", reply: { id: "no", title: "No" } }] }
+      }
+    }
+  },
+  {
+    name: "a reply with context",
+    request: { type: "text", context: { message_id: WAMID }, text: { body: "Replying to you" } }
+  }
+]
