@@ -7,6 +7,9 @@ import { join } from "node:path"
 
 const main = join(import.meta.dirname, "..", "src", "main.ts")
 
+/** Each case starts several Bun processes; on a busy 2-core machine that takes seconds. */
+const CLI_TEST_TIMEOUT = 120_000
+
 const run = (env: Record<string, string>, ...args: Array<string>) => {
   const result = Bun.spawnSync([process.execPath, main, ...args], {
     env: { ...process.env, HUB_LOG_LEVEL: "warn", ...env },
@@ -54,7 +57,7 @@ describe("hub CLI", () => {
     expect(instanceToken.exitCode).toBe(0)
     expect(json(instanceToken.stdout)).toMatchObject({ name: "bot", instance_id: instanceId })
     expect(String(json(instanceToken.stdout).token)).toMatch(/^mhk_/)
-  })
+  }, CLI_TEST_TIMEOUT)
 
   it("refuses bad arguments with a message and a non-zero exit", () => {
     const env = freshDb()
@@ -79,7 +82,7 @@ describe("hub CLI", () => {
       expect(result.exitCode, args.join(" ")).not.toBe(0)
       expect(result.stdout + result.stderr, args.join(" ")).toMatch(message)
     }
-  })
+  }, CLI_TEST_TIMEOUT)
 
   it("stops at start on a bad setting, naming the variable", () => {
     const env = freshDb()
@@ -97,7 +100,7 @@ describe("hub CLI", () => {
       expect(result.exitCode, name).toBe(1)
       expect(result.stderr, name).toContain(name)
     }
-  })
+  }, CLI_TEST_TIMEOUT)
 
   it("serve in sandbox mode bootstraps a demo tenancy once, with working printed tokens", async () => {
     const env = freshDb()
@@ -145,5 +148,5 @@ describe("hub CLI", () => {
     expect(db.query("SELECT COUNT(*) AS n FROM organizations").get()).toEqual({ n: 1 })
     expect(db.query("SELECT COUNT(*) AS n FROM instances").get()).toEqual({ n: 1 })
     db.close()
-  })
+  }, CLI_TEST_TIMEOUT)
 })
