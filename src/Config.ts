@@ -20,6 +20,8 @@ export interface HubSettings {
   readonly webhookTimeout: Duration.Duration
   readonly webhookRetry: ReadonlyArray<Duration.Duration>
   readonly webhookAllowPrivate: boolean
+  /** How long finished deliveries, their attempts, events and unrouted changes are kept. */
+  readonly retention: Duration.Duration
   /** Deliveries in flight at once, overall and per webhook. */
   readonly dispatchConcurrency: number
   readonly dispatchPerWebhook: number
@@ -180,6 +182,7 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
   dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
+  retention: duration("HUB_RETENTION", "30d"),
   sendRatePerSecond: sendRate,
   sessionTtl: duration("HUB_SESSION_TTL", "12h"),
   graphTimeout: duration("HUB_GRAPH_TIMEOUT", "30s"),

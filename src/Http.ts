@@ -28,7 +28,7 @@ import { TemplatesHttpLive } from "./Templates/Http.js"
 import { SqlLive } from "./Sql/Client.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
-import { DispatcherLive, EventsServicesLive, SandboxEventsLive } from "./Events/Layer.js"
+import { DispatcherLive, EventsServicesLive, RetentionScheduleLive, SandboxEventsLive } from "./Events/Layer.js"
 import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
 
@@ -70,9 +70,10 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
 
 /** The whole hub on the given HttpServer layer, exposing its services and server (tests use them). */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut, E, R>) =>
-  // The dispatcher starts with the server and drains in-flight deliveries when it stops.
+  // The dispatcher and the retention pruner start with the server; the dispatcher drains when it stops.
   HttpLive.pipe(
     Layer.merge(DispatcherLive),
+    Layer.merge(RetentionScheduleLive),
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).

@@ -22,3 +22,12 @@ export const GraphId = Schema.String.pipe(
 export const newId = (prefix: string): string => `${prefix}_${Bun.randomUUIDv7()}`
 
 export const nowIso = (): string => new Date().toISOString()
+
+/**
+ * The smallest id `newId(prefix)` can make at `atMillis`: a UUIDv7 starts with its millisecond time,
+ * so ids below this one were all made earlier, and time ranges are primary-key ranges.
+ */
+export const idFloor = (prefix: string, atMillis: number): string => {
+  const time = Math.max(0, Math.floor(atMillis)).toString(16).padStart(12, "0")
+  return `${prefix}_${time.slice(0, 8)}-${time.slice(8)}`
+}

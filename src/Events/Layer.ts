@@ -1,4 +1,4 @@
-/** The events services: ingress with its stores, webhooks, the URL policy and the dispatcher's wake-up signal. */
+/** The events services: ingress with its stores, webhooks, the URL policy, the dispatcher's wake-up signal and retention. */
 import { Layer } from "effect"
 import { MessagesRepoLive } from "../Messages/Repo.js"
 import { WebhooksRepoLive } from "../Webhooks/Repo.js"
@@ -6,10 +6,12 @@ import { UrlPolicyLive } from "../Webhooks/UrlPolicy.js"
 import { DispatchSignalLive } from "./DispatchSignal.js"
 import { IngressLive } from "./Ingress.js"
 import { OutboxRepoLive } from "./Outbox.js"
+import { RetentionLive } from "./Retention.js"
 
-export const EventsServicesLive = IngressLive.pipe(
+export const EventsServicesLive = Layer.merge(IngressLive, RetentionLive).pipe(
   Layer.provideMerge(Layer.mergeAll(OutboxRepoLive, WebhooksRepoLive, UrlPolicyLive, DispatchSignalLive, MessagesRepoLive))
 )
 
 export { DispatcherLive } from "./Dispatcher.js"
+export { RetentionScheduleLive } from "./Retention.js"
 export { SandboxEventsLive } from "./SandboxFeed.js"

@@ -41,6 +41,8 @@ export default Effect.gen(function*() {
     event_id TEXT NOT NULL,
     received_at TEXT NOT NULL
   )`
+  // Retention deletes an event's dedupe keys with it.
+  yield* sql`CREATE INDEX event_changes_event ON event_changes (event_id)`
   yield* sql`CREATE TABLE unrouted_events (
     id TEXT PRIMARY KEY,
     phone_number_id TEXT,

@@ -1,0 +1,100 @@
+/**
+ * Retention: what the hub no longer needs is deleted once older than HUB_RETENTION: finished
+ * deliveries (succeeded, dead, cancelled) with their attempts, events no delivery refers to any more
+ * with their dedupe keys, unrouted changes, and early status events no send ever claimed. Message
+ * records are the customer's history and are kept. Ids are time-ordered (a prefix and a UUIDv7), so
+ * "older than" is a primary-key range; deletes go in small batches so the single SQLite connection
+ * is never held long.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { HubConfig } from "../Config.js"
+import { idFloor } from "../Domain/Ids.js"
+
+const BATCH = 500
+
+/** An event's deliveries are written in its transaction, so they are at most moments younger than it. */
+const EVENT_MARGIN_MS = 60_000
+
+export interface PruneCounts {
+  readonly deliveries: number
+  readonly events: number
+  readonly unrouted: number
+  readonly earlyStatuses: number
+}
+
+export class Retention extends Context.Tag("Retention")<Retention, {
+  /** Deletes what was finished before `cutoffMillis` (epoch milliseconds). */
+  readonly prune: (cutoffMillis: number) => Effect.Effect<PruneCounts>
+}>() {}
+
+export const RetentionLive = Layer.effect(
+  Retention,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** Repeats a batch (one transaction each) until it deletes less than a full batch; returns the total. */
+    const inBatches = <E>(batch: Effect.Effect<number, E>) =>
+      Effect.iterate({ total: 0, last: BATCH }, {
+        while: (state) => state.last === BATCH,
+        body: (state) => Effect.map(batch, (last) => ({ total: state.total + last, last }))
+      }).pipe(Effect.map((state) => state.total))
+
+    const deliveries = (below: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const finished = sql`SELECT id FROM deliveries WHERE id < ${below} AND status IN ('succeeded', 'dead', 'cancelled')
+          ORDER BY id LIMIT ${BATCH}`
+        yield* sql`DELETE FROM delivery_attempts WHERE delivery_id IN (${finished})`
+        return (yield* sql<{ readonly id: string }>`DELETE FROM deliveries WHERE id IN (${finished}) RETURNING id`).length
+      }))
+
+    const events = (below: string, deliveriesBelow: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        // Deliveries left below the cutoff are the unfinished ones, few: the check walks only those.
+        const unreferenced = sql`SELECT e.id FROM events e WHERE e.id < ${below}
+          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id < ${deliveriesBelow} AND d.event_id = e.id)
+          ORDER BY e.id LIMIT ${BATCH}`
+        yield* sql`DELETE FROM event_changes WHERE event_id IN (${unreferenced})`
+        return (yield* sql<{ readonly id: string }>`DELETE FROM events WHERE id IN (${unreferenced}) RETURNING id`).length
+      }))
+
+    const unrouted = (below: string) =>
+      sql<{ readonly id: string }>`DELETE FROM unrouted_events
+        WHERE id IN (SELECT id FROM unrouted_events WHERE id < ${below} ORDER BY id LIMIT ${BATCH}) RETURNING id`.pipe(
+        Effect.map((rows) => rows.length)
+      )
+
+    const earlyStatuses = (before: string) =>
+      sql<{ readonly n: number }>`DELETE FROM message_status_backlog WHERE status_at < ${before} RETURNING 1 AS n`.pipe(
+        Effect.map((rows) => rows.length)
+      )
+
+    return Retention.of({
+      prune: (cutoffMillis) =>
+        Effect.all({
+          deliveries: inBatches(deliveries(idFloor("dlv", cutoffMillis))),
+          events: inBatches(events(idFloor("evt", cutoffMillis - EVENT_MARGIN_MS), idFloor("dlv", cutoffMillis))),
+          unrouted: inBatches(unrouted(idFloor("unr", cutoffMillis))),
+          earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString())
+        }).pipe(Effect.orDie)
+    })
+  })
+)
+
+/** Prunes a minute after start, then every hour, for as long as the server runs. */
+export const RetentionScheduleLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const retention = yield* Retention
+    const pruneOnce = Effect.gen(function*() {
+      const counts = yield* retention.prune(Date.now() - Duration.toMillis(config.retention))
+      if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses > 0) {
+        yield* Effect.logInfo("Retention pruned old records", counts)
+      }
+    }).pipe(Effect.catchAllCause((cause) => Effect.logError("Retention pruning failed; it runs again within the hour", cause)))
+    yield* Effect.sleep("1 minute").pipe(
+      Effect.zipRight(Effect.repeat(pruneOnce, Schedule.spaced("1 hour"))),
+      Effect.forkScoped
+    )
+  })
+)
