@@ -10,6 +10,7 @@ import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
 import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
 import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
+import { UnroutedRepo } from "./Events/Unrouted.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
@@ -129,6 +130,15 @@ const tokenCreate = Command.make("create", {
     })
   }))
 
+const eventsUnrouted = Command.make("unrouted", {
+  limit: Options.integer("limit").pipe(Options.withDefault(100))
+}, ({ limit }) =>
+  Effect.gen(function*() {
+    if (limit < 1 || limit > 10_000) return yield* new CliError({ message: "--limit must be a whole number from 1 to 10000" })
+    const changes = yield* Effect.flatMap(UnroutedRepo, (repo) => repo.list(limit))
+    yield* printJson({ data: changes })
+  })).pipe(Command.withDescription("Upstream changes for phone numbers no instance is bound to, newest first"))
+
 const hub = Command.make("hub").pipe(
   Command.withDescription("Messaging Hub: an HTTP gateway in front of the WhatsApp Business Cloud API"),
   Command.withSubcommands([
@@ -137,7 +147,8 @@ const hub = Command.make("hub").pipe(
     Command.make("org").pipe(Command.withSubcommands([orgCreate]), Command.provide(ServicesLive)),
     Command.make("instance").pipe(Command.withSubcommands([instanceCreate]), Command.provide(ServicesLive)),
     Command.make("session").pipe(Command.withSubcommands([sessionCreate]), Command.provide(ServicesLive)),
-    Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive))
+    Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive)),
+    Command.make("events").pipe(Command.withSubcommands([eventsUnrouted]), Command.provide(ServicesLive))
   ])
 )
 

@@ -102,7 +102,7 @@ describe("hub CLI", () => {
     }
   }, CLI_TEST_TIMEOUT)
 
-  it("serve in sandbox mode bootstraps a demo tenancy once, with working printed tokens", async () => {
+  it("serve in sandbox mode bootstraps a demo tenancy once, with working printed tokens; unrouted changes are listed", async () => {
     const env = freshDb()
     const serveOnce = async () => {
       const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() })
@@ -141,8 +141,22 @@ describe("hub CLI", () => {
     expect(((await instances.json()) as { data: Array<unknown> }).data).toHaveLength(1)
     const tokens = await fetch(`${second.base}/api/auth/api-tokens`, { headers: { authorization: `Bearer ${sessionToken}` } })
     expect(tokens.status).toBe(200)
+    // A change for a number no instance is bound to is kept aside; the operator lists it with the CLI.
+    const unrouted = {
+      object: "whatsapp_business_account",
+      entry: [{ id: "424242", changes: [{ field: "messages", value: { metadata: { phone_number_id: "777000111" }, statuses: [] } }] }]
+    }
+    const posted = await fetch(`${second.base}/upstream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(unrouted) })
+    expect(posted.status).toBe(200)
     const secondOutput = await second.stop()
     expect(secondOutput).not.toContain("Sandbox ready")
+
+    const listed = run(env, "events", "unrouted", "--limit", "5")
+    expect(listed.exitCode).toBe(0)
+    expect(json(listed.stdout)).toMatchObject({
+      data: [{ phone_number_id: "777000111", waba_id: "424242", field: "messages", change: { field: "messages" } }]
+    })
+    expect(run(env, "events", "unrouted", "--limit", "0").stderr).toContain("--limit must be a whole number")
 
     const db = new Database(env.HUB_DB, { readonly: true })
     expect(db.query("SELECT COUNT(*) AS n FROM organizations").get()).toEqual({ n: 1 })

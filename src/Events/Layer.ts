@@ -7,8 +7,9 @@ import { DispatchSignalLive } from "./DispatchSignal.js"
 import { IngressLive } from "./Ingress.js"
 import { OutboxRepoLive } from "./Outbox.js"
 import { RetentionLive } from "./Retention.js"
+import { UnroutedRepoLive } from "./Unrouted.js"
 
-export const EventsServicesLive = Layer.merge(IngressLive, RetentionLive).pipe(
+export const EventsServicesLive = Layer.mergeAll(IngressLive, RetentionLive, UnroutedRepoLive).pipe(
   Layer.provideMerge(Layer.mergeAll(OutboxRepoLive, WebhooksRepoLive, UrlPolicyLive, DispatchSignalLive, MessagesRepoLive))
 )
 

@@ -1,0 +1,41 @@
+/** Upstream changes for phone numbers no instance is bound to, kept aside for the operator (`hub events unrouted`). */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+
+export interface UnroutedChange {
+  readonly id: string
+  readonly phone_number_id: string | null
+  readonly waba_id: string | null
+  readonly field: string | null
+  readonly change: unknown
+  readonly received_at: string
+}
+
+interface UnroutedRow {
+  readonly id: string
+  readonly phone_number_id: string | null
+  readonly waba_id: string | null
+  readonly field: string | null
+  readonly change_json: string
+  readonly received_at: string
+}
+
+export class UnroutedRepo extends Context.Tag("UnroutedRepo")<UnroutedRepo, {
+  /** The newest `limit` unrouted changes, newest first. */
+  readonly list: (limit: number) => Effect.Effect<ReadonlyArray<UnroutedChange>>
+}>() {}
+
+export const UnroutedRepoLive = Layer.effect(
+  UnroutedRepo,
+  Effect.map(SqlClient.SqlClient, (sql) =>
+    UnroutedRepo.of({
+      list: (limit) =>
+        sql<UnroutedRow>`SELECT id, phone_number_id, waba_id, field, change_json, received_at
+          FROM unrouted_events ORDER BY id DESC LIMIT ${limit}`.pipe(
+          Effect.map((rows) =>
+            rows.map(({ change_json, ...row }) => ({ ...row, change: JSON.parse(change_json) }))
+          ),
+          Effect.orDie
+        )
+    }))
+)
