@@ -1,6 +1,5 @@
 /** The HTTP server: HubApi with its handlers, Swagger UI at /docs, OpenAPI at /openapi.json. */
 import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
-import { BunHttpServer } from "@effect/platform-bun"
 import { Effect, Layer } from "effect"
 import { HubApi } from "./Api.js"
 import { AuthHttpLive } from "./Auth/Http.js"
@@ -8,6 +7,9 @@ import { AuthenticationLive } from "./Auth/Middleware.js"
 import { TokensRepoLive } from "./Auth/Repo.js"
 import { TokenResolverLive } from "./Auth/TokenResolver.js"
 import { HubConfig } from "./Config.js"
+import { type HotRoutes, hubServer } from "./FastLane.js"
+import { UpstreamEventsFastRouteLive } from "./Events/FastRoute.js"
+import { SendFastRouteLive } from "./Messages/FastRoute.js"
 import { HealthHttpLive } from "./Health/Http.js"
 import { HttpEdgeLive } from "./HttpMiddleware.js"
 import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
@@ -33,7 +35,8 @@ import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
 
 /** Repositories and services over the database named by the config. */
-export const ServicesLive = MessagesServicesLive.pipe(
+export const ServicesLive = TokenResolverLive.pipe(
+  Layer.provideMerge(MessagesServicesLive),
   Layer.provideMerge(InstanceAccessLive),
   Layer.provideMerge(UpstreamLive.pipe(Layer.provide(SandboxEventsLive))),
   Layer.provideMerge(EventsServicesLive),
@@ -49,15 +52,17 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive]),
-  Layer.provide(AuthenticationLive),
-  Layer.provide(TokenResolverLive)
+  Layer.provide(AuthenticationLive)
 )
 
-/** The server bound to HOST and PORT from the config. */
+/** The server bound to HOST and PORT from the config, with the fast lane's routes. */
 export const ServerLive = Layer.unwrapEffect(
   // Bun's default maxRequestBodySize (128 MB) bounds bodies; uploads declare larger ones at their own limits (Media/BodyLimit).
-  Effect.map(HubConfig, (config) => BunHttpServer.layer({ port: config.port, hostname: config.host }))
+  Effect.map(HubConfig, (config) => hubServer({ port: config.port, hostname: config.host }))
 )
+
+/** The hot endpoints served on the fast lane, beside HttpApi (see FastLane.ts). */
+const FastLaneLive = Layer.mergeAll(SendFastRouteLive, UpstreamEventsFastRouteLive)
 
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
 export const HttpLive = HttpApiBuilder.serve().pipe(
@@ -68,10 +73,11 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
   HttpServer.withLogAddress
 )
 
-/** The whole hub on the given HttpServer layer, exposing its services and server (tests use them). */
-export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut, E, R>) =>
+/** The whole hub on the given server layer (`hubServer`), exposing its services and server (tests use them). */
+export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>) =>
   // The dispatcher and the retention pruner start with the server; the dispatcher drains when it stops.
   HttpLive.pipe(
+    Layer.merge(FastLaneLive),
     Layer.merge(DispatcherLive),
     Layer.merge(RetentionScheduleLive),
     Layer.provideMerge(server),

@@ -59,7 +59,16 @@ export const validationResponse = (issues: ReadonlyArray<FieldIssue>) =>
     details: issues
   })
 
-const failureResponse = (failure: unknown, request: HttpServerRequest.HttpServerRequest) => {
+/** What the edge knows of a request, from HttpApi's request or a fast-lane Request alike. */
+export interface RequestLine {
+  readonly method: string
+  /** The path and query as received (the query is never logged). */
+  readonly url: string
+  /** The caller's `x-request-id`, if any. */
+  readonly requestId: string | undefined
+}
+
+const failureResponse = (failure: unknown, request: RequestLine) => {
   if (isHubError(failure)) return Option.some(hubErrorResponse(failure))
   if (hasTag(failure, "HttpApiDecodeError") && Predicate.hasProperty(failure, "issues") && isDecodeIssues(failure.issues)) {
     return Option.some(validationResponse(fieldIssues(failure.issues)))
@@ -91,20 +100,16 @@ const defectResponse = (defect: unknown) => {
 
 const internalError = errorResponse({ statusCode: 500, message: "Internal Server Error" })
 
-/** Renders every failure of the API the same way; unexpected ones are logged and become a bare 500. */
-const renderFailures = (app: HttpApp.Default) =>
-  Effect.catchAllCause(app, (cause) =>
-    Effect.gen(function*() {
-      if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const rendered = Option.orElse(
-        Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
-        () => Option.flatMap(Cause.dieOption(cause), defectResponse)
-      )
-      if (Option.isSome(rendered)) return rendered.value
-      yield* Effect.logError("Unhandled failure", cause)
-      return internalError
-    }))
+/** Renders every failure the same way; unexpected ones are logged and become a bare 500. */
+const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, request: RequestLine) =>
+  Effect.catchAllCause(answer, (cause) => {
+    if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+    const rendered = Option.orElse(
+      Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
+      () => Option.flatMap(Cause.dieOption(cause), defectResponse)
+    )
+    return Option.isSome(rendered) ? Effect.succeed(rendered.value) : Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+  })
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
@@ -114,31 +119,43 @@ let requestSequence = 0
 const nextRequestId = () => `${processPrefix}-${(++requestSequence).toString(36)}`
 
 /**
- * The edge of every request: errors rendered as JSON, an `x-request-id` (the caller's when sane),
+ * The edge of one request: failures rendered as JSON, an `x-request-id` (the caller's when sane),
  * and, when info logs are on, one access-log line (never the query string or headers, which may
- * carry secrets). Handler logs carry the request id.
+ * carry secrets). Handler logs carry the request id. Fails only when interrupted.
  */
+export const atEdge = <E, R>(
+  request: RequestLine,
+  logRequests: boolean,
+  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> => {
+  const offered = request.requestId
+  const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
+  const started = performance.now()
+  const respond = Effect.map(renderFailures(answer, request), (response) => HttpServerResponse.setHeader(response, "x-request-id", requestId))
+  if (!logRequests) return Effect.annotateLogs(respond, "requestId", requestId)
+  return Effect.annotateLogs(
+    Effect.tap(respond, (response) =>
+      Effect.logInfo("request").pipe(Effect.annotateLogs({
+        method: request.method,
+        path: request.url.split("?")[0],
+        status: response.status,
+        durationMs: Math.round((performance.now() - started) * 10) / 10
+      }))),
+    "requestId",
+    requestId
+  )
+}
+
+/** The edge around every request HttpApi serves. */
 export const edge = (logRequests: boolean) => (app: HttpApp.Default): HttpApp.Default =>
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-    const offered = request.headers["x-request-id"]
-    const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
-    const started = performance.now()
-    const respond = Effect.map(renderFailures(app), (response) => HttpServerResponse.setHeader(response, "x-request-id", requestId))
-    if (!logRequests) return Effect.annotateLogs(respond, "requestId", requestId)
-    return Effect.annotateLogs(
-      Effect.tap(respond, (response) =>
-        Effect.logInfo("request").pipe(Effect.annotateLogs({
-          method: request.method,
-          path: request.url.split("?")[0],
-          status: response.status,
-          durationMs: Math.round((performance.now() - started) * 10) / 10
-        }))),
-      "requestId",
-      requestId
-    )
+    return atEdge({ method: request.method, url: request.url, requestId: request.headers["x-request-id"] }, logRequests, app)
   })
 
+/** Whether the access log is on: info-level logging. */
+export const logsRequests = (config: { readonly logLevel: LogLevel.LogLevel }) => LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel)
+
 export const HttpEdgeLive = Layer.unwrapEffect(
-  Effect.map(HubConfig, (config) => HttpApiBuilder.middleware(edge(LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel))))
+  Effect.map(HubConfig, (config) => HttpApiBuilder.middleware(edge(logsRequests(config))))
 )

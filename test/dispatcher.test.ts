@@ -6,7 +6,7 @@
  */
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { BunHttpServer } from "@effect/platform-bun"
+import { hubServer } from "../src/FastLane.js"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Schema, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -487,7 +487,7 @@ describe("graceful shutdown", () => {
       const stuck = yield* makeReceiver((_, index) => (index === 0 ? "hang" : { status: 200 }))
       const hubWith = (logging: Layer.Layer<never>) =>
         TestHubLive.pipe(
-          Layer.provideMerge(hubLayer(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" }))),
+          Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
           Layer.provideMerge(hubConfigWith(settings)),
           Layer.provide(logging)
         )

@@ -5,7 +5,7 @@
 import { HttpApiMiddleware, HttpApiSecurity, HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Schema } from "effect"
 import { Forbidden, Unauthorized } from "../Domain/Errors.js"
-import { CurrentPrincipal, type TokenKind } from "../Domain/Principal.js"
+import { CurrentPrincipal, type Principal, type TokenKind } from "../Domain/Principal.js"
 import { AccessPolicy, refusal } from "./Access.js"
 import { TokenResolver } from "./TokenResolver.js"
 
@@ -28,21 +28,29 @@ const allowedKinds = (route: HttpRouter.Route<unknown, unknown>): ReadonlyArray<
   return allowed
 }
 
+/** The principal behind an Authorization header, if its token kind may use an endpoint allowing `allowed`. */
+export const authenticateBearer = (resolver: TokenResolver["Type"]) =>
+(authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Effect.Effect<Principal, Unauthorized | Forbidden> => {
+  // The header itself is read rather than a decoded value, so the scheme is checked too.
+  const match = BEARER.exec(authorization ?? "")
+  if (match === null || match[1] === undefined) return Effect.fail(new Unauthorized())
+  return Effect.flatMap(resolver.resolve(match[1]), (principal) =>
+    allowed.includes(principal.kind)
+      ? Effect.succeed(principal)
+      : Effect.fail(new Forbidden({ message: refusal(principal.kind, allowed), error: "forbidden_token_kind" })))
+}
+
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
-    const resolver = yield* TokenResolver
+    const check = authenticateBearer(yield* TokenResolver)
     // Runs on every protected request: plain combinators, one context read, no generator.
-    const authenticate = Effect.contextWithEffect((context: Context.Context<HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext>) => {
-      // The header is read here rather than from the decoded value so the scheme is checked too.
-      const match = BEARER.exec(Context.get(context, HttpServerRequest.HttpServerRequest).headers.authorization ?? "")
-      if (match === null || match[1] === undefined) return Effect.fail(new Unauthorized())
-      const allowed = allowedKinds(Context.get(context, HttpRouter.RouteContext).route)
-      return Effect.flatMap(resolver.resolve(match[1]), (principal) =>
-        allowed.includes(principal.kind)
-          ? Effect.succeed(principal)
-          : Effect.fail(new Forbidden({ message: refusal(principal.kind, allowed), error: "forbidden_token_kind" })))
-    })
+    const authenticate = Effect.contextWithEffect((context: Context.Context<HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext>) =>
+      check(
+        Context.get(context, HttpServerRequest.HttpServerRequest).headers.authorization,
+        allowedKinds(Context.get(context, HttpRouter.RouteContext).route)
+      )
+    )
     return Authentication.of({ bearer: () => authenticate })
   })
 )

@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Redacted } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
@@ -19,10 +19,33 @@ const utf8 = new TextDecoder()
 
 const tooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
 
+/**
+ * POST /upstream/events: the signature is checked on the exact bytes before anything is parsed or
+ * stored; the payload is ingested (committed) before the answer. HubApi's handler and the fast lane's
+ * route both run it.
+ */
+export const makeReceiveUpstream = Effect.gen(function*() {
+  const config = yield* HubConfig
+  const ingress = yield* Ingress
+  const appSecret = Option.map(config.appSecret, Redacted.value)
+  return (contentLength: string | undefined, readBody: Effect.Effect<ArrayBuffer>, signature: string | undefined) =>
+    Effect.gen(function*() {
+      if (Number(contentLength ?? 0) > MAX_UPSTREAM_BODY) return yield* tooLarge
+      const body = new Uint8Array(yield* readBody)
+      if (body.byteLength > MAX_UPSTREAM_BODY) return yield* tooLarge
+      if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) return yield* new Unauthorized()
+      const payload = parseJsonObject(utf8.decode(body))
+      if (payload === undefined) {
+        return yield* new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
+      }
+      return HttpServerResponse.unsafeJson(yield* ingress.ingest(payload))
+    })
+})
+
 export const UpstreamEventsHttpLive = HttpApiBuilder.group(HubApi, "upstreamEvents", (handlers) =>
   Effect.gen(function*() {
     const config = yield* HubConfig
-    const ingress = yield* Ingress
+    const receive = yield* makeReceiveUpstream
     return handlers
       .handle("verify", ({ urlParams }) =>
         Effect.gen(function*() {
@@ -40,22 +63,7 @@ export const UpstreamEventsHttpLive = HttpApiBuilder.group(HubApi, "upstreamEven
           return urlParams["hub.challenge"] ?? ""
         }))
       .handleRaw("receive", ({ request }) =>
-        Effect.gen(function*() {
-          if (Number(request.headers["content-length"] ?? 0) > MAX_UPSTREAM_BODY) return yield* tooLarge
-          const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
-          if (body.byteLength > MAX_UPSTREAM_BODY) return yield* tooLarge
-          // The signature covers the exact bytes, so it is checked before anything is parsed or stored.
-          if (Option.isSome(config.appSecret)) {
-            if (!verifyHubSignature(Redacted.value(config.appSecret.value), body, request.headers["x-hub-signature-256"])) {
-              return yield* new Unauthorized()
-            }
-          }
-          const payload = parseJsonObject(utf8.decode(body))
-          if (payload === undefined) {
-            return yield* new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
-          }
-          return yield* ingress.ingest(payload)
-        }))
+        receive(request.headers["content-length"], Effect.orDie(request.arrayBuffer), request.headers["x-hub-signature-256"]))
   }))
 
 const contentOf = (inbound: typeof SandboxInbound.Type) => {

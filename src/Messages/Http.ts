@@ -2,11 +2,12 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { BadRequest } from "../Domain/Errors.js"
-import { CurrentPrincipal } from "../Domain/Principal.js"
+import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
 import type { DateBound } from "./Api.js"
 import { type ListFilter, type MessageRow, MessagesRepo } from "./Repo.js"
+import type { SendMessageRequest } from "./MessageSchemas.js"
 import { MessageSender } from "./Send.js"
 
 const toRecord = (row: MessageRow) => ({
@@ -42,25 +43,32 @@ const sameBound = (a: DateBound, b: DateBound) => a.iso === b.iso && a.day === b
 const untilBound = (end: DateBound) =>
   end.day ? { at: new Date(Date.parse(end.iso) + 86_400_000).toISOString(), inclusive: false } : { at: end.iso, inclusive: true }
 
+/** POST /api/messages for an authenticated caller: HubApi's handler and the fast lane's route both run it. */
+export const makeSendMessage = Effect.gen(function*() {
+  const sender = yield* MessageSender
+  const access = yield* InstanceAccess
+  return (principal: Principal, payload: SendMessageRequest, idempotencyKey: string | undefined) =>
+    Effect.flatMap(access.resolve(principal, { phoneNumberId: payload.phone_number_id }), (instance) =>
+      Effect.map(sender.send(instance, payload, idempotencyKey), (outcome) =>
+        // The upstream's answer as it came, whatever fields it has; rendered directly (the hot path
+        // skips re-encoding it through SendMessageResponse, which only documents it).
+        outcome._tag === "Sent"
+          ? HttpServerResponse.unsafeJson(outcome.response)
+          : HttpServerResponse.text(outcome.body, {
+            status: outcome.statusCode,
+            contentType: "application/json",
+            headers: { "idempotent-replayed": "true" }
+          })))
+})
+
 export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handlers) =>
   Effect.gen(function*() {
-    const sender = yield* MessageSender
+    const sendMessage = yield* makeSendMessage
     const repo = yield* MessagesRepo
     const access = yield* InstanceAccess
     return handlers
       .handle("send", ({ headers, payload }) =>
-        Effect.gen(function*() {
-          const instance = yield* access.resolve(yield* CurrentPrincipal, { phoneNumberId: payload.phone_number_id })
-          const outcome = yield* sender.send(instance, payload, headers["idempotency-key"])
-          // The upstream's answer as it came, whatever fields it has; rendered directly (the hot path
-          // skips re-encoding it through SendMessageResponse, which only documents it).
-          if (outcome._tag === "Sent") return HttpServerResponse.unsafeJson(outcome.response)
-          return HttpServerResponse.text(outcome.body, {
-            status: outcome.statusCode,
-            contentType: "application/json",
-            headers: { "idempotent-replayed": "true" }
-          })
-        }))
+        Effect.flatMap(CurrentPrincipal, (principal) => sendMessage(principal, payload, headers["idempotency-key"])))
       .handle("list", ({ urlParams: query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

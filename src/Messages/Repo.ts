@@ -155,15 +155,45 @@ export const MessagesRepoLive = Layer.effect(
           WHERE NOT EXISTS (SELECT 1 FROM messages WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId})
           ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
 
-    /** The highest-ranked early event of an upstream message id, for the record being accepted. */
-    const early = (waMessageId: string) =>
-      sql`message_status_backlog b WHERE b.instance_id = messages.instance_id AND b.wa_message_id = ${waMessageId}
-          ORDER BY b.status_rank DESC LIMIT 1`
+    /**
+     * Applies the highest-ranked early event of an accepted record, forward only: an event that
+     * arrived between the acceptance and this statement has already moved the record itself.
+     */
+    const applyEarly = (id: string, waMessageId: string) =>
+      sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()}
+          FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
+                WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
+                ORDER BY status_rank DESC LIMIT 1) AS b
+          WHERE messages.id = ${id}
+            AND (CASE messages.status WHEN 'pending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END) < b.status_rank`
+
+    /** Sends' records, many per statement (see WriteBatcher: the group writers). */
+    const insertOutbound = batcher.group((rows: ReadonlyArray<MessageRow>) =>
+      Effect.as(sql`INSERT INTO messages ${sql.insert(rows.map((row) => ({ ...row, updated_at: row.created_at })))}`, rows)
+    )
+
+    /**
+     * Acceptances, many per statement. Status events rarely beat the acceptance, so the statement
+     * also says for which records any did, and only those get a second one (applyEarly), inside the
+     * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
+     */
+    const acceptAll = batcher.group((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number }>`UPDATE messages
+            SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
+            FROM json_each(${JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId })))}) AS a
+            WHERE messages.id = a.value ->> 'id'
+            RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
+              WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
+        yield* Effect.forEach(rows, (row) => row.early === 1 ? applyEarly(row.id, row.wa_message_id) : Effect.void, { discard: true })
+        return accepted.map(() => undefined)
+      })
+    )
 
     return MessagesRepo.of({
       createOutbound: (input) => {
         const now = nowIso()
-        const row: MessageRow = {
+        return insertOutbound({
           id: newId("msg"),
           organization_id: input.organizationId,
           instance_id: input.instanceId,
@@ -175,18 +205,9 @@ export const MessagesRepoLive = Layer.effect(
           status: "pending",
           error: null,
           created_at: now
-        }
-        return batcher.runStatement(sql`INSERT INTO messages ${sql.insert({ ...row, updated_at: now })}`).pipe(Effect.as(row))
+        })
       },
-      // One statement: a status that arrived before the acceptance (kept in the backlog) is applied with it.
-      markAccepted: (id, waMessageId) =>
-        batcher.runStatement(sql`UPDATE messages SET
-            wa_message_id = ${waMessageId},
-            status = COALESCE((SELECT b.status FROM ${early(waMessageId)}), status),
-            status_at = COALESCE((SELECT b.status_at FROM ${early(waMessageId)}), status_at),
-            error = (SELECT b.error FROM ${early(waMessageId)}),
-            updated_at = ${nowIso()}
-          WHERE id = ${id}`).pipe(Effect.asVoid),
+      markAccepted: (id, waMessageId) => acceptAll({ id, waMessageId }),
       markRefused: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),

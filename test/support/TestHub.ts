@@ -3,7 +3,7 @@
  * and helpers to call it and to seed tenancy. Every assertion goes through real HTTP.
  */
 import { HttpServer } from "@effect/platform"
-import { BunHttpServer } from "@effect/platform-bun"
+import { hubServer } from "../../src/FastLane.js"
 import { Context, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { TokensRepo } from "../../src/Auth/Repo.js"
 import { type HubSettings, hubConfigWith } from "../../src/Config.js"
@@ -76,7 +76,7 @@ export const TestHubLive = Layer.effect(
 /** A hub with test settings (in-memory database, sandbox upstream) merged with the given ones. */
 export const testHub = (settings: Partial<HubSettings> = {}) =>
   TestHubLive.pipe(
-    Layer.provideMerge(hubLayer(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" }))),
+    Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
     Layer.provideMerge(hubConfigWith({ databaseFile: ":memory:", ...settings })),
     Layer.provide(Logger.minimumLogLevel(LogLevel.None))
   )
