@@ -60,6 +60,10 @@ export const WriteBatcherLive = Layer.scoped(
       const settles: Array<Settle> = []
       return sql.withTransaction(Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })).pipe(
         Effect.exit,
+        // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
+        // @effect/sql does not roll it back: the next batch could not begin, and a plain write in
+        // between would join the doomed transaction. "No transaction is active" is fine here.
+        Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
         Effect.map((committed) => {
           const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
           for (const settle of settles) settle(failure)
@@ -117,10 +121,10 @@ export const WriteBatcherLive = Layer.scoped(
         execute: Effect.suspend(() => {
           const taken = members
           members = []
-          return sql.withTransaction(writeAll(taken.map((m) => m.item))).pipe(
-            Effect.flatMap((answers) =>
-              answers.length === taken.length ? Effect.succeed(answers.map(Exit.succeed)) : Effect.dieMessage("a write group answered too few items")
-            ),
+          // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
+          const writeTogether = Effect.flatMap(writeAll(taken.map((m) => m.item)), (answers) =>
+            answers.length === taken.length ? Effect.succeed(answers.map(Exit.succeed)) : Effect.dieMessage("a write group answered too few items"))
+          return sql.withTransaction(writeTogether).pipe(
             Effect.catchAllCause(() => writeEach(taken)),
             Effect.map((outcomes) => (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
               taken.forEach((member, i) => member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure)))
