@@ -76,9 +76,28 @@ const pathOf = (url: string) => url.slice(url.indexOf("/", url.indexOf("//") + 2
 
 const malformedJson = new BadRequest({ message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
 
-/** The request body as JSON (HttpApi reads bodies without a content type as JSON too). */
-export const jsonBody = (request: Request): Effect.Effect<unknown, BadRequest> =>
-  Effect.tryPromise({ try: () => request.json(), catch: () => malformedJson })
+const formFields = (form: FormData) => {
+  const fields: Record<string, FormDataEntryValue> = {}
+  form.forEach((value, name) => {
+    fields[name] = value
+  })
+  return fields
+}
+
+const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest> => Effect.tryPromise({ try: read, catch: () => malformedJson })
+
+/**
+ * The body as HttpApi reads it for a schema payload, by content type: JSON when it says JSON or says
+ * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike).
+ */
+export const requestPayload = (request: Request): Effect.Effect<unknown, BadRequest> => {
+  const contentType = (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
+  if (contentType.includes("application/json")) return readBody(() => request.json())
+  if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await request.formData()))
+  if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await request.text())))
+  if (contentType.startsWith("text/")) return readBody(() => request.text())
+  return readBody(async () => new Uint8Array(await request.arrayBuffer()))
+}
 
 /** Decodes with `schema` as HttpApi does: a failure lists every field issue and renders as a 400. */
 export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {

@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { AccessPolicy } from "../Auth/Access.js"
 import { authenticateBearer } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
-import { decodeWith, installHotRoute, jsonBody } from "../FastLane.js"
+import { decodeWith, installHotRoute, requestPayload } from "../FastLane.js"
 import { SendHeaders } from "./Api.js"
 import { makeSendMessage } from "./Http.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
@@ -18,7 +18,7 @@ export const SendFastRouteLive = Layer.scopedDiscard(
     yield* installHotRoute("POST /api/messages", (request) =>
       Effect.gen(function*() {
         const principal = yield* authenticate(request.headers.get("authorization") ?? undefined, allowed)
-        const payload = yield* Effect.flatMap(jsonBody(request), decodePayload)
+        const payload = yield* Effect.flatMap(requestPayload(request), decodePayload)
         const key = request.headers.get("idempotency-key")
         const headers = yield* decodeHeaders(key === null ? {} : { "idempotency-key": key })
         return yield* sendMessage(principal, payload, headers["idempotency-key"])
