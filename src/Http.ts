@@ -27,6 +27,7 @@ import { MessagesServicesLive } from "./Messages/Layer.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
+import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
@@ -78,6 +79,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
   // The dispatcher and the retention pruner start with the server; the dispatcher drains when it stops.
   HttpLive.pipe(
     Layer.merge(FastLaneLive),
+    Layer.merge(CheckpointerLive),
     Layer.merge(DispatcherLive),
     Layer.merge(RetentionScheduleLive),
     Layer.provideMerge(server),
