@@ -2,23 +2,34 @@
  * WAL checkpoints off the request path. By default SQLite checkpoints inside whichever COMMIT
  * crosses 1,000 WAL pages: under load that COMMIT takes 5–15 ms instead of 0.3 ms (measured), and
  * every request waiting on the group commit waits with it. A worker thread with its own connection
- * checkpoints instead (CheckpointWorker.ts), so the hub's connection turns its own checkpoints off.
- * If the worker cannot start or fails, SQLite's automatic checkpoints are turned back on.
+ * checkpoints instead (CheckpointWorker.ts); once it has done its first, the hub's connection turns
+ * its own checkpoints off. If the worker cannot start or later fails, they are turned back on.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Runtime } from "effect"
-import { pathToFileURL } from "node:url"
+import { Duration, Effect, Layer, Runtime } from "effect"
+import { existsSync } from "node:fs"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import { HubConfig } from "../Config.js"
 
 /**
- * The worker's module, found from the entry point (src/main.ts): in the single binary this module is
- * bundled into main, so its own URL would not lead there. The build embeds the worker beside main.
+ * The worker's module: beside this one when running from source; in the single binary this module
+ * is bundled into main, and the build embeds the worker at its source path below main's.
  */
-const workerFile = new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
+const besideThis = new URL("./CheckpointWorker.ts", import.meta.url)
+const workerFile = existsSync(fileURLToPath(besideThis)) ? besideThis : new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
 
 /** The WAL file is cut back to this size when a checkpoint lets it restart. */
 const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+
+const READY_TIMEOUT = Duration.seconds(5)
+
+type WorkerSays = { readonly _tag: "Ready" } | { readonly _tag: "Failed"; readonly reason: string }
+
+const said = (message: unknown): WorkerSays =>
+  typeof message === "object" && message !== null && "ready" in message
+    ? { _tag: "Ready" }
+    : { _tag: "Failed", reason: typeof message === "object" && message !== null && "error" in message ? String(message.error) : String(message) }
 
 export const CheckpointerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
@@ -26,16 +37,22 @@ export const CheckpointerLive = Layer.scopedDiscard(
     if (config.databaseFile === ":memory:") return
     const sql = yield* SqlClient.SqlClient
     const automatic = Effect.ignoreLogged(sql.unsafe("PRAGMA wal_autocheckpoint = 1000"))
+    const fallBack = (reason: string) =>
+      Effect.zipRight(Effect.logWarning("WAL checkpoints are back inside commits", { reason }), automatic)
     const worker = yield* Effect.acquireRelease(
       Effect.sync(() => new Worker(workerFile, { workerData: { file: config.databaseFile } })),
       (worker) => Effect.zipRight(Effect.promise(() => worker.terminate()), automatic)
     )
+    const first = yield* Effect.async<WorkerSays>((resume) => {
+      worker.once("message", (message: unknown) => resume(Effect.succeed(said(message))))
+      worker.once("error", (error) => resume(Effect.succeed({ _tag: "Failed", reason: String(error) })))
+    }).pipe(Effect.timeoutTo({ duration: READY_TIMEOUT, onTimeout: (): WorkerSays => ({ _tag: "Failed", reason: "no first checkpoint in time" }), onSuccess: (s) => s }))
+    if (first._tag === "Failed") return yield* fallBack(first.reason)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    const fallBack = (reason: string) =>
-      runFork(Effect.zipRight(Effect.logWarning("WAL checkpoints are back inside commits", { reason }), automatic))
-    worker.on("error", (error) => fallBack(String(error)))
+    worker.on("error", (error) => runFork(fallBack(String(error))))
     worker.on("message", (message: unknown) => {
-      if (typeof message === "object" && message !== null && "error" in message) fallBack(String(message.error))
+      const says = said(message)
+      if (says._tag === "Failed") runFork(fallBack(says.reason))
     })
     yield* sql.unsafe(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
     yield* sql.unsafe("PRAGMA wal_autocheckpoint = 0")
