@@ -137,14 +137,17 @@ export const MessagesRepoLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
 
+    /** A record's status as its rank (statusRank), in SQL. */
+    const rankWhens = messageStatuses.map((status) => `WHEN '${status}' THEN ${statusRank[status]}`).join(" ")
+    const rankOf = (column: string) => sql.literal(`(CASE ${column} ${rankWhens} END)`)
+
     /** Moves an outbound record forward by one status event; false when unknown, late or repeated. */
     const moveForward = (update: StatusUpdate) =>
       sql<{ readonly id: string }>`UPDATE messages
           SET status = ${update.status}, status_at = ${update.at}, updated_at = ${nowIso()},
               error = COALESCE(${update.error === undefined ? null : JSON.stringify(update.error)}, error)
           WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId} AND direction = 'outbound'
-            AND (CASE status WHEN 'pending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)
-                < ${statusRank[update.status]}
+            AND ${rankOf("status")} < ${statusRank[update.status]}
           RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 
     /** Keeps an event for a message id no record has yet: its send is still being recorded as accepted. */
@@ -165,7 +168,7 @@ export const MessagesRepoLive = Layer.effect(
                 WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
                 ORDER BY status_rank DESC LIMIT 1) AS b
           WHERE messages.id = ${id}
-            AND (CASE messages.status WHEN 'pending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END) < b.status_rank`
+            AND ${rankOf("messages.status")} < b.status_rank`
 
     /** Sends' records, many per statement (see WriteBatcher: the group writers). */
     const insertOutbound = batcher.group((rows: ReadonlyArray<MessageRow>) =>

@@ -16,8 +16,10 @@ import { HubConfig } from "../Config.js"
  * The worker's module: beside this one when running from source; in the single binary this module
  * is bundled into main, and the build embeds the worker at its source path below main's.
  */
-const besideThis = new URL("./CheckpointWorker.ts", import.meta.url)
-const workerFile = existsSync(fileURLToPath(besideThis)) ? besideThis : new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
+const workerFile = () => {
+  const besideThis = new URL("./CheckpointWorker.ts", import.meta.url)
+  return existsSync(fileURLToPath(besideThis)) ? besideThis : new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
+}
 
 /** The WAL file is cut back to this size when a checkpoint lets it restart. */
 const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
@@ -40,7 +42,7 @@ export const CheckpointerLive = Layer.scopedDiscard(
     const fallBack = (reason: string) =>
       Effect.zipRight(Effect.logWarning("WAL checkpoints are back inside commits", { reason }), automatic)
     const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => new Worker(workerFile, { workerData: { file: config.databaseFile } })),
+      Effect.sync(() => new Worker(workerFile(), { workerData: { file: config.databaseFile } })),
       (worker) => Effect.zipRight(Effect.promise(() => worker.terminate()), automatic)
     )
     const first = yield* Effect.async<WorkerSays>((resume) => {
