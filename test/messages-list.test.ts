@@ -370,4 +370,22 @@ layer(testHub())("list query plans", (it) => {
       const counted = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM messages WHERE organization_id = ${tenant.organizationId}`
       expect(counted[0]?.n).toBe(60)
     }))
+
+  it.effect("status events find their record through the upstream id index, which leaves out pending sends", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, Array.from({ length: 10 }, (_, i) => ({ id: `msg_w${i}`, createdAt: `2026-06-01T00:00:0${i}.000Z` })))
+      // The index is partial (migration 0004): an equality on wa_message_id must still select it. The
+      // status UPDATE's WHERE is planned alike (EXPLAIN of a write leaves bun:sqlite's statement open).
+      const update = yield* planOf({
+        compile: () => [
+          "SELECT id FROM messages WHERE instance_id = ? AND wa_message_id = ? AND direction = 'outbound'",
+          [tenant.instanceId, "wamid.x"]
+        ]
+      })
+      expect(update).toEqual([expect.stringMatching(/^SEARCH messages USING INDEX messages_instance_wa_message \(instance_id=\? AND wa_message_id=\?\)$/)])
+      const indexed = yield* sql<{ readonly sql: string }>`SELECT sql FROM sqlite_master WHERE name = 'messages_instance_wa_message'`
+      expect(indexed[0]?.sql).toContain("WHERE wa_message_id IS NOT NULL")
+    }))
 })

@@ -221,6 +221,7 @@ export const MessagesRepoLive = Layer.effect(
         Effect.flatMap(moveForward(update), (moved) => moved ? Effect.succeed(true) : Effect.as(keepEarly(update), false)),
       recordInbound: (message) => {
         const now = nowIso()
+        // The upstream id index covers only records that have one (migration 0004): the target says so.
         return sql<{ readonly id: string }>`INSERT INTO messages ${
           sql.insert({
             id: newId("msg"),
@@ -237,7 +238,7 @@ export const MessagesRepoLive = Layer.effect(
             created_at: message.at,
             updated_at: now
           })
-        } ON CONFLICT (instance_id, wa_message_id) DO NOTHING RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+        } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
       },
       findById: (id) =>
         sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE id = ${id}`.pipe(
