@@ -44,6 +44,8 @@ export interface HubSettings {
   readonly sandboxStatusDelay: Duration.Duration
   readonly logLevel: LogLevel.LogLevel
   readonly logFormat: LogFormat
+  /** Resident memory above which the hub collects garbage early (MemoryTarget.ts); 0 turns that off. */
+  readonly memoryTargetMb: number
 }
 
 export class HubConfig extends Context.Tag("HubConfig")<HubConfig, HubSettings>() {}
@@ -137,6 +139,11 @@ const sendRate = Config.integer("HUB_SEND_RATE").pipe(
   Config.validate({ message: "Expected HUB_SEND_RATE to be a whole number of messages per second from 1 to 1000", validation: (n) => n >= 1 && n <= 1000 })
 )
 
+const memoryTarget = Config.integer("HUB_MEMORY_TARGET_MB").pipe(
+  Config.withDefault(200),
+  Config.validate({ message: "Expected HUB_MEMORY_TARGET_MB to be a whole number of megabytes, or 0 for no target", validation: (n) => n >= 0 })
+)
+
 const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
   Config.withDefault("https://graph.facebook.com/v23.0"),
   Config.validate({ message: "Expected HUB_GRAPH_URL to be an http(s) URL", validation: (url) => URL.canParse(url) && /^https?:/.test(url) }),
@@ -191,7 +198,8 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   sandboxApprovalDelay: duration("HUB_SANDBOX_APPROVAL_DELAY", "10s"),
   sandboxStatusDelay: duration("HUB_SANDBOX_STATUS_DELAY", "1s"),
   logLevel,
-  logFormat: Config.literal("pretty", "json")("HUB_LOG_FORMAT").pipe(Config.withDefault<LogFormat>("pretty"))
+  logFormat: Config.literal("pretty", "json")("HUB_LOG_FORMAT").pipe(Config.withDefault<LogFormat>("pretty")),
+  memoryTargetMb: memoryTarget
 }).pipe(
   // Real access tokens must be encrypted with a key the operator keeps; only the sandbox may make its own.
   Config.mapOrFail((settings) =>

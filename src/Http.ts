@@ -27,6 +27,7 @@ import { MessagesServicesLive } from "./Messages/Layer.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
+import { MemoryTargetLive } from "./MemoryTarget.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
@@ -82,6 +83,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     Layer.merge(CheckpointerLive),
     Layer.merge(DispatcherLive),
     Layer.merge(RetentionScheduleLive),
+    Layer.merge(MemoryTargetLive),
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).

@@ -93,7 +93,8 @@ describe("hub CLI", () => {
         [{ HUB_SECRET_KEY: "too-short" }, "HUB_SECRET_KEY"],
         [{ HUB_UPSTREAM: "graph" }, "HUB_SECRET_KEY"],
         [{ HUB_WEBHOOK_RETRY: "1s,often" }, "HUB_WEBHOOK_RETRY"],
-        [{ HUB_LOG_LEVEL: "loud" }, "HUB_LOG_LEVEL"]
+        [{ HUB_LOG_LEVEL: "loud" }, "HUB_LOG_LEVEL"],
+        [{ HUB_MEMORY_TARGET_MB: "-1" }, "HUB_MEMORY_TARGET_MB"]
       ] as const
     ) {
       const result = run({ ...env, ...bad }, "serve")

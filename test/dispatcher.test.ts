@@ -475,7 +475,8 @@ describe("graceful shutdown", () => {
       const settings = {
         databaseFile: join(folder, "hub.sqlite"),
         webhookTimeout: Duration.seconds(20),
-        dispatchDrainTimeout: Duration.millis(300)
+        dispatchDrainTimeout: Duration.millis(300),
+        memoryTargetMb: 0
       }
       const draining = yield* Deferred.make<void>()
       const answerQuick = yield* Deferred.make<void>()

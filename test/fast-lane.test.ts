@@ -80,6 +80,7 @@ const hubs = PlainHubLive.pipe(
   Layer.provideMerge(FastLaneHitsLive),
   Layer.provideMerge(hubConfigWith({
     databaseFile: ":memory:",
+    memoryTargetMb: 0,
     appSecret: Option.some(Redacted.make(APP_SECRET)),
     verifyToken: Option.some(Redacted.make(VERIFY_TOKEN)),
     // No sandbox status events during these tests: they would move the records under the assertions.

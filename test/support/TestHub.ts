@@ -77,7 +77,8 @@ export const TestHubLive = Layer.effect(
 export const testHub = (settings: Partial<HubSettings> = {}) =>
   TestHubLive.pipe(
     Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
-    Layer.provideMerge(hubConfigWith({ databaseFile: ":memory:", ...settings })),
+    // Many hubs share the test process, whose memory says nothing about any one of them.
+    Layer.provideMerge(hubConfigWith({ databaseFile: ":memory:", memoryTargetMb: 0, ...settings })),
     Layer.provide(Logger.minimumLogLevel(LogLevel.None))
   )
 
