@@ -6,7 +6,7 @@
  *   bun scripts/bench.ts                 full run (about 10 s per scenario)
  *   bun scripts/bench.ts --quick         a few seconds in all (CI runs this so the script cannot rot)
  *   bun scripts/bench.ts --seconds 20 --out bench-results.json
- *   bun scripts/bench.ts --warmup 0         no warm-up (default 2 s, 0 with --quick)
+ *   bun scripts/bench.ts --warmup 0      no warm-up (default 2 s, 0 with --quick)
  *
  * Scenarios: baseline (hub GET /health vs a bare Bun.serve), send path (POST /api/messages through
  * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
@@ -155,10 +155,12 @@ const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFracti
 if (scenarios.has("baseline")) {
   const hub = await startHub({})
   const bare = await startScript("bare-server.ts")
-  await warmUp("load.ts", { url: `${hub.base}/health`, method: "GET", connections: CONNECTIONS })
-  await warmUp("load.ts", { url: `http://127.0.0.1:${bare.port}/health`, method: "GET", connections: CONNECTIONS })
-  const [hubHealth, rss] = await peakRss(hub.pid, runJson<LoadResult>("load.ts", { url: `${hub.base}/health`, method: "GET", connections: CONNECTIONS, seconds }))
-  const bareHealth = await runJson<LoadResult>("load.ts", { url: `http://127.0.0.1:${bare.port}/health`, method: "GET", connections: CONNECTIONS, seconds })
+  const hubLoad = { url: `${hub.base}/health`, method: "GET", connections: CONNECTIONS }
+  const bareLoad = { url: `http://127.0.0.1:${bare.port}/health`, method: "GET", connections: CONNECTIONS }
+  await warmUp("load.ts", hubLoad)
+  await warmUp("load.ts", bareLoad)
+  const [hubHealth, rss] = await peakRss(hub.pid, runJson<LoadResult>("load.ts", { ...hubLoad, seconds }))
+  const bareHealth = await runJson<LoadResult>("load.ts", { ...bareLoad, seconds })
   results.baseline = { hubHealth, bareHealth, hubPeakRssMb: rss, hubToBare: hubHealth.rps / bareHealth.rps }
   rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(rss)])
   rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-"])

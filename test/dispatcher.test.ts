@@ -12,14 +12,13 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Webhook } from "standardwebhooks"
-import { hubConfigWith } from "../src/Config.js"
 import { OutboxRepo, OutboxRepoLive } from "../src/Events/Outbox.js"
 import { afterFailure, parseRetryAfter } from "../src/Events/RetryPolicy.js"
 import { hubLayer } from "../src/Http.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
-import { seedTenant, type Tenant, TestHub, testHub, TestHubLive, itemsOf } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub, testHub, testHubConfig, TestHubLive, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const TIMEOUT_MS = 500
@@ -475,8 +474,7 @@ describe("graceful shutdown", () => {
       const settings = {
         databaseFile: join(folder, "hub.sqlite"),
         webhookTimeout: Duration.seconds(20),
-        dispatchDrainTimeout: Duration.millis(300),
-        memoryTargetMb: 0
+        dispatchDrainTimeout: Duration.millis(300)
       }
       const draining = yield* Deferred.make<void>()
       const answerQuick = yield* Deferred.make<void>()
@@ -489,7 +487,7 @@ describe("graceful shutdown", () => {
       const hubWith = (logging: Layer.Layer<never>) =>
         TestHubLive.pipe(
           Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
-          Layer.provideMerge(hubConfigWith(settings)),
+          Layer.provideMerge(testHubConfig(settings)),
           Layer.provide(logging)
         )
 

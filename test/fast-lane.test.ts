@@ -9,10 +9,9 @@ import { expect, layer } from "@effect/vitest"
 import { HttpMiddleware } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { hubConfigWith } from "../src/Config.js"
 import { type HotRoute, HotRoutes, hubServer } from "../src/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
-import { type HttpResult, itemsOf, type RequestOptions, seedTenant, type Tenant, TestHub, TestHubLive } from "./support/TestHub.js"
+import { type HttpResult, itemsOf, type RequestOptions, seedTenant, type Tenant, TestHub, testHubConfig, TestHubLive } from "./support/TestHub.js"
 import { envelope, signBody, status, statusChange } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "fast-lane-app-secret"
@@ -78,9 +77,8 @@ const hubs = PlainHubLive.pipe(
   Layer.provideMerge(TestHubLive),
   Layer.provideMerge(hubLayer(countingHubServer)),
   Layer.provideMerge(FastLaneHitsLive),
-  Layer.provideMerge(hubConfigWith({
+  Layer.provideMerge(testHubConfig({
     databaseFile: ":memory:",
-    memoryTargetMb: 0,
     appSecret: Option.some(Redacted.make(APP_SECRET)),
     verifyToken: Option.some(Redacted.make(VERIFY_TOKEN)),
     // No sandbox status events during these tests: they would move the records under the assertions.

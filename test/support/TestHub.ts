@@ -74,11 +74,15 @@ export const TestHubLive = Layer.effect(
 )
 
 /** A hub with test settings (in-memory database, sandbox upstream) merged with the given ones. */
+/** A hub's settings in tests: the environment's, with these overrides and no memory target. */
+export const testHubConfig = (settings: Partial<HubSettings>) =>
+  // Many hubs share the test process, whose memory says nothing about any one of them.
+  hubConfigWith({ memoryTargetMb: 0, ...settings })
+
 export const testHub = (settings: Partial<HubSettings> = {}) =>
   TestHubLive.pipe(
     Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
-    // Many hubs share the test process, whose memory says nothing about any one of them.
-    Layer.provideMerge(hubConfigWith({ databaseFile: ":memory:", memoryTargetMb: 0, ...settings })),
+    Layer.provideMerge(testHubConfig({ databaseFile: ":memory:", ...settings })),
     Layer.provide(Logger.minimumLogLevel(LogLevel.None))
   )
 

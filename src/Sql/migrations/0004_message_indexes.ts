@@ -10,7 +10,8 @@ import { Effect } from "effect"
  * - the newest-first indexes are ascending: new records land at the end of their range, where B-tree
  *   pages fill, instead of at its start, where they split half empty. Both databases walk an index
  *   backwards for ORDER BY … DESC (a test checks the plans).
- * Together they took a send's SQLite time from about 70 to 50 µs (scripts/bench.ts).
+ * Together they took a send's SQLite time from about 70 to 50 µs (statement timings under the
+ * benchmark's send load).
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
