@@ -6,7 +6,7 @@ import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
-import { type ListFilter, listQueries, MessagesRepo } from "../src/Messages/Repo.js"
+import { type InboundMessage, type ListFilter, listQueries, MessagesRepo, type StatusUpdate, storedRecordsQuery } from "../src/Messages/Repo.js"
 import { fieldsOf, listMessages } from "./support/Messages.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
@@ -48,6 +48,14 @@ const seedRecords = (owner: { readonly organizationId: OrganizationId; readonly 
       }`
     }
   })
+
+/** One status event, applied as a group of one. */
+const applyStatus = (update: StatusUpdate) =>
+  Effect.flatMap(MessagesRepo, (repo) => Effect.map(repo.applyChanges([{ _tag: "Status", update }]), ([moved]) => moved))
+
+/** One inbound message, recorded as a group of one. */
+const recordInbound = (message: InboundMessage) =>
+  Effect.flatMap(MessagesRepo, (repo) => Effect.map(repo.applyChanges([{ _tag: "Inbound", message }]), ([recorded]) => recorded))
 
 const idsOf = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((record) => record.id)
 
@@ -206,11 +214,10 @@ layer(testHub())("GET /api/messages", (it) => {
 layer(testHub())("message records for the events feature", (it) => {
   it.effect("status events move a record forward only, in one conditional update", () =>
     Effect.gen(function*() {
-      const repo = yield* MessagesRepo
       const tenant = yield* seedTenant()
       yield* seedRecords(tenant, [{ id: "msg_s1", createdAt: "2026-06-01T00:00:00.000Z", status: "pending", waMessageId: "wamid.S1" }])
       const apply = (status: "sent" | "delivered" | "read" | "failed") =>
-        repo.applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.S1", status, at: "2026-06-01T00:00:05.000Z" })
+        applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.S1", status, at: "2026-06-01T00:00:05.000Z" })
       const statusNow = Effect.map(listMessages(tenant.instanceToken, "waMessageId=wamid.S1"), (r) => itemsOf(r.body)[0]?.status)
 
       expect(yield* apply("sent")).toBe(true)
@@ -221,18 +228,17 @@ layer(testHub())("message records for the events feature", (it) => {
       expect(yield* apply("failed")).toBe(false)
       expect(yield* statusNow).toBe("read")
       // Unknown ids and other instances' ids change nothing.
-      expect(yield* repo.applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.nope", status: "sent", at: "2026-06-01T00:00:00.000Z" })).toBe(
+      expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.nope", status: "sent", at: "2026-06-01T00:00:00.000Z" })).toBe(
         false
       )
       const other = yield* seedTenant()
-      expect(yield* repo.applyStatus({ instanceId: other.instanceId, waMessageId: "wamid.S1", status: "failed", at: "2026-06-01T00:00:00.000Z" })).toBe(
+      expect(yield* applyStatus({ instanceId: other.instanceId, waMessageId: "wamid.S1", status: "failed", at: "2026-06-01T00:00:00.000Z" })).toBe(
         false
       )
     }))
 
   it.effect("failed is reached from any state but read, keeps the upstream error, and is never left for a lower state", () =>
     Effect.gen(function*() {
-      const repo = yield* MessagesRepo
       const sql = yield* SqlClient.SqlClient
       const tenant = yield* seedTenant()
       yield* seedRecords(tenant, [
@@ -241,10 +247,10 @@ layer(testHub())("message records for the events feature", (it) => {
       ])
       const error = [{ code: 131047, title: "Re-engagement message" }]
       const fail = (waMessageId: string) =>
-        repo.applyStatus({ instanceId: tenant.instanceId, waMessageId, status: "failed", at: "2026-06-02T00:01:00.000Z", error })
+        applyStatus({ instanceId: tenant.instanceId, waMessageId, status: "failed", at: "2026-06-02T00:01:00.000Z", error })
       expect(yield* fail("wamid.X1")).toBe(true)
       expect(yield* fail("wamid.X2")).toBe(true)
-      expect(yield* repo.applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.X2", status: "delivered", at: "2026-06-02T00:02:00.000Z" })).toBe(
+      expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.X2", status: "delivered", at: "2026-06-02T00:02:00.000Z" })).toBe(
         false
       )
       const failed = yield* listMessages(tenant.instanceToken, "status=failed")
@@ -255,7 +261,6 @@ layer(testHub())("message records for the events feature", (it) => {
 
   it.effect("an inbound message is recorded once, with the sender as `to`, and duplicates are ignored", () =>
     Effect.gen(function*() {
-      const repo = yield* MessagesRepo
       const tenant = yield* seedTenant()
       const other = yield* seedTenant()
       const inbound = {
@@ -266,10 +271,10 @@ layer(testHub())("message records for the events feature", (it) => {
         type: "image",
         at: "2026-06-03T08:30:00.000Z"
       }
-      expect(yield* repo.recordInbound(inbound)).toBe(true)
-      expect(yield* repo.recordInbound(inbound)).toBe(false)
+      expect(yield* recordInbound(inbound)).toBe(true)
+      expect(yield* recordInbound(inbound)).toBe(false)
       // The same upstream id on another instance is another message.
-      expect(yield* repo.recordInbound({ ...inbound, instanceId: other.instanceId, organizationId: other.organizationId })).toBe(true)
+      expect(yield* recordInbound({ ...inbound, instanceId: other.instanceId, organizationId: other.organizationId })).toBe(true)
 
       const listed = yield* listMessages(tenant.instanceToken, "direction=inbound")
       expect(listed.body.total).toBe(1)
@@ -283,7 +288,7 @@ layer(testHub())("message records for the events feature", (it) => {
         createdAt: "2026-06-03T08:30:00.000Z"
       }])
       // Status events are about outbound messages; an inbound record ignores them.
-      expect(yield* repo.applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.IN1", status: "read", at: "2026-06-03T08:31:00.000Z" })).toBe(
+      expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.IN1", status: "read", at: "2026-06-03T08:31:00.000Z" })).toBe(
         false
       )
     }))
@@ -375,16 +380,20 @@ layer(testHub())("list query plans", (it) => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const tenant = yield* seedTenant()
-      yield* seedRecords(tenant, Array.from({ length: 10 }, (_, i) => ({ id: `msg_w${i}`, createdAt: `2026-06-01T00:00:0${i}.000Z` })))
-      // The index is partial (migration 0004): an equality on wa_message_id must still select it. The
-      // status UPDATE's WHERE is planned alike (EXPLAIN of a write leaves bun:sqlite's statement open).
-      const update = yield* planOf({
-        compile: () => [
-          "SELECT id FROM messages WHERE instance_id = ? AND wa_message_id = ? AND direction = 'outbound'",
-          [tenant.instanceId, "wamid.x"]
-        ]
-      })
-      expect(update).toEqual([expect.stringMatching(/^SEARCH messages USING INDEX messages_instance_wa_message \(instance_id=\? AND wa_message_id=\?\)$/)])
+      yield* seedRecords(tenant, Array.from({ length: 10 }, (_, i) => ({ id: `msg_w${i}`, createdAt: `2026-06-01T00:00:0${i}.000Z`, waMessageId: `wamid.w${i}` })))
+      const other = yield* seedTenant()
+      yield* seedRecords(other, [{ id: "msg_w3_other", createdAt: "2026-06-01T00:00:03.000Z", waMessageId: "wamid.w3" }])
+      // The index is partial (migration 0004): the group's lookup by upstream id must still select it.
+      const named = [{ instanceId: tenant.instanceId, waMessageId: "wamid.x" }, { instanceId: tenant.instanceId, waMessageId: "wamid.y" }]
+      const lookup = yield* planOf(storedRecordsQuery(sql, named))
+      expect(lookup).toEqual([
+        expect.stringMatching(/^SCAN k VIRTUAL TABLE INDEX/),
+        expect.stringMatching(/^SEARCH m USING INDEX messages_instance_wa_message \(instance_id=\? AND wa_message_id=\?\)$/)
+      ])
+      // It finds exactly the named pairs: the same upstream id on another instance is another record.
+      expect(yield* storedRecordsQuery(sql, [...named, { instanceId: tenant.instanceId, waMessageId: "wamid.w3" }])).toEqual([
+        { id: "msg_w3", instance_id: tenant.instanceId, wa_message_id: "wamid.w3", direction: "outbound", status: "sent", error: null }
+      ])
       const indexed = yield* sql<{ readonly sql: string }>`SELECT sql FROM sqlite_master WHERE name = 'messages_instance_wa_message'`
       expect(indexed[0]?.sql).toContain("WHERE wa_message_id IS NOT NULL")
     }))

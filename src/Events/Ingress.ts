@@ -142,11 +142,9 @@ export const IngressLive = Layer.scoped(
           })),
           now
         )
-        for (const r of events.flatMap((e) => e.changes)) {
-          const effects = messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now)
-          yield* Effect.forEach(effects.statuses, messages.applyStatus, { discard: true })
-          yield* Effect.forEach(effects.inbound, messages.recordInbound, { discard: true })
-        }
+        yield* messages.applyChanges(events.flatMap((e) =>
+          e.changes.flatMap((r) => messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now))
+        ))
         const queued = yield* outbox.enqueue(events, now)
         return plans.map((p, i) => {
           const payloadEvents = eventsPerPayload[i] ?? []

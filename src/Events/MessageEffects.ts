@@ -3,6 +3,7 @@
  * (the repository keeps moves forward-only), `messages[]` become inbound records.
  */
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import type { MessageChange } from "../Messages/ChangePlan.js"
 import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
@@ -22,13 +23,13 @@ const isoFromUnix = (value: Json | undefined, fallback: string): string => {
   return Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : fallback
 }
 
-/** The status moves and inbound messages carried by an instance's new changes. */
+/** The status moves and inbound messages carried by an instance's new change: its statuses first, as listed. */
 export const messageEffects = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   change: UpstreamChange,
   receivedAt: string
-): { readonly statuses: ReadonlyArray<StatusUpdate>; readonly inbound: ReadonlyArray<InboundMessage> } => {
-  if (change.field !== undefined && change.field !== "messages") return { statuses: [], inbound: [] }
+): ReadonlyArray<MessageChange> => {
+  if (change.field !== undefined && change.field !== "messages") return []
   const statuses = items(change.value, "statuses").flatMap((s): ReadonlyArray<StatusUpdate> => {
     const id = s.id
     const status = s.status
@@ -54,5 +55,8 @@ export const messageEffects = (
       }]
       : []
   )
-  return { statuses, inbound }
+  return [
+    ...statuses.map((update): MessageChange => ({ _tag: "Status", update })),
+    ...inbound.map((message): MessageChange => ({ _tag: "Inbound", message }))
+  ]
 }

@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
-import { padded, powerOfTwoChunks } from "./SqlShapes.js"
+import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
 
 export interface AcceptedChange {
   readonly dedupeKey: string

@@ -6,18 +6,14 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
+import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 
 export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"] as const
 export type MessageStatus = (typeof messageStatuses)[number]
 export type Direction = "outbound" | "inbound"
-
-/**
- * The order statuses move in. `failed` ranks above every state but `read`, so it is reached from any
- * of them, while `read` (proof of arrival) and `failed` itself are never left for a lower rank.
- */
-const statusRank: Record<MessageStatus, number> = { pending: 0, sent: 1, delivered: 2, failed: 3, read: 4 }
 
 /** Inbound messages reached the business number; no read receipt is tracked for them. */
 export const INBOUND_STATUS: MessageStatus = "delivered"
@@ -89,12 +85,11 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   /** The outcome is unknown (no answer): the record stays pending, with the error noted. */
   readonly noteError: (id: string, error: Json) => Effect.Effect<void, SqlError>
   /**
-   * Applies a status event to the outbound record with that upstream id, forward only, in one
-   * conditional UPDATE. True when the record moved; false when unknown, or the event is late or repeated.
+   * Applies a group's status events and inbound messages as if one by one, in order (see
+   * ChangePlan), with a few statements; run it in a transaction. Per change: true when its status
+   * moved a record (false when unknown, late or repeated), or its inbound message was new.
    */
-  readonly applyStatus: (update: StatusUpdate) => Effect.Effect<boolean>
-  /** Records an inbound message once; true when new, false for a duplicate of the same upstream id. */
-  readonly recordInbound: (message: InboundMessage) => Effect.Effect<boolean>
+  readonly applyChanges: (changes: ReadonlyArray<MessageChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
   readonly list: (filter: ListFilter) => Effect.Effect<{ readonly rows: ReadonlyArray<MessageRow>; readonly total: number }>
 }>() {}
@@ -131,6 +126,18 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
   }
 }
 
+/**
+ * The records a group of changes names, by instance and upstream id: one lookup of the upstream id
+ * index per pair (a test checks the plan).
+ */
+export const storedRecordsQuery = (
+  sql: SqlClient.SqlClient,
+  named: ReadonlyArray<{ readonly instanceId: string; readonly waMessageId: string }>
+) =>
+  sql<StoredRecord>`SELECT m.id, m.instance_id, m.wa_message_id, m.direction, m.status, m.error
+    FROM json_each(${JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId })))}) AS k
+    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'`
+
 export const MessagesRepoLive = Layer.effect(
   MessagesRepo,
   Effect.gen(function*() {
@@ -140,23 +147,6 @@ export const MessagesRepoLive = Layer.effect(
     /** A record's status as its rank (statusRank), in SQL. */
     const rankWhens = messageStatuses.map((status) => `WHEN '${status}' THEN ${statusRank[status]}`).join(" ")
     const rankOf = (column: string) => sql.literal(`(CASE ${column} ${rankWhens} END)`)
-
-    /** Moves an outbound record forward by one status event; false when unknown, late or repeated. */
-    const moveForward = (update: StatusUpdate) =>
-      sql<{ readonly id: string }>`UPDATE messages
-          SET status = ${update.status}, status_at = ${update.at}, updated_at = ${nowIso()},
-              error = COALESCE(${update.error === undefined ? null : JSON.stringify(update.error)}, error)
-          WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId} AND direction = 'outbound'
-            AND ${rankOf("status")} < ${statusRank[update.status]}
-          RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
-
-    /** Keeps an event for a message id no record has yet: its send is still being recorded as accepted. */
-    const keepEarly = (update: StatusUpdate) =>
-      sql`INSERT INTO message_status_backlog (instance_id, wa_message_id, status, status_rank, status_at, error)
-          SELECT ${update.instanceId}, ${update.waMessageId}, ${update.status}, ${statusRank[update.status]}, ${update.at},
-                 ${update.error === undefined ? null : JSON.stringify(update.error)}
-          WHERE NOT EXISTS (SELECT 1 FROM messages WHERE instance_id = ${update.instanceId} AND wa_message_id = ${update.waMessageId})
-          ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
 
     /**
      * Applies the highest-ranked early event of an accepted record, forward only: an event that
@@ -217,29 +207,52 @@ export const MessagesRepoLive = Layer.effect(
       noteError: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
-      applyStatus: (update) =>
-        Effect.flatMap(moveForward(update), (moved) => moved ? Effect.succeed(true) : Effect.as(keepEarly(update), false)),
-      recordInbound: (message) => {
-        const now = nowIso()
-        // The upstream id index covers only records that have one (migration 0004): the target says so.
-        return sql<{ readonly id: string }>`INSERT INTO messages ${
-          sql.insert({
-            id: newId("msg"),
-            organization_id: message.organizationId,
-            instance_id: message.instanceId,
-            direction: "inbound",
-            wa_message_id: message.waMessageId,
-            to_number: null,
-            from_number: message.from,
-            type: message.type,
-            status: INBOUND_STATUS,
-            error: null,
-            status_at: message.at,
-            created_at: message.at,
-            updated_at: now
-          })
-        } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
-      },
+      applyChanges: (changes) =>
+        Effect.gen(function*() {
+          if (changes.length === 0) return []
+          // Read then write inside the caller's transaction: SQLite has one writer at a time (a
+          // Postgres layer would lock the rows it reads with FOR UPDATE).
+          const stored = yield* storedRecordsQuery(sql, namedRecords(changes))
+          const plan = planChanges(changes, stored)
+          const now = nowIso()
+          if (plan.moves.length > 0) {
+            yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
+                error = c.value ->> 'error', updated_at = ${now}
+              FROM json_each(${JSON.stringify(plan.moves)}) AS c
+              WHERE messages.id = c.value ->> 'id'`
+          }
+          yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
+            sql`INSERT INTO message_status_backlog ${
+              sql.insert(chunk.map((e) => ({
+                instance_id: e.instanceId,
+                wa_message_id: e.waMessageId,
+                status: e.status,
+                status_rank: e.rank,
+                status_at: e.at,
+                error: e.error
+              })))
+            } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
+          // The upstream id index covers only records that have one (migration 0004): the target says so.
+          yield* Effect.forEach(powerOfTwoChunks(plan.inbound), (chunk) =>
+            sql`INSERT INTO messages ${
+              sql.insert(chunk.map((message) => ({
+                id: newId("msg"),
+                organization_id: message.organizationId,
+                instance_id: message.instanceId,
+                direction: "inbound",
+                wa_message_id: message.waMessageId,
+                to_number: null,
+                from_number: message.from,
+                type: message.type,
+                status: INBOUND_STATUS,
+                error: null,
+                status_at: message.at,
+                created_at: message.at,
+                updated_at: now
+              })))
+            } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
+          return plan.outcomes
+        }).pipe(Effect.orDie),
       findById: (id) =>
         sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE id = ${id}`.pipe(
           Effect.map((rows) => rows[0]),
