@@ -439,7 +439,7 @@ describe("outbox leases", () => {
     }`
   })
 
-  const lease = (limit: number, skipWebhooks: ReadonlyArray<string> = []) =>
+  const lease = (limit: number, inFlight: ReadonlyMap<string, number> = new Map(), perWebhook = 10) =>
     Effect.flatMap(OutboxRepo, (outbox) => {
       const now = Date.now()
       return outbox.lease({
@@ -447,7 +447,8 @@ describe("outbox leases", () => {
         now: new Date(now).toISOString(),
         leaseUntil: new Date(now + 60_000).toISOString(),
         limit,
-        skipWebhooks
+        perWebhook,
+        inFlight
       })
     }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
 
@@ -457,11 +458,40 @@ describe("outbox leases", () => {
     Effect.gen(function*() {
       yield* seed
       expect(yield* lease(2)).toEqual(["crashed", "fresh_b"])
-      expect(yield* lease(10, ["whk_b"])).toEqual(["fresh", "old_retry"])
+      // A webhook with all its share in flight gets nothing.
+      expect(yield* lease(10, new Map([["whk_b", 10]]))).toEqual(["fresh", "old_retry"])
       expect(yield* lease(10)).toEqual([])
       const outbox = yield* OutboxRepo
       yield* outbox.release("me", ["fresh"])
       expect(yield* lease(10)).toEqual(["fresh"])
+    }).pipe(Effect.provide(outboxLayer)))
+
+  plain.effect("each webhook gets only what its share leaves, so a round never takes rows it cannot start", () =>
+    Effect.gen(function*() {
+      yield* seed
+      const sql = yield* SqlClient.SqlClient
+      const now = new Date().toISOString()
+      const due = (i: number) => new Date(Date.now() - 1000 + i).toISOString()
+      yield* sql`INSERT INTO deliveries ${
+        sql.insert(["a1", "a2", "a3", "b1", "a4", "b2", "b3"].map((id, i) => ({
+          id,
+          webhook_id: id.startsWith("a") ? "whk_a" : "whk_b",
+          event_id: "evt_1",
+          message_id: `msg_${id}`,
+          status: "pending",
+          attempts: 0,
+          next_attempt_at: due(i),
+          created_at: now,
+          updated_at: now
+        })))
+      }`
+      // Share 3: whk_a has one attempt in flight, so two of its rows; whk_b three; oldest first, first attempts before retries.
+      expect(yield* lease(10, new Map([["whk_a", 1]]), 3)).toEqual(["crashed", "a1", "b1", "b2", "b3"])
+      // The rows left behind are still due, for the next round: whk_a's `fresh` would be its fourth.
+      expect(yield* lease(10, new Map(), 3)).toEqual(["a2", "a3", "a4", "fresh_b"])
+      // A limit below the shares still takes the oldest rows first.
+      yield* Effect.flatMap(OutboxRepo, (outbox) => outbox.release("me", "all"))
+      expect(yield* lease(2, new Map(), 3)).toEqual(["crashed", "a1"])
     }).pipe(Effect.provide(outboxLayer)))
 })
 

@@ -105,7 +105,6 @@ export const DispatcherLive = Layer.scopedDiscard(
         overShare = []
         inactive = []
         const free = stopping ? 0 : config.dispatchConcurrency - running
-        const saturated = [...inFlight].filter(([, n]) => n >= config.dispatchPerWebhook).map(([id]) => id)
         const nowMs = Date.now()
         const [failing, leased] = yield* batcher.run(Effect.gen(function*() {
           if (giveBack.length > 0) yield* outbox.release(owner, giveBack)
@@ -116,7 +115,8 @@ export const DispatcherLive = Layer.scopedDiscard(
             now: iso(nowMs),
             leaseUntil: iso(nowMs + leaseMs),
             limit: free,
-            skipWebhooks: saturated
+            perWebhook: config.dispatchPerWebhook,
+            inFlight: new Map(inFlight)
           })
           return [failing, leased] as const
         })).pipe(

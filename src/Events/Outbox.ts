@@ -96,6 +96,16 @@ export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
 
 const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 
+export interface LeaseRequest {
+  readonly owner: string
+  readonly now: string
+  readonly leaseUntil: string
+  readonly limit: number
+  readonly perWebhook: number
+  /** Attempts in flight per webhook id. */
+  readonly inFlight: ReadonlyMap<string, number>
+}
+
 /** An instance an upstream change can be routed to. */
 export interface RouteRow {
   readonly id: InstanceId
@@ -116,14 +126,11 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   readonly insertUnrouted: (changes: ReadonlyArray<UnroutedChange>, now: string) => Effect.Effect<void>
   /** One pending delivery per active webhook of each event's instance; returns how many per event id. */
   readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<ReadonlyMap<string, number>>
-  /** Leases due deliveries, first attempts before retries, skipping the given webhooks. */
-  readonly lease: (input: {
-    readonly owner: string
-    readonly now: string
-    readonly leaseUntil: string
-    readonly limit: number
-    readonly skipWebhooks: ReadonlyArray<string>
-  }) => Effect.Effect<ReadonlyArray<LeasedDelivery>>
+  /**
+   * Leases due deliveries, first attempts before retries, at most `limit` in all and at most
+   * `perWebhook` minus its attempts in flight for each webhook.
+   */
+  readonly lease: (input: LeaseRequest) => Effect.Effect<ReadonlyArray<LeasedDelivery>>
   /** Cancels leased rows whose webhook is no longer active. */
   readonly cancel: (ids: ReadonlyArray<string>) => Effect.Effect<void>
   /** Gives leased rows back so they are taken at once (by this or another process). */
@@ -151,20 +158,30 @@ export const OutboxRepoLive = Layer.effect(
 
     /**
      * Due rows not leased by anyone (or whose lease expired): first attempts, oldest first, then
-     * retries, at most `limit` in all. Each phase is a range of the (status, next_attempt_at) index.
+     * retries, at most `limit` in all. Each phase is a range of the (status, next_attempt_at) index,
+     * read no further than `limit` rows and past webhooks already at their share; of those, each
+     * webhook keeps only what its share leaves, so a round never takes rows it cannot start.
      */
-    const dueRows = (input: { readonly now: string; readonly skipWebhooks: ReadonlyArray<string>; readonly limit: number }) => {
+    const dueRows = (input: LeaseRequest) => {
+      const full = [...input.inFlight].filter(([, n]) => n >= input.perWebhook).map(([id]) => id)
       const phase = (status: "pending" | "failed") =>
-        sql`SELECT id, next_attempt_at FROM deliveries
+        sql`SELECT id, webhook_id, next_attempt_at FROM deliveries
           WHERE status = ${status} AND next_attempt_at <= ${input.now}
             AND (lease_expires_at IS NULL OR lease_expires_at < ${input.now})
-            AND NOT (${sql.in("webhook_id", padded(input.skipWebhooks))})
+            AND NOT (${sql.in("webhook_id", padded(full))})
           ORDER BY next_attempt_at LIMIT ${input.limit}`
+      const busy = JSON.stringify(Object.fromEntries(input.inFlight))
       return sql`SELECT id FROM (
-          SELECT id, 0 AS phase, next_attempt_at FROM (${phase("pending")}) AS first_attempts
-          UNION ALL
-          SELECT id, 1 AS phase, next_attempt_at FROM (${phase("failed")}) AS retries
-        ) AS due ORDER BY phase, next_attempt_at LIMIT ${input.limit}`
+          SELECT id, webhook_id, phase, next_attempt_at,
+                 ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY phase, next_attempt_at) AS nth
+            FROM (
+              SELECT id, webhook_id, 0 AS phase, next_attempt_at FROM (${phase("pending")}) AS first_attempts
+              UNION ALL
+              SELECT id, webhook_id, 1 AS phase, next_attempt_at FROM (${phase("failed")}) AS retries
+            ) AS due
+        ) AS ranked
+        WHERE nth <= ${input.perWebhook} - COALESCE((SELECT f.value FROM json_each(${busy}) AS f WHERE f.key = ranked.webhook_id), 0)
+        ORDER BY phase, next_attempt_at LIMIT ${input.limit}`
     }
 
     return OutboxRepo.of({
