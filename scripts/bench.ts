@@ -7,11 +7,13 @@
  *   bun scripts/bench.ts --quick         a few seconds in all (CI runs this so the script cannot rot)
  *   bun scripts/bench.ts --seconds 20 --out bench-results.json
  *   bun scripts/bench.ts --warmup 0      no warm-up (default 2 s, 0 with --quick)
+ *   bun scripts/bench.ts --hub dist/hub  measure this binary (default: the source, compiled first)
  *
  * Scenarios: baseline (hub GET /health vs a bare Bun.serve), send path (POST /api/messages through
  * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
  * per instance: deliveries/s and ingress-to-receipt latency at a fixed rate, then the highest rate
- * sustained). The hub's peak RSS is sampled during each. Each measurement follows a warm-up at the
+ * sustained). The hub's peak RSS is sampled during each, and its CPU time is divided by the work
+ * done (requests, or deliveries), a figure less sensitive than rates to a noisy machine. Each measurement follows a warm-up at the
  * same load that is not counted: a fresh process runs its first seconds with cold JIT and caches
  * (ingress-to-receipt p50 of 50-150 ms then, against 10-15 ms after), and the figures are meant to
  * describe a hub that has been running.
@@ -19,7 +21,7 @@
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, tmpdir, totalmem } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 
 const args = process.argv.slice(2)
 const flag = (name: string) => args.includes(name)
@@ -34,6 +36,23 @@ const warmupSeconds = Number(option("--warmup", quick ? "0" : "2"))
 const scenarios = new Set(option("--scenarios", "baseline,send,events").split(","))
 const root = join(import.meta.dirname, "..")
 const bun = process.execPath
+
+/**
+ * The hub is measured as it is deployed: the single binary. `--hub <path>` names one already built
+ * (CI passes the one it just built); otherwise the current source is compiled into a scratch folder
+ * first (about a second), with the same entry points as `npm run build`.
+ */
+const hubBinary = (() => {
+  const given = option("--hub", "")
+  if (given !== "") return given
+  const outfile = join(mkdtempSync(join(tmpdir(), "hub-bench-bin-")), "hub")
+  const built = Bun.spawnSync([bun, "build", "--compile", "--minify", join(root, "src", "main.ts"), join(root, "src", "Sql", "CheckpointWorker.ts"), "--outfile", outfile], {
+    cwd: root
+  })
+  if (built.exitCode !== 0) throw new Error(`building the hub failed: ${built.stderr.toString()}`)
+  process.on("exit", () => rmSync(dirname(outfile), { recursive: true, force: true }))
+  return outfile
+})()
 
 interface Child {
   readonly process: Bun.Subprocess<"ignore", "pipe", "inherit">
@@ -83,7 +102,7 @@ const startHub = async (env: Record<string, string>): Promise<Hub> => {
     HUB_LOG_FORMAT: "json",
     ...env
   }
-  const child = Bun.spawn([bun, join(root, "src", "main.ts"), "serve"], { env: fullEnv, stdout: "ignore", stderr: "inherit" })
+  const child = Bun.spawn([hubBinary, "serve"], { env: fullEnv, stdout: "ignore", stderr: "inherit" })
   const base = `http://127.0.0.1:${port}`
   for (let i = 0; i < 300; i++) {
     if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break
@@ -99,29 +118,46 @@ const startHub = async (env: Record<string, string>): Promise<Hub> => {
       rmSync(folder, { recursive: true, force: true })
     },
     cli: (...argv) => {
-      const result = Bun.spawnSync([bun, join(root, "src", "main.ts"), ...argv], { env: fullEnv })
+      const result = Bun.spawnSync([hubBinary, ...argv], { env: fullEnv })
       if (result.exitCode !== 0) throw new Error(`hub ${argv.join(" ")}: ${result.stderr.toString()}`)
       return JSON.parse(result.stdout.toString())
     }
   }
 }
 
-/** Samples a process's resident memory while `during` runs; returns the peak in MB. */
-const peakRss = async <A>(pid: number, during: Promise<A>): Promise<[A, number]> => {
+/** The process's CPU time so far (user + system), in seconds; /proc counts clock ticks of 1/100 s. */
+const cpuSeconds = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+interface HubUsage {
+  readonly peakRssMb: number
+  /** CPU seconds the hub used while watched (a figure less sensitive to a noisy machine than rates). */
+  readonly cpuSeconds: number
+}
+
+/** Watches the hub while `during` runs: its peak resident memory (sampled every 100 ms) and CPU time. */
+const watchHub = async <A>(pid: number, during: () => Promise<A>): Promise<[A, HubUsage]> => {
   let peak = 0
   const sample = () => {
     const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
     peak = Math.max(peak, Number(match?.[1] ?? 0) / 1024)
   }
+  const cpuBefore = cpuSeconds(pid)
   const timer = setInterval(sample, 100)
   try {
-    const result = await during
+    const result = await during()
     sample()
-    return [result, peak]
+    return [result, { peakRssMb: peak, cpuSeconds: cpuSeconds(pid) - cpuBefore }]
   } finally {
     clearInterval(timer)
   }
 }
+
+/** Hub CPU per unit of work, in µs. */
+const cpuPer = (usage: HubUsage, units: number) => (units > 0 ? (usage.cpuSeconds * 1e6) / units : 0)
 
 interface LoadResult {
   readonly requests: number
@@ -148,7 +184,7 @@ const warmUp = async (script: string, config: Record<string, unknown>) => {
   if (warmupSeconds > 0) await runJson(script, { ...config, seconds: warmupSeconds })
 }
 const results: Record<string, unknown> = {}
-const rows: Array<[string, string, string, string, string]> = []
+const rows: Array<[string, string, string, string, string, string]> = []
 const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 // --- baseline: the hub's GET /health next to a bare Bun.serve, same load, same run
@@ -159,11 +195,12 @@ if (scenarios.has("baseline")) {
   const bareLoad = { url: `http://127.0.0.1:${bare.port}/health`, method: "GET", connections: CONNECTIONS }
   await warmUp("load.ts", hubLoad)
   await warmUp("load.ts", bareLoad)
-  const [hubHealth, rss] = await peakRss(hub.pid, runJson<LoadResult>("load.ts", { ...hubLoad, seconds }))
+  const [hubHealth, usage] = await watchHub(hub.pid, () => runJson<LoadResult>("load.ts", { ...hubLoad, seconds }))
   const bareHealth = await runJson<LoadResult>("load.ts", { ...bareLoad, seconds })
-  results.baseline = { hubHealth, bareHealth, hubPeakRssMb: rss, hubToBare: hubHealth.rps / bareHealth.rps }
-  rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(rss)])
-  rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-"])
+  const cpuUs = cpuPer(usage, hubHealth.requests)
+  results.baseline = { hubHealth, bareHealth, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs, hubToBare: hubHealth.rps / bareHealth.rps }
+  rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs)])
+  rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-", "-"])
   bare.process.kill()
   await hub.stop()
   results.healthRps = hubHealth.rps
@@ -189,7 +226,8 @@ if (scenarios.has("send")) {
   const body = JSON.stringify({ to: "15551234567", type: "text", text: { body: "Benchmark message" } })
   const viaHubLoad = { url: `${hub.base}/api/messages`, method: "POST", headers: { "content-type": "application/json" }, body, bearerTokens: tokens, connections: CONNECTIONS }
   await warmUp("load.ts", viaHubLoad)
-  const [viaHub, rss] = await peakRss(hub.pid, runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
+  const [viaHub, usage] = await watchHub(hub.pid, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
+  const cpuUs = cpuPer(usage, viaHub.requests)
   const directLoad = {
     url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
     method: "POST",
@@ -199,9 +237,16 @@ if (scenarios.has("send")) {
   }
   await warmUp("load.ts", directLoad)
   const direct = await runJson<LoadResult>("load.ts", { ...directLoad, seconds })
-  results.send = { viaHub, direct, hubPeakRssMb: rss, hubToDirect: viaHub.rps / direct.rps, hubToHealth: viaHub.rps / Number(results.healthRps) }
-  rows.push(["POST /api/messages (hub)", fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(rss)])
-  rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-"])
+  results.send = {
+    viaHub,
+    direct,
+    hubPeakRssMb: usage.peakRssMb,
+    hubCpuUsPerRequest: cpuUs,
+    hubToDirect: viaHub.rps / direct.rps,
+    hubToHealth: viaHub.rps / Number(results.healthRps)
+  }
+  rows.push(["POST /api/messages (hub)", fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs)])
+  rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-", "-"])
   upstream.process.kill()
   await hub.stop()
 }
@@ -242,22 +287,52 @@ if (scenarios.has("events")) {
     await settle(Number(warm.ok) * 3)
   }
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
-  const [posted, rssFixed] = await peakRss(hub.pid, runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: fixedRate, seconds, numbers }))
-  await settle(Number(posted.ok) * 3)
+  // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
+  const [posted, usageFixed] = await watchHub(hub.pid, async () => {
+    const result = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: fixedRate, seconds, numbers })
+    await settle(Number(result.ok) * 3)
+    return result
+  })
   const fixed = await receiverStats()
-  results.eventsFixedRate = { offeredPerSecond: fixedRate, posted, receivers: fixed, hubPeakRssMb: rssFixed }
-  rows.push([`events at ${fmt(fixedRate)}/s: ingress→receipt`, `${fmt(fixed.deliveries / seconds)} deliv/s`, fmt(fixed.p50Ms, 1), fmt(fixed.p99Ms, 1), fmt(rssFixed)])
+  const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
+  results.eventsFixedRate = { offeredPerSecond: fixedRate, posted, receivers: fixed, hubPeakRssMb: usageFixed.peakRssMb, hubCpuUsPerDelivery: cpuFixed }
+  rows.push([
+    `events at ${fmt(fixedRate)}/s: ingress→receipt`,
+    `${fmt(fixed.deliveries / seconds)} deliv/s`,
+    fmt(fixed.p50Ms, 1),
+    fmt(fixed.p99Ms, 1),
+    fmt(usageFixed.peakRssMb),
+    fmt(cpuFixed)
+  ])
 
   // The highest rate: offer more than the hub can take and count what reaches the receivers per second.
   const maxRate = quick ? 1000 : 8000
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   const started = performance.now()
-  const [burst, rssMax] = await peakRss(hub.pid, runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 }))
-  await settle(Number(burst.ok) * 3)
+  const [burst, usageMax] = await watchHub(hub.pid, async () => {
+    const result = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
+    await settle(Number(result.ok) * 3)
+    return result
+  })
   const elapsed = (performance.now() - started) / 1000
   const max = await receiverStats()
-  results.eventsMax = { offeredPerSecond: maxRate, posted: burst, receivers: max, deliveriesPerSecond: max.deliveries / elapsed, hubPeakRssMb: rssMax }
-  rows.push([`events max (offered ${fmt(maxRate)}/s)`, `${fmt(max.deliveries / elapsed)} deliv/s`, fmt(max.p50Ms, 1), fmt(max.p99Ms, 1), fmt(rssMax)])
+  const cpuMax = cpuPer(usageMax, max.deliveries)
+  results.eventsMax = {
+    offeredPerSecond: maxRate,
+    posted: burst,
+    receivers: max,
+    deliveriesPerSecond: max.deliveries / elapsed,
+    hubPeakRssMb: usageMax.peakRssMb,
+    hubCpuUsPerDelivery: cpuMax
+  }
+  rows.push([
+    `events max (offered ${fmt(maxRate)}/s)`,
+    `${fmt(max.deliveries / elapsed)} deliv/s`,
+    fmt(max.p50Ms, 1),
+    fmt(max.p99Ms, 1),
+    fmt(usageMax.peakRssMb),
+    fmt(cpuMax)
+  ])
   receivers.process.kill()
   await hub.stop()
 }
@@ -266,7 +341,7 @@ const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", 
 const report = { date: new Date().toISOString(), secondsPerScenario: seconds, connections: CONNECTIONS, machine, results }
 writeFileSync(outFile, JSON.stringify(report, null, 2))
 
-const header: [string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB"]
+const header: [string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "hub CPU µs each"]
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
 const line = (r: ReadonlyArray<string>) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
 console.log(`\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`)
