@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Webhook } from "standardwebhooks"
+import { leaseQueries } from "../src/Events/Lease.js"
 import { OutboxRepo, OutboxRepoLive } from "../src/Events/Outbox.js"
 import { afterFailure, parseRetryAfter } from "../src/Events/RetryPolicy.js"
 import { hubLayer } from "../src/Http.js"
@@ -492,6 +493,71 @@ describe("outbox leases", () => {
       // A limit below the shares still takes the oldest rows first.
       yield* Effect.flatMap(OutboxRepo, (outbox) => outbox.release("me", "all"))
       expect(yield* lease(2, new Map(), 3)).toEqual(["crashed", "a1"])
+    }).pipe(Effect.provide(outboxLayer)))
+
+  /** `count` due first attempts of one webhook, oldest first, `agoMs` before now and 1 ms apart. */
+  const queue = (webhookId: string, prefix: string, count: number, agoMs: number) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) => {
+      const now = new Date().toISOString()
+      return sql`INSERT INTO deliveries ${
+        sql.insert(Array.from({ length: count }, (_, i) => ({
+          id: `${prefix}${String(i).padStart(4, "0")}`,
+          webhook_id: webhookId,
+          event_id: "evt_1",
+          message_id: `msg_${prefix}${i}`,
+          status: "pending",
+          attempts: 0,
+          next_attempt_at: new Date(Date.now() - agoMs + i).toISOString(),
+          created_at: now,
+          updated_at: now
+        })))
+      }`
+    })
+
+  plain.effect("a webhook out of share with a long queue at the front does not hide the other webhooks' rows", () =>
+    Effect.gen(function*() {
+      yield* seed
+      const sql = yield* SqlClient.SqlClient
+      // Only this test's rows: the slow receiver's long queue is older than anything of whk_b.
+      yield* sql`DELETE FROM deliveries`
+      yield* queue("whk_a", "slow", 300, 60_000)
+      yield* queue("whk_b", "fast", 3, 1_000)
+      // whk_a has its whole share in flight: the 10 oldest rows are all its, yet whk_b's rows are leased.
+      expect(yield* lease(10, new Map([["whk_a", 4]]), 4)).toEqual(["fast0000", "fast0001", "fast0002"])
+      // With room for two more, whk_a's two oldest come first, then whk_b's (none left for it now).
+      expect(yield* lease(10, new Map([["whk_a", 2]]), 4)).toEqual(["slow0000", "slow0001"])
+      // The picks are exactly the oldest rows within each share, whatever the window held.
+      yield* Effect.flatMap(OutboxRepo, (outbox) => outbox.release("me", "all"))
+      expect(yield* lease(5, new Map(), 4)).toEqual(["slow0000", "slow0001", "slow0002", "slow0003", "fast0000"])
+    }).pipe(Effect.provide(outboxLayer)))
+
+  plain.effect("the lease reads webhooks' queues through indexes: no table scan, and no read past a queue", () =>
+    Effect.gen(function*() {
+      yield* seed
+      const sql = yield* SqlClient.SqlClient
+      const queries = leaseQueries(sql)
+      const planOf = (statement: { readonly compile: () => readonly [string, ReadonlyArray<unknown>] }) =>
+        Effect.map(sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${statement.compile()[0]}`, statement.compile()[1]), (rows) =>
+          rows.map((row) => row.detail))
+      const queued = yield* planOf(queries.queuedWebhooks)
+      expect(queued.filter((step) => step.includes("deliveries") && !step.includes("INDEX deliveries_webhook_due"))).toEqual([])
+      expect(queued.filter((step) => step.startsWith("SCAN d") || step.startsWith("SCAN deliveries"))).toEqual([])
+      expect(yield* queries.queuedWebhooks).toEqual([{ webhook_id: "whk_a" }, { webhook_id: "whk_b" }])
+
+      const input = { owner: "me", now: new Date().toISOString(), leaseUntil: new Date().toISOString(), limit: 4, perWebhook: 2, inFlight: new Map<string, number>() }
+      const perWebhook = yield* sql.unsafe<{ readonly detail: string }>(
+        `EXPLAIN QUERY PLAN ${queries.dueOf(input, [["whk_b", 2]]).compile()[0]}`,
+        queries.dueOf(input, [["whk_b", 2]]).compile()[1]
+      )
+      const searches = perWebhook.map((row) => row.detail).filter((step) => step.includes("deliveries"))
+      expect(searches).toEqual([
+        expect.stringMatching(/^SEARCH deliveries USING INDEX deliveries_webhook_due \(webhook_id=\? AND status=\? AND next_attempt_at<\?\)$/),
+        expect.stringMatching(/^SEARCH deliveries USING INDEX deliveries_webhook_due \(webhook_id=\? AND status=\? AND next_attempt_at<\?\)$/)
+      ])
+      expect((yield* queries.dueOf(input, [["whk_b", 2]])).map((row) => row.id)).toEqual(["fresh_b"])
+      // The picked rows are leased by primary key (the UPDATE's WHERE, planned as a SELECT: EXPLAIN of a write leaves bun:sqlite's statement open).
+      const take = yield* planOf(sql`SELECT id FROM deliveries WHERE ${queries.takeable(["fresh", "fresh_b", "old_retry"], input.now)}`)
+      expect(take).toEqual([expect.stringMatching(/^SEARCH deliveries USING INDEX sqlite_autoindex_deliveries_1 \(id=\?\)$/)])
     }).pipe(Effect.provide(outboxLayer)))
 })
 

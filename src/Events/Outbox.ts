@@ -8,6 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
+import { type LeaseRequest, makeLease } from "./Lease.js"
 
 export interface AcceptedChange {
   readonly dedupeKey: string
@@ -96,16 +97,6 @@ export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
 
 const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 
-export interface LeaseRequest {
-  readonly owner: string
-  readonly now: string
-  readonly leaseUntil: string
-  readonly limit: number
-  readonly perWebhook: number
-  /** Attempts in flight per webhook id. */
-  readonly inFlight: ReadonlyMap<string, number>
-}
-
 /** An instance an upstream change can be routed to. */
 export interface RouteRow {
   readonly id: InstanceId
@@ -156,33 +147,7 @@ export const OutboxRepoLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    /**
-     * Due rows not leased by anyone (or whose lease expired): first attempts, oldest first, then
-     * retries, at most `limit` in all. Each phase is a range of the (status, next_attempt_at) index,
-     * read no further than `limit` rows and past webhooks already at their share; of those, each
-     * webhook keeps only what its share leaves, so a round never takes rows it cannot start.
-     */
-    const dueRows = (input: LeaseRequest) => {
-      const full = [...input.inFlight].filter(([, n]) => n >= input.perWebhook).map(([id]) => id)
-      const phase = (status: "pending" | "failed") =>
-        sql`SELECT id, webhook_id, next_attempt_at FROM deliveries
-          WHERE status = ${status} AND next_attempt_at <= ${input.now}
-            AND (lease_expires_at IS NULL OR lease_expires_at < ${input.now})
-            AND NOT (${sql.in("webhook_id", padded(full))})
-          ORDER BY next_attempt_at LIMIT ${input.limit}`
-      const busy = JSON.stringify(Object.fromEntries(input.inFlight))
-      return sql`SELECT id FROM (
-          SELECT id, webhook_id, phase, next_attempt_at,
-                 ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY phase, next_attempt_at) AS nth
-            FROM (
-              SELECT id, webhook_id, 0 AS phase, next_attempt_at FROM (${phase("pending")}) AS first_attempts
-              UNION ALL
-              SELECT id, webhook_id, 1 AS phase, next_attempt_at FROM (${phase("failed")}) AS retries
-            ) AS due
-        ) AS ranked
-        WHERE nth <= ${input.perWebhook} - COALESCE((SELECT f.value FROM json_each(${busy}) AS f WHERE f.key = ranked.webhook_id), 0)
-        ORDER BY phase, next_attempt_at LIMIT ${input.limit}`
-    }
+    const lease = makeLease(sql)
 
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
@@ -246,30 +211,7 @@ export const OutboxRepoLive = Layer.effect(
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
           return counts
         }).pipe(Effect.orDie),
-      lease: (input) =>
-        Effect.gen(function*() {
-          // The lease condition is checked again on the row itself, so that a concurrent leaser (Postgres
-          // re-checks the outer WHERE after a row lock) can never take the same row twice. The rows are
-          // found by id, through the primary key.
-          const taken = yield* sql<{ readonly id: string }>`UPDATE deliveries
-            SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
-            WHERE id IN (${dueRows(input)}) AND (lease_expires_at IS NULL OR lease_expires_at < ${input.now})
-            RETURNING id`
-          if (taken.length === 0) return []
-          // A row finished or cancelled meanwhile is left alone (its lease lapses unused).
-          const rows = yield* sql<LeasedDelivery>`
-            SELECT d.id, d.webhook_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at, e.body, w.url,
-                   w.active AS webhook_active, w.failing_since AS webhook_failing_since,
-                   w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at
-              FROM deliveries d
-              JOIN events e ON e.id = d.event_id
-              JOIN webhooks w ON w.id = d.webhook_id
-             WHERE ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}
-               AND d.status IN ('pending', 'failed')`
-          // RETURNING gives no order; first attempts go first, each phase by due time.
-          const phase = (row: LeasedDelivery) => (row.status === "pending" ? 0 : 1)
-          return [...rows].sort((a, b) => phase(a) - phase(b) || a.next_attempt_at.localeCompare(b.next_attempt_at))
-        }).pipe(Effect.orDie),
+      lease,
       cancel: (ids) =>
         sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
             updated_at = ${nowIso()}
