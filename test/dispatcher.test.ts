@@ -531,6 +531,27 @@ describe("outbox leases", () => {
       expect(yield* lease(5, new Map(), 4)).toEqual(["slow0000", "slow0001", "slow0002", "slow0003", "fast0000"])
     }).pipe(Effect.provide(outboxLayer)))
 
+  plain.effect("looking past a long queue covers any number of webhooks (read in several statements)", () =>
+    Effect.gen(function*() {
+      yield* seed
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM deliveries`
+      const now = new Date().toISOString()
+      const many = Array.from({ length: 300 }, (_, i) => `whk_m${String(i).padStart(3, "0")}`)
+      for (const id of many) {
+        yield* sql`INSERT INTO webhooks ${
+          sql.insert({ id, organization_id: "org_1", instance_id: "ins_1", name: id, url: "http://127.0.0.1:9/", secret_encrypted: "x", active: 1, created_at: now, updated_at: now })
+        }`
+      }
+      yield* queue("whk_a", "slow", 2000, 60_000)
+      for (const [i, id] of many.entries()) yield* queue(id, `m${String(i).padStart(3, "0")}_`, 1, 30_000 - i)
+      // whk_a is at its share; the other 300 webhooks' rows all lie behind its queue.
+      const leased = yield* lease(400, new Map([["whk_a", 4]]), 4)
+      expect(leased).toHaveLength(300)
+      expect(new Set(leased).size).toBe(300)
+      expect(leased.some((id) => id.startsWith("slow"))).toBe(false)
+    }).pipe(Effect.provide(outboxLayer)))
+
   plain.effect("the lease reads webhooks' queues through indexes: no table scan, and no read past a queue", () =>
     Effect.gen(function*() {
       yield* seed
