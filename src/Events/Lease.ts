@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { padded } from "../Sql/SqlShapes.js"
 import type { LeasedDelivery } from "./Outbox.js"
 
+/** What a dispatcher round asks of the lease: rows for `owner` until `leaseUntil`, within the shares. */
 export interface LeaseRequest {
   readonly owner: string
   readonly now: string
