@@ -21,7 +21,10 @@ const workerFile = () => {
   return existsSync(fileURLToPath(besideThis)) ? besideThis : new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
 }
 
-/** The WAL file is cut back to this size when a checkpoint lets it restart. */
+/**
+ * The WAL's size: past it, the worker makes the WAL start over (see CheckpointWorker.ts), and the
+ * file is cut back to it when it does.
+ */
 const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 const READY_TIMEOUT = Duration.seconds(5)
@@ -33,7 +36,8 @@ const said = (message: unknown): WorkerSays =>
     ? { _tag: "Ready" }
     : { _tag: "Failed", reason: typeof message === "object" && message !== null && "error" in message ? String(message.error) : String(message) }
 
-export const CheckpointerLive = Layer.scopedDiscard(
+/** Checkpoints on a worker thread, keeping the WAL near `walLimitBytes`. */
+export const checkpointer = (walLimitBytes: number) => Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* HubConfig
     if (config.databaseFile === ":memory:") return
@@ -42,7 +46,7 @@ export const CheckpointerLive = Layer.scopedDiscard(
     const fallBack = (reason: string) =>
       Effect.zipRight(Effect.logWarning("WAL checkpoints are back inside commits", { reason }), automatic)
     const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => new Worker(workerFile(), { workerData: { file: config.databaseFile } })),
+      Effect.sync(() => new Worker(workerFile(), { workerData: { file: config.databaseFile, restartAboveBytes: walLimitBytes } })),
       (worker) => Effect.zipRight(Effect.promise(() => worker.terminate()), automatic)
     )
     const first = yield* Effect.async<WorkerSays>((resume) => {
@@ -56,7 +60,9 @@ export const CheckpointerLive = Layer.scopedDiscard(
       const says = said(message)
       if (says._tag === "Failed") runFork(fallBack(says.reason))
     })
-    yield* sql.unsafe(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
+    yield* sql.unsafe(`PRAGMA journal_size_limit = ${walLimitBytes}`)
     yield* sql.unsafe("PRAGMA wal_autocheckpoint = 0")
   }).pipe(Effect.orDie)
 )
+
+export const CheckpointerLive = checkpointer(WAL_SIZE_LIMIT_BYTES)
