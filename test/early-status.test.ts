@@ -6,21 +6,10 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
+import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
 
-const statusEvent = (tenant: Tenant, waMessageId: string, status: string) => ({
-  object: "whatsapp_business_account",
-  entry: [{
-    id: tenant.wabaId,
-    changes: [{
-      field: "messages",
-      value: {
-        messaging_product: "whatsapp",
-        metadata: { display_phone_number: "15550000000", phone_number_id: tenant.phoneNumberId },
-        statuses: [{ id: waMessageId, status, timestamp: "1750263773", recipient_id: "15551234567" }]
-      }
-    }]
-  }]
-})
+const statusEvent = (tenant: Tenant, waMessageId: string, state: string) =>
+  envelope([tenant.wabaId, [statusChange(tenant, status(waMessageId, state, 1750263773))]])
 
 const sendAnswering = (tenant: Tenant, waMessageId: string) =>
   Effect.gen(function*() {
@@ -43,8 +32,8 @@ layer(testHubOnFakeGraph(), { excludeTestServices: true })("status events that a
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      for (const status of ["sent", "delivered"]) {
-        const posted = yield* hub.request("POST", "/upstream/events", { json: statusEvent(tenant, "wamid.EARLY1", status) })
+      for (const state of ["sent", "delivered"]) {
+        const posted = yield* hub.request("POST", "/upstream/events", { json: statusEvent(tenant, "wamid.EARLY1", state) })
         expect(posted.status).toBe(200)
       }
       const listed = yield* sendAnswering(tenant, "wamid.EARLY1")

@@ -80,34 +80,35 @@ export const DispatcherLive = Layer.scopedDiscard(
       }
     }
 
+    /** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop. */
+    const afterLogging = (records: ReadonlyArray<AttemptRecord>, failing: ReadonlyMap<string, string>) =>
+      Effect.zipRight(deliveries.afterLogged(records, failing), Effect.sync(() => wakeForRetries(records)))
+
     /** Logs what finished; returns after the commit. */
     const logFinished = (records: ReadonlyArray<AttemptRecord>) =>
       records.length === 0 ? Effect.void : batcher.run(outbox.recordAttempts(owner, records)).pipe(
         Effect.orDie,
-        Effect.flatMap((failing) => deliveries.afterLogged(records, failing)),
-        Effect.zipRight(Effect.sync(() => wakeForRetries(records)))
+        Effect.flatMap((failing) => afterLogging(records, failing))
       )
 
-    /** Leased rows beyond a webhook's share, to give back; leased rows of inactive webhooks, to cancel. */
-    let overShare: Array<string> = []
+    /** Leased rows of webhooks no longer active, to cancel. */
     let inactive: Array<string> = []
 
     /**
-     * One round, in ONE shared transaction: give back and cancel what the last round could not start,
-     * log the finished attempts and lease due rows; then start what was leased.
+     * One round, in ONE shared transaction: cancel what the last round could not start, log the
+     * finished attempts and lease due rows; then start what was leased. The lease takes no more of a
+     * webhook's rows than its share leaves, and attempts in flight only end meanwhile, so every
+     * leased row of an active webhook can start.
      */
     const round = Effect.gen(function*() {
       for (;;) {
         const records = finished
-        const giveBack = overShare
         const cancelled = inactive
         finished = []
-        overShare = []
         inactive = []
         const free = stopping ? 0 : config.dispatchConcurrency - running
         const nowMs = Date.now()
         const [failing, leased] = yield* batcher.run(Effect.gen(function*() {
-          if (giveBack.length > 0) yield* outbox.release(owner, giveBack)
           if (cancelled.length > 0) yield* outbox.cancel(cancelled)
           const failing = yield* outbox.recordAttempts(owner, records)
           const leased = free <= 0 ? [] : yield* outbox.lease({
@@ -126,17 +127,13 @@ export const DispatcherLive = Layer.scopedDiscard(
           })),
           Effect.orDie
         )
-        if (records.length > 0) {
-          yield* deliveries.afterLogged(records, failing)
-          wakeForRetries(records)
-        }
+        if (records.length > 0) yield* afterLogging(records, failing)
         for (const d of leased) {
           if (!Boolean(d.webhook_active)) inactive.push(d.id)
-          else if ((inFlight.get(d.webhook_id) ?? 0) >= config.dispatchPerWebhook) overShare.push(d.id)
           else start(d, yield* deliveries.signingKeys(d, nowMs))
         }
-        // A full lease may leave more due rows, and rows to give back or cancel need a round.
-        const more = (free > 0 && leased.length >= free) || overShare.length > 0 || inactive.length > 0
+        // A full lease may leave more due rows, and rows to cancel need a round.
+        const more = (free > 0 && leased.length >= free) || inactive.length > 0
         if (!more || stopping) return
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher round failed", cause)))

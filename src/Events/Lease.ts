@@ -5,7 +5,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { padded } from "../Sql/SqlShapes.js"
+import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import type { LeasedDelivery } from "./Outbox.js"
 
 /** What a dispatcher round asks of the lease: rows for `owner` until `leaseUntil`, within the shares. */
@@ -30,11 +30,8 @@ interface DueRow {
 /** Rows the lease reads from the front of each phase per row it may take (see dueRows). */
 const SCAN_PER_LEASED_ROW = 4
 
-/** Most webhooks read in one statement (two compound terms each; SQLite allows 500). */
+/** Most webhooks read in one statement, a power of two (two compound terms each; SQLite allows 500). */
 const WEBHOOKS_PER_STATEMENT = 128
-
-const chunksOf = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> =>
-  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size))
 
 /** The rows to lease, in order, at most `limit`, each webhook within what its share leaves; ids once each. */
 const pickWithinShares = (rows: ReadonlyArray<DueRow>, input: Pick<LeaseRequest, "limit" | "perWebhook" | "inFlight">) => {
@@ -143,7 +140,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
         const share = input.perWebhook - (inFlight.get(row.webhook_id) ?? 0)
         return share > 0 ? [[row.webhook_id, share]] : []
       })
-      const rows = yield* Effect.forEach(chunksOf(shares, WEBHOOKS_PER_STATEMENT), (chunk) => queries.dueOf(input, padded(chunk)))
+      const rows = yield* Effect.forEach(powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT), (chunk) => queries.dueOf(input, chunk))
       return pickWithinShares(rows.flat(), { limit: input.limit - taken.length, perWebhook: input.perWebhook, inFlight }).map((row) => row.id)
     })
 

@@ -8,15 +8,15 @@
 /** Most rows per statement: SQLite allows 32766 bound values, and 14 columns a row stay well below at this size. */
 export const MAX_ROWS = 256
 
-/** The items in chunks of MAX_ROWS, then of decreasing powers of two (77 → 64, 8, 4, 1). */
-export const powerOfTwoChunks = <A>(items: ReadonlyArray<A>): ReadonlyArray<ReadonlyArray<A>> => {
+/** The items in chunks of `max` (a power of two), then of decreasing powers of two (77 → 64, 8, 4, 1). */
+export const powerOfTwoChunks = <A>(items: ReadonlyArray<A>, max = MAX_ROWS): ReadonlyArray<ReadonlyArray<A>> => {
   const chunks: Array<ReadonlyArray<A>> = []
   let at = 0
-  for (let size = MAX_ROWS; size >= 1; size = size / 2) {
+  for (let size = max; size >= 1; size = size / 2) {
     while (items.length - at >= size) {
       chunks.push(items.slice(at, at + size))
       at += size
-      if (size < MAX_ROWS) break
+      if (size < max) break
     }
   }
   return chunks
