@@ -12,8 +12,9 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Webhook } from "standardwebhooks"
+import { Handoff } from "../src/Events/Handoff.js"
 import { leaseQueries } from "../src/Events/Lease.js"
-import { OutboxRepo, OutboxRepoLive } from "../src/Events/Outbox.js"
+import { type LeasedDelivery, OutboxRepo, OutboxRepoLive } from "../src/Events/Outbox.js"
 import { afterFailure, parseRetryAfter } from "../src/Events/RetryPolicy.js"
 import { hubLayer } from "../src/Http.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
@@ -313,6 +314,64 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       yield* receiver.waitFor("six deliveries", (r) => r.length === 6)
       expect(receiver.distinctIds().size).toBe(6)
       expect(receiver.maxConcurrent()).toBe(2)
+    }))
+
+  it.scoped("a new delivery that overtakes nothing queued is handed to the dispatcher and starts without being leased by a round", () =>
+    Effect.gen(function*() {
+      const handoff = yield* Handoff
+      const dispatcher = handoff.taker()
+      if (dispatcher === undefined) return yield* Effect.dieMessage("the dispatcher serves no hand-off")
+      const adopted: Array<LeasedDelivery> = []
+      // The dispatcher's own taker, watched.
+      yield* handoff.serve({ ...dispatcher, adopt: (handed) => Effect.zipRight(Effect.sync(() => adopted.push(...handed)), dispatcher.adopt(handed)) })
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(tenant, receiver.url)
+      // After the first delivery a lease has come back short (the queue is known empty), whichever way it went.
+      yield* postEvent(tenant)
+      yield* receiver.waitFor("the first delivery", (r) => r.length === 1)
+      yield* postEvent(tenant)
+      const [, second] = yield* receiver.waitFor("the second delivery", (r) => r.length === 2)
+      const handed = adopted.find((d) => d.message_id === second?.headers["webhook-id"])
+      expect(handed).toMatchObject({ webhook_id: hook.id, status: "pending", attempts: 0, url: receiver.url, body: second?.body })
+      expect(verify(hook.secret, second)).toBeTruthy()
+      const logged = yield* untilDeliveries(tenant, hook.id, "both logged", (d) => d.length === 2 && d.every((x) => x.status === "succeeded"))
+      expect(logged.map((d) => d.attempt_log.map((a) => a.status_code))).toEqual([[200], [200]])
+    }))
+
+  it.scoped("the ingress writes an admitted delivery leased to the dispatcher with its event, hands it over before answering, and queues the rest", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const handoff = yield* Handoff
+      const tenant = yield* seedTenant()
+      const admittedReceiver = yield* makeReceiver()
+      const queuedReceiver = yield* makeReceiver()
+      const admittedHook = yield* createWebhook(tenant, admittedReceiver.url)
+      const queuedHook = yield* createWebhook(tenant, queuedReceiver.url)
+      const adopted: Array<LeasedDelivery> = []
+      // A taker that never starts what it adopts, so the row stays as the ingress wrote it.
+      yield* handoff.serve({
+        owner: "test-taker",
+        leaseMs: 60_000,
+        admit: (webhookId) => webhookId === admittedHook.id,
+        adopt: (handed) => Effect.sync(() => adopted.push(...handed)),
+        forgo: () => {}
+      })
+      const before = Date.now()
+      yield* postEvent(tenant)
+      expect(adopted.map((d) => d.webhook_id)).toEqual([admittedHook.id])
+      // The queued row is leased by a round of the real dispatcher and sent.
+      const [sent] = yield* queuedReceiver.waitFor("the queued delivery", (r) => r.length === 1)
+      const rows = yield* sql<{ readonly webhook_id: string; readonly message_id: string; readonly lease_owner: string | null; readonly lease_expires_at: string | null; readonly body: string }>`
+        SELECT d.webhook_id, d.message_id, d.lease_owner, d.lease_expires_at, e.body FROM deliveries d JOIN events e ON e.id = d.event_id
+         WHERE d.webhook_id IN (${admittedHook.id}, ${queuedHook.id})`
+      const admittedRow = rows.find((r) => r.webhook_id === admittedHook.id)
+      expect(admittedRow?.lease_owner).toBe("test-taker")
+      expect(Date.parse(admittedRow?.lease_expires_at ?? "")).toBeGreaterThanOrEqual(before + 60_000)
+      expect(adopted[0]).toMatchObject({ id: expect.any(String), message_id: admittedRow?.message_id, body: admittedRow?.body, url: admittedReceiver.url })
+      expect(sent?.body).toBe(admittedRow?.body)
+      expect(rows.find((r) => r.webhook_id === queuedHook.id)?.lease_owner).not.toBe("test-taker")
+      expect(admittedReceiver.requests).toEqual([])
     }))
 
   it.scoped("the delivery log pages, filters by status, validates its query and keeps 1 KB of each answer", () =>

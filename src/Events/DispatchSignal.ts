@@ -1,27 +1,45 @@
 /**
- * Wakes the dispatcher when deliveries become due: the ingress after it commits new outbox rows,
- * the dispatcher itself when an attempt finishes or a near retry comes due. Signals coalesce (a
- * sliding queue of one), so a burst of commits costs one wake-up, and none is lost while the
- * dispatcher is busy.
+ * Wakes the dispatcher: `notify` when deliveries may have become due (the ingress queued rows, a
+ * near retry or a replay is due, the periodic poll), `unsafeWake` when attempts only finished and
+ * wait to be logged. Wake-ups coalesce (a sliding queue of one), so a burst costs one round, and none
+ * is lost while the dispatcher is busy. A round leases only when rows may be due: after a `notify`,
+ * or when rows may be queued behind attempts in flight (see Admission.queueEmpty).
  */
 import { Context, Effect, Layer, Queue } from "effect"
 
 export class DispatchSignal extends Context.Tag("DispatchSignal")<DispatchSignal, {
   readonly notify: Effect.Effect<void>
-  /** The same from plain callbacks (a finished fetch, a timer), without running an effect. */
+  /** The same from plain callbacks (a timer), without running an effect. */
   readonly unsafeNotify: () => void
-  /** Waits for the next signal (or returns at once if one arrived since the last wait). */
+  /** Wakes the dispatcher without saying that rows became due (an attempt finished). */
+  readonly unsafeWake: () => void
+  /** Whether a notify came since the last call; clears it. */
+  readonly takeDue: () => boolean
+  /** Waits for the next wake-up (or returns at once if one arrived since the last wait). */
   readonly wait: Effect.Effect<void>
 }>() {}
 
 export const DispatchSignalLive = Layer.effect(
   DispatchSignal,
-  Effect.map(Queue.sliding<void>(1), (queue) =>
-    DispatchSignal.of({
-      notify: Queue.offer(queue, undefined).pipe(Effect.asVoid),
-      unsafeNotify: () => {
-        queue.unsafeOffer(undefined)
+  Effect.map(Queue.sliding<void>(1), (queue) => {
+    let due = false
+    const unsafeWake = () => {
+      queue.unsafeOffer(undefined)
+    }
+    const unsafeNotify = () => {
+      due = true
+      unsafeWake()
+    }
+    return DispatchSignal.of({
+      notify: Effect.sync(unsafeNotify),
+      unsafeNotify,
+      unsafeWake,
+      takeDue: () => {
+        const was = due
+        due = false
+        return was
       },
       wait: Queue.take(queue)
-    }))
+    })
+  })
 )

@@ -1,9 +1,11 @@
 /**
- * The dispatcher: a fiber started with the server that drains the persisted outbox. It wakes on the
- * DispatchSignal (new rows committed, an attempt finished, a near retry due) and on a Schedule
- * otherwise (due retries, leases expired by a crashed process). Each round logs every finished
- * attempt and leases due rows (first attempts before retries) in ONE shared transaction, then starts
- * the leased attempts within bounded concurrency overall and per webhook. Attempts are plain
+ * The dispatcher: a fiber started with the server that drains the persisted outbox. New deliveries
+ * that overtake nothing queued are handed to it by the ingress and start as soon as they commit
+ * (Handoff.ts, Admission.ts); the rest are queued and leased by rounds. It wakes on the
+ * DispatchSignal (rows queued, an attempt finished, a near retry due) and on a Schedule otherwise
+ * (due retries, leases expired by a crashed process). Each round logs every finished attempt and,
+ * when rows may be due, leases them (first attempts before retries) in ONE shared transaction, then
+ * starts the leased attempts within bounded concurrency overall and per webhook. Attempts are plain
  * promises: no fiber or Effect timer per delivery, only the signed fetch.
  * On shutdown it stops leasing, lets in-flight attempts finish for up to HUB_DISPATCH_DRAIN_TIMEOUT,
  * logs them, and releases the rest so the next start takes them at once.
@@ -12,8 +14,10 @@ import { Deferred, Duration, Effect, Fiber, Layer, Schedule } from "effect"
 import { hostname } from "node:os"
 import { HubConfig } from "../Config.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import { makeAdmission } from "./Admission.js"
 import { makeDeliveries } from "./Delivery.js"
 import { DispatchSignal } from "./DispatchSignal.js"
+import { Handoff } from "./Handoff.js"
 import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
 
 const POLL_INTERVAL = Duration.seconds(1)
@@ -32,13 +36,13 @@ export const DispatcherLive = Layer.scopedDiscard(
     const outbox = yield* OutboxRepo
     const signal = yield* DispatchSignal
     const batcher = yield* WriteBatcher
+    const handoff = yield* Handoff
     const deliveries = yield* makeDeliveries
 
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     const leaseMs = Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin)
-    const inFlight = new Map<string, number>()
-    let running = 0
+    const admission = makeAdmission({ concurrency: config.dispatchConcurrency, perWebhook: config.dispatchPerWebhook })
     let stopping = false
     /** Attempts finished since the last round, waiting to be logged. */
     let finished: Array<AttemptRecord> = []
@@ -48,18 +52,14 @@ export const DispatcherLive = Layer.scopedDiscard(
     const retryTimers = new Set<ReturnType<typeof setTimeout>>()
 
     const settle = (d: LeasedDelivery, record: AttemptRecord | undefined) => {
-      running--
-      const left = (inFlight.get(d.webhook_id) ?? 1) - 1
-      if (left <= 0) inFlight.delete(d.webhook_id)
-      else inFlight.set(d.webhook_id, left)
+      admission.finished(d.webhook_id)
       if (record !== undefined) finished.push(record)
-      if (stopping && running === 0) Deferred.unsafeDone(idle, Effect.void)
-      signal.unsafeNotify()
+      if (stopping && admission.running() === 0) Deferred.unsafeDone(idle, Effect.void)
+      signal.unsafeWake()
     }
 
+    /** Starts an attempt already counted in flight (leased by a round, or admitted by the hand-off). */
     const start = (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>) => {
-      inFlight.set(d.webhook_id, (inFlight.get(d.webhook_id) ?? 0) + 1)
-      running++
       deliveries.attempt(d, keys, shutdown.signal).then(
         (record) => settle(d, record),
         // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
@@ -106,24 +106,33 @@ export const DispatcherLive = Layer.scopedDiscard(
         const cancelled = inactive
         finished = []
         inactive = []
-        const free = stopping ? 0 : config.dispatchConcurrency - running
         const nowMs = Date.now()
-        const [failing, leased] = yield* batcher.run(Effect.gen(function*() {
+        /** Leased rows counted in flight, to uncount if the transaction fails. */
+        let counted: ReadonlyArray<LeasedDelivery> = []
+        const [failing, leased, free] = yield* batcher.run(Effect.gen(function*() {
           if (cancelled.length > 0) yield* outbox.cancel(cancelled)
           const failing = yield* outbox.recordAttempts(owner, records)
+          // Rows may be due only after a notify, or when some may wait behind attempts in flight.
+          const wanted = signal.takeDue() || !admission.queueEmpty()
+          // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
+          const free = stopping || !wanted ? 0 : config.dispatchConcurrency - admission.running()
           const leased = free <= 0 ? [] : yield* outbox.lease({
             owner,
             now: iso(nowMs),
             leaseUntil: iso(nowMs + leaseMs),
             limit: free,
             perWebhook: config.dispatchPerWebhook,
-            inFlight: new Map(inFlight)
+            inFlight: admission.inFlight()
           })
-          return [failing, leased] as const
+          // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
+          counted = leased.filter((d) => Boolean(d.webhook_active))
+          admission.leased(free, counted.map((d) => d.webhook_id))
+          return [failing, leased, free] as const
         })).pipe(
           // Nothing of the round was committed: its attempts are logged by the next one.
           Effect.tapErrorCause(() => Effect.sync(() => {
             finished = [...records, ...finished]
+            for (const d of counted) admission.finished(d.webhook_id)
           })),
           Effect.orDie
         )
@@ -155,17 +164,34 @@ export const DispatcherLive = Layer.scopedDiscard(
     ))
     const ticker = yield* Effect.forkScoped(Effect.repeat(signal.notify, Schedule.spaced(POLL_INTERVAL)))
 
+    // New deliveries that overtake nothing queued skip the queue (see Handoff.ts and Admission.ts).
+    yield* handoff.serve({
+      owner,
+      leaseMs,
+      admit: admission.admit,
+      adopt: (handed) =>
+        Effect.forEach(handed, (d) =>
+          // Stopping: the row stays leased to this process and the shutdown below releases it.
+          stopping ? Effect.sync(() => settle(d, undefined)) : Effect.map(deliveries.signingKeys(d, Date.now()), (keys) => start(d, keys)), {
+          discard: true
+        }),
+      forgo: (handed) => {
+        for (const d of handed) settle(d, undefined)
+      }
+    })
+
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         stopping = true
+        admission.close()
         yield* Fiber.interrupt(ticker)
         yield* Fiber.interrupt(loop)
         for (const timer of retryTimers) clearTimeout(timer)
-        yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: running }))
-        if (running === 0) yield* Deferred.succeed(idle, undefined)
+        yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: admission.running() }))
+        if (admission.running() === 0) yield* Deferred.succeed(idle, undefined)
         // Finalizers run uninterruptibly; the wait must be interruptible for the bound to cut it short.
         yield* Effect.timeout(Effect.interruptible(Deferred.await(idle)), config.dispatchDrainTimeout).pipe(Effect.ignore)
-        const unfinished = running
+        const unfinished = admission.running()
         // What is still in flight is abandoned: not logged, released below, sent again by the next start.
         shutdown.abort()
         yield* logFinished(finished.splice(0)).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not log attempts", cause)))

@@ -6,8 +6,9 @@
  * Changes for unknown numbers are kept aside for the operator.
  *
  * Group commit: payloads arriving together are written together, with multi-row statements, in one
- * transaction of the WriteBatcher; each caller is answered only after that COMMIT, and the
- * dispatcher is signalled only then. Payloads are applied in the order they arrived.
+ * transaction of the WriteBatcher; each caller is answered only after that COMMIT. Only then are
+ * the deliveries the dispatcher admitted handed to it (Handoff.ts), and it is signalled for the rest.
+ * Payloads are applied in the order they arrived.
  */
 import { Chunk, Context, Deferred, Duration, Effect, Either, Exit, Layer, Queue } from "effect"
 import { BadRequest } from "../Domain/Errors.js"
@@ -17,8 +18,9 @@ import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { DispatchSignal } from "./DispatchSignal.js"
 import { dedupeKey, type Envelope, envelopeFor, parseEnvelope, type UpstreamChange } from "./Envelope.js"
+import { Handoff, type Taker } from "./Handoff.js"
 import { messageEffects } from "./MessageEffects.js"
-import { type EventRecord, OutboxRepo, type RouteRow } from "./Outbox.js"
+import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "./Outbox.js"
 
 export interface IngestResult {
   /** Changes in the payload, over all entries. */
@@ -102,6 +104,7 @@ export const IngressLive = Layer.scoped(
     const outbox = yield* OutboxRepo
     const messages = yield* MessagesRepo
     const signal = yield* DispatchSignal
+    const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
     const queue = yield* Queue.unbounded<Queued>()
 
@@ -117,8 +120,11 @@ export const IngressLive = Layer.scoped(
             : rows.filter((r) => r.waba_id === change.entryId)
       })
 
-    /** Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer, in order. */
-    const write = (group: ReadonlyArray<Queued>) =>
+    /**
+     * Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer,
+     * in order. Deliveries the dispatcher admits are written leased to it and added to `handedOver`.
+     */
+    const write = (group: ReadonlyArray<Queued>, taker: Taker | undefined, handedOver: Array<LeasedDelivery>) =>
       Effect.gen(function*() {
         const now = nowIso()
         const routeOf = yield* routesFor(group.flatMap((q) => q.envelope.changes))
@@ -145,7 +151,12 @@ export const IngressLive = Layer.scoped(
         yield* messages.applyChanges(events.flatMap((e) =>
           e.changes.flatMap((r) => messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now))
         ))
-        const queued = yield* outbox.enqueue(events, now)
+        const { counts: queued, handedOver: admitted } = yield* outbox.enqueue(
+          events,
+          now,
+          taker === undefined ? undefined : { owner: taker.owner, leaseUntil: new Date(Date.now() + taker.leaseMs).toISOString(), admit: taker.admit }
+        )
+        handedOver.push(...admitted)
         return plans.map((p, i) => {
           const payloadEvents = eventsPerPayload[i] ?? []
           const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)
@@ -160,16 +171,24 @@ export const IngressLive = Layer.scoped(
         })
       })
 
-    const writeGroup = (group: ReadonlyArray<Queued>) =>
-      batcher.run(write(group)).pipe(
+    const writeGroup = (group: ReadonlyArray<Queued>) => {
+      const taker = handoff.taker()
+      const handedOver: Array<LeasedDelivery> = []
+      return batcher.run(write(group, taker, handedOver)).pipe(
         Effect.orDie,
         Effect.exit,
         Effect.flatMap((exit) =>
           Exit.match(exit, {
-            onFailure: (cause) => Effect.forEach(group, (q) => Deferred.failCause(q.answer, cause), { discard: true }),
+            onFailure: (cause) =>
+              Effect.zipRight(
+                Effect.sync(() => taker?.forgo(handedOver)),
+                Effect.forEach(group, (q) => Deferred.failCause(q.answer, cause), { discard: true })
+              ),
             onSuccess: (answers) =>
               Effect.gen(function*() {
-                if (answers.some((a) => a.deliveries > 0)) yield* signal.notify
+                if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
+                // Queued rows wait for a dispatcher round.
+                if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
                 yield* Effect.forEach(group, (q, i) => {
                   const answer = answers[i]
                   return answer === undefined ? Deferred.die(q.answer, "no answer for a payload") : Deferred.succeed(q.answer, answer)
@@ -178,6 +197,7 @@ export const IngressLive = Layer.scoped(
           })
         )
       )
+    }
 
     let lastGroupAt = 0
     /** The next group: what is queued, after a short wait if the last group was just written (see GROUP_LINGER_MS). */

@@ -93,9 +93,27 @@ export interface AttemptRecord {
   readonly result: AttemptResult
 }
 
+/** How a new delivery may skip the queue (see Handoff.ts): admitted rows are written leased to `owner` until `leaseUntil`. */
+export interface Handover {
+  readonly owner: string
+  readonly leaseUntil: string
+  readonly admit: (webhookId: string) => boolean
+}
+
 export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
 
 const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
+
+/** An active webhook new deliveries are queued for, with what it takes to send one at once. */
+interface QueueingWebhook {
+  readonly id: string
+  readonly instance_id: string
+  readonly url: string
+  readonly failing_since: string | null
+  readonly secret_encrypted: string
+  readonly previous_secret_encrypted: string | null
+  readonly previous_secret_expires_at: string | null
+}
 
 /** An instance an upstream change can be routed to. */
 export interface RouteRow {
@@ -115,8 +133,14 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   readonly acceptChanges: (changes: ReadonlyArray<AcceptedChange>, now: string) => Effect.Effect<ReadonlyMap<string, string>>
   readonly insertEvents: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<void>
   readonly insertUnrouted: (changes: ReadonlyArray<UnroutedChange>, now: string) => Effect.Effect<void>
-  /** One pending delivery per active webhook of each event's instance; returns how many per event id. */
-  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<ReadonlyMap<string, number>>
+  /**
+   * One pending delivery per active webhook of each event's instance; returns how many per event id,
+   * and the rows `handover` admitted, written leased to its owner, with what it takes to send them.
+   */
+  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string, handover?: Handover) => Effect.Effect<{
+    readonly counts: ReadonlyMap<string, number>
+    readonly handedOver: ReadonlyArray<LeasedDelivery>
+  }>
   /**
    * Leases due deliveries, first attempts before retries, at most `limit` in all and at most
    * `perWebhook` minus its attempts in flight for each webhook.
@@ -184,32 +208,57 @@ export const OutboxRepoLive = Layer.effect(
               received_at: now
             })))
           }`, { discard: true }).pipe(Effect.orDie),
-      enqueue: (events, now) =>
+      enqueue: (events, now, handover) =>
         Effect.gen(function*() {
-          if (events.length === 0) return new Map<string, number>()
+          if (events.length === 0) return { counts: new Map<string, number>(), handedOver: [] }
           const instanceIds = [...new Set(events.map((e) => e.instanceId))]
-          const webhooks = yield* sql<{ readonly id: string; readonly instance_id: string }>`
-            SELECT id, instance_id FROM webhooks
-            WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`
+          const webhooks = yield* sql<QueueingWebhook>`
+            SELECT id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at
+              FROM webhooks
+             WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`
+          const handedOver: Array<LeasedDelivery> = []
           const rows = events.flatMap((event) =>
-            webhooks.filter((w) => w.instance_id === event.instanceId).map((webhook) => ({
-              id: newId("dlv"),
-              webhook_id: webhook.id,
-              event_id: event.id,
-              message_id: newId("msg"),
-              status: "pending",
-              attempts: 0,
-              next_attempt_at: now,
-              created_at: now,
-              updated_at: now
-            }))
+            webhooks.filter((w) => w.instance_id === event.instanceId).map((webhook) => {
+              const lease = handover !== undefined && handover.admit(webhook.id) ? handover : undefined
+              const row = {
+                id: newId("dlv"),
+                webhook_id: webhook.id,
+                event_id: event.id,
+                message_id: newId("msg"),
+                status: "pending",
+                attempts: 0,
+                next_attempt_at: now,
+                lease_owner: lease?.owner ?? null,
+                lease_expires_at: lease?.leaseUntil ?? null,
+                created_at: now,
+                updated_at: now
+              }
+              if (lease === undefined) return row
+              handedOver.push({
+                id: row.id,
+                webhook_id: webhook.id,
+                message_id: row.message_id,
+                status: "pending",
+                attempts: 0,
+                final_attempt: null,
+                next_attempt_at: now,
+                body: event.body,
+                url: webhook.url,
+                webhook_active: true,
+                webhook_failing_since: webhook.failing_since,
+                secret_encrypted: webhook.secret_encrypted,
+                previous_secret_encrypted: webhook.previous_secret_encrypted,
+                previous_secret_expires_at: webhook.previous_secret_expires_at
+              })
+              return row
+            })
           )
           yield* Effect.forEach(powerOfTwoChunks(rows), (chunk) => sql`INSERT INTO deliveries ${sql.insert(chunk)}`, {
             discard: true
           })
           const counts = new Map<string, number>()
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
-          return counts
+          return { counts, handedOver }
         }).pipe(Effect.orDie),
       lease,
       cancel: (ids) =>
