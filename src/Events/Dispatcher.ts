@@ -171,7 +171,8 @@ export const DispatcherLive = Layer.scopedDiscard(
       admit: admission.admit,
       adopt: (handed) =>
         Effect.forEach(handed, (d) =>
-          // Stopping: the row stays leased to this process and the shutdown below releases it.
+          // Stopping: not started. The row stays leased to this process until the shutdown's release
+          // below frees it, or, if it committed after that, until its lease expires.
           stopping ? Effect.sync(() => settle(d, undefined)) : Effect.map(deliveries.signingKeys(d, Date.now()), (keys) => start(d, keys)), {
           discard: true
         }),
