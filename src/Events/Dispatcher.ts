@@ -137,10 +137,9 @@ export const DispatcherLive = Layer.scopedDiscard(
           Effect.orDie
         )
         if (records.length > 0) yield* afterLogging(records, failing)
-        for (const d of leased) {
-          if (!Boolean(d.webhook_active)) inactive.push(d.id)
-          else start(d, yield* deliveries.signingKeys(d, nowMs))
-        }
+        // What was counted starts; the rest belongs to webhooks no longer active.
+        for (const d of counted) start(d, yield* deliveries.signingKeys(d, nowMs))
+        if (counted.length < leased.length) inactive = leased.flatMap((d) => (counted.includes(d) ? [] : [d.id]))
         // A full lease may leave more due rows, and rows to cancel need a round.
         const more = (free > 0 && leased.length >= free) || inactive.length > 0
         if (!more || stopping) return
