@@ -19,6 +19,7 @@ import { afterFailure, parseRetryAfter } from "../src/Events/RetryPolicy.js"
 import { hubLayer } from "../src/Http.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
+import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub, testHubConfig, TestHubLive, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -215,6 +216,27 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       const inactive = yield* retry(dead?.id)
       expect(inactive.status).toBe(409)
       expect(inactive.body).toMatchObject({ statusCode: 409, error: "webhook_inactive" })
+    }))
+
+  it.scoped("deliveries to a receiver go over one kept-alive connection, each signed", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const receiver = yield* rawReceiver(() => ({ bytes: OK }))
+      const hook = yield* createWebhook(tenant, `http://127.0.0.1:${receiver.port}/hooks`)
+      for (let i = 1; i <= 5; i++) {
+        yield* postEvent(tenant)
+        yield* untilDeliveries(tenant, hook.id, `${i} delivered`, (d) => d.length === i && d.every((x) => x.status === "succeeded"))
+      }
+      expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 0, 0, 0])
+      expect(receiver.connections()).toBe(1)
+      for (const request of receiver.requests) {
+        const headers = Object.fromEntries(request.head.split("\r\n").slice(1).map((line) => {
+          const colon = line.indexOf(":")
+          return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()]
+        }))
+        expect(request.head.split("\r\n")[0]).toBe("POST /hooks HTTP/1.1")
+        expect(verify(hook.secret, { path: "/hooks", headers, body: request.body })).toMatchObject({ object: "whatsapp_business_account" })
+      }
     }))
 
   it.scoped("redirects are not followed and count as failures", () =>

@@ -11,7 +11,7 @@ import { WebhooksRepo } from "../Webhooks/Repo.js"
 import { AddressRefused, UrlPolicy } from "../Webhooks/UrlPolicy.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Outbox.js"
 import { afterFailure, parseRetryAfter } from "./RetryPolicy.js"
-import { NoAnswer, type ReceiverAnswer, sendWebhook, USER_AGENT } from "./Sender.js"
+import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
 import { webhookSecretKey, webhookSignature } from "./Signing.js"
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -37,6 +37,11 @@ export const makeDeliveries = Effect.gen(function*() {
   const cipher = yield* AccessTokenCipher
   const timeoutMs = Duration.toMillis(config.webhookTimeout)
   const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
+  // As many idle connections per receiver as attempts may be in flight; closed with the dispatcher.
+  const sender = yield* Effect.acquireRelease(
+    Effect.sync(() => makeSender({ maxIdlePerOrigin: config.dispatchConcurrency })),
+    (s) => Effect.sync(() => s.close())
+  )
 
   // Decrypting once per secret rather than once per attempt keeps the hot path cheap.
   const keys = new Map<string, Uint8Array>()
@@ -64,7 +69,7 @@ export const makeDeliveries = Effect.gen(function*() {
   const exchange = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, signal: AbortSignal, timestamp: number) => {
     const target = await policy.resolveTarget(d.url)
     if (target instanceof AddressRefused) return target
-    return sendWebhook({
+    return sender.send({
       target,
       body: d.body,
       timeoutMs,
