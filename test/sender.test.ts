@@ -5,12 +5,12 @@
  * for another name (then no byte of the request may reach them).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect, Schedule } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { makeSender, NoAnswer, type Sender } from "../src/Events/Sender.js"
-import { OK, rawReceiver, type Reply } from "./support/RawReceiver.js"
+import { OK, type RawReceiver, rawReceiver, type Reply } from "./support/RawReceiver.js"
 
 const makeTestSender = (ca?: string) =>
   Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 256, ...(ca === undefined ? {} : { ca }) })), (sender) => Effect.sync(() => sender.close()))
@@ -28,6 +28,15 @@ const post = (sender: Sender, url: string, options: { readonly timeoutMs?: numbe
       signal: controller.signal
     }).finally(() => clearTimeout(timer))
   })
+
+/** Waits, within a deadline, until the receiver has seen `n` connections close. */
+const untilClosed = (receiver: RawReceiver, n: number) =>
+  Effect.sync(() => receiver.closedConnections()).pipe(
+    Effect.filterOrFail((closed) => closed === n, () => "not yet"),
+    Effect.retry(Schedule.spaced(Duration.millis(20))),
+    Effect.timeoutFail({ duration: Duration.seconds(15), onTimeout: () => new Error(`${n} connections were not closed`) }),
+    Effect.orDie
+  )
 
 describe("Sender", () => {
   it.scoped("sends the exact request and keeps connections alive, one per attempt in flight", () =>
@@ -117,6 +126,22 @@ describe("Sender", () => {
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
       // The close-answer's connection and the hung one were not used again.
       expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 1, 2])
+    }))
+
+  it.scopedLive("keeps at most maxIdlePerOrigin idle connections, and closes idle ones after idleSeconds", () =>
+    Effect.gen(function*() {
+      const receiver = yield* rawReceiver(() => ({ bytes: OK }))
+      const sender = yield* Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 2, idleSeconds: 1 })), (s) => Effect.sync(() => s.close()))
+      const url = `http://127.0.0.1:${receiver.port}/`
+      yield* Effect.all(Array.from({ length: 5 }, () => post(sender, url)), { concurrency: "unbounded" })
+      expect(receiver.connections()).toBe(5)
+      yield* untilClosed(receiver, 3)
+      yield* Effect.all(Array.from({ length: 5 }, () => post(sender, url)), { concurrency: "unbounded" })
+      expect(receiver.connections()).toBe(8)
+      // The two kept connections are closed once idle (Bun checks socket timeouts every few seconds).
+      yield* untilClosed(receiver, 8)
+      expect(yield* post(sender, url)).toMatchObject({ status: 200 })
+      expect(receiver.connections()).toBe(9)
     }))
 
   it.scoped("a refused connection is a failed attempt", () =>

@@ -19,6 +19,8 @@ export interface RawReceiver {
   readonly requests: Array<RawRequest>
   /** Connections opened so far. */
   readonly connections: () => number
+  /** Connections closed so far (by either side). */
+  readonly closedConnections: () => number
   /** Bytes received in all, request or not. */
   readonly bytesReceived: () => number
 }
@@ -31,6 +33,7 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
     Effect.sync(() => {
       const requests: Array<RawRequest> = []
       let connections = 0
+      let closed = 0
       let received = 0
       const buffers = new Map<Socket<{ id: number }>, Buffer>()
       const listener: TCPSocketListener<{ id: number }> = Bun.listen<{ id: number }>({
@@ -66,11 +69,18 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
             buffers.set(socket, buffer)
           },
           close: (socket) => {
+            closed++
             buffers.delete(socket)
           }
         }
       })
-      const receiver: RawReceiver = { port: listener.port, requests, connections: () => connections, bytesReceived: () => received }
+      const receiver: RawReceiver = {
+        port: listener.port,
+        requests,
+        connections: () => connections,
+        closedConnections: () => closed,
+        bytesReceived: () => received
+      }
       return { receiver, listener }
     }),
     ({ listener }) => Effect.sync(() => listener.stop(true))
