@@ -1,24 +1,36 @@
 /**
- * The framing of receivers' answers on kept-alive connections (src/Events/ResponseReader.ts): each
+ * The framing of HTTP/1.1 answers on kept-alive connections (src/Net/ResponseReader.ts): each
  * answer is fed whole and split at every byte, since the network may cut it anywhere.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type ReadOutcome, ResponseReader } from "../src/Events/ResponseReader.js"
+import { type BodyKept, type ReadOutcome, ResponseReader, SNIPPET } from "../src/Net/ResponseReader.js"
 
-/** Feeds `text` in pieces of `size` bytes; returns the first outcome other than More, or More. */
-const feed = (reader: ResponseReader, bytes: Buffer, size: number): ReadOutcome => {
+/** An outcome as the tests compare it: the kept body as text, headers left out. */
+const view = (outcome: ReadOutcome) =>
+  outcome._tag === "Answer"
+    ? { _tag: "Answer", answer: { status: outcome.answer.status, retryAfter: outcome.answer.retryAfter, snippet: outcome.answer.body.toString("latin1"), reusable: outcome.answer.reusable } }
+    : outcome
+
+const reader = (kept: BodyKept = SNIPPET) => {
+  const r = new ResponseReader()
+  r.reset(kept)
+  return r
+}
+
+/** Feeds `bytes` in pieces of `size` bytes; returns the first outcome other than More, or More. */
+const feed = (r: ResponseReader, bytes: Buffer, size: number) => {
   for (let at = 0; at < bytes.length; at += size) {
-    const outcome = reader.push(bytes.subarray(at, at + size))
-    if (outcome._tag !== "More") return outcome
+    const outcome = r.push(bytes.subarray(at, at + size))
+    if (outcome._tag !== "More") return view(outcome)
   }
-  return { _tag: "More" }
+  return view({ _tag: "More" })
 }
 
 /** The outcome of `text` for every piece size from 1 byte to whole, which must all agree. */
-const readAllWays = (text: string): ReadOutcome => {
+const readAllWays = (text: string, kept: BodyKept = SNIPPET) => {
   const bytes = Buffer.from(text, "latin1")
-  const whole = feed(new ResponseReader(), bytes, bytes.length)
-  for (let size = 1; size < bytes.length; size++) expect(feed(new ResponseReader(), bytes, size)).toEqual(whole)
+  const whole = feed(reader(kept), bytes, bytes.length)
+  for (let size = 1; size < bytes.length; size++) expect(feed(reader(kept), bytes, size)).toEqual(whole)
   return whole
 }
 
@@ -50,17 +62,17 @@ describe("ResponseReader", () => {
     expect(reusable("HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\ncontent-length: 0\r\n\r\n")).toBe(false)
     expect(reusable("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n")).toBe(false)
     // Bytes arriving after the answer are caught by the connection itself (it has no exchange then).
-    const extra = new ResponseReader().push(Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokEXTRA"))
+    const extra = view(reader().push(Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokEXTRA")))
     expect(extra).toEqual({ _tag: "Answer", answer: { status: 200, retryAfter: null, snippet: "ok", reusable: false } })
     expect(reusable("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n0\r\n\r\n")).toBe(false)
   })
 
   it("reads a body without length until the close, or until its snippet is full", () => {
-    const reader = new ResponseReader()
-    expect(reader.push(Buffer.from("HTTP/1.1 202 Accepted\r\n\r\nsome"))).toEqual({ _tag: "More" })
-    expect(reader.closed()).toEqual({ _tag: "Answer", answer: { status: 202, retryAfter: null, snippet: "some", reusable: false } })
-    const long = new ResponseReader()
-    expect(long.push(Buffer.from(`HTTP/1.1 200 OK\r\n\r\n${"z".repeat(3000)}`))).toEqual({
+    const open = reader()
+    expect(open.push(Buffer.from("HTTP/1.1 202 Accepted\r\n\r\nsome"))).toEqual({ _tag: "More" })
+    expect(view(open.closed())).toEqual({ _tag: "Answer", answer: { status: 202, retryAfter: null, snippet: "some", reusable: false } })
+    const long = reader()
+    expect(view(long.push(Buffer.from(`HTTP/1.1 200 OK\r\n\r\n${"z".repeat(3000)}`)))).toEqual({
       _tag: "Answer",
       answer: { status: 200, retryAfter: null, snippet: "z".repeat(1024), reusable: false }
     })
@@ -69,8 +81,8 @@ describe("ResponseReader", () => {
   it("keeps 1 KB of a long answer, drains a moderate one and gives up a huge one", () => {
     const moderate = readAllWays(`HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n${"y".repeat(5000)}`)
     expect(moderate).toEqual({ _tag: "Answer", answer: { status: 200, retryAfter: null, snippet: "y".repeat(1024), reusable: true } })
-    const huge = new ResponseReader()
-    expect(huge.push(Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n${"y".repeat(100_000)}`))).toEqual({
+    const huge = reader()
+    expect(view(huge.push(Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n${"y".repeat(100_000)}`)))).toEqual({
       _tag: "Answer",
       answer: { status: 200, retryAfter: null, snippet: "y".repeat(1024), reusable: false }
     })
@@ -78,7 +90,7 @@ describe("ResponseReader", () => {
 
   it("refuses what it cannot frame for certain", () => {
     const tag = (text: string) => {
-      const outcome = new ResponseReader().push(Buffer.from(text, "latin1"))
+      const outcome = reader().push(Buffer.from(text, "latin1"))
       return outcome._tag === "Malformed" ? outcome.message : outcome._tag
     }
     expect(tag("SSH-2.0-OpenSSH\r\n\r\n")).toBe("the answer is not HTTP/1.x")
@@ -89,10 +101,30 @@ describe("ResponseReader", () => {
     expect(tag("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nokXX")).toBe("the answer has a chunk without its CRLF")
     expect(tag("HTTP/1.1 101 Switching Protocols\r\n\r\n")).toBe("the receiver switched protocols")
     expect(tag(`HTTP/1.1 200 OK\r\nx: ${"a".repeat(20_000)}`)).toBe("the answer's head is too long")
-    const cut = new ResponseReader()
+    const cut = reader()
     cut.push(Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"))
     expect(cut.started()).toBe(true)
     expect(cut.closed()).toEqual({ _tag: "Malformed", message: "the receiver closed the connection before its answer was complete" })
-    expect(new ResponseReader().started()).toBe(false)
+    expect(reader().started()).toBe(false)
+  })
+
+  it("keeps every header, and the whole body when asked, refusing one longer than allowed", () => {
+    const whole: BodyKept = { bytes: 4096, whole: true }
+    const text = `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nWWW-Authenticate: Bearer\r\ntransfer-encoding: chunked\r\n\r\n800\r\n${"a".repeat(2048)}\r\n400\r\n${"b".repeat(1024)}\r\n0\r\n\r\n`
+    const outcome = reader(whole).push(Buffer.from(text))
+    expect(outcome._tag === "Answer" ? outcome.answer : outcome).toEqual({
+      status: 400,
+      headers: [["content-type", "application/json"], ["www-authenticate", "Bearer"], ["transfer-encoding", "chunked"]],
+      retryAfter: null,
+      body: Buffer.from("a".repeat(2048) + "b".repeat(1024)),
+      reusable: true
+    })
+    expect(readAllWays(`HTTP/1.1 200 OK\r\n\r\n${"c".repeat(2000)}`, whole)).toEqual({ _tag: "More" })
+    const untilClose = reader(whole)
+    untilClose.push(Buffer.from(`HTTP/1.1 200 OK\r\n\r\n${"c".repeat(2000)}`))
+    expect(view(untilClose.closed())).toEqual({ _tag: "Answer", answer: { status: 200, retryAfter: null, snippet: "c".repeat(2000), reusable: false } })
+    const small: BodyKept = { bytes: 10, whole: true }
+    expect(readAllWays("HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n0123456789X", small)).toEqual({ _tag: "Malformed", message: "the answer's body is longer than 10 bytes" })
+    expect(readAllWays("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789", small)).toMatchObject({ _tag: "Answer", answer: { snippet: "0123456789", reusable: true } })
   })
 })

@@ -1,11 +1,10 @@
 /**
- * Reads one HTTP/1.1 response at a time off a kept-alive connection to a webhook receiver, from
- * bytes as they arrive: the status, Retry-After, the first KB of the body, where the response ends
+ * Reads one HTTP/1.1 response at a time off a kept-alive connection, from bytes as they arrive: the
+ * status, the headers, the body (its first bytes only, or the whole of it), where the response ends
  * (Content-Length, chunked, or the connection's close) and whether the connection may carry the
  * next request. Informational (1xx) answers are skipped. Anything it cannot frame for certain is
  * Malformed, and the connection is then closed rather than reused.
  */
-import { SNIPPET_BYTES } from "./Sender.js"
 
 /** Longest head accepted; a longer one is Malformed. */
 const MAX_HEAD_BYTES = 16 * 1024
@@ -14,16 +13,30 @@ const MAX_HEAD_BYTES = 16 * 1024
 const MAX_LINE_BYTES = 4 * 1024
 
 /**
- * Most body bytes read past the snippet to keep the connection: a longer answer ends once its
+ * Most body bytes read past a snippet to keep the connection: a longer answer ends once its
  * snippet is known, and its connection is closed instead of drained.
  */
 const MAX_DRAIN_BYTES = 64 * 1024
 
+/** What of the body to keep. */
+export interface BodyKept {
+  /** Body bytes kept. */
+  readonly bytes: number
+  /** The whole body is wanted: a longer one is Malformed; otherwise it is cut to `bytes`. */
+  readonly whole: boolean
+}
+
+/** The first KB of the body, as webhook attempts log it. */
+export const SNIPPET: BodyKept = { bytes: 1024, whole: false }
+
 export interface ReaderAnswer {
   readonly status: number
+  /** Header names in lower case, in the order received. */
+  readonly headers: ReadonlyArray<readonly [name: string, value: string]>
   readonly retryAfter: string | null
-  readonly snippet: string
-  /** The response ended exactly where the bytes did and the receiver keeps the connection open. */
+  /** The body bytes kept (see BodyKept). */
+  readonly body: Buffer
+  /** The response ended exactly where the bytes did and the server keeps the connection open. */
   readonly reusable: boolean
 }
 
@@ -47,6 +60,7 @@ const DIGITS = /^\d{1,15}$/
 
 interface Head {
   readonly status: number
+  readonly headers: ReadonlyArray<readonly [string, string]>
   readonly retryAfter: string | null
   readonly keepAlive: boolean
   readonly framing: { readonly _tag: "none" } | { readonly _tag: "length"; readonly length: number } | { readonly _tag: "chunked" } | { readonly _tag: "untilClose" }
@@ -57,6 +71,7 @@ const parseHead = (text: string): Head | string => {
   const statusLine = STATUS_LINE.exec(lines[0] ?? "")
   if (statusLine === null) return "the answer is not HTTP/1.x"
   const status = Number(statusLine[2])
+  const headers: Array<readonly [string, string]> = []
   let retryAfter: string | null = null
   let connection = ""
   let transferEncoding: string | undefined
@@ -67,6 +82,7 @@ const parseHead = (text: string): Head | string => {
     if (colon <= 0 || line[0] === " " || line[0] === "\t") return "the answer has a malformed header line"
     const name = line.slice(0, colon).trim().toLowerCase()
     const value = line.slice(colon + 1).trim()
+    headers.push([name, value])
     if (name === "retry-after") retryAfter = value
     else if (name === "connection") connection += `,${value.toLowerCase()}`
     else if (name === "transfer-encoding") transferEncoding = transferEncoding === undefined ? value.toLowerCase() : `${transferEncoding},${value.toLowerCase()}`
@@ -82,35 +98,37 @@ const parseHead = (text: string): Head | string => {
   }
   const closes = connection.split(",").some((token) => token.trim() === "close")
   const keepAlive = statusLine[1] === "1" && !closes
-  if (status === 204 || status === 304) return { status, retryAfter, keepAlive, framing: { _tag: "none" } }
+  if (status === 204 || status === 304) return { status, headers, retryAfter, keepAlive, framing: { _tag: "none" } }
   if (transferEncoding !== undefined) {
     const codings = transferEncoding.split(",").map((c) => c.trim())
     // Chunked last frames the body; with a Content-Length too, the connection is not trusted again.
-    if (codings.at(-1) === "chunked") return { status, retryAfter, keepAlive: keepAlive && contentLength === undefined, framing: { _tag: "chunked" } }
-    return { status, retryAfter, keepAlive: false, framing: { _tag: "untilClose" } }
+    if (codings.at(-1) === "chunked") return { status, headers, retryAfter, keepAlive: keepAlive && contentLength === undefined, framing: { _tag: "chunked" } }
+    return { status, headers, retryAfter, keepAlive: false, framing: { _tag: "untilClose" } }
   }
-  if (contentLength !== undefined) return { status, retryAfter, keepAlive, framing: { _tag: "length", length: Number(contentLength) } }
-  return { status, retryAfter, keepAlive: false, framing: { _tag: "untilClose" } }
+  if (contentLength !== undefined) return { status, headers, retryAfter, keepAlive, framing: { _tag: "length", length: Number(contentLength) } }
+  return { status, headers, retryAfter, keepAlive: false, framing: { _tag: "untilClose" } }
 }
 
 /** One reader per connection; `reset` before each request. */
 export class ResponseReader {
+  private kept: BodyKept = SNIPPET
   private phase: Phase = "head"
   private pending: Buffer = Buffer.alloc(0)
   private head: Head | undefined
   private remaining = 0
   private bodyBytes = 0
-  private snippet: Array<Buffer> = []
-  private snippetBytes = 0
+  private keptParts: Array<Buffer> = []
+  private keptBytes = 0
 
-  reset(): void {
+  reset(kept: BodyKept = SNIPPET): void {
+    this.kept = kept
     this.phase = "head"
     this.pending = Buffer.alloc(0)
     this.head = undefined
     this.remaining = 0
     this.bodyBytes = 0
-    this.snippet = []
-    this.snippetBytes = 0
+    this.keptParts = []
+    this.keptBytes = 0
   }
 
   /** Feeds the bytes that arrived; an Answer or Malformed ends this response. */
@@ -140,24 +158,33 @@ export class ResponseReader {
       _tag: "Answer",
       answer: {
         status: head.status,
+        headers: head.headers,
         retryAfter: head.retryAfter,
-        snippet: new TextDecoder().decode(Buffer.concat(this.snippet).subarray(0, SNIPPET_BYTES)),
+        body: Buffer.concat(this.keptParts),
         reusable: reusable && head.keepAlive && this.pending.length === 0
       }
     }
   }
 
-  /** Takes `n` body bytes off the front of `pending` into the snippet; false once the body is too long to drain. */
+  /**
+   * Takes `n` body bytes off the front of `pending`, keeping what BodyKept asks for. False once the
+   * body is longer than is worth draining (a snippet) or than may be kept (a whole body).
+   */
   private body(n: number): boolean {
     const part = this.pending.subarray(0, n)
     this.pending = this.pending.subarray(n)
-    if (this.snippetBytes < SNIPPET_BYTES) {
-      const kept = part.subarray(0, SNIPPET_BYTES - this.snippetBytes)
-      this.snippet.push(kept)
-      this.snippetBytes += kept.length
+    if (this.keptBytes < this.kept.bytes) {
+      const kept = part.subarray(0, this.kept.bytes - this.keptBytes)
+      this.keptParts.push(kept)
+      this.keptBytes += kept.length
     }
     this.bodyBytes += n
-    return this.bodyBytes <= SNIPPET_BYTES + MAX_DRAIN_BYTES
+    return this.bodyBytes <= this.kept.bytes + (this.kept.whole ? 0 : MAX_DRAIN_BYTES)
+  }
+
+  /** A body that went past what may be drained: a snippet ends here, a whole body is refused. */
+  private tooLong(): ReadEnd {
+    return this.kept.whole ? malformed(`the answer's body is longer than ${this.kept.bytes} bytes`) : this.answer(false)
   }
 
   /** Takes one CRLF-ended line off `pending`; undefined until it is complete. */
@@ -199,14 +226,14 @@ export class ResponseReader {
       }
       case "length": {
         const n = Math.min(this.remaining, this.pending.length)
-        const drainable = this.body(n)
+        if (!this.body(n)) return this.tooLong()
         this.remaining -= n
-        if (this.remaining === 0) return this.answer(true)
-        return drainable ? MORE : this.answer(false)
+        return this.remaining === 0 ? this.answer(true) : MORE
       }
       case "untilClose": {
-        const drainable = this.body(this.pending.length)
-        return drainable && this.snippetBytes < SNIPPET_BYTES ? MORE : this.answer(false)
+        if (!this.body(this.pending.length)) return this.tooLong()
+        // A snippet needs no more than its bytes; a whole body ends with the connection.
+        return this.kept.whole || this.keptBytes < this.kept.bytes ? MORE : this.answer(false)
       }
       case "chunkSize": {
         const line = this.line()
@@ -220,7 +247,7 @@ export class ResponseReader {
       }
       case "chunkData": {
         const n = Math.min(this.remaining, this.pending.length)
-        if (!this.body(n)) return this.answer(false)
+        if (!this.body(n)) return this.tooLong()
         this.remaining -= n
         if (this.remaining > 0) return MORE
         this.phase = "chunkEnd"
