@@ -6,45 +6,20 @@
  * deadline needs `Effect.timeout`, which forks a timer fiber per call. Here a body reader is one
  * promise, and the client's own deadline is a plain timer that aborts the exchange (answer and body)
  * through the AbortSignal fetch already takes. Interrupting a call aborts its request too.
+ *
+ * Given a kept-alive pool (src/Net/KeepAlive.ts), calls whose body is bytes or nothing go over it
+ * instead of fetch: fetch runs at most 256 requests at once (BUN_CONFIG_MAX_HTTP_REQUESTS) and keeps
+ * 64 idle connections, which at the Graph API's latencies caps a busy hub and makes most calls open
+ * a TLS connection of their own. Only calls safe to repeat are sent again when a kept connection
+ * closes before any answer; a message send never is.
  */
 import { Cookies, Headers, HttpClient, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Duration, Effect, Inspectable, Option, Stream } from "effect"
+import type { KeepAlivePool } from "../Net/KeepAlive.js"
+import { Exchange } from "./Exchange.js"
+import { bodyBytes, sendPooled } from "./PooledClient.js"
 
-/** The reason a timed-out exchange was aborted with; `isTimeout` recognises it in an error's cause. */
-export class DeadlineExceeded extends Error {
-  override readonly name = "DeadlineExceeded"
-}
-
-/** Whether a client error (or its cause) is this client's deadline. */
-export const isTimeout = (e: HttpClientError.HttpClientError): boolean => e.cause instanceof DeadlineExceeded
-
-/** One exchange's abort switch and deadline timer; settled once its body is read (or it failed). */
-class Exchange {
-  readonly controller = new AbortController()
-  private timer: ReturnType<typeof setTimeout> | undefined
-
-  constructor(timeoutMillis: number | undefined) {
-    if (timeoutMillis !== undefined) {
-      this.timer = setTimeout(() => this.controller.abort(new DeadlineExceeded(`no complete answer within ${timeoutMillis} ms`)), timeoutMillis)
-    }
-  }
-
-  /** The error that ended the exchange: the deadline when it fired, otherwise what fetch threw. */
-  cause(thrown: unknown): unknown {
-    const reason: unknown = this.controller.signal.reason
-    return this.controller.signal.aborted && reason instanceof DeadlineExceeded ? reason : thrown
-  }
-
-  settle() {
-    if (this.timer !== undefined) clearTimeout(this.timer)
-    this.timer = undefined
-  }
-
-  abort() {
-    this.settle()
-    this.controller.abort()
-  }
-}
+export { DeadlineExceeded, isTimeout } from "./Exchange.js"
 
 /** A promise as an effect, without the AbortController `Effect.tryPromise` allocates. */
 const fromPromise = <A, E>(run: () => Promise<A>, onError: (thrown: unknown) => E): Effect.Effect<A, E> =>
@@ -190,8 +165,16 @@ const send = (timeoutMillis: number | undefined) => (request: HttpClientRequest.
 /**
  * An HttpClient whose every exchange (answer and body) must complete within `timeout`; without one,
  * only interruption ends an exchange. A timed-out call fails with a cause `isTimeout` recognises.
+ * With `pool`, calls whose body is bytes or nothing go over kept-alive connections (see above).
  */
-export const makeFetchClient = (options: { readonly timeout?: Duration.Duration | undefined } = {}): HttpClient.HttpClient => {
+export const makeFetchClient = (options: { readonly timeout?: Duration.Duration | undefined; readonly pool?: KeepAlivePool } = {}): HttpClient.HttpClient => {
   const timeoutMillis = options.timeout === undefined ? undefined : Duration.toMillis(options.timeout)
-  return HttpClient.makeWith<never, never, HttpClientError.HttpClientError, never>((request) => Effect.flatMap(request, send(timeoutMillis)), Effect.succeed)
+  const viaFetch = send(timeoutMillis)
+  const pool = options.pool
+  const viaPool = pool === undefined ? undefined : sendPooled(pool, timeoutMillis)
+  return HttpClient.makeWith<never, never, HttpClientError.HttpClientError, never>((request) =>
+    Effect.flatMap(request, (r) => {
+      const body = viaPool === undefined ? undefined : bodyBytes(r)
+      return viaPool === undefined || body === undefined ? viaFetch(r) : viaPool(r, body)
+    }), Effect.succeed)
 }

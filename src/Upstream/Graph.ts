@@ -8,6 +8,7 @@ import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@ef
 import type { HttpClientError } from "@effect/platform/HttpClientError"
 import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
 import { HubConfig } from "../Config.js"
+import { makeKeepAlivePool } from "../Net/KeepAlive.js"
 import { isTimeout, makeFetchClient } from "./FetchClient.js"
 import { parseJsonObject } from "./Json.js"
 import { type MultipartField, multipartBody } from "./Multipart.js"
@@ -102,7 +103,9 @@ type Call = {
 
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
-  const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout }), timeout: config.graphTimeout }
+  // Calls go over kept-alive connections (see FetchClient.ts), as many as are in flight at once.
+  const pool = yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024 })), (p) => Effect.sync(() => p.close()))
+  const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout, pool }), timeout: config.graphTimeout }
   const uploads: Deadlined = { client: makeFetchClient({ timeout: config.graphUploadTimeout }), timeout: config.graphUploadTimeout }
   // Downloads stream for as long as the bytes keep coming; only getting the answer has a deadline.
   const downloads = makeFetchClient()
@@ -252,4 +255,4 @@ export const makeGraphUpstream = Effect.gen(function*() {
 })
 
 /** GraphUpstream over its own fetch clients (one per deadline). */
-export const GraphUpstream = Layer.effect(Upstream, makeGraphUpstream)
+export const GraphUpstream = Layer.scoped(Upstream, makeGraphUpstream)
