@@ -8,6 +8,7 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Duration, Effect, Either } from "effect"
 import { makeKeepAlivePool } from "../src/Net/KeepAlive.js"
 import { isTimeout, makeFetchClient } from "../src/Upstream/FetchClient.js"
+import { usesProxy } from "../src/Upstream/PooledClient.js"
 import { rawReceiver, type Reply } from "./support/RawReceiver.js"
 
 const json = (status: number, body: unknown, extra = "") => {
@@ -94,4 +95,11 @@ describe("Graph calls over kept-alive connections", () => {
       const call = yield* Effect.either(HttpClient.get(`http://127.0.0.1:${graph.port}/v23.0/slow`).pipe(Effect.provideService(HttpClient.HttpClient, client)))
       expect(Either.isLeft(call) && isTimeout(call.left)).toBe(true)
     }))
+
+  it("stays on fetch when a proxy is configured, since the pool connects directly", () => {
+    expect(usesProxy({})).toBe(false)
+    expect(usesProxy({ HTTPS_PROXY: "" })).toBe(false)
+    expect(usesProxy({ https_proxy: "http://proxy:3128" })).toBe(true)
+    expect(usesProxy({ HTTP_PROXY: "http://proxy:3128" })).toBe(true)
+  })
 })

@@ -7,11 +7,7 @@
  * promise, and the client's own deadline is a plain timer that aborts the exchange (answer and body)
  * through the AbortSignal fetch already takes. Interrupting a call aborts its request too.
  *
- * Given a kept-alive pool (src/Net/KeepAlive.ts), calls whose body is bytes or nothing go over it
- * instead of fetch: fetch runs at most 256 requests at once (BUN_CONFIG_MAX_HTTP_REQUESTS) and keeps
- * 64 idle connections, which at the Graph API's latencies caps a busy hub and makes most calls open
- * a TLS connection of their own. Only calls safe to repeat are sent again when a kept connection
- * closes before any answer; a message send never is.
+ * Given a kept-alive pool, calls whose body is bytes or nothing go over it instead (PooledClient.ts).
  */
 import { Cookies, Headers, HttpClient, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Duration, Effect, Inspectable, Option, Stream } from "effect"

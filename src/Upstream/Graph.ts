@@ -10,6 +10,7 @@ import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } fr
 import { HubConfig } from "../Config.js"
 import { makeKeepAlivePool } from "../Net/KeepAlive.js"
 import { isTimeout, makeFetchClient } from "./FetchClient.js"
+import { usesProxy } from "./PooledClient.js"
 import { parseJsonObject } from "./Json.js"
 import { type MultipartField, multipartBody } from "./Multipart.js"
 import { type GraphQuery, type JsonObject, type MediaInfo, type SendMessageResponse, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
@@ -103,9 +104,12 @@ type Call = {
 
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
-  // Calls go over kept-alive connections (see FetchClient.ts), as many as are in flight at once.
-  const pool = yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024 })), (p) => Effect.sync(() => p.close()))
-  const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout, pool }), timeout: config.graphTimeout }
+  // Calls go over kept-alive connections (PooledClient.ts), as many as are in flight at once, unless
+  // a proxy is configured: fetch honours it, the pool connects directly.
+  const pool = usesProxy(process.env)
+    ? undefined
+    : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024 })), (p) => Effect.sync(() => p.close()))
+  const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout, ...(pool === undefined ? {} : { pool }) }), timeout: config.graphTimeout }
   const uploads: Deadlined = { client: makeFetchClient({ timeout: config.graphUploadTimeout }), timeout: config.graphUploadTimeout }
   // Downloads stream for as long as the bytes keep coming; only getting the answer has a deadline.
   const downloads = makeFetchClient()
@@ -254,5 +258,5 @@ export const makeGraphUpstream = Effect.gen(function*() {
   })
 })
 
-/** GraphUpstream over its own fetch clients (one per deadline). */
+/** GraphUpstream over its own clients: kept-alive calls, and fetch for uploads and downloads. */
 export const GraphUpstream = Layer.scoped(Upstream, makeGraphUpstream)

@@ -12,6 +12,13 @@ import { type KeepAlivePool, type Origin, originOf } from "../Net/KeepAlive.js"
 import type { ReaderAnswer } from "../Net/ResponseReader.js"
 import { Exchange } from "./Exchange.js"
 
+/**
+ * Whether the environment routes outgoing HTTP through a proxy. The pool connects directly, so the
+ * Graph calls then stay on fetch, which honours these variables.
+ */
+export const usesProxy = (env: Readonly<Record<string, string | undefined>>): boolean =>
+  ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"].some((name) => (env[name] ?? "") !== "")
+
 /** Methods whose request may be sent again: HTTP's idempotent ones. */
 const REPEATABLE = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
 
