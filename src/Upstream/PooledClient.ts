@@ -8,8 +8,8 @@
  */
 import { Cookies, Headers, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Effect, Inspectable, Option, Stream } from "effect"
-import { type KeepAlivePool, type Origin, originOf } from "../Net/KeepAlive.js"
-import type { ReaderAnswer } from "../Net/ResponseReader.js"
+import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
+import type { BodyKept, ReaderAnswer } from "../Net/ResponseReader.js"
 import { Exchange } from "./Exchange.js"
 
 /**
@@ -22,8 +22,8 @@ export const usesProxy = (env: Readonly<Record<string, string | undefined>>): bo
 /** Methods whose request may be sent again: HTTP's idempotent ones. */
 const REPEATABLE = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
 
-/** Most of an answer's body the pooled path holds: Graph answers are JSON documents well below it. */
-const MAX_POOLED_BODY = 16 * 1024 * 1024
+/** The whole answer, up to 16 MB: Graph answers are JSON documents well below it. */
+const WHOLE_ANSWER: BodyKept = { bytes: 16 * 1024 * 1024, whole: true }
 
 /** Headers the pooled path writes itself. */
 const OWN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding"])
@@ -126,17 +126,8 @@ class PooledResponse extends Inspectable.Class implements HttpClientResponse.Htt
   }
 }
 
-export const sendPooled = (pool: KeepAlivePool, timeoutMillis: number | undefined) => {
-  const origins = new Map<string, Origin>()
-  const originFor = (url: URL) => {
-    const known = origins.get(url.origin)
-    if (known !== undefined) return known
-    const origin = originOf(url)
-    if (origins.size >= 1_000) origins.clear()
-    origins.set(url.origin, origin)
-    return origin
-  }
-  return (request: HttpClientRequest.HttpClientRequest, body: Uint8Array) =>
+export const sendPooled = (pool: KeepAlivePool, timeoutMillis: number | undefined) =>
+  (request: HttpClientRequest.HttpClientRequest, body: Uint8Array) =>
     Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
       const url = UrlParams.makeUrl(request.url, request.urlParams, request.hash)
       if (url._tag === "Left") {
@@ -154,10 +145,10 @@ export const sendPooled = (pool: KeepAlivePool, timeoutMillis: number | undefine
         return Effect.fail(new HttpClientError.RequestError({ request, reason: "Transport", cause }))
       }
       pool.request({
-        origin: originFor(url.right),
+        origin: originOf(url.right),
         bytes: Buffer.concat([head, body]),
         resendable: REPEATABLE.has(request.method),
-        kept: { bytes: MAX_POOLED_BODY, whole: true },
+        kept: WHOLE_ANSWER,
         signal: exchange.controller.signal
       }).then((outcome) => {
         if (outcome._tag === "Aborted") return resume(transportError(exchange.cause(new Error("the call was aborted"))))
@@ -168,5 +159,3 @@ export const sendPooled = (pool: KeepAlivePool, timeoutMillis: number | undefine
       })
       return Effect.sync(() => exchange.abort())
     })
-}
-
