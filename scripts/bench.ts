@@ -16,7 +16,8 @@
  * done (requests, or deliveries), a figure less sensitive than rates to a noisy machine. Each measurement follows a warm-up at the
  * same load that is not counted: a fresh process runs its first seconds with cold JIT and caches
  * (ingress-to-receipt p50 of 50-150 ms then, against 10-15 ms after), and the figures are meant to
- * describe a hub that has been running.
+ * describe a hub that has been running. A request that fails or is answered other than 2xx, in any
+ * scenario, is listed after the table and makes the run exit 1 (CI's smoke then fails).
  */
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -184,6 +185,17 @@ const warmUp = async (script: string, config: Record<string, unknown>) => {
   if (warmupSeconds > 0) await runJson(script, { ...config, seconds: warmupSeconds })
 }
 const results: Record<string, unknown> = {}
+/**
+ * Requests the hub (or a fake) failed or did not answer with 2xx, by scenario. None are expected at any rate
+ * measured here (overload drops posts at the generator, it does not fail them), so any makes the
+ * run exit 1: CI's smoke then catches a hub that fails requests under load, which timings would hide.
+ */
+const failures: Array<string> = []
+const countFailures = (scenario: string, failed: number) => {
+  if (failed > 0) failures.push(`${scenario}: ${fmt(failed)} failed or answered other than 2xx`)
+}
+/** A load run's requests that failed or were answered other than 2xx. */
+const notOk = (run: LoadResult) => run.requests - run.ok + run.errors
 const rows: Array<[string, string, string, string, string, string]> = []
 const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
@@ -198,6 +210,8 @@ if (scenarios.has("baseline")) {
   const [hubHealth, usage] = await watchHub(hub.pid, () => runJson<LoadResult>("load.ts", { ...hubLoad, seconds }))
   const bareHealth = await runJson<LoadResult>("load.ts", { ...bareLoad, seconds })
   const cpuUs = cpuPer(usage, hubHealth.requests)
+  countFailures("GET /health (hub)", notOk(hubHealth))
+  countFailures("GET /health (bare Bun.serve)", notOk(bareHealth))
   results.baseline = { hubHealth, bareHealth, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs, hubToBare: hubHealth.rps / bareHealth.rps }
   rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs)])
   rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-", "-"])
@@ -217,7 +231,8 @@ if (scenarios.has("send")) {
   })
   // Several busy numbers: the upstream paces each number at up to 1,000 messages/s.
   const org = String(hub.cli("org", "create", "--name", "bench").id)
-  const numbers = quick ? 2 : 8
+  // As many in quick runs: fewer would pace the load below what it offers (429s, which the run counts as failures).
+  const numbers = 8
   const tokens: Array<string> = []
   for (let i = 0; i < numbers; i++) {
     const instance = hub.cli("instance", "create", "--org", org, "--name", `n${i}`, "--phone-number-id", String(500000000000000 + i), "--waba-id", String(600000000000000 + i), "--access-token", "bench-token")
@@ -237,6 +252,8 @@ if (scenarios.has("send")) {
   }
   await warmUp("load.ts", directLoad)
   const direct = await runJson<LoadResult>("load.ts", { ...directLoad, seconds })
+  countFailures("POST /api/messages (hub)", notOk(viaHub))
+  countFailures("POST messages (fake upstream, direct)", notOk(direct))
   results.send = {
     viaHub,
     direct,
@@ -294,6 +311,7 @@ if (scenarios.has("events")) {
     return result
   })
   const fixed = await receiverStats()
+  countFailures(`events at ${fmt(fixedRate)}/s: upstream posts`, Number(posted.errors))
   const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
   results.eventsFixedRate = { offeredPerSecond: fixedRate, posted, receivers: fixed, hubPeakRssMb: usageFixed.peakRssMb, hubCpuUsPerDelivery: cpuFixed }
   rows.push([
@@ -316,6 +334,7 @@ if (scenarios.has("events")) {
   })
   const elapsed = (performance.now() - started) / 1000
   const max = await receiverStats()
+  countFailures(`events max: upstream posts`, Number(burst.errors))
   const cpuMax = cpuPer(usageMax, max.deliveries)
   results.eventsMax = {
     offeredPerSecond: maxRate,
@@ -338,7 +357,7 @@ if (scenarios.has("events")) {
 }
 
 const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", memoryGb: Math.round(totalmem() / 2 ** 30), bun: Bun.version, platform: process.platform }
-const report = { date: new Date().toISOString(), secondsPerScenario: seconds, connections: CONNECTIONS, machine, results }
+const report = { date: new Date().toISOString(), secondsPerScenario: seconds, connections: CONNECTIONS, machine, results, failures }
 writeFileSync(outFile, JSON.stringify(report, null, 2))
 
 const header: [string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "hub CPU µs each"]
@@ -352,3 +371,7 @@ if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubTo
   console.log(`\nsend path: ${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
 }
 console.log(`figures written to ${outFile}`)
+if (failures.length > 0) {
+  console.log(`\nFAILED REQUESTS:\n${failures.map((f) => `  ${f}`).join("\n")}`)
+  process.exit(1)
+}
