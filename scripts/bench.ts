@@ -17,7 +17,8 @@
  * same load that is not counted: a fresh process runs its first seconds with cold JIT and caches
  * (ingress-to-receipt p50 of 50-150 ms then, against 10-15 ms after), and the figures are meant to
  * describe a hub that has been running. A request that fails or is answered other than 2xx, in any
- * scenario, is listed after the table and makes the run exit 1 (CI's smoke then fails).
+ * scenario, or a delivery that never arrives, is listed after the table and makes the run exit 1
+ * (CI's smoke then fails).
  */
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -196,6 +197,11 @@ const countFailures = (scenario: string, failed: number) => {
 }
 /** A load run's requests that failed or were answered other than 2xx. */
 const notOk = (run: LoadResult) => run.requests - run.ok + run.errors
+/** Deliveries the receivers never got (distinct webhook-ids, 3 per accepted post) once the hub settled. */
+const countLost = (scenario: string, accepted: number, received: ReceiverStats) => {
+  const lost = accepted * 3 - received.distinctWebhookIds
+  if (lost > 0) failures.push(`${scenario}: ${fmt(lost)} of ${fmt(accepted * 3)} deliveries never arrived`)
+}
 const rows: Array<[string, string, string, string, string, string]> = []
 const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
@@ -312,6 +318,7 @@ if (scenarios.has("events")) {
   })
   const fixed = await receiverStats()
   countFailures(`events at ${fmt(fixedRate)}/s: upstream posts`, Number(posted.errors))
+  countLost(`events at ${fmt(fixedRate)}/s`, Number(posted.ok), fixed)
   const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
   results.eventsFixedRate = { offeredPerSecond: fixedRate, posted, receivers: fixed, hubPeakRssMb: usageFixed.peakRssMb, hubCpuUsPerDelivery: cpuFixed }
   rows.push([
@@ -335,6 +342,7 @@ if (scenarios.has("events")) {
   const elapsed = (performance.now() - started) / 1000
   const max = await receiverStats()
   countFailures(`events max: upstream posts`, Number(burst.errors))
+  countLost("events max", Number(burst.ok), max)
   const cpuMax = cpuPer(usageMax, max.deliveries)
   results.eventsMax = {
     offeredPerSecond: maxRate,
@@ -372,6 +380,6 @@ if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubTo
 }
 console.log(`figures written to ${outFile}`)
 if (failures.length > 0) {
-  console.log(`\nFAILED REQUESTS:\n${failures.map((f) => `  ${f}`).join("\n")}`)
+  console.log(`\nFAILURES:\n${failures.map((f) => `  ${f}`).join("\n")}`)
   process.exit(1)
 }
