@@ -139,7 +139,7 @@ export const DispatcherLive = Layer.scopedDiscard(
         if (records.length > 0) yield* afterLogging(records, failing)
         // What was counted starts; the rest belongs to webhooks no longer active.
         for (const d of counted) start(d, yield* deliveries.signingKeys(d, nowMs))
-        if (counted.length < leased.length) inactive = leased.flatMap((d) => (counted.includes(d) ? [] : [d.id]))
+        inactive = leased.flatMap((d) => (Boolean(d.webhook_active) ? [] : [d.id]))
         // A full lease may leave more due rows, and rows to cancel need a round.
         const more = (free > 0 && leased.length >= free) || inactive.length > 0
         if (!more || stopping) return

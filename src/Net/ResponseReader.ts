@@ -222,7 +222,6 @@ export class ResponseReader {
             this.phase = "untilClose"
             return undefined
         }
-        return undefined
       }
       case "length": {
         const n = Math.min(this.remaining, this.pending.length)

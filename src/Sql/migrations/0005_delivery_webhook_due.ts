@@ -6,7 +6,7 @@ import { Effect } from "effect"
  * overall through deliveries_due; when a webhook with all its share in flight holds the front of
  * that order (a slow receiver with a long queue), it finds the other webhooks' rows here instead of
  * reading past that queue on every round: the webhooks with queued rows with one seek each, and each
- * one's first due rows with one range read (Outbox.ts, lease). Like deliveries_due, it holds only
+ * one's first due rows with one range read (Lease.ts). Like deliveries_due, it holds only
  * queued rows, so it stays small.
  */
 export default Effect.gen(function*() {
