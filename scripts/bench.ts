@@ -61,9 +61,10 @@ interface Child {
   readonly port: number
 }
 
-/** Starts a helper script that prints `{"port": N}` as its first line. */
-const startScript = async (script: string): Promise<Child> => {
-  const child = Bun.spawn([bun, join(root, "scripts", "bench", script)], { stdout: "pipe", stderr: "inherit" })
+/** Starts a helper script (given its config, if any) that prints `{"port": N}` as its first line. */
+const startScript = async (script: string, config?: unknown): Promise<Child> => {
+  const argv = config === undefined ? [] : [JSON.stringify(config)]
+  const child = Bun.spawn([bun, join(root, "scripts", "bench", script), ...argv], { stdout: "pipe", stderr: "inherit" })
   const reader = child.stdout.getReader()
   const { value } = await reader.read()
   reader.releaseLock()
@@ -88,6 +89,8 @@ const freePort = () => {
 interface Hub {
   readonly base: string
   readonly env: Record<string, string>
+  /** Its SQLite file, kept until the run ends (the bare events pipeline reuses it). */
+  readonly dbFile: string
   readonly pid: number
   readonly stop: () => Promise<void>
   readonly cli: (...argv: Array<string>) => Record<string, unknown>
@@ -95,6 +98,7 @@ interface Hub {
 
 const startHub = async (env: Record<string, string>): Promise<Hub> => {
   const folder = mkdtempSync(join(tmpdir(), "hub-bench-"))
+  process.on("exit", () => rmSync(folder, { recursive: true, force: true }))
   const port = freePort()
   const fullEnv = {
     ...process.env,
@@ -113,11 +117,11 @@ const startHub = async (env: Record<string, string>): Promise<Hub> => {
   return {
     base,
     env: fullEnv,
+    dbFile: fullEnv.HUB_DB,
     pid: child.pid,
     stop: async () => {
       child.kill("SIGTERM")
       await child.exited
-      rmSync(folder, { recursive: true, force: true })
     },
     cli: (...argv) => {
       const result = Bun.spawnSync([hubBinary, ...argv], { env: fullEnv })
@@ -134,14 +138,14 @@ const cpuSeconds = (pid: number) => {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
-interface HubUsage {
+interface ProcessUsage {
   readonly peakRssMb: number
-  /** CPU seconds the hub used while watched (a figure less sensitive to a noisy machine than rates). */
+  /** CPU seconds the process used while watched (a figure less sensitive to a noisy machine than rates). */
   readonly cpuSeconds: number
 }
 
-/** Watches the hub while `during` runs: its peak resident memory (sampled every 100 ms) and CPU time. */
-const watchHub = async <A>(pid: number, during: () => Promise<A>): Promise<[A, HubUsage]> => {
+/** Watches a process (the hub, or a bare baseline) while `during` runs: its peak resident memory (sampled every 100 ms) and CPU time. */
+const watchProcess = async <A>(pid: number, during: () => Promise<A>): Promise<[A, ProcessUsage]> => {
   let peak = 0
   const sample = () => {
     const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
@@ -159,7 +163,7 @@ const watchHub = async <A>(pid: number, during: () => Promise<A>): Promise<[A, H
 }
 
 /** Hub CPU per unit of work, in µs. */
-const cpuPer = (usage: HubUsage, units: number) => (units > 0 ? (usage.cpuSeconds * 1e6) / units : 0)
+const cpuPer = (usage: ProcessUsage, units: number) => (units > 0 ? (usage.cpuSeconds * 1e6) / units : 0)
 
 interface LoadResult {
   readonly requests: number
@@ -213,7 +217,7 @@ if (scenarios.has("baseline")) {
   const bareLoad = { url: `http://127.0.0.1:${bare.port}/health`, method: "GET", connections: CONNECTIONS }
   await warmUp("load.ts", hubLoad)
   await warmUp("load.ts", bareLoad)
-  const [hubHealth, usage] = await watchHub(hub.pid, () => runJson<LoadResult>("load.ts", { ...hubLoad, seconds }))
+  const [hubHealth, usage] = await watchProcess(hub.pid, () => runJson<LoadResult>("load.ts", { ...hubLoad, seconds }))
   const bareHealth = await runJson<LoadResult>("load.ts", { ...bareLoad, seconds })
   const cpuUs = cpuPer(usage, hubHealth.requests)
   countFailures("GET /health (hub)", notOk(hubHealth))
@@ -247,7 +251,7 @@ if (scenarios.has("send")) {
   const body = JSON.stringify({ to: "15551234567", type: "text", text: { body: "Benchmark message" } })
   const viaHubLoad = { url: `${hub.base}/api/messages`, method: "POST", headers: { "content-type": "application/json" }, body, bearerTokens: tokens, connections: CONNECTIONS }
   await warmUp("load.ts", viaHubLoad)
-  const [viaHub, usage] = await watchHub(hub.pid, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
+  const [viaHub, usage] = await watchProcess(hub.pid, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
   const cpuUs = cpuPer(usage, viaHub.requests)
   const directLoad = {
     url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
@@ -311,7 +315,7 @@ if (scenarios.has("events")) {
   }
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
-  const [posted, usageFixed] = await watchHub(hub.pid, async () => {
+  const [posted, usageFixed] = await watchProcess(hub.pid, async () => {
     const result = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: fixedRate, seconds, numbers })
     await settle(Number(result.ok) * 3)
     return result
@@ -334,7 +338,7 @@ if (scenarios.has("events")) {
   const maxRate = quick ? 1000 : 8000
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   const started = performance.now()
-  const [burst, usageMax] = await watchHub(hub.pid, async () => {
+  const [burst, usageMax] = await watchProcess(hub.pid, async () => {
     const result = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
     await settle(Number(result.ok) * 3)
     return result
@@ -360,15 +364,54 @@ if (scenarios.has("events")) {
     fmt(usageMax.peakRssMb),
     fmt(cpuMax)
   ])
-  receivers.process.kill()
   await hub.stop()
+
+  // The same overload against the bare pipeline, on the database the hub just used: what this
+  // machine does with the hub's work minus its layers (see scripts/bench/bare-events.ts).
+  const bare = await startScript("bare-events.ts", { dbFile: hub.dbFile, appSecret })
+  const bareUrl = `http://127.0.0.1:${bare.port}/upstream/events`
+  if (warmupSeconds > 0) {
+    const warm = await runJson<Record<string, number>>("post-events.ts", { url: bareUrl, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
+    await settle(Number(warm.ok) * 3)
+  }
+  await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
+  const bareStarted = performance.now()
+  const [bareBurst, bareUsage] = await watchProcess(bare.process.pid, async () => {
+    const result = await runJson<Record<string, number>>("post-events.ts", { url: bareUrl, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
+    await settle(Number(result.ok) * 3)
+    return result
+  })
+  const bareElapsed = (performance.now() - bareStarted) / 1000
+  const bareMax = await receiverStats()
+  countFailures("events max, bare pipeline: upstream posts", Number(bareBurst.errors))
+  countLost("events max, bare pipeline", Number(bareBurst.ok), bareMax)
+  const bareCpu = cpuPer(bareUsage, bareMax.deliveries)
+  results.eventsMaxBare = {
+    offeredPerSecond: maxRate,
+    posted: bareBurst,
+    receivers: bareMax,
+    deliveriesPerSecond: bareMax.deliveries / bareElapsed,
+    peakRssMb: bareUsage.peakRssMb,
+    cpuUsPerDelivery: bareCpu,
+    hubToBare: max.deliveries / elapsed / (bareMax.deliveries / bareElapsed)
+  }
+  rows.push([
+    "events max, bare pipeline (no Effect)",
+    `${fmt(bareMax.deliveries / bareElapsed)} deliv/s`,
+    fmt(bareMax.p50Ms, 1),
+    fmt(bareMax.p99Ms, 1),
+    fmt(bareUsage.peakRssMb),
+    fmt(bareCpu)
+  ])
+  bare.process.kill()
+  receivers.process.kill()
 }
 
 const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", memoryGb: Math.round(totalmem() / 2 ** 30), bun: Bun.version, platform: process.platform }
 const report = { date: new Date().toISOString(), secondsPerScenario: seconds, connections: CONNECTIONS, machine, results, failures }
 writeFileSync(outFile, JSON.stringify(report, null, 2))
 
-const header: [string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "hub CPU µs each"]
+const header: [string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "CPU µs each"]
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
 const line = (r: ReadonlyArray<string>) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
 console.log(`\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`)
@@ -377,6 +420,10 @@ for (const r of rows) console.log(line(r))
 const send = results.send
 if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubToDirect" in send) {
   console.log(`\nsend path: ${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
+}
+const bareEvents = results.eventsMaxBare
+if (typeof bareEvents === "object" && bareEvents !== null && "hubToBare" in bareEvents) {
+  console.log(`events in overload: the hub drained ${fmt(Number(bareEvents.hubToBare) * 100)} % of the bare pipeline's deliveries/s`)
 }
 console.log(`figures written to ${outFile}`)
 if (failures.length > 0) {
