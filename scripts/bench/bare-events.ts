@@ -26,6 +26,7 @@ const config: BareConfig = JSON.parse(process.argv[2] ?? "{}")
 const db = new Database(config.dbFile)
 db.run("PRAGMA busy_timeout = 5000")
 db.run("PRAGMA synchronous = NORMAL")
+db.run("PRAGMA foreign_keys = ON")
 
 const OWNER = "bare-events"
 const CONCURRENCY = 256
@@ -39,16 +40,18 @@ interface Webhook {
   readonly key: Uint8Array
 }
 
-/** Active webhooks by instance, and instances by phone number id: read once (the hub reads them per group). */
+/** Instances by phone number id, with their active webhooks: read once (the hub reads them per group). */
 const routes = new Map<string, { readonly instanceId: string; readonly webhooks: Array<Webhook> }>()
-const rows = db.query<{ instance_id: string; phone_number_id: string; webhook_id: string; url: string }, []>(
+const rows = db.query<{ instance_id: string; phone_number_id: string; webhook_id: string | null; url: string | null }, []>(
   `SELECT i.id AS instance_id, i.phone_number_id, w.id AS webhook_id, w.url FROM instances i
-     JOIN webhooks w ON w.instance_id = i.id WHERE w.active = 1 AND w.deleted_at IS NULL`
+     LEFT JOIN webhooks w ON w.instance_id = i.id AND w.active = 1 AND w.deleted_at IS NULL`
 ).all()
 for (const row of rows) {
   const route = routes.get(row.phone_number_id) ?? { instanceId: row.instance_id, webhooks: [] }
   // A key of the webhook's size: the hub decrypts each secret once and keeps the key, so this costs it nothing either.
-  route.webhooks.push({ id: row.webhook_id, url: row.url, hostHeader: new URL(row.url).host, key: randomBytes(24) })
+  if (row.webhook_id !== null && row.url !== null) {
+    route.webhooks.push({ id: row.webhook_id, url: row.url, hostHeader: new URL(row.url).host, key: randomBytes(24) })
+  }
   routes.set(row.phone_number_id, route)
 }
 
