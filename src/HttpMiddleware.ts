@@ -118,6 +118,18 @@ const processPrefix = randomBytes(4).toString("hex")
 let requestSequence = 0
 const nextRequestId = () => `${processPrefix}-${(++requestSequence).toString(36)}`
 
+/** The id an answer carries and its logs are annotated with: the caller's `x-request-id` when sane, otherwise a new one. */
+export const requestIdFor = (offered: string | undefined) => offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
+
+/** The access-log line of an answered request (never its query string or headers, which may carry secrets). */
+export const logRequest = (request: RequestLine, status: number, startedAt: number) =>
+  Effect.logInfo("request").pipe(Effect.annotateLogs({
+    method: request.method,
+    path: request.url.split("?")[0],
+    status,
+    durationMs: Math.round((performance.now() - startedAt) * 10) / 10
+  }))
+
 /**
  * The edge of one request: failures rendered as JSON, an `x-request-id` (the caller's when sane),
  * and, when info logs are on, one access-log line (never the query string or headers, which may
@@ -128,22 +140,11 @@ export const atEdge = <E, R>(
   logRequests: boolean,
   answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> => {
-  const offered = request.requestId
-  const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
+  const requestId = requestIdFor(request.requestId)
   const started = performance.now()
   const respond = Effect.map(renderFailures(answer, request), (response) => HttpServerResponse.setHeader(response, "x-request-id", requestId))
   if (!logRequests) return Effect.annotateLogs(respond, "requestId", requestId)
-  return Effect.annotateLogs(
-    Effect.tap(respond, (response) =>
-      Effect.logInfo("request").pipe(Effect.annotateLogs({
-        method: request.method,
-        path: request.url.split("?")[0],
-        status: response.status,
-        durationMs: Math.round((performance.now() - started) * 10) / 10
-      }))),
-    "requestId",
-    requestId
-  )
+  return Effect.annotateLogs(Effect.tap(respond, (response) => logRequest(request, response.status, started)), "requestId", requestId)
 }
 
 /** The edge around every request HttpApi serves. */

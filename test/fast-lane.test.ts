@@ -8,7 +8,7 @@
 import { expect, layer } from "@effect/vitest"
 import { HttpMiddleware } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
-import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Context, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { type HotRoute, HotRoutes, hubServer } from "../src/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
 import { type HttpResult, itemsOf, type RequestOptions, seedTenant, type Tenant, TestHub, testHubConfig, TestHubLive } from "./support/TestHub.js"
@@ -495,5 +495,60 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
       const other = expectAlike(yield* bothWays("PUT", "/upstream/events", { body: "{}" }), undefined)
       expect(other.status).toBe(404)
       expect(other.body.error).toBe("route_not_found")
+    }))
+})
+
+/** Log lines as the hub wrote them: the message and its annotations. */
+class CapturedLogs extends Context.Tag("test/CapturedLogs")<CapturedLogs, {
+  readonly lines: () => ReadonlyArray<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }>
+}>() {}
+
+const loggingHub = Layer.unwrapEffect(Effect.sync(() => {
+  const lines: Array<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }> = []
+  const capture = Logger.make(({ annotations, message }) => {
+    lines.push({ message: [message].flat().map(String).join(" "), annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+  })
+  return TestHubLive.pipe(
+    Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+    Layer.provideMerge(testHubConfig({
+      databaseFile: ":memory:",
+      appSecret: Option.some(Redacted.make(APP_SECRET)),
+      logLevel: LogLevel.Info,
+      sandboxStatusDelay: Duration.hours(1)
+    })),
+    Layer.merge(Layer.succeed(CapturedLogs, CapturedLogs.of({ lines: () => [...lines] }))),
+    Layer.provide(Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Info)))
+  )
+}))
+
+layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the fast lane: its log lines", (it) => {
+  it.effect("each answer has its access line, with the request id it answered with; unknown numbers are warned of under that id", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const logs = yield* CapturedLogs
+      const tenant = yield* seedTenant()
+      const linesFor = (requestId: string | null) => logs.lines().filter((line) => line.annotations.requestId === requestId)
+
+      const ok = yield* hub.request("POST", "/upstream/events", signedEvents(JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status("wamid.logs.1", "sent", 1750263790))]]))))
+      expect(ok.status).toBe(200)
+      expect(ok.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0 })
+      const okId = ok.headers.get("x-request-id")
+      expect(okId).toMatch(/^[0-9a-f]{8}-[0-9a-z]+$/)
+      expect(linesFor(okId).map((line) => [line.message, line.annotations.method, line.annotations.path, line.annotations.status]))
+        .toEqual([["request", "POST", "/upstream/events", 200]])
+
+      const stranger = { phoneNumberId: "999000111222444", wabaId: "888000111222444" }
+      const strangerPost = signedEvents(JSON.stringify(envelope([stranger.wabaId, [statusChange(stranger, status("wamid.logs.2", "read", 1750263795))]])))
+      const unrouted = yield* hub.request("POST", "/upstream/events", { ...strangerPost, headers: { ...strangerPost.headers, "x-request-id": "meta-post-42" } })
+      expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0 })
+      expect(unrouted.headers.get("x-request-id")).toBe("meta-post-42")
+      const warned = linesFor("meta-post-42")
+      expect(warned.map((line) => line.message)).toEqual(["Upstream changes for unknown numbers were kept aside (unrouted_events)", "request"])
+      expect(warned[0]?.annotations).toMatchObject({ count: 1, numbers: stranger.phoneNumberId })
+
+      // A refusal is rendered and logged by the edge, as before.
+      const refused = yield* hub.request("POST", "/upstream/events", signedEvents("{}", "another-secret"))
+      expect(refused.status).toBe(401)
+      expect(linesFor(refused.headers.get("x-request-id")).map((line) => line.annotations.status)).toEqual([401])
     }))
 })

@@ -5,7 +5,14 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Redacted, Schedule } from "effect"
+import { Context, Duration, Effect, Either, Exit, Layer, Option, Redacted, Schedule, Scope } from "effect"
+import { DispatchSignalLive } from "../src/Events/DispatchSignal.js"
+import { HandoffLive } from "../src/Events/Handoff.js"
+import { type IngestAnswer, Ingress, IngressLive } from "../src/Events/Ingress.js"
+import { OutboxRepoLive } from "../src/Events/Outbox.js"
+import { MessagesRepoLive } from "../src/Messages/Repo.js"
+import { sqliteLayer } from "../src/Sql/Client.js"
+import { WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
@@ -402,3 +409,27 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
       }))
   }
 )
+
+/** The ingress alone over an in-memory database, built in a scope the test closes itself. */
+const ingressAlone = IngressLive.pipe(
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive)),
+  Layer.provide(WriteBatcherLive)
+)
+
+layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress when the hub stops", (it) => {
+  it.effect("a payload still waiting for its group is answered as interrupted and not stored; one submitted after is answered so at once", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const scope = yield* Scope.make()
+      const ingress = Context.get(yield* Layer.buildWithScope(ingressAlone, scope), Ingress)
+      const checked = ingress.check(envelope(["100200300", [statusChange({ phoneNumberId: "100200301", wabaId: "100200300" }, status(wamid(), "sent", 1750263790))]]))
+      if (Either.isLeft(checked)) return expect.fail(checked.left.message)
+      const outcomes: Array<Exit.Exit<IngestAnswer>> = []
+      // The group would start on the next turn of the event loop; the scope closes before it.
+      ingress.submit(checked.right, (outcome) => outcomes.push(outcome))
+      yield* Scope.close(scope, Exit.void)
+      ingress.submit(checked.right, (outcome) => outcomes.push(outcome))
+      expect(outcomes.map(Exit.isInterrupted)).toEqual([true, true])
+      expect(yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM unrouted_events`).toEqual([{ n: 0 }])
+    }))
+})

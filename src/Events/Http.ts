@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Option, Redacted } from "effect"
+import { Effect, Either, Option, Redacted } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
 import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
@@ -9,6 +9,7 @@ import { parseJsonObject } from "../Upstream/Json.js"
 import { inboundMessagePayload } from "../Upstream/Sandbox.js"
 import { wamid } from "../Upstream/Sandbox/Ids.js"
 import type { SandboxInbound } from "./Api.js"
+import type { Envelope } from "./Envelope.js"
 import { Ingress } from "./Ingress.js"
 import { constantTimeEqual, verifyHubSignature } from "./Signing.js"
 
@@ -19,26 +20,40 @@ const utf8 = new TextDecoder()
 
 const tooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
 
+const notAnObject = new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
+
 /**
  * POST /upstream/events: the signature is checked on the exact bytes before anything is parsed or
- * stored; the payload is ingested (committed) before the answer. HubApi's handler and the fast lane's
- * route both run it.
+ * stored; the payload is ingested (committed) before the answer. These checks serve HubApi's
+ * handler and the fast lane's route alike.
  */
-export const makeReceiveUpstream = Effect.gen(function*() {
+export const makeUpstreamPostCheck = Effect.gen(function*() {
   const config = yield* HubConfig
   const ingress = yield* Ingress
   const appSecret = Option.map(config.appSecret, Redacted.value)
+  return {
+    /** Whether the declared size alone refuses the post, before its body is read. */
+    declaredTooLarge: (contentLength: string | undefined) => Number(contentLength ?? 0) > MAX_UPSTREAM_BODY,
+    tooLarge,
+    /** The post's envelope, or why it is refused: size, signature, JSON, then the envelope's shape. */
+    check: (body: Uint8Array, signature: string | undefined): Either.Either<Envelope, PayloadTooLarge | Unauthorized | BadRequest> => {
+      if (body.byteLength > MAX_UPSTREAM_BODY) return Either.left(tooLarge)
+      if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) return Either.left(new Unauthorized())
+      const payload = parseJsonObject(utf8.decode(body))
+      if (payload === undefined) return Either.left(notAnObject)
+      return ingress.check(payload)
+    }
+  }
+})
+
+export const makeReceiveUpstream = Effect.gen(function*() {
+  const ingress = yield* Ingress
+  const post = yield* makeUpstreamPostCheck
   return (contentLength: string | undefined, readBody: Effect.Effect<ArrayBuffer>, signature: string | undefined) =>
     Effect.gen(function*() {
-      if (Number(contentLength ?? 0) > MAX_UPSTREAM_BODY) return yield* tooLarge
-      const body = new Uint8Array(yield* readBody)
-      if (body.byteLength > MAX_UPSTREAM_BODY) return yield* tooLarge
-      if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) return yield* new Unauthorized()
-      const payload = parseJsonObject(utf8.decode(body))
-      if (payload === undefined) {
-        return yield* new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
-      }
-      return HttpServerResponse.unsafeJson(yield* ingress.ingest(payload))
+      if (post.declaredTooLarge(contentLength)) return yield* tooLarge
+      const envelope = yield* post.check(new Uint8Array(yield* readBody), signature)
+      return HttpServerResponse.unsafeJson(yield* ingress.ingestEnvelope(envelope))
     })
 })
 

@@ -8,9 +8,11 @@
  * Group commit: payloads arriving together are written together, with multi-row statements, in one
  * transaction of the WriteBatcher; each caller is answered only after that COMMIT. Only then are
  * the deliveries the dispatcher admitted handed to it (Handoff.ts), and it is signalled for the rest.
- * Payloads are applied in the order they arrived.
+ * Payloads are applied in the order they arrived. Callers wait on a plain callback rather than a
+ * Deferred and a Queue, and the fast lane submits without a fiber of its own: this is on every
+ * upstream post's path.
  */
-import { Chunk, Context, Deferred, Duration, Effect, Either, Exit, Layer, Queue } from "effect"
+import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
 import { BadRequest } from "../Domain/Errors.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { MessagesRepo } from "../Messages/Repo.js"
@@ -32,8 +34,34 @@ export interface IngestResult {
   readonly deliveries: number
 }
 
+/** What a submitted payload is answered: its summary, and the numbers of its changes no instance is bound to. */
+export interface IngestAnswer extends IngestResult {
+  readonly unroutedNumbers: ReadonlyArray<string>
+}
+
+/** The summary the upstream is answered (the unrouted numbers go to the log only). */
+export const summaryOf = (answer: IngestAnswer): IngestResult => ({
+  changes: answer.changes,
+  accepted: answer.accepted,
+  duplicates: answer.duplicates,
+  unrouted: answer.unrouted,
+  deliveries: answer.deliveries
+})
+
 export class Ingress extends Context.Tag("Ingress")<Ingress, {
+  /** Checks a payload, stores it and answers once it is committed. */
   readonly ingest: (payload: Json) => Effect.Effect<IngestResult, BadRequest>
+  /** Stores a checked envelope and answers once it is committed. */
+  readonly ingestEnvelope: (envelope: Envelope) => Effect.Effect<IngestResult>
+  /**
+   * Checks the envelope's shape: the envelope, or the 400 that names every part that is wrong.
+   * With `submit`, what `ingest` does, for a caller without a fiber (the fast lane).
+   */
+  readonly check: (payload: Json) => Either.Either<Envelope, BadRequest>
+  /** Queues a checked envelope for the next group; `done` is called once that group has committed (or failed). */
+  readonly submit: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
+  /** The warning an answer with unrouted changes is logged with (in the request's log context). */
+  readonly warnUnrouted: (answer: IngestAnswer) => Effect.Effect<void>
 }>() {}
 
 /** Most payloads written in one transaction. */
@@ -95,7 +123,7 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
 /** A validated payload waiting for its group's commit. */
 interface Queued {
   readonly envelope: Envelope
-  readonly answer: Deferred.Deferred<IngestResult & { readonly unroutedNumbers: ReadonlyArray<string> }>
+  readonly done: (outcome: Exit.Exit<IngestAnswer>) => void
 }
 
 export const IngressLive = Layer.scoped(
@@ -106,7 +134,7 @@ export const IngressLive = Layer.scoped(
     const signal = yield* DispatchSignal
     const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
-    const queue = yield* Queue.unbounded<Queued>()
+    const runFork = yield* FiberSet.makeRuntime<never>()
 
     /** The routes of every change of the group, in one query. */
     const routesFor = (changes: ReadonlyArray<UpstreamChange>) =>
@@ -180,66 +208,111 @@ export const IngressLive = Layer.scoped(
         Effect.flatMap((exit) =>
           Exit.match(exit, {
             onFailure: (cause) =>
-              Effect.zipRight(
-                Effect.sync(() => taker?.forgo(handedOver)),
-                Effect.forEach(group, (q) => Deferred.failCause(q.answer, cause), { discard: true })
-              ),
+              Effect.sync(() => {
+                taker?.forgo(handedOver)
+                for (const q of group) q.done(Exit.failCause(cause))
+              }),
             onSuccess: (answers) =>
               Effect.gen(function*() {
                 if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
                 // Queued rows wait for a dispatcher round.
                 if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
-                yield* Effect.forEach(group, (q, i) => {
+                group.forEach((q, i) => {
                   const answer = answers[i]
-                  return answer === undefined ? Deferred.die(q.answer, "no answer for a payload") : Deferred.succeed(q.answer, answer)
-                }, { discard: true })
+                  q.done(answer === undefined ? Exit.die("no answer for a payload") : Exit.succeed(answer))
+                })
               })
           })
         )
       )
     }
 
+    /** Payloads waiting for the next group, in arrival order. */
+    let waiting: Array<Queued> = []
+    /** Whether a group is being written: one at a time, so payloads are applied in arrival order. */
+    let writing = false
     let lastGroupAt = 0
-    /** The next group: what is queued, after a short wait if the last group was just written (see GROUP_LINGER_MS). */
-    const nextGroup = Effect.gen(function*() {
-      const first = yield* Queue.takeBetween(queue, 1, MAX_GROUP)
-      const sinceLast = Date.now() - lastGroupAt
-      if (sinceLast >= GROUP_LINGER_MS || first.length >= MAX_GROUP) return Chunk.toReadonlyArray(first)
-      yield* Effect.sleep(Duration.millis(GROUP_LINGER_MS - sinceLast))
-      const more = yield* Queue.takeUpTo(queue, MAX_GROUP - first.length)
-      return [...first, ...more]
-    })
+    let scheduled = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let closed = false
 
-    yield* nextGroup.pipe(
-      Effect.flatMap((group) => Effect.zipRight(writeGroup(group), Effect.sync(() => { lastGroupAt = Date.now() }))),
-      Effect.forever,
-      Effect.forkScoped
+    const writeNext = () => {
+      scheduled = false
+      timer = undefined
+      if (writing || waiting.length === 0 || closed) return
+      const group = waiting.slice(0, MAX_GROUP)
+      waiting = waiting.slice(group.length)
+      writing = true
+      runFork(writeGroup(group)).addObserver((exit) => {
+        writing = false
+        lastGroupAt = Date.now()
+        // Interrupted (the hub is stopping) before the group was answered: it is answered so.
+        if (Exit.isFailure(exit)) for (const q of group) q.done(Exit.failCause(exit.cause))
+        schedule()
+      })
+    }
+    /**
+     * The next group starts once the current one is written: after this turn of the event loop if
+     * the last was written long enough ago (the posts whose bodies arrived meanwhile join it),
+     * otherwise after the rest of GROUP_LINGER_MS, to gather more.
+     */
+    const schedule = () => {
+      if (writing || scheduled || waiting.length === 0 || closed) return
+      scheduled = true
+      const wait = GROUP_LINGER_MS - (Date.now() - lastGroupAt)
+      if (wait > 0) timer = setTimeout(writeNext, wait)
+      else setImmediate(writeNext)
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        if (timer !== undefined) clearTimeout(timer)
+        const left = waiting
+        waiting = []
+        for (const q of left) q.done(Exit.interrupt(FiberId.none))
+      })
     )
 
+    const check = (payload: Json): Either.Either<Envelope, BadRequest> =>
+      Either.mapLeft(parseEnvelope(payload), (details) =>
+        new BadRequest({
+          message: `Invalid webhook payload: ${details.map((d) => `${d.field}: ${d.message}`).join("; ")}`,
+          error: "validation_failed",
+          details
+        }))
+
+    const submit = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
+      if (closed) return done(Exit.interrupt(FiberId.none))
+      // A caller answered twice (its group failed, then was interrupted) hears only the first.
+      let answered = false
+      waiting.push({
+        envelope,
+        done: (outcome) => {
+          if (answered) return
+          answered = true
+          done(outcome)
+        }
+      })
+      schedule()
+    }
+
+    const warnUnrouted = (answer: IngestAnswer) =>
+      answer.unrouted === 0 ? Effect.void : Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
+        Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
+      )
+
+    const ingestEnvelope = (envelope: Envelope) =>
+      Effect.async<IngestAnswer>((resume) => submit(envelope, resume)).pipe(
+        Effect.tap(warnUnrouted),
+        Effect.map(summaryOf)
+      )
+
     return Ingress.of({
-      ingest: (payload) =>
-        Effect.gen(function*() {
-          const envelope = yield* Either.match(parseEnvelope(payload), {
-            onLeft: (details) =>
-              Effect.fail(
-                new BadRequest({
-                  message: `Invalid webhook payload: ${details.map((d) => `${d.field}: ${d.message}`).join("; ")}`,
-                  error: "validation_failed",
-                  details
-                })
-              ),
-            onRight: Effect.succeed
-          })
-          const answer = yield* Deferred.make<IngestResult & { readonly unroutedNumbers: ReadonlyArray<string> }>()
-          yield* Queue.offer(queue, { envelope, answer })
-          const { unroutedNumbers, ...result } = yield* Deferred.await(answer)
-          if (result.unrouted > 0) {
-            yield* Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
-              Effect.annotateLogs({ count: result.unrouted, numbers: unroutedNumbers.join(", ") })
-            )
-          }
-          return result
-        })
+      check,
+      submit,
+      warnUnrouted,
+      ingestEnvelope,
+      ingest: (payload) => Effect.flatMap(check(payload), ingestEnvelope)
     })
   })
 )
