@@ -183,6 +183,13 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       expect(verify(newSecret, after)).toEqual(payload)
       expect(verify(hook.secret, after)).toEqual(payload)
       expect(() => verify(newSecret, before)).toThrow()
+
+      // Once both keys are known (decrypted once each), later deliveries are signed with both too.
+      const { payload: later } = yield* postEvent(tenant)
+      const [, , third] = yield* receiver.waitFor("a second delivery after rotation", (r) => r.length === 3)
+      expect(third?.headers["webhook-signature"]?.split(" ").length).toBe(2)
+      expect(verify(newSecret, third)).toEqual(later)
+      expect(verify(hook.secret, third)).toEqual(later)
     }))
 
   it.scoped("replay: a dead delivery and a delivered one are sent again with the same webhook-id", () =>
