@@ -12,7 +12,7 @@
  * Scenarios: baseline (hub GET /health vs a bare Bun.serve), send path (POST /api/messages through
  * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
  * per instance: deliveries/s and ingress-to-receipt latency at a fixed rate, then the highest rate
- * sustained). The hub's peak RSS is sampled during each, and its CPU time is divided by the work
+ * sustained, by the hub and by a bare pipeline doing its work without its layers). The hub's peak RSS is sampled during each, and its CPU time is divided by the work
  * done (requests, or deliveries), a figure less sensitive than rates to a noisy machine. Each measurement follows a warm-up at the
  * same load that is not counted: a fresh process runs its first seconds with cold JIT and caches
  * (ingress-to-receipt p50 of 50-150 ms then, against 10-15 ms after), and the figures are meant to
