@@ -309,10 +309,13 @@ if (scenarios.has("events")) {
   const url = `${hub.base}/upstream/events`
 
   const fixedRate = quick ? 200 : 1000
-  if (warmupSeconds > 0) {
-    const warm = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
+  /** Posts at the fixed rate for the warm-up time and waits for the deliveries, none counted. */
+  const warmUpEvents = async (target: string) => {
+    if (warmupSeconds === 0) return
+    const warm = await runJson<Record<string, number>>("post-events.ts", { url: target, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
     await settle(Number(warm.ok) * 3)
   }
+  await warmUpEvents(url)
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
   const [posted, usageFixed] = await watchProcess(hub.pid, async () => {
@@ -334,75 +337,39 @@ if (scenarios.has("events")) {
     fmt(cpuFixed)
   ])
 
-  // The highest rate: offer more than the hub can take and count what reaches the receivers per second.
+  // The highest rate: offer more than the target (the hub, or the bare pipeline) can take and count
+  // what reaches the receivers per second, until the receivers have every delivery.
   const maxRate = quick ? 1000 : 8000
-  await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
-  const started = performance.now()
-  const [burst, usageMax] = await watchProcess(hub.pid, async () => {
-    const result = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
-    await settle(Number(result.ok) * 3)
-    return result
-  })
-  const elapsed = (performance.now() - started) / 1000
-  const max = await receiverStats()
-  countFailures(`events max: upstream posts`, Number(burst.errors))
-  countLost("events max", Number(burst.ok), max)
-  const cpuMax = cpuPer(usageMax, max.deliveries)
-  results.eventsMax = {
-    offeredPerSecond: maxRate,
-    posted: burst,
-    receivers: max,
-    deliveriesPerSecond: max.deliveries / elapsed,
-    hubPeakRssMb: usageMax.peakRssMb,
-    hubCpuUsPerDelivery: cpuMax
+  const overload = async (label: string, pid: number, target: string) => {
+    await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
+    const started = performance.now()
+    const [posted, usage] = await watchProcess(pid, async () => {
+      const result = await runJson<Record<string, number>>("post-events.ts", { url: target, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
+      await settle(Number(result.ok) * 3)
+      return result
+    })
+    const elapsed = (performance.now() - started) / 1000
+    const received = await receiverStats()
+    const deliveriesPerSecond = received.deliveries / elapsed
+    countFailures(`${label}: upstream posts`, Number(posted.errors))
+    countLost(label, Number(posted.ok), received)
+    const cpu = cpuPer(usage, received.deliveries)
+    rows.push([label, `${fmt(deliveriesPerSecond)} deliv/s`, fmt(received.p50Ms, 1), fmt(received.p99Ms, 1), fmt(usage.peakRssMb), fmt(cpu)])
+    return { offeredPerSecond: maxRate, posted, receivers: received, deliveriesPerSecond, peakRssMb: usage.peakRssMb, cpuUsPerDelivery: cpu }
   }
-  rows.push([
-    `events max (offered ${fmt(maxRate)}/s)`,
-    `${fmt(max.deliveries / elapsed)} deliv/s`,
-    fmt(max.p50Ms, 1),
-    fmt(max.p99Ms, 1),
-    fmt(usageMax.peakRssMb),
-    fmt(cpuMax)
-  ])
+  const hubMax = await overload(`events max (offered ${fmt(maxRate)}/s)`, hub.pid, url)
+  // Named as the hub's other figures are.
+  const { peakRssMb: hubPeakRssMb, cpuUsPerDelivery: hubCpuUsPerDelivery, ...hubRates } = hubMax
+  results.eventsMax = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
   await hub.stop()
 
   // The same overload against the bare pipeline, on the database the hub just used: what this
   // machine does with the hub's work minus its layers (see scripts/bench/bare-events.ts).
   const bare = await startScript("bare-events.ts", { dbFile: hub.dbFile, appSecret })
   const bareUrl = `http://127.0.0.1:${bare.port}/upstream/events`
-  if (warmupSeconds > 0) {
-    const warm = await runJson<Record<string, number>>("post-events.ts", { url: bareUrl, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
-    await settle(Number(warm.ok) * 3)
-  }
-  await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
-  const bareStarted = performance.now()
-  const [bareBurst, bareUsage] = await watchProcess(bare.process.pid, async () => {
-    const result = await runJson<Record<string, number>>("post-events.ts", { url: bareUrl, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
-    await settle(Number(result.ok) * 3)
-    return result
-  })
-  const bareElapsed = (performance.now() - bareStarted) / 1000
-  const bareMax = await receiverStats()
-  countFailures("events max, bare pipeline: upstream posts", Number(bareBurst.errors))
-  countLost("events max, bare pipeline", Number(bareBurst.ok), bareMax)
-  const bareCpu = cpuPer(bareUsage, bareMax.deliveries)
-  results.eventsMaxBare = {
-    offeredPerSecond: maxRate,
-    posted: bareBurst,
-    receivers: bareMax,
-    deliveriesPerSecond: bareMax.deliveries / bareElapsed,
-    peakRssMb: bareUsage.peakRssMb,
-    cpuUsPerDelivery: bareCpu,
-    hubToBare: max.deliveries / elapsed / (bareMax.deliveries / bareElapsed)
-  }
-  rows.push([
-    "events max, bare pipeline (no Effect)",
-    `${fmt(bareMax.deliveries / bareElapsed)} deliv/s`,
-    fmt(bareMax.p50Ms, 1),
-    fmt(bareMax.p99Ms, 1),
-    fmt(bareUsage.peakRssMb),
-    fmt(bareCpu)
-  ])
+  await warmUpEvents(bareUrl)
+  const bareMax = await overload("events max, bare pipeline (no Effect)", bare.process.pid, bareUrl)
+  results.eventsMaxBare = { ...bareMax, hubToBare: hubMax.deliveriesPerSecond / bareMax.deliveriesPerSecond }
   bare.process.kill()
   receivers.process.kill()
 }
