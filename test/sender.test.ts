@@ -128,10 +128,10 @@ describe("Sender", () => {
       expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 1, 2])
     }))
 
-  it.scopedLive("keeps at most maxIdlePerOrigin idle connections, and closes idle ones after idleSeconds", () =>
+  it.scopedLive("keeps at most maxIdlePerOrigin idle connections, and closes idle ones after idleMs", () =>
     Effect.gen(function*() {
       const receiver = yield* rawReceiver(() => ({ bytes: OK }))
-      const sender = yield* Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 2, idleSeconds: 1 })), (s) => Effect.sync(() => s.close()))
+      const sender = yield* Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 2, idleMs: 1000 })), (s) => Effect.sync(() => s.close()))
       const url = `http://127.0.0.1:${receiver.port}/`
       yield* Effect.all(Array.from({ length: 5 }, () => post(sender, url)), { concurrency: "unbounded" })
       expect(receiver.connections()).toBe(5)
@@ -142,6 +142,22 @@ describe("Sender", () => {
       yield* untilClosed(receiver, 8)
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
       expect(receiver.connections()).toBe(9)
+    }))
+
+  it.scopedLive("an idle connection is used again until idleMs has passed, and closed after", () =>
+    Effect.gen(function*() {
+      const receiver = yield* rawReceiver(() => ({ bytes: OK }))
+      const sender = yield* Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 2, idleMs: 600 })), (s) => Effect.sync(() => s.close()))
+      const url = `http://127.0.0.1:${receiver.port}/`
+      for (let i = 0; i < 3; i++) {
+        expect(yield* post(sender, url)).toMatchObject({ status: 200 })
+        // Idle for a third of its time: Bun's own socket timeout could close it at any moment of that.
+        yield* Effect.sleep(Duration.millis(200))
+      }
+      const lastUsed = Date.now()
+      expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 0])
+      yield* untilClosed(receiver, 1)
+      expect(Date.now() - lastUsed).toBeGreaterThanOrEqual(600 - 200)
     }))
 
   it.scoped("a refused connection is a failed attempt", () =>

@@ -62,11 +62,12 @@ export interface PoolOptions {
   /** Most idle connections kept per origin. */
   readonly maxIdlePerOrigin: number
   /**
-   * Idle connections are closed after about this long (Bun checks socket timeouts every few
-   * seconds). A server that closes one first is covered for resendable requests: a kept connection
-   * that closes before any answer has its request sent again on a new one.
+   * Idle connections are closed once idle this long, or up to a quarter longer (default 4 s, below
+   * common servers' keep-alive timeouts of 5 s or more). A server that closes one first is covered for
+   * resendable requests: a kept connection that closes before any answer has its request sent
+   * again on a new one.
    */
-  readonly idleSeconds?: number
+  readonly idleMs?: number
   /** Trusted CAs instead of the system's (tests). */
   readonly ca?: string
 }
@@ -92,14 +93,37 @@ interface Connection {
   /** Request bytes the socket did not take yet. */
   unwritten: Buffer | undefined
   closed: boolean
+  /** When it was last put back idle (ms since the epoch). */
+  idleSince: number
 }
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 export const makeKeepAlivePool = (options: PoolOptions): KeepAlivePool => {
-  const idleSeconds = options.idleSeconds ?? 4
+  const idleMs = options.idleMs ?? 4_000
   const idle = new Map<string, Array<Connection>>()
   let closing = false
+
+  /**
+   * Idle connections are closed by this sweep, not by Bun's socket timeouts: those are checked on
+   * a 4-second tick, so a 4-second timeout fired anywhere from 0 to 4 s after it was set, and a
+   * connection could be closed moments after it was put back. It runs only while some are idle.
+   */
+  let sweeper: ReturnType<typeof setInterval> | undefined
+  const sweep = () => {
+    const before = Date.now() - idleMs
+    for (const [key, stack] of idle) {
+      // Oldest first: a stack is taken from its end.
+      const stale = stack.findIndex((connection) => connection.idleSince > before)
+      const expired = stale === -1 ? stack.splice(0) : stack.splice(0, stale)
+      for (const connection of expired) connection.socket?.terminate()
+      if (stack.length === 0) idle.delete(key)
+    }
+    if (idle.size === 0 && sweeper !== undefined) {
+      clearInterval(sweeper)
+      sweeper = undefined
+    }
+  }
 
   const finish = (connection: Connection, outcome: ReadEnd | Closed) => {
     const exchange = connection.exchange
@@ -134,17 +158,21 @@ export const makeKeepAlivePool = (options: PoolOptions): KeepAlivePool => {
     error: (socket: Socket<Connection>, error: Error) => {
       finish(socket.data, { _tag: "Closed", message: error.message, beforeAnswer: !socket.data.reader.started() })
       socket.terminate()
-    },
-    timeout: (socket: Socket<Connection>) => {
-      // Only idle connections have a socket timeout; an exchange's own signal bounds the rest.
-      if (socket.data.exchange === undefined) socket.terminate()
     }
   }
 
   /** A new connection, ready for a request (for TLS: the chain and the name verified). */
   const connect = (origin: Origin, signal: AbortSignal): Promise<Connection | PoolOutcome> =>
     new Promise((resolve) => {
-      const connection: Connection = { socket: undefined, origin, reader: new ResponseReader(), exchange: undefined, unwritten: undefined, closed: false }
+      const connection: Connection = {
+        socket: undefined,
+        origin,
+        reader: new ResponseReader(),
+        exchange: undefined,
+        unwritten: undefined,
+        closed: false,
+        idleSince: 0
+      }
       let settled = false
       const done = (result: Connection | PoolOutcome) => {
         if (settled) return
@@ -213,10 +241,15 @@ export const makeKeepAlivePool = (options: PoolOptions): KeepAlivePool => {
       connection.socket?.terminate()
       return
     }
-    connection.socket.timeout(idleSeconds)
+    connection.idleSince = Date.now()
     connection.socket.unref()
     stack.push(connection)
     idle.set(connection.origin.key, stack)
+    if (sweeper === undefined) {
+      sweeper = setInterval(sweep, Math.max(10, idleMs / 4))
+      // Idle connections do not keep the process alive, nor does their sweep.
+      sweeper.unref()
+    }
   }
 
   /** One request on one connection. */
@@ -235,7 +268,6 @@ export const makeKeepAlivePool = (options: PoolOptions): KeepAlivePool => {
         }
       }
       request.signal.addEventListener("abort", onAbort)
-      socket.timeout(0)
       connection.reader.reset(request.kept)
       connection.unwritten = request.bytes
       writeOut(connection)
@@ -264,6 +296,8 @@ export const makeKeepAlivePool = (options: PoolOptions): KeepAlivePool => {
 
   const close = () => {
     closing = true
+    if (sweeper !== undefined) clearInterval(sweeper)
+    sweeper = undefined
     for (const stack of idle.values()) for (const connection of stack) connection.socket?.terminate()
     idle.clear()
   }
