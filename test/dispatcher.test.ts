@@ -640,6 +640,28 @@ describe("outbox leases", () => {
       expect(leased.some((id) => id.startsWith("slow"))).toBe(false)
     }).pipe(Effect.provide(outboxLayer)))
 
+  plain.effect("attempts in flight at the front of the due order do not hide the queued rows behind them", () =>
+    Effect.gen(function*() {
+      yield* seed
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM deliveries`
+      const now = new Date().toISOString()
+      const hooks = Array.from({ length: 10 }, (_, i) => `whk_f${i}`)
+      for (const id of hooks) {
+        yield* sql`INSERT INTO webhooks ${
+          sql.insert({ id, organization_id: "org_1", instance_id: "ins_1", name: id, url: "http://127.0.0.1:9/", secret_encrypted: "x", active: 1, created_at: now, updated_at: now })
+        }`
+      }
+      // Each webhook has 8 attempts in flight (leased to this dispatcher), older than anything queued,
+      // and none is at its share of 10: 80 rows in flight, more than the rows a lease of 2 may read
+      // from the front. Its bound counts only rows it may take, so it reads past them.
+      for (const [i, id] of hooks.entries()) yield* queue(id, `flight${i}_`, 8, 60_000 - i * 10)
+      yield* sql`UPDATE deliveries SET lease_owner = 'me', lease_expires_at = ${new Date(Date.now() + 60_000).toISOString()}`
+      yield* queue("whk_f0", "queued", 3, 30_000)
+      const inFlight = new Map(hooks.map((id) => [id, 8]))
+      expect(yield* lease(2, inFlight, 10)).toEqual(["queued0000", "queued0001"])
+    }).pipe(Effect.provide(outboxLayer)))
+
   plain.effect("the lease reads webhooks' queues through indexes: no table scan, and no read past a queue", () =>
     Effect.gen(function*() {
       yield* seed
