@@ -106,22 +106,28 @@ describe("hub CLI", () => {
   it("serve in sandbox mode bootstraps a demo tenancy once, with working printed tokens; unrouted changes are listed", async () => {
     const env = freshDb()
     const serveOnce = async () => {
-      const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() })
-      const port = probe.port ?? 0
-      probe.stop(true)
+      // The hub picks a free port itself and logs the address it listens on. (Probing for a free port
+      // first raced the other test files' servers: one took the port, answered /health, and this
+      // hub never started.)
       const server = Bun.spawn([process.execPath, main, "serve"], {
-        env: { ...process.env, ...env, PORT: String(port), HUB_LOG_LEVEL: "warn" },
+        env: { ...process.env, ...env, PORT: "0", HUB_LOG_LEVEL: "info", HUB_LOG_FORMAT: "json" },
         stdout: "pipe"
       })
-      const base = `http://127.0.0.1:${port}`
-      for (let i = 0; i < 200; i++) {
-        if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break
-        await Bun.sleep(50) // polling a child process's start-up: there is no signal to wait on
+      const reader = server.stdout.getReader()
+      const decoder = new TextDecoder()
+      let output = ""
+      let base: string | undefined
+      while (base === undefined) {
+        const { value, done } = await reader.read()
+        if (done) throw new Error(`the hub stopped before listening: ${output}`)
+        output += decoder.decode(value, { stream: true })
+        base = /Listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1]
       }
       return { base, stop: async () => {
         server.kill()
         await server.exited
-        return await new Response(server.stdout).text()
+        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) output += decoder.decode(chunk.value, { stream: true })
+        return output
       } }
     }
 
