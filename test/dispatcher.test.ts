@@ -619,18 +619,23 @@ describe("outbox leases", () => {
       expect(yield* lease(5, new Map(), 4)).toEqual(["slow0000", "slow0001", "slow0002", "slow0003", "fast0000"])
     }).pipe(Effect.provide(outboxLayer)))
 
+  /** More active webhooks of the seeded instance. */
+  const addWebhooks = (ids: ReadonlyArray<string>) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) => {
+      const now = new Date().toISOString()
+      return Effect.forEach(ids, (id) =>
+        sql`INSERT INTO webhooks ${
+          sql.insert({ id, organization_id: "org_1", instance_id: "ins_1", name: id, url: "http://127.0.0.1:9/", secret_encrypted: "x", active: 1, created_at: now, updated_at: now })
+        }`, { discard: true })
+    })
+
   plain.effect("looking past a long queue covers any number of webhooks (read in several statements)", () =>
     Effect.gen(function*() {
       yield* seed
       const sql = yield* SqlClient.SqlClient
       yield* sql`DELETE FROM deliveries`
-      const now = new Date().toISOString()
       const many = Array.from({ length: 300 }, (_, i) => `whk_m${String(i).padStart(3, "0")}`)
-      for (const id of many) {
-        yield* sql`INSERT INTO webhooks ${
-          sql.insert({ id, organization_id: "org_1", instance_id: "ins_1", name: id, url: "http://127.0.0.1:9/", secret_encrypted: "x", active: 1, created_at: now, updated_at: now })
-        }`
-      }
+      yield* addWebhooks(many)
       yield* queue("whk_a", "slow", 2000, 60_000)
       for (const [i, id] of many.entries()) yield* queue(id, `m${String(i).padStart(3, "0")}_`, 1, 30_000 - i)
       // whk_a is at its share; the other 300 webhooks' rows all lie behind its queue.
@@ -645,13 +650,8 @@ describe("outbox leases", () => {
       yield* seed
       const sql = yield* SqlClient.SqlClient
       yield* sql`DELETE FROM deliveries`
-      const now = new Date().toISOString()
       const hooks = Array.from({ length: 10 }, (_, i) => `whk_f${i}`)
-      for (const id of hooks) {
-        yield* sql`INSERT INTO webhooks ${
-          sql.insert({ id, organization_id: "org_1", instance_id: "ins_1", name: id, url: "http://127.0.0.1:9/", secret_encrypted: "x", active: 1, created_at: now, updated_at: now })
-        }`
-      }
+      yield* addWebhooks(hooks)
       // Each webhook has 8 attempts in flight (leased to this dispatcher), older than anything queued,
       // and none is at its share of 10: 80 rows in flight, more than the rows a lease of 2 may read
       // from the front. Its bound counts only rows it may take, so it reads past them.
