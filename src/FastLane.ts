@@ -64,15 +64,21 @@ const lineOf = (route: HotRoute, request: Request): RequestLine => ({
   requestId: request.headers.get("x-request-id") ?? undefined
 })
 
+/** `answer` behind the edge, run with `run`, as a web Response (503 if the hub interrupts it while stopping). */
+const atEdgeOn = <R>(
+  run: (effect: Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>) => Promise<HttpServerResponse.HttpServerResponse>,
+  line: RequestLine,
+  logRequests: boolean,
+  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
+) => run(Effect.catchAllCause(atEdge(line, logRequests, answer), () => Effect.succeed(interrupted))).then((response) => HttpServerResponse.toWeb(response))
+
 /** Installs `program` for `route`, run on this layer's runtime behind the edge. */
 export const installHotRoute = <R>(route: HotRoute, program: HotProgram<R>) =>
   Effect.gen(function*() {
     const logRequests = logsRequests(yield* HubConfig)
     const run = yield* FiberSet.makeRuntimePromise<R>()
     yield* Effect.flatMap(HotRoutes, (routes) =>
-      routes.install(route, (request) =>
-        run(Effect.catchAllCause(atEdge(lineOf(route, request), logRequests, program(request)), () => Effect.succeed(interrupted)))
-          .then((response) => HttpServerResponse.toWeb(response))))
+      routes.install(route, (request) => atEdgeOn(run, lineOf(route, request), logRequests, program(request))))
   })
 
 /** How a plain hot route answers (see installPlainHotRoute). */
@@ -102,13 +108,13 @@ export const installPlainHotRoute = (route: HotRoute, handler: (request: Request
         const edge: PlainEdge = {
           json: (body, log) => {
             const requestId = requestIdFor(line.requestId)
-            const logs = [...(log === undefined ? [] : [log]), ...(logRequests ? [logRequest(line, 200, startedAt)] : [])]
-            if (logs.length > 0) runFork(Effect.annotateLogs(Effect.all(logs, { discard: true }), "requestId", requestId))
+            if (log !== undefined || logRequests) {
+              const accessLine = logRequests ? logRequest(line, 200, startedAt) : Effect.void
+              runFork(Effect.annotateLogs(log === undefined ? accessLine : Effect.zipRight(log, accessLine), "requestId", requestId))
+            }
             return new Response(JSON.stringify(body), { headers: { "content-type": "application/json", "x-request-id": requestId } })
           },
-          fail: (cause) =>
-            run(Effect.catchAllCause(atEdge(line, logRequests, Effect.failCause(cause)), () => Effect.succeed(interrupted)))
-              .then((response) => HttpServerResponse.toWeb(response))
+          fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause))
         }
         return handler(request, edge).catch((defect: unknown) => edge.fail(Cause.die(defect)))
       }))

@@ -58,17 +58,13 @@ export const makeDeliveries = Effect.gen(function*() {
     })
 
   const signingKeys = (d: LeasedDelivery, nowMs: number): Effect.Effect<ReadonlyArray<Uint8Array>> => {
-    const previous = d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
+    const secrets = d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
         Date.parse(d.previous_secret_expires_at) > nowMs
-      ? d.previous_secret_encrypted
-      : undefined
+      ? [d.secret_encrypted, d.previous_secret_encrypted]
+      : [d.secret_encrypted]
     // Every attempt asks: keys already decrypted are answered without an effect per secret.
-    const current = keys.get(d.secret_encrypted)
-    const before = previous === undefined ? undefined : keys.get(previous)
-    if (current !== undefined && (previous === undefined || before !== undefined)) {
-      return Effect.succeed(before === undefined ? [current] : [current, before])
-    }
-    return Effect.all([keyOf(d.secret_encrypted), ...(previous === undefined ? [] : [keyOf(previous)])])
+    const known = secrets.map((secret) => keys.get(secret))
+    return known.every((key): key is Uint8Array => key !== undefined) ? Effect.succeed(known) : Effect.forEach(secrets, keyOf)
   }
 
   const exchange = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, signal: AbortSignal, timestamp: number) => {

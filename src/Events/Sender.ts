@@ -36,6 +36,8 @@ export interface Sender {
   readonly close: () => void
 }
 
+const utf8 = new TextDecoder()
+
 export const makeSender = (options: PoolOptions): Sender => {
   const pool = makeKeepAlivePool(options)
   const origins = new Map<string, { readonly origin: Origin; readonly path: string }>()
@@ -60,7 +62,7 @@ export const makeSender = (options: PoolOptions): Sender => {
     const outcome = await pool.request({ origin, bytes, resendable: true, kept: SNIPPET, signal: input.signal })
     switch (outcome._tag) {
       case "Answer":
-        return { status: outcome.answer.status, retryAfter: outcome.answer.retryAfter, snippet: new TextDecoder().decode(outcome.answer.body) }
+        return { status: outcome.answer.status, retryAfter: outcome.answer.retryAfter, snippet: utf8.decode(outcome.answer.body) }
       case "Aborted":
         return new NoAnswer({ message: `no answer within ${input.timeoutMs} ms` })
       case "Malformed":
