@@ -7,7 +7,8 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
-import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
+import { insertRow, rowStatement } from "../Sql/RowStatement.js"
+import { padded } from "../Sql/SqlShapes.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
 
 export interface AcceptedChange {
@@ -172,42 +173,68 @@ export const OutboxRepoLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
 
     const lease = makeLease(sql)
+    // The hot writes, one row at a time (see RowStatement.ts).
+    const acceptChange = insertRow(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
+    const insertEvent = insertRow(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
+    const insertUnrouted = insertRow(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at"])
+    const insertDelivery = insertRow(sql, "deliveries", [
+      "id",
+      "webhook_id",
+      "event_id",
+      "message_id",
+      "status",
+      "attempts",
+      "next_attempt_at",
+      "lease_owner",
+      "lease_expires_at",
+      "created_at",
+      "updated_at"
+    ])
+    const insertAttempt = insertRow(sql, "delivery_attempts", [
+      "id",
+      "delivery_id",
+      "attempt",
+      "started_at",
+      "status_code",
+      "latency_ms",
+      "error",
+      "response_snippet"
+    ])
+    // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
+    const markSucceeded = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
+      sql`UPDATE deliveries SET status = 'succeeded', attempts = ${p("attempts")}, last_status_code = ${p("status_code")},
+          last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ${p("at")}
+        WHERE id = ${p("id")} AND lease_owner = ${p("owner")}`)
+    const markFailed = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
+      sql`UPDATE deliveries SET status = ${p("status")}, next_attempt_at = ${p("next_attempt_at")}, attempts = ${p("attempts")},
+          last_status_code = ${p("status_code")}, last_error = ${p("error")}, lease_owner = NULL, lease_expires_at = NULL,
+          updated_at = ${p("at")}
+        WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`)
 
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
           WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
       acceptChanges: (changes, now) =>
-        Effect.forEach(powerOfTwoChunks(changes), (chunk) =>
-          sql<{ readonly dedupe_key: string; readonly event_id: string }>`INSERT INTO event_changes ${
-            sql.insert(chunk.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now })))
-          } ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key, event_id`).pipe(
-          Effect.map((results) => new Map(results.flat().map((row) => [row.dedupe_key, row.event_id]))),
+        acceptChange(changes.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now }))).pipe(
+          // A key stored before, or given earlier in this call, returns no row.
+          Effect.map((results) => new Map(changes.flatMap((c, i) => ((results[i]?.length ?? 0) > 0 ? [[c.dedupeKey, c.eventId]] : [])))),
           Effect.orDie
         ),
       insertEvents: (events, now) =>
-        Effect.forEach(powerOfTwoChunks(events), (chunk) =>
-          sql`INSERT INTO events ${
-            sql.insert(chunk.map((e) => ({
-              id: e.id,
-              instance_id: e.instanceId,
-              body: e.body,
-              change_count: e.changeCount,
-              received_at: now
-            })))
-          }`, { discard: true }).pipe(Effect.orDie),
+        insertEvent(events.map((e) => ({ id: e.id, instance_id: e.instanceId, body: e.body, change_count: e.changeCount, received_at: now }))).pipe(
+          Effect.asVoid,
+          Effect.orDie
+        ),
       insertUnrouted: (changes, now) =>
-        Effect.forEach(powerOfTwoChunks(changes), (chunk) =>
-          sql`INSERT INTO unrouted_events ${
-            sql.insert(chunk.map((c) => ({
-              id: newId("unr"),
-              phone_number_id: c.phoneNumberId,
-              waba_id: c.wabaId,
-              field: c.field,
-              change_json: c.changeJson,
-              received_at: now
-            })))
-          }`, { discard: true }).pipe(Effect.orDie),
+        insertUnrouted(changes.map((c) => ({
+          id: newId("unr"),
+          phone_number_id: c.phoneNumberId,
+          waba_id: c.wabaId,
+          field: c.field,
+          change_json: c.changeJson,
+          received_at: now
+        }))).pipe(Effect.asVoid, Effect.orDie),
       enqueue: (events, now, handover) =>
         Effect.gen(function*() {
           if (events.length === 0) return { counts: new Map<string, number>(), handedOver: [] }
@@ -253,9 +280,7 @@ export const OutboxRepoLive = Layer.effect(
               return row
             })
           )
-          yield* Effect.forEach(powerOfTwoChunks(rows), (chunk) => sql`INSERT INTO deliveries ${sql.insert(chunk)}`, {
-            discard: true
-          })
+          yield* insertDelivery(rows)
           const counts = new Map<string, number>()
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
           return { counts, handedOver }
@@ -276,48 +301,18 @@ export const OutboxRepoLive = Layer.effect(
       recordAttempts: (owner, records) =>
         Effect.gen(function*() {
           if (records.length === 0) return new Map<string, string>()
-          yield* Effect.forEach(powerOfTwoChunks(records), (chunk) =>
-            sql`INSERT INTO delivery_attempts ${
-              sql.insert(chunk.map((record) => ({
-                id: newId("att"),
-                delivery_id: record.delivery.id,
-                attempt: record.attempt,
-                started_at: record.startedAt,
-                status_code: record.statusCode,
-                latency_ms: record.latencyMs,
-                error: record.error,
-                response_snippet: record.responseSnippet
-              })))
-            }`, { discard: true })
-
-          // Successes (the common case) move on in one statement per (attempt, status code) group.
+          yield* insertAttempt(records.map((record) => ({
+            id: newId("att"),
+            delivery_id: record.delivery.id,
+            attempt: record.attempt,
+            started_at: record.startedAt,
+            status_code: record.statusCode,
+            latency_ms: record.latencyMs,
+            error: record.error,
+            response_snippet: record.responseSnippet
+          })))
           const succeeded = records.filter((r) => r.result._tag === "Succeeded")
-          const groups = new Map<string, Array<AttemptRecord>>()
-          for (const record of succeeded) {
-            const key = `${record.attempt}:${record.statusCode}`
-            const group = groups.get(key)
-            if (group === undefined) groups.set(key, [record])
-            else group.push(record)
-          }
-          for (const group of groups.values()) {
-            const [first] = group
-            if (first === undefined) continue
-            const finishedAt = group.reduce((latest, r) => (r.finishedAt > latest ? r.finishedAt : latest), first.finishedAt)
-            // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
-            yield* Effect.forEach(powerOfTwoChunks(group), (chunk) =>
-              sql`UPDATE deliveries SET ${
-                sql.update({
-                  status: "succeeded",
-                  attempts: first.attempt,
-                  last_status_code: first.statusCode,
-                  last_error: null,
-                  next_attempt_at: null,
-                  lease_owner: null,
-                  lease_expires_at: null,
-                  updated_at: finishedAt
-                })
-              } WHERE ${sql.in("id", chunk.map((r) => r.delivery.id))} AND lease_owner = ${owner}`, { discard: true })
-          }
+          yield* markSucceeded(succeeded.map((r) => ({ id: r.delivery.id, owner, attempts: r.attempt, status_code: r.statusCode, at: r.finishedAt })))
           // Only webhooks seen failing when their rows were leased: most rounds need no statement here.
           const recovered = [...new Set(succeeded.flatMap((r) => (r.delivery.webhook_failing_since === null ? [] : [r.delivery.webhook_id])))]
           if (recovered.length > 0) {
@@ -325,22 +320,16 @@ export const OutboxRepoLive = Layer.effect(
           }
 
           const failed = records.filter((r) => r.result._tag !== "Succeeded")
-          for (const record of failed) {
-            const next = record.result._tag === "RetryAt"
-              ? { status: "failed", next_attempt_at: record.result.at }
-              : { status: "dead", next_attempt_at: null }
-            yield* sql`UPDATE deliveries SET ${
-              sql.update({
-                ...next,
-                attempts: record.attempt,
-                last_status_code: record.statusCode,
-                last_error: record.error,
-                lease_owner: null,
-                lease_expires_at: null,
-                updated_at: record.finishedAt
-              })
-            } WHERE id = ${record.delivery.id} AND lease_owner = ${owner} AND status IN ('pending', 'failed')`
-          }
+          yield* markFailed(failed.map((r) => ({
+            id: r.delivery.id,
+            owner,
+            status: r.result._tag === "RetryAt" ? "failed" : "dead",
+            next_attempt_at: r.result._tag === "RetryAt" ? r.result.at : null,
+            attempts: r.attempt,
+            status_code: r.statusCode,
+            error: r.error,
+            at: r.finishedAt
+          })))
           const failing = new Map<string, string>()
           for (const record of failed) {
             if (failing.has(record.delivery.webhook_id)) continue

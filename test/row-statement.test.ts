@@ -1,0 +1,53 @@
+/**
+ * Row statements (src/Sql/RowStatement.ts) on an in-memory SQLite database: each row binds its
+ * values by name, wherever and however often the names appear; each row's RETURNING rows come back
+ * in order; outside a transaction the rows are written in one of their own; a statement naming a
+ * parameter it was not given is a defect, not a silent misbinding.
+ */
+import { expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Cause, Effect, Exit, Layer } from "effect"
+import { sqliteLayer } from "../src/Sql/Client.js"
+import { insertRow, rowStatement } from "../src/Sql/RowStatement.js"
+
+const Tables = Layer.effectDiscard(
+  SqlClient.SqlClient.pipe(
+    Effect.flatMap((sql) => sql`CREATE TABLE rs_items (name TEXT PRIMARY KEY, value INTEGER NOT NULL, note TEXT)`),
+    Effect.orDie
+  )
+)
+
+const Db = Tables.pipe(Layer.provideMerge(sqliteLayer(":memory:")))
+
+layer(Db)("row statements", (it) => {
+  it.effect("insert rows by column name, return each row's RETURNING rows in order, and bind names used twice", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const insert = insertRow(sql, "rs_items", ["note", "value", "name"], "ON CONFLICT (name) DO NOTHING RETURNING name")
+      const results = yield* sql.withTransaction(insert([
+        { name: "a", value: 1, note: null },
+        { name: "b", value: 2, note: "second" },
+        { name: "a", value: 3, note: "again" }
+      ]))
+      // The repeated key returns no row: it was not written.
+      expect(results).toEqual([[{ name: "a" }], [{ name: "b" }], []])
+
+      const bump = rowStatement(sql, ["name", "by"], (p) =>
+        sql`UPDATE rs_items SET value = value + ${p("by")}, note = ${p("name")} || '+' || ${p("by")} WHERE name = ${p("name")}`)
+      // Outside a transaction: written in one of its own.
+      yield* bump([{ by: 10, name: "a" }, { by: 20, name: "b" }])
+      expect(yield* sql`SELECT name, value, note FROM rs_items ORDER BY name`).toEqual([
+        { name: "a", value: 11, note: "a+10" },
+        { name: "b", value: 22, note: "b+20" }
+      ])
+    }))
+
+  it.effect("a statement with a parameter that is not a named one dies, and writes nothing", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const wrong = rowStatement(sql, ["name"], (p) => sql`INSERT INTO rs_items (name, value) VALUES (${p("name")}, ${7})`)
+      const outcome = yield* Effect.exit(wrong([{ name: "z" }]))
+      expect(Exit.isFailure(outcome) && Cause.isDie(outcome.cause)).toBe(true)
+      expect(yield* sql`SELECT name FROM rs_items WHERE name = 'z'`).toEqual([])
+    }))
+})
