@@ -5,14 +5,14 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Either, Exit, Layer, Option, Redacted, Schedule, Scope } from "effect"
+import { Context, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Schedule, Scope } from "effect"
 import { DispatchSignalLive } from "../src/Events/DispatchSignal.js"
 import { HandoffLive } from "../src/Events/Handoff.js"
 import { type IngestAnswer, Ingress, IngressLive } from "../src/Events/Ingress.js"
 import { OutboxRepoLive } from "../src/Events/Outbox.js"
 import { MessagesRepoLive } from "../src/Messages/Repo.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
-import { WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
+import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
@@ -431,5 +431,51 @@ layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress when 
       ingress.submit(checked.right, (outcome) => outcomes.push(outcome))
       expect(outcomes.map(Exit.isInterrupted)).toEqual([true, true])
       expect(yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM unrouted_events`).toEqual([{ n: 0 }])
+    }))
+})
+
+/** The ingress over a batcher whose gathering time no test outlasts, with that batcher. */
+const ingressGathering = IngressLive.pipe(
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive)),
+  Layer.provideMerge(writeBatcherLayer({ gatherMs: 60_000 }))
+)
+
+layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress's groups", (it) => {
+  it.scoped("payloads that arrive while a group gathers join it: one transaction, answered together", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const context = yield* Layer.build(ingressGathering)
+      const ingress = Context.get(context, Ingress)
+      const batcher = Context.get(context, WriteBatcher)
+      const answers = new Map<string, Exit.Exit<IngestAnswer>>()
+      const submit = (phoneNumberId: string) =>
+        Effect.async<void>((resume) => {
+          const checked = ingress.check(envelope(["100200300", [statusChange({ phoneNumberId, wabaId: "100200300" }, status(wamid(), "sent", 1750263790))]]))
+          if (Either.isLeft(checked)) return resume(Effect.dieMessage(checked.left.message))
+          ingress.submit(checked.right, (outcome) => {
+            answers.set(phoneNumberId, outcome)
+            resume(Effect.void)
+          })
+        })
+      const turns = Effect.promise(() => new Promise((done) => setImmediate(done)))
+
+      // A quiet hub writes the first at once.
+      yield* submit("555000001")
+      const second = yield* Effect.fork(submit("555000002"))
+      yield* turns
+      const third = yield* Effect.fork(submit("555000003"))
+      yield* turns
+      yield* turns
+      expect([...answers.keys()]).toEqual(["555000001"])
+
+      // Another write begins the transaction: the gathering group takes both payloads waiting.
+      yield* batcher.run(Effect.void)
+      yield* Fiber.join(second)
+      yield* Fiber.join(third)
+      expect([...answers.values()].map((a) => Exit.isSuccess(a) && a.value.unrouted)).toEqual([1, 1, 1])
+      const stored = yield* sql<{ readonly phone_number_id: string; readonly received_at: string }>`
+        SELECT phone_number_id, received_at FROM unrouted_events ORDER BY phone_number_id`
+      expect(stored.map((r) => r.phone_number_id)).toEqual(["555000001", "555000002", "555000003"])
+      expect(stored[1]?.received_at).toBe(stored[2]?.received_at)
     }))
 })

@@ -1,13 +1,14 @@
 /**
  * The WriteBatcher (group commit) on an in-memory SQLite database: concurrent group writes share one
  * multi-row statement, a bad item or a failing write fails alone while the others commit, a failed
- * COMMIT fails the whole batch, and every write sees what was committed before it.
+ * COMMIT fails the whole batch, every write sees what was committed before it, and gathering
+ * writes wait for a larger transaction unless another write begins one.
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Cause, Data, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option } from "effect"
 import { sqliteLayer } from "../src/Sql/Client.js"
-import { WriteBatcher, WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
+import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
 
 interface Item {
   readonly name: string
@@ -270,5 +271,42 @@ layer(Db)("WriteBatcher: a failed COMMIT", (it) => {
       expect(yield* table.rowsLike("e-")).toEqual([])
       yield* batcher.run(table.insertOne({ name: "e-after", value: 4 }))
       expect(yield* table.rowsLike("e-")).toEqual([{ name: "e-after", value: 4 }])
+    }))
+})
+
+/** Some turns of the event loop: a batch not gathering would have begun within the first. */
+const eventLoopTurns = (n: number) =>
+  Effect.promise(() => Array.from({ length: n }).reduce<Promise<void>>((turns) => turns.then(() => new Promise((done) => setImmediate(done))), Promise.resolve()))
+
+// A gathering time no test outlasts: a gathering write that waits for it shows as not run.
+const Gathering = Layer.merge(writeBatcherLayer({ gatherMs: 60_000 }), Tables).pipe(
+  Layer.provideMerge(sqliteLayer(":memory:")),
+  Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+)
+
+layer(Gathering)("WriteBatcher: gathering writes", (it) => {
+  it.effect("the first after a quiet spell begins at once; later ones wait, and a plain write carries them into its transaction", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf
+      const batcher = yield* WriteBatcher
+      const log: Array<string> = []
+      const step = (name: string) => Effect.sync(() => log.push(name))
+
+      yield* batcher.gather(Effect.zipRight(table.insertOne({ name: "k-first", value: 1 }), step("first ran")))
+      expect(log).toEqual(["first ran"])
+
+      const second = yield* Effect.fork(Effect.zipRight(batcher.gather(step("second ran")), step("second answered")))
+      yield* eventLoopTurns(3)
+      const third = yield* Effect.fork(Effect.zipRight(batcher.gather(step("third ran")), step("third answered")))
+      yield* eventLoopTurns(3)
+      expect(log).toEqual(["first ran"])
+
+      yield* Effect.zipRight(batcher.run(step("plain ran")), step("plain answered"))
+      yield* Fiber.join(second)
+      yield* Fiber.join(third)
+      // One transaction: all three ran before any was answered.
+      expect(log.slice(0, 4)).toEqual(["first ran", "second ran", "third ran", "plain ran"])
+      expect([...log.slice(4)].sort()).toEqual(["plain answered", "second answered", "third answered"])
+      expect(yield* table.rowsLike("k-")).toEqual([{ name: "k-first", value: 1 }])
     }))
 })

@@ -22,12 +22,6 @@ import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js
 
 const POLL_INTERVAL = Duration.seconds(1)
 
-/**
- * A round costs a transaction and a few statements whatever it carries, so under load rounds are at
- * least this far apart and each logs and leases many rows; an idle dispatcher starts a round at once.
- */
-const ROUND_LINGER_MS = 5
-
 const iso = (ms: number) => new Date(ms).toISOString()
 
 export const DispatcherLive = Layer.scopedDiscard(
@@ -102,14 +96,18 @@ export const DispatcherLive = Layer.scopedDiscard(
      */
     const round = Effect.gen(function*() {
       for (;;) {
-        const records = finished
-        const cancelled = inactive
-        finished = []
-        inactive = []
-        const nowMs = Date.now()
+        // Taken as the transaction begins: attempts that finish while it gathers join it.
+        let records: ReadonlyArray<AttemptRecord> = []
+        let cancelled: ReadonlyArray<string> = []
+        let nowMs = Date.now()
         /** Leased rows counted in flight, to uncount if the transaction fails. */
         let counted: ReadonlyArray<LeasedDelivery> = []
-        const [failing, leased, free] = yield* batcher.run(Effect.gen(function*() {
+        const [failing, leased, free] = yield* batcher.gather(Effect.gen(function*() {
+          records = finished
+          cancelled = inactive
+          finished = []
+          inactive = []
+          nowMs = Date.now()
           if (cancelled.length > 0) yield* outbox.cancel(cancelled)
           const failing = yield* outbox.recordAttempts(owner, records)
           // Rows may be due only after a notify, or when some may wait behind attempts in flight.
@@ -132,6 +130,7 @@ export const DispatcherLive = Layer.scopedDiscard(
           // Nothing of the round was committed: its attempts are logged by the next one.
           Effect.tapErrorCause(() => Effect.sync(() => {
             finished = [...records, ...finished]
+            inactive = [...cancelled, ...inactive]
             for (const d of counted) admission.finished(d.webhook_id)
           })),
           Effect.orDie
@@ -146,20 +145,9 @@ export const DispatcherLive = Layer.scopedDiscard(
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher round failed", cause)))
 
-    let lastRoundAt = 0
-    const linger = Effect.suspend(() => {
-      const sinceLast = Date.now() - lastRoundAt
-      return sinceLast >= ROUND_LINGER_MS ? Effect.void : Effect.sleep(Duration.millis(ROUND_LINGER_MS - sinceLast))
-    })
     const loop = yield* Effect.forkScoped(Effect.forever(
       // A round is never cut in half: what it logged or leased is known once it returns.
-      signal.wait.pipe(
-        Effect.zipRight(linger),
-        Effect.zipRight(Effect.uninterruptible(round)),
-        Effect.zipRight(Effect.sync(() => {
-          lastRoundAt = Date.now()
-        }))
-      )
+      Effect.zipRight(signal.wait, Effect.uninterruptible(round))
     ))
     const ticker = yield* Effect.forkScoped(Effect.repeat(signal.notify, Schedule.spaced(POLL_INTERVAL)))
 

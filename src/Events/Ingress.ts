@@ -67,12 +67,6 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
 /** Most payloads written in one transaction. */
 const MAX_GROUP = 256
 
-/**
- * Every statement and transaction costs the same fixed overhead whatever it carries, so under load a
- * group waits this long after the previous one to gather more payloads. An idle hub writes at once.
- */
-const GROUP_LINGER_MS = 4
-
 interface Routed {
   readonly route: RouteRow
   readonly change: UpstreamChange
@@ -199,10 +193,32 @@ export const IngressLive = Layer.scoped(
         })
       })
 
-    const writeGroup = (group: ReadonlyArray<Queued>) => {
-      const taker = handoff.taker()
+    /** Payloads waiting for the next group, in arrival order. */
+    let waiting: Array<Queued> = []
+    /** Whether a group is queued or being written: one at a time, so payloads are applied in arrival order. */
+    let writing = false
+    let closed = false
+
+    /**
+     * The next group gathers (WriteBatcher.gather): it takes the payloads waiting when its transaction
+     * begins, so under load it carries what arrived meanwhile; an idle hub writes at once.
+     */
+    const writeNext = () => {
+      if (writing || waiting.length === 0 || closed) return
+      writing = true
       const handedOver: Array<LeasedDelivery> = []
-      return batcher.run(write(group, taker, handedOver)).pipe(
+      let taker: Taker | undefined
+      let group: ReadonlyArray<Queued> | undefined
+      /** The group: taken as its transaction begins, or, if that failed to begin, the payloads it would have taken. */
+      const take = () => {
+        group ??= waiting.splice(0, MAX_GROUP)
+        return group
+      }
+      const written = batcher.gather(Effect.suspend(() => {
+        taker = handoff.taker()
+        return write(take(), taker, handedOver)
+      }))
+      const answered = written.pipe(
         Effect.orDie,
         Effect.exit,
         Effect.flatMap((exit) =>
@@ -210,14 +226,14 @@ export const IngressLive = Layer.scoped(
             onFailure: (cause) =>
               Effect.sync(() => {
                 taker?.forgo(handedOver)
-                for (const q of group) q.done(Exit.failCause(cause))
+                for (const q of take()) q.done(Exit.failCause(cause))
               }),
             onSuccess: (answers) =>
               Effect.gen(function*() {
                 if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
                 // Queued rows wait for a dispatcher round.
                 if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
-                group.forEach((q, i) => {
+                take().forEach((q, i) => {
                   const answer = answers[i]
                   q.done(answer === undefined ? Exit.die("no answer for a payload") : Exit.succeed(answer))
                 })
@@ -225,48 +241,16 @@ export const IngressLive = Layer.scoped(
           })
         )
       )
-    }
-
-    /** Payloads waiting for the next group, in arrival order. */
-    let waiting: Array<Queued> = []
-    /** Whether a group is being written: one at a time, so payloads are applied in arrival order. */
-    let writing = false
-    let lastGroupAt = 0
-    let scheduled = false
-    let timer: ReturnType<typeof setTimeout> | undefined
-    let closed = false
-
-    const writeNext = () => {
-      scheduled = false
-      timer = undefined
-      if (writing || waiting.length === 0 || closed) return
-      const group = waiting.slice(0, MAX_GROUP)
-      waiting = waiting.slice(group.length)
-      writing = true
-      runFork(writeGroup(group)).addObserver((exit) => {
+      runFork(answered).addObserver((exit) => {
         writing = false
-        lastGroupAt = Date.now()
         // Interrupted (the hub is stopping) before the group was answered: it is answered so.
-        if (Exit.isFailure(exit)) for (const q of group) q.done(Exit.failCause(exit.cause))
-        schedule()
+        if (Exit.isFailure(exit)) for (const q of take()) q.done(Exit.failCause(exit.cause))
+        writeNext()
       })
-    }
-    /**
-     * The next group starts once the current one is written: after this turn of the event loop if
-     * the last was written long enough ago (the posts whose bodies arrived meanwhile join it),
-     * otherwise after the rest of GROUP_LINGER_MS, to gather more.
-     */
-    const schedule = () => {
-      if (writing || scheduled || waiting.length === 0 || closed) return
-      scheduled = true
-      const wait = GROUP_LINGER_MS - (Date.now() - lastGroupAt)
-      if (wait > 0) timer = setTimeout(writeNext, wait)
-      else setImmediate(writeNext)
     }
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        if (timer !== undefined) clearTimeout(timer)
         const left = waiting
         waiting = []
         for (const q of left) q.done(Exit.interrupt(FiberId.none))
@@ -293,7 +277,7 @@ export const IngressLive = Layer.scoped(
           done(outcome)
         }
       })
-      schedule()
+      writeNext()
     }
 
     const warnUnrouted = (answer: IngestAnswer) =>

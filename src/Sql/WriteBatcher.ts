@@ -20,6 +20,13 @@ import { Array as Arr, type Cause, Context, Effect, Exit, FiberSet, Layer, Optio
 /** Most jobs per shared transaction: bounds how long other queries wait for the connection. */
 const MAX_BATCH = 256
 
+/**
+ * How long after a transaction began the next may begin when only gathering writes wait (see
+ * `gather`). At 1,000 upstream posts/s, the ingress and the dispatcher each committing every 4-5 ms
+ * on their own cost the hub about a quarter more CPU per delivery than one shared commit every 10 ms.
+ */
+export const GATHER_MS = 10
+
 /** Answers a job's callers once the shared transaction's COMMIT is known (its failure, if any). */
 type Settle = (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) => void
 
@@ -28,11 +35,20 @@ interface Job {
   readonly execute: Effect.Effect<Settle>
   /** Answers the job's callers with the shared transaction's failure, without running the write(s). */
   readonly abandon: (failure: Cause.Cause<SqlError.SqlError>) => void
+  /** Whether it may wait for the gathering time (see `gather`). */
+  readonly gathers: boolean
 }
 
 export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
   /** Runs `write` in the next shared transaction and succeeds once that transaction has committed. */
   readonly run: <A, E>(write: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
+  /**
+   * As `run`, for a write that does better in a larger transaction than in a sooner one (the
+   * ingress's groups, the dispatcher's rounds): when only such writes wait, the transaction begins
+   * GATHER_MS after the previous one began (at once if that was longer ago); any other write
+   * begins it sooner. Under load, each shared commit then carries both, with more rows each.
+   */
+  readonly gather: <A, E>(write: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
   /** As `run`, for a write that is exactly one SQL statement (atomic by itself, so no savepoint). */
   readonly runStatement: <A, E>(statement: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
   /**
@@ -47,7 +63,8 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
 const settled = <A, E>(outcome: Exit.Exit<A, E>, commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>): Exit.Exit<A, E | SqlError.SqlError> =>
   Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
 
-export const WriteBatcherLive = Layer.scoped(
+/** A WriteBatcher whose gathering writes wait `gatherMs` (GATHER_MS in the hub; tests choose). */
+export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Layer.scoped(
   WriteBatcher,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -74,35 +91,49 @@ export const WriteBatcherLive = Layer.scoped(
       )
     }
 
+    /** When the last transaction began, for the gathering time. */
+    let lastBatchAt = 0
+    let gatherTimer: ReturnType<typeof setTimeout> | undefined
+
     // SQLite calls are synchronous, so nothing can join a batch while one runs: after the first write
     // arrives, one turn of the event loop lets the requests whose I/O completed meanwhile queue theirs.
     const flush = () => {
       scheduled = false
+      if (gatherTimer !== undefined) clearTimeout(gatherTimer)
+      gatherTimer = undefined
       if (running || waiting.length === 0) return
       const jobs = waiting.slice(0, MAX_BATCH)
       waiting = waiting.slice(jobs.length)
       running = true
+      lastBatchAt = Date.now()
       runFork(commitBatch(jobs)).addObserver(() => {
         running = false
         if (waiting.length > 0) schedule()
       })
     }
     const schedule = () => {
-      if (scheduled) return
+      if (scheduled || running) return
+      const wait = waiting.every((job) => job.gathers) ? options.gatherMs - (Date.now() - lastBatchAt) : 0
+      if (wait > 0) {
+        gatherTimer ??= setTimeout(flush, wait)
+        return
+      }
       scheduled = true
       setImmediate(flush)
     }
+    yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(gatherTimer)))
     const add = (job: Job) => {
       waiting.push(job)
       schedule()
     }
 
     /** One write of its own; once taken, it is committed and answered even if its caller has gone. */
-    const single = <A, E>(write: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+    const single = <A, E>(write: Effect.Effect<A, E>, gathers = false): Effect.Effect<A, E | SqlError.SqlError> =>
       Effect.async((resume) => {
         add({
           execute: Effect.map(Effect.exit(write), (outcome) => (commitFailure) => resume(settled(outcome, commitFailure))),
-          abandon: (failure) => resume(Exit.failCause(failure))
+          abandon: (failure) => resume(Exit.failCause(failure)),
+          gathers
         })
       })
 
@@ -135,7 +166,8 @@ export const WriteBatcherLive = Layer.scoped(
           const taken = members
           members = []
           for (const member of taken) member.resume(Exit.failCause(failure))
-        }
+        },
+        gathers: false
       }
       return (item: I): Effect.Effect<A, SqlError.SqlError> =>
         Effect.async((resume) => {
@@ -148,8 +180,11 @@ export const WriteBatcherLive = Layer.scoped(
     return WriteBatcher.of({
       // Nested in the shared transaction, withTransaction is a savepoint: a failing write rolls back alone.
       run: (write) => single(sql.withTransaction(write)),
+      gather: (write) => single(sql.withTransaction(write), true),
       runStatement: single,
       group
     })
   })
 )
+
+export const WriteBatcherLive = writeBatcherLayer({ gatherMs: GATHER_MS })
