@@ -30,7 +30,7 @@ db.run("PRAGMA foreign_keys = ON")
 
 const OWNER = "bare-events"
 const CONCURRENCY = 256
-/** Rows per multi-row statement, as the hub's chunks. */
+/** Rows per multi-row statement. */
 const CHUNK = 64
 
 interface Webhook {

@@ -99,7 +99,7 @@ export const DispatcherLive = Layer.scopedDiscard(
         // Taken as the transaction begins: attempts that finish while it gathers join it.
         let records: ReadonlyArray<AttemptRecord> = []
         let cancelled: ReadonlyArray<string> = []
-        let nowMs = Date.now()
+        let nowMs = 0
         /** Leased rows counted in flight, to uncount if the transaction fails. */
         let counted: ReadonlyArray<LeasedDelivery> = []
         const [failing, leased, free] = yield* batcher.gather(Effect.gen(function*() {

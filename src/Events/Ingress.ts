@@ -5,12 +5,12 @@
  * message records, stores each instance's envelope and queues one delivery per active webhook.
  * Changes for unknown numbers are kept aside for the operator.
  *
- * Group commit: payloads arriving together are written together, with multi-row statements, in one
- * transaction of the WriteBatcher; each caller is answered only after that COMMIT. Only then are
- * the deliveries the dispatcher admitted handed to it (Handoff.ts), and it is signalled for the rest.
- * Payloads are applied in the order they arrived. Callers wait on a plain callback rather than a
- * Deferred and a Queue, and the fast lane submits without a fiber of its own: this is on every
- * upstream post's path.
+ * Group commit: payloads arriving together are written together, in one gathering transaction of
+ * the WriteBatcher (one group at a time, taking what waits as the transaction begins); each caller
+ * is answered only after that COMMIT. Only then are the deliveries the dispatcher admitted handed to
+ * it (Handoff.ts), and it is signalled for the rest. Payloads are applied in the order they arrived.
+ * Callers wait on a plain callback rather than a Deferred and a Queue, and the fast lane submits
+ * without a fiber of its own: this is on every upstream post's path.
  */
 import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
 import { BadRequest } from "../Domain/Errors.js"

@@ -31,8 +31,7 @@ export const rowStatement = <const K extends string>(
   build: (param: (name: K) => string) => Statement.Statement<unknown>
 ): RowStatement<K> => {
   const [text, compiled] = build(marker).compile()
-  const order = compiled.map((value) => names.find((name) => marker(name) === value))
-  const bound = order.filter((name): name is K => name !== undefined)
+  const bound = compiled.flatMap((value) => names.filter((name) => marker(name) === value))
   // Every parameter must be a named one, once per place it appears: a mistake here is the code's.
   const wrong = bound.length !== compiled.length ? `a parameter of ${text} is not one of ${names.join(", ")}` : undefined
 

@@ -100,7 +100,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
     // arrives, one turn of the event loop lets the requests whose I/O completed meanwhile queue theirs.
     const flush = () => {
       scheduled = false
-      if (gatherTimer !== undefined) clearTimeout(gatherTimer)
+      clearTimeout(gatherTimer)
       gatherTimer = undefined
       if (running || waiting.length === 0) return
       const jobs = waiting.slice(0, MAX_BATCH)
