@@ -89,15 +89,39 @@ const itemIdentities = (value: JsonObject): ReadonlyArray<string> => {
   ]
 }
 
+/** A Unix time in seconds, as the upstream writes it in `timestamp` (a string of digits). */
+const SECONDS = /^\d{1,10}$/
+
+/** The earliest `timestamp` of the change's messages, statuses and calls, zero-padded; "0000000000" without one. */
+const timePrefix = (value: JsonObject): string => {
+  let earliest: string | undefined
+  for (const key of ["messages", "statuses", "calls"]) {
+    const items = value[key]
+    if (!Array.isArray(items)) continue
+    for (const item of items) {
+      const seconds = isObject(item) ? stringAt(item, "timestamp") : undefined
+      if (seconds === undefined || !SECONDS.test(seconds)) continue
+      const padded = seconds.padStart(10, "0")
+      if (earliest === undefined || padded < earliest) earliest = padded
+    }
+  }
+  return earliest ?? "0000000000"
+}
+
 /**
  * What makes a change the same change when the upstream sends it again, for one instance: the ids
  * inside it (message ids; status id + status + timestamp; call id + event + timestamp), or, for
  * changes without such items (account or template updates), the whole value in canonical form.
+ * The key starts with the change's own time (its items' earliest `timestamp`, which a resent change
+ * carries unchanged), then 132 bits of the identity's SHA-256. Keys of new changes thus land at the
+ * end of the dedupe index, on the same few pages; purely random keys put each one on a page of its
+ * own, which cost about 36 µs a change and as many page writes per commit.
  */
 export const dedupeKey = (instanceId: string, change: UpstreamChange): string => {
   const items = itemIdentities(change.value)
   const identity = items.length > 0 ? [...items].sort().join("|") : `value:${canonicalJson(change.value)}`
-  return createHash("sha256").update(`${instanceId}\n${change.field ?? ""}\n${identity}`).digest("hex")
+  const digest = createHash("sha256").update(`${instanceId}\n${change.field ?? ""}\n${identity}`).digest("base64url")
+  return `${timePrefix(change.value)}.${digest.slice(0, 22)}`
 }
 
 /** The envelope for one instance: its changes, grouped by entry in the order received. */
