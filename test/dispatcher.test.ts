@@ -403,6 +403,43 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       expect(admittedReceiver.requests).toEqual([])
     }))
 
+  it.scoped("when the ingress's transaction fails after the dispatcher admitted its deliveries, their room is given back", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const hub = yield* TestHub
+      const handoff = yield* Handoff
+      const dispatcher = handoff.taker()
+      if (dispatcher === undefined) return yield* Effect.dieMessage("the dispatcher serves no hand-off")
+      const forgone: Array<LeasedDelivery> = []
+      yield* handoff.serve({ ...dispatcher, forgo: (handed) => {
+        forgone.push(...handed)
+        dispatcher.forgo(handed)
+      } })
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(tenant, receiver.url)
+      // After the first delivery a lease has come back short: new deliveries to this webhook are admitted.
+      yield* postEvent(tenant)
+      yield* receiver.waitFor("the first delivery", (r) => r.length === 1)
+      // As if the disk filled up: the delivery rows cannot be written, after the dispatcher admitted them.
+      yield* Effect.acquireRelease(
+        sql.unsafe(`CREATE TRIGGER refuse_deliveries BEFORE INSERT ON deliveries WHEN NEW.webhook_id = '${hook.id}'
+          BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`),
+        () => Effect.orDie(sql.unsafe("DROP TRIGGER IF EXISTS refuse_deliveries"))
+      )
+      // As many as the webhook's share (2 here): were their room kept, nothing more could start.
+      for (let i = 0; i < 2; i++) {
+        const failed = yield* hub.request("POST", "/upstream/events", { json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]]) })
+        expect(failed.status).toBe(500)
+      }
+      expect(forgone.map((d) => d.webhook_id)).toEqual([hook.id, hook.id])
+      yield* sql.unsafe("DROP TRIGGER refuse_deliveries")
+      yield* postEvent(tenant)
+      yield* receiver.waitFor("the next delivery", (r) => r.length === 2)
+      const stored = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries WHERE webhook_id = ${hook.id}`
+      expect(stored[0]?.n).toBe(2)
+    }))
+
   it.scoped("the delivery log pages, filters by status, validates its query and keeps 1 KB of each answer", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()

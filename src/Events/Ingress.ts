@@ -173,12 +173,13 @@ export const IngressLive = Layer.scoped(
         yield* messages.applyChanges(events.flatMap((e) =>
           e.changes.flatMap((r) => messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now))
         ))
-        const { counts: queued, handedOver: admitted } = yield* outbox.enqueue(
+        const queued = yield* outbox.enqueue(
           events,
           now,
-          taker === undefined ? undefined : { owner: taker.owner, leaseUntil: new Date(Date.now() + taker.leaseMs).toISOString(), admit: taker.admit }
+          taker === undefined
+            ? undefined
+            : { owner: taker.owner, leaseUntil: new Date(Date.now() + taker.leaseMs).toISOString(), admit: taker.admit, admitted: handedOver }
         )
-        handedOver.push(...admitted)
         return plans.map((p, i) => {
           const payloadEvents = eventsPerPayload[i] ?? []
           const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)

@@ -99,6 +99,11 @@ export interface Handover {
   readonly owner: string
   readonly leaseUntil: string
   readonly admit: (webhookId: string) => boolean
+  /**
+   * Each admitted row, with what it takes to send it, is added here as it is admitted: if its write
+   * or the transaction then fails, the caller still knows which rows' room to give back.
+   */
+  readonly admitted: Array<LeasedDelivery>
 }
 
 export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
@@ -135,13 +140,10 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   readonly insertEvents: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<void>
   readonly insertUnrouted: (changes: ReadonlyArray<UnroutedChange>, now: string) => Effect.Effect<void>
   /**
-   * One pending delivery per active webhook of each event's instance; returns how many per event id,
-   * and the rows `handover` admitted, written leased to its owner, with what it takes to send them.
+   * One pending delivery per active webhook of each event's instance; returns how many per event id.
+   * The rows `handover` admits are written leased to its owner and added to `handover.admitted`.
    */
-  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string, handover?: Handover) => Effect.Effect<{
-    readonly counts: ReadonlyMap<string, number>
-    readonly handedOver: ReadonlyArray<LeasedDelivery>
-  }>
+  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string, handover?: Handover) => Effect.Effect<ReadonlyMap<string, number>>
   /**
    * Leases due deliveries, first attempts before retries, at most `limit` in all and at most
    * `perWebhook` minus its attempts in flight for each webhook.
@@ -237,13 +239,12 @@ export const OutboxRepoLive = Layer.effect(
         }))).pipe(Effect.asVoid, Effect.orDie),
       enqueue: (events, now, handover) =>
         Effect.gen(function*() {
-          if (events.length === 0) return { counts: new Map<string, number>(), handedOver: [] }
+          if (events.length === 0) return new Map<string, number>()
           const instanceIds = [...new Set(events.map((e) => e.instanceId))]
           const webhooks = yield* sql<QueueingWebhook>`
             SELECT id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at
               FROM webhooks
              WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`
-          const handedOver: Array<LeasedDelivery> = []
           const rows = events.flatMap((event) =>
             webhooks.filter((w) => w.instance_id === event.instanceId).map((webhook) => {
               const lease = handover !== undefined && handover.admit(webhook.id) ? handover : undefined
@@ -261,7 +262,7 @@ export const OutboxRepoLive = Layer.effect(
                 updated_at: now
               }
               if (lease === undefined) return row
-              handedOver.push({
+              lease.admitted.push({
                 id: row.id,
                 webhook_id: webhook.id,
                 message_id: row.message_id,
@@ -283,7 +284,7 @@ export const OutboxRepoLive = Layer.effect(
           yield* insertDelivery(rows)
           const counts = new Map<string, number>()
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
-          return { counts, handedOver }
+          return counts
         }).pipe(Effect.orDie),
       lease,
       cancel: (ids) =>
