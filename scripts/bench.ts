@@ -96,28 +96,48 @@ interface Hub {
   readonly cli: (...argv: Array<string>) => Record<string, unknown>
 }
 
+/** Whether the hub answers /health before it exits or 15 s pass. */
+const untilHealthy = async (base: string, child: Bun.Subprocess) => {
+  for (let i = 0; i < 300 && child.exitCode === null; i++) {
+    if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) return child.exitCode === null
+    await Bun.sleep(50)
+  }
+  return false
+}
+
+/**
+ * Starts the hub on a port that was free a moment before. Another process may take it in between;
+ * the hub then exits, unable to listen, and is started again on another port.
+ */
 const startHub = async (env: Record<string, string>): Promise<Hub> => {
   const folder = mkdtempSync(join(tmpdir(), "hub-bench-"))
   process.on("exit", () => rmSync(folder, { recursive: true, force: true }))
-  const port = freePort()
-  const fullEnv = {
-    ...process.env,
-    HUB_DB: join(folder, "hub.sqlite"),
-    PORT: String(port),
-    HUB_LOG_LEVEL: "warn",
-    HUB_LOG_FORMAT: "json",
-    ...env
+  for (let attempt = 1;; attempt++) {
+    const port = freePort()
+    const fullEnv = {
+      ...process.env,
+      HUB_DB: join(folder, "hub.sqlite"),
+      PORT: String(port),
+      HUB_LOG_LEVEL: "warn",
+      HUB_LOG_FORMAT: "json",
+      ...env
+    }
+    const child = Bun.spawn([hubBinary, "serve"], { env: fullEnv, stdout: "ignore", stderr: "inherit" })
+    const base = `http://127.0.0.1:${port}`
+    if (await untilHealthy(base, child)) return hubAt(base, fullEnv, fullEnv.HUB_DB, child)
+    if (child.exitCode === null) {
+      child.kill()
+      throw new Error("the hub did not answer /health within 15 s")
+    }
+    if (attempt === 3) throw new Error(`the hub exited (code ${child.exitCode}) before answering /health, three times`)
   }
-  const child = Bun.spawn([hubBinary, "serve"], { env: fullEnv, stdout: "ignore", stderr: "inherit" })
-  const base = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 300; i++) {
-    if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break
-    await Bun.sleep(50)
-  }
+}
+
+const hubAt = (base: string, fullEnv: Hub["env"], dbFile: string, child: Bun.Subprocess): Hub => {
   return {
     base,
     env: fullEnv,
-    dbFile: fullEnv.HUB_DB,
+    dbFile,
     pid: child.pid,
     stop: async () => {
       child.kill("SIGTERM")
