@@ -164,8 +164,23 @@ interface ProcessUsage {
   readonly cpuSeconds: number
 }
 
-/** Watches a process (the hub, or a bare baseline) while `during` runs: its peak resident memory (sampled every 100 ms) and CPU time. */
+/**
+ * Writes the machine's dirty pages out. Earlier phases (and earlier runs) leave hundreds of MB of
+ * database writes in the page cache; when the kernel wrote them back during a later phase, the
+ * hub's commits stalled behind that writeback for 0.1–0.7 s and the phase's p99 showed it. Seen
+ * again on purpose: 1.5 GB written by `dd` 22 s before a run at 1,000 events/s made its p99 195 ms.
+ */
+const flushDisk = () => {
+  const flushed = Bun.spawnSync(["sync"])
+  if (flushed.exitCode !== 0) throw new Error(`sync failed: ${flushed.stderr.toString()}`)
+}
+
+/**
+ * Watches a process (the hub, or a bare baseline) while `during` runs: its peak resident memory
+ * (sampled every 100 ms) and CPU time. The disk is flushed first (see flushDisk).
+ */
 const watchProcess = async <A>(pid: number, during: () => Promise<A>): Promise<[A, ProcessUsage]> => {
+  flushDisk()
   let peak = 0
   const sample = () => {
     const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
