@@ -124,30 +124,28 @@ const startHub = async (env: Record<string, string>): Promise<Hub> => {
     }
     const child = Bun.spawn([hubBinary, "serve"], { env: fullEnv, stdout: "ignore", stderr: "inherit" })
     const base = `http://127.0.0.1:${port}`
-    if (await untilHealthy(base, child)) return hubAt(base, fullEnv, fullEnv.HUB_DB, child)
+    if (await untilHealthy(base, child)) {
+      return {
+        base,
+        env: fullEnv,
+        dbFile: fullEnv.HUB_DB,
+        pid: child.pid,
+        stop: async () => {
+          child.kill("SIGTERM")
+          await child.exited
+        },
+        cli: (...argv) => {
+          const result = Bun.spawnSync([hubBinary, ...argv], { env: fullEnv })
+          if (result.exitCode !== 0) throw new Error(`hub ${argv.join(" ")}: ${result.stderr.toString()}`)
+          return JSON.parse(result.stdout.toString())
+        }
+      }
+    }
     if (child.exitCode === null) {
       child.kill()
       throw new Error("the hub did not answer /health within 15 s")
     }
     if (attempt === 3) throw new Error(`the hub exited (code ${child.exitCode}) before answering /health, three times`)
-  }
-}
-
-const hubAt = (base: string, fullEnv: Hub["env"], dbFile: string, child: Bun.Subprocess): Hub => {
-  return {
-    base,
-    env: fullEnv,
-    dbFile,
-    pid: child.pid,
-    stop: async () => {
-      child.kill("SIGTERM")
-      await child.exited
-    },
-    cli: (...argv) => {
-      const result = Bun.spawnSync([hubBinary, ...argv], { env: fullEnv })
-      if (result.exitCode !== 0) throw new Error(`hub ${argv.join(" ")}: ${result.stderr.toString()}`)
-      return JSON.parse(result.stdout.toString())
-    }
   }
 }
 

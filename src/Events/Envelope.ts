@@ -74,38 +74,32 @@ export const canonicalJson = (value: Json): string => {
   return JSON.stringify(value)
 }
 
-const itemIdentities = (value: JsonObject): ReadonlyArray<string> => {
-  const of = (key: string, identify: (item: JsonObject) => string | undefined) => {
-    const items = value[key]
-    return Array.isArray(items)
-      ? items.map((item: Json) => (isObject(item) ? identify(item) : undefined) ?? `${key}:${canonicalJson(item)}`)
-      : []
-  }
-  const id = (item: JsonObject) => stringAt(item, "id")
-  return [
-    ...of("messages", (m) => (id(m) === undefined ? undefined : `message:${id(m)}`)),
-    ...of("statuses", (s) => (id(s) === undefined ? undefined : `status:${id(s)}:${stringAt(s, "status")}:${stringAt(s, "timestamp")}`)),
-    ...of("calls", (c) => (id(c) === undefined ? undefined : `call:${id(c)}:${stringAt(c, "event")}:${stringAt(c, "timestamp")}`))
-  ]
-}
-
 /** A Unix time in seconds, as the upstream writes it in `timestamp` (a string of digits). */
 const SECONDS = /^\d{1,10}$/
 
-/** The earliest `timestamp` of the change's messages, statuses and calls, zero-padded; "0000000000" without one. */
-const timePrefix = (value: JsonObject): string => {
+/**
+ * In one pass over a change's messages, statuses and calls: what identifies each, and the earliest
+ * of their `timestamp`s, zero-padded to sort as text (undefined if none is usable).
+ */
+const itemsOf = (value: JsonObject) => {
+  const identities: Array<string> = []
   let earliest: string | undefined
-  for (const key of ["messages", "statuses", "calls"]) {
+  const of = (key: string, identify: (item: JsonObject) => string | undefined) => {
     const items = value[key]
-    if (!Array.isArray(items)) continue
+    if (!Array.isArray(items)) return
     for (const item of items) {
+      identities.push((isObject(item) ? identify(item) : undefined) ?? `${key}:${canonicalJson(item)}`)
       const seconds = isObject(item) ? stringAt(item, "timestamp") : undefined
       if (seconds === undefined || !SECONDS.test(seconds)) continue
       const padded = seconds.padStart(10, "0")
       if (earliest === undefined || padded < earliest) earliest = padded
     }
   }
-  return earliest ?? "0000000000"
+  const id = (item: JsonObject) => stringAt(item, "id")
+  of("messages", (m) => (id(m) === undefined ? undefined : `message:${id(m)}`))
+  of("statuses", (s) => (id(s) === undefined ? undefined : `status:${id(s)}:${stringAt(s, "status")}:${stringAt(s, "timestamp")}`))
+  of("calls", (c) => (id(c) === undefined ? undefined : `call:${id(c)}:${stringAt(c, "event")}:${stringAt(c, "timestamp")}`))
+  return { identities, earliest }
 }
 
 /**
@@ -118,10 +112,10 @@ const timePrefix = (value: JsonObject): string => {
  * own, which cost about 36 µs a change and as many page writes per commit.
  */
 export const dedupeKey = (instanceId: string, change: UpstreamChange): string => {
-  const items = itemIdentities(change.value)
-  const identity = items.length > 0 ? [...items].sort().join("|") : `value:${canonicalJson(change.value)}`
+  const { identities, earliest } = itemsOf(change.value)
+  const identity = identities.length > 0 ? identities.sort().join("|") : `value:${canonicalJson(change.value)}`
   const digest = createHash("sha256").update(`${instanceId}\n${change.field ?? ""}\n${identity}`).digest("base64url")
-  return `${timePrefix(change.value)}.${digest.slice(0, 22)}`
+  return `${earliest ?? "0000000000"}.${digest.slice(0, 22)}`
 }
 
 /** The envelope for one instance: its changes, grouped by entry in the order received. */
