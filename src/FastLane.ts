@@ -87,34 +87,52 @@ export interface PlainEdge {
   readonly json: (body: unknown, log?: Effect.Effect<void>) => Response
   /** The answer to a failure, rendered by the edge itself (a 500 for a defect, a 503 while stopping). */
   readonly fail: (cause: Cause.Cause<unknown>) => Promise<Response>
+  /** The answer of an effect run behind the edge, in a fiber: for the requests the plain way does not serve. */
+  readonly run: (answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) => Promise<Response>
+  /** Runs `effect` in a fiber, in the request's log context (its logs carry the request's id). */
+  readonly within: Within
 }
+
+/** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */
+export type Within = <A>(effect: Effect.Effect<A>) => Promise<A>
 
 /**
  * Installs a plain async handler for `route`, without a fiber per request: for upstream posts, where
  * even the edge's fiber cost about as much as the rest of the request (measured: about 55 µs of CPU
- * a post, against about 50 µs for Bun, the signature and the JSON together). Its successes are
+ * a post, against about 50 µs for Bun, the signature and the JSON together), and for sends. Its successes are
  * answered as the edge answers them; every failure, and a handler that throws, goes to the edge
  * to be rendered and logged.
  */
-export const installPlainHotRoute = (route: HotRoute, handler: (request: Request, edge: PlainEdge) => Promise<Response>) =>
+export const installPlainHotRoute = (
+  route: HotRoute,
+  handler: (request: Request, edge: PlainEdge) => Promise<Response>,
+  /** What to wait for when the route is removed, before the edge's fibers stop (work its requests left running). */
+  drained: Effect.Effect<void> = Effect.void
+) =>
   Effect.gen(function*() {
     const logRequests = logsRequests(yield* HubConfig)
     const run = yield* FiberSet.makeRuntimePromise<never>()
     const runFork = yield* FiberSet.makeRuntime<never>()
+    // Finalizers run last first: the route is removed, then this waits, then the fibers stop.
+    yield* Effect.addFinalizer(() => drained)
     yield* Effect.flatMap(HotRoutes, (routes) =>
       routes.install(route, (request) => {
-        const line = lineOf(route, request)
+        const offered = lineOf(route, request)
+        // Fixed at once, so that logs made while the request runs (`within`) carry the id it is answered with.
+        const requestId = requestIdFor(offered.requestId)
+        const line: RequestLine = { ...offered, requestId }
         const startedAt = performance.now()
         const edge: PlainEdge = {
           json: (body, log) => {
-            const requestId = requestIdFor(line.requestId)
             if (log !== undefined || logRequests) {
               const accessLine = logRequests ? logRequest(line, 200, startedAt) : Effect.void
               runFork(Effect.annotateLogs(log === undefined ? accessLine : Effect.zipRight(log, accessLine), "requestId", requestId))
             }
             return new Response(JSON.stringify(body), { headers: { "content-type": "application/json", "x-request-id": requestId } })
           },
-          fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause))
+          fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause)),
+          run: (answer) => atEdgeOn(run, line, logRequests, answer),
+          within: (effect) => run(Effect.annotateLogs(effect, "requestId", requestId))
         }
         return handler(request, edge).catch((defect: unknown) => edge.fail(Cause.die(defect)))
       }))
@@ -123,7 +141,12 @@ export const installPlainHotRoute = (route: HotRoute, handler: (request: Request
 /** The path and query of an absolute request URL. */
 const pathOf = (url: string) => url.slice(url.indexOf("/", url.indexOf("//") + 2))
 
-const malformedJson = new BadRequest({ message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
+export const malformedJson = new BadRequest({ message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
+
+const contentTypeOf = (request: Request) => (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
+
+/** Whether requestPayload reads the body as JSON: it says JSON or says nothing. */
+export const declaresJson = (request: Request) => contentTypeOf(request).includes("application/json")
 
 const formFields = (form: FormData) => {
   const fields: Record<string, FormDataEntryValue> = {}
@@ -140,8 +163,8 @@ const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest> => Ef
  * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike).
  */
 export const requestPayload = (request: Request): Effect.Effect<unknown, BadRequest> => {
-  const contentType = (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
-  if (contentType.includes("application/json")) return readBody(() => request.json())
+  const contentType = contentTypeOf(request)
+  if (declaresJson(request)) return readBody(() => request.json())
   if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await request.formData()))
   if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await request.text())))
   if (contentType.startsWith("text/")) return readBody(() => request.text())

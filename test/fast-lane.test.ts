@@ -8,6 +8,7 @@
 import { expect, layer } from "@effect/vitest"
 import { HttpMiddleware } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
+import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { type HotRoute, HotRoutes, hubServer } from "../src/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
@@ -550,5 +551,32 @@ layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the f
       const refused = yield* hub.request("POST", "/upstream/events", signedEvents("{}", "another-secret"))
       expect(refused.status).toBe(401)
       expect(linesFor(refused.headers.get("x-request-id")).map((line) => line.annotations.status)).toEqual([401])
+    }))
+})
+
+layer(loggingHub, { excludeTestServices: true })("POST /api/messages: a send's error logs", (it) => {
+  it.effect("name the request they belong to, whether the send ran as an effect (first use of a token) or plainly (after)", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const logs = yield* CapturedLogs
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const linesFor = (requestId: string) => logs.lines().filter((line) => line.annotations.requestId === requestId)
+      const send = (requestId: string) =>
+        hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { to: "16505551234", type: "text", text: { body: "hi" } },
+          headers: { "x-request-id": requestId }
+        })
+      const unrecorded = "The upstream accepted a send the hub could not mark accepted; the record stays pending"
+      yield* sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`
+      const [first, second] = yield* Effect.all([send("send-log-first"), Effect.suspend(() => send("send-log-second"))]).pipe(
+        Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_acceptance`))
+      )
+      expect([first.status, second.status]).toEqual([200, 200])
+      for (const requestId of ["send-log-first", "send-log-second"]) {
+        // The message, then its ids (an object; the capture shows it as such).
+        expect(linesFor(requestId).map((line) => line.message)).toEqual([`${unrecorded} [object Object]`, "request"])
+      }
     }))
 })

@@ -5,6 +5,7 @@ import { Upstream } from "../src/Upstream/Upstream.js"
 import { fileBytes, form, JPEG_HEAD, sha256 } from "./support/Files.js"
 import { ShiftedClock, shiftedClockLayer } from "./support/ShiftedClock.js"
 import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { sendVia } from "./support/UpstreamSend.js"
 
 const APPROVAL_DELAY = Duration.hours(1)
 
@@ -75,7 +76,7 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       expect(rows(pending.body.data).map((t) => t.id)).toEqual([id])
 
       const target = { phoneNumberId: tenant.phoneNumberId, wabaId: tenant.wabaId, accessToken: Redacted.make("sandbox") }
-      const send = upstream.sendMessage(target, {
+      const send = sendVia(upstream, target, {
         messaging_product: "whatsapp",
         to: "5511987654321",
         type: "template",

@@ -2,9 +2,13 @@
  * POST /api/messages against a recording fake Graph server: the exact upstream request for every
  * message type, validation, instance resolution, error mapping, idempotency and pacing.
  */
-import { expect, layer } from "@effect/vitest"
+import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Fiber, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, Scope, TestClock } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { sqliteLayer } from "../src/Sql/Client.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { fieldsOf, listMessages, sendMessage, sendsTo, typeCases, untilSendsReach, waIdOf } from "./support/Messages.js"
 import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
@@ -541,4 +545,48 @@ layer(testHubOnFakeGraph())("recording sends when storage fails", (it) => {
       const listed = yield* listMessages(tenant.instanceToken)
       expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ status: "pending", waMessageId: null, to: "16505551234" })])
     }))
+})
+
+describe("stopping the hub", () => {
+  // Live services: the hub is built and stopped by the test itself, on a database file that outlives it.
+  plain.live("waits for the sends in flight: one the upstream answers while the hub stops is answered and recorded accepted", () =>
+    Effect.gen(function*() {
+      const folder = mkdtempSync(join(tmpdir(), "hub-stop-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
+      const databaseFile = join(folder, "hub.sqlite")
+      const stopping = yield* Deferred.make<void>()
+      const watch = Logger.make(({ message }) => {
+        if (JSON.stringify(message).includes("Waiting for the sends in flight")) Effect.runSync(Deferred.succeed(stopping, undefined))
+      })
+      let release = () => {}
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const hubScope = yield* Scope.make()
+      const hub = yield* Layer.buildWithScope(testHubOnFakeGraph({ databaseFile }, Logger.replace(Logger.defaultLogger, watch)), hubScope)
+      const tenant = yield* Effect.provide(seedTenant(), hub)
+      const body = { to: "16505551234", type: "text", text: { body: "hi" } }
+      // The first send fills the token and target caches, so the second is the fast lane's plain send.
+      expect((yield* Effect.provide(sendMessage(tenant.instanceToken, body), hub)).status).toBe(200)
+      const heldAnswer = { messaging_product: "whatsapp", contacts: [{ input: body.to, wa_id: body.to }], messages: [{ id: "wamid.held" }] }
+      yield* Effect.provide(Effect.flatMap(FakeGraph, (fake) => fake.respond({ path: `/${tenant.phoneNumberId}/messages` }, { body: heldAnswer, after: released })), hub)
+      const held = yield* Effect.fork(Effect.provide(sendMessage(tenant.instanceToken, body), hub))
+      yield* Effect.provide(untilSendsReach(tenant.phoneNumberId, 2), hub)
+
+      const closing = yield* Effect.fork(Scope.close(hubScope, Exit.void))
+      yield* Deferred.await(stopping)
+      release()
+      const answered = yield* Fiber.join(held)
+      yield* Fiber.join(closing)
+      expect(answered.status).toBe(200)
+      expect(answered.body).toEqual(heldAnswer)
+
+      const records = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ readonly status: string; readonly wa_message_id: string | null }>`SELECT status, wa_message_id FROM messages ORDER BY created_at, id`).pipe(
+          Effect.provide(sqliteLayer(databaseFile)),
+          Effect.orDie
+        )
+      expect(records).toHaveLength(2)
+      expect(records[1]).toEqual({ status: "pending", wa_message_id: "wamid.held" })
+    }).pipe(Effect.scoped))
 })

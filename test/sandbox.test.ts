@@ -10,6 +10,7 @@ import { INBOUND_MESSAGE_TYPES, inboundMessagePayload, RESERVED_FAILURES, Sandbo
 import { isJsonObject } from "../src/Upstream/Json.js"
 import { SandboxEvents } from "../src/Upstream/SandboxEvents.js"
 import { type Json, type JsonObject, Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
+import { sendVia } from "./support/UpstreamSend.js"
 
 class Emitted extends Context.Tag("Emitted")<Emitted, Queue.Queue<JsonObject>>() {}
 
@@ -73,7 +74,7 @@ layer(sandbox)("sandbox sends", (it) => {
   it.effect("a text send answers like the upstream with a wamid and the recipient as sent", () =>
     Effect.gen(function*() {
       const upstream = yield* Upstream
-      const sent = yield* upstream.sendMessage(newTarget(), text("+16505551234"))
+      const sent = yield* sendVia(upstream, newTarget(), text("+16505551234"))
       expect(sent.messaging_product).toBe("whatsapp")
       expect(sent.contacts).toEqual([{ input: "+16505551234", wa_id: "16505551234" }])
       expect(sent.messages).toHaveLength(1)
@@ -87,7 +88,7 @@ layer(sandbox)("sandbox sends", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const target = newTarget()
-      const sent = yield* upstream.sendMessage(target, text("16505551234"))
+      const sent = yield* sendVia(upstream, target, text("16505551234"))
       const wamid = sent.messages[0]?.id
       expect(yield* pendingEventsFor(target)).toEqual([])
       const seen: Array<JsonObject> = []
@@ -134,7 +135,7 @@ layer(sandbox)("sandbox sends", (it) => {
         [{ messaging_product: "whatsapp", to: "16505551234", type: "interactive", interactive: { type: "product", body: { text: "x" }, action: { catalog_id: "1" } } }, "product_retailer_id"]
       ]
       for (const [body, problem] of cases) {
-        const error = yield* Effect.flip(upstream.sendMessage(target, body))
+        const error = yield* Effect.flip(sendVia(upstream, target, body))
         expect(error).toMatchObject({ kind: "graph", status: 400, code: 100 })
         expect(error.message).toContain(problem)
       }
@@ -145,7 +146,7 @@ layer(sandbox)("sandbox sends", (it) => {
       const upstream = yield* Upstream
       const target = newTarget()
       for (const [prefix, failure] of Object.entries(RESERVED_FAILURES)) {
-        const error = yield* Effect.flip(upstream.sendMessage(target, text(`${prefix}0001`)))
+        const error = yield* Effect.flip(sendVia(upstream, target, text(`${prefix}0001`)))
         expect({ prefix, status: error.status, code: error.code, retryAfter: error.retryAfterSeconds }).toEqual({
           prefix,
           status: failure.status,
@@ -154,7 +155,7 @@ layer(sandbox)("sandbox sends", (it) => {
         })
         expect(error.fbtraceId).toMatch(/^[A-Za-z0-9]{23}$/)
       }
-      expect(yield* Effect.flip(upstream.sendMessage(newTarget(), text("999131030555")))).toMatchObject({
+      expect(yield* Effect.flip(sendVia(upstream, newTarget(), text("999131030555")))).toMatchObject({
         message: "(#131030) Recipient phone number not in allowed list",
         details: "Recipient phone number not in allowed list: Add recipient phone number to recipient list and try again."
       })
@@ -166,7 +167,7 @@ layer(sandbox)("sandbox sends", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const broken: UpstreamTarget = { ...newTarget(), phoneNumberId: "999500123" }
-      expect(yield* Effect.flip(upstream.sendMessage(broken, text("16505551234")))).toMatchObject({ status: 500, code: 131000 })
+      expect(yield* Effect.flip(sendVia(upstream, broken, text("16505551234")))).toMatchObject({ status: 500, code: 131000 })
       expect(yield* Effect.flip(upstream.getSettings(broken, false))).toMatchObject({ status: 500, code: 131000 })
       expect(yield* Effect.flip(upstream.getMedia(newTarget(), "999130429777"))).toMatchObject({ status: 429, code: 130429, retryAfterSeconds: 2 })
     }))
@@ -175,11 +176,11 @@ layer(sandbox)("sandbox sends", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const target = newTarget()
-      const error = yield* Effect.flip(upstream.sendMessage(target, text("999131047001")))
+      const error = yield* Effect.flip(sendVia(upstream, target, text("999131047001")))
       expect(error).toMatchObject({ kind: "graph", status: 400, code: 131047, message: "(#131047) Re-engagement message" })
       yield* upstream.createTemplate(target, newTemplate("window_reopen"))
       yield* TestClock.adjust("10 seconds")
-      const sent = yield* upstream.sendMessage(target, templateSend("999131047001", "window_reopen"))
+      const sent = yield* sendVia(upstream, target, templateSend("999131047001", "window_reopen"))
       expect(sent.messages[0]?.message_status).toBe("accepted")
     }))
 
@@ -187,7 +188,7 @@ layer(sandbox)("sandbox sends", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const target = newTarget()
-      const sent = yield* upstream.sendMessage(target, text("999231047001"))
+      const sent = yield* sendVia(upstream, target, text("999231047001"))
       yield* TestClock.adjust("1 second")
       const status = statusOf(yield* nextEventFor(target))
       expect(status).toMatchObject({ id: sent.messages[0]?.id, status: "failed", recipient_id: "999231047001", errors: [{ code: 131047, title: "Re-engagement message" }] })
@@ -206,7 +207,7 @@ layer(sandbox)("sandbox templates", (it) => {
       expect(created).toEqual({ id: expect.stringMatching(/^\d{15}$/), status: "PENDING", category: "UTILITY" })
       const id = String(created.id)
 
-      const early = yield* Effect.flip(upstream.sendMessage(target, templateSend("16505551234", "order_update")))
+      const early = yield* Effect.flip(sendVia(upstream, target, templateSend("16505551234", "order_update")))
       expect(early).toMatchObject({ status: 404, code: 132001, subcode: 2494073 })
       expect(early.details).toBe("template name (order_update) does not exist in en_US")
       expect(yield* upstream.getTemplate(target, id)).toMatchObject({ id, name: "order_update", status: "PENDING" })
@@ -217,11 +218,11 @@ layer(sandbox)("sandbox templates", (it) => {
       expect(yield* upstream.getTemplate(target, id)).toMatchObject({ status: "APPROVED", language: "en_US", category: "UTILITY" })
       expect(yield* upstream.listTemplates(target, {})).toMatchObject({ data: [{ id, name: "order_update", status: "APPROVED" }] })
 
-      const sent = yield* upstream.sendMessage(target, templateSend("16505551234", "order_update"))
+      const sent = yield* sendVia(upstream, target, templateSend("16505551234", "order_update"))
       expect(sent.messages[0]).toEqual({ id: expect.stringMatching(/^wamid\./), message_status: "accepted" })
-      const otherLanguage = yield* Effect.flip(upstream.sendMessage(target, templateSend("16505551234", "order_update", "pt_BR")))
+      const otherLanguage = yield* Effect.flip(sendVia(upstream, target, templateSend("16505551234", "order_update", "pt_BR")))
       expect(otherLanguage).toMatchObject({ code: 132001 })
-      const otherWaba = yield* Effect.flip(upstream.sendMessage(newTarget(), templateSend("16505551234", "order_update")))
+      const otherWaba = yield* Effect.flip(sendVia(upstream, newTarget(), templateSend("16505551234", "order_update")))
       expect(otherWaba).toMatchObject({ code: 132001 })
       expect(yield* Effect.flip(upstream.getTemplate(newTarget(), id))).toMatchObject({ status: 400, code: 100, subcode: 33 })
     }))

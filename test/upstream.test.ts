@@ -11,6 +11,7 @@ import { hubConfigWith } from "../src/Config.js"
 import { GraphUpstream } from "../src/Upstream/Graph.js"
 import { Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { sendVia } from "./support/UpstreamSend.js"
 
 const target: UpstreamTarget = { phoneNumberId: "106540352242922", wabaId: "102290129340398", accessToken: Redacted.make("EAAG-instance-token") }
 const textBody = { messaging_product: "whatsapp", to: "+16505551234", type: "text", text: { body: "Does it come in blue?" } }
@@ -28,7 +29,7 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
   it.effect("sendMessage posts the body as JSON to /{phone}/messages with the instance's Bearer token", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      const sent = yield* upstream.sendMessage(target, textBody)
+      const sent = yield* sendVia(upstream, target, textBody)
       expect(sent.contacts).toEqual([{ input: "+16505551234", wa_id: "16505551234" }])
       expect(sent.messages[0]?.id).toMatch(/^wamid\./)
       const request = yield* fake.lastRequest
@@ -50,7 +51,7 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
         messages: [{ id: "wamid.HBgLMTY1MDUwNzY1MjAVAgARGBI5QTND", message_status: "accepted" }]
       }
       yield* fake.respond({ method: "POST", path: "/106540352242922/messages" }, { body: answer })
-      expect(yield* upstream.sendMessage(target, textBody)).toEqual(answer)
+      expect(yield* sendVia(upstream, target, textBody)).toEqual(answer)
     }))
 
   it.effect("uploadMedia sends multipart with the file part, its type and messaging_product", () =>
@@ -205,7 +206,7 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
           }
         }
       })
-      const error = yield* Effect.flip(upstream.sendMessage(target, textBody))
+      const error = yield* Effect.flip(sendVia(upstream, target, textBody))
       expect({ ...error, message: error.message }).toEqual({
         _tag: "UpstreamError",
         kind: "graph",
@@ -223,7 +224,7 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
       yield* fake.respond({ method: "POST", path: /\/messages$/ }, { status: 502, body: "<html>Bad Gateway</html>" })
-      const error = yield* Effect.flip(upstream.sendMessage(target, textBody))
+      const error = yield* Effect.flip(sendVia(upstream, target, textBody))
       expect(error).toMatchObject({ kind: "graph", status: 502, code: 0, subcode: undefined, fbtraceId: undefined })
       expect(error.message).toContain("HTTP 502")
     }))
@@ -232,7 +233,7 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
       yield* fake.respond({ method: "POST", path: /\/messages$/ }, { body: { messaging_product: "whatsapp", messages: [] } })
-      const error = yield* Effect.flip(upstream.sendMessage(target, textBody))
+      const error = yield* Effect.flip(sendVia(upstream, target, textBody))
       expect(error).toMatchObject({ kind: "graph", status: 502, code: 0 })
       expect(error.message).toBe("The upstream answered the send with an unexpected body")
     }))
@@ -275,7 +276,7 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
       const { fake, upstream } = yield* setup
       const failure = { status: 500, body: { error: { message: "(#131000) Something went wrong", code: 131000, is_transient: true } } }
       yield* fake.respond({ path: /./ }, failure, 10)
-      expect(yield* Effect.flip(upstream.sendMessage(target, textBody))).toMatchObject({ status: 500, code: 131000 })
+      expect(yield* Effect.flip(sendVia(upstream, target, textBody))).toMatchObject({ status: 500, code: 131000 })
       yield* Effect.flip(upstream.uploadMedia(target, { filename: "a.jpg", mimeType: "image/jpeg", size: 1, content: new Blob(["x"]) }))
       yield* Effect.flip(upstream.createTemplate(target, { name: "x" }))
       yield* Effect.flip(upstream.updateSettings(target, { calling: { status: "ENABLED" } }))
@@ -304,7 +305,7 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.millis(300) }))("GraphUpstream
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
       yield* fake.respond({ method: "POST", path: /\/messages$/ }, { hang: true })
-      const error = yield* Effect.flip(upstream.sendMessage(target, textBody))
+      const error = yield* Effect.flip(sendVia(upstream, target, textBody))
       expect(error).toMatchObject({ kind: "timeout", status: 0, code: 0 })
       expect(error.message).toContain("the send")
       expect(yield* fake.requests).toHaveLength(1)

@@ -5,7 +5,7 @@
  * writes wait for a larger transaction unless another write begins one.
  */
 import { expect, layer } from "@effect/vitest"
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlError } from "@effect/sql"
 import { Cause, Data, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option } from "effect"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
@@ -63,7 +63,7 @@ const recordingGroup = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const batcher = yield* WriteBatcher
   const statements: Array<ReadonlyArray<string>> = []
-  const write = batcher.group((items: ReadonlyArray<Item>) =>
+  const submit = batcher.group((items: ReadonlyArray<Item>) =>
     Effect.gen(function*() {
       statements.push(items.map((i) => i.name))
       const rows = yield* sql<{ readonly name: string; readonly tenfold: number }>`INSERT INTO wb_items ${
@@ -74,6 +74,7 @@ const recordingGroup = Effect.gen(function*() {
       return items.map((i) => `${i.name}=${byName.get(i.name) ?? "missing"}`)
     })
   )
+  const write = (item: Item) => Effect.async<string, SqlError.SqlError>((resume) => submit(item, resume))
   return { write, statements }
 })
 

@@ -3,7 +3,7 @@
  * missing, unknown, revoked or expired) and applies the access policy for the matched route (403).
  */
 import { HttpApiMiddleware, HttpApiSecurity, HttpRouter, HttpServerRequest } from "@effect/platform"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Either, Layer, Schema } from "effect"
 import { Forbidden, Unauthorized } from "../Domain/Errors.js"
 import { CurrentPrincipal, type Principal, type TokenKind } from "../Domain/Principal.js"
 import { AccessPolicy, refusal } from "./Access.js"
@@ -28,16 +28,29 @@ const allowedKinds = (route: HttpRouter.Route<unknown, unknown>): ReadonlyArray<
   return allowed
 }
 
+/** The secret of a Bearer Authorization header, read from the header itself so the scheme is checked too. */
+const bearerSecret = (authorization: string | undefined): string | undefined => BEARER.exec(authorization ?? "")?.[1]
+
+const admitKind = (principal: Principal, allowed: ReadonlyArray<TokenKind>): Either.Either<Principal, Forbidden> =>
+  allowed.includes(principal.kind)
+    ? Either.right(principal)
+    : Either.left(new Forbidden({ message: refusal(principal.kind, allowed), error: "forbidden_token_kind" }))
+
 /** The principal behind an Authorization header, if its token kind may use an endpoint allowing `allowed`. */
 export const authenticateBearer = (resolver: TokenResolver["Type"]) =>
 (authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Effect.Effect<Principal, Unauthorized | Forbidden> => {
-  // The header itself is read rather than a decoded value, so the scheme is checked too.
-  const match = BEARER.exec(authorization ?? "")
-  if (match === null || match[1] === undefined) return Effect.fail(new Unauthorized())
-  return Effect.flatMap(resolver.resolve(match[1]), (principal) =>
-    allowed.includes(principal.kind)
-      ? Effect.succeed(principal)
-      : Effect.fail(new Forbidden({ message: refusal(principal.kind, allowed), error: "forbidden_token_kind" })))
+  const secret = bearerSecret(authorization)
+  if (secret === undefined) return Effect.fail(new Unauthorized())
+  return Effect.flatMap(resolver.resolve(secret), (principal) => admitKind(principal, allowed))
+}
+
+/** authenticateBearer's answer when it needs no database read (see TokenResolver.resolveCached); undefined when it does. */
+export const authenticateBearerCached = (resolver: TokenResolver["Type"]) =>
+(authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Either.Either<Principal, Unauthorized | Forbidden> | undefined => {
+  const secret = bearerSecret(authorization)
+  if (secret === undefined) return Either.left(new Unauthorized())
+  const resolved = resolver.resolveCached(secret)
+  return resolved === undefined ? undefined : Either.flatMap(resolved, (principal) => admitKind(principal, allowed))
 }
 
 export const AuthenticationLive = Layer.effect(

@@ -3,7 +3,7 @@
  * path does not query the database; revocation through the hub evicts at once, and entries expire
  * after a minute so a change made by another process is seen soon too.
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
 import { Unauthorized } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import type { Principal } from "../Domain/Principal.js"
@@ -18,19 +18,21 @@ const TOUCH_INTERVAL_MS = 60_000
 interface CacheEntry {
   readonly credential: Credential
   /** The answer for this credential, built once: a cache hit allocates nothing. */
-  readonly admitted: Effect.Effect<Principal>
+  readonly admitted: Either.Either<Principal, Unauthorized>
   readonly cachedAt: number
 }
 
 export class TokenResolver extends Context.Tag("TokenResolver")<TokenResolver, {
   readonly resolve: (secret: string) => Effect.Effect<Principal, Unauthorized>
+  /** resolve's answer when it needs no database read; undefined when it does (a credential not cached). */
+  readonly resolveCached: (secret: string) => Either.Either<Principal, Unauthorized> | undefined
   /** Forgets a credential at once (after revocation). */
   readonly forget: (tokenHash: string) => Effect.Effect<void>
 }>() {}
 
 const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
   credential,
-  admitted: Effect.succeed({
+  admitted: Either.right({
     kind: credential.kind,
     credentialId: credential.credentialId,
     organizationId: credential.organizationId,
@@ -43,6 +45,8 @@ export const TokenResolverLive = Layer.effect(
   TokenResolver,
   Effect.gen(function*() {
     const repo = yield* TokensRepo
+    // The touch is a hint written in the background, from the plain path too (resolveCached).
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const cache = new Map<string, CacheEntry>()
     const touchedAt = new Map<string, number>()
 
@@ -58,24 +62,33 @@ export const TokenResolverLive = Layer.effect(
       })
 
     /** The principal, unless the credential expired; notes the token's use at most once a minute. */
-    const admit = (entry: CacheEntry, now: number): Effect.Effect<Principal, Unauthorized> => {
+    const admit = (entry: CacheEntry, now: number): Either.Either<Principal, Unauthorized> => {
       const credential = entry.credential
-      if (credential.expiresAt !== undefined && credential.expiresAt <= now) return Effect.fail(new Unauthorized())
-      if (credential.kind === "session" || now - (touchedAt.get(credential.credentialId) ?? 0) < TOUCH_INTERVAL_MS) {
-        return entry.admitted
+      if (credential.expiresAt !== undefined && credential.expiresAt <= now) return Either.left(new Unauthorized())
+      if (credential.kind !== "session" && now - (touchedAt.get(credential.credentialId) ?? 0) >= TOUCH_INTERVAL_MS) {
+        touchedAt.set(credential.credentialId, now)
+        runFork(repo.touchApiToken(credential.credentialId, nowIso()))
       }
-      touchedAt.set(credential.credentialId, now)
-      return Effect.zipRight(Effect.forkDaemon(repo.touchApiToken(credential.credentialId, nowIso())), entry.admitted)
+      return entry.admitted
+    }
+
+    const malformed = (secret: string) => secret.length < 8 || secret.length > 200
+
+    /** The cached entry's answer, or undefined when the credential must be read from the database. */
+    const resolveCached = (secret: string): Either.Either<Principal, Unauthorized> | undefined => {
+      if (malformed(secret)) return Either.left(new Unauthorized())
+      const now = Date.now()
+      const hit = cache.get(hashSecret(secret))
+      return hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS ? admit(hit, now) : undefined
     }
 
     return TokenResolver.of({
+      resolveCached,
       resolve: (secret) => {
-        if (secret.length < 8 || secret.length > 200) return Effect.fail(new Unauthorized())
+        const cached = resolveCached(secret)
+        if (cached !== undefined) return cached
         const now = Date.now()
-        const hash = hashSecret(secret)
-        const hit = cache.get(hash)
-        if (hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS) return admit(hit, now)
-        return Effect.flatMap(load(hash, now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
+        return Effect.flatMap(load(hashSecret(secret), now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
       },
       forget: (hash) => Effect.sync(() => cache.delete(hash))
     })

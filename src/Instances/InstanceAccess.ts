@@ -3,7 +3,7 @@
  * An instance token acts for its own instance; an organization token names one of its instances
  * by `instance_id` or `phone_number_id`. Other tenants' instances are 404, never revealed.
  */
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { BadRequest, Forbidden, NotFound, UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef, Principal } from "../Domain/Principal.js"
 import type { UpstreamTarget } from "../Upstream/Upstream.js"
@@ -19,7 +19,11 @@ const TARGET_TTL_MS = 60_000
 
 export class InstanceAccess extends Context.Tag("InstanceAccess")<InstanceAccess, {
   readonly resolve: (principal: Principal, selector: InstanceSelector) => Effect.Effect<InstanceRef, BadRequest | Forbidden | NotFound>
+  /** What resolve answers when it needs no lookup (an instance token, or a selector missing); undefined otherwise. */
+  readonly resolveKnown: (principal: Principal, selector: InstanceSelector) => Either.Either<InstanceRef, BadRequest | Forbidden> | undefined
   readonly target: (instance: InstanceRef) => Effect.Effect<UpstreamTarget, UpstreamFailure>
+  /** The target if it is cached (see TARGET_TTL_MS), undefined otherwise: then `target` loads it. */
+  readonly cachedTarget: (instance: InstanceRef) => UpstreamTarget | undefined
 }>() {}
 
 const describe = (selector: InstanceSelector) =>
@@ -38,32 +42,45 @@ export const InstanceAccessLive = Layer.effect(
         )
         : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
 
-    return InstanceAccess.of({
-      resolve: (principal, selector) => {
-        // Plain effects, no generator: this runs on every send.
-        if (principal.instance !== undefined) {
-          const own = principal.instance
-          if (
-            (selector.instanceId !== undefined && selector.instanceId !== own.id) ||
-            (selector.phoneNumberId !== undefined && selector.phoneNumberId !== own.phoneNumberId)
-          ) {
-            return Effect.fail(
-              new Forbidden({
-                message: `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${describe(selector)}`,
-                error: "forbidden_instance"
-              })
-            )
-          }
-          return Effect.succeed(own)
-        }
-        if (selector.instanceId === undefined && selector.phoneNumberId === undefined) {
-          return Effect.fail(
-            new BadRequest({
-              message: "An organization token must name the instance: give phone_number_id or instance_id",
-              error: "instance_required"
+    const resolveKnown = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden> | undefined => {
+      if (principal.instance !== undefined) {
+        const own = principal.instance
+        if (
+          (selector.instanceId !== undefined && selector.instanceId !== own.id) ||
+          (selector.phoneNumberId !== undefined && selector.phoneNumberId !== own.phoneNumberId)
+        ) {
+          return Either.left(
+            new Forbidden({
+              message: `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${describe(selector)}`,
+              error: "forbidden_instance"
             })
           )
         }
+        return Either.right(own)
+      }
+      if (selector.instanceId === undefined && selector.phoneNumberId === undefined) {
+        return Either.left(
+          new BadRequest({
+            message: "An organization token must name the instance: give phone_number_id or instance_id",
+            error: "instance_required"
+          })
+        )
+      }
+      return undefined
+    }
+
+    const cachedTarget = (instance: InstanceRef) => {
+      const cached = targets.get(instance.id)
+      return cached !== undefined && Date.now() - cached.at < TARGET_TTL_MS ? cached.target : undefined
+    }
+
+    return InstanceAccess.of({
+      resolveKnown,
+      cachedTarget,
+      resolve: (principal, selector) => {
+        // Plain effects, no generator: this runs on every send.
+        const known = resolveKnown(principal, selector)
+        if (known !== undefined) return known
         return Effect.flatMap(find(selector), (found) => {
           const row = Option.filter(found, (r) => r.organization_id === principal.organizationId)
           return Option.isNone(row)
@@ -72,9 +89,8 @@ export const InstanceAccessLive = Layer.effect(
         })
       },
       target: (instance) => {
-        const cached = targets.get(instance.id)
-        const now = Date.now()
-        if (cached !== undefined && now - cached.at < TARGET_TTL_MS) return Effect.succeed(cached.target)
+        const cached = cachedTarget(instance)
+        if (cached !== undefined) return Effect.succeed(cached)
         return Effect.flatMap(repo.accessToken(instance.id), (token) => {
           if (Option.isNone(token)) {
             return Effect.fail(
@@ -90,7 +106,7 @@ export const InstanceAccessLive = Layer.effect(
             wabaId: instance.wabaId,
             accessToken: Redacted.make(token.value)
           }
-          targets.set(instance.id, { target, at: now })
+          targets.set(instance.id, { target, at: Date.now() })
           return Effect.succeed(target)
         })
       }

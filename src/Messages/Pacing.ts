@@ -4,7 +4,7 @@
  * Retry-After instead of letting the upstream throttle the number. In memory: one hub process paces its
  * own sends (several processes would each get the full rate).
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { TooManyRequests } from "../Domain/Errors.js"
 
@@ -14,34 +14,33 @@ interface Bucket {
 }
 
 export class Pacing extends Context.Tag("Pacing")<Pacing, {
-  /** Takes one send from the number's budget, or fails with 429 saying when one is free again. */
-  readonly take: (phoneNumberId: string) => Effect.Effect<void, TooManyRequests>
+  /**
+   * Takes one send from the number's budget at `now` (epoch ms): undefined, or the 429 saying when
+   * one is free again. Plain, for the send core (see Send.ts), which passes its Clock's time.
+   */
+  readonly takeAt: (phoneNumberId: string, now: number) => TooManyRequests | undefined
 }>() {}
 
 export const makePacing = (ratePerSecond: number): Pacing["Type"] => {
   const buckets = new Map<string, Bucket>()
-  return Pacing.of({
-    take: (phoneNumberId) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const bucket = buckets.get(phoneNumberId) ?? { tokens: ratePerSecond, at: now }
-        // Clamped: fibers may read the clock in one order and get here in another.
-        const elapsed = Math.max(0, now - bucket.at)
-        bucket.tokens = Math.min(ratePerSecond, bucket.tokens + (elapsed * ratePerSecond) / 1000)
-        bucket.at = Math.max(bucket.at, now)
-        buckets.set(phoneNumberId, bucket)
-        if (bucket.tokens >= 1) {
-          bucket.tokens -= 1
-          return Effect.void
-        }
-        return Effect.fail(
-          new TooManyRequests({
-            message: `Too many sends from phone number ${phoneNumberId}: the hub paces each number at ${ratePerSecond} messages per second`,
-            error: "rate_limited",
-            retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / ratePerSecond))
-          })
-        )
-      })
-  })
+  const takeAt = (phoneNumberId: string, now: number) => {
+    const bucket = buckets.get(phoneNumberId) ?? { tokens: ratePerSecond, at: now }
+    // Clamped: callers may read the clock in one order and get here in another.
+    const elapsed = Math.max(0, now - bucket.at)
+    bucket.tokens = Math.min(ratePerSecond, bucket.tokens + (elapsed * ratePerSecond) / 1000)
+    bucket.at = Math.max(bucket.at, now)
+    buckets.set(phoneNumberId, bucket)
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1
+      return undefined
+    }
+    return new TooManyRequests({
+      message: `Too many sends from phone number ${phoneNumberId}: the hub paces each number at ${ratePerSecond} messages per second`,
+      error: "rate_limited",
+      retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / ratePerSecond))
+    })
+  }
+  return Pacing.of({ takeAt })
 }
 
 export const PacingLive = Layer.effect(Pacing, Effect.map(HubConfig, (config) => makePacing(config.sendRatePerSecond)))

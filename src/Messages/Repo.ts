@@ -4,10 +4,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, type Exit, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
-import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 
@@ -71,15 +71,18 @@ export interface InboundMessage {
 const columns = "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at"
 
 export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
-  /** A `pending` outbound record without upstream id, written before the upstream is called. */
+  /**
+   * A `pending` outbound record without upstream id, written before the upstream is called. This and
+   * markAccepted are plain promises of their outcome, for the send core (see Send.ts).
+   */
   readonly createOutbound: (input: {
     readonly organizationId: OrganizationId
     readonly instanceId: InstanceId
     readonly to: string
     readonly type: string
-  }) => Effect.Effect<MessageRow, SqlError>
+  }) => Promise<Exit.Exit<MessageRow, SqlError>>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
-  readonly markAccepted: (id: string, waMessageId: string) => Effect.Effect<void, SqlError>
+  readonly markAccepted: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
   /** The upstream refused the send. */
   readonly markRefused: (id: string, error: Json) => Effect.Effect<void, SqlError>
   /** The outcome is unknown (no answer): the record stays pending, with the error noted. */
@@ -138,6 +141,10 @@ export const storedRecordsQuery = (
     FROM json_each(${JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId })))}) AS k
     JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'`
 
+/** The outcome of `item`'s write through a group writer, once committed. */
+const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
+  new Promise<Exit.Exit<A, SqlError>>((resolve) => write(item, resolve))
+
 export const MessagesRepoLive = Layer.effect(
   MessagesRepo,
   Effect.gen(function*() {
@@ -186,7 +193,7 @@ export const MessagesRepoLive = Layer.effect(
     return MessagesRepo.of({
       createOutbound: (input) => {
         const now = nowIso()
-        return insertOutbound({
+        return written(insertOutbound, {
           id: newId("msg"),
           organization_id: input.organizationId,
           instance_id: input.instanceId,
@@ -200,7 +207,7 @@ export const MessagesRepoLive = Layer.effect(
           created_at: now
         })
       },
-      markAccepted: (id, waMessageId) => acceptAll({ id, waMessageId }),
+      markAccepted: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       markRefused: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),

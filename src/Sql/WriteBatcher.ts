@@ -54,12 +54,17 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
   readonly runStatement: <A, E>(statement: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
   /**
    * A writer for items that `writeAll` writes together (one answer per item, in order): each call
-   * joins the next shared transaction's group and succeeds once that transaction has committed.
+   * joins the next shared transaction's group, and `resume` gets the item's answer once that
+   * transaction has committed. A callback, not an effect: the send core that uses it runs without a
+   * fiber (see Messages/Send.ts).
    */
   readonly group: <I, A>(
     writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
-  ) => (item: I) => Effect.Effect<A, SqlError.SqlError>
+  ) => GroupWriter<I, A>
 }>() {}
+
+/** Adds `item` to the next shared transaction's group; `resume` is called once with its outcome. */
+export type GroupWriter<I, A> = (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => void
 
 const settled = <A, E>(outcome: Exit.Exit<A, E>, commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>): Exit.Exit<A, E | SqlError.SqlError> =>
   Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
@@ -138,7 +143,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
         })
       })
 
-    const group = <I, A>(writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>) => {
+    const group = <I, A>(writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>): GroupWriter<I, A> => {
       interface Member {
         readonly item: I
         readonly resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void
@@ -170,12 +175,11 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
         },
         gathers: false
       }
-      return (item: I): Effect.Effect<A, SqlError.SqlError> =>
-        Effect.async((resume) => {
-          // The group's job is queued once; items arriving before it runs join it.
-          if (members.length === 0) add(job)
-          members.push({ item, resume })
-        })
+      return (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => {
+        // The group's job is queued once; items arriving before it runs join it.
+        if (members.length === 0) add(job)
+        members.push({ item, resume })
+      }
     }
 
     return WriteBatcher.of({

@@ -13,29 +13,10 @@ import { isTimeout, makeFetchClient } from "./FetchClient.js"
 import { usesProxy } from "./PooledClient.js"
 import { parseJsonObject } from "./Json.js"
 import { type MultipartField, multipartBody } from "./Multipart.js"
-import { type GraphQuery, type JsonObject, type MediaInfo, type SendMessageResponse, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
-import { graphError, noAnswer, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
-
-/** Lookaside media downloads are unreliable through fetch without an explicit User-Agent (research §3.2). */
-const USER_AGENT = "messaging-hub/0.1"
-
-const GraphErrorEnvelope = Schema.Struct({
-  error: Schema.Struct({
-    message: Schema.optional(Schema.String),
-    code: Schema.optional(Schema.Number),
-    error_subcode: Schema.optional(Schema.Number),
-    fbtrace_id: Schema.optional(Schema.String),
-    error_data: Schema.optional(Schema.Struct({ details: Schema.optional(Schema.String) }))
-  })
-})
-const decodeErrorEnvelope = Schema.decodeUnknownOption(GraphErrorEnvelope)
-
-const SendMessageResponseSchema = Schema.Struct({
-  messaging_product: Schema.String,
-  contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.String })),
-  messages: Schema.NonEmptyArray(Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) }))
-})
-const isSendMessageResponse = Schema.is(SendMessageResponseSchema)
+import { type GraphQuery, type JsonObject, type MediaInfo, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
+import { decodeGraphError, malformed, USER_AGENT } from "./GraphAnswer.js"
+import { makeGraphSend } from "./GraphSend.js"
+import { noAnswer, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
 const MediaInfoSchema = Schema.Struct({
   url: Schema.String,
@@ -46,37 +27,6 @@ const MediaInfoSchema = Schema.Struct({
 })
 const isMediaInfo = Schema.is(MediaInfoSchema)
 const isUploadResponse = Schema.is(Schema.Struct({ id: Schema.String }))
-
-/** Retry-After is seconds or an HTTP date. */
-const retryAfterSeconds = (value: string | undefined): number | undefined => {
-  if (value === undefined) return undefined
-  if (/^\s*\d+\s*$/.test(value)) return Number(value)
-  const at = Date.parse(value)
-  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000))
-}
-
-/** An error answer: the Graph envelope when there is one, otherwise the HTTP status alone (code 0). */
-export const decodeGraphError = (status: number, headers: Readonly<Record<string, string>>, text: string): UpstreamError => {
-  const retryAfter = retryAfterSeconds(headers["retry-after"])
-  const parsed = parseJsonObject(text)
-  const envelope = parsed === undefined ? undefined : decodeErrorEnvelope(parsed)
-  if (envelope === undefined || envelope._tag === "None") {
-    return graphError({ status, code: 0, message: `The upstream answered HTTP ${status} without a Graph error body`, retryAfterSeconds: retryAfter })
-  }
-  const error = envelope.value.error
-  return graphError({
-    status,
-    code: error.code ?? 0,
-    message: error.message ?? `The upstream answered HTTP ${status}`,
-    subcode: error.error_subcode,
-    fbtraceId: error.fbtrace_id,
-    details: error.error_data?.details,
-    retryAfterSeconds: retryAfter
-  })
-}
-
-/** A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502. */
-const malformed = (what: string) => graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
 
 const describeHttpError = (e: HttpClientError): string => {
   const cause = e.cause
@@ -204,8 +154,7 @@ export const makeGraphUpstream = Effect.gen(function*() {
   const filePart = (file: UploadFile): MultipartField => ({ name: "file", filename: file.filename, contentType: file.mimeType, content: file.content })
 
   return Upstream.of({
-    sendMessage: (target, body) =>
-      checked<SendMessageResponse>(postJson(target, "the send", [target.phoneNumberId, "messages"], body), isSendMessageResponse),
+    sendMessage: makeGraphSend({ graphUrl: config.graphUrl, timeout: config.graphTimeout, pool }),
     uploadMedia: (target, file) => {
       const fields = [{ name: "messaging_product", value: "whatsapp" }, { name: "type", value: file.mimeType }, filePart(file)]
       return checked(postForm(target, "the media upload", [target.phoneNumberId, "media"], fields), isUploadResponse)

@@ -24,7 +24,7 @@
  *   999231047 → free-form sends accepted, then a `failed` status event with error 131047
  * Example: to "999131030000" answers 131030; media id "9995001" answers 500.
  */
-import { Duration, Effect, FiberSet, Layer } from "effect"
+import { Duration, Effect, FiberSet, Layer, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
 import { SandboxEvents } from "./SandboxEvents.js"
 import * as Account from "./Sandbox/Account.js"
@@ -44,6 +44,8 @@ export const makeSandboxUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
   const events = yield* SandboxEvents
   const fibers = yield* FiberSet.make()
+  // The Upstream's send is a plain promise (see Upstream.ts); here it runs the sandbox's effect.
+  const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
   const templates = makeTemplateStore(config.sandboxApprovalDelay)
   const media = makeMediaStore()
   const settings = makeSettingsStore()
@@ -76,13 +78,12 @@ export const makeSandboxUpstream = Effect.gen(function*() {
 
   return Upstream.of({
     sendMessage: (target, body) =>
-      Effect.gen(function*() {
+      runPromise(Effect.either(Effect.gen(function*() {
         const send = yield* acceptSend(target, body, approvedTemplate(target))
-        // Interruptible even when the send is not (the hub's sends are uninterruptible): the emitter
-        // belongs to the layer's scope and must stop when it closes.
-        yield* FiberSet.run(fibers, Effect.interruptible(emitStatuses(target, send)))
+        // The emitter belongs to the layer's scope and stops when it closes.
+        yield* FiberSet.run(fibers, emitStatuses(target, send))
         return send.response
-      }),
+      }))),
     uploadMedia: media.upload,
     getMedia: media.info,
     downloadMedia: media.download,

@@ -4,7 +4,7 @@
  * Bodies the spec passes through are typed as JSON objects; the hub validates its own inputs
  * before calling and does not re-validate what the upstream answers beyond what it reads.
  */
-import { Context, type Effect, type Redacted, type Stream } from "effect"
+import { Context, type Effect, type Either, type Redacted, type Stream } from "effect"
 import type { UpstreamError } from "./UpstreamError.js"
 
 export type Json = string | number | boolean | null | JsonObject | ReadonlyArray<Json>
@@ -52,8 +52,12 @@ export interface MediaDownload {
 }
 
 export class Upstream extends Context.Tag("Upstream")<Upstream, {
-  /** POST /{phone-number-id}/messages. Never retried: a send may have reached the upstream. */
-  readonly sendMessage: (target: UpstreamTarget, body: JsonObject) => Effect.Effect<SendMessageResponse, UpstreamError>
+  /**
+   * POST /{phone-number-id}/messages. Never retried: a send may have reached the upstream. A plain
+   * promise of the outcome (its refusal on the left), not an effect: it is on every send's path,
+   * which runs without a fiber (see Messages/Send.ts).
+   */
+  readonly sendMessage: (target: UpstreamTarget, body: JsonObject) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
   /** POST /{phone-number-id}/media (multipart: file, type, messaging_product). */
   readonly uploadMedia: (target: UpstreamTarget, file: UploadFile) => Effect.Effect<{ readonly id: string }, UpstreamError>
   /** GET /{media-id}?phone_number_id=… */

@@ -36,6 +36,8 @@ export interface FakeResponse {
   readonly headers?: Record<string, string>
   /** Never answer (for timeout tests); the connection is dropped when the fake stops. */
   readonly hang?: boolean
+  /** Answer only once this settles (to hold a call in flight until the test lets it go). */
+  readonly after?: Promise<void>
 }
 
 export interface FakeMatch {
@@ -318,6 +320,7 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
             rule.remaining--
             if (rule.remaining <= 0) rules = rules.filter((r) => r !== rule)
             if (rule.response.hang === true) return new Promise<Response>(() => {})
+            if (rule.response.after !== undefined) await rule.response.after
             return toResponse(rule.response)
           }
         })
@@ -350,7 +353,7 @@ const TEST_SECRET_KEY = Option.some(Redacted.make(Uint8Array.from({ length: 32 }
  * A hub whose upstream is GraphUpstream pointed at a FakeGraph (both provided; HUB_SECRET_KEY set).
  * Timeouts and retry delays are short so failure tests finish quickly.
  */
-export const testHubOnFakeGraph = (settings: Partial<HubSettings> = {}) =>
+export const testHubOnFakeGraph = (settings: Partial<HubSettings> = {}, logging?: Layer.Layer<never>) =>
   Layer.unwrapEffect(
     Effect.map(FakeGraph, (fake) =>
       testHub({
@@ -359,5 +362,5 @@ export const testHubOnFakeGraph = (settings: Partial<HubSettings> = {}) =>
         secretKey: TEST_SECRET_KEY,
         graphRetryBase: Duration.millis(5),
         ...settings
-      }))
+      }, logging))
   ).pipe(Layer.provideMerge(fakeGraphLayer))

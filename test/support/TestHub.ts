@@ -79,11 +79,11 @@ export const testHubConfig = (settings: Partial<HubSettings>) =>
   // Many hubs share the test process, whose memory says nothing about any one of them.
   hubConfigWith({ memoryTargetMb: 0, ...settings })
 
-export const testHub = (settings: Partial<HubSettings> = {}) =>
+export const testHub = (settings: Partial<HubSettings> = {}, logging: Layer.Layer<never> = Logger.minimumLogLevel(LogLevel.None)) =>
   TestHubLive.pipe(
     Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
     Layer.provideMerge(testHubConfig({ databaseFile: ":memory:", ...settings })),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+    Layer.provide(logging)
   )
 
 export interface Tenant {

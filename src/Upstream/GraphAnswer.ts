@@ -1,0 +1,49 @@
+/** Reading Graph's answers: the error envelope, and what a call's caller relies on. */
+import { Schema } from "effect"
+import { parseJsonObject } from "./Json.js"
+import { graphError, type UpstreamError } from "./UpstreamError.js"
+
+/** The User-Agent of every Graph call: lookaside media downloads are unreliable through fetch without one (research §3.2). */
+export const USER_AGENT = "messaging-hub/0.1"
+
+const GraphErrorEnvelope = Schema.Struct({
+  error: Schema.Struct({
+    message: Schema.optional(Schema.String),
+    code: Schema.optional(Schema.Number),
+    error_subcode: Schema.optional(Schema.Number),
+    fbtrace_id: Schema.optional(Schema.String),
+    error_data: Schema.optional(Schema.Struct({ details: Schema.optional(Schema.String) }))
+  })
+})
+const decodeErrorEnvelope = Schema.decodeUnknownOption(GraphErrorEnvelope)
+
+/** Retry-After is seconds or an HTTP date. */
+const retryAfterSeconds = (value: string | undefined): number | undefined => {
+  if (value === undefined) return undefined
+  if (/^\s*\d+\s*$/.test(value)) return Number(value)
+  const at = Date.parse(value)
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000))
+}
+
+/** An error answer: the Graph envelope when there is one, otherwise the HTTP status alone (code 0). */
+export const decodeGraphError = (status: number, headers: Readonly<Record<string, string>>, text: string): UpstreamError => {
+  const retryAfter = retryAfterSeconds(headers["retry-after"])
+  const parsed = parseJsonObject(text)
+  const envelope = parsed === undefined ? undefined : decodeErrorEnvelope(parsed)
+  if (envelope === undefined || envelope._tag === "None") {
+    return graphError({ status, code: 0, message: `The upstream answered HTTP ${status} without a Graph error body`, retryAfterSeconds: retryAfter })
+  }
+  const error = envelope.value.error
+  return graphError({
+    status,
+    code: error.code ?? 0,
+    message: error.message ?? `The upstream answered HTTP ${status}`,
+    subcode: error.error_subcode,
+    fbtraceId: error.fbtrace_id,
+    details: error.error_data?.details,
+    retryAfterSeconds: retryAfter
+  })
+}
+
+/** A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502. */
+export const malformed = (what: string) => graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
