@@ -63,10 +63,12 @@ export const makeGraphSend = (options: {
   const timedOut = () => noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
   const pool = options.pool
 
-  const viaPool = async (pooled: KeepAlivePool, url: URL, head: string, body: Buffer, exchange: Exchange): Promise<Answered | UpstreamError> => {
+  const viaPool = async (pooled: KeepAlivePool, url: URL, headers: Record<string, string>, body: Buffer, exchange: Exchange): Promise<Answered | UpstreamError> => {
+    let head = `POST ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`
+    for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`
     const outcome = await pooled.request({
       origin: originOf(url),
-      bytes: Buffer.concat([Buffer.from(`POST ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n${head}content-length: ${body.length}\r\n\r\n`, "latin1"), body]),
+      bytes: Buffer.concat([Buffer.from(`${head}content-length: ${body.length}\r\n\r\n`, "latin1"), body]),
       resendable: false,
       kept: WHOLE_ANSWER,
       signal: exchange.controller.signal
@@ -117,7 +119,7 @@ export const makeGraphSend = (options: {
     const exchange = new Exchange(timeoutMillis)
     const answered = pool === undefined
       ? await viaFetch(url, headers, body, exchange)
-      : await viaPool(pool, url, `authorization: ${headers.authorization}\r\nuser-agent: ${USER_AGENT}\r\ncontent-type: application/json\r\naccept: application/json\r\n`, body, exchange)
+      : await viaPool(pool, url, headers, body, exchange)
     exchange.settle()
     if (answered._tag === "UpstreamError") return Either.left(answered)
     if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
