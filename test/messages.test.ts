@@ -100,6 +100,10 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
       expect(foreign.status).toBe(404)
       expect(foreign.body.error).toBe("not_found")
       expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(0)
+
+      // Again, with the token cached: the fast lane's plain send, its instance looked up.
+      expect((yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: tenant.phoneNumberId })).status).toBe(200)
+      expect((yield* sendsTo(tenant.phoneNumberId)).map((r) => r.headers.authorization)).toEqual(["Bearer EAAG-org-instance", "Bearer EAAG-org-instance"])
     }))
 
   it.effect("an instance token sends from its own number; naming another number is a 403", () =>

@@ -1,8 +1,8 @@
 /**
  * POST /api/messages on the fast lane (see FastLane.ts), as a plain handler: the HubApi endpoint's
- * checks in its order, then the send core without a fiber (MessageSender.sendNow). Requests that
- * need a database read to authenticate or to find their instance, and keyed sends, run the same
- * checks and send as an effect instead.
+ * checks in its order, then the send core without a fiber (MessageSender.sendNow). Requests whose
+ * credential is not cached, with another content type than JSON, or with an Idempotency-Key run the
+ * same checks and send as an effect instead.
  */
 import { HttpApiError } from "@effect/platform"
 import { Cause, Effect, Either, Layer, Schema } from "effect"
@@ -51,8 +51,10 @@ export const SendFastRouteLive = Layer.scopedDiscard(
       }
       const payload = decodePayloadNow(body)
       if (Either.isLeft(payload)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(payload.left))
-      const instance = access.resolveKnown(authenticated.right, { phoneNumberId: payload.right.phone_number_id })
-      if (instance === undefined) return edge.run(sendMessage(authenticated.right, payload.right, undefined))
+      const selector = { phoneNumberId: payload.right.phone_number_id }
+      // An organization token's instance is looked up (an effect); an instance token's is known.
+      const instance = access.resolveKnown(authenticated.right, selector) ??
+        await edge.within(Effect.either(access.resolve(authenticated.right, selector)))
       if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
       const sent = await sender.sendNow(instance.right, payload.right, edge.within)
       return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
