@@ -145,8 +145,10 @@ export const malformedJson = new BadRequest({ message: "Malformed request body: 
 
 const contentTypeOf = (request: Request) => (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
 
+const isJsonType = (contentType: string) => contentType.includes("application/json")
+
 /** Whether requestPayload reads the body as JSON: it says JSON or says nothing. */
-export const declaresJson = (request: Request) => contentTypeOf(request).includes("application/json")
+export const declaresJson = (request: Request) => isJsonType(contentTypeOf(request))
 
 const formFields = (form: FormData) => {
   const fields: Record<string, FormDataEntryValue> = {}
@@ -164,7 +166,7 @@ const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest> => Ef
  */
 export const requestPayload = (request: Request): Effect.Effect<unknown, BadRequest> => {
   const contentType = contentTypeOf(request)
-  if (declaresJson(request)) return readBody(() => request.json())
+  if (isJsonType(contentType)) return readBody(() => request.json())
   if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await request.formData()))
   if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await request.text())))
   if (contentType.startsWith("text/")) return readBody(() => request.text())

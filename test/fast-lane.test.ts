@@ -8,11 +8,11 @@
 import { expect, layer } from "@effect/vitest"
 import { HttpMiddleware } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
-import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { type HotRoute, HotRoutes, hubServer } from "../src/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
 import { type HttpResult, itemsOf, type RequestOptions, seedTenant, type Tenant, TestHub, testHubConfig, TestHubLive } from "./support/TestHub.js"
+import { whileAcceptanceRefused } from "./support/Messages.js"
 import { envelope, signBody, status, statusChange } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "fast-lane-app-secret"
@@ -559,7 +559,6 @@ layer(loggingHub, { excludeTestServices: true })("POST /api/messages: a send's e
     Effect.gen(function*() {
       const hub = yield* TestHub
       const logs = yield* CapturedLogs
-      const sql = yield* SqlClient.SqlClient
       const tenant = yield* seedTenant()
       const linesFor = (requestId: string) => logs.lines().filter((line) => line.annotations.requestId === requestId)
       const send = (requestId: string) =>
@@ -569,10 +568,7 @@ layer(loggingHub, { excludeTestServices: true })("POST /api/messages: a send's e
           headers: { "x-request-id": requestId }
         })
       const unrecorded = "The upstream accepted a send the hub could not mark accepted; the record stays pending"
-      yield* sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`
-      const [first, second] = yield* Effect.all([send("send-log-first"), Effect.suspend(() => send("send-log-second"))]).pipe(
-        Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_acceptance`))
-      )
+      const [first, second] = yield* whileAcceptanceRefused(Effect.all([send("send-log-first"), Effect.suspend(() => send("send-log-second"))]))
       expect([first.status, second.status]).toEqual([200, 200])
       for (const requestId of ["send-log-first", "send-log-second"]) {
         // The message, then its ids (an object; the capture shows it as such).

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
-import { fieldsOf, listMessages, sendMessage, sendsTo, typeCases, untilSendsReach, waIdOf } from "./support/Messages.js"
+import { fieldsOf, listMessages, sendMessage, sendsTo, typeCases, untilSendsReach, waIdOf, whileAcceptanceRefused } from "./support/Messages.js"
 import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
 
 const RECIPIENT = "16505551234"
@@ -538,12 +538,8 @@ layer(testHubOnFakeGraph())("recording sends when storage fails", (it) => {
 
   it.effect("if the acceptance cannot be recorded, the send still answers 200 and its record stays pending", () =>
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
       const tenant = yield* seedTenant()
-      yield* sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`
-      const sent = yield* sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } }).pipe(
-        Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_acceptance`))
-      )
+      const sent = yield* whileAcceptanceRefused(sendMessage(tenant.instanceToken, { to: "16505551234", type: "text", text: { body: "hi" } }))
       expect(sent.status).toBe(200)
       expect(waIdOf(sent.body)).toMatch(/^wamid\./)
       const listed = yield* listMessages(tenant.instanceToken)

@@ -75,20 +75,19 @@ export const TokenResolverLive = Layer.effect(
     const malformed = (secret: string) => secret.length < 8 || secret.length > 200
 
     /** The cached entry's answer, or undefined when the credential must be read from the database. */
-    const resolveCached = (secret: string): Either.Either<Principal, Unauthorized> | undefined => {
-      if (malformed(secret)) return Either.left(new Unauthorized())
-      const now = Date.now()
-      const hit = cache.get(hashSecret(secret))
+    const cachedAnswer = (hash: string, now: number): Either.Either<Principal, Unauthorized> | undefined => {
+      const hit = cache.get(hash)
       return hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS ? admit(hit, now) : undefined
     }
 
     return TokenResolver.of({
-      resolveCached,
+      resolveCached: (secret) => (malformed(secret) ? Either.left(new Unauthorized()) : cachedAnswer(hashSecret(secret), Date.now())),
       resolve: (secret) => {
-        const cached = resolveCached(secret)
-        if (cached !== undefined) return cached
+        if (malformed(secret)) return Effect.fail(new Unauthorized())
         const now = Date.now()
-        return Effect.flatMap(load(hashSecret(secret), now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
+        const hash = hashSecret(secret)
+        return cachedAnswer(hash, now) ??
+          Effect.flatMap(load(hash, now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
       },
       forget: (hash) => Effect.sync(() => cache.delete(hash))
     })

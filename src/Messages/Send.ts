@@ -124,7 +124,7 @@ export const MessageSenderLive = Layer.scoped(
     }
 
     /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
-    const deliver = async (instance: InstanceRef, request: SendMessageRequest, within: Within): Promise<Either.Either<SendMessageResponse, SendError>> => {
+    const deliver = async (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within): Promise<Either.Either<SendMessageResponse, SendError>> => {
       const paced = pacing.takeAt(instance.phoneNumberId, clock.unsafeCurrentTimeMillis())
       if (paced !== undefined) return Either.left(paced)
       const target = await targetOf(instance, within)
@@ -134,7 +134,7 @@ export const MessageSenderLive = Layer.scoped(
         await within(Effect.logError("Could not record a send; nothing was sent", record.cause))
         return Either.left(notRecorded)
       }
-      const sent = await upstream.sendMessage(target.right, toUpstreamBody(request))
+      const sent = await upstream.sendMessage(target.right, body)
       if (Either.isLeft(sent)) {
         await within(recordFailure(record.value.id, sent.left))
         return Either.left(toHubError(sent.left))
@@ -171,7 +171,8 @@ export const MessageSenderLive = Layer.scoped(
     )
     yield* Effect.addFinalizer(() => drained)
 
-    const sendNow = (instance: InstanceRef, request: SendMessageRequest, within: Within) => tracked(() => deliver(instance, request, within))
+    const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within) =>
+      tracked(() => deliver(instance, request, body, within))
 
     const settle = (ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
       Exit.match(exit, {
@@ -185,16 +186,17 @@ export const MessageSenderLive = Layer.scoped(
       })
 
     return MessageSender.of({
-      sendNow,
+      sendNow: (instance, request, within) => sendWith(instance, request, toUpstreamBody(request), within),
       drained,
       send: (instance, request, idempotencyKey) => {
+        const body = toUpstreamBody(request)
         // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
         const sent = Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-          Effect.flatMap(Effect.promise(() => sendNow(instance, request, Runtime.runPromise(runtime))), (outcome) => outcome))
+          Effect.flatMap(Effect.promise(() => sendWith(instance, request, body, Runtime.runPromise(runtime))), (outcome) => outcome))
         if (idempotencyKey === undefined) return Effect.map(sent, (response): SendOutcome => ({ _tag: "Sent", response }))
         const ref: KeyRef = { organizationId: instance.organizationId, key: idempotencyKey }
         return Effect.gen(function*() {
-          const claim = yield* keys.begin({ ...ref, instanceId: instance.id, requestHash: requestHash(instance.id, toUpstreamBody(request)) })
+          const claim = yield* keys.begin({ ...ref, instanceId: instance.id, requestHash: requestHash(instance.id, body) })
           if (claim._tag === "Replay") return claim
           const response = yield* Effect.onExit(sent, settle(ref))
           return { _tag: "Sent", response } as const

@@ -23,6 +23,15 @@ const fromPromise = <A, E>(run: () => Promise<A>, onError: (thrown: unknown) => 
     run().then((value) => resume(Effect.succeed(value)), (thrown: unknown) => resume(Effect.fail(onError(thrown))))
   })
 
+/** fetch's headers as a record (its Headers already hold lower-case names). */
+export const headerRecord = (headers: globalThis.Headers): Record<string, string> => {
+  const record: Record<string, string> = {}
+  headers.forEach((value, name) => {
+    record[name] = value
+  })
+  return record
+}
+
 class FetchResponse extends Inspectable.Class implements HttpClientResponse.HttpClientResponse {
   readonly [HttpClientResponse.TypeId]: HttpClientResponse.TypeId = HttpClientResponse.TypeId
   readonly [HttpIncomingMessage.TypeId]: HttpIncomingMessage.TypeId = HttpIncomingMessage.TypeId
@@ -43,12 +52,7 @@ class FetchResponse extends Inspectable.Class implements HttpClientResponse.Http
 
   get headers() {
     if (this.cachedHeaders === undefined) {
-      // fetch's Headers already hold lower-case names.
-      const record: Record<string, string> = {}
-      this.source.headers.forEach((value, name) => {
-        record[name] = value
-      })
-      this.cachedHeaders = Headers.unsafeFromRecord(record)
+      this.cachedHeaders = Headers.unsafeFromRecord(headerRecord(this.source.headers))
     }
     return this.cachedHeaders
   }

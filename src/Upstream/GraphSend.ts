@@ -8,10 +8,11 @@
  */
 import { Duration, Either, Redacted, Schema } from "effect"
 import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
-import type { BodyKept } from "../Net/ResponseReader.js"
 import { DeadlineExceeded, Exchange } from "./Exchange.js"
+import { headerRecord } from "./FetchClient.js"
 import { decodeGraphError, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { parseJsonObject } from "./Json.js"
+import { HEADER_VALUE, joinedHeaders, WHOLE_ANSWER } from "./PooledClient.js"
 import type { JsonObject, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
@@ -21,11 +22,6 @@ const SendMessageResponseSchema = Schema.Struct({
   messages: Schema.NonEmptyArray(Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) }))
 })
 const isSendMessageResponse = Schema.is(SendMessageResponseSchema)
-
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
-
-/** The whole answer, up to 16 MB, as the pooled Graph calls keep it. */
-const WHOLE_ANSWER: BodyKept = { bytes: 16 * 1024 * 1024, whole: true }
 
 /** An answer as far as the send reads it. */
 interface Answered {
@@ -41,14 +37,6 @@ const failure = (exchange: Exchange, thrown: unknown, timedOut: () => UpstreamEr
   if (cause instanceof DeadlineExceeded) return timedOut()
   const message = cause instanceof Error && cause.message !== "" ? cause.message : reading ? "Decode" : "Transport"
   return noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${message}` : message)
-}
-
-const headerRecord = (headers: Headers) => {
-  const record: Record<string, string> = {}
-  headers.forEach((value, name) => {
-    record[name] = value
-  })
-  return record
 }
 
 export type GraphSend = (target: UpstreamTarget, body: JsonObject) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
@@ -79,12 +67,7 @@ export const makeGraphSend = (options: {
     return {
       _tag: "Answered",
       status: answer.status,
-      // Repeated headers join with ", " as fetch's Headers does.
-      headers: () => {
-        const record: Record<string, string> = {}
-        for (const [name, value] of answer.headers) record[name] = record[name] === undefined ? value : `${record[name]}, ${value}`
-        return record
-      },
+      headers: () => joinedHeaders(answer.headers),
       text: answer.body.toString("utf8")
     }
   }

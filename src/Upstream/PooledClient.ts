@@ -23,12 +23,20 @@ export const usesProxy = (env: Readonly<Record<string, string | undefined>>): bo
 const REPEATABLE = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
 
 /** The whole answer, up to 16 MB: Graph answers are JSON documents well below it. */
-const WHOLE_ANSWER: BodyKept = { bytes: 16 * 1024 * 1024, whole: true }
+export const WHOLE_ANSWER: BodyKept = { bytes: 16 * 1024 * 1024, whole: true }
 
 /** Headers the pooled path writes itself. */
 const OWN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding"])
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+/** A header value that cannot break the request's framing. */
+export const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+
+/** An answer's headers as a record: repeated ones join with ", " as fetch's Headers does (set-cookie is read apart). */
+export const joinedHeaders = (headers: ReadonlyArray<readonly [name: string, value: string]>): Record<string, string> => {
+  const record: Record<string, string> = {}
+  for (const [name, value] of headers) record[name] = record[name] === undefined ? value : `${record[name]}, ${value}`
+  return record
+}
 
 /** The request's body as bytes, for the pooled path; undefined for a form or a stream (those go through fetch). */
 export const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Array | undefined => {
@@ -74,10 +82,7 @@ class PooledResponse extends Inspectable.Class implements HttpClientResponse.Htt
 
   get headers() {
     if (this.cachedHeaders === undefined) {
-      // Repeated headers join with ", " as fetch's Headers does (set-cookie is read apart).
-      const record: Record<string, string> = {}
-      for (const [name, value] of this.answer.headers) record[name] = record[name] === undefined ? value : `${record[name]}, ${value}`
-      this.cachedHeaders = Headers.unsafeFromRecord(record)
+      this.cachedHeaders = Headers.unsafeFromRecord(joinedHeaders(this.answer.headers))
     }
     return this.cachedHeaders
   }

@@ -1,10 +1,19 @@
 /** Helpers shared by the messaging suites: sending, listing, and waiting for the fake upstream. */
+import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { FakeGraph, type RecordedRequest } from "./FakeGraph.js"
 import { itemsOf, TestHub } from "./TestHub.js"
 
 export const sendMessage = (token: string, json: unknown, headers?: Record<string, string>) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/messages", { token, json, ...(headers === undefined ? {} : { headers }) }))
+
+/** Runs `effect` while the database refuses to record a send's acceptance (a trigger stands in for a full disk). */
+export const whileAcceptanceRefused = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.zipRight(
+      Effect.orDie(sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`),
+      Effect.ensuring(effect, Effect.orDie(sql`DROP TRIGGER refuse_acceptance`))
+    ))
 
 export const listMessages = (token: string, query = "") =>
   Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/messages${query === "" ? "" : `?${query}`}`, { token }))
