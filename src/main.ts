@@ -3,6 +3,7 @@
  * are operator commands that print JSON on stdout (errors go to stderr with a non-zero exit).
  */
 import { Command, Options, ValidationError } from "@effect/cli"
+import { HttpServer } from "@effect/platform"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
 import { TokensRepo } from "./Auth/Repo.js"
@@ -43,16 +44,23 @@ const graphId = (name: string) =>
     )
   )
 
-/** Prints the demo tokens once the server is listening, when the sandbox bootstrap created them. */
+/**
+ * Creates the demo tenancy and prints its tokens after the socket is bound but before the hub serves
+ * (and logs "Listening on"), so a request sent on seeing that line finds the tenancy, and the curl line
+ * names the port actually bound (PORT=0 picks a free one).
+ */
 const DemoLive = Layer.effectDiscard(
   Effect.gen(function*() {
-    const config = yield* HubConfig
+    const server = yield* HttpServer.HttpServer
     const demo = yield* bootstrapSandbox
-    if (Option.isSome(demo)) yield* printDemoCredentials(demo.value, `http://${config.host}:${config.port}`)
+    if (Option.isSome(demo)) yield* printDemoCredentials(demo.value, baseUrlOf(server.address))
   })
 )
 
-const serve = Command.make("serve", {}, () => Layer.launch(Layer.provide(DemoLive, hubLayer(ServerLive)))).pipe(
+const baseUrlOf = (address: HttpServer.Address) =>
+  address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix://${address.path}`
+
+const serve = Command.make("serve", {}, () => Layer.launch(hubLayer(Layer.provideMerge(DemoLive, ServerLive)))).pipe(
   Command.withDescription("Run the hub's HTTP server")
 )
 

@@ -140,7 +140,10 @@ describe("hub CLI", () => {
     expect(orgToken).toBeDefined()
     expect(sessionToken).toBeDefined()
     expect(instanceToken).toBeDefined()
-    expect(firstOutput).toMatch(/curl -s http:\/\/127\.0\.0\.1:\d+\/api\/instances -H "Authorization: Bearer mhk_/)
+    // The tokens come before "Listening on", so whoever waits for that line finds the tenancy, and the
+    // curl line names the port actually bound.
+    expect(firstOutput.indexOf("Sandbox ready")).toBeLessThan(firstOutput.indexOf("Listening on"))
+    expect(firstOutput).toContain(`curl -s ${first.base}/api/instances -H "Authorization: Bearer ${orgToken}"`)
 
     const second = await serveOnce()
     const instances = await fetch(`${second.base}/api/instances`, { headers: { authorization: `Bearer ${orgToken}` } })
