@@ -101,9 +101,27 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
       expect(foreign.body.error).toBe("not_found")
       expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(0)
 
-      // Again, with the token cached: the fast lane's plain send, its instance looked up.
+      // Again, with the token and both instances known: the fast lane's plain send, and the same 404s.
       expect((yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: tenant.phoneNumberId })).status).toBe(200)
       expect((yield* sendsTo(tenant.phoneNumberId)).map((r) => r.headers.authorization)).toEqual(["Bearer EAAG-org-instance", "Bearer EAAG-org-instance"])
+      expect((yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: other.phoneNumberId })).body.error).toBe("not_found")
+      const stranger = yield* sendMessage(other.orgToken, { ...text, phone_number_id: tenant.phoneNumberId })
+      expect(stranger.status).toBe(404)
+      expect(stranger.body.error).toBe("not_found")
+      expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(0)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(2)
+    }))
+
+  it.effect("an organization token's instance is read once: instances never change, so later sends do not read it again", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const text = { to: "16505551234", type: "text", text: { body: "hi" } }
+      expect((yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: tenant.phoneNumberId })).status).toBe(200)
+      // Were the instance read again, this number would no longer be found.
+      yield* sql`UPDATE instances SET phone_number_id = ${`9${tenant.phoneNumberId}`} WHERE id = ${tenant.instanceId}`
+      expect((yield* sendMessage(tenant.orgToken, { ...text, phone_number_id: tenant.phoneNumberId })).status).toBe(200)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(2)
     }))
 
   it.effect("an instance token sends from its own number; naming another number is a 403", () =>

@@ -17,10 +17,16 @@ export interface InstanceSelector {
 /** Decrypted access tokens are kept briefly so the hot path neither queries nor decrypts each time. */
 const TARGET_TTL_MS = 60_000
 
+/** Most instances kept found (an organization token's lookups); past it the cache starts over. */
+const KNOWN_INSTANCES = 10_000
+
 export class InstanceAccess extends Context.Tag("InstanceAccess")<InstanceAccess, {
   readonly resolve: (principal: Principal, selector: InstanceSelector) => Effect.Effect<InstanceRef, BadRequest | Forbidden | NotFound>
-  /** What resolve answers when it needs no lookup (an instance token, or a selector missing); undefined otherwise. */
-  readonly resolveKnown: (principal: Principal, selector: InstanceSelector) => Either.Either<InstanceRef, BadRequest | Forbidden> | undefined
+  /**
+   * What resolve answers when it needs no lookup (an instance token, a selector missing, or an
+   * instance found before); undefined otherwise.
+   */
+  readonly resolveKnown: (principal: Principal, selector: InstanceSelector) => Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined
   readonly target: (instance: InstanceRef) => Effect.Effect<UpstreamTarget, UpstreamFailure>
   /** The target if it is cached (see TARGET_TTL_MS), undefined otherwise: then `target` loads it. */
   readonly cachedTarget: (instance: InstanceRef) => UpstreamTarget | undefined
@@ -34,6 +40,22 @@ export const InstanceAccessLive = Layer.effect(
   Effect.gen(function*() {
     const repo = yield* InstancesRepo
     const targets = new Map<string, { readonly target: UpstreamTarget; readonly at: number }>()
+    // Instances found for organization tokens, by id and by phone number id. An instance is never
+    // changed or removed once created (no endpoint or command does), so what was found stays true;
+    // what was not found is not kept, since the CLI may create it at any time.
+    const found = new Map<string, InstanceRef>()
+    const keyOf = (selector: InstanceSelector) =>
+      selector.instanceId !== undefined ? `id ${selector.instanceId}` : `phone ${selector.phoneNumberId}`
+    const remember = (instance: InstanceRef) => {
+      if (found.size >= KNOWN_INSTANCES) found.clear()
+      found.set(`id ${instance.id}`, instance)
+      found.set(`phone ${instance.phoneNumberId}`, instance)
+    }
+    const notFound = (selector: InstanceSelector) => new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" })
+    /** The selected instance, if it is one the organization has; another tenant's is not found, as in the database. */
+    const ownedBy = (principal: Principal, selector: InstanceSelector, instance: InstanceRef) =>
+      instance.organizationId === principal.organizationId &&
+        (selector.phoneNumberId === undefined || instance.phoneNumberId === selector.phoneNumberId)
 
     const find = (selector: InstanceSelector) =>
       selector.instanceId !== undefined
@@ -42,7 +64,7 @@ export const InstanceAccessLive = Layer.effect(
         )
         : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
 
-    const resolveKnown = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden> | undefined => {
+    const resolveKnown = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
       if (principal.instance !== undefined) {
         const own = principal.instance
         if (
@@ -66,7 +88,9 @@ export const InstanceAccessLive = Layer.effect(
           })
         )
       }
-      return undefined
+      const known = found.get(keyOf(selector))
+      if (known === undefined) return undefined
+      return ownedBy(principal, selector, known) ? Either.right(known) : Either.left(notFound(selector))
     }
 
     const cachedTarget = (instance: InstanceRef) => {
@@ -81,11 +105,11 @@ export const InstanceAccessLive = Layer.effect(
         // Plain effects, no generator: this runs on every send.
         const known = resolveKnown(principal, selector)
         if (known !== undefined) return known
-        return Effect.flatMap(find(selector), (found) => {
-          const row = Option.filter(found, (r) => r.organization_id === principal.organizationId)
-          return Option.isNone(row)
-            ? Effect.fail(new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" }))
-            : Effect.succeed(toInstanceRef(row.value))
+        return Effect.flatMap(find(selector), (row) => {
+          if (Option.isNone(row)) return Effect.fail(notFound(selector))
+          const instance = toInstanceRef(row.value)
+          remember(instance)
+          return ownedBy(principal, selector, instance) ? Effect.succeed(instance) : Effect.fail(notFound(selector))
         })
       },
       target: (instance) => {

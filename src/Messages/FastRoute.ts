@@ -52,7 +52,7 @@ export const SendFastRouteLive = Layer.scopedDiscard(
       const payload = decodePayloadNow(body)
       if (Either.isLeft(payload)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(payload.left))
       const selector = { phoneNumberId: payload.right.phone_number_id }
-      // An organization token's instance is looked up (an effect); an instance token's is known.
+      // An instance token's instance is known, and so is an organization token's once found; a first lookup is an effect.
       const instance = access.resolveKnown(authenticated.right, selector) ??
         await edge.within(Effect.either(access.resolve(authenticated.right, selector)))
       if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
