@@ -501,7 +501,8 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
 
 /** Log lines as the hub wrote them: the message and its annotations. */
 class CapturedLogs extends Context.Tag("test/CapturedLogs")<CapturedLogs, {
-  readonly lines: () => ReadonlyArray<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }>
+  /** The lines logged under this request id, in order. */
+  readonly linesFor: (requestId: string | null) => ReadonlyArray<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }>
 }>() {}
 
 const loggingHub = Layer.unwrapEffect(Effect.sync(() => {
@@ -517,7 +518,7 @@ const loggingHub = Layer.unwrapEffect(Effect.sync(() => {
       logLevel: LogLevel.Info,
       sandboxStatusDelay: Duration.hours(1)
     })),
-    Layer.merge(Layer.succeed(CapturedLogs, CapturedLogs.of({ lines: () => [...lines] }))),
+    Layer.merge(Layer.succeed(CapturedLogs, CapturedLogs.of({ linesFor: (requestId) => lines.filter((line) => line.annotations.requestId === requestId) }))),
     Layer.provide(Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Info)))
   )
 }))
@@ -528,14 +529,13 @@ layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the f
       const hub = yield* TestHub
       const logs = yield* CapturedLogs
       const tenant = yield* seedTenant()
-      const linesFor = (requestId: string | null) => logs.lines().filter((line) => line.annotations.requestId === requestId)
 
       const ok = yield* hub.request("POST", "/upstream/events", signedEvents(JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status("wamid.logs.1", "sent", 1750263790))]]))))
       expect(ok.status).toBe(200)
       expect(ok.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0 })
       const okId = ok.headers.get("x-request-id")
       expect(okId).toMatch(/^[0-9a-f]{8}-[0-9a-z]+$/)
-      expect(linesFor(okId).map((line) => [line.message, line.annotations.method, line.annotations.path, line.annotations.status]))
+      expect(logs.linesFor(okId).map((line) => [line.message, line.annotations.method, line.annotations.path, line.annotations.status]))
         .toEqual([["request", "POST", "/upstream/events", 200]])
 
       const stranger = { phoneNumberId: "999000111222444", wabaId: "888000111222444" }
@@ -543,14 +543,14 @@ layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the f
       const unrouted = yield* hub.request("POST", "/upstream/events", { ...strangerPost, headers: { ...strangerPost.headers, "x-request-id": "meta-post-42" } })
       expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0 })
       expect(unrouted.headers.get("x-request-id")).toBe("meta-post-42")
-      const warned = linesFor("meta-post-42")
+      const warned = logs.linesFor("meta-post-42")
       expect(warned.map((line) => line.message)).toEqual(["Upstream changes for unknown numbers were kept aside (unrouted_events)", "request"])
       expect(warned[0]?.annotations).toMatchObject({ count: 1, numbers: stranger.phoneNumberId })
 
       // A refusal is rendered and logged by the edge, as before.
       const refused = yield* hub.request("POST", "/upstream/events", signedEvents("{}", "another-secret"))
       expect(refused.status).toBe(401)
-      expect(linesFor(refused.headers.get("x-request-id")).map((line) => line.annotations.status)).toEqual([401])
+      expect(logs.linesFor(refused.headers.get("x-request-id")).map((line) => line.annotations.status)).toEqual([401])
     }))
 })
 
@@ -560,7 +560,6 @@ layer(loggingHub, { excludeTestServices: true })("POST /api/messages: a send's e
       const hub = yield* TestHub
       const logs = yield* CapturedLogs
       const tenant = yield* seedTenant()
-      const linesFor = (requestId: string) => logs.lines().filter((line) => line.annotations.requestId === requestId)
       const send = (requestId: string) =>
         hub.request("POST", "/api/messages", {
           token: tenant.instanceToken,
@@ -572,7 +571,7 @@ layer(loggingHub, { excludeTestServices: true })("POST /api/messages: a send's e
       expect([first.status, second.status]).toEqual([200, 200])
       for (const requestId of ["send-log-first", "send-log-second"]) {
         // The message, then its ids (an object; the capture shows it as such).
-        expect(linesFor(requestId).map((line) => line.message)).toEqual([`${unrecorded} [object Object]`, "request"])
+        expect(logs.linesFor(requestId).map((line) => line.message)).toEqual([`${unrecorded} [object Object]`, "request"])
       }
     }))
 })

@@ -352,6 +352,13 @@ layer(signedHub, { excludeTestServices: true })("upstream events with an app sec
       const unnamed = yield* hub.request("POST", "/sandbox/inbound", { token: tenant.orgToken, json: { from: "16505551234", type: "text" } })
       expect(unnamed.status).toBe(400)
       expect(unnamed.body).toMatchObject({ error: "instance_required" })
+      // The instance named by id, with a number that is not its own: not found, as another tenant's.
+      const mismatched = yield* hub.request("POST", "/sandbox/inbound", {
+        token: tenant.orgToken,
+        json: { from: "16505551234", type: "text", text: { body: "x" }, instance_id: tenant.instanceId, phone_number_id: "999999999999999" }
+      })
+      expect(mismatched.status).toBe(404)
+      expect(mismatched.body).toMatchObject({ error: "not_found" })
       const invalid = yield* hub.request("POST", "/sandbox/inbound", {
         token: tenant.instanceToken,
         json: { from: "abc", type: "fax", text: { body: "" } }

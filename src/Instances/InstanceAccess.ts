@@ -57,12 +57,9 @@ export const InstanceAccessLive = Layer.effect(
       instance.organizationId === principal.organizationId &&
         (selector.phoneNumberId === undefined || instance.phoneNumberId === selector.phoneNumberId)
 
+    // A phone number that does not match the instance named is refused by ownedBy, like another tenant's.
     const find = (selector: InstanceSelector) =>
-      selector.instanceId !== undefined
-        ? repo.findById(selector.instanceId).pipe(
-          Effect.map(Option.filter((row) => selector.phoneNumberId === undefined || row.phone_number_id === selector.phoneNumberId))
-        )
-        : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
+      selector.instanceId !== undefined ? repo.findById(selector.instanceId) : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
 
     const resolveKnown = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
       if (principal.instance !== undefined) {

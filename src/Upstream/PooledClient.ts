@@ -28,8 +28,7 @@ export const WHOLE_ANSWER: BodyKept = { bytes: 16 * 1024 * 1024, whole: true }
 /** Headers the pooled path writes itself. */
 const OWN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding"])
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-/** A header value that cannot break the request's framing. */
-export const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 
 /** An answer's headers as a record: repeated ones join with ", " as fetch's Headers does (set-cookie is read apart). */
 export const joinedHeaders = (headers: ReadonlyArray<readonly [name: string, value: string]>): Record<string, string> => {
@@ -55,14 +54,15 @@ export const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Ar
 }
 
 /** The request's head, or why it cannot be written (a header that would break the framing). */
-const requestHead = (request: HttpClientRequest.HttpClientRequest, url: URL, length: number): Buffer | Error => {
-  let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`
-  for (const [name, value] of Object.entries(request.headers)) {
+/** An HTTP/1.1 request head for the pooled path, or the error for a header that would break its framing. */
+export const requestHeadBytes = (method: string, url: URL, headers: Readonly<Record<string, string>>, length: number): Buffer | Error => {
+  let head = `${method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`
+  for (const [name, value] of Object.entries(headers)) {
     if (OWN_HEADERS.has(name.toLowerCase())) continue
     if (!HEADER_NAME.test(name) || !HEADER_VALUE.test(value)) return new TypeError(`the header ${JSON.stringify(name)} cannot be sent`)
     head += `${name}: ${value}\r\n`
   }
-  if (length > 0 || (request.method !== "GET" && request.method !== "HEAD")) head += `content-length: ${length}\r\n`
+  if (length > 0 || (method !== "GET" && method !== "HEAD")) head += `content-length: ${length}\r\n`
   return Buffer.from(`${head}\r\n`, "latin1")
 }
 
@@ -139,7 +139,7 @@ export const sendPooled = (pool: KeepAlivePool, timeoutMillis: number | undefine
         resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "InvalidUrl", cause: url.left })))
         return
       }
-      const head = requestHead(request, url.right, body.length)
+      const head = requestHeadBytes(request.method, url.right, request.headers, body.length)
       if (head instanceof Error) {
         resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "Encode", cause: head })))
         return
