@@ -14,7 +14,8 @@ import { MessagesApi } from "./Messages/Api.js"
 import { PhoneNumbersApi } from "./PhoneNumbers/Api.js"
 import { QrCodesApi } from "./QrCodes/Api.js"
 import { TemplatesApi } from "./Templates/Api.js"
-import { SandboxApi, UpstreamEventsApi } from "./Events/Api.js"
+import { UpstreamEventsApi } from "./Ingress/Api.js"
+import { SandboxApi } from "./Sandbox/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
 
 export class HubApi extends HttpApi.make("hub")

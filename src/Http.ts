@@ -7,11 +7,11 @@ import { AuthenticationLive } from "./Auth/Middleware.js"
 import { TokensRepoLive } from "./Auth/Repo.js"
 import { TokenResolverLive } from "./Auth/TokenResolver.js"
 import { HubConfig } from "./Config.js"
-import { type HotRoutes, hubServer } from "./FastLane.js"
-import { UpstreamEventsFastRouteLive } from "./Events/FastRoute.js"
-import { SendFastRouteLive } from "./Messages/FastRoute.js"
+import { type HotRoutes, hubServer, installPlainHotRoute } from "./Edge/FastLane.js"
+import { makeUpstreamPostPlainRoute } from "./Ingress/FastRoute.js"
+import { makeSendPlainRoute } from "./Messages/FastRoute.js"
 import { HealthHttpLive } from "./Health/Http.js"
-import { HttpEdgeLive } from "./HttpMiddleware.js"
+import { HttpEdgeLive } from "./Edge/Middleware.js"
 import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
 import { InstanceAccessLive } from "./Instances/InstanceAccess.js"
@@ -32,8 +32,11 @@ import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
-import { DispatcherLive, EventsServicesLive, RetentionScheduleLive, SandboxEventsLive } from "./Events/Layer.js"
-import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
+import { DispatcherLive, RetentionScheduleLive } from "./Delivery/Layer.js"
+import { IngressServicesLive, SandboxEventsLive } from "./Ingress/Layer.js"
+import { WebhooksRepoLive } from "./Webhooks/Repo.js"
+import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
+import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
 
 /** Repositories and services over the database named by the config. */
@@ -41,8 +44,8 @@ export const ServicesLive = TokenResolverLive.pipe(
   Layer.provideMerge(MessagesServicesLive),
   Layer.provideMerge(InstanceAccessLive),
   Layer.provideMerge(UpstreamLive.pipe(Layer.provide(SandboxEventsLive))),
-  Layer.provideMerge(EventsServicesLive),
-  Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive)),
+  Layer.provideMerge(IngressServicesLive),
+  Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive, WebhooksRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
   Layer.provideMerge(WriteBatcherLive),
   Layer.provideMerge(SqlLive)
@@ -63,8 +66,13 @@ export const ServerLive = Layer.unwrapEffect(
   Effect.map(HubConfig, (config) => hubServer({ port: config.port, hostname: config.host }))
 )
 
-/** The hot endpoints served on the fast lane, beside HttpApi (see FastLane.ts). */
-const FastLaneLive = Layer.mergeAll(SendFastRouteLive, UpstreamEventsFastRouteLive)
+/** The hot endpoints served on the fast lane, beside HttpApi (see Edge/FastLane.ts). */
+const FastLaneLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    yield* installPlainHotRoute(yield* makeSendPlainRoute)
+    yield* installPlainHotRoute(yield* makeUpstreamPostPlainRoute)
+  })
+)
 
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
 export const HttpLive = HttpApiBuilder.serve().pipe(

@@ -11,7 +11,7 @@ import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
 import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
 import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
-import { UnroutedRepo } from "./Events/Unrouted.js"
+import { UnroutedRepo } from "./Ingress/Unrouted.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}

@@ -3,7 +3,7 @@
  * this process knows to be queued and fits within the concurrency overall and its webhook's share.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { makeAdmission } from "../src/Events/Admission.js"
+import { makeAdmission } from "../src/Delivery/Admission.js"
 
 /** An admission whose first lease came back short, as the dispatcher's first round does on an empty queue. */
 const cleared = (limits: { readonly concurrency: number; readonly perWebhook: number }) => {

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { dedupeKey, parseEnvelope, type UpstreamChange } from "../src/Events/Envelope.js"
+import { dedupeKey, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
 import type { Json } from "../src/Upstream/Upstream.js"
 
 /** The one change of an upstream payload carrying `value`. */

@@ -1,5 +1,5 @@
 /**
- * The fast lane (FastLane.ts) against HubApi's own handlers: the same hub (one database, one set of
+ * The fast lane (src/Edge/FastLane.ts) against HubApi's own handlers: the same hub (one database, one set of
  * services) is served twice, by the hub's server with the fast lane's Bun routes and by a plain Bun
  * server running only HttpApi, and every request is sent both ways. The answers must be alike:
  * status, content type, body (byte for byte, upstream message ids aside) and the edge's headers.
@@ -9,7 +9,7 @@ import { expect, layer } from "@effect/vitest"
 import { HttpMiddleware } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { Context, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { type HotRoute, HotRoutes, hubServer } from "../src/FastLane.js"
+import { type HotRoute, HotRoutes, hubServer } from "../src/Edge/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
 import { type HttpResult, itemsOf, type RequestOptions, seedTenant, type Tenant, TestHub, testHubConfig, TestHubLive } from "./support/TestHub.js"
 import { whileAcceptanceRefused } from "./support/Messages.js"

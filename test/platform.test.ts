@@ -5,7 +5,7 @@ import { Effect, Layer, Schema } from "effect"
 import { HubApi } from "../src/Api.js"
 import { AccessPolicy } from "../src/Auth/Access.js"
 import { Authentication } from "../src/Auth/Middleware.js"
-import { edge } from "../src/HttpMiddleware.js"
+import { edge } from "../src/Edge/Middleware.js"
 import { TestHub, testHub } from "./support/TestHub.js"
 
 layer(testHub())("platform endpoints", (it) => {

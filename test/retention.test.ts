@@ -5,7 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Schedule } from "effect"
-import { Retention } from "../src/Events/Retention.js"
+import { Retention } from "../src/Delivery/Retention.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"

@@ -1,5 +1,5 @@
 /**
- * Webhook POSTs over pooled keep-alive connections (src/Events/Sender.ts), against raw TCP and TLS
+ * Webhook POSTs over pooled keep-alive connections (src/Delivery/Sender.ts), against raw TCP and TLS
  * receivers that count their connections and can misbehave on purpose: close a kept connection as
  * the request arrives, hang, answer chunked or with `connection: close`, or present a certificate
  * for another name (then no byte of the request may reach them).
@@ -9,7 +9,7 @@ import { Duration, Effect, Schedule } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { makeSender, NoAnswer, type Sender } from "../src/Events/Sender.js"
+import { makeSender, NoAnswer, type Sender } from "../src/Delivery/Sender.js"
 import { OK, type RawReceiver, rawReceiver, type Reply } from "./support/RawReceiver.js"
 
 const makeTestSender = (ca?: string) =>

@@ -2,7 +2,7 @@ import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Option, Redacted } from "effect"
 import { padded, powerOfTwoChunks } from "../src/Sql/SqlShapes.js"
-import { AddressRefused, classifyAddress, makeUrlPolicy } from "../src/Webhooks/UrlPolicy.js"
+import { AddressRefused, classifyAddress, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
 const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]

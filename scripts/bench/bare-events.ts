@@ -12,9 +12,10 @@
  */
 import { Database, type SQLQueryBindings } from "bun:sqlite"
 import { randomBytes } from "node:crypto"
-import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../../src/Events/Envelope.js"
-import { makeSender, NoAnswer } from "../../src/Events/Sender.js"
-import { verifyHubSignature, webhookSignature } from "../../src/Events/Signing.js"
+import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../../src/Ingress/Envelope.js"
+import { makeSender, NoAnswer } from "../../src/Delivery/Sender.js"
+import { webhookSignature } from "../../src/Delivery/Signing.js"
+import { verifyHubSignature } from "../../src/Ingress/HubSignature.js"
 import { parseJsonObject } from "../../src/Upstream/Json.js"
 
 interface BareConfig {

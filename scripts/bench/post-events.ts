@@ -7,7 +7,7 @@
  * measuring TCP handshakes on both sides rather than the hub.
  */
 import { createHmac } from "node:crypto"
-import { makeSender, NoAnswer } from "../../src/Events/Sender.js"
+import { makeSender, NoAnswer } from "../../src/Delivery/Sender.js"
 
 interface PostConfig {
   readonly url: string

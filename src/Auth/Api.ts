@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { NotFound } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
-import { Authentication } from "./Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 
 export const CreateApiToken = RequestStruct({
   name: Label(100),

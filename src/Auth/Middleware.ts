@@ -2,18 +2,15 @@
  * Authentication for every protected endpoint: resolves the Bearer token to a Principal (401 when
  * missing, unknown, revoked or expired) and applies the access policy for the matched route (403).
  */
-import { HttpApiMiddleware, HttpApiSecurity, HttpRouter, HttpServerRequest } from "@effect/platform"
-import { Context, Effect, Either, Layer, Schema } from "effect"
+import { HttpRouter, HttpServerRequest } from "@effect/platform"
+import { Context, Effect, Either, Layer } from "effect"
 import { Forbidden, Unauthorized } from "../Domain/Errors.js"
-import { CurrentPrincipal, type Principal, type TokenKind } from "../Domain/Principal.js"
+import { Authentication } from "../Domain/Authentication.js"
+import type { Principal, TokenKind } from "../Domain/Principal.js"
 import { AccessPolicy, refusal } from "./Access.js"
 import { TokenResolver } from "./TokenResolver.js"
 
-export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: Schema.Union(Unauthorized, Forbidden),
-  provides: CurrentPrincipal,
-  security: { bearer: HttpApiSecurity.bearer }
-}) {}
+export { Authentication } from "../Domain/Authentication.js"
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i
 

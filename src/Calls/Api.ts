@@ -1,7 +1,7 @@
 /** Calls: pre-accept an incoming call (instance tokens); the hub adds messaging_product and action. */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 

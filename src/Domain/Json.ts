@@ -3,7 +3,12 @@
  * (Graph envelopes, settings objects) while still describing their known fields.
  */
 import { Schema } from "effect"
-import type { Json, JsonObject } from "../Upstream/Upstream.js"
+
+/** A JSON value as parsed from the wire (what JSON.parse returns, typed). */
+export type Json = string | number | boolean | null | JsonObject | ReadonlyArray<Json>
+export interface JsonObject {
+  readonly [key: string]: Json
+}
 
 export const JsonValue: Schema.Schema<Json> = Schema.suspend(() =>
   Schema.Union(Schema.Null, Schema.Boolean, Schema.Number, Schema.String, Schema.Array(JsonValue), JsonObjectSchema)

@@ -1,7 +1,7 @@
 /** Flows of the instance's business account and their assets (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, NotFound, PayloadTooLarge, TooManyRequests, UnsupportedMediaType, UpstreamFailure } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"

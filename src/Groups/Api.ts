@@ -1,7 +1,7 @@
 /** Groups of the instance's phone number (instance tokens), with the upstream fields renamed as the spec names them. */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
 
 export const GroupId = Schema.String.pipe(Schema.pattern(/^\d{1,40}@g\.us$/, { message: () => "must be a group id of the form <number>@g.us" }))

@@ -1,7 +1,7 @@
 /** Instances of the caller's organization (organization or session tokens). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import { IsoTimestamp } from "../Domain/Schemas.js"
 
 export const InstanceRecord = Schema.Struct({

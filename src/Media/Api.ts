@@ -1,7 +1,7 @@
 /** Media: upload (multipart, both spellings of the path), info, and a streaming download (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import {
   Forbidden,
   NotFound,

@@ -1,7 +1,7 @@
 /** Messages: send one message (every type) and list the message history (organization or instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import { Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"

@@ -8,7 +8,7 @@
  * - a status for an id no record has yet is kept as early (its send is still being recorded);
  * - an inbound message is recorded once per instance and upstream id.
  */
-import type { Direction, InboundMessage, MessageStatus, StatusUpdate } from "./Repo.js"
+import type { Direction, InboundMessage, MessageStatus, StatusUpdate } from "./Records.js"
 
 /**
  * The order statuses move in. `failed` ranks above every state but `read`, so it is reached from any

@@ -1,63 +1,62 @@
 /**
- * POST /api/messages on the fast lane (see FastLane.ts), as a plain handler: the HubApi endpoint's
+ * POST /api/messages on the fast lane (see Edge/FastLane.ts), as a plain handler: the HubApi endpoint's
  * checks in its order, then the send core without a fiber (MessageSender.sendNow). Requests whose
  * credential is not cached, with another content type than JSON, or with an Idempotency-Key run the
  * same checks and send as an effect instead.
  */
 import { HttpApiError } from "@effect/platform"
-import { Cause, Effect, Either, Layer, Schema } from "effect"
+import { Cause, Effect, Either, Schema } from "effect"
 import { AccessPolicy } from "../Auth/Access.js"
 import { authenticateBearer, authenticateBearerCached } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
-import { declaresJson, decodeWith, installPlainHotRoute, malformedJson, requestPayload } from "../FastLane.js"
+import { declaresJson, decodeWith, malformedJson, type PlainEdge, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { SendHeaders } from "./Api.js"
 import { makeSendMessage } from "./Http.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
 import { MessageSender } from "./Send.js"
 
-export const SendFastRouteLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
-    const sendMessage = yield* makeSendMessage
-    const sender = yield* MessageSender
-    const access = yield* InstanceAccess
-    const resolver = yield* TokenResolver
-    const authenticate = authenticateBearer(resolver)
-    const authenticateCached = authenticateBearerCached(resolver)
-    const allowed = AccessPolicy["POST /api/messages"] ?? []
-    const decodeHeaders = decodeWith(SendHeaders)
-    const decodePayload = decodeWith(SendMessageRequest)
-    const decodePayloadNow = Schema.decodeUnknownEither(SendMessageRequest)
+export const makeSendPlainRoute = Effect.gen(function*() {
+  const sendMessage = yield* makeSendMessage
+  const sender = yield* MessageSender
+  const access = yield* InstanceAccess
+  const resolver = yield* TokenResolver
+  const authenticate = authenticateBearer(resolver)
+  const authenticateCached = authenticateBearerCached(resolver)
+  const allowed = AccessPolicy["POST /api/messages"] ?? []
+  const decodeHeaders = decodeWith(SendHeaders)
+  const decodePayload = decodeWith(SendMessageRequest)
+  const decodePayloadNow = Schema.decodeUnknownEither(SendMessageRequest)
 
-    /** The whole request as an effect: authentication, payload, Idempotency-Key, send. */
-    const asEffect = (request: Request) =>
-      Effect.gen(function*() {
-        const principal = yield* authenticate(request.headers.get("authorization") ?? undefined, allowed)
-        const payload = yield* Effect.flatMap(requestPayload(request), decodePayload)
-        const key = request.headers.get("idempotency-key")
-        const headers = yield* decodeHeaders(key === null ? {} : { "idempotency-key": key })
-        return yield* sendMessage(principal, payload, headers["idempotency-key"])
-      })
+  /** The whole request as an effect: authentication, payload, Idempotency-Key, send. */
+  const asEffect = (request: Request) =>
+    Effect.gen(function*() {
+      const principal = yield* authenticate(request.headers.get("authorization") ?? undefined, allowed)
+      const payload = yield* Effect.flatMap(requestPayload(request), decodePayload)
+      const key = request.headers.get("idempotency-key")
+      const headers = yield* decodeHeaders(key === null ? {} : { "idempotency-key": key })
+      return yield* sendMessage(principal, payload, headers["idempotency-key"])
+    })
 
-    yield* installPlainHotRoute("POST /api/messages", async (request, edge) => {
-      const authenticated = authenticateCached(request.headers.get("authorization") ?? undefined, allowed)
-      if (authenticated === undefined || request.headers.has("idempotency-key") || !declaresJson(request)) return edge.run(asEffect(request))
-      if (Either.isLeft(authenticated)) return edge.fail(Cause.fail(authenticated.left))
-      let body: unknown
-      try {
-        body = await request.json()
-      } catch {
-        return edge.fail(Cause.fail(malformedJson))
-      }
-      const payload = decodePayloadNow(body)
-      if (Either.isLeft(payload)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(payload.left))
-      const selector = { phoneNumberId: payload.right.phone_number_id }
-      // An instance token's instance is known, and so is an organization token's once found; a first lookup is an effect.
-      const instance = access.resolveKnown(authenticated.right, selector) ??
-        await edge.within(Effect.either(access.resolve(authenticated.right, selector)))
-      if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
-      const sent = await sender.sendNow(instance.right, payload.right, edge.within)
-      return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
-    }, sender.drained)
-  })
-)
+  const handle = async (request: Request, edge: PlainEdge): Promise<Response> => {
+    const authenticated = authenticateCached(request.headers.get("authorization") ?? undefined, allowed)
+    if (authenticated === undefined || request.headers.has("idempotency-key") || !declaresJson(request)) return edge.run(asEffect(request))
+    if (Either.isLeft(authenticated)) return edge.fail(Cause.fail(authenticated.left))
+    let body: unknown
+    try {
+      body = await request.json()
+    } catch {
+      return edge.fail(Cause.fail(malformedJson))
+    }
+    const payload = decodePayloadNow(body)
+    if (Either.isLeft(payload)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(payload.left))
+    const selector = { phoneNumberId: payload.right.phone_number_id }
+    // An instance token's instance is known, and so is an organization token's once found; a first lookup is an effect.
+    const instance = access.resolveKnown(authenticated.right, selector) ??
+      await edge.within(Effect.either(access.resolve(authenticated.right, selector)))
+    if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
+    const sent = await sender.sendNow(instance.right, payload.right, edge.within)
+    return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
+  }
+  return { route: "POST /api/messages", drained: sender.drained, handle } satisfies PlainRoute
+})

@@ -10,13 +10,10 @@ import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
+import { type Direction, INBOUND_STATUS, messageStatuses, type MessageStatus } from "./Records.js"
 
-export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"] as const
-export type MessageStatus = (typeof messageStatuses)[number]
-export type Direction = "outbound" | "inbound"
-
-/** Inbound messages reached the business number; no read receipt is tracked for them. */
-export const INBOUND_STATUS: MessageStatus = "delivered"
+export { INBOUND_STATUS, messageStatuses } from "./Records.js"
+export type { Direction, InboundMessage, MessageStatus, StatusUpdate } from "./Records.js"
 
 export interface MessageRow {
   readonly id: string
@@ -45,27 +42,6 @@ export interface ListFilter {
   readonly createdUntil: { readonly at: string; readonly inclusive: boolean } | undefined
   readonly offset: number
   readonly limit: number
-}
-
-export interface StatusUpdate {
-  readonly instanceId: InstanceId
-  readonly waMessageId: string
-  readonly status: "sent" | "delivered" | "read" | "failed"
-  /** When the upstream says it happened (ISO 8601). */
-  readonly at: string
-  /** The upstream's errors for a failed status. */
-  readonly error?: Json
-}
-
-export interface InboundMessage {
-  readonly instanceId: InstanceId
-  readonly organizationId: OrganizationId
-  readonly waMessageId: string
-  /** The sender's number (wa_id). */
-  readonly from: string
-  readonly type: string
-  /** When the upstream says it was sent (ISO 8601); the record's createdAt. */
-  readonly at: string
 }
 
 const columns = "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at"
@@ -185,7 +161,7 @@ export const MessagesRepoLive = Layer.effect(
             WHERE messages.id = a.value ->> 'id'
             RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
               WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
-        yield* Effect.forEach(rows, (row) => row.early === 1 ? applyEarly(row.id, row.wa_message_id) : Effect.void, { discard: true })
+        yield* Effect.forEach(rows, (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
         return accepted.map(() => undefined)
       })
     )

@@ -17,7 +17,7 @@
 import { Cause, Context, Effect, Either, Exit, Layer, Option, Runtime, Schedule } from "effect"
 import { type Conflict, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef } from "../Domain/Principal.js"
-import type { Within } from "../FastLane.js"
+import type { Within } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type JsonObject, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"

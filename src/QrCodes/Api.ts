@@ -1,7 +1,7 @@
 /** QR codes of the instance's phone number (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
+import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
 import { Envelope, GraphPagingFields, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"

@@ -1,6 +1,6 @@
 /**
  * Where the sandbox sends the webhook payloads the real upstream would post to the hub
- * (status events after a send). The events feature provides the layer that feeds them
+ * (status events after a send). The ingress provides the layer that feeds them
  * through the hub's ingress; until then they are dropped.
  */
 import { Context, Effect, Layer } from "effect"

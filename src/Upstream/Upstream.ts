@@ -5,12 +5,10 @@
  * before calling and does not re-validate what the upstream answers beyond what it reads.
  */
 import { Context, type Effect, type Either, type Redacted, type Stream } from "effect"
+import type { JsonObject } from "../Domain/Json.js"
 import type { UpstreamError } from "./UpstreamError.js"
 
-export type Json = string | number | boolean | null | JsonObject | ReadonlyArray<Json>
-export interface JsonObject {
-  readonly [key: string]: Json
-}
+export type { Json, JsonObject } from "../Domain/Json.js"
 
 /** Which business number and account a call acts for, with that instance's access token. */
 export interface UpstreamTarget {

@@ -4,12 +4,12 @@ import { HubApi } from "../Api.js"
 import { BadRequest, Conflict, NotFound } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
-import { DispatchSignal } from "../Events/DispatchSignal.js"
-import { type AttemptRow, type DeliveryRow, OutboxRepo } from "../Events/Outbox.js"
-import { generateWebhookSecret } from "../Events/Signing.js"
+import { DispatchSignal } from "../Delivery/DispatchSignal.js"
+import { type AttemptRow, type DeliveryRow, OutboxRepo } from "../Delivery/Outbox.js"
+import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { type WebhookRow, type WebhookScope, WebhooksRepo } from "./Repo.js"
-import { UrlPolicy } from "./UrlPolicy.js"
+import { UrlPolicy } from "../Net/UrlPolicy.js"
 
 /** How long a rotated-out secret keeps signing, so receivers can switch without missing events. */
 const ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000

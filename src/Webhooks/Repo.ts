@@ -51,8 +51,6 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly remove: (scope: WebhookScope, id: string) => Effect.Effect<boolean>
   /** Replaces the secret; the current one keeps signing as the previous secret until `previousUntil`. */
   readonly rotateSecret: (scope: WebhookScope, id: string, secret: string, previousUntil: string) => Effect.Effect<Option.Option<WebhookRow>>
-  /** Deactivates a webhook with the reason shown to its owner, cancelling its queued deliveries. */
-  readonly disable: (id: string, reason: string) => Effect.Effect<void>
 }>() {}
 
 const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, created_at, updated_at"
@@ -145,13 +143,6 @@ export const WebhooksRepoLive = Layer.effect(
               updated_at = ${now}
             WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)} RETURNING id`
           return rotated.length === 0 ? Option.none<WebhookRow>() : yield* find(scope, id)
-        }).pipe(sql.withTransaction, Effect.orDie),
-      disable: (id, reason) =>
-        Effect.gen(function*() {
-          const now = nowIso()
-          yield* sql`UPDATE webhooks SET active = 0, disabled_reason = ${reason}, updated_at = ${now}
-            WHERE id = ${id} AND active = 1`
-          yield* cancelQueued(id, now)
         }).pipe(sql.withTransaction, Effect.orDie)
     })
   })

@@ -3,7 +3,7 @@
  * and helpers to call it and to seed tenancy. Every assertion goes through real HTTP.
  */
 import { HttpServer } from "@effect/platform"
-import { hubServer } from "../../src/FastLane.js"
+import { hubServer } from "../../src/Edge/FastLane.js"
 import { Context, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { TokensRepo } from "../../src/Auth/Repo.js"
 import { type HubSettings, hubConfigWith } from "../../src/Config.js"

@@ -8,17 +8,14 @@
  * endpoints (OpenAPI, and its own handlers serve them where no fast lane is installed); a test checks
  * that both ways answer alike. Every other request goes through HttpApi.
  */
-import { HttpApiError, HttpServerResponse } from "@effect/platform"
+import { HttpServerResponse } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
-import { Cause, Context, Effect, Either, FiberSet, Layer, Schema, type Scope } from "effect"
-import { HubConfig } from "./Config.js"
-import { BadRequest } from "./Domain/Errors.js"
-import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./HttpMiddleware.js"
+import { Cause, Context, Effect, FiberSet, Layer, type Scope } from "effect"
+import { HubConfig } from "../Config.js"
+import type { HotRoute, PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
+import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
 
-export type HotRoute = "POST /api/messages" | "POST /upstream/events"
-
-/** A hot endpoint's answer to one request; failures are rendered by the edge. */
-export type HotProgram<R> = (request: Request) => Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
+export type { HotRoute } from "../Domain/PlainRoute.js"
 
 export class HotRoutes extends Context.Tag("HotRoutes")<HotRoutes, {
   /** Serves `route` with `handler` until the scope closes. */
@@ -72,30 +69,6 @@ const atEdgeOn = <R>(
   answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
 ) => run(Effect.catchAllCause(atEdge(line, logRequests, answer), () => Effect.succeed(interrupted))).then((response) => HttpServerResponse.toWeb(response))
 
-/** Installs `program` for `route`, run on this layer's runtime behind the edge. */
-export const installHotRoute = <R>(route: HotRoute, program: HotProgram<R>) =>
-  Effect.gen(function*() {
-    const logRequests = logsRequests(yield* HubConfig)
-    const run = yield* FiberSet.makeRuntimePromise<R>()
-    yield* Effect.flatMap(HotRoutes, (routes) =>
-      routes.install(route, (request) => atEdgeOn(run, lineOf(route, request), logRequests, program(request))))
-  })
-
-/** How a plain hot route answers (see installPlainHotRoute). */
-export interface PlainEdge {
-  /** A 200 with `body` as JSON, as the edge answers it: `x-request-id`, and the access log; `log` runs first, in the request's log context. */
-  readonly json: (body: unknown, log?: Effect.Effect<void>) => Response
-  /** The answer to a failure, rendered by the edge itself (a 500 for a defect, a 503 while stopping). */
-  readonly fail: (cause: Cause.Cause<unknown>) => Promise<Response>
-  /** The answer of an effect run behind the edge, in a fiber: for the requests the plain way does not serve. */
-  readonly run: (answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) => Promise<Response>
-  /** Runs `effect` in a fiber, in the request's log context (its logs carry the request's id). */
-  readonly within: Within
-}
-
-/** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */
-export type Within = <A>(effect: Effect.Effect<A>) => Promise<A>
-
 /**
  * Installs a plain async handler for `route`, without a fiber per request: for upstream posts, where
  * even the edge's fiber cost about as much as the rest of the request (measured: about 55 µs of CPU
@@ -103,12 +76,7 @@ export type Within = <A>(effect: Effect.Effect<A>) => Promise<A>
  * answered as the edge answers them; every failure, and a handler that throws, goes to the edge
  * to be rendered and logged.
  */
-export const installPlainHotRoute = (
-  route: HotRoute,
-  handler: (request: Request, edge: PlainEdge) => Promise<Response>,
-  /** What to wait for when the route is removed, before the edge's fibers stop (work its requests left running). */
-  drained: Effect.Effect<void> = Effect.void
-) =>
+export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, route }: PlainRoute) =>
   Effect.gen(function*() {
     const logRequests = logsRequests(yield* HubConfig)
     const run = yield* FiberSet.makeRuntimePromise<never>()
@@ -140,44 +108,3 @@ export const installPlainHotRoute = (
 
 /** The path and query of an absolute request URL. */
 const pathOf = (url: string) => url.slice(url.indexOf("/", url.indexOf("//") + 2))
-
-export const malformedJson = new BadRequest({ message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
-
-const contentTypeOf = (request: Request) => (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
-
-const isJsonType = (contentType: string) => contentType.includes("application/json")
-
-/** Whether requestPayload reads the body as JSON: it says JSON or says nothing. */
-export const declaresJson = (request: Request) => isJsonType(contentTypeOf(request))
-
-const formFields = (form: FormData) => {
-  const fields: Record<string, FormDataEntryValue> = {}
-  form.forEach((value, name) => {
-    fields[name] = value
-  })
-  return fields
-}
-
-const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest> => Effect.tryPromise({ try: read, catch: () => malformedJson })
-
-/**
- * The body as HttpApi reads it for a schema payload, by content type: JSON when it says JSON or says
- * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike).
- */
-export const requestPayload = (request: Request): Effect.Effect<unknown, BadRequest> => {
-  const contentType = contentTypeOf(request)
-  if (isJsonType(contentType)) return readBody(() => request.json())
-  if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await request.formData()))
-  if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await request.text())))
-  if (contentType.startsWith("text/")) return readBody(() => request.text())
-  return readBody(async () => new Uint8Array(await request.arrayBuffer()))
-}
-
-/** Decodes with `schema` as HttpApi does: a failure lists every field issue and renders as a 400. */
-export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknownEither(schema)
-  return (input: unknown): Effect.Effect<A, HttpApiError.HttpApiDecodeError> => {
-    const decoded = decode(input)
-    return Either.isRight(decoded) ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
-  }
-}

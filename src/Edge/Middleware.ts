@@ -5,8 +5,8 @@
 import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
 import { randomBytes } from "node:crypto"
-import { HubConfig } from "./Config.js"
-import { type FieldIssue, type HubError, isHubError } from "./Domain/Errors.js"
+import { HubConfig } from "../Config.js"
+import { type FieldIssue, type HubError, isHubError } from "../Domain/Errors.js"
 
 interface ErrorBody {
   readonly statusCode: number

@@ -2,16 +2,11 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Option, Redacted } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
-import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
-import { CurrentPrincipal } from "../Domain/Principal.js"
-import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { BadRequest, Forbidden, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
 import { parseJsonObject } from "../Upstream/Json.js"
-import { inboundMessagePayload } from "../Upstream/Sandbox.js"
-import { wamid } from "../Upstream/Sandbox/Ids.js"
-import type { SandboxInbound } from "./Api.js"
 import type { Envelope } from "./Envelope.js"
 import { Ingress } from "./Ingress.js"
-import { constantTimeEqual, verifyHubSignature } from "./Signing.js"
+import { constantTimeEqual, verifyHubSignature } from "./HubSignature.js"
 
 /** Upstream webhook posts are small (a few KB, batches well under 1 MB); anything far larger is refused. */
 const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
@@ -79,45 +74,4 @@ export const UpstreamEventsHttpLive = HttpApiBuilder.group(HubApi, "upstreamEven
         }))
       .handleRaw("receive", ({ request }) =>
         receive(request.headers["content-length"], Effect.orDie(request.arrayBuffer), request.headers["x-hub-signature-256"]))
-  }))
-
-const contentOf = (inbound: typeof SandboxInbound.Type) => {
-  switch (inbound.type) {
-    case "contacts":
-      return inbound.contacts
-    default:
-      return inbound[inbound.type]
-  }
-}
-
-export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers) =>
-  Effect.gen(function*() {
-    const config = yield* HubConfig
-    const ingress = yield* Ingress
-    const access = yield* InstanceAccess
-    return handlers.handle("inbound", ({ payload }) =>
-      Effect.gen(function*() {
-        if (config.upstream !== "sandbox") {
-          return yield* new NotFound({ message: "POST /sandbox/inbound exists only in sandbox mode (HUB_UPSTREAM=sandbox)", error: "route_not_found" })
-        }
-        const instance = yield* access.resolve(yield* CurrentPrincipal, {
-          instanceId: payload.instance_id,
-          phoneNumberId: payload.phone_number_id
-        })
-        const from = payload.from.replace(/^\+/, "")
-        const id = wamid(from)
-        const content = contentOf(payload)
-        const result = yield* ingress.ingest(inboundMessagePayload({
-          phoneNumberId: instance.phoneNumberId,
-          wabaId: instance.wabaId,
-          from,
-          type: payload.type,
-          messageId: id,
-          at: Date.now(),
-          ...(content === undefined ? {} : { content }),
-          ...(payload.name === undefined ? {} : { profileName: payload.name }),
-          ...(payload.context === undefined ? {} : { contextMessageId: payload.context.id })
-        }))
-        return { id, deliveries: result.deliveries }
-      }))
   }))

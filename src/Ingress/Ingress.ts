@@ -18,11 +18,11 @@ import { newId, nowIso } from "../Domain/Ids.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
-import { DispatchSignal } from "./DispatchSignal.js"
+import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { dedupeKey, type Envelope, envelopeFor, parseEnvelope, type UpstreamChange } from "./Envelope.js"
-import { Handoff, type Taker } from "./Handoff.js"
+import { Handoff, type Taker } from "../Delivery/Handoff.js"
 import { messageEffects } from "./MessageEffects.js"
-import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "./Outbox.js"
+import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "../Delivery/Outbox.js"
 
 export interface IngestResult {
   /** Changes in the payload, over all entries. */

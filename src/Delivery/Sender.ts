@@ -8,7 +8,7 @@
 import { Data } from "effect"
 import { makeKeepAlivePool, type Origin, originOf, type PoolOptions } from "../Net/KeepAlive.js"
 import { SNIPPET } from "../Net/ResponseReader.js"
-import type { ConnectTarget } from "../Webhooks/UrlPolicy.js"
+import type { ConnectTarget } from "../Net/UrlPolicy.js"
 
 export const USER_AGENT = "MessagingHub-Webhooks/0.1"
 

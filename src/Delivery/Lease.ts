@@ -6,7 +6,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
-import type { LeasedDelivery } from "./Outbox.js"
+import type { LeasedDelivery } from "./Records.js"
 
 /** What a dispatcher round asks of the lease: rows for `owner` until `leaseUntil`, within the shares. */
 export interface LeaseRequest {

@@ -1,44 +1,12 @@
-/**
- * Where the upstream posts its events (no Bearer token: the upstream signs with the app secret and
- * verifies the callback with the verify token), and the sandbox's inbound-message simulator.
- */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+/** The sandbox's inbound-message simulator: a customer "sends" the business a message (sandbox mode only). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Middleware.js"
-import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
+import { Authentication } from "../Domain/Authentication.js"
+import { BadRequest, Forbidden, NotFound } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
 import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "../Upstream/Sandbox.js"
-
-export const IngestSummary = Schema.Struct({
-  changes: Schema.Number,
-  accepted: Schema.Number,
-  duplicates: Schema.Number,
-  unrouted: Schema.Number,
-  deliveries: Schema.Number
-})
-
-export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
-  .add(
-    HttpApiEndpoint.get("verify", "/upstream/events")
-      .setUrlParams(Schema.Struct({
-        "hub.mode": Schema.optional(Schema.String),
-        "hub.verify_token": Schema.optional(Schema.String),
-        "hub.challenge": Schema.optional(Schema.String)
-      }))
-      .addSuccess(HttpApiSchema.Text().annotations({ description: "The hub.challenge, as sent" }))
-      .addError(Forbidden)
-  )
-  .add(
-    HttpApiEndpoint.post("receive", "/upstream/events")
-      // Documented only: the handler reads the raw bytes, which the signature covers.
-      .setPayload(JsonObjectSchema.annotations({ description: "Upstream webhook envelope {object, entry[]}" }))
-      .addSuccess(IngestSummary)
-      .addError(Unauthorized)
-      .addError(PayloadTooLarge)
-  )
-{}
 
 const Text = (max: number) =>
   Schema.String.pipe(

@@ -6,107 +6,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { newId, nowIso } from "../Domain/Ids.js"
 import { insertRow, rowStatement } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/SqlShapes.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
+import type { AcceptedChange, AttemptRecord, AttemptRow, DeliveryRow, DeliveryStatus, EventRecord, Handover, LeasedDelivery, ReplayOutcome, RouteRow, UnroutedChange } from "./Records.js"
 
-export interface AcceptedChange {
-  readonly dedupeKey: string
-  readonly eventId: string
-}
-
-export interface EventRecord {
-  readonly id: string
-  readonly instanceId: string
-  /** The exact JSON text every webhook of the instance receives. */
-  readonly body: string
-  readonly changeCount: number
-}
-
-export interface UnroutedChange {
-  readonly phoneNumberId: string | null
-  readonly wabaId: string | null
-  readonly field: string | null
-  readonly changeJson: string
-}
-
-/** A delivery leased by a dispatcher, with what it needs to send it. */
-export interface LeasedDelivery {
-  readonly id: string
-  readonly webhook_id: string
-  readonly message_id: string
-  readonly status: string
-  readonly attempts: number
-  readonly final_attempt: number | null
-  readonly next_attempt_at: string
-  readonly body: string
-  readonly url: string
-  readonly webhook_active: number | boolean
-  /** As read at lease time: a success clears it. */
-  readonly webhook_failing_since: string | null
-  readonly secret_encrypted: string
-  readonly previous_secret_encrypted: string | null
-  readonly previous_secret_expires_at: string | null
-}
-
-export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
-
-export interface DeliveryRow {
-  readonly id: string
-  readonly webhook_id: string
-  readonly event_id: string
-  readonly message_id: string
-  readonly status: DeliveryStatus
-  readonly attempts: number
-  readonly next_attempt_at: string | null
-  readonly last_status_code: number | null
-  readonly last_error: string | null
-  readonly created_at: string
-  readonly updated_at: string
-}
-
-export interface AttemptRow {
-  readonly delivery_id: string
-  readonly attempt: number
-  readonly started_at: string
-  readonly status_code: number | null
-  readonly latency_ms: number
-  readonly error: string | null
-  readonly response_snippet: string | null
-}
-
-/** What became of one attempt, decided by the dispatcher. */
-export type AttemptResult =
-  | { readonly _tag: "Succeeded" }
-  | { readonly _tag: "RetryAt"; readonly at: string }
-  | { readonly _tag: "Dead" }
-
-export interface AttemptRecord {
-  readonly delivery: LeasedDelivery
-  readonly attempt: number
-  readonly startedAt: string
-  readonly finishedAt: string
-  readonly latencyMs: number
-  readonly statusCode: number | null
-  readonly error: string | null
-  readonly responseSnippet: string | null
-  readonly result: AttemptResult
-}
-
-/** How a new delivery may skip the queue (see Handoff.ts): admitted rows are written leased to `owner` until `leaseUntil`. */
-export interface Handover {
-  readonly owner: string
-  readonly leaseUntil: string
-  readonly admit: (webhookId: string) => boolean
-  /**
-   * Each admitted row, with what it takes to send it, is added here as it is admitted: if its write
-   * or the transaction then fails, the caller still knows which rows' room to give back.
-   */
-  readonly admitted: Array<LeasedDelivery>
-}
-
-export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
+export type { AcceptedChange, AttemptRecord, AttemptResult, AttemptRow, DeliveryRow, DeliveryStatus, EventRecord, Handover, LeasedDelivery, ReplayOutcome, RouteRow, UnroutedChange } from "./Records.js"
 
 const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 
@@ -119,14 +25,6 @@ interface QueueingWebhook {
   readonly secret_encrypted: string
   readonly previous_secret_encrypted: string | null
   readonly previous_secret_expires_at: string | null
-}
-
-/** An instance an upstream change can be routed to. */
-export interface RouteRow {
-  readonly id: InstanceId
-  readonly organization_id: OrganizationId
-  readonly phone_number_id: string
-  readonly waba_id: string
 }
 
 export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
@@ -165,6 +63,8 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   }) => Effect.Effect<{ readonly rows: ReadonlyArray<DeliveryRow>; readonly attempts: ReadonlyArray<AttemptRow>; readonly total: number }>
   readonly find: (webhookId: string, id: string) => Effect.Effect<DeliveryRow | undefined>
   readonly findAttempts: (id: string) => Effect.Effect<ReadonlyArray<AttemptRow>>
+  /** Deactivates a webhook with the reason shown to its owner (410, days of failures), cancelling its queued deliveries. */
+  readonly disableWebhook: (id: string, reason: string) => Effect.Effect<void>
   /** Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry waiting is due now. */
   readonly replay: (webhookId: string, id: string, now: string) => Effect.Effect<ReplayOutcome>
 }>() {}
@@ -293,12 +193,12 @@ export const OutboxRepoLive = Layer.effect(
           WHERE ${sql.in("id", padded(ids))} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie),
       release: (owner, ids) =>
         (ids === "all"
-          ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
+          ? Effect.asVoid(sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+              WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`)
           : ids.length === 0
           ? Effect.void
-          : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`).pipe(Effect.asVoid, Effect.orDie),
+          : Effect.asVoid(sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+              WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`)).pipe(Effect.orDie),
       recordAttempts: (owner, records) =>
         Effect.gen(function*() {
           if (records.length === 0) return new Map<string, string>()
@@ -363,6 +263,14 @@ export const OutboxRepoLive = Layer.effect(
       findAttempts: (id) =>
         sql<AttemptRow>`SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
           FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY attempt, started_at`.pipe(Effect.orDie),
+      disableWebhook: (id, reason) =>
+        Effect.gen(function*() {
+          const now = nowIso()
+          yield* sql`UPDATE webhooks SET active = 0, disabled_reason = ${reason}, updated_at = ${now}
+            WHERE id = ${id} AND active = 1`
+          yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
+            WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
+        }).pipe(sql.withTransaction, Effect.orDie),
       replay: (webhookId, id, now) =>
         Effect.gen(function*() {
           const rows = yield* sql<{ readonly status: DeliveryStatus; readonly lease_expires_at: string | null }>`

@@ -7,9 +7,9 @@
 import { Duration, Effect } from "effect"
 import { HubConfig } from "../Config.js"
 import { AccessTokenCipher } from "../Instances/AccessTokenCipher.js"
-import { WebhooksRepo } from "../Webhooks/Repo.js"
-import { AddressRefused, UrlPolicy } from "../Webhooks/UrlPolicy.js"
-import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Outbox.js"
+import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
+import { OutboxRepo } from "./Outbox.js"
+import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure, parseRetryAfter } from "./RetryPolicy.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
 import { webhookSecretKey, webhookSignature } from "./Signing.js"
@@ -32,7 +32,7 @@ export interface Deliveries {
 
 export const makeDeliveries = Effect.gen(function*() {
   const config = yield* HubConfig
-  const webhooks = yield* WebhooksRepo
+  const outbox = yield* OutboxRepo
   const policy = yield* UrlPolicy
   const cipher = yield* AccessTokenCipher
   const timeoutMs = Duration.toMillis(config.webhookTimeout)
@@ -139,7 +139,7 @@ export const makeDeliveries = Effect.gen(function*() {
           : undefined
         if (reason === undefined) continue
         disabled.add(webhookId)
-        yield* webhooks.disable(webhookId, reason)
+        yield* outbox.disableWebhook(webhookId, reason)
       }
     })
 

@@ -1,0 +1,110 @@
+/**
+ * The outbox's records as the ingress, the lease, the dispatcher and the delivery log see them:
+ * accepted changes and events, delivery rows with their attempts, and what a leased delivery carries.
+ */
+import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+
+export interface AcceptedChange {
+  readonly dedupeKey: string
+  readonly eventId: string
+}
+
+export interface EventRecord {
+  readonly id: string
+  readonly instanceId: string
+  /** The exact JSON text every webhook of the instance receives. */
+  readonly body: string
+  readonly changeCount: number
+}
+
+export interface UnroutedChange {
+  readonly phoneNumberId: string | null
+  readonly wabaId: string | null
+  readonly field: string | null
+  readonly changeJson: string
+}
+
+/** A delivery leased by a dispatcher, with what it needs to send it. */
+export interface LeasedDelivery {
+  readonly id: string
+  readonly webhook_id: string
+  readonly message_id: string
+  readonly status: string
+  readonly attempts: number
+  readonly final_attempt: number | null
+  readonly next_attempt_at: string
+  readonly body: string
+  readonly url: string
+  readonly webhook_active: number | boolean
+  /** As read at lease time: a success clears it. */
+  readonly webhook_failing_since: string | null
+  readonly secret_encrypted: string
+  readonly previous_secret_encrypted: string | null
+  readonly previous_secret_expires_at: string | null
+}
+
+export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
+
+export interface DeliveryRow {
+  readonly id: string
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly message_id: string
+  readonly status: DeliveryStatus
+  readonly attempts: number
+  readonly next_attempt_at: string | null
+  readonly last_status_code: number | null
+  readonly last_error: string | null
+  readonly created_at: string
+  readonly updated_at: string
+}
+
+export interface AttemptRow {
+  readonly delivery_id: string
+  readonly attempt: number
+  readonly started_at: string
+  readonly status_code: number | null
+  readonly latency_ms: number
+  readonly error: string | null
+  readonly response_snippet: string | null
+}
+
+/** What became of one attempt, decided by the dispatcher. */
+export type AttemptResult =
+  | { readonly _tag: "Succeeded" }
+  | { readonly _tag: "RetryAt"; readonly at: string }
+  | { readonly _tag: "Dead" }
+
+export interface AttemptRecord {
+  readonly delivery: LeasedDelivery
+  readonly attempt: number
+  readonly startedAt: string
+  readonly finishedAt: string
+  readonly latencyMs: number
+  readonly statusCode: number | null
+  readonly error: string | null
+  readonly responseSnippet: string | null
+  readonly result: AttemptResult
+}
+
+/** How a new delivery may skip the queue (see Handoff.ts): admitted rows are written leased to `owner` until `leaseUntil`. */
+export interface Handover {
+  readonly owner: string
+  readonly leaseUntil: string
+  readonly admit: (webhookId: string) => boolean
+  /**
+   * Each admitted row, with what it takes to send it, is added here as it is admitted: if its write
+   * or the transaction then fails, the caller still knows which rows' room to give back.
+   */
+  readonly admitted: Array<LeasedDelivery>
+}
+
+export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
+
+/** An instance an upstream change can be routed to. */
+export interface RouteRow {
+  readonly id: InstanceId
+  readonly organization_id: OrganizationId
+  readonly phone_number_id: string
+  readonly waba_id: string
+}

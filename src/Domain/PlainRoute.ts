@@ -1,0 +1,76 @@
+/**
+ * The contract between the server's edge and a feature's plain hot-route handler (see
+ * Edge/FastLane.ts): what the handler is given to answer with, and the request-reading helpers it
+ * shares with HttpApi's way of reading bodies. Features implement handlers against this; only the
+ * edge installs them, so no feature imports the edge.
+ */
+import { HttpApiError, type HttpServerResponse } from "@effect/platform"
+import { type Cause, Effect, Either, Schema } from "effect"
+import { BadRequest } from "./Errors.js"
+
+/** The two endpoints served on the fast lane. */
+export type HotRoute = "POST /api/messages" | "POST /upstream/events"
+
+/** How a plain hot route answers (see Edge/FastLane.ts installPlainHotRoute). */
+export interface PlainEdge {
+  /** A 200 with `body` as JSON, as the edge answers it: `x-request-id`, and the access log; `log` runs first, in the request's log context. */
+  readonly json: (body: unknown, log?: Effect.Effect<void>) => Response
+  /** The answer to a failure, rendered by the edge itself (a 500 for a defect, a 503 while stopping). */
+  readonly fail: (cause: Cause.Cause<unknown>) => Promise<Response>
+  /** The answer of an effect run behind the edge, in a fiber: for the requests the plain way does not serve. */
+  readonly run: (answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) => Promise<Response>
+  /** Runs `effect` in a fiber, in the request's log context (its logs carry the request's id). */
+  readonly within: Within
+}
+
+/** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */
+export type Within = <A>(effect: Effect.Effect<A>) => Promise<A>
+
+/** A feature's plain handler for one hot route, with what the edge waits for before it stops. */
+export interface PlainRoute {
+  readonly route: HotRoute
+  readonly handle: (request: Request, edge: PlainEdge) => Promise<Response>
+  /** What to wait for when the route is removed, before the edge's fibers stop (work its requests left running). */
+  readonly drained?: Effect.Effect<void>
+}
+
+export const malformedJson = new BadRequest({ message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
+
+const contentTypeOf = (request: Request) => (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
+
+const isJsonType = (contentType: string) => contentType.includes("application/json")
+
+/** Whether requestPayload reads the body as JSON: it says JSON or says nothing. */
+export const declaresJson = (request: Request) => isJsonType(contentTypeOf(request))
+
+const formFields = (form: FormData) => {
+  const fields: Record<string, FormDataEntryValue> = {}
+  form.forEach((value, name) => {
+    fields[name] = value
+  })
+  return fields
+}
+
+const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest> => Effect.tryPromise({ try: read, catch: () => malformedJson })
+
+/**
+ * The body as HttpApi reads it for a schema payload, by content type: JSON when it says JSON or says
+ * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike).
+ */
+export const requestPayload = (request: Request): Effect.Effect<unknown, BadRequest> => {
+  const contentType = contentTypeOf(request)
+  if (isJsonType(contentType)) return readBody(() => request.json())
+  if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await request.formData()))
+  if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await request.text())))
+  if (contentType.startsWith("text/")) return readBody(() => request.text())
+  return readBody(async () => new Uint8Array(await request.arrayBuffer()))
+}
+
+/** Decodes with `schema` as HttpApi does: a failure lists every field issue and renders as a 400. */
+export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (input: unknown): Effect.Effect<A, HttpApiError.HttpApiDecodeError> => {
+    const decoded = decode(input)
+    return Either.isRight(decoded) ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
+  }
+}

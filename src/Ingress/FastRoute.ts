@@ -1,0 +1,24 @@
+/**
+ * POST /upstream/events on the fast lane (see Edge/FastLane.ts), as a plain handler: the post is checked
+ * as HubApi's handler checks it, submitted to the ingress's next group, and answered once that group
+ * has committed; every refusal and failure is rendered by the edge.
+ */
+import { Cause, Effect, Either, Exit } from "effect"
+import type { PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
+import { makeUpstreamPostCheck } from "./Http.js"
+import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
+
+export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
+  const post = yield* makeUpstreamPostCheck
+  const ingress = yield* Ingress
+  const handle = async (request: Request, edge: PlainEdge): Promise<Response> => {
+    if (post.declaredTooLarge(request.headers.get("content-length") ?? undefined)) return edge.fail(Cause.fail(post.tooLarge))
+    const envelope = post.check(new Uint8Array(await request.arrayBuffer()), request.headers.get("x-hub-signature-256") ?? undefined)
+    if (Either.isLeft(envelope)) return edge.fail(Cause.fail(envelope.left))
+    const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.submit(envelope.right, resolve))
+    if (Exit.isFailure(outcome)) return edge.fail(outcome.cause)
+    const answer = outcome.value
+    return answer.unrouted > 0 ? edge.json(summaryOf(answer), ingress.warnUnrouted(answer)) : edge.json(summaryOf(answer))
+  }
+  return { route: "POST /upstream/events", handle } satisfies PlainRoute
+})

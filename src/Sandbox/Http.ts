@@ -1,0 +1,52 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { HubApi } from "../Api.js"
+import { HubConfig } from "../Config.js"
+import { NotFound } from "../Domain/Errors.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
+import { Ingress } from "../Ingress/Ingress.js"
+import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { inboundMessagePayload } from "../Upstream/Sandbox.js"
+import { wamid } from "../Upstream/Sandbox/Ids.js"
+import type { SandboxInbound } from "./Api.js"
+
+const contentOf = (inbound: typeof SandboxInbound.Type) => {
+  switch (inbound.type) {
+    case "contacts":
+      return inbound.contacts
+    default:
+      return inbound[inbound.type]
+  }
+}
+
+export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers) =>
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const ingress = yield* Ingress
+    const access = yield* InstanceAccess
+    return handlers.handle("inbound", ({ payload }) =>
+      Effect.gen(function*() {
+        if (config.upstream !== "sandbox") {
+          return yield* new NotFound({ message: "POST /sandbox/inbound exists only in sandbox mode (HUB_UPSTREAM=sandbox)", error: "route_not_found" })
+        }
+        const instance = yield* access.resolve(yield* CurrentPrincipal, {
+          instanceId: payload.instance_id,
+          phoneNumberId: payload.phone_number_id
+        })
+        const from = payload.from.replace(/^\+/, "")
+        const id = wamid(from)
+        const content = contentOf(payload)
+        const result = yield* ingress.ingest(inboundMessagePayload({
+          phoneNumberId: instance.phoneNumberId,
+          wabaId: instance.wabaId,
+          from,
+          type: payload.type,
+          messageId: id,
+          at: Date.now(),
+          ...(content === undefined ? {} : { content }),
+          ...(payload.name === undefined ? {} : { profileName: payload.name }),
+          ...(payload.context === undefined ? {} : { contextMessageId: payload.context.id })
+        }))
+        return { id, deliveries: result.deliveries }
+      }))
+  }))
