@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import { Authentication } from "../Domain/Authentication.js"
 import { Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { Cursor, PageFields } from "../Domain/Paging.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
@@ -87,6 +88,8 @@ export const ListMessagesQuery = RequestStruct({
   end_date: Schema.optional(DateFilter),
   waMessageId: Schema.optional(WaMessageId),
   wa_message_id: Schema.optional(WaMessageId),
+  before: Schema.optional(Cursor),
+  after: Schema.optional(Cursor),
   ...instanceSelectorFields
 })
 
@@ -104,7 +107,8 @@ export const MessageList = Schema.Struct({
   data: Schema.Array(MessageRecord),
   total: Schema.Number,
   page: Schema.Number,
-  limit: Schema.Number
+  limit: Schema.Number,
+  ...PageFields
 })
 
 export class MessagesApi extends HttpApiGroup.make("messages")

@@ -2,6 +2,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { BadRequest } from "../Domain/Errors.js"
+import { cursorsOf, pageRequest } from "../Domain/Paging.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
@@ -90,6 +91,7 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
               details: [{ field: query.endDate === undefined ? "end_date" : "endDate", message: "must not be before startDate" }]
             })
           }
+          const page = yield* pageRequest(query)
           const filter: ListFilter = {
             organizationId: principal.organizationId,
             instanceId: instance?.id,
@@ -98,10 +100,16 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
             waMessageId,
             createdFrom: start?.iso,
             createdUntil: end === undefined ? undefined : untilBound(end),
-            offset: (query.page - 1) * query.limit,
-            limit: query.limit
+            page
           }
-          const { rows, total } = yield* repo.list(filter)
-          return { data: rows.map(toRecord), total, page: query.page, limit: query.limit }
+          const listed = yield* repo.list(filter)
+          return {
+            data: listed.rows.map(toRecord),
+            total: listed.total,
+            page: query.page,
+            limit: query.limit,
+            ...(listed.totalCapped ? { total_capped: true } : {}),
+            cursors: cursorsOf(listed.rows, listed.more, page)
+          }
         }))
   }))

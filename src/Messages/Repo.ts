@@ -10,41 +10,14 @@ import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
-import { type Direction, INBOUND_STATUS, messageStatuses, type MessageStatus } from "./Records.js"
+import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
+import { INBOUND_STATUS, messageStatuses } from "./Records.js"
 
 export { INBOUND_STATUS, messageStatuses } from "./Records.js"
 export type { Direction, InboundMessage, MessageStatus, StatusUpdate } from "./Records.js"
 
-export interface MessageRow {
-  readonly id: string
-  readonly organization_id: OrganizationId
-  readonly instance_id: InstanceId
-  readonly direction: Direction
-  readonly wa_message_id: string | null
-  readonly to_number: string | null
-  readonly from_number: string | null
-  readonly type: string
-  readonly status: MessageStatus
-  readonly error: string | null
-  readonly created_at: string
-}
+export { type ListFilter, listQueries, type MessageRow } from "./ListQueries.js"
 
-export interface ListFilter {
-  readonly organizationId: OrganizationId
-  /** One instance of the organization (the caller checked it is), or all of them when undefined. */
-  readonly instanceId: InstanceId | undefined
-  readonly status: MessageStatus | undefined
-  readonly direction: Direction | undefined
-  readonly waMessageId: string | undefined
-  /** Inclusive lower bound on created_at (ISO 8601). */
-  readonly createdFrom: string | undefined
-  /** Upper bound on created_at: inclusive for a timestamp, exclusive for the day after a bare date. */
-  readonly createdUntil: { readonly at: string; readonly inclusive: boolean } | undefined
-  readonly offset: number
-  readonly limit: number
-}
-
-const columns = "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at"
 
 export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   /**
@@ -70,40 +43,8 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
    */
   readonly applyChanges: (changes: ReadonlyArray<MessageChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
-  readonly list: (filter: ListFilter) => Effect.Effect<{ readonly rows: ReadonlyArray<MessageRow>; readonly total: number }>
+  readonly list: (filter: ListFilter) => Effect.Effect<ListPage>
 }>() {}
-
-/**
- * The list's page and total queries. With an instance, only `instance_id` is matched: the caller
- * resolved that instance within the organization, and a second column outside the index would turn
- * the total into a row lookup per record. The page walks one index range newest first and stops at
- * its LIMIT (a test checks the plans), so it costs the same however many records there are. The
- * unfiltered total is the kept count; a filtered total counts the filter's index range.
- */
-export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
-  const where = sql.and([
-    filter.instanceId === undefined ? sql`organization_id = ${filter.organizationId}` : sql`instance_id = ${filter.instanceId}`,
-    ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
-    ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`]),
-    ...(filter.waMessageId === undefined ? [] : [sql`wa_message_id = ${filter.waMessageId}`]),
-    ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
-    ...(filter.createdUntil === undefined
-      ? []
-      : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
-  ])
-  const unfiltered = filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
-    filter.createdFrom === undefined && filter.createdUntil === undefined
-  return {
-    page: sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE ${where}
-      ORDER BY created_at DESC, id DESC LIMIT ${filter.limit} OFFSET ${filter.offset}`,
-    // Without filters the total is the kept count (one row per instance); with them, a count over the index range.
-    total: !unfiltered
-      ? sql<{ readonly total: number }>`SELECT COUNT(*) AS total FROM messages WHERE ${where}`
-      : filter.instanceId === undefined
-      ? sql<{ readonly total: number }>`SELECT COALESCE(SUM(total), 0) AS total FROM message_counts WHERE organization_id = ${filter.organizationId}`
-      : sql<{ readonly total: number }>`SELECT COALESCE(SUM(total), 0) AS total FROM message_counts WHERE instance_id = ${filter.instanceId}`
-  }
-}
 
 /**
  * The records a group of changes names, by instance and upstream id: one lookup of the upstream id
@@ -237,16 +178,11 @@ export const MessagesRepoLive = Layer.effect(
           return plan.outcomes
         }).pipe(Effect.orDie),
       findById: (id) =>
-        sql<MessageRow>`SELECT ${sql.literal(columns)} FROM messages WHERE id = ${id}`.pipe(
+        sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`.pipe(
           Effect.map((rows) => rows[0]),
           Effect.orDie
         ),
-      list: (filter) => {
-        const queries = listQueries(sql, filter)
-        return Effect.zipWith(queries.page, queries.total, (rows, counted) => ({ rows, total: Number(counted[0]?.total ?? 0) })).pipe(
-          Effect.orDie
-        )
-      }
+      list: (filter) => Effect.orDie(listPage(sql, filter))
     })
   })
 )

@@ -1,0 +1,127 @@
+/**
+ * The message history's queries (GET /api/messages), each bounded whatever the number of records
+ * (see Domain/Paging.ts): the page walks one index range newest first and stops at its LIMIT; a
+ * status filter has its own index (migration 0008), an upstream id is a seek per instance, dates are
+ * ranges of either index; only `direction` is served by no index, so a page filtered by it examines
+ * at most SCAN_WINDOW records. Plans are checked in test/messages-list.test.ts.
+ */
+import type { SqlClient, Statement } from "@effect/sql"
+import { Effect } from "effect"
+import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
+import type { Direction, MessageStatus } from "./Records.js"
+
+export interface MessageRow {
+  readonly id: string
+  readonly organization_id: OrganizationId
+  readonly instance_id: InstanceId
+  readonly direction: Direction
+  readonly wa_message_id: string | null
+  readonly to_number: string | null
+  readonly from_number: string | null
+  readonly type: string
+  readonly status: MessageStatus
+  readonly error: string | null
+  readonly created_at: string
+}
+
+export const messageColumns = "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at"
+
+export interface ListFilter {
+  readonly organizationId: OrganizationId
+  /** One instance of the organization (the caller checked it is), or all of them when undefined. */
+  readonly instanceId: InstanceId | undefined
+  readonly status: MessageStatus | undefined
+  readonly direction: Direction | undefined
+  readonly waMessageId: string | undefined
+  /** Inclusive lower bound on created_at (ISO 8601). */
+  readonly createdFrom: string | undefined
+  /** Upper bound on created_at: inclusive for a timestamp, exclusive for the day after a bare date. */
+  readonly createdUntil: { readonly at: string; readonly inclusive: boolean } | undefined
+  readonly page: PageRequest
+}
+
+/** A page of records, newest first, and where older ones may follow (undefined: none may). */
+export interface ListPage {
+  readonly rows: ReadonlyArray<MessageRow>
+  readonly more: Keyset | undefined
+  readonly total: number
+  readonly totalCapped: boolean
+}
+
+export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
+  const { page } = filter
+  // With an instance only `instance_id` is matched (the caller resolved it within the organization):
+  // a second column outside the index would cost a row lookup per record.
+  const scope = filter.waMessageId !== undefined
+    ? filter.instanceId === undefined
+      ? sql`instance_id IN (SELECT id FROM instances WHERE organization_id = ${filter.organizationId}) AND wa_message_id = ${filter.waMessageId}`
+      : sql`instance_id = ${filter.instanceId} AND wa_message_id = ${filter.waMessageId}`
+    : filter.instanceId === undefined
+    ? sql`organization_id = ${filter.organizationId}`
+    : sql`instance_id = ${filter.instanceId}`
+  const indexed = [
+    scope,
+    ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
+    ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
+    ...(filter.createdUntil === undefined
+      ? []
+      : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
+  ]
+  const keyset = page._tag === "Before"
+    ? [sql`(created_at < ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id < ${page.at.id}))`]
+    : page._tag === "After"
+    ? [sql`(created_at > ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id > ${page.at.id}))`]
+    : []
+  // A lookup by upstream id reads a row per instance at most: everything else filters those.
+  const residual = filter.direction !== undefined && filter.waMessageId === undefined
+  const directionMatch = filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`]
+  const order = sql.literal(page._tag === "After" ? "ORDER BY created_at, id" : "ORDER BY created_at DESC, id DESC")
+  const offset = page._tag === "Offset" ? page.offset : 0
+  // One row more than the page says whether more may follow it.
+  const take = page.limit + 1
+  const pageQuery = residual
+    ? sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM (
+        SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT ${SCAN_WINDOW}
+      ) AS examined WHERE ${sql.and(directionMatch)} ${order} LIMIT ${take} OFFSET ${offset}`
+    : sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset, ...directionMatch])}
+      ${order} LIMIT ${take} OFFSET ${offset}`
+  /** The last record a residual page examined, when it examined a whole window: older matches may lie past it. */
+  const windowEnd = sql<{ readonly created_at: string; readonly id: string }>`SELECT created_at, id FROM messages
+    WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`
+  const unfiltered = filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
+    filter.createdFrom === undefined && filter.createdUntil === undefined
+  const total: Statement.Statement<{ readonly total: number; readonly examined: number }> = unfiltered
+    ? filter.instanceId === undefined
+      ? sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE organization_id = ${filter.organizationId}`
+      : sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE instance_id = ${filter.instanceId}`
+    : residual
+    ? sql`SELECT COALESCE(SUM(CASE WHEN direction = ${filter.direction ?? null} THEN 1 ELSE 0 END), 0) AS total, COUNT(*) AS examined
+        FROM (SELECT direction FROM messages WHERE ${sql.and(indexed)} ORDER BY created_at DESC, id DESC LIMIT ${SCAN_WINDOW}) AS examined`
+    : sql`SELECT COUNT(*) AS total, 0 AS examined FROM (SELECT 1 AS one FROM messages WHERE ${sql.and([...indexed, ...directionMatch])} LIMIT ${COUNT_CAP + 1}) AS matched`
+  const totalKind: "kept" | "window" | "counted" = unfiltered ? "kept" : residual ? "window" : "counted"
+  return { page: pageQuery, windowEnd, total, residual, totalKind }
+}
+
+/** Runs the list's queries: the page (newest first), where older records may follow, and the total. */
+export const listPage = (sql: SqlClient.SqlClient, filter: ListFilter) =>
+  Effect.gen(function*() {
+    const queries = listQueries(sql, filter)
+    const fetched = yield* queries.page
+    const newestFirst = filter.page._tag === "After" ? [...fetched].reverse() : fetched
+    const rows = filter.page._tag === "After" ? newestFirst.slice(newestFirst.length - Math.min(newestFirst.length, filter.page.limit)) : newestFirst.slice(0, filter.page.limit)
+    const oldest = rows[rows.length - 1]
+    const more: Keyset | undefined = filter.page._tag === "After"
+      ? (oldest === undefined ? filter.page.at : { createdAt: oldest.created_at, id: oldest.id })
+      : fetched.length > filter.page.limit && oldest !== undefined
+      ? { createdAt: oldest.created_at, id: oldest.id }
+      : queries.residual
+      ? yield* Effect.map(queries.windowEnd, (end) => (end[0] === undefined ? undefined : { createdAt: end[0].created_at, id: end[0].id }))
+      : undefined
+    const counted = (yield* queries.total)[0]
+    const matched = Number(counted?.total ?? 0)
+    // A kept count is exact; a counted total stops at COUNT_CAP, and a window's count at what it examined.
+    if (queries.totalKind === "kept") return { rows, more, total: matched, totalCapped: false } satisfies ListPage
+    const capped = matched > COUNT_CAP || Number(counted?.examined ?? 0) >= SCAN_WINDOW
+    return { rows, more, total: Math.min(matched, COUNT_CAP), totalCapped: capped } satisfies ListPage
+  })
