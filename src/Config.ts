@@ -32,6 +32,10 @@ export interface HubSettings {
   /** A webhook failing without a single success for this long is disabled. */
   readonly webhookDisableAfter: Duration.Duration
   readonly sendRatePerSecond: number
+  /** Upstream posts waiting for their commit beyond which new posts are refused with 503 (backpressure). */
+  readonly ingressMaxPending: number
+  /** Sends in flight beyond which new sends are refused with 503 (backpressure). */
+  readonly sendMaxInFlight: number
   readonly sessionTtl: Duration.Duration
   /** Total time for one Graph call (connect, answer and body); uploads use graphUploadTimeout. */
   readonly graphTimeout: Duration.Duration
@@ -193,6 +197,11 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   retention: duration("HUB_RETENTION", "30d"),
   sendRatePerSecond: sendRate,
+  // A group commits up to 256 posts; 2,000 waiting is several groups behind, about 0.25 s of the
+  // hub's overload rate: past it the upstream is better told to retry (it does, on any non-200).
+  ingressMaxPending: positiveInteger("HUB_INGRESS_MAX_PENDING", 2_000),
+  // At a Graph latency of 0.3 s, 1,000 sends in flight is over 3,000 sends/s.
+  sendMaxInFlight: positiveInteger("HUB_SEND_MAX_IN_FLIGHT", 1_000),
   sessionTtl: duration("HUB_SESSION_TTL", "12h"),
   graphTimeout: duration("HUB_GRAPH_TIMEOUT", "30s"),
   graphUploadTimeout: duration("HUB_GRAPH_UPLOAD_TIMEOUT", "120s"),

@@ -11,6 +11,7 @@ import { HandoffLive } from "../src/Delivery/Handoff.js"
 import { type IngestAnswer, Ingress, IngressLive } from "../src/Ingress/Ingress.js"
 import { OutboxRepoLive } from "../src/Delivery/Outbox.js"
 import { MessagesRepoLive } from "../src/Messages/Repo.js"
+import { hubConfigWith } from "../src/Config.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
@@ -419,7 +420,7 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 
 /** The ingress alone over an in-memory database, built in a scope the test closes itself. */
 const ingressAlone = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive)),
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({}))),
   Layer.provide(WriteBatcherLive)
 )
 
@@ -443,7 +444,7 @@ layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress when 
 
 /** The ingress over a batcher whose gathering time no test outlasts, with that batcher. */
 const ingressGathering = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive)),
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({}))),
   Layer.provideMerge(writeBatcherLayer({ gatherMs: 60_000 }))
 )
 

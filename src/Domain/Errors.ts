@@ -67,7 +67,8 @@ export class UpstreamFailure extends Schema.TaggedError<UpstreamFailure>()(
 
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()(
   "ServiceUnavailable",
-  fields,
+  // Overload refusals say when to come back (Retry-After); a store that is down does not know.
+  { ...fields, retryAfterSeconds: Schema.optional(Schema.Number) },
   HttpApiSchema.annotations({ status: 503 })
 ) {
   readonly statusCode = 503

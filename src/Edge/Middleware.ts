@@ -26,9 +26,8 @@ const hubErrorResponse = (e: HubError) => {
     ...(e.error === undefined ? {} : { error: e.error }),
     ...(e.details === undefined ? {} : { details: e.details })
   }
-  return e._tag === "TooManyRequests"
-    ? errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
-    : errorResponse(body)
+  const retryAfter = e._tag === "TooManyRequests" || e._tag === "ServiceUnavailable" ? e.retryAfterSeconds : undefined
+  return retryAfter === undefined ? errorResponse(body) : errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(retryAfter))) })
 }
 
 interface DecodeIssue {

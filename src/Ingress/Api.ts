@@ -4,7 +4,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { Forbidden, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
+import { Forbidden, PayloadTooLarge, ServiceUnavailable, Unauthorized } from "../Domain/Errors.js"
 import { JsonObjectSchema } from "../Domain/Json.js"
 
 export const IngestSummary = Schema.Struct({
@@ -33,5 +33,6 @@ export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
       .addSuccess(IngestSummary)
       .addError(Unauthorized)
       .addError(PayloadTooLarge)
+      .addError(ServiceUnavailable)
   )
 {}

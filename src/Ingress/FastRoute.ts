@@ -13,8 +13,13 @@ export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
   const ingress = yield* Ingress
   const handle = async (request: Request, edge: PlainEdge): Promise<Response> => {
     if (post.declaredTooLarge(request.headers.get("content-length") ?? undefined)) return edge.fail(Cause.fail(post.tooLarge))
+    // Refused before the body is read, and again just before it joins a group (other posts were read meanwhile).
+    const busy = ingress.overloaded()
+    if (busy !== undefined) return edge.fail(Cause.fail(busy))
     const envelope = post.check(new Uint8Array(await request.arrayBuffer()), request.headers.get("x-hub-signature-256") ?? undefined)
     if (Either.isLeft(envelope)) return edge.fail(Cause.fail(envelope.left))
+    const stillBusy = ingress.overloaded()
+    if (stillBusy !== undefined) return edge.fail(Cause.fail(stillBusy))
     const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.submit(envelope.right, resolve))
     if (Exit.isFailure(outcome)) return edge.fail(outcome.cause)
     const answer = outcome.value

@@ -47,7 +47,11 @@ export const makeReceiveUpstream = Effect.gen(function*() {
   return (contentLength: string | undefined, readBody: Effect.Effect<ArrayBuffer>, signature: string | undefined) =>
     Effect.gen(function*() {
       if (post.declaredTooLarge(contentLength)) return yield* tooLarge
+      const busy = ingress.overloaded()
+      if (busy !== undefined) return yield* busy
       const envelope = yield* post.check(new Uint8Array(yield* readBody), signature)
+      const stillBusy = ingress.overloaded()
+      if (stillBusy !== undefined) return yield* stillBusy
       return HttpServerResponse.unsafeJson(yield* ingress.ingestEnvelope(envelope))
     })
 })

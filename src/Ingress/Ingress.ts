@@ -13,7 +13,8 @@
  * without a fiber of its own: this is on every upstream post's path.
  */
 import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
-import { BadRequest } from "../Domain/Errors.js"
+import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
+import { HubConfig } from "../Config.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -60,6 +61,12 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
   readonly check: (payload: Json) => Either.Either<Envelope, BadRequest>
   /** Queues a checked envelope for the next group; `done` is called once that group has committed (or failed). */
   readonly submit: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
+  /**
+   * The 503 to answer an upstream post with while HUB_INGRESS_MAX_PENDING posts already wait for
+   * their commit; undefined when there is room. Checked by the public endpoint before `submit`, in
+   * the same turn, so the bound holds; the sandbox's own events are not bounded.
+   */
+  readonly overloaded: () => ServiceUnavailable | undefined
   /** The warning an answer with unrouted changes is logged with (in the request's log context). */
   readonly warnUnrouted: (answer: IngestAnswer) => Effect.Effect<void>
 }>() {}
@@ -128,6 +135,7 @@ export const IngressLive = Layer.scoped(
     const signal = yield* DispatchSignal
     const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
+    const { ingressMaxPending } = yield* HubConfig
     const runFork = yield* FiberSet.makeRuntime<never>()
 
     /** The routes of every change of the group, in one query. */
@@ -196,6 +204,8 @@ export const IngressLive = Layer.scoped(
 
     /** Payloads waiting for the next group, in arrival order. */
     let waiting: Array<Queued> = []
+    /** Payloads of the group being written (waiting for its commit, like `waiting`). */
+    let inGroup = 0
     /** Whether a group is queued or being written: one at a time, so payloads are applied in arrival order. */
     let writing = false
     let closed = false
@@ -212,7 +222,10 @@ export const IngressLive = Layer.scoped(
       let group: ReadonlyArray<Queued> | undefined
       /** The group: taken as its transaction begins, or, if that failed to begin, the payloads it would have taken. */
       const take = () => {
-        group ??= waiting.splice(0, MAX_GROUP)
+        if (group === undefined) {
+          group = waiting.splice(0, MAX_GROUP)
+          inGroup = group.length
+        }
         return group
       }
       const written = batcher.gather(Effect.suspend(() => {
@@ -244,6 +257,7 @@ export const IngressLive = Layer.scoped(
       )
       runFork(answered).addObserver((exit) => {
         writing = false
+        inGroup = 0
         // Interrupted (the hub is stopping) before the group was answered: it is answered so.
         if (Exit.isFailure(exit)) for (const q of take()) q.done(Exit.failCause(exit.cause))
         writeNext()
@@ -281,6 +295,13 @@ export const IngressLive = Layer.scoped(
       writeNext()
     }
 
+    const overloaded = () =>
+      waiting.length + inGroup < ingressMaxPending ? undefined : new ServiceUnavailable({
+        message: `The hub is overloaded: ${waiting.length + inGroup} upstream posts are waiting for their commit; retry shortly`,
+        error: "overloaded",
+        retryAfterSeconds: 1
+      })
+
     const warnUnrouted = (answer: IngestAnswer) =>
       answer.unrouted === 0 ? Effect.void : Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
         Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
@@ -295,6 +316,7 @@ export const IngressLive = Layer.scoped(
     return Ingress.of({
       check,
       submit,
+      overloaded,
       warnUnrouted,
       ingestEnvelope,
       ingest: (payload) => Effect.flatMap(check(payload), ingestEnvelope)

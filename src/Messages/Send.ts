@@ -15,6 +15,7 @@
  * Effect API (`send`, for keyed sends and HubApi's handler) runs that same code.
  */
 import { Cause, Context, Effect, Either, Exit, Layer, Option, Runtime, Schedule } from "effect"
+import { HubConfig } from "../Config.js"
 import { type Conflict, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import type { Within } from "../Domain/PlainRoute.js"
@@ -92,6 +93,7 @@ export const MessageSenderLive = Layer.scoped(
     const pacing = yield* Pacing
     const access = yield* InstanceAccess
     const upstream = yield* Upstream
+    const { sendMaxInFlight } = yield* HubConfig
     // Pacing reads the clock the layer was built with (a test's TestClock in tests).
     const clock = yield* Effect.clock
 
@@ -171,8 +173,17 @@ export const MessageSenderLive = Layer.scoped(
     )
     yield* Effect.addFinalizer(() => drained)
 
+    /** Past HUB_SEND_MAX_IN_FLIGHT a send is refused at once rather than queued behind the others. */
+    const overloaded = () =>
+      new ServiceUnavailable({
+        message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`,
+        error: "overloaded",
+        retryAfterSeconds: 1
+      })
     const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within) =>
-      tracked(() => deliver(instance, request, body, within))
+      inFlight >= sendMaxInFlight
+        ? Promise.resolve(Either.left(overloaded()))
+        : tracked(() => deliver(instance, request, body, within))
 
     const settle = (ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
       Exit.match(exit, {

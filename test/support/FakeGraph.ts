@@ -52,6 +52,8 @@ export class FakeGraph extends Context.Tag("FakeGraph")<FakeGraph, {
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   /** Dies if there was no request. */
   readonly lastRequest: Effect.Effect<RecordedRequest>
+  /** Waits until at least `count` requests were recorded (woken by each request, never by polling). */
+  readonly waitForRequests: (count: number) => Effect.Effect<ReadonlyArray<RecordedRequest>>
   /** Answer the next matching request(s) with this response; `times` default 1; later rules win over earlier ones and defaults. */
   readonly respond: (match: FakeMatch, response: FakeResponse, times?: number) => Effect.Effect<void>
   /** Forgets recorded requests and scripted answers. */
@@ -301,6 +303,7 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
   FakeGraph,
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
+    const listeners = new Set<() => void>()
     let rules: Array<Rule> = []
     let origin = ""
     const defaults = makeDefaults(() => origin)
@@ -315,6 +318,7 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
             const url = new URL(request.url)
             const recorded = await record(request.clone(), url)
             requests.push(recorded)
+            for (const listener of [...listeners]) listener()
             const rule = [...rules].reverse().find((r) => r.remaining > 0 && matches(r, request.method, url.pathname))
             if (rule === undefined) return defaults.answer(request, url, recorded)
             rule.remaining--
@@ -332,6 +336,17 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
     return FakeGraph.of({
       baseUrl: `${origin}${VERSION}`,
       requests: Effect.sync(() => [...requests]),
+      waitForRequests: (count) =>
+        Effect.async<ReadonlyArray<RecordedRequest>>((resume) => {
+          const check = () => {
+            if (requests.length < count) return
+            listeners.delete(check)
+            resume(Effect.succeed([...requests]))
+          }
+          listeners.add(check)
+          check()
+          return Effect.sync(() => listeners.delete(check))
+        }),
       lastRequest: Effect.suspend(() => {
         const last = requests.at(-1)
         return last === undefined ? Effect.dieMessage("FakeGraph received no request") : Effect.succeed(last)
