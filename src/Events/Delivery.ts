@@ -68,7 +68,7 @@ export const makeDeliveries = Effect.gen(function*() {
   }
 
   const exchange = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, signal: AbortSignal, timestamp: number) => {
-    const target = await policy.resolveTarget(d.url)
+    const target = await policy.resolveTarget(d.url, signal)
     if (target instanceof AddressRefused) return target
     return sender.send({
       target,
