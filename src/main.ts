@@ -13,6 +13,7 @@ import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Events/Unrouted.js"
 import { InstancesRepo } from "./Instances/Repo.js"
+import { classifyAddress } from "./Webhooks/AddressRanges.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
@@ -60,9 +61,28 @@ const DemoLive = Layer.effectDiscard(
 const baseUrlOf = (address: HttpServer.Address) =>
   address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix://${address.path}`
 
-const serve = Command.make("serve", {}, () => Layer.launch(hubLayer(Layer.provideMerge(DemoLive, ServerLive)))).pipe(
-  Command.withDescription("Run the hub's HTTP server")
+/**
+ * In sandbox mode without HUB_APP_SECRET the upstream's posts are taken unsigned (the sandbox's own
+ * events do not pass through HTTP, so nothing needs them signed): fine on a loopback address, a hole
+ * where others can reach the hub, so the operator is told at start.
+ */
+const UnsignedIngressWarningLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const loopback = config.host === "localhost" || classifyAddress(config.host) === "loopback"
+    if (config.upstream === "sandbox" && Option.isNone(config.appSecret) && !loopback) {
+      yield* Effect.logWarning(
+        `HUB_APP_SECRET is unset: POST /upstream/events accepts unsigned posts from anyone who can reach HOST=${config.host}; ` +
+          "set HUB_APP_SECRET, or listen on a loopback address"
+      )
+    }
+  })
 )
+
+const serve = Command.make("serve", {}, () =>
+  Layer.launch(Layer.merge(UnsignedIngressWarningLive, hubLayer(Layer.provideMerge(DemoLive, ServerLive))))).pipe(
+    Command.withDescription("Run the hub's HTTP server")
+  )
 
 const orgCreate = Command.make("create", { name: nonEmpty("name") }, ({ name }) =>
   Effect.flatMap(InstancesRepo, (repo) => repo.createOrganization(name)).pipe(
@@ -103,6 +123,14 @@ const sessionCreate = Command.make("create", {
     const session = yield* Effect.flatMap(TokensRepo, (repo) => repo.createSession(organization.id, Duration.toMillis(ttl.value)))
     yield* printJson({ token: session.secret, expires_at: session.expiresAt })
   }))
+
+const sessionRevoke = Command.make("revoke", { org: Options.text("org") }, (options) =>
+  Effect.gen(function*() {
+    const organization = yield* requireOrganization(options.org)
+    // Committed with the revocation feed's rows: every serving hub on this database drops them within about 1 s.
+    const hashes = yield* Effect.flatMap(TokensRepo, (repo) => repo.revokeOrganizationSessions(organization.id))
+    yield* printJson({ revoked: hashes.length })
+  })).pipe(Command.withDescription("Revoke every live session of an organization"))
 
 const tokenCreate = Command.make("create", {
   org: Options.text("org"),
@@ -154,7 +182,7 @@ const hub = Command.make("hub").pipe(
     // Operator commands need the database but not the server.
     Command.make("org").pipe(Command.withSubcommands([orgCreate]), Command.provide(ServicesLive)),
     Command.make("instance").pipe(Command.withSubcommands([instanceCreate]), Command.provide(ServicesLive)),
-    Command.make("session").pipe(Command.withSubcommands([sessionCreate]), Command.provide(ServicesLive)),
+    Command.make("session").pipe(Command.withSubcommands([sessionCreate, sessionRevoke]), Command.provide(ServicesLive)),
     Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive)),
     Command.make("events").pipe(Command.withSubcommands([eventsUnrouted]), Command.provide(ServicesLive))
   ])
@@ -172,11 +200,25 @@ if (isServe) {
   })
 }
 
+/** A configuration error on one line: each failing setting's message, naming the setting. */
+const describeConfigError = (error: ConfigError.ConfigError): string => {
+  switch (error._op) {
+    case "And":
+      return `${describeConfigError(error.left)}; ${describeConfigError(error.right)}`
+    case "Or":
+      return `${describeConfigError(error.left)} (or ${describeConfigError(error.right)})`
+    default: {
+      const name = error.path.join(".")
+      return error.message.includes(name) ? error.message : `${name}: ${error.message}`
+    }
+  }
+}
+
 const reportFailure = (error: unknown) =>
   Effect.gen(function*() {
     if (ValidationError.isValidationError(error)) return // @effect/cli has printed it with the usage
     const message = ConfigError.isConfigError(error)
-      ? `Configuration error: ${String(error)}`
+      ? `Configuration error: ${describeConfigError(error)}`
       : error instanceof CliError
       ? error.message
       : String(error)
