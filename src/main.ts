@@ -6,6 +6,7 @@ import { Command, Options, ValidationError } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
+import { text } from "node:stream/consumers"
 import { TokensRepo } from "./Auth/Repo.js"
 import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
 import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
@@ -89,14 +90,31 @@ const orgCreate = Command.make("create", { name: nonEmpty("name") }, ({ name }) 
     Effect.flatMap((org) => printJson({ id: org.id, name: org.name, created_at: org.created_at }))
   ))
 
+/** The access token given with --access-token, or read (trimmed) from standard input with --access-token-stdin. */
+const accessTokenOf = (options: { readonly accessToken: Option.Option<string>; readonly accessTokenStdin: boolean }) => {
+  if (!options.accessTokenStdin) return Effect.succeed(options.accessToken)
+  if (Option.isSome(options.accessToken)) {
+    return Effect.fail(new CliError({ message: "give the access token with --access-token or --access-token-stdin, not both" }))
+  }
+  return Effect.promise(() => text(process.stdin)).pipe(
+    Effect.map((input) => input.trim()),
+    Effect.filterOrFail((token) => token !== "", () => new CliError({ message: "--access-token-stdin read no access token from standard input" })),
+    Effect.map(Option.some)
+  )
+}
+
 const instanceCreate = Command.make("create", {
   org: Options.text("org"),
   name: nonEmpty("name"),
   phoneNumberId: graphId("phone-number-id"),
   wabaId: graphId("waba-id"),
-  accessToken: Options.optional(Options.text("access-token"))
+  accessToken: Options.optional(Options.text("access-token")),
+  accessTokenStdin: Options.boolean("access-token-stdin").pipe(
+    Options.withDescription("Read the access token from standard input, so it shows in neither ps nor the shell's history")
+  )
 }, (options) =>
   Effect.gen(function*() {
+    const accessToken = yield* accessTokenOf(options)
     const organization = yield* requireOrganization(options.org)
     const repo = yield* InstancesRepo
     const row = yield* repo.createInstance({
@@ -104,7 +122,7 @@ const instanceCreate = Command.make("create", {
       name: options.name,
       phoneNumberId: options.phoneNumberId,
       wabaId: options.wabaId,
-      accessToken: options.accessToken
+      accessToken
     }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
     yield* printJson({ id: row.id, name: row.name, phone_number_id: row.phone_number_id, waba_id: row.waba_id, created_at: row.created_at })
   }))
