@@ -270,6 +270,8 @@ if (scenarios.has("send")) {
     HUB_UPSTREAM: "graph",
     HUB_GRAPH_URL: `http://127.0.0.1:${upstream.port}/v23.0`,
     HUB_SECRET_KEY: randomBytes(32).toString("hex"),
+    // Graph mode refuses to start without it (upstream posts must be signed); this scenario posts none.
+    HUB_APP_SECRET: randomBytes(16).toString("hex"),
     HUB_SEND_RATE: "1000"
   })
   // Several busy numbers: the upstream paces each number at up to 1,000 messages/s.

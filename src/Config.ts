@@ -212,12 +212,20 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   logFormat: Config.literal("pretty", "json")("HUB_LOG_FORMAT").pipe(Config.withDefault<LogFormat>("pretty")),
   memoryTargetMb: memoryTarget
 }).pipe(
-  // Real access tokens must be encrypted with a key the operator keeps; only the sandbox may make its own.
-  Config.mapOrFail((settings) =>
-    settings.upstream === "graph" && Option.isNone(settings.secretKey)
-      ? Either.left(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"))
-      : Either.right(settings)
-  )
+  Config.mapOrFail((settings) => {
+    if (settings.upstream !== "graph") return Either.right(settings)
+    const missing: Array<ConfigError.ConfigError> = []
+    // Real access tokens must be encrypted with a key the operator keeps; only the sandbox may make its own.
+    if (Option.isNone(settings.secretKey)) {
+      missing.push(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"))
+    }
+    // Without it anyone could post forged messages and statuses to /upstream/events, fanned out signed.
+    if (Option.isNone(settings.appSecret)) {
+      missing.push(ConfigError.MissingData(["HUB_APP_SECRET"], "HUB_APP_SECRET is required when HUB_UPSTREAM=graph (the Meta app secret that signs upstream posts)"))
+    }
+    const [first, ...rest] = missing
+    return first === undefined ? Either.right(settings) : Either.left(rest.reduce(ConfigError.And, first))
+  })
 )
 
 /** Reads the settings from the current ConfigProvider (the environment by default). */

@@ -5,6 +5,7 @@ import { HubApi } from "./Api.js"
 import { AuthHttpLive } from "./Auth/Http.js"
 import { AuthenticationLive } from "./Auth/Middleware.js"
 import { TokensRepoLive } from "./Auth/Repo.js"
+import { RevocationFeedServerLive } from "./Auth/RevocationFeed.js"
 import { TokenResolverLive } from "./Auth/TokenResolver.js"
 import { HubConfig } from "./Config.js"
 import { type HotRoutes, hubServer, installPlainHotRoute } from "./Edge/FastLane.js"
@@ -92,6 +93,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     Layer.merge(DispatcherLive),
     Layer.merge(RetentionScheduleLive),
     Layer.merge(MemoryTargetLive),
+    Layer.merge(RevocationFeedServerLive),
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).

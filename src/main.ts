@@ -6,6 +6,7 @@ import { Command, Options, ValidationError } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
+import { text } from "node:stream/consumers"
 import { TokensRepo } from "./Auth/Repo.js"
 import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
 import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
@@ -13,6 +14,7 @@ import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Ingress/Unrouted.js"
 import { InstancesRepo } from "./Instances/Repo.js"
+import { classifyAddress } from "./Net/AddressRanges.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
@@ -60,23 +62,59 @@ const DemoLive = Layer.effectDiscard(
 const baseUrlOf = (address: HttpServer.Address) =>
   address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix://${address.path}`
 
-const serve = Command.make("serve", {}, () => Layer.launch(hubLayer(Layer.provideMerge(DemoLive, ServerLive)))).pipe(
-  Command.withDescription("Run the hub's HTTP server")
+/**
+ * In sandbox mode without HUB_APP_SECRET the upstream's posts are taken unsigned (the sandbox's own
+ * events do not pass through HTTP, so nothing needs them signed): fine on a loopback address, a hole
+ * where others can reach the hub, so the operator is told at start.
+ */
+const UnsignedIngressWarningLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    const loopback = config.host === "localhost" || classifyAddress(config.host) === "loopback"
+    if (config.upstream === "sandbox" && Option.isNone(config.appSecret) && !loopback) {
+      yield* Effect.logWarning(
+        `HUB_APP_SECRET is unset: POST /upstream/events accepts unsigned posts from anyone who can reach HOST=${config.host}; ` +
+          "set HUB_APP_SECRET, or listen on a loopback address"
+      )
+    }
+  })
 )
+
+const serve = Command.make("serve", {}, () =>
+  Layer.launch(Layer.merge(UnsignedIngressWarningLive, hubLayer(Layer.provideMerge(DemoLive, ServerLive))))).pipe(
+    Command.withDescription("Run the hub's HTTP server")
+  )
 
 const orgCreate = Command.make("create", { name: nonEmpty("name") }, ({ name }) =>
   Effect.flatMap(InstancesRepo, (repo) => repo.createOrganization(name)).pipe(
     Effect.flatMap((org) => printJson({ id: org.id, name: org.name, created_at: org.created_at }))
   ))
 
+/** The access token given with --access-token, or read (trimmed) from standard input with --access-token-stdin. */
+const accessTokenOf = (options: { readonly accessToken: Option.Option<string>; readonly accessTokenStdin: boolean }) => {
+  if (!options.accessTokenStdin) return Effect.succeed(options.accessToken)
+  if (Option.isSome(options.accessToken)) {
+    return Effect.fail(new CliError({ message: "give the access token with --access-token or --access-token-stdin, not both" }))
+  }
+  return Effect.promise(() => text(process.stdin)).pipe(
+    Effect.map((input) => input.trim()),
+    Effect.filterOrFail((token) => token !== "", () => new CliError({ message: "--access-token-stdin read no access token from standard input" })),
+    Effect.map(Option.some)
+  )
+}
+
 const instanceCreate = Command.make("create", {
   org: Options.text("org"),
   name: nonEmpty("name"),
   phoneNumberId: graphId("phone-number-id"),
   wabaId: graphId("waba-id"),
-  accessToken: Options.optional(Options.text("access-token"))
+  accessToken: Options.optional(Options.text("access-token")),
+  accessTokenStdin: Options.boolean("access-token-stdin").pipe(
+    Options.withDescription("Read the access token from standard input, so it shows in neither ps nor the shell's history")
+  )
 }, (options) =>
   Effect.gen(function*() {
+    const accessToken = yield* accessTokenOf(options)
     const organization = yield* requireOrganization(options.org)
     const repo = yield* InstancesRepo
     const row = yield* repo.createInstance({
@@ -84,7 +122,7 @@ const instanceCreate = Command.make("create", {
       name: options.name,
       phoneNumberId: options.phoneNumberId,
       wabaId: options.wabaId,
-      accessToken: options.accessToken
+      accessToken
     }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
     yield* printJson({ id: row.id, name: row.name, phone_number_id: row.phone_number_id, waba_id: row.waba_id, created_at: row.created_at })
   }))
@@ -103,6 +141,14 @@ const sessionCreate = Command.make("create", {
     const session = yield* Effect.flatMap(TokensRepo, (repo) => repo.createSession(organization.id, Duration.toMillis(ttl.value)))
     yield* printJson({ token: session.secret, expires_at: session.expiresAt })
   }))
+
+const sessionRevoke = Command.make("revoke", { org: Options.text("org") }, (options) =>
+  Effect.gen(function*() {
+    const organization = yield* requireOrganization(options.org)
+    // Committed with the revocation feed's rows: every serving hub on this database drops them within about 1 s.
+    const hashes = yield* Effect.flatMap(TokensRepo, (repo) => repo.revokeOrganizationSessions(organization.id))
+    yield* printJson({ revoked: hashes.length })
+  })).pipe(Command.withDescription("Revoke every live session of an organization"))
 
 const tokenCreate = Command.make("create", {
   org: Options.text("org"),
@@ -154,7 +200,7 @@ const hub = Command.make("hub").pipe(
     // Operator commands need the database but not the server.
     Command.make("org").pipe(Command.withSubcommands([orgCreate]), Command.provide(ServicesLive)),
     Command.make("instance").pipe(Command.withSubcommands([instanceCreate]), Command.provide(ServicesLive)),
-    Command.make("session").pipe(Command.withSubcommands([sessionCreate]), Command.provide(ServicesLive)),
+    Command.make("session").pipe(Command.withSubcommands([sessionCreate, sessionRevoke]), Command.provide(ServicesLive)),
     Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive)),
     Command.make("events").pipe(Command.withSubcommands([eventsUnrouted]), Command.provide(ServicesLive))
   ])
@@ -172,11 +218,25 @@ if (isServe) {
   })
 }
 
+/** A configuration error on one line: each failing setting's message, naming the setting. */
+const describeConfigError = (error: ConfigError.ConfigError): string => {
+  switch (error._op) {
+    case "And":
+      return `${describeConfigError(error.left)}; ${describeConfigError(error.right)}`
+    case "Or":
+      return `${describeConfigError(error.left)} (or ${describeConfigError(error.right)})`
+    default: {
+      const name = error.path.join(".")
+      return error.message.includes(name) ? error.message : `${name}: ${error.message}`
+    }
+  }
+}
+
 const reportFailure = (error: unknown) =>
   Effect.gen(function*() {
     if (ValidationError.isValidationError(error)) return // @effect/cli has printed it with the usage
     const message = ConfigError.isConfigError(error)
-      ? `Configuration error: ${String(error)}`
+      ? `Configuration error: ${describeConfigError(error)}`
       : error instanceof CliError
       ? error.message
       : String(error)

@@ -1,7 +1,14 @@
-import { expect, layer } from "@effect/vitest"
+import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
-import { TokensRepo } from "../src/Auth/Repo.js"
+import { Deferred, Effect, Either, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { type Credential, TokensRepo } from "../src/Auth/Repo.js"
+import { POLL_INTERVAL, RevocationFeed } from "../src/Auth/RevocationFeed.js"
+import { hashSecret } from "../src/Auth/Secrets.js"
+import { TokenResolver, TokenResolverLive } from "../src/Auth/TokenResolver.js"
+import { OrganizationId } from "../src/Domain/Ids.js"
 import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 
 const UNAUTHORIZED = { statusCode: 401, message: "Unauthorized" }
@@ -153,5 +160,172 @@ layer(testHub())("api tokens", (it) => {
       expect(malformed.body).toEqual({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
       const nothingWritten = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
       expect(itemsOf(nothingWritten.body)).toHaveLength(2)
+    }))
+})
+
+layer(testHub())("session revocation", (it) => {
+  it.effect("DELETE /api/auth/session revokes the calling session at once, though it was cached; other sessions keep working", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tokens = yield* TokensRepo
+      const tenant = yield* seedTenant()
+      const other = yield* tokens.createSession(tenant.organizationId, 3_600_000)
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })).status).toBe(200)
+
+      const revoked = yield* hub.request("DELETE", "/api/auth/session", { token: tenant.sessionToken })
+      expect(revoked.status).toBe(204)
+      expect(revoked.text).toBe("")
+      const after = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
+      expect(after.status).toBe(401)
+      expect(after.text).toBe(JSON.stringify(UNAUTHORIZED))
+      expect((yield* hub.request("DELETE", "/api/auth/session", { token: tenant.sessionToken })).status).toBe(401)
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: other.secret })).status).toBe(200)
+    }))
+
+  it.effect("only session tokens may call it: api tokens are 403 and stay valid", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      for (const token of [tenant.orgToken, tenant.instanceToken]) {
+        const refused = yield* hub.request("DELETE", "/api/auth/session", { token })
+        expect(refused.status).toBe(403)
+        expect(refused.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+      }
+      expect((yield* hub.request("GET", "/api/instances", { token: tenant.orgToken })).status).toBe(200)
+      expect((yield* hub.request("DELETE", "/api/auth/session")).status).toBe(401)
+    }))
+
+  it.effect("revoking an organization's sessions leaves other organizations' and api tokens alone, and feeds every revocation", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tokens = yield* TokensRepo
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const stranger = yield* seedTenant()
+      const second = yield* tokens.createSession(tenant.organizationId, 3_600_000)
+      const expired = yield* tokens.createSession(tenant.organizationId, -1000)
+      const before = yield* tokens.lastRevocation
+
+      const hashes = yield* tokens.revokeOrganizationSessions(tenant.organizationId)
+      expect([...hashes].sort()).toEqual([hashSecret(tenant.sessionToken), hashSecret(second.secret)].sort())
+      expect(hashes).not.toContain(hashSecret(expired.secret))
+      const fed = yield* tokens.revocationsAfter(before)
+      expect(fed.map((row) => row.token_hash).sort()).toEqual([...hashes].sort())
+      expect(yield* tokens.revokeOrganizationSessions(tenant.organizationId)).toEqual([])
+
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: stranger.sessionToken })).status).toBe(200)
+      expect((yield* hub.request("GET", "/api/instances", { token: tenant.orgToken })).status).toBe(200)
+      const created = yield* hub.request("POST", "/api/auth/api-tokens", { token: stranger.sessionToken, json: { name: "x" } })
+      const apiRevoked = yield* hub.request("DELETE", `/api/auth/api-tokens/${created.body.id}`, { token: stranger.orgToken })
+      expect(apiRevoked.status).toBe(204)
+      const feedRows = yield* sql<{ readonly token_hash: string }>`SELECT token_hash FROM revocations`
+      expect(feedRows.map((row) => row.token_hash)).toContain(hashSecret(String(created.body.token)))
+    }))
+})
+
+const main = join(import.meta.dirname, "..", "src", "main.ts")
+const databaseFile = join(mkdtempSync(join(tmpdir(), "hub-revocation-")), "hub.sqlite")
+
+/** Runs the `hub` command line in its own process on the test hub's database. */
+const hubCli = (...args: ReadonlyArray<string>) =>
+  Effect.promise(async () => {
+    const child = Bun.spawn([process.execPath, main, ...args], {
+      env: { ...process.env, HUB_DB: databaseFile, HUB_LOG_LEVEL: "warn" },
+      stdout: "pipe",
+      stderr: "pipe"
+    })
+    const [exitCode, stdout, stderr] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()])
+    return { exitCode, stdout, stderr }
+  })
+
+// The test clock drives the feed's poll: nothing here waits on real time but the CLI's own process.
+layer(testHub({ databaseFile }), { timeout: 60_000 })("revocation by another process", (it) => {
+  it.effect("hub session revoke --org, run by the CLI, is refused by the serving hub at its next poll of the feed", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const feed = yield* RevocationFeed
+      const tokens = yield* TokensRepo
+      const tenant = yield* seedTenant()
+      const untouched = yield* seedTenant()
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })).status).toBe(200)
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: untouched.sessionToken })).status).toBe(200)
+
+      const revoked = yield* hubCli("session", "revoke", "--org", tenant.organizationId)
+      expect(revoked.stderr).toBe("")
+      expect(revoked.exitCode).toBe(0)
+      expect(JSON.parse(revoked.stdout)).toEqual({ revoked: 1 })
+      // This process has not read the feed yet: its cache still admits the session.
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })).status).toBe(200)
+
+      const revocation = yield* tokens.lastRevocation
+      const polled = yield* Effect.fork(feed.position.changes.pipe(Stream.filter((seq) => seq >= revocation), Stream.runHead))
+      yield* TestClock.adjust(POLL_INTERVAL)
+      yield* Fiber.join(polled)
+
+      const after = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
+      expect(after.status).toBe(401)
+      expect(after.text).toBe(JSON.stringify(UNAUTHORIZED))
+      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: untouched.sessionToken })).status).toBe(200)
+      expect(JSON.parse((yield* hubCli("session", "revoke", "--org", tenant.organizationId)).stdout)).toEqual({ revoked: 0 })
+      expect((yield* hubCli("session", "revoke", "--org", "org_nope")).stderr).toContain("organization org_nope was not found")
+    }))
+})
+
+describe("the credential cache and revocation", () => {
+  const secret = "mhs_race-race-race-race-race-race-race-race-rac"
+  const credential: Credential = {
+    kind: "session",
+    credentialId: "ses_race",
+    organizationId: OrganizationId.make("org_race"),
+    instance: undefined,
+    expiresAt: Date.now() + 3_600_000
+  }
+
+  plain.effect("a lookup that began before a revocation does not put the token back into the cache after it", () =>
+    Effect.gen(function*() {
+      const release = yield* Deferred.make<void>()
+      const bothReading = yield* Deferred.make<void>()
+      let revoked = false
+      let reads = 0
+      // The database as the lookups see it: the first two read the session live, then wait for the release.
+      const findCredential = () =>
+        Effect.gen(function*() {
+          const live = !revoked
+          reads++
+          if (reads <= 2) {
+            if (reads === 2) yield* Deferred.succeed(bothReading, undefined)
+            yield* Deferred.await(release)
+          }
+          return live ? Option.some(credential) : Option.none()
+        })
+      const repo = TokensRepo.of({
+        createApiToken: () => Effect.die("unused"),
+        listApiTokens: () => Effect.die("unused"),
+        revokeApiToken: () => Effect.die("unused"),
+        revokeSession: () => Effect.die("unused"),
+        revokeOrganizationSessions: () => Effect.die("unused"),
+        createSession: () => Effect.die("unused"),
+        lastRevocation: Effect.die("unused"),
+        revocationsAfter: () => Effect.die("unused"),
+        pruneRevocations: () => Effect.die("unused"),
+        touchApiToken: () => Effect.void,
+        findCredential
+      })
+      const resolver = yield* Effect.provide(TokenResolver, TokenResolverLive.pipe(Layer.provide(Layer.succeed(TokensRepo, repo))))
+
+      const lookups = yield* Effect.fork(Effect.all([resolver.resolve(secret), resolver.resolve(secret)], { concurrency: "unbounded" }))
+      yield* Deferred.await(bothReading)
+      // The revocation commits and is forgotten while both lookups are still reading.
+      revoked = true
+      yield* resolver.forget(hashSecret(secret))
+      yield* Deferred.succeed(release, undefined)
+      // They began before it, so they may answer as the database did when they read it…
+      const answers = yield* Fiber.join(lookups)
+      expect(answers.map((principal) => principal.credentialId)).toEqual(["ses_race", "ses_race"])
+      // …but neither left the token in the cache: the next request reads the database and is refused.
+      expect(resolver.resolveCached(secret)).toBeUndefined()
+      const next = yield* Effect.either(resolver.resolve(secret))
+      expect(Either.isLeft(next)).toBe(true)
+      expect(reads).toBe(3)
     }))
 })

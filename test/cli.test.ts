@@ -1,18 +1,24 @@
 /** The `hub` command line, run as a real process against a temporary database. */
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
-import { mkdtempSync } from "node:fs"
+import { Effect, Either } from "effect"
+import { createHmac } from "node:crypto"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
+import { parseSecretKey } from "../src/Config.js"
+import { makeCipher, SecretSlot } from "../src/Instances/AccessTokenCipher.js"
 
 const main = join(import.meta.dirname, "..", "src", "main.ts")
 
 /** Each case starts several Bun processes; on a busy 2-core machine that takes seconds. */
 const CLI_TEST_TIMEOUT = 120_000
 
-const run = (env: Record<string, string>, ...args: Array<string>) => {
+/** Runs the CLI; `STDIN` in env is not passed on but written to the command's standard input. */
+const run = ({ STDIN, ...env }: Record<string, string>, ...args: Array<string>) => {
   const result = Bun.spawnSync([process.execPath, main, ...args], {
     env: { ...process.env, HUB_LOG_LEVEL: "warn", ...env },
+    stdin: STDIN === undefined ? "ignore" : Buffer.from(STDIN),
     stdout: "pipe",
     stderr: "pipe"
   })
@@ -26,6 +32,39 @@ const json = (text: string): Record<string, unknown> => {
 }
 
 const freshDb = () => ({ HUB_DB: join(mkdtempSync(join(tmpdir(), "hub-cli-")), "hub.sqlite") })
+
+/**
+ * `hub serve` in its own process, on a free port it picks itself; answers once it logs the address it
+ * listens on, with that port on 127.0.0.1. (Probing for a free port first raced the other test files'
+ * servers: one took the port, answered /health, and this hub never started.)
+ */
+const startServe = async (env: Record<string, string>) => {
+  const server = Bun.spawn([process.execPath, main, "serve"], {
+    env: { ...process.env, PORT: "0", HUB_LOG_LEVEL: "info", HUB_LOG_FORMAT: "json", ...env },
+    stdout: "pipe"
+  })
+  const reader = server.stdout.getReader()
+  const decoder = new TextDecoder()
+  let output = ""
+  let port: string | undefined
+  while (port === undefined) {
+    const { value, done } = await reader.read()
+    if (done) throw new Error(`the hub stopped before listening: ${output}`)
+    output += decoder.decode(value, { stream: true })
+    port = /Listening on http:\/\/[^\s"]+:(\d+)/.exec(output)?.[1]
+  }
+  return {
+    base: `http://127.0.0.1:${port}`,
+    stop: async () => {
+      server.kill()
+      await server.exited
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) output += decoder.decode(chunk.value, { stream: true })
+      return output
+    }
+  }
+}
+
+const UNSIGNED_WARNING = "HUB_APP_SECRET is unset: POST /upstream/events accepts unsigned posts"
 
 describe("hub CLI", () => {
   it("creates an organization, an instance, a session and tokens, printing JSON", () => {
@@ -71,6 +110,7 @@ describe("hub CLI", () => {
       [["org", "create", "--name", "  "], /--name must not be empty/],
       [["session", "create", "--org", "org_nope"], /organization org_nope was not found/],
       [["session", "create", "--org", orgId, "--ttl", "soon"], /--ttl must be a positive duration/],
+      [["session", "revoke", "--org", "org_nope"], /organization org_nope was not found/],
       [["token", "create", "--org", orgId, "--instance", otherInstanceId, "--name", "x"], /was not found in organization/],
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "abc", "--waba-id", "1"], /--phone-number-id must be a numeric Graph id/],
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "111", "--waba-id", "9"], /phone number id 111 is already bound/],
@@ -105,35 +145,13 @@ describe("hub CLI", () => {
 
   it("serve in sandbox mode bootstraps a demo tenancy once, with working printed tokens; unrouted changes are listed", async () => {
     const env = freshDb()
-    const serveOnce = async () => {
-      // The hub picks a free port itself and logs the address it listens on. (Probing for a free port
-      // first raced the other test files' servers: one took the port, answered /health, and this
-      // hub never started.)
-      const server = Bun.spawn([process.execPath, main, "serve"], {
-        env: { ...process.env, ...env, PORT: "0", HUB_LOG_LEVEL: "info", HUB_LOG_FORMAT: "json" },
-        stdout: "pipe"
-      })
-      const reader = server.stdout.getReader()
-      const decoder = new TextDecoder()
-      let output = ""
-      let base: string | undefined
-      while (base === undefined) {
-        const { value, done } = await reader.read()
-        if (done) throw new Error(`the hub stopped before listening: ${output}`)
-        output += decoder.decode(value, { stream: true })
-        base = /Listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1]
-      }
-      return { base, stop: async () => {
-        server.kill()
-        await server.exited
-        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) output += decoder.decode(chunk.value, { stream: true })
-        return output
-      } }
-    }
+    const serveOnce = () => startServe(env)
 
     const first = await serveOnce()
     const firstOutput = await first.stop()
     expect(firstOutput).toContain("Sandbox ready")
+    // On the loopback address (HOST's default) unsigned upstream posts are no one else's to send.
+    expect(firstOutput).not.toContain(UNSIGNED_WARNING)
     const orgToken = /org token\s+(mhk_\S+)/.exec(firstOutput)?.[1]
     const sessionToken = /session token\s+(mhs_\S+)/.exec(firstOutput)?.[1]
     const instanceToken = /instance token\s+(mhk_\S+)/.exec(firstOutput)?.[1]
@@ -172,5 +190,72 @@ describe("hub CLI", () => {
     expect(db.query("SELECT COUNT(*) AS n FROM organizations").get()).toEqual({ n: 1 })
     expect(db.query("SELECT COUNT(*) AS n FROM instances").get()).toEqual({ n: 1 })
     db.close()
+  }, CLI_TEST_TIMEOUT)
+
+  it("graph mode without HUB_APP_SECRET refuses to start with one line naming it; with it, unsigned posts are refused", async () => {
+    const env = { ...freshDb(), HUB_UPSTREAM: "graph", HUB_SECRET_KEY: "ab".repeat(32) }
+    const refused = run(env, "serve")
+    expect(refused.exitCode).toBe(1)
+    expect(refused.stderr).toBe(
+      `${JSON.stringify({ error: "Configuration error: HUB_APP_SECRET is required when HUB_UPSTREAM=graph (the Meta app secret that signs upstream posts)" })}\n`
+    )
+
+    const appSecret = "meta-app-secret"
+    const hub = await startServe({ ...env, HUB_APP_SECRET: appSecret })
+    const body = JSON.stringify({ object: "whatsapp_business_account", entry: [{ id: "424242", changes: [] }] })
+    const post = (headers: Record<string, string>) =>
+      fetch(`${hub.base}/upstream/events`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body })
+    const unsigned = await post({})
+    expect(unsigned.status).toBe(401)
+    expect(await unsigned.json()).toEqual({ statusCode: 401, message: "Unauthorized" })
+    expect((await post({ "x-hub-signature-256": `sha256=${"0".repeat(64)}` })).status).toBe(401)
+    const signed = await post({ "x-hub-signature-256": `sha256=${createHmac("sha256", appSecret).update(body).digest("hex")}` })
+    expect(signed.status).toBe(200)
+    expect(await hub.stop()).not.toContain(UNSIGNED_WARNING)
+  }, CLI_TEST_TIMEOUT)
+
+  it("sandbox mode without HUB_APP_SECRET warns at start when HOST is not a loopback address, and still takes unsigned posts", async () => {
+    const hub = await startServe({ ...freshDb(), HOST: "0.0.0.0" })
+    const posted = await fetch(`${hub.base}/upstream/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ object: "whatsapp_business_account", entry: [] })
+    })
+    expect(posted.status).toBe(200)
+    const output = await hub.stop()
+    const warning = output.split("\n").find((line) => line.includes(UNSIGNED_WARNING))
+    expect(warning).toBeDefined()
+    expect(JSON.parse(warning ?? "{}")).toMatchObject({ logLevel: "WARN" })
+    expect(warning).toContain("HOST=0.0.0.0")
+  }, CLI_TEST_TIMEOUT)
+
+  it("instance create reads the access token from standard input with --access-token-stdin, stored encrypted", () => {
+    const env = freshDb()
+    const orgId = String(json(run(env, "org", "create", "--name", "Acme").stdout).id)
+    const args = ["instance", "create", "--org", orgId, "--name", "Sales", "--waba-id", "102290129340398"]
+    const created = run({ ...env, STDIN: "  EAAG-from-stdin\n" }, ...args, "--phone-number-id", "106540352242922", "--access-token-stdin")
+    expect(created.stderr).toBe("")
+    expect(created.exitCode).toBe(0)
+    expect(created.stdout).not.toContain("EAAG-from-stdin")
+    const instanceId = String(json(created.stdout).id)
+
+    const db = new Database(env.HUB_DB, { readonly: true })
+    const row = db.query("SELECT access_token_encrypted AS stored FROM instances WHERE id = ?").get(instanceId)
+    db.close()
+    const stored = row !== null && typeof row === "object" && "stored" in row ? String(row.stored) : ""
+    expect(stored).toMatch(/^v2:/)
+    const key = parseSecretKey(readFileSync(join(dirname(env.HUB_DB), "secret.key"), "utf8"))
+    if (Either.isLeft(key)) throw new Error(key.left)
+    expect(Effect.runSync(makeCipher(key.right).decrypt(stored, SecretSlot.instanceAccessToken(instanceId)))).toBe("EAAG-from-stdin")
+
+    const both = run({ ...env, STDIN: "EAAG-x" }, ...args, "--phone-number-id", "106540352242923", "--access-token-stdin", "--access-token", "EAAG-y")
+    expect(both.exitCode).toBe(1)
+    expect(both.stderr).toBe(`${JSON.stringify({ error: "give the access token with --access-token or --access-token-stdin, not both" })}\n`)
+    const empty = run({ ...env, STDIN: " \n\t" }, ...args, "--phone-number-id", "106540352242924", "--access-token-stdin")
+    expect(empty.exitCode).toBe(1)
+    expect(empty.stderr).toBe(`${JSON.stringify({ error: "--access-token-stdin read no access token from standard input" })}\n`)
+    const db2 = new Database(env.HUB_DB, { readonly: true })
+    expect(db2.query("SELECT COUNT(*) AS n FROM instances").get()).toEqual({ n: 1 })
+    db2.close()
   }, CLI_TEST_TIMEOUT)
 })

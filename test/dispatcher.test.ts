@@ -484,7 +484,7 @@ layer(
       yield* postEvent(tenant)
       const [dead] = yield* untilDeliveries(tenant, webhook.id, "dead", (d) => d[0]?.status === "dead")
       expect(dead?.attempts).toBe(2)
-      expect(dead?.last_error).toBe("127.0.0.1 is a loopback address; webhooks must reach a public address")
+      expect(dead?.last_error).toBe("127.0.0.1 is not a public address (loopback); webhooks must reach a public address")
       expect(receiver.requests.length).toBe(0)
     }))
 })

@@ -1,9 +1,10 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit, Option, Redacted } from "effect"
+import { Duration, Effect, Exit, Layer, Option, Redacted, Schedule } from "effect"
 import { padded, powerOfTwoChunks } from "../src/Sql/SqlShapes.js"
-import { AddressRefused, classifyAddress, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
+import { AddressRefused, classifyAddress, HostResolver, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]
 
@@ -199,31 +200,52 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
 })
 
 // A hub in front of the real Graph API refuses webhook URLs that reach internal addresses.
-layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) }), { excludeTestServices: true })(
+const GRAPH = { upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) } as const
+
+/** A resolver answering from a table; other names fail as the system's would. */
+const tableLookup = (answers: Record<string, ReadonlyArray<string>>): HostLookup => (host) => {
+  const addresses = answers[host]
+  return Promise.resolve(addresses === undefined ? new AddressRefused({ message: `the host ${host} could not be resolved` }) : addresses)
+}
+
+const INTERNAL_DNS = {
+  "internal.example.com": ["10.1.2.3"],
+  "mixed.example.com": ["93.184.215.14", "fd00::5"],
+  "metadata.example.com": ["169.254.169.254"],
+  "nat64.example.com": ["64:ff9b::a9fe:a9fe"],
+  "public.example.com": ["93.184.215.14", "2606:4700:4700::1111"]
+}
+
+layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(INTERNAL_DNS)))), { excludeTestServices: true })(
   "webhook URL policy outside the sandbox",
   (it) => {
-    it.effect("loopback, private, link-local, CGNAT and metadata addresses are refused at creation and on update", () =>
+    it.effect("every non-public literal is refused at creation and on update, the literal and its kind named", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
         const tenant = yield* seedTenant()
         const refused = [
-          ["http://127.0.0.1/hook", "127.0.0.1 is a loopback address"],
-          ["http://10.0.0.1/hook", "10.0.0.1 is a private address"],
-          ["https://192.168.1.20:8443/x", "192.168.1.20 is a private address"],
-          ["http://172.20.0.5/", "172.20.0.5 is a private address"],
-          ["http://169.254.169.254/latest/meta-data", "169.254.169.254 is a metadata address"],
-          ["http://100.64.1.1/", "100.64.1.1 is a shared address"],
-          ["http://0.0.0.0:8080/", "0.0.0.0 is a unspecified address"],
-          ["http://[::1]/hook", "::1 is a loopback address"],
-          ["http://[fd12:3456::1]/hook", "fd12:3456::1 is a private address"],
-          ["http://[::ffff:10.1.2.3]/hook", "::ffff:a01:203 is a private address"],
-          ["http://localhost:3000/hook", "localhost resolves to"]
+          ["http://127.0.0.1/hook", "127.0.0.1 is not a public address (loopback)"],
+          ["http://10.0.0.1/hook", "10.0.0.1 is not a public address (private)"],
+          ["https://192.168.1.20:8443/x", "192.168.1.20 is not a public address (private)"],
+          ["http://172.20.0.5/", "172.20.0.5 is not a public address (private)"],
+          ["http://169.254.169.254/latest/meta-data", "169.254.169.254 is not a public address (cloud metadata)"],
+          ["http://100.64.1.1/", "100.64.1.1 is not a public address (shared)"],
+          ["http://0.0.0.0:8080/", "0.0.0.0 is not a public address (unspecified)"],
+          ["http://198.18.0.1/", "198.18.0.1 is not a public address (benchmarking)"],
+          ["http://[::1]/hook", "::1 is not a public address (loopback)"],
+          ["http://[fd12:3456::1]/hook", "fd12:3456::1 is not a public address (unique-local)"],
+          // The URL parser writes the mapped address in hex; the embedded 10.1.2.3 is what is classified.
+          ["http://[::ffff:10.1.2.3]/hook", "::ffff:a01:203 is not a public address (private)"],
+          ["http://[64:ff9b::7f00:1]/hook", "64:ff9b::7f00:1 is not a public address (loopback)"],
+          ["http://[2002:c0a8:101::1]/hook", "2002:c0a8:101::1 is not a public address (private)"],
+          ["http://[2001:0:4136:e378::1]/hook", "2001:0:4136:e378::1 is not a public address (tunnel)"],
+          ["http://[fd00:ec2::254]/", "fd00:ec2::254 is not a public address (cloud metadata)"]
         ] as const
         for (const [url, reason] of refused) {
           const answer = yield* createWebhook(tenant.instanceToken, { url, name: "internal" })
           expect(answer.status, url).toBe(400)
           expect(answer.body).toMatchObject({ statusCode: 400, error: "url_not_allowed", details: [{ field: "url" }] })
-          expect(String(answer.body.message), url).toContain(reason)
+          expect(String(answer.body.message), url).toBe(`url is not allowed: ${reason}; webhooks must reach a public address`)
         }
         const publicAddress = yield* createWebhook(tenant.instanceToken, { url: "https://93.184.215.14/hook", name: "public" })
         expect(publicAddress.status).toBe(201)
@@ -236,66 +258,184 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
         const unchanged = yield* hub.request("GET", `/api/webhooks/${publicAddress.body.id}`, { token: tenant.instanceToken })
         expect(unchanged.body.url).toBe("https://93.184.215.14/hook")
       }))
+
+    it.effect("a name resolving to any non-public address is refused without revealing the address", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        for (const [host, addresses] of Object.entries(INTERNAL_DNS)) {
+          if (host === "public.example.com") continue
+          const answer = yield* createWebhook(tenant.instanceToken, { url: `https://${host}/hook`, name: "named" })
+          expect(answer.status, host).toBe(400)
+          expect(answer.body).toEqual({
+            statusCode: 400,
+            message: `url is not allowed: ${host} resolves to a non-public address; webhooks must reach a public address`,
+            error: "url_not_allowed",
+            details: [{ field: "url", message: `${host} resolves to a non-public address; webhooks must reach a public address` }]
+          })
+          for (const address of addresses) expect(answer.text).not.toContain(address)
+        }
+        const allowed = yield* createWebhook(tenant.instanceToken, { url: "https://public.example.com/hook", name: "public" })
+        expect(allowed.status).toBe(201)
+      }))
   }
 )
 
-layer(
-  testHub({ upstream: "graph", webhookAllowPrivate: true, secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) }),
-  { excludeTestServices: true }
-)("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
-  it.effect("private addresses are accepted", () =>
+layer(testHub({ ...GRAPH, webhookAllowPrivate: true }), { excludeTestServices: true })("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
+  it.effect("private addresses are accepted; cloud metadata addresses are still refused", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const answer = yield* createWebhook(tenant.instanceToken, { url: "http://127.0.0.1:9/hook", name: "local" })
       expect(answer.status).toBe(201)
+      for (const url of ["http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.170.2]/v2/credentials", "http://[fd00:ec2::254]/", "http://100.100.100.200/"]) {
+        const refused = yield* createWebhook(tenant.instanceToken, { url, name: "metadata" })
+        expect(refused.status, url).toBe(400)
+        expect(String(refused.body.message), url).toContain("is not a public address (cloud metadata)")
+      }
+    }))
+})
+
+layer(testHub(), { excludeTestServices: true })("webhook URL policy in the sandbox", (it) => {
+  it.effect("cloud metadata addresses are refused in sandbox mode too; other addresses are accepted", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      expect((yield* createWebhook(tenant.instanceToken, { url: "http://10.0.0.1/hook", name: "lan" })).status).toBe(201)
+      const refused = yield* createWebhook(tenant.instanceToken, { url: "http://169.254.169.254/", name: "metadata" })
+      expect(refused.status).toBe(400)
+      expect(refused.body).toMatchObject({ error: "url_not_allowed", message: "url is not allowed: 169.254.169.254 is not a public address (cloud metadata); webhooks must reach a public address" })
+    }))
+})
+
+/** Polls a webhook's delivery log until the condition holds (bounded). */
+const untilDelivered = (token: string, webhookId: string, condition: (data: ReadonlyArray<Readonly<Record<string, unknown>>>) => boolean) =>
+  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token })).pipe(
+    Effect.map((answer) => itemsOf(answer.body)),
+    Effect.filterOrFail(condition, () => "not yet"),
+    Effect.retry(Schedule.spaced(Duration.millis(20))),
+    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("the delivery log did not reach the expected state") }),
+    Effect.orDie
+  )
+
+const NEVER_ANSWERS: HostLookup = () => new Promise(() => {})
+
+layer(
+  testHub({ webhookTimeout: Duration.millis(300), webhookRetry: [Duration.hours(1)] }).pipe(Layer.provide(Layer.succeed(HostResolver, NEVER_ANSWERS))),
+  { excludeTestServices: true }
+)("a resolver that never answers", (it) => {
+  it.effect("the attempt fails at the webhook timeout and is logged; its slot is not held", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "http://silent-dns.example.com/hook", name: "silent" })
+      expect(created.status).toBe(201)
+      const posted = yield* hub.request("POST", "/upstream/events", {
+        json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]])
+      })
+      expect(posted.status).toBe(200)
+      const [delivery] = yield* untilDelivered(tenant.instanceToken, String(created.body.id), (d) => Number(d[0]?.attempts) === 1)
+      expect(delivery).toMatchObject({ status: "failed", attempts: 1, last_status_code: null })
+      expect(delivery?.last_error).toBe("the host silent-dns.example.com could not be resolved: no answer within 300 ms")
+      expect(itemsOf(delivery ?? {}, "attempt_log")).toEqual([
+        expect.objectContaining({ attempt: 1, status_code: null, error: "the host silent-dns.example.com could not be resolved: no answer within 300 ms" })
+      ])
     }))
 })
 
 describe("address classifier", () => {
+  // One or more addresses per range of AddressRanges.ts, IPv4 and IPv6, and public ones beside them.
   plain.each([
     ["8.8.8.8", "public"],
     ["93.184.215.14", "public"],
     ["172.32.0.1", "public"],
     ["100.128.0.1", "public"],
-    ["127.0.0.1", "loopback"],
-    ["127.255.255.254", "loopback"],
+    ["192.31.196.1", "public"],
+    ["192.0.3.1", "public"],
+    ["0.0.0.0", "unspecified"],
+    ["0.1.2.3", "unspecified"],
     ["10.0.0.1", "private"],
-    ["172.16.0.1", "private"],
-    ["172.31.255.255", "private"],
-    ["192.168.0.1", "private"],
-    ["169.254.1.1", "link-local"],
-    ["169.254.169.254", "metadata"],
-    ["100.100.100.200", "metadata"],
+    ["10.255.255.255", "private"],
     ["100.64.0.1", "shared"],
     ["100.127.255.255", "shared"],
-    ["0.0.0.0", "unspecified"],
+    ["127.0.0.1", "loopback"],
+    ["127.255.255.254", "loopback"],
+    ["169.254.1.1", "link-local"],
+    ["172.16.0.1", "private"],
+    ["172.31.255.255", "private"],
+    ["192.0.0.8", "protocol-assignment"],
+    ["192.0.0.170", "protocol-assignment"],
+    ["192.0.2.10", "documentation"],
+    ["192.88.99.1", "reserved"],
+    ["192.168.0.1", "private"],
+    ["198.18.0.1", "benchmarking"],
+    ["198.19.255.255", "benchmarking"],
+    ["198.51.100.7", "documentation"],
+    ["203.0.113.9", "documentation"],
     ["224.0.0.1", "multicast"],
-    ["255.255.255.255", "reserved"],
-    ["192.0.2.10", "reserved"],
+    ["239.255.255.250", "multicast"],
+    ["240.0.0.1", "reserved"],
+    ["255.255.255.255", "broadcast"],
+    ["169.254.169.254", "metadata"],
+    ["169.254.170.2", "metadata"],
+    ["169.254.170.23", "metadata"],
+    ["169.254.0.23", "metadata"],
+    ["100.100.100.200", "metadata"],
+    ["192.0.0.192", "metadata"],
+    ["168.63.129.16", "metadata"],
+    ["2606:4700:4700::1111", "public"],
+    ["2a00:1450:4001:80b::200e", "public"],
+    ["2620:4f:8000::1", "public"],
     ["::", "unspecified"],
     ["::1", "loopback"],
     ["[::1]", "loopback"],
-    ["fc00::1", "private"],
-    ["fdff:ffff::1", "private"],
-    ["fe80::1%eth0", "link-local"],
-    ["febf::1", "link-local"],
-    ["ff02::1", "multicast"],
     ["::ffff:127.0.0.1", "loopback"],
     ["::ffff:7f00:1", "loopback"],
     ["::ffff:8.8.8.8", "public"],
+    ["::ffff:169.254.169.254", "metadata"],
+    ["::10.0.0.1", "private"],
+    ["::8.8.8.8", "public"],
+    ["::ffff:0:10.0.0.1", "reserved"],
     ["64:ff9b::10.0.0.1", "private"],
+    ["64:ff9b::8.8.8.8", "public"],
+    ["64:ff9b::a9fe:a9fe", "metadata"],
+    ["64:ff9b:1::8.8.8.8", "translation"],
     ["2002:a00:1::", "private"],
+    ["2002:808:808::1", "public"],
+    ["2002:7f00:1::", "loopback"],
+    ["100::1", "discard"],
+    ["100:0:0:1::1", "discard"],
+    ["2001::1", "tunnel"],
+    ["2001:0:4136:e378:8000:63bf:3fff:fdd2", "tunnel"],
+    ["2001:2::1", "benchmarking"],
+    ["2001:3::1", "protocol-assignment"],
+    ["2001:10::1", "identifier"],
+    ["2001:20::1", "identifier"],
+    ["2001:30::1", "identifier"],
+    ["2001:1ff::1", "protocol-assignment"],
+    ["2001:db8::1", "documentation"],
+    ["3fff::1", "documentation"],
+    ["5f00::1", "reserved"],
+    ["fc00::1", "unique-local"],
+    ["fdff:ffff::1", "unique-local"],
+    ["fe80::1%eth0", "link-local"],
+    ["febf::1", "link-local"],
+    ["fec0::1", "site-local"],
+    ["ff02::1", "multicast"],
     ["fd00:ec2::254", "metadata"],
-    ["2001:db8::1", "reserved"],
-    ["2606:4700:4700::1111", "public"],
+    ["fd00:ec2::23", "metadata"],
+    ["fd20:ce::254", "metadata"],
+    ["4000::1", "reserved"],
+    ["1::1", "reserved"],
     ["not-an-ip", "invalid"],
-    ["1.2.3", "invalid"]
+    ["1.2.3", "invalid"],
+    ["01.2.3.4", "invalid"],
+    ["0x7f.0.0.1", "invalid"]
   ] as const)("%s is %s", (address, expected) => {
     expect(classifyAddress(address)).toBe(expected)
   })
 })
 
 describe("delivery-time connection pinning", () => {
+  const signal = new AbortController().signal
+
   plain.effect("a host name is resolved once, checked, and the request goes to that address with the name as Host", () =>
     Effect.gen(function*() {
       const open = makeUrlPolicy(false)
@@ -309,20 +449,47 @@ describe("delivery-time connection pinning", () => {
       const enforced = makeUrlPolicy(true)
       const refused = yield* Effect.exit(enforced.connectTarget("http://localhost:4567/path"))
       expect(Exit.isFailure(refused)).toBe(true)
-      expect(JSON.stringify(refused)).toContain("localhost resolves to 127.0.0.1, a loopback address")
+      expect(JSON.stringify(refused)).toContain("localhost resolves to a non-public address")
+      expect(JSON.stringify(refused)).not.toContain("127.0.0.1")
       const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
       expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
+    }))
+
+  plain.effect("without enforcement a name leading to cloud metadata is still refused at delivery", () =>
+    Effect.gen(function*() {
+      const open = makeUrlPolicy(false, { lookup: tableLookup({ "metadata.google.internal": ["169.254.169.254"], "lan.example": ["10.0.0.2"] }) })
+      yield* open.check("http://metadata.google.internal/computeMetadata/v1/")
+      const refused = yield* Effect.promise(() => open.resolveTarget("http://metadata.google.internal/computeMetadata/v1/", signal))
+      expect(refused).toEqual(new AddressRefused({ message: "metadata.google.internal resolves to a non-public address; webhooks must reach a public address" }))
+      expect(yield* Effect.promise(() => open.resolveTarget("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
+    }))
+
+  plain.effect("a lookup that never answers is given up when the attempt's signal aborts, with the abort's reason", () =>
+    Effect.gen(function*() {
+      const policy = makeUrlPolicy(true, { lookup: NEVER_ANSWERS })
+      const controller = new AbortController()
+      const pending = policy.resolveTarget("https://slow.example.com/hook", controller.signal)
+      controller.abort(new DOMException("no answer within 50 ms", "TimeoutError"))
+      expect(yield* Effect.promise(() => pending)).toEqual(
+        new AddressRefused({ message: "the host slow.example.com could not be resolved: no answer within 50 ms" })
+      )
+      // Registration has its own deadline.
+      const registration = makeUrlPolicy(true, { lookup: NEVER_ANSWERS, lookupTimeout: Duration.millis(20) })
+      const timedOut = yield* Effect.flip(registration.check("https://slow.example.com/hook"))
+      expect(timedOut.message).toMatch(/^the host slow\.example\.com could not be resolved: /)
     }))
 })
 
 describe("delivery-time address cache", () => {
+  const signal = new AbortController().signal
+
   /** A resolver that answers from a table and counts what it was asked. */
   const countingLookup = (answers: Record<string, ReadonlyArray<string>>) => {
     const asked: Array<string> = []
+    const answer = tableLookup(answers)
     const lookup = (host: string) => {
       asked.push(host)
-      const addresses = answers[host]
-      return Promise.resolve(addresses === undefined ? new AddressRefused({ message: `the host ${host} could not be resolved` }) : addresses)
+      return answer(host)
     }
     return { asked, lookup }
   }
@@ -333,29 +500,29 @@ describe("delivery-time address cache", () => {
       const dns = countingLookup({ "hooks.example.com": ["93.184.216.34"], "rebound.example.com": ["93.184.216.35", "10.0.0.7"] })
       const policy = makeUrlPolicy(true, { lookup: dns.lookup, clock: () => now })
 
-      const first = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in"))
-      const second = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/other"))
+      const first = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in", signal))
+      const second = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/other", signal))
       expect(first).toEqual({ url: "https://93.184.216.34/in", hostHeader: "hooks.example.com", serverName: "hooks.example.com" })
       expect(second).toMatchObject({ url: "https://93.184.216.34/other" })
       expect(dns.asked).toEqual(["hooks.example.com"])
 
       // A cached answer holding a private address is refused on every delivery, not only the first.
       for (let i = 0; i < 2; i++) {
-        const refused = yield* Effect.promise(() => policy.resolveTarget("http://rebound.example.com/"))
+        const refused = yield* Effect.promise(() => policy.resolveTarget("http://rebound.example.com/", signal))
         expect(refused).toBeInstanceOf(AddressRefused)
-        expect(refused).toMatchObject({ message: "rebound.example.com resolves to 10.0.0.7, a private address; webhooks must reach a public address" })
+        expect(refused).toMatchObject({ message: "rebound.example.com resolves to a non-public address; webhooks must reach a public address" })
       }
       expect(dns.asked).toEqual(["hooks.example.com", "rebound.example.com"])
 
       // IP literals need no lookup; an unresolvable name is asked again next time.
-      expect(yield* Effect.promise(() => policy.resolveTarget("http://93.184.216.36:8080/x"))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
-      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/"))
-      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/"))
+      expect(yield* Effect.promise(() => policy.resolveTarget("http://93.184.216.36:8080/x", signal))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
+      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/", signal))
+      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/", signal))
       expect(dns.asked.filter((h) => h === "gone.example.com").length).toBe(2)
 
       // Once the cache time has passed the name is resolved again.
       now += 5_001
-      yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in"))
+      yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in", signal))
       expect(dns.asked.filter((h) => h === "hooks.example.com").length).toBe(2)
     }))
 

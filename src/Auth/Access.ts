@@ -13,6 +13,7 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   "POST /api/auth/api-tokens": ["session"],
   "GET /api/auth/api-tokens": management,
   "DELETE /api/auth/api-tokens/:tokenId": management,
+  "DELETE /api/auth/session": ["session"],
   "GET /api/instances": management,
   "POST /api/messages": apiTokens,
   "GET /api/messages": apiTokens,

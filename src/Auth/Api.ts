@@ -1,5 +1,8 @@
-/** Api tokens: created with a session token, listed and revoked by session or organization tokens. */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+/**
+ * Api tokens: created with a session token, listed and revoked by session or organization tokens.
+ * A session token can revoke itself.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { NotFound } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
@@ -43,6 +46,11 @@ export class AuthApi extends HttpApiGroup.make("apiTokens")
       .setPath(Schema.Struct({ tokenId: IdString }))
       .addSuccess(HttpApiSchema.NoContent)
       .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.del("revokeSession", "/api/auth/session")
+      .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Description, "Revokes the session token that calls it; it is refused at once")
   )
   .middleware(Authentication)
 {}

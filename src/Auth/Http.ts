@@ -60,4 +60,11 @@ export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers)
           }
           yield* resolver.forget(revoked.value)
         }))
+      .handle("revokeSession", () =>
+        Effect.gen(function*() {
+          // The access policy admits session tokens only, so the principal is this session.
+          const principal = yield* CurrentPrincipal
+          const revoked = yield* tokens.revokeSession(principal.credentialId)
+          if (Option.isSome(revoked)) yield* resolver.forget(revoked.value)
+        }))
   }))

@@ -1,5 +1,10 @@
-/** SQL for api tokens and operator sessions. Only SHA-256 hashes of secrets are stored. */
+/**
+ * SQL for api tokens and operator sessions. Only SHA-256 hashes of secrets are stored. Every
+ * revocation appends the revoked hashes to the revocation feed in its own transaction, so every hub
+ * process on the database can drop them from its cache (RevocationFeed.ts).
+ */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
 import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
@@ -25,6 +30,12 @@ export interface Credential {
   readonly expiresAt: number | undefined
 }
 
+/** One row of the revocation feed. */
+export interface Revocation {
+  readonly seq: number
+  readonly token_hash: string
+}
+
 interface CredentialRow {
   readonly kind: "api" | "session"
   readonly id: string
@@ -33,6 +44,10 @@ interface CredentialRow {
   readonly instance_id: InstanceId | null
   readonly phone_number_id: string | null
   readonly waba_id: string | null
+}
+
+interface HashRow {
+  readonly token_hash: string
 }
 
 const toCredential = (row: CredentialRow): Credential => ({
@@ -54,6 +69,16 @@ export class TokensRepo extends Context.Tag("TokensRepo")<TokensRepo, {
   readonly listApiTokens: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<ApiTokenRow>>
   /** Revokes a live token of the organization; returns its hash so caches can forget it. */
   readonly revokeApiToken: (organizationId: OrganizationId, id: string) => Effect.Effect<Option.Option<string>>
+  /** Revokes a session (not yet revoked); returns its hash so caches can forget it. */
+  readonly revokeSession: (id: string) => Effect.Effect<Option.Option<string>>
+  /** Revokes every live session of an organization; returns their hashes. */
+  readonly revokeOrganizationSessions: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<string>>
+  /** The feed's newest sequence number (0 when it is empty): a new reader starts after it. */
+  readonly lastRevocation: Effect.Effect<number>
+  /** The revocations committed after a sequence number, in order. */
+  readonly revocationsAfter: (seq: number) => Effect.Effect<ReadonlyArray<Revocation>>
+  /** Drops feed rows older than a time: no cache keeps an entry that long. */
+  readonly pruneRevocations: (before: string) => Effect.Effect<void>
   readonly createSession: (organizationId: OrganizationId, ttlMillis: number) => Effect.Effect<{
     readonly id: SessionId
     readonly secret: string
@@ -68,6 +93,18 @@ export const TokensRepoLive = Layer.effect(
   TokensRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+
+    /** Runs a revoking UPDATE … RETURNING token_hash and appends the hashes to the feed, in one transaction. */
+    const revoking = (update: (now: string) => Effect.Effect<ReadonlyArray<HashRow>, SqlError>) =>
+      Effect.gen(function*() {
+        const now = nowIso()
+        const hashes = (yield* update(now)).map((row) => row.token_hash)
+        if (hashes.length > 0) {
+          yield* sql`INSERT INTO revocations ${sql.insert(hashes.map((token_hash) => ({ token_hash, revoked_at: now })))}`
+        }
+        return hashes
+      }).pipe(sql.withTransaction, Effect.orDie)
+
     return TokensRepo.of({
       createApiToken: ({ instanceId, name, organizationId }) => {
         const secret = generateSecret(API_TOKEN_PREFIX)
@@ -90,12 +127,30 @@ export const TokensRepoLive = Layer.effect(
           FROM api_tokens WHERE organization_id = ${organizationId} AND revoked_at IS NULL
           ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie),
       revokeApiToken: (organizationId, id) =>
-        sql<{ readonly token_hash: string }>`UPDATE api_tokens SET revoked_at = ${nowIso()}
-          WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
-          RETURNING token_hash`.pipe(
-          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.token_hash)),
+        revoking((now) =>
+          sql<HashRow>`UPDATE api_tokens SET revoked_at = ${now}
+            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+            RETURNING token_hash`
+        ).pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
+      revokeSession: (id) =>
+        revoking((now) => sql<HashRow>`UPDATE sessions SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL RETURNING token_hash`)
+          .pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
+      revokeOrganizationSessions: (organizationId) =>
+        revoking((now) =>
+          sql<HashRow>`UPDATE sessions SET revoked_at = ${now}
+            WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND expires_at > ${now}
+            RETURNING token_hash`
+        ),
+      lastRevocation: sql<{ readonly seq: number | null }>`SELECT MAX(seq) AS seq FROM revocations`.pipe(
+        Effect.map((rows) => Number(rows[0]?.seq ?? 0)),
+        Effect.orDie
+      ),
+      revocationsAfter: (seq) =>
+        sql<Revocation>`SELECT seq, token_hash FROM revocations WHERE seq > ${seq} ORDER BY seq`.pipe(
+          Effect.map((rows) => rows.map((row) => ({ seq: Number(row.seq), token_hash: row.token_hash }))),
           Effect.orDie
         ),
+      pruneRevocations: (before) => sql`DELETE FROM revocations WHERE revoked_at < ${before}`.pipe(Effect.asVoid, Effect.orDie),
       createSession: (organizationId, ttlMillis) => {
         const secret = generateSecret(SESSION_TOKEN_PREFIX)
         const id = SessionId.make(newId("ses"))

@@ -1,7 +1,8 @@
 /**
  * Turns a Bearer secret into a Principal. Live credentials are cached in memory by hash so the hot
- * path does not query the database; revocation through the hub evicts at once, and entries expire
- * after a minute so a change made by another process is seen soon too.
+ * path does not query the database. A revocation evicts at once in the process that makes it, and
+ * within about a second in every other process on the database (RevocationFeed.ts); entries also
+ * expire after a minute.
  */
 import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
 import { Unauthorized } from "../Domain/Errors.js"
@@ -26,8 +27,8 @@ export class TokenResolver extends Context.Tag("TokenResolver")<TokenResolver, {
   readonly resolve: (secret: string) => Effect.Effect<Principal, Unauthorized>
   /** resolve's answer when it needs no database read; undefined when it does (a credential not cached). */
   readonly resolveCached: (secret: string) => Either.Either<Principal, Unauthorized> | undefined
-  /** Forgets a credential at once (after revocation). */
-  readonly forget: (tokenHash: string) => Effect.Effect<void>
+  /** Forgets credentials at once, after their revocation has committed. */
+  readonly forget: (...tokenHashes: ReadonlyArray<string>) => Effect.Effect<void>
 }>() {}
 
 const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
@@ -49,16 +50,29 @@ export const TokenResolverLive = Layer.effect(
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const cache = new Map<string, CacheEntry>()
     const touchedAt = new Map<string, number>()
+    /**
+     * Counts revocations. A lookup that read a credential before a revocation committed and finishes
+     * after its eviction must not put it back: it caches only if no revocation happened meanwhile
+     * (any revocation, not only its own: they are rare, and the next request reads again).
+     */
+    let revocations = 0
 
     const load = (hash: string, now: number): Effect.Effect<CacheEntry | undefined> =>
-      Effect.map(repo.findCredential(hash), (found) => {
-        cache.delete(hash)
-        if (Option.isNone(found)) return undefined
-        // Map keeps insertion order: dropping the first key drops the oldest entry.
-        if (cache.size >= CACHE_CAPACITY) cache.delete(cache.keys().next().value ?? "")
-        const entry = toEntry(found.value, now)
-        cache.set(hash, entry)
-        return entry
+      Effect.suspend(() => {
+        const revocationsBefore = revocations
+        return Effect.map(repo.findCredential(hash), (found) => {
+          if (Option.isNone(found)) {
+            cache.delete(hash)
+            return undefined
+          }
+          const entry = toEntry(found.value, now)
+          if (revocations !== revocationsBefore) return entry
+          cache.delete(hash)
+          // Map keeps insertion order: dropping the first key drops the oldest entry.
+          if (cache.size >= CACHE_CAPACITY) cache.delete(cache.keys().next().value ?? "")
+          cache.set(hash, entry)
+          return entry
+        })
       })
 
     /** The principal, unless the credential expired; notes the token's use at most once a minute. */
@@ -89,7 +103,11 @@ export const TokenResolverLive = Layer.effect(
         return cachedAnswer(hash, now) ??
           Effect.flatMap(load(hash, now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
       },
-      forget: (hash) => Effect.sync(() => cache.delete(hash))
+      forget: (...hashes) =>
+        Effect.sync(() => {
+          revocations++
+          for (const hash of hashes) cache.delete(hash)
+        })
     })
   })
 )

@@ -6,7 +6,7 @@
  */
 import { Duration, Effect } from "effect"
 import { HubConfig } from "../Config.js"
-import { AccessTokenCipher } from "../Instances/AccessTokenCipher.js"
+import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
 import { OutboxRepo } from "./Outbox.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
@@ -43,32 +43,39 @@ export const makeDeliveries = Effect.gen(function*() {
     (s) => Effect.sync(() => s.close())
   )
 
-  // Decrypting once per secret rather than once per attempt keeps the hot path cheap.
-  const keys = new Map<string, Uint8Array>()
-  const keyOf = (encrypted: string) =>
+  // Decrypting once per secret rather than once per attempt keeps the hot path cheap. A key is
+  // remembered with the slot it was decrypted for: the same ciphertext met in another row or column
+  // is decrypted there (and fails), never answered from here.
+  const keys = new Map<string, { readonly key: Uint8Array; readonly slot: SecretSlot }>()
+  const knownKey = (encrypted: string, slot: SecretSlot) => {
+    const known = keys.get(encrypted)
+    return known !== undefined && known.slot.rowId === slot.rowId && known.slot.column === slot.column ? known.key : undefined
+  }
+  const keyOf = ([encrypted, slot]: readonly [string, SecretSlot]) =>
     Effect.suspend(() => {
-      const known = keys.get(encrypted)
+      const known = knownKey(encrypted, slot)
       if (known !== undefined) return Effect.succeed(known)
-      return Effect.map(Effect.orDie(cipher.decrypt(encrypted)), (secret) => {
+      return Effect.map(Effect.orDie(cipher.decrypt(encrypted, slot)), (secret) => {
         if (keys.size > 10_000) keys.clear()
         const key = webhookSecretKey(secret)
-        keys.set(encrypted, key)
+        keys.set(encrypted, { key, slot })
         return key
       })
     })
 
   const signingKeys = (d: LeasedDelivery, nowMs: number): Effect.Effect<ReadonlyArray<Uint8Array>> => {
+    const current = [d.secret_encrypted, SecretSlot.webhookSecret(d.webhook_id)] as const
     const secrets = d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
         Date.parse(d.previous_secret_expires_at) > nowMs
-      ? [d.secret_encrypted, d.previous_secret_encrypted]
-      : [d.secret_encrypted]
+      ? [current, [d.previous_secret_encrypted, SecretSlot.webhookPreviousSecret(d.webhook_id)] as const]
+      : [current]
     // Every attempt asks: keys already decrypted are answered without an effect per secret.
-    const known = secrets.map((secret) => keys.get(secret))
+    const known = secrets.map(([encrypted, slot]) => knownKey(encrypted, slot))
     return known.every((key): key is Uint8Array => key !== undefined) ? Effect.succeed(known) : Effect.forEach(secrets, keyOf)
   }
 
   const exchange = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, signal: AbortSignal, timestamp: number) => {
-    const target = await policy.resolveTarget(d.url)
+    const target = await policy.resolveTarget(d.url, signal)
     if (target instanceof AddressRefused) return target
     return sender.send({
       target,

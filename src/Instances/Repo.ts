@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Data, Effect, Layer, Option } from "effect"
 import { InstanceId, newId, nowIso, OrganizationId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
-import { AccessTokenCipher } from "./AccessTokenCipher.js"
+import { AccessTokenCipher, SecretSlot } from "./AccessTokenCipher.js"
 
 export interface OrganizationRow {
   readonly id: OrganizationId
@@ -97,7 +97,9 @@ export const InstancesRepoLive = Layer.effect(
           yield* sql`INSERT INTO instances ${
             sql.insert({
               ...row,
-              access_token_encrypted: Option.getOrNull(Option.map(input.accessToken, cipher.encrypt))
+              access_token_encrypted: Option.getOrNull(
+                Option.map(input.accessToken, (token) => cipher.encrypt(token, SecretSlot.instanceAccessToken(row.id)))
+              )
             })
           }`
           return row
@@ -117,7 +119,7 @@ export const InstancesRepoLive = Layer.effect(
           Effect.orDie,
           Effect.flatMap((rows) => {
             const stored = rows[0]?.access_token_encrypted
-            return stored == null ? Effect.succeedNone : Effect.asSome(Effect.orDie(cipher.decrypt(stored)))
+            return stored == null ? Effect.succeedNone : Effect.asSome(Effect.orDie(cipher.decrypt(stored, SecretSlot.instanceAccessToken(id))))
           })
         )
     })

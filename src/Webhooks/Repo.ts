@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { AccessTokenCipher } from "../Instances/AccessTokenCipher.js"
+import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
 
 export interface WebhookRow {
   readonly id: string
@@ -92,7 +92,9 @@ export const WebhooksRepoLive = Layer.effect(
           created_at: now,
           updated_at: now
         }
-        return sql`INSERT INTO webhooks ${sql.insert({ ...row, active: 1, secret_encrypted: cipher.encrypt(input.secret) })}`.pipe(
+        return sql`INSERT INTO webhooks ${
+          sql.insert({ ...row, active: 1, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
+        }`.pipe(
           Effect.as(row),
           Effect.orDie
         )
@@ -135,14 +137,21 @@ export const WebhooksRepoLive = Layer.effect(
         }).pipe(sql.withTransaction, Effect.orDie),
       rotateSecret: (scope, id, secret, previousUntil) =>
         Effect.gen(function*() {
-          const now = nowIso()
-          const rotated = yield* sql<{ readonly id: string }>`UPDATE webhooks SET
-              previous_secret_encrypted = secret_encrypted,
-              previous_secret_expires_at = ${previousUntil},
-              secret_encrypted = ${cipher.encrypt(secret)},
-              updated_at = ${now}
-            WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)} RETURNING id`
-          return rotated.length === 0 ? Option.none<WebhookRow>() : yield* find(scope, id)
+          const current = yield* sql<{ readonly secret_encrypted: string }>`SELECT secret_encrypted FROM webhooks
+            WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)}`
+          const stored = current[0]?.secret_encrypted
+          if (stored === undefined) return Option.none<WebhookRow>()
+          // Secrets are bound to their column: the current one is encrypted afresh for the previous one's.
+          const previous = yield* cipher.decrypt(stored, SecretSlot.webhookSecret(id))
+          yield* sql`UPDATE webhooks SET ${
+            sql.update({
+              previous_secret_encrypted: cipher.encrypt(previous, SecretSlot.webhookPreviousSecret(id)),
+              previous_secret_expires_at: previousUntil,
+              secret_encrypted: cipher.encrypt(secret, SecretSlot.webhookSecret(id)),
+              updated_at: nowIso()
+            })
+          } WHERE id = ${id}`
+          return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.orDie)
     })
   })
