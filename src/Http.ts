@@ -63,7 +63,6 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
 
 /** The server bound to HOST and PORT from the config, with the fast lane's routes. */
 export const ServerLive = Layer.unwrapEffect(
-  // Bun's default maxRequestBodySize (128 MB) bounds bodies; uploads declare larger ones at their own limits (Media/BodyLimit).
   Effect.map(HubConfig, (config) => hubServer({ port: config.port, hostname: config.host }))
 )
 

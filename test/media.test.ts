@@ -164,8 +164,9 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
         error: "payload_too_large",
         details: { max_bytes: 100 * MB, content_length: 110 * MB }
       })
-      // Authentication still comes first.
-      expect(yield* declaredOnly(hub.baseUrl, "/api/media", "mhk_wrong", 110 * MB)).toMatch(/^HTTP\/1\.1 401/)
+      // A body too large is refused before anything else, the token included: nothing of it is read.
+      expect(yield* declaredOnly(hub.baseUrl, "/api/media", "mhk_wrong", 110 * MB)).toMatch(/^HTTP\/1\.1 413/)
+      expect(yield* declaredOnly(hub.baseUrl, "/api/media", "mhk_wrong", 1 * MB)).toMatch(/^HTTP\/1\.1 401/)
       expect(yield* mediaRequests).toEqual([])
     }))
 

@@ -6,7 +6,8 @@
  */
 import { HttpApiError, type HttpServerResponse } from "@effect/platform"
 import { type Cause, Effect, Either, Schema } from "effect"
-import { BadRequest } from "./Errors.js"
+import { boundedRequest, declaredLength, isBodyTooLarge, JSON_BODY_LIMIT } from "../Net/BodyLimit.js"
+import { BadRequest, PayloadTooLarge } from "./Errors.js"
 
 /** The two endpoints served on the fast lane. */
 export type HotRoute = "POST /api/messages" | "POST /upstream/events"
@@ -51,19 +52,35 @@ const formFields = (form: FormData) => {
   return fields
 }
 
-const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest> => Effect.tryPromise({ try: read, catch: () => malformedJson })
+/** A body limit and the 413 that refuses a body over it. */
+export interface BodyLimit {
+  readonly bytes: number
+  readonly tooLarge: PayloadTooLarge
+}
+
+/** Every JSON API route's limit (Net/BodyLimit.ts JSON_BODY_LIMIT, 1 MiB). */
+export const jsonBodyLimit: BodyLimit = {
+  bytes: JSON_BODY_LIMIT,
+  tooLarge: new PayloadTooLarge({ message: "The request body is larger than 1 MB", error: "payload_too_large" })
+}
 
 /**
  * The body as HttpApi reads it for a schema payload, by content type: JSON when it says JSON or says
- * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike).
+ * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike). The
+ * body is bounded as it streams (Net/BodyLimit.ts): past `limit` it is refused with its 413.
  */
-export const requestPayload = (request: Request): Effect.Effect<unknown, BadRequest> => {
+export const requestPayload = (request: Request, limit: BodyLimit): Effect.Effect<unknown, BadRequest | PayloadTooLarge> => {
+  const declared = declaredLength(request.headers.get("content-length"))
+  if (declared !== undefined && declared > limit.bytes) return Effect.fail(limit.tooLarge)
+  const bounded = boundedRequest(request, limit.bytes)
+  const readBody = <A>(read: () => Promise<A>): Effect.Effect<A, BadRequest | PayloadTooLarge> =>
+    Effect.tryPromise({ try: read, catch: (cause) => (isBodyTooLarge(cause) ? limit.tooLarge : malformedJson) })
   const contentType = contentTypeOf(request)
-  if (isJsonType(contentType)) return readBody(() => request.json())
-  if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await request.formData()))
-  if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await request.text())))
-  if (contentType.startsWith("text/")) return readBody(() => request.text())
-  return readBody(async () => new Uint8Array(await request.arrayBuffer()))
+  if (isJsonType(contentType)) return readBody(() => bounded.json())
+  if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await bounded.formData()))
+  if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await bounded.text())))
+  if (contentType.startsWith("text/")) return readBody(() => bounded.text())
+  return readBody(async () => new Uint8Array(await bounded.arrayBuffer()))
 }
 
 /** Decodes with `schema` as HttpApi does: a failure lists every field issue and renders as a 400. */

@@ -13,6 +13,7 @@ import { BunHttpServer } from "@effect/platform-bun"
 import { Cause, Context, Effect, FiberSet, Layer, type Scope } from "effect"
 import { HubConfig } from "../Config.js"
 import type { HotRoute, PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
+import { MAX_BODY_BYTES } from "./BodyLimits.js"
 import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
 
 export type { HotRoute } from "../Domain/PlainRoute.js"
@@ -40,6 +41,9 @@ export const hubServer = (options: { readonly port: number; readonly hostname: s
     return Layer.merge(
       BunHttpServer.layer({
         ...options,
+        // Each route's limit is enforced by the edge as the body streams, answered with its JSON 413; Bun's
+        // own (a bare 413) only meets declared lengths far beyond any route's.
+        maxRequestBodySize: 8 * MAX_BODY_BYTES,
         routes: {
           "/api/messages": { POST: dispatch("POST /api/messages") },
           "/upstream/events": { POST: dispatch("POST /upstream/events") }

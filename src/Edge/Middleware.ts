@@ -7,6 +7,8 @@ import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effe
 import { randomBytes } from "node:crypto"
 import { HubConfig } from "../Config.js"
 import { type FieldIssue, type HubError, isHubError } from "../Domain/Errors.js"
+import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
+import { bodyLimitOf } from "./BodyLimits.js"
 
 interface ErrorBody {
   readonly statusCode: number
@@ -27,7 +29,9 @@ const hubErrorResponse = (e: HubError) => {
     ...(e.details === undefined ? {} : { details: e.details })
   }
   const retryAfter = e._tag === "TooManyRequests" || e._tag === "ServiceUnavailable" ? e.retryAfterSeconds : undefined
-  return retryAfter === undefined ? errorResponse(body) : errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(retryAfter))) })
+  if (retryAfter !== undefined) return errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(retryAfter))) })
+  // The rest of a body over its limit is never read: the connection cannot carry another request.
+  return e._tag === "PayloadTooLarge" ? errorResponse(body, { connection: "close" }) : errorResponse(body)
 }
 
 interface DecodeIssue {
@@ -67,8 +71,16 @@ export interface RequestLine {
   readonly requestId: string | undefined
 }
 
+/** A body that went past its route's limit while it was read (Net/BodyLimit.ts), wherever the reader wrapped it. */
+const bodyTooLargeResponse = (failure: unknown, request: RequestLine) =>
+  Predicate.hasProperty(failure, "cause") && isBodyTooLarge(failure.cause)
+    ? Option.some(hubErrorResponse(bodyLimitOf(request.method, request.url.split("?")[0] ?? "").tooLarge(undefined)))
+    : Option.none()
+
 const failureResponse = (failure: unknown, request: RequestLine) => {
   if (isHubError(failure)) return Option.some(hubErrorResponse(failure))
+  const tooLarge = bodyTooLargeResponse(failure, request)
+  if (Option.isSome(tooLarge)) return tooLarge
   if (hasTag(failure, "HttpApiDecodeError") && Predicate.hasProperty(failure, "issues") && isDecodeIssues(failure.issues)) {
     return Option.some(validationResponse(fieldIssues(failure.issues)))
   }
@@ -83,7 +95,9 @@ const failureResponse = (failure: unknown, request: RequestLine) => {
 }
 
 /** Request-body failures surface as defects from the platform (for example malformed JSON). */
-const defectResponse = (defect: unknown) => {
+const defectResponse = (defect: unknown, request: RequestLine) => {
+  const tooLarge = bodyTooLargeResponse(defect, request)
+  if (Option.isSome(tooLarge)) return tooLarge
   if (hasTag(defect, "RequestError") && Predicate.hasProperty(defect, "reason") && defect.reason === "Decode") {
     return Option.some(errorResponse({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" }))
   }
@@ -105,7 +119,7 @@ const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServe
     if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
     const rendered = Option.orElse(
       Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
-      () => Option.flatMap(Cause.dieOption(cause), defectResponse)
+      () => Option.flatMap(Cause.dieOption(cause), (defect) => defectResponse(defect, request))
     )
     return Option.isSome(rendered) ? Effect.succeed(rendered.value) : Effect.as(Effect.logError("Unhandled failure", cause), internalError)
   })
@@ -146,11 +160,21 @@ export const atEdge = <E, R>(
   return Effect.annotateLogs(Effect.tap(respond, (response) => logRequest(request, response.status, started)), "requestId", requestId)
 }
 
-/** The edge around every request HttpApi serves. */
+/**
+ * The edge around every request HttpApi serves. Its body is bounded before the route reads it: a
+ * declared length over the route's limit is refused at once, and a body of no declared length is
+ * counted as it streams (Edge/BodyLimits.ts).
+ */
 export const edge = (logRequests: boolean) => (app: HttpApp.Default): HttpApp.Default =>
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-    return atEdge({ method: request.method, url: request.url, requestId: request.headers["x-request-id"] }, logRequests, app)
+    const line: RequestLine = { method: request.method, url: request.url, requestId: request.headers["x-request-id"] }
+    const limit = bodyLimitOf(request.method, request.url.split("?")[0] ?? "")
+    const declared = declaredLength(request.headers["content-length"])
+    if (declared !== undefined && declared > limit.bytes) return atEdge(line, logRequests, Effect.fail(limit.tooLarge(declared)))
+    const source = request.source
+    const streamed = declared === undefined && source instanceof Request && source.body !== null
+    return atEdge(line, logRequests, streamed ? Effect.provideService(app, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(boundedRequest(source, limit.bytes))) : app)
   })
 
 /** Whether the access log is on: info-level logging. */

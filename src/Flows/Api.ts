@@ -6,7 +6,6 @@ import { Forbidden, NotFound, PayloadTooLarge, TooManyRequests, UnsupportedMedia
 import { GraphId } from "../Domain/Ids.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
-import { FlowAssetBodyLimit } from "../Media/BodyLimit.js"
 
 export const FlowListQuery = RequestStruct({
   ...GraphPagingFields
@@ -39,7 +38,7 @@ export const FlowAssetUpload = HttpApiSchema.Multipart(
     ),
     Schema.annotations({ parseOptions: { errors: "all" }, identifier: "FlowAssetUpload" })
   ),
-  // No parser size limits (see Media/BodyLimit.ts); an application/json part is the flow file, not a text field.
+  // No parser size limits (the edge bounds the body as it streams); an application/json part is the flow file, not a text field.
   { fieldMimeTypes: [] }
 )
 
@@ -64,6 +63,5 @@ export class FlowsApi extends HttpApiGroup.make("flows")
   .addError(TooManyRequests)
   .addError(UpstreamFailure)
   // Added before Authentication, so it runs after it: an unauthenticated caller gets 401, not 413.
-  .middleware(FlowAssetBodyLimit)
   .middleware(Authentication)
 {}

@@ -5,7 +5,7 @@
 import type { Multipart } from "@effect/platform"
 import { Effect } from "effect"
 import { BadRequest, PayloadTooLarge, UnsupportedMediaType } from "../Domain/Errors.js"
-import { MAX_FLOW_ASSET_BYTES } from "../Media/BodyLimit.js"
+import { MAX_FLOW_ASSET_BYTES } from "../Media/MediaKinds.js"
 import { describeSize, imageFormatOf } from "../Media/MediaKinds.js"
 import { emptyFile, readHead } from "../Media/Upload.js"
 import type { UploadFile } from "../Upstream/Upstream.js"

@@ -1,10 +1,9 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { Envelope, JsonObjectSchema, limitText, PassThrough } from "../Domain/Json.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
-import { FlowAssetBodyLimitLive } from "../Media/BodyLimit.js"
 import { decodeAnswer, SuccessAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
@@ -84,4 +83,4 @@ export const FlowsHttpLive = HttpApiBuilder.group(HubApi, "flows", (handlers) =>
           )
           return { success: answer.success }
         }))
-  })).pipe(Layer.provide(FlowAssetBodyLimitLive))
+  }))

@@ -5,7 +5,8 @@
  */
 import { Cause, Effect, Either, Exit } from "effect"
 import type { PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
-import { makeUpstreamPostCheck } from "./Http.js"
+import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
+import { MAX_UPSTREAM_BODY, makeUpstreamPostCheck } from "./Http.js"
 import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
 
 export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
@@ -16,7 +17,9 @@ export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
     // Refused before the body is read, and again just before it joins a group (other posts were read meanwhile).
     const busy = ingress.overloaded()
     if (busy !== undefined) return edge.fail(Cause.fail(busy))
-    const envelope = post.check(new Uint8Array(await request.arrayBuffer()), request.headers.get("x-hub-signature-256") ?? undefined)
+    const body = await readBodyAtMost(request, MAX_UPSTREAM_BODY)
+    if (body instanceof BodyTooLarge) return edge.fail(Cause.fail(post.tooLarge))
+    const envelope = post.check(body, request.headers.get("x-hub-signature-256") ?? undefined)
     if (Either.isLeft(envelope)) return edge.fail(Cause.fail(envelope.left))
     const stillBusy = ingress.overloaded()
     if (stillBusy !== undefined) return edge.fail(Cause.fail(stillBusy))

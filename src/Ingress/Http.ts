@@ -9,11 +9,11 @@ import { Ingress } from "./Ingress.js"
 import { constantTimeEqual, verifyHubSignature } from "./HubSignature.js"
 
 /** Upstream webhook posts are small (a few KB, batches well under 1 MB); anything far larger is refused. */
-const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
+export const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
 
 const utf8 = new TextDecoder()
 
-const tooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
+export const upstreamBodyTooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
 
 const notAnObject = new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
 
@@ -29,10 +29,10 @@ export const makeUpstreamPostCheck = Effect.gen(function*() {
   return {
     /** Whether the declared size alone refuses the post, before its body is read. */
     declaredTooLarge: (contentLength: string | undefined) => Number(contentLength ?? 0) > MAX_UPSTREAM_BODY,
-    tooLarge,
+    tooLarge: upstreamBodyTooLarge,
     /** The post's envelope, or why it is refused: size, signature, JSON, then the envelope's shape. */
     check: (body: Uint8Array, signature: string | undefined): Either.Either<Envelope, PayloadTooLarge | Unauthorized | BadRequest> => {
-      if (body.byteLength > MAX_UPSTREAM_BODY) return Either.left(tooLarge)
+      if (body.byteLength > MAX_UPSTREAM_BODY) return Either.left(upstreamBodyTooLarge)
       if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) return Either.left(new Unauthorized())
       const payload = parseJsonObject(utf8.decode(body))
       if (payload === undefined) return Either.left(notAnObject)
@@ -46,7 +46,7 @@ export const makeReceiveUpstream = Effect.gen(function*() {
   const post = yield* makeUpstreamPostCheck
   return (contentLength: string | undefined, readBody: Effect.Effect<ArrayBuffer>, signature: string | undefined) =>
     Effect.gen(function*() {
-      if (post.declaredTooLarge(contentLength)) return yield* tooLarge
+      if (post.declaredTooLarge(contentLength)) return yield* upstreamBodyTooLarge
       const busy = ingress.overloaded()
       if (busy !== undefined) return yield* busy
       const envelope = yield* post.check(new Uint8Array(yield* readBody), signature)

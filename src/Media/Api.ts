@@ -12,7 +12,6 @@ import {
 } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { RequestStruct } from "../Domain/Schemas.js"
-import { MediaBodyLimit } from "./BodyLimit.js"
 
 export const MediaUpload = HttpApiSchema.Multipart(
   RequestStruct({
@@ -26,7 +25,7 @@ export const MediaUpload = HttpApiSchema.Multipart(
       })
     )
   }),
-  // No parser size limits (see BodyLimit.ts): MediaBodyLimit and the per-kind check bound the size.
+  // No parser size limits: the edge bounds the body as it streams (Edge/BodyLimits.ts), then each kind its file.
   // Every file part stays a file, whatever its content type (the default reads application/json as text).
   { fieldMimeTypes: [] }
 )
@@ -66,6 +65,5 @@ export class MediaApi extends HttpApiGroup.make("media")
   .addError(TooManyRequests)
   .addError(UpstreamFailure)
   // Added before Authentication, so it runs after it: an unauthenticated caller gets 401, not 413.
-  .middleware(MediaBodyLimit)
   .middleware(Authentication)
 {}

@@ -1,12 +1,11 @@
 import { HttpApiBuilder, HttpServerResponse, type Multipart } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { UpstreamFailure } from "../Domain/Errors.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
 import { toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
-import { MediaBodyLimitLive } from "./BodyLimit.js"
 import type { MediaKind } from "./MediaKinds.js"
 import { checkMediaUpload } from "./Upload.js"
 
@@ -66,4 +65,4 @@ export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
               : { contentLength: download.contentLength, headers: { "content-length": String(download.contentLength) } })
           })
         }))
-  })).pipe(Layer.provide(MediaBodyLimitLive))
+  }))

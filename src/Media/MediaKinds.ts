@@ -44,6 +44,12 @@ export const MEDIA_KIND_NAMES: ReadonlyArray<MediaKind> = ["image", "audio", "vi
 /** The largest upload of any kind: the multipart parser cuts bodies beyond it early. */
 export const MAX_UPLOAD_BYTES = 100 * MB
 
+/** Meta's limit for a flow asset (a flow JSON or an image). */
+export const MAX_FLOW_ASSET_BYTES = 10 * MB
+
+/** Room for the multipart framing and the text fields around an uploaded file. */
+export const MULTIPART_FRAMING_BYTES = 64 * 1024
+
 /** `Image/JPEG; charset=x` → `image/jpeg`. */
 export const baseMimeType = (declared: string): string => (declared.split(";")[0] ?? "").trim().toLowerCase()
 

@@ -9,12 +9,15 @@ import { Cause, Effect, Either, Schema } from "effect"
 import { AccessPolicy } from "../Auth/Access.js"
 import { authenticateBearer, authenticateBearerCached } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
-import { declaresJson, decodeWith, malformedJson, type PlainEdge, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
+import { declaresJson, decodeWith, jsonBodyLimit, malformedJson, type PlainEdge, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
+import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { SendHeaders } from "./Api.js"
 import { makeSendMessage } from "./Http.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
 import { MessageSender } from "./Send.js"
+
+const utf8 = new TextDecoder()
 
 export const makeSendPlainRoute = Effect.gen(function*() {
   const sendMessage = yield* makeSendMessage
@@ -32,7 +35,7 @@ export const makeSendPlainRoute = Effect.gen(function*() {
   const asEffect = (request: Request) =>
     Effect.gen(function*() {
       const principal = yield* authenticate(request.headers.get("authorization") ?? undefined, allowed)
-      const payload = yield* Effect.flatMap(requestPayload(request), decodePayload)
+      const payload = yield* Effect.flatMap(requestPayload(request, jsonBodyLimit), decodePayload)
       const key = request.headers.get("idempotency-key")
       const headers = yield* decodeHeaders(key === null ? {} : { "idempotency-key": key })
       return yield* sendMessage(principal, payload, headers["idempotency-key"])
@@ -42,9 +45,11 @@ export const makeSendPlainRoute = Effect.gen(function*() {
     const authenticated = authenticateCached(request.headers.get("authorization") ?? undefined, allowed)
     if (authenticated === undefined || request.headers.has("idempotency-key") || !declaresJson(request)) return edge.run(asEffect(request))
     if (Either.isLeft(authenticated)) return edge.fail(Cause.fail(authenticated.left))
+    const bytes = await readBodyAtMost(request, jsonBodyLimit.bytes)
+    if (bytes instanceof BodyTooLarge) return edge.fail(Cause.fail(jsonBodyLimit.tooLarge))
     let body: unknown
     try {
-      body = await request.json()
+      body = JSON.parse(utf8.decode(bytes))
     } catch {
       return edge.fail(Cause.fail(malformedJson))
     }
