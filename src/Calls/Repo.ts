@@ -8,7 +8,7 @@ import { Context, Effect, Layer } from "effect"
 import type { InstanceId } from "../Domain/Ids.js"
 import { type CallEvent, callStateRank } from "./CallEvents.js"
 
-/** Calls are kept a day: long after any could still ring, short enough that the table stays small. */
+/** Calls are kept a day after their last event (as received, not as the upstream dates it): long after any could still ring, short enough that the table stays small. */
 const KEPT_MS = 24 * 3600 * 1000
 
 /**
@@ -37,7 +37,7 @@ export const recordCallEvents = (sql: SqlClient.SqlClient, events: ReadonlyArray
           direction = COALESCE(calls.direction, excluded.direction)
         WHERE calls.state_rank < excluded.state_rank`
     }
-    yield* sql`DELETE FROM calls WHERE started_at < ${new Date(Date.parse(now) - KEPT_MS).toISOString()}`
+    yield* sql`DELETE FROM calls WHERE updated_at < ${new Date(Date.parse(now) - KEPT_MS).toISOString()}`
   })
 
 export class CallsRepo extends Context.Tag("CallsRepo")<CallsRepo, {

@@ -5,7 +5,7 @@ import { Effect } from "effect"
  * Calls the upstream's `calls` webhooks told of, per instance: enough to find the call a pre-accept
  * without `call_id` means (the newest incoming call from that number still ringing). `state_rank`
  * orders the states (ringing 0, connected or accepted 1, rejected or ended 2) so a late event never
- * moves a call back. Rows are kept a day (Calls/Repo.ts prunes them as new events arrive).
+ * moves a call back. Rows are kept a day after their last event (Calls/Repo.ts prunes them as new events arrive).
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -21,5 +21,5 @@ export default Effect.gen(function*() {
     PRIMARY KEY (instance_id, call_id)
   )`
   yield* sql`CREATE INDEX calls_instance_user_started ON calls (instance_id, user_number, started_at)`
-  yield* sql`CREATE INDEX calls_started ON calls (started_at)`
+  yield* sql`CREATE INDEX calls_updated ON calls (updated_at)`
 })
