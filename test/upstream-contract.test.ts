@@ -6,12 +6,12 @@
  * `type: text` for a text without type. Placeholders of the examples are filled as a user would.
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { fileBytes, form, JPEG_HEAD, OGG_HEAD, WEBP_HEAD } from "./support/Files.js"
 import { listMessages, sendMessage, sendsTo, waIdOf } from "./support/Messages.js"
-import { filledPlaceholders, isObject, type JsonObject, type NamedExample, requestExamples } from "./support/MetaReference.js"
-import { itemsOf, seedTenant, TestHub } from "./support/TestHub.js"
+import { filledPlaceholders, isObject, type JsonObject, type NamedExample, requestExamples, responseExamples } from "./support/MetaReference.js"
+import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 const objectOf = (example: NamedExample): JsonObject => {
   const value = filledPlaceholders(example.value)
@@ -172,4 +172,105 @@ layer(testHubOnFakeGraph())("Meta's other example requests through the hub", (it
         })
       }))
   }
+})
+
+/**
+ * The other way: Meta's example answers of the reads the interface passes through (activities,
+ * compliance info, phone numbers, flows and their assets, QR codes) and of the writes above, given
+ * by the fake upstream, reach the caller unchanged.
+ */
+interface PassedThrough {
+  readonly path: string
+  readonly method: string
+  /** The hub's request answered with each example. */
+  readonly hub: (tenant: { readonly phoneNumberId: string; readonly wabaId: string }) => {
+    readonly method: string
+    readonly path: string
+    readonly upstream: string
+    readonly json?: unknown
+  }
+}
+
+const passedThrough: ReadonlyArray<PassedThrough> = [
+  {
+    path: "/{Version}/{WABA-ID}/activities",
+    method: "get",
+    hub: (t) => ({ method: "GET", path: "/api/analytics/activities", upstream: `/${t.wabaId}/activities` })
+  },
+  {
+    path: "/{Version}/{Phone-Number-ID}/business_compliance_info",
+    method: "get",
+    hub: (t) => ({ method: "GET", path: "/api/analytics/compliance", upstream: `/${t.phoneNumberId}/business_compliance_info` })
+  },
+  {
+    path: "/{Version}/{WABA-ID}/phone_numbers",
+    method: "get",
+    hub: (t) => ({ method: "GET", path: "/phone-numbers/list", upstream: `/${t.wabaId}/phone_numbers` })
+  },
+  { path: "/{Version}/{WABA-ID}/flows", method: "get", hub: (t) => ({ method: "GET", path: "/flows", upstream: `/${t.wabaId}/flows` }) },
+  {
+    path: "/{Version}/{Flow-ID}/assets",
+    method: "get",
+    hub: () => ({ method: "GET", path: "/flows/1308927590133476/assets", upstream: "/1308927590133476/assets" })
+  },
+  {
+    path: "/{Version}/{Flow-ID}/deprecate",
+    method: "post",
+    hub: () => ({ method: "POST", path: "/flows/1308927590133476/deprecate", upstream: "/1308927590133476/deprecate" })
+  },
+  {
+    path: "/{Version}/{Phone-Number-ID}/message_qrdls",
+    method: "get",
+    hub: (t) => ({ method: "GET", path: "/qr-codes", upstream: `/${t.phoneNumberId}/message_qrdls` })
+  },
+  {
+    path: "/{Version}/{Phone-Number-ID}/messages",
+    method: "post",
+    hub: (t) => ({
+      method: "POST",
+      path: "/api/messages",
+      upstream: `/${t.phoneNumberId}/messages`,
+      json: { messaging_product: "whatsapp", to: "16505551234", type: "text", text: { body: "hi" } }
+    })
+  },
+  {
+    path: "/{Version}/{Phone-Number-ID}/settings",
+    method: "post",
+    hub: (t) => ({ method: "POST", path: "/api/phone-numbers/settings", upstream: `/${t.phoneNumberId}/settings`, json: { calling: { status: "disabled" } } })
+  }
+]
+
+layer(testHubOnFakeGraph())("Meta's example answers back through the hub", (it) => {
+  for (const operation of passedThrough) {
+    // The read receipt's answer is no send's: that example is no send (see notSends).
+    const answers = responseExamples(operation.path, operation.method).filter((a) => a.name !== "Send typing indicator and read receipt")
+    it.effect(`${operation.method.toUpperCase()} ${operation.path}: its ${answers.length} example answer(s) reach the caller unchanged`, () =>
+      Effect.gen(function*() {
+        expect(answers.length).toBeGreaterThan(0)
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        for (const answer of answers) {
+          const tenant = yield* seedTenant()
+          const call = operation.hub(tenant)
+          yield* fake.respond({ method: call.method, path: call.upstream }, { body: answer.value })
+          const result = yield* hub.request(call.method, call.path, { token: tenant.instanceToken, ...(call.json === undefined ? {} : { json: call.json }) })
+          expect({ example: answer.name, status: result.status, body: JSON.parse(result.text) }).toEqual({ example: answer.name, status: 200, body: answer.value })
+        }
+      }))
+  }
+})
+
+layer(testHub({ sandboxStatusDelay: Duration.hours(1) }))("Meta's example sends on the sandbox", (it) => {
+  it.effect("the sandbox takes every example send but the template ones (those need an approved template of that name)", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const refused: Array<unknown> = []
+      const examples = examplesBut(SENDS, "post", notSends).filter((e) => objectOf(e).type !== "template")
+      expect(examples.length).toBeGreaterThan(30)
+      for (const example of examples) {
+        const sent = yield* sendMessage(tenant.instanceToken, objectOf(example))
+        if (sent.status !== 200) refused.push({ example: example.name, status: sent.status, body: sent.body })
+      }
+      expect(refused).toEqual([])
+    }))
 })

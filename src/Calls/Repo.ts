@@ -8,7 +8,10 @@ import { Context, Effect, Layer } from "effect"
 import type { InstanceId } from "../Domain/Ids.js"
 import { type CallEvent, callStateRank } from "./CallEvents.js"
 
-/** Calls are kept a day after their last event (as received, not as the upstream dates it): long after any could still ring, short enough that the table stays small. */
+/**
+ * Calls are kept a day after their last event (as received, not as the upstream dates it): long after
+ * any could still ring, short enough that the table stays small.
+ */
 const KEPT_MS = 24 * 3600 * 1000
 
 /**
