@@ -106,14 +106,12 @@ export const webhookFixtures = (): ReadonlyArray<Fixture> => {
   return [...files, ...meta]
 }
 
-const mapJson = (value: Json, f: (value: Json, key: string | undefined, parent: JsonObject | undefined) => Json): Json => {
-  const go = (v: Json, key: string | undefined, parent: JsonObject | undefined): Json => {
-    const mapped = f(v, key, parent)
-    if (Array.isArray(mapped)) return mapped.map((item) => go(item, undefined, undefined))
-    if (isObject(mapped)) return Object.fromEntries(Object.entries(mapped).map(([k, item]) => [k, go(item, k, mapped)]))
-    return mapped
-  }
-  return go(value, undefined, undefined)
+/** `value` with `f` applied to every value in it, depth first from the top. */
+const mapJson = (value: Json, f: (value: Json) => Json): Json => {
+  const mapped = f(value)
+  if (Array.isArray(mapped)) return mapped.map((item) => mapJson(item, f))
+  if (isObject(mapped)) return Object.fromEntries(Object.entries(mapped).map(([k, item]) => [k, mapJson(item, f)]))
+  return mapped
 }
 
 /**
