@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { dedupeKey, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
+import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
 import type { Json } from "../src/Upstream/Upstream.js"
 
 /** The one change of an upstream payload carrying `value`. */
@@ -45,5 +45,37 @@ describe("dedupe keys", () => {
     expect(dedupeKey("ins_1", changeOf({ event: "VERIFIED_ACCOUNT" }, "account_update")).slice(0, 11)).toBe("0000000000.")
     expect(dedupeKey("ins_1", changeOf({ statuses: [status("wamid.A", "soon")] })).slice(0, 11)).toBe("0000000000.")
     expect(dedupeKey("ins_1", changeOf({ statuses: [status("wamid.A", "12345678901")] })).slice(0, 11)).toBe("0000000000.")
+  })
+})
+
+describe("an instance's envelope", () => {
+  it("is the upstream's own, every field and key order kept, holding only that instance's changes and the entries that hold them", () => {
+    const mine = { field: "messages", value: { metadata: { phone_number_id: "1" }, statuses: [] } }
+    const theirs = { field: "messages", value: { metadata: { phone_number_id: "2" }, statuses: [] } }
+    const later = { value: { event: "APPROVED" }, field: "message_template_status_update" }
+    const payload = {
+      entry: [
+        { id: "waba", time: 1751247548, changes: [mine, theirs], extra: { kept: true } },
+        { id: "other", time: 1751247549, changes: [theirs] },
+        { changes: [later], id: "waba", time: 1751247550 }
+      ],
+      object: "whatsapp_business_account",
+      note: "kept"
+    }
+    const parsed = parseEnvelope(payload)
+    if (Either.isLeft(parsed)) throw new Error("the test's payload must parse")
+    const changes = parsed.right.changes.filter((c) => c.phoneNumberId !== "2")
+    expect(envelopeFor(parsed.right.object, changes)).toBe(JSON.stringify({
+      entry: [
+        { id: "waba", time: 1751247548, changes: [mine], extra: { kept: true } },
+        { changes: [later], id: "waba", time: 1751247550 }
+      ],
+      object: "whatsapp_business_account",
+      note: "kept"
+    }))
+    // An upstream envelope without `object` gets the one it stands for.
+    const bare = parseEnvelope({ entry: [{ id: "waba", changes: [mine] }] })
+    if (Either.isLeft(bare)) throw new Error("the test's payload must parse")
+    expect(JSON.parse(envelopeFor(bare.right.object, bare.right.changes))).toEqual({ object: "whatsapp_business_account", entry: [{ id: "waba", changes: [mine] }] })
   })
 })

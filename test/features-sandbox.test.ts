@@ -141,6 +141,36 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       expect(list.status).toBe(200)
       expect(rows(list.body.data)).toEqual([expect.objectContaining({ id: tenant.phoneNumberId, quality_rating: "GREEN", status: "CONNECTED" })])
 
+      // No call is ringing until the upstream's connect webhook says one is; then `to` finds it.
+      const early = yield* http.request("POST", "/api/calls/pre-accept", { token: tenant.instanceToken, json: { to: "5511987654321" } })
+      expect(early.status).toBe(409)
+      expect(early.body).toMatchObject({ statusCode: 409, error: "no_ringing_call" })
+      const byId = yield* http.request("POST", "/api/calls/pre-accept", { token: tenant.instanceToken, json: { to: "5511987654321", call_id: "wacid.ABGGFjFVU2AfAgo6V" } })
+      expect(byId.status).toBe(200)
+      expect(byId.body).toEqual({ success: true })
+      const connect = {
+        object: "whatsapp_business_account",
+        entry: [{
+          id: tenant.wabaId,
+          changes: [{
+            field: "calls",
+            value: {
+              messaging_product: "whatsapp",
+              metadata: { display_phone_number: "15550783881", phone_number_id: tenant.phoneNumberId },
+              calls: [{
+                id: "wacid.HBgLMTIxODU1NTI4MjgVAgARGCAyODRQIAFRoA",
+                from: "5511987654321",
+                to: "15550783881",
+                event: "connect",
+                direction: "USER_INITIATED",
+                timestamp: String(Math.floor(Date.now() / 1000)),
+                session: { sdp_type: "offer", sdp: "v=0" }
+              }]
+            }
+          }]
+        }]
+      }
+      expect((yield* http.request("POST", "/upstream/events", { json: connect })).status).toBe(200)
       const call = yield* http.request("POST", "/api/calls/pre-accept", { token: tenant.instanceToken, json: { to: "5511987654321" } })
       expect(call.status).toBe(200)
       expect(call.body).toEqual({ success: true })
@@ -193,6 +223,10 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
         participants_count: expect.any(Number)
       })
       expect(Number.isInteger(group.body.creation_time)).toBe(true)
+      const cloudGroup = "Y2FwaV9ncm91cDoxODA1NTU1MDE3MjoxMjAzNjMyMjI3NzE5NjMwNjcZD"
+      const opaque = yield* http.request("GET", `/groups/${cloudGroup}`, { token: tenant.instanceToken })
+      expect(opaque.status).toBe(200)
+      expect(opaque.body).toMatchObject({ id: cloudGroup, subject: expect.any(String), participants_count: expect.any(Number) })
 
       const profile = yield* http.request("GET", "/api/business-profile", { token: tenant.instanceToken })
       expect(profile.status).toBe(200)

@@ -39,15 +39,53 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       expect(result.body).toEqual({ id: "1203@g.us", subject: "Team", description: "", creation_time: 1750269342, participants_count: 3 })
     }))
 
+  it.effect("a Cloud API group id (opaque, as Graph and the group webhooks give it) reads the same", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-cloud-group" })
+      // The group id of Meta's OpenAPI document (GET /{group_id}) and the group of its research example.
+      const id = "Y2FwaV9ncm91cDoxOTUwNTU1MDA3OToxMjAzNjMzOTQzMjAdOTY0MTUZD"
+      yield* fake.respond({ method: "GET", path: `/${id}` }, {
+        body: {
+          id,
+          messaging_product: "whatsapp",
+          subject: "Artificial Intelligence Insights",
+          description: "Explore AI developments",
+          creation_timestamp: 683731200,
+          suspended: false,
+          total_participant_count: 6,
+          participants: [{ wa_id: "16505551234" }],
+          join_approval_mode: "approval_required"
+        }
+      })
+      const result = yield* hub.request("GET", `/groups/${id}`, { token: tenant.instanceToken })
+      expect(result.status).toBe(200)
+      expect(result.body).toEqual({
+        id,
+        subject: "Artificial Intelligence Insights",
+        description: "Explore AI developments",
+        creation_time: 683731200,
+        participants_count: 6
+      })
+      const sent = yield* fake.lastRequest
+      expect(sent.path).toBe(`/v23.0/${id}`)
+      expect(sent.headers.authorization).toBe("Bearer EAAG-cloud-group")
+    }))
+
   it.effect("a malformed group id is 400; an unknown group 404; organization tokens 403", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
-      for (const id of ["abc@g.us", "12345", "12345@s.whatsapp.net"]) {
+      // A bare number would name another Graph node (a phone number, a media object): refused too.
+      for (const id of ["abc@g.us", "12345", "1234567890123", "12345@s.whatsapp.net", "short", "has%20space"]) {
         const result = yield* hub.request("GET", `/groups/${id}`, { token: tenant.instanceToken })
         expect(result.status).toBe(400)
-        expect(result.body.details).toEqual([{ field: "groupId", message: "must be a group id of the form <number>@g.us" }])
+        expect(result.body.details).toEqual([{
+          field: "groupId",
+          message: "must be a group id: <number>@g.us, or the Cloud API's group id (letters, digits, - and _)"
+        }])
       }
       yield* fake.respond({ path: /(@|%40)g\.us$/ }, { status: 400, body: { error: { message: "Unsupported get request", code: 100, error_subcode: 33 } } })
       const missing = yield* hub.request("GET", "/groups/999@g.us", { token: tenant.instanceToken })

@@ -80,6 +80,37 @@ layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/mess
       expect((yield* sendsTo(tenant.phoneNumberId))[0]?.json).toEqual({ ...common, type: "text", text: { body: "hi" } })
     }))
 
+  it.effect("a text without type is a text message, as upstream: sent with type text and recorded so", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const sent = yield* sendMessage(tenant.instanceToken, { to: RECIPIENT, text: { body: "Please visit https://youtu.be/hpltvTEiRrY.", preview_url: true } })
+      expect(sent.status).toBe(200)
+      expect((yield* sendsTo(tenant.phoneNumberId))[0]?.json).toEqual({
+        ...common,
+        type: "text",
+        text: { body: "Please visit https://youtu.be/hpltvTEiRrY.", preview_url: true }
+      })
+      expect(itemsOf((yield* listMessages(tenant.instanceToken)).body).map((m) => [m.type, m.to])).toEqual([["text", RECIPIENT]])
+    }))
+
+  it.effect("a message to a group (recipient_type group) goes to the group id, in either form, and is recorded with it", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const groups = ["120363394320896415@g.us", "Y2FwaV9ncm91cDoxODA1NTU1MDE3MjoxMjAzNjMyMjI3NzE5NjMwNjcZD"]
+      for (const group of groups) {
+        const sent = yield* sendMessage(tenant.instanceToken, { recipient_type: "group", to: group, type: "text", text: { body: "Hello group" } })
+        expect(sent.status).toBe(200)
+      }
+      expect((yield* sendsTo(tenant.phoneNumberId)).map((r) => r.json)).toEqual(groups.map((group) => ({
+        messaging_product: "whatsapp",
+        recipient_type: "group",
+        to: group,
+        type: "text",
+        text: { body: "Hello group" }
+      })))
+      expect(itemsOf((yield* listMessages(tenant.instanceToken)).body).map((m) => m.to).sort()).toEqual([...groups].sort())
+    }))
+
   it.effect("an organization token sends from the number it names, and must name one of its own", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant({ accessToken: "EAAG-org-instance" })
@@ -278,7 +309,8 @@ const invalidCases: ReadonlyArray<InvalidCase> = [
   { name: "too short a number", body: text({ to: "+1234" }), fields: ["to"] },
   { name: "two plus signs", body: text({ to: "++16505551234" }), fields: ["to"] },
   { name: "a number with separators", body: text({ to: "1 650-555-1234" }), fields: ["to"] },
-  { name: "no type", body: { to: "16505551234", text: { body: "hi" } }, fields: ["type"] },
+  { name: "no type (and no text)", body: { to: "16505551234", image: { id: "1" } }, fields: ["type"] },
+  { name: "no type, text and another object", body: { to: "16505551234", text: { body: "hi" }, image: { id: "1" } }, fields: ["image"] },
   { name: "an unknown type", body: { to: "16505551234", type: "sms", sms: {} }, fields: ["type"] },
   { name: "the object named by type missing", body: { to: "16505551234", type: "text" }, fields: ["text"] },
   { name: "an object of another type", body: text({ image: { id: "1" } }), fields: ["image"] },
@@ -351,10 +383,96 @@ const invalidCases: ReadonlyArray<InvalidCase> = [
     },
     fields: ["interactive.action.name"]
   },
+  {
+    name: "four reply buttons",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: {
+        type: "button",
+        body: { text: "Pick one" },
+        action: { buttons: [1, 2, 3, 4].map((n) => ({ type: "reply", reply: { id: `b${n}`, title: `B${n}` } })) }
+      }
+    },
+    fields: ["interactive.action.buttons"]
+  },
+  {
+    name: "a reply button without its title",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "button", body: { text: "Pick one" }, action: { buttons: [{ type: "reply", reply: { id: "b1", title: "" } }] } }
+    },
+    fields: ["interactive.action.buttons.0.reply.title"]
+  },
+  {
+    name: "a list without its button, with a row title over 24 characters",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "list", body: { text: "Choose" }, action: { sections: [{ title: "S", rows: [{ id: "r1", title: "t".repeat(25) }] }] } }
+    },
+    fields: ["interactive.action.button", "interactive.action.sections.0.rows.0.title"]
+  },
+  {
+    name: "a flow named both by id and by name",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: {
+        type: "flow",
+        body: { text: "Sign up" },
+        action: { name: "flow", parameters: { flow_message_version: "3", flow_cta: "Open", flow_id: "1", flow_name: "signup" } }
+      }
+    },
+    fields: ["interactive.action.parameters"]
+  },
+  {
+    name: "an image header without its image",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "call_permission_request", header: { type: "image" }, body: { text: "May we call?" }, action: { name: "call_permission_request" } }
+    },
+    fields: ["interactive.header.image"]
+  },
+  {
+    name: "order details without reference_id, with another action name",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: {
+        type: "order_details",
+        body: { text: "Your order" },
+        action: {
+          name: "review",
+          parameters: {
+            type: "digital-goods",
+            currency: "INR",
+            total_amount: { value: 1100, offset: 100 },
+            order: { status: "pending", items: [{ name: "bread", quantity: 1, amount: { value: 1000, offset: 100 } }], subtotal: { value: 1000, offset: 100 } }
+          }
+        }
+      }
+    },
+    fields: ["interactive.action.name", "interactive.action.parameters.reference_id"]
+  },
+  {
+    name: "an order status without the order's status",
+    body: {
+      to: "16505551234",
+      type: "interactive",
+      interactive: { type: "order_status", body: { text: "Update" }, action: { name: "review_order", parameters: { reference_id: "r-1", order: {} } } }
+    },
+    fields: ["interactive.action.parameters.order.status"]
+  },
   { name: "an unknown interactive kind", body: { to: "16505551234", type: "interactive", interactive: { type: "carousel_x" } }, fields: ["interactive.type"] },
   { name: "a context without message_id", body: text({ context: {} }), fields: ["context.message_id"] },
   { name: "another messaging_product", body: text({ messaging_product: "sms" }), fields: ["messaging_product"] },
-  { name: "another recipient_type", body: text({ recipient_type: "group" }), fields: ["recipient_type"] },
+  { name: "another recipient_type", body: text({ recipient_type: "broadcast" }), fields: ["recipient_type"] },
+  { name: "a number as a group", body: text({ recipient_type: "group" }), fields: ["to"] },
+  { name: "a group id to an individual", body: text({ to: "120363394320896415@g.us" }), fields: ["to"] },
+  { name: "a bare number as a Cloud API group id", body: text({ recipient_type: "group", to: "abc" }), fields: ["to"] },
   { name: "a body that is not an object", body: "send hi to 16505551234", fields: ["body"] },
   { name: "several bad fields at once", body: { to: "x", type: "text", text: { body: "" }, context: {} }, fields: ["to", "text.body", "context.message_id"] }
 ]

@@ -353,6 +353,10 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
       const upstream = yield* Upstream
       const target = newTarget()
       expect(yield* upstream.getGroup(target, "120363025246125@g.us")).toMatchObject({ id: "120363025246125@g.us", subject: expect.any(String), creation_timestamp: expect.any(Number) })
+      const cloudGroup = "Y2FwaV9ncm91cDoxODA1NTU1MDE3MjoxMjAzNjMyMjI3NzE5NjMwNjcZD"
+      const opaque = yield* upstream.getGroup(target, cloudGroup)
+      expect(opaque).toMatchObject({ id: cloudGroup, subject: expect.any(String), creation_timestamp: expect.any(Number) })
+      expect(yield* upstream.getGroup(target, cloudGroup)).toEqual(opaque)
       expect(yield* Effect.flip(upstream.getGroup(target, "not-a-group"))).toMatchObject({ code: 100, subcode: 33 })
 
       expect(yield* upstream.callAction(target, { messaging_product: "whatsapp", action: "pre_accept", to: "16505551234" })).toEqual({ messaging_product: "whatsapp", success: true })

@@ -3,11 +3,10 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
-
-export const GroupId = Schema.String.pipe(Schema.pattern(/^\d{1,40}@g\.us$/, { message: () => "must be a group id of the form <number>@g.us" }))
+import { GroupId } from "./GroupId.js"
 
 export const Group = Schema.Struct({
-  id: Schema.String,
+  id: Schema.String.annotations({ description: "The group id as the upstream gives it" }),
   subject: Schema.String,
   description: Schema.String,
   creation_time: Schema.Int.annotations({ description: "Unix seconds" }),

@@ -1,7 +1,7 @@
 /**
  * The upstream webhook envelope `{object, entry: [{id, changes: [{field, value}]}]}`: light validation,
  * the identity of a change (what makes a redelivered change a duplicate), and the envelope an
- * instance receives holding only its own changes.
+ * instance receives: the upstream's own, every field kept, holding only that instance's changes.
  */
 import { createHash } from "node:crypto"
 import { Either } from "effect"
@@ -11,6 +11,9 @@ import type { Json, JsonObject } from "../Upstream/Upstream.js"
 export interface UpstreamChange {
   /** `entry[].id`: the business account (WABA) id. */
   readonly entryId: string | undefined
+  /** The entry as received, and the whole payload: their other fields (`time`, …) are delivered as they came. */
+  readonly entry: JsonObject
+  readonly payload: JsonObject
   readonly field: string | undefined
   /** The change exactly as received (`{field, value}` and anything else it carries). */
   readonly change: JsonObject
@@ -52,6 +55,8 @@ export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyAr
         const metadata = change.value.metadata
         changes.push({
           entryId: stringAt(entry, "id"),
+          entry,
+          payload,
           field: stringAt(change, "field"),
           change,
           value: change.value,
@@ -118,14 +123,26 @@ export const dedupeKey = (instanceId: string, change: UpstreamChange): string =>
   return `${earliest ?? "0000000000"}.${digest.slice(0, 22)}`
 }
 
-/** The envelope for one instance: its changes, grouped by entry in the order received. */
+/** A copy of `o` with `key` set to `value`, in the key's own place (so key order stays as received). */
+const replacing = (o: JsonObject, key: string, value: Json): JsonObject => {
+  const copy: Record<string, Json> = {}
+  for (const k of Object.keys(o)) copy[k] = k === key ? value : o[k] ?? null
+  if (!(key in copy)) copy[key] = value
+  return copy
+}
+
+/**
+ * The envelope for one instance: the upstream's payload (changes of one payload) with every field it
+ * and its entries carry, keeping only the entries holding the instance's changes and only those
+ * changes, in the order received; `object` is added if the upstream left it out.
+ */
 export const envelopeFor = (object: string, changes: ReadonlyArray<UpstreamChange>): string => {
-  const entries = new Map<string, Array<JsonObject>>()
+  const entries = new Map<JsonObject, Array<JsonObject>>()
   for (const change of changes) {
-    const id = change.entryId ?? ""
-    const list = entries.get(id) ?? []
+    const list = entries.get(change.entry) ?? []
     list.push(change.change)
-    entries.set(id, list)
+    entries.set(change.entry, list)
   }
-  return JSON.stringify({ object, entry: [...entries].map(([id, list]) => ({ id, changes: list })) })
+  const envelope = replacing(changes[0]?.payload ?? {}, "entry", [...entries].map(([entry, list]) => replacing(entry, "changes", list)))
+  return JSON.stringify(envelope.object === undefined ? { object, ...envelope } : envelope)
 }

@@ -1,14 +1,17 @@
 /**
  * What upstream changes do to message records: `statuses[]` move outbound messages forward
- * (the repository keeps moves forward-only), `messages[]` become inbound records.
+ * (the repository keeps moves forward-only), `messages[]` become inbound records; `calls` changes
+ * record calls (Calls/CallEvents.ts).
  */
+import { type CallChange, callEvents } from "../Calls/CallEvents.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
 import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
 
-const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "failed"])
+/** `played` (a voice message listened to) is as far as `read`. */
+const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "played", "failed"])
 
 const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -23,12 +26,13 @@ const isoFromUnix = (value: Json | undefined, fallback: string): string => {
   return Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : fallback
 }
 
-/** The status moves and inbound messages carried by an instance's new change: its statuses first, as listed. */
+/** The status moves and inbound messages carried by an instance's new change (its statuses first, as listed), or its call events. */
 export const messageEffects = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   change: UpstreamChange,
   receivedAt: string
-): ReadonlyArray<MessageChange> => {
+): ReadonlyArray<MessageChange | CallChange> => {
+  if (change.field === "calls") return callEvents(target.instanceId, change.value, receivedAt).map((event) => ({ _tag: "Call", event }))
   if (change.field !== undefined && change.field !== "messages") return []
   const statuses = items(change.value, "statuses").flatMap((s): ReadonlyArray<StatusUpdate> => {
     const id = s.id
@@ -38,7 +42,7 @@ export const messageEffects = (
     return [{
       instanceId: target.instanceId,
       waMessageId: id,
-      status: status === "sent" || status === "delivered" || status === "read" ? status : "failed",
+      status: status === "played" ? "read" : status === "sent" || status === "delivered" || status === "read" ? status : "failed",
       at: isoFromUnix(s.timestamp, receivedAt),
       ...(Array.isArray(errors) && errors[0] !== undefined ? { error: errors[0] } : {})
     }]

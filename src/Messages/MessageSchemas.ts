@@ -2,9 +2,13 @@
  * The body of `POST /api/messages`: the spec's common fields plus exactly one content object, named
  * like `type`. One union member per type, so a request is checked against its own type's rules and
  * every failing field is reported at once. `toUpstreamBody` gives what is sent upstream.
+ *
+ * As the upstream does, a message with `text` and no `type` is a text message, and `recipient_type`
+ * may be `group` (then `to` is a group id).
  */
-import { Schema } from "effect"
+import { ParseResult, Schema, SchemaAST } from "effect"
 import { GraphId } from "../Domain/Ids.js"
+import { isGroupId } from "../Groups/GroupId.js"
 import type { JsonObject } from "../Upstream/Upstream.js"
 import { absent, Audio, Contacts, Document, Image, Location, NonEmpty, optional, Reaction, Sticker, Text, Video } from "./Content.js"
 import { Interactive } from "./Interactive.js"
@@ -25,12 +29,16 @@ export const messageTypes = [
 ] as const
 export type MessageType = (typeof messageTypes)[number]
 
-/** E.164 digits; one leading "+" is accepted and stripped, as the upstream expects the bare digits. */
+const PHONE_NUMBER = /^\d{5,20}$/
+const NUMBER_RULE = "must be the recipient's number in E.164 form: 5 to 20 digits, without \"+\""
+
+/**
+ * The recipient: E.164 digits (one leading "+" is accepted and stripped, as the upstream expects the
+ * bare digits), or a group id; which one recipient_type says (checked per message, see `addressed`).
+ */
 const Recipient = Schema.transform(
   Schema.String,
-  Schema.String.pipe(
-    Schema.pattern(/^\d{5,20}$/, { message: () => "must be the recipient's number in E.164 form: 5 to 20 digits, without \"+\"" })
-  ),
+  Schema.String.pipe(Schema.filter((to) => PHONE_NUMBER.test(to) || isGroupId(to) || `${NUMBER_RULE}, or a group id with recipient_type group`)),
   { strict: true, decode: (to) => (to.startsWith("+") ? to.slice(1) : to), encode: (to) => to }
 )
 
@@ -38,14 +46,21 @@ const common = {
   messaging_product: Schema.optionalWith(Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }), {
     default: () => "whatsapp" as const
   }),
-  recipient_type: Schema.optionalWith(Schema.Literal("individual").annotations({ message: () => "must be \"individual\"" }), {
-    default: () => "individual" as const
-  }),
+  recipient_type: Schema.optionalWith(
+    Schema.Literal("individual", "group").annotations({ message: () => ({ message: "must be \"individual\" or \"group\"", override: true }) }),
+    { default: () => "individual" as const }
+  ),
   to: Recipient,
   context: optional(Schema.Struct({ message_id: NonEmpty(256) })),
   /** Names the sending number; required with an organization token. Never sent upstream. */
   phone_number_id: optional(GraphId)
 }
+
+/** `to` is a number for an individual, a group id for a group. */
+const addressed = <A extends { readonly recipient_type: "individual" | "group"; readonly to: string }>(message: A) =>
+  message.recipient_type === "group"
+    ? isGroupId(message.to) || { path: ["to"], message: "must be a group id (<number>@g.us or the Cloud API's group id) when recipient_type is group" }
+    : PHONE_NUMBER.test(message.to) || { path: ["to"], message: NUMBER_RULE }
 
 const notThisType = absent("is not allowed: only the object named by type may be given")
 
@@ -65,29 +80,35 @@ const noContent = {
 }
 
 const TextMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("text"), text: Text })
-  .annotations({ identifier: "TextMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "TextMessage" })
 const ImageMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("image"), image: Image })
-  .annotations({ identifier: "ImageMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "ImageMessage" })
 const AudioMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("audio"), audio: Audio })
-  .annotations({ identifier: "AudioMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "AudioMessage" })
 const VideoMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("video"), video: Video })
-  .annotations({ identifier: "VideoMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "VideoMessage" })
 const DocumentMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("document"), document: Document })
-  .annotations({ identifier: "DocumentMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "DocumentMessage" })
 const StickerMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("sticker"), sticker: Sticker })
-  .annotations({ identifier: "StickerMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "StickerMessage" })
 const LocationMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("location"), location: Location })
-  .annotations({ identifier: "LocationMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "LocationMessage" })
 const ContactsMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("contacts"), contacts: Contacts })
-  .annotations({ identifier: "ContactsMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "ContactsMessage" })
 const ReactionMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("reaction"), reaction: Reaction })
-  .annotations({ identifier: "ReactionMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "ReactionMessage" })
 const TemplateMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("template"), template: Template })
-  .annotations({ identifier: "TemplateMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "TemplateMessage" })
 const InteractiveMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("interactive"), interactive: Interactive })
-  .annotations({ identifier: "InteractiveMessage" })
+  .pipe(Schema.filter(addressed)).annotations({ identifier: "InteractiveMessage" })
 
-export const SendMessageRequest = Schema.Union(
+/** A text message without `type`: the upstream reads it as `type: "text"`, and so does the hub. */
+const UntypedTextMessage = Schema.Struct({ ...common, ...noContent, text: Text }).annotations({
+  identifier: "TextMessageWithoutType",
+  description: "A text message may leave out type, as the upstream allows; it is sent with type text"
+})
+
+const typedMembers = [
   TextMessage,
   ImageMessage,
   AudioMessage,
@@ -99,12 +120,37 @@ export const SendMessageRequest = Schema.Union(
   ReactionMessage,
   TemplateMessage,
   InteractiveMessage
-).annotations({
-  identifier: "SendMessageRequest",
+] as const
+
+/** Every message with its `type`: the union picks the member by `type`, so errors name only its fields. */
+const TypedMessage = Schema.Union(...typedMembers).annotations({
   message: () => "must be a JSON object",
   // As RequestStruct: report every failing field; unknown top-level keys are dropped, not refused.
   parseOptions: { errors: "all", onExcessProperty: "ignore" }
 })
+
+const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The upstream's default: `text` without `type` is a text message. */
+const withDefaultType = (input: unknown): unknown =>
+  isRecord(input) && input.type === undefined && input.text !== undefined ? { ...input, type: "text" } : input
+
+/**
+ * The request: `type` defaulted as the upstream does, then TypedMessage. The default comes before the
+ * union (not as a member without `type`, which the union would also try, and report, for every
+ * other type's mistakes); the documentation shows both forms.
+ */
+export const SendMessageRequest = Schema.declare(
+  [TypedMessage],
+  {
+    decode: (typed) => (input, options) => ParseResult.decodeUnknown(typed)(withDefaultType(input), options),
+    encode: (typed) => (message, options) => ParseResult.encodeUnknown(typed)(message, options)
+  },
+  {
+    identifier: "SendMessageRequest",
+    [SchemaAST.SurrogateAnnotationId]: Schema.Union(...typedMembers, UntypedTextMessage).ast
+  }
+)
 export type SendMessageRequest = typeof SendMessageRequest.Type
 
 const content = (message: SendMessageRequest): JsonObject => {

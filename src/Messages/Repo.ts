@@ -5,6 +5,8 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, type Exit, Layer } from "effect"
+import type { CallChange } from "../Calls/CallEvents.js"
+import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -38,10 +40,11 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   readonly noteError: (id: string, error: Json) => Effect.Effect<void, SqlError>
   /**
    * Applies a group's status events and inbound messages as if one by one, in order (see
-   * ChangePlan), with a few statements; run it in a transaction. Per change: true when its status
-   * moved a record (false when unknown, late or repeated), or its inbound message was new.
+   * ChangePlan), with a few statements, and records its call events; run it in a transaction. Per
+   * change: true when its status moved a record (false when unknown, late or repeated), or its
+   * inbound message was new; true for a call event.
    */
-  readonly applyChanges: (changes: ReadonlyArray<MessageChange>) => Effect.Effect<ReadonlyArray<boolean>>
+  readonly applyChanges: (changes: ReadonlyArray<MessageChange | CallChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
   readonly list: (filter: ListFilter) => Effect.Effect<ListPage>
 }>() {}
@@ -131,14 +134,18 @@ export const MessagesRepoLive = Layer.effect(
       noteError: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
-      applyChanges: (changes) =>
+      applyChanges: (all) =>
         Effect.gen(function*() {
-          if (changes.length === 0) return []
+          if (all.length === 0) return []
+          const now = nowIso()
+          const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
+          yield* recordCallEvents(sql, calls, now)
+          const changes = all.filter((c): c is MessageChange => c._tag !== "Call")
+          if (changes.length === 0) return all.map(() => true)
           // Read then write inside the caller's transaction: SQLite has one writer at a time (a
           // Postgres layer would lock the rows it reads with FOR UPDATE).
           const stored = yield* storedRecordsQuery(sql, namedRecords(changes))
           const plan = planChanges(changes, stored)
-          const now = nowIso()
           if (plan.moves.length > 0) {
             yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
                 error = c.value ->> 'error', updated_at = ${now}
@@ -175,7 +182,9 @@ export const MessagesRepoLive = Layer.effect(
                 updated_at: now
               })))
             } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
-          return plan.outcomes
+          if (calls.length === 0) return plan.outcomes
+          let next = 0
+          return all.map((c) => (c._tag === "Call" ? true : plan.outcomes[next++] ?? false))
         }).pipe(Effect.orDie),
       findById: (id) =>
         sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`.pipe(

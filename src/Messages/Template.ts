@@ -12,9 +12,15 @@ const LanguageCode = Schema.String.pipe(
   Schema.pattern(/^[a-z]{2,3}(_[A-Za-z]{2,4})?$/, { message: () => "must be a locale code such as en, en_US or pt_BR" })
 )
 
+/**
+ * A text parameter. Graph reads a JSON number or boolean as its text (Meta's own example of a quick
+ * reply template sends `"text": true`), so those pass through as given.
+ */
 const TextParameter = Schema.Struct({
   type: Schema.Literal("text"),
-  text: NonEmpty(32768),
+  text: Schema.Union(Schema.String, Schema.Number, Schema.Boolean).annotations({
+    message: () => ({ message: "must be the parameter's text", override: true })
+  }).pipe(Schema.filter((text) => typeof text !== "string" || (text.length >= 1 && text.length <= 32768) || "must be 1 to 32768 characters")),
   parameter_name: optional(NonEmpty(255))
 })
 
@@ -49,12 +55,10 @@ export const TemplateParameter = Schema.Union(
   ...passThroughTypes.map(passThroughParameter)
 )
 
-/** A button's position; the upstream takes a string, callers write a number as often. */
-const ButtonIndex = Schema.transform(
-  Schema.Union(Schema.String.pipe(Schema.pattern(/^\d{1,2}$/)), Schema.Int.pipe(Schema.between(0, 99))),
-  Schema.String,
-  { strict: true, decode: (index) => String(index), encode: (index) => index }
-).annotations({ message: () => ({ message: "must be the button's position: a whole number from 0, as a number or a string", override: true }) })
+/** A button's position; the upstream takes a string, callers write a number as often: passed through as given. */
+const ButtonIndex = Schema.Union(Schema.String.pipe(Schema.pattern(/^\d{1,2}$/)), Schema.Int.pipe(Schema.between(0, 99))).annotations({
+  message: () => ({ message: "must be the button's position: a whole number from 0, as a number or a string", override: true })
+})
 
 const Component = Schema.Struct({
   type: Schema.Literal("header", "body", "footer", "button"),

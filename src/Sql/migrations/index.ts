@@ -5,6 +5,7 @@ import migration0003 from "./0003_events.js"
 import migration0004 from "./0004_message_indexes.js"
 import migration0005 from "./0005_delivery_webhook_due.js"
 import migration0006 from "./0006_revocation_feed.js"
+import migration0007 from "./0007_calls.js"
 import migration0008 from "./0008_message_status_indexes.js"
 
 export const migrations = {
@@ -14,5 +15,6 @@ export const migrations = {
   "0004_message_indexes": migration0004,
   "0005_delivery_webhook_due": migration0005,
   "0006_revocation_feed": migration0006,
+  "0007_calls": migration0007,
   "0008_message_status_indexes": migration0008
 }

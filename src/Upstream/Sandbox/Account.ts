@@ -59,13 +59,19 @@ export const getQrCode = (target: UpstreamTarget, code: string, query: GraphQuer
     return { data: [selectFields(qr, query.fields)] }
   })
 
-/** Any `<digits>@g.us` is a group of the sandbox; its details are derived from the digits. */
+/** Cloud API group ids are base64 text of `capi_group:<number>:<group number>` (plus a suffix). */
+const CLOUD_GROUP_ID = /^Y2FwaV9ncm91cDo[A-Za-z0-9_=-]{1,240}$/
+
+/**
+ * Any `<digits>@g.us` is a group of the sandbox, and so is any Cloud API group id; its details are
+ * derived from the id, so they are stable.
+ */
 export const getGroup = (target: UpstreamTarget, groupId: string): Effect.Effect<JsonObject, UpstreamError> =>
   Effect.gen(function*() {
     yield* checkReserved(target.phoneNumberId, groupId)
-    const match = /^(\d{1,30})@g\.us$/.exec(groupId)
-    if (match === null) return yield* Effect.fail(unknownObject(groupId))
-    const digits = match[1] ?? ""
+    const numbered = /^(\d{1,30})@g\.us$/.exec(groupId)?.[1]
+    if (numbered === undefined && !CLOUD_GROUP_ID.test(groupId)) return yield* Effect.fail(unknownObject(groupId))
+    const digits = numbered ?? stableNumericId(`group:${groupId}`)
     const size = 2 + (Number(digits.slice(-1)) % 4)
     return {
       id: groupId,

@@ -20,7 +20,10 @@ const INTERACTIVE_TYPES = [
   "cta_url",
   "location_request_message",
   "address_message",
-  "call_permission_request"
+  "call_permission_request",
+  "order_details",
+  "order_status",
+  "voice_call"
 ]
 
 const isObject = (j: Json | undefined): j is JsonObject => typeof j === "object" && j !== null && !Array.isArray(j)

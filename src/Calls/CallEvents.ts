@@ -1,0 +1,95 @@
+/**
+ * What the upstream's `calls` changes say about calls: `value.calls[]` (event `connect` or
+ * `terminate`, with the call's direction) and `value.statuses[]` of type `call` (RINGING, ACCEPTED,
+ * REJECTED, … of calls the business placed). An incoming call rings from its `connect` until it is
+ * accepted, rejected or terminated.
+ */
+import type { InstanceId } from "../Domain/Ids.js"
+import type { Json, JsonObject } from "../Upstream/Upstream.js"
+
+export const callStates = ["ringing", "connected", "accepted", "rejected", "ended"] as const
+export type CallState = (typeof callStates)[number]
+
+/** The order states move in: a late or repeated event never moves a call back. */
+export const callStateRank: Record<CallState, number> = { ringing: 0, connected: 1, accepted: 1, rejected: 2, ended: 2 }
+
+export type CallDirection = "USER_INITIATED" | "BUSINESS_INITIATED"
+
+export interface CallEvent {
+  readonly instanceId: InstanceId
+  readonly callId: string
+  /** The WhatsApp user on the call: the caller of an incoming call, the callee of an outgoing one. */
+  readonly userNumber: string | undefined
+  readonly direction: CallDirection | undefined
+  readonly state: CallState
+  /** When the upstream says it happened (ISO 8601). */
+  readonly at: string
+}
+
+/** A call event for the records, beside the message changes of the same transaction (see Messages/Repo.ts). */
+export interface CallChange {
+  readonly _tag: "Call"
+  readonly event: CallEvent
+}
+
+const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
+  const list = value[key]
+  return Array.isArray(list) ? list.filter(isObject) : []
+}
+
+const text = (value: Json | undefined): string | undefined =>
+  typeof value === "string" && value !== "" ? value : typeof value === "number" ? String(value) : undefined
+
+/** Unix seconds (a string or a number) to ISO 8601; the receipt time when absent or odd. */
+const isoFromUnix = (value: Json | undefined, fallback: string): string => {
+  const seconds = typeof value === "string" ? Number(value) : typeof value === "number" ? value : Number.NaN
+  return Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : fallback
+}
+
+/**
+ * A `connect` names its direction; older payloads without it are told apart by their SDP: an
+ * incoming call brings the user's offer, an outgoing one the user's answer.
+ */
+const directionOf = (call: JsonObject): CallDirection => {
+  if (call.direction === "BUSINESS_INITIATED" || call.direction === "USER_INITIATED") return call.direction
+  const session = call.session
+  return isObject(session) && session.sdp_type === "answer" ? "BUSINESS_INITIATED" : "USER_INITIATED"
+}
+
+const stateOfStatus = (status: string): CallState =>
+  status === "RINGING" ? "ringing" : status === "ACCEPTED" ? "accepted" : status === "REJECTED" ? "rejected" : "ended"
+
+/** The call events of a `calls` change routed to an instance, in the order listed (calls, then statuses). */
+export const callEvents = (instanceId: InstanceId, value: JsonObject, receivedAt: string): ReadonlyArray<CallEvent> => {
+  const fromCalls = items(value, "calls").flatMap((call): ReadonlyArray<CallEvent> => {
+    const callId = text(call.id)
+    const event = call.event
+    if (callId === undefined || (event !== "connect" && event !== "terminate")) return []
+    const direction = directionOf(call)
+    return [{
+      instanceId,
+      callId,
+      userNumber: text(direction === "USER_INITIATED" ? call.from : call.to),
+      direction,
+      state: event === "terminate" ? "ended" : direction === "USER_INITIATED" ? "ringing" : "connected",
+      at: isoFromUnix(call.timestamp, receivedAt)
+    }]
+  })
+  // Call statuses are only sent for calls the business placed.
+  const fromStatuses = items(value, "statuses").flatMap((status): ReadonlyArray<CallEvent> => {
+    const callId = text(status.id)
+    const state = text(status.status)
+    if (callId === undefined || state === undefined || (status.type !== undefined && status.type !== "call")) return []
+    return [{
+      instanceId,
+      callId,
+      userNumber: text(status.recipient_id),
+      direction: "BUSINESS_INITIATED",
+      state: stateOfStatus(state.toUpperCase()),
+      at: isoFromUnix(status.timestamp, receivedAt)
+    }]
+  })
+  return [...fromCalls, ...fromStatuses]
+}

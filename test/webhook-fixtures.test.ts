@@ -1,0 +1,145 @@
+/**
+ * Real webhook payloads written by others (the fixtures folder: pywa and whatsapp-api-js, see
+ * SOURCES.md) and Meta's own 16 webhook examples, each addressed to a test tenant (only `entry[].id`
+ * and `value.metadata.phone_number_id` rewritten) and posted, signed, to POST /upstream/events beside
+ * another tenant's change: the tenant's webhook receives the very envelope posted, every field and
+ * key order kept, less the other tenant's change; and the records follow (statuses move the message
+ * records, inbound messages become inbound records, call events record calls).
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Option, Redacted } from "effect"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { listMessages, sendMessage } from "./support/Messages.js"
+import { addressedTo, type Fixture, isObject, type JsonObject, webhookFixtures } from "./support/MetaReference.js"
+import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { itemsOf, seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
+import { signBody, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+
+const APP_SECRET = "app-secret-for-fixtures"
+
+const fixtures = webhookFixtures()
+
+type Json = JsonObject[string]
+
+const list = (value: Json | undefined): ReadonlyArray<JsonObject> => (Array.isArray(value) ? value.filter(isObject) : [])
+
+/** Every change of a payload, in order. */
+const changesOf = (payload: Json): ReadonlyArray<JsonObject> =>
+  isObject(payload) ? list(payload.entry).flatMap((entry) => list(entry.changes)) : []
+
+/** Statuses of message changes (a change without field is a message change, as the hub reads it). */
+const messageStatuses = (payload: JsonObject) =>
+  changesOf(payload).filter((c) => c.field === undefined || c.field === "messages").flatMap((c) => list(isObject(c.value) ? c.value.statuses : undefined))
+
+const inboundMessages = (payload: JsonObject) =>
+  changesOf(payload).filter((c) => c.field === undefined || c.field === "messages").flatMap((c) => list(isObject(c.value) ? c.value.messages : undefined))
+
+const callIds = (payload: JsonObject) =>
+  changesOf(payload).filter((c) => c.field === "calls").flatMap((c) =>
+    isObject(c.value) ? [...list(c.value.calls), ...list(c.value.statuses)].flatMap((item) => (typeof item.id === "string" ? [item.id] : [])) : []
+  )
+
+/** The record status a status event gives a just-sent message. */
+const RECORD_STATUS: Readonly<Record<string, string>> = { sent: "sent", delivered: "delivered", read: "read", played: "read", failed: "failed" }
+
+/** The payload with `extra` first among its first entry's changes, keys in their order. */
+const withChangeFirst = (payload: JsonObject, extra: JsonObject): JsonObject =>
+  Object.fromEntries(Object.entries(payload).map(([key, value]) => [
+    key,
+    key === "entry" && Array.isArray(value)
+      ? value.map((entry, i) =>
+        i === 0 && isObject(entry)
+          ? Object.fromEntries(Object.entries(entry).map(([k, v]) => [k, k === "changes" && Array.isArray(v) ? [extra, ...v] : v]))
+          : entry
+      )
+      : value
+  ]))
+
+const webhookTo = (tenant: Tenant, url: string) =>
+  Effect.gen(function*() {
+    const hub = yield* TestHub
+    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "fixtures" } })
+    expect(created.status).toBe(201)
+  })
+
+/** A send whose upstream message id is `id`, so a status event for `id` has a record to move. */
+const sentAs = (tenant: Tenant, id: string, group: boolean) =>
+  Effect.gen(function*() {
+    const fake = yield* FakeGraph
+    yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+      body: { messaging_product: "whatsapp", contacts: [{ input: "16505551234", wa_id: "16505551234" }], messages: [{ id }] }
+    })
+    const sent = yield* sendMessage(tenant.instanceToken, {
+      ...(group ? { recipient_type: "group", to: "120363394320896415@g.us" } : { to: "16505551234" }),
+      type: "text",
+      text: { body: "a message the fixture's status is about" }
+    })
+    expect(sent.status).toBe(200)
+  })
+
+const post = (body: string) =>
+  Effect.flatMap(TestHub, (hub) =>
+    hub.request("POST", "/upstream/events", {
+      body,
+      headers: { "content-type": "application/json", "x-hub-signature-256": signBody(APP_SECRET, body) }
+    }))
+
+const deliveredChanges = (request: ReceivedRequest | undefined) => changesOf(JSON.parse(request?.body ?? "null"))
+
+const recordOf = (tenant: Tenant, waMessageId: string) =>
+  Effect.map(listMessages(tenant.instanceToken, `waMessageId=${encodeURIComponent(waMessageId)}`), (listed) => itemsOf(listed.body))
+
+const checkFixture = (fixture: Fixture) =>
+  Effect.gen(function*() {
+    const tenant = yield* seedTenant()
+    const other = yield* seedTenant()
+    const mine = yield* makeReceiver()
+    const theirs = yield* makeReceiver()
+    yield* webhookTo(tenant, mine.url)
+    yield* webhookTo(other, theirs.url)
+
+    const payload = addressedTo(fixture.payload, tenant)
+    const statuses = messageStatuses(payload)
+    for (const s of statuses) if (typeof s.id === "string") yield* sentAs(tenant, s.id, s.recipient_type === "group")
+    const before = Number((yield* listMessages(tenant.instanceToken)).body.total)
+
+    const otherChange = statusChange(other, status(wamid(), "delivered", 1750263780))
+    const posted = yield* post(JSON.stringify(withChangeFirst(payload, otherChange)))
+    const changes = changesOf(payload).length
+    expect(posted.status).toBe(200)
+    expect(posted.body).toEqual({ changes: changes + 1, accepted: changes + 1, duplicates: 0, unrouted: 0, deliveries: 2 })
+
+    // The tenant gets the upstream's envelope as posted, byte for byte once parsed and written
+    // again, less the other tenant's change; the other tenant gets only its own.
+    const [delivered] = yield* mine.waitFor("the tenant's delivery", (r) => r.length === 1)
+    expect(delivered?.body).toBe(JSON.stringify(payload))
+    const [theirsDelivered] = yield* theirs.waitFor("the other tenant's delivery", (r) => r.length === 1)
+    expect(deliveredChanges(theirsDelivered)).toEqual([otherChange])
+
+    // Records: statuses moved the messages they name, inbound messages were recorded, calls too.
+    for (const s of statuses) {
+      const records = yield* recordOf(tenant, String(s.id))
+      expect(records.map((r) => [r.direction, r.status])).toEqual([["outbound", RECORD_STATUS[String(s.status)] ?? "pending"]])
+    }
+    const inbound = inboundMessages(payload).filter((m) => typeof m.id === "string" && typeof m.from === "string")
+    for (const m of inbound) {
+      const records = yield* recordOf(tenant, String(m.id))
+      expect(records.map((r) => [r.direction, r.type, r.to])).toEqual([["inbound", typeof m.type === "string" ? m.type : "unknown", m.from]])
+    }
+    expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + new Set(inbound.map((m) => m.id)).size)
+    const sql = yield* SqlClient.SqlClient
+    const calls = yield* sql<{ readonly call_id: string }>`SELECT call_id FROM calls WHERE instance_id = ${tenant.instanceId} ORDER BY call_id`
+    expect(calls.map((c) => c.call_id)).toEqual([...new Set(callIds(payload))].sort())
+  })
+
+layer(testHubOnFakeGraph({ appSecret: Option.some(Redacted.make(APP_SECRET)), webhookAllowPrivate: true }))("webhook payloads written by others", (it) => {
+  it("the fixtures folder and Meta's 16 webhook examples are all here", () => {
+    expect(fixtures.filter((f) => f.name.startsWith("meta/"))).toHaveLength(16)
+    expect(fixtures.filter((f) => !f.name.startsWith("meta/")).length).toBeGreaterThanOrEqual(40)
+  })
+
+  for (const fixture of fixtures) {
+    it.scoped(`${fixture.name}: delivered unchanged to its tenant only, records updated`, () => checkFixture(fixture))
+  }
+})
