@@ -148,7 +148,7 @@ const commitPosts = () => {
   startAttempts()
 }
 
-const sender = makeSender({ maxIdlePerOrigin: CONCURRENCY })
+const sender = makeSender({ maxIdlePerOrigin: CONCURRENCY, maxPerOrigin: CONCURRENCY })
 const never = new AbortController().signal
 
 const attempt = async (delivery: Delivery) => {
