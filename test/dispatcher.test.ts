@@ -515,6 +515,15 @@ describe("retry policy", () => {
     expect(parseRetryAfter("99999999", now)).toBe(86_400)
     expect(parseRetryAfter("soon", now)).toBeUndefined()
     expect(parseRetryAfter(null, now)).toBeUndefined()
+    // The two obsolete date forms a recipient must accept too; a second into the next is a whole second.
+    expect(parseRetryAfter("Thursday, 01-Jan-26 01:00:00 GMT", now)).toBe(3600)
+    expect(parseRetryAfter("Thu Jan  1 01:00:00 2026", now)).toBe(3600)
+    expect(parseRetryAfter(" 30 ", now)).toBe(30)
+    expect(parseRetryAfter("Thu, 01 Jan 2026 00:00:00 GMT", now - 500)).toBe(1)
+    // What Date.parse would take for a date is not an HTTP date, nor a number with a sign or a fraction.
+    for (const unreadable of ["Jan 2026", "2026-01-01T01:00:00Z", "-5", "1.5", "+7", "Thu, 32 Jan 2026 01:00:00 GMT", "Thu, 01 Jan 2026 01:00:00 UTC", ""]) {
+      expect(parseRetryAfter(unreadable, now)).toBeUndefined()
+    }
   })
 })
 

@@ -1,7 +1,8 @@
 /**
  * When a failed delivery is tried again: the configured schedule (HUB_WEBHOOK_RETRY) with ±20 %
  * jitter so retries of many deliveries do not arrive together, or the receiver's Retry-After when it
- * asks for longer (read by src/Net/RetryAfter.ts, capped at 24 h). After the last delay, or on 410 Gone, the delivery is dead.
+ * asks for longer (read by src/Net/RetryAfter.ts, capped at 24 h). After the last delay, or on 410
+ * Gone, the delivery is dead.
  */
 import { Duration } from "effect"
 import type { AttemptResult } from "./Outbox.js"

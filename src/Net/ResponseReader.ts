@@ -74,7 +74,14 @@ const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d{2})(?: [\t\x20-\x7e\x80-\xff]*)?$
  * framing error, RFC 9112 5.1), then the value, trimmed of SP and HTAB. A line starting with
  * whitespace (obs-fold), a NUL, a bare CR or a bare LF never matches.
  */
-const FIELD_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[\t ]*([\t\x20-\x7e\x80-\xff]*?)[\t ]*$/
+const FIELD_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[\t ]*([\t\x20-\x7e\x80-\xff]*)$/
+const TRAILING_WHITESPACE = /[\t ]+$/
+
+/** A field value without the spaces and tabs that may follow it. */
+const trimEnd = (value: string): string => {
+  const last = value.charCodeAt(value.length - 1)
+  return last === 32 || last === 9 ? value.replace(TRAILING_WHITESPACE, "") : value
+}
 const CHUNK_SIZE = /^([0-9a-fA-F]{1,8})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/
 const DIGITS = /^\d{1,15}$/
 
@@ -117,7 +124,7 @@ const parseHead = (text: string, headRequest: boolean): Head | string => {
     const field = FIELD_LINE.exec(lines[i] ?? "")
     if (field === null) return "the answer has a malformed header line"
     const name = (field[1] ?? "").toLowerCase()
-    const value = field[2] ?? ""
+    const value = trimEnd(field[2] ?? "")
     headers.push([name, value])
     if (name === "retry-after") retryAfter = value
     else if (name === "connection") closes ||= value.toLowerCase().split(",").some((token) => token.trim() === "close")
