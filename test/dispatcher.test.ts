@@ -490,6 +490,23 @@ layer(
     }))
 })
 
+layer(
+  testHub({ webhookTimeout: Duration.millis(TIMEOUT_MS), webhookRetry: [Duration.millis(10)], dispatchPerWebhook: 4, maxConnectionsPerOrigin: 1 }),
+  { excludeTestServices: true }
+)("connections per receiver", (it) => {
+  it.scoped("deliveries to one receiver use at most HUB_MAX_CONNECTIONS_PER_ORIGIN connections; the others wait their turn", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      // The first request hangs until its timeout: uncapped, the deliveries posted meanwhile would each open a connection.
+      const receiver = yield* rawReceiver((_request, index) => (index === 0 ? "hang" : { bytes: OK }))
+      const hook = yield* createWebhook(tenant, `http://127.0.0.1:${receiver.port}/hooks`)
+      for (let i = 0; i < 3; i++) yield* postEvent(tenant)
+      yield* untilDeliveries(tenant, hook.id, "3 delivered", (d) => d.length === 3 && d.every((x) => x.status === "succeeded"))
+      expect(receiver.peakConnections()).toBe(1)
+      expect(receiver.requests.length).toBeGreaterThanOrEqual(4)
+    }))
+})
+
 describe("retry policy", () => {
   const schedule = [Duration.seconds(5), Duration.seconds(30)]
   const failed = { attempt: 1, finalAttempt: null, schedule, statusCode: 500, retryAfterSeconds: undefined, nowMs: 0, random: 0.5 }

@@ -6,11 +6,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { ConfigProvider, Duration, Effect, Either } from "effect"
-import { hubSettings } from "../src/Config.js"
+import { ConfigProvider, Duration, Effect, Either, Layer, Redacted } from "effect"
+import { hubConfigWith, hubSettings } from "../src/Config.js"
 import { makeKeepAlivePool } from "../src/Net/KeepAlive.js"
 import { isTimeout, makeFetchClient } from "../src/Upstream/FetchClient.js"
+import { GraphUpstream } from "../src/Upstream/Graph.js"
 import { usesProxy } from "../src/Upstream/PooledClient.js"
+import { Upstream } from "../src/Upstream/Upstream.js"
 import { rawReceiver, type Reply } from "./support/RawReceiver.js"
 
 const json = (status: number, body: unknown, extra = "") => {
@@ -116,18 +118,19 @@ describe("Graph calls over kept-alive connections", () => {
       ])
     }))
 
-  it.scoped("a header that would break the request is refused before a byte is written", () =>
+  it.scoped("a header that would break the request is refused before a byte is written, over the pool or fetch", () =>
     Effect.gen(function*() {
       const graph = yield* rawReceiver(() => json(200, {}))
-      const client = yield* pooledClient()
-      const call = yield* Effect.either(client.execute(HttpClientRequest.get(`http://127.0.0.1:${graph.port}/v23.0/1`).pipe(
-        HttpClientRequest.bearerToken("token\r\nx-injected: 1")
-      )))
-      expect(Either.isLeft(call) && [call.left._tag, call.left.reason, call.left.cause instanceof Error ? call.left.cause.message : undefined]).toEqual([
-        "RequestError",
-        "Encode",
-        "the header \"authorization\" cannot be sent"
-      ])
+      for (const client of [yield* pooledClient(), makeFetchClient({ timeout: Duration.seconds(5) })]) {
+        const call = yield* Effect.either(client.execute(HttpClientRequest.get(`http://127.0.0.1:${graph.port}/v23.0/1`).pipe(
+          HttpClientRequest.bearerToken("token\r\nx-injected: 1")
+        )))
+        expect(Either.isLeft(call) && [call.left._tag, call.left.reason, call.left.cause instanceof Error ? call.left.cause.message : undefined]).toEqual([
+          "RequestError",
+          "Encode",
+          "the header \"authorization\" cannot be sent"
+        ])
+      }
       expect([graph.connections(), graph.bytesReceived()]).toEqual([0, 0])
     }))
 
@@ -142,6 +145,18 @@ describe("Graph calls over kept-alive connections", () => {
       )
       expect(answers).toEqual(Array.from({ length: 12 }, () => ({ ok: true })))
       expect([graph.connections(), graph.peakConnections(), graph.requests.length]).toEqual([2, 2, 12])
+    }))
+
+  it.scoped("the Graph upstream's pool takes its cap from HUB_MAX_CONNECTIONS_PER_ORIGIN", () =>
+    Effect.gen(function*() {
+      // The API never answers: each send holds its connection until its deadline, so uncapped sends would each open one.
+      const graph = yield* rawReceiver(() => "hang")
+      const settings = hubConfigWith({ upstream: "graph", graphUrl: `http://127.0.0.1:${graph.port}/v23.0`, graphTimeout: Duration.millis(300), maxConnectionsPerOrigin: 1 })
+      const upstream = yield* Effect.provide(Upstream, Layer.provide(GraphUpstream, settings))
+      const target = { phoneNumberId: "1", wabaId: "2", accessToken: Redacted.make("token") }
+      const sends = yield* Effect.all(Array.from({ length: 3 }, () => Effect.promise(() => upstream.sendMessage(target, { to: "1" }))), { concurrency: "unbounded" })
+      expect(sends.map((sent) => Either.isLeft(sent) && sent.left.kind)).toEqual(["timeout", "timeout", "timeout"])
+      expect(graph.peakConnections()).toBe(1)
     }))
 
   it.effect("HUB_MAX_CONNECTIONS_PER_ORIGIN is 256 unless set, and must be a whole number of at least 1", () =>

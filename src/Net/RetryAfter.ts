@@ -26,7 +26,7 @@ const utc = (year: number, month: string, day: string, hours: string, minutes: s
 }
 
 /** An HTTP date as milliseconds since the epoch; undefined when `text` is not one. */
-export const parseHttpDate = (text: string): number | undefined => {
+const parseHttpDate = (text: string): number | undefined => {
   const fixdate = IMF_FIXDATE.exec(text)
   if (fixdate !== null) {
     const [, day = "", month = "", year = "", h = "", m = "", s = ""] = fixdate

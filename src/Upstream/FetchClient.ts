@@ -14,6 +14,7 @@ import { Cookies, Headers, HttpClient, HttpClientError, type HttpClientRequest, 
 import { Duration, Effect, Inspectable, Option, Stream } from "effect"
 import { Deadline, DeadlineExceeded } from "../Net/Deadline.js"
 import type { KeepAlivePool } from "../Net/KeepAlive.js"
+import { checkHeaders } from "../Net/RequestHead.js"
 import { bodyBytes, sendPooled } from "./PooledClient.js"
 
 /** Whether a client error is this client's deadline (its cause is the deadline's reason). */
@@ -144,6 +145,12 @@ const send = (timeoutMillis: number | undefined) => (request: HttpClientRequest.
       const url = UrlParams.makeUrl(request.url, request.urlParams, request.hash)
       if (url._tag === "Left") {
         resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "InvalidUrl", cause: url.left })))
+        return
+      }
+      // fetch writes this head, but a header that would break it is refused here as on the pooled path.
+      const refused = checkHeaders(request.headers)
+      if (refused !== undefined) {
+        resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "Encode", cause: refused })))
         return
       }
       const deadline = new Deadline(timeoutMillis)
