@@ -15,7 +15,8 @@ import { Webhook } from "standardwebhooks"
 import { Handoff } from "../src/Delivery/Handoff.js"
 import { leaseQueries } from "../src/Delivery/Lease.js"
 import { type LeasedDelivery, OutboxRepo, OutboxRepoLive } from "../src/Delivery/Outbox.js"
-import { afterFailure, parseRetryAfter } from "../src/Delivery/RetryPolicy.js"
+import { afterFailure } from "../src/Delivery/RetryPolicy.js"
+import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { hubLayer } from "../src/Http.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
@@ -489,6 +490,23 @@ layer(
     }))
 })
 
+layer(
+  testHub({ webhookTimeout: Duration.millis(TIMEOUT_MS), webhookRetry: [Duration.millis(10)], dispatchPerWebhook: 4, maxConnectionsPerOrigin: 1 }),
+  { excludeTestServices: true }
+)("connections per receiver", (it) => {
+  it.scoped("deliveries to one receiver use at most HUB_MAX_CONNECTIONS_PER_ORIGIN connections; the others wait their turn", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      // The first request hangs until its timeout: uncapped, the deliveries posted meanwhile would each open a connection.
+      const receiver = yield* rawReceiver((_request, index) => (index === 0 ? "hang" : { bytes: OK }))
+      const hook = yield* createWebhook(tenant, `http://127.0.0.1:${receiver.port}/hooks`)
+      for (let i = 0; i < 3; i++) yield* postEvent(tenant)
+      yield* untilDeliveries(tenant, hook.id, "3 delivered", (d) => d.length === 3 && d.every((x) => x.status === "succeeded"))
+      expect(receiver.peakConnections()).toBe(1)
+      expect(receiver.requests.length).toBeGreaterThanOrEqual(4)
+    }))
+})
+
 describe("retry policy", () => {
   const schedule = [Duration.seconds(5), Duration.seconds(30)]
   const failed = { attempt: 1, finalAttempt: null, schedule, statusCode: 500, retryAfterSeconds: undefined, nowMs: 0, random: 0.5 }
@@ -514,6 +532,15 @@ describe("retry policy", () => {
     expect(parseRetryAfter("99999999", now)).toBe(86_400)
     expect(parseRetryAfter("soon", now)).toBeUndefined()
     expect(parseRetryAfter(null, now)).toBeUndefined()
+    // The two obsolete date forms a recipient must accept too; a second into the next is a whole second.
+    expect(parseRetryAfter("Thursday, 01-Jan-26 01:00:00 GMT", now)).toBe(3600)
+    expect(parseRetryAfter("Thu Jan  1 01:00:00 2026", now)).toBe(3600)
+    expect(parseRetryAfter(" 30 ", now)).toBe(30)
+    expect(parseRetryAfter("Thu, 01 Jan 2026 00:00:00 GMT", now - 500)).toBe(1)
+    // What Date.parse would take for a date is not an HTTP date, nor a number with a sign or a fraction.
+    for (const unreadable of ["Jan 2026", "2026-01-01T01:00:00Z", "-5", "1.5", "+7", "Thu, 32 Jan 2026 01:00:00 GMT", "Thu, 01 Jan 2026 01:00:00 UTC", ""]) {
+      expect(parseRetryAfter(unreadable, now)).toBeUndefined()
+    }
   })
 })
 

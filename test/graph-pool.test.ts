@@ -1,14 +1,18 @@
 /**
  * The Graph client's calls over kept-alive connections (src/Upstream/FetchClient.ts with a pool from
  * src/Net/KeepAlive.ts), against a raw receiver standing in for the Graph API: calls share one
- * connection, a message send is never sent twice, a read is, and the deadline still holds.
+ * connection, a message send is never sent twice, a read is, the deadline still holds, a HEAD answer
+ * has no body, a header that would break the request is refused unsent, and connections are capped.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { Duration, Effect, Either } from "effect"
+import { ConfigProvider, Duration, Effect, Either, Layer, Redacted } from "effect"
+import { hubConfigWith, hubSettings } from "../src/Config.js"
 import { makeKeepAlivePool } from "../src/Net/KeepAlive.js"
 import { isTimeout, makeFetchClient } from "../src/Upstream/FetchClient.js"
+import { GraphUpstream } from "../src/Upstream/Graph.js"
 import { usesProxy } from "../src/Upstream/PooledClient.js"
+import { Upstream } from "../src/Upstream/Upstream.js"
 import { rawReceiver, type Reply } from "./support/RawReceiver.js"
 
 const json = (status: number, body: unknown, extra = "") => {
@@ -16,9 +20,9 @@ const json = (status: number, body: unknown, extra = "") => {
   return { bytes: `HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\n${extra}content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}` }
 }
 
-const pooledClient = (timeout = Duration.seconds(5)) =>
+const pooledClient = (timeout = Duration.seconds(5), maxPerOrigin = 64) =>
   Effect.map(
-    Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 8 })), (pool) => Effect.sync(() => pool.close())),
+    Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 8, maxPerOrigin })), (pool) => Effect.sync(() => pool.close())),
     (pool) => makeFetchClient({ timeout, pool })
   )
 
@@ -94,6 +98,78 @@ describe("Graph calls over kept-alive connections", () => {
       const client = yield* pooledClient(Duration.millis(50))
       const call = yield* Effect.either(HttpClient.get(`http://127.0.0.1:${graph.port}/v23.0/slow`).pipe(Effect.provideService(HttpClient.HttpClient, client)))
       expect(Either.isLeft(call) && isTimeout(call.left)).toBe(true)
+    }))
+
+  it.scoped("a HEAD answer ends with its head, whatever length it announces, and the connection carries the next call", () =>
+    Effect.gen(function*() {
+      const replies: Array<Reply> = [
+        { bytes: "HTTP/1.1 200 OK\r\ncontent-type: image/jpeg\r\ncontent-length: 48213\r\n\r\n" },
+        json(200, { id: "2" })
+      ]
+      const graph = yield* rawReceiver((_request, index) => replies[index] ?? json(200, {}))
+      const client = yield* pooledClient()
+      const base = `http://127.0.0.1:${graph.port}/v23.0`
+      const head = yield* client.execute(HttpClientRequest.head(`${base}/media/1`))
+      expect([head.status, head.headers["content-length"], yield* head.text]).toEqual([200, "48213", ""])
+      expect(yield* Effect.flatMap(client.execute(HttpClientRequest.get(`${base}/2`)), (r) => r.json)).toEqual({ id: "2" })
+      expect(graph.requests.map((r) => [r.connection, r.head.split("\r\n")[0]])).toEqual([
+        [0, "HEAD /v23.0/media/1 HTTP/1.1"],
+        [0, "GET /v23.0/2 HTTP/1.1"]
+      ])
+    }))
+
+  it.scoped("a header that would break the request is refused before a byte is written, over the pool or fetch", () =>
+    Effect.gen(function*() {
+      const graph = yield* rawReceiver(() => json(200, {}))
+      for (const client of [yield* pooledClient(), makeFetchClient({ timeout: Duration.seconds(5) })]) {
+        const call = yield* Effect.either(client.execute(HttpClientRequest.get(`http://127.0.0.1:${graph.port}/v23.0/1`).pipe(
+          HttpClientRequest.bearerToken("token\r\nx-injected: 1")
+        )))
+        expect(Either.isLeft(call) && [call.left._tag, call.left.reason, call.left.cause instanceof Error ? call.left.cause.message : undefined]).toEqual([
+          "RequestError",
+          "Encode",
+          "the header \"authorization\" cannot be sent"
+        ])
+      }
+      expect([graph.connections(), graph.bytesReceived()]).toEqual([0, 0])
+    }))
+
+  it.scoped("at most maxPerOrigin connections to the Graph API: the other calls wait for one", () =>
+    Effect.gen(function*() {
+      const graph = yield* rawReceiver(() => json(200, { ok: true }))
+      const client = yield* pooledClient(Duration.seconds(5), 2)
+      const base = `http://127.0.0.1:${graph.port}/v23.0`
+      const answers = yield* Effect.all(
+        Array.from({ length: 12 }, (_, i) => Effect.flatMap(client.execute(HttpClientRequest.get(`${base}/${i}`)), (r) => r.json)),
+        { concurrency: "unbounded" }
+      )
+      expect(answers).toEqual(Array.from({ length: 12 }, () => ({ ok: true })))
+      expect([graph.connections(), graph.peakConnections(), graph.requests.length]).toEqual([2, 2, 12])
+    }))
+
+  it.scoped("the Graph upstream's pool takes its cap from HUB_MAX_CONNECTIONS_PER_ORIGIN", () =>
+    Effect.gen(function*() {
+      // The API never answers: each send holds its connection until its deadline, so uncapped sends would each open one.
+      const graph = yield* rawReceiver(() => "hang")
+      const settings = hubConfigWith({ upstream: "graph", graphUrl: `http://127.0.0.1:${graph.port}/v23.0`, graphTimeout: Duration.millis(300), maxConnectionsPerOrigin: 1 })
+      const upstream = yield* Effect.provide(Upstream, Layer.provide(GraphUpstream, settings))
+      const target = { phoneNumberId: "1", wabaId: "2", accessToken: Redacted.make("token") }
+      const sends = yield* Effect.all(Array.from({ length: 3 }, () => Effect.promise(() => upstream.sendMessage(target, { to: "1" }))), { concurrency: "unbounded" })
+      expect(sends.map((sent) => Either.isLeft(sent) && sent.left.kind)).toEqual(["timeout", "timeout", "timeout"])
+      expect(graph.peakConnections()).toBe(1)
+    }))
+
+  it.effect("HUB_MAX_CONNECTIONS_PER_ORIGIN is 256 unless set, and must be a whole number of at least 1", () =>
+    Effect.gen(function*() {
+      const read = (value: string | undefined) =>
+        Effect.either(Effect.withConfigProvider(hubSettings, ConfigProvider.fromMap(new Map(value === undefined ? [] : [["HUB_MAX_CONNECTIONS_PER_ORIGIN", value]]))))
+      const setting = (value: string | undefined) => Effect.map(read(value), Either.map((settings) => settings.maxConnectionsPerOrigin))
+      expect(yield* setting(undefined)).toEqual(Either.right(256))
+      expect(yield* setting("8")).toEqual(Either.right(8))
+      for (const bad of ["0", "-3", "many", "1.5"]) {
+        const refused = yield* read(bad)
+        expect(Either.isLeft(refused) && String(refused.left)).toContain("HUB_MAX_CONNECTIONS_PER_ORIGIN")
+      }
     }))
 
   it("stays on fetch when a proxy is configured, since the pool connects directly", () => {

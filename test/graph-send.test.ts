@@ -19,7 +19,7 @@ const graphSend = (way: "pool" | "fetch", timeout = Duration.seconds(5)) =>
     const fake = yield* FakeGraph
     const pool = way === "fetch"
       ? undefined
-      : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 8 })), (p) => Effect.sync(() => p.close()))
+      : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 8, maxPerOrigin: 64 })), (p) => Effect.sync(() => p.close()))
     const send = makeGraphSend({ graphUrl: fake.baseUrl, timeout, pool })
     return (to: UpstreamTarget) => Effect.promise(() => send(to, message))
   })

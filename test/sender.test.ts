@@ -5,38 +5,74 @@
  * for another name (then no byte of the request may reach them).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Schedule } from "effect"
+import { Duration, Effect } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { makeSender, NoAnswer, type Sender } from "../src/Delivery/Sender.js"
+import { Deadline } from "../src/Net/Deadline.js"
+import type { PoolOptions, PoolTimers } from "../src/Net/KeepAlive.js"
 import { OK, type RawReceiver, rawReceiver, type Reply } from "./support/RawReceiver.js"
 
-const makeTestSender = (ca?: string) =>
-  Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 256, ...(ca === undefined ? {} : { ca }) })), (sender) => Effect.sync(() => sender.close()))
+const makeTestSender = (options: Partial<PoolOptions> = {}) =>
+  Effect.acquireRelease(
+    Effect.sync(() => makeSender({ maxIdlePerOrigin: 256, maxPerOrigin: 256, ...options })),
+    (sender) => Effect.sync(() => sender.close())
+  )
 
-const post = (sender: Sender, url: string, options: { readonly timeoutMs?: number; readonly serverName?: string; readonly body?: string } = {}) =>
-  Effect.promise(() => {
-    const timeoutMs = options.timeoutMs ?? 5_000
-    const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(), timeoutMs)
-    return sender.send({
-      target: { url, hostHeader: options.serverName ?? "hooks.test", serverName: options.serverName },
-      headers: { "content-type": "application/json", "webhook-id": "msg_1" },
-      body: options.body ?? "{\"hello\":\"wörld\"}",
-      timeoutMs,
-      signal: controller.signal
-    }).finally(() => clearTimeout(timer))
-  })
+interface PostOptions {
+  readonly serverName?: string
+  readonly body?: string
+  readonly headers?: Record<string, string>
+  /** Ends the attempt (as its timeout or the shutdown would). */
+  readonly signal?: AbortSignal
+}
 
-/** Waits, within a deadline, until the receiver has seen `n` connections close. */
+/**
+ * One attempt, bounded by a 10 s deadline as a safety net only: the tests end attempts by events,
+ * never by time. It reaches the pool at once (a request at the cap is waiting when this returns).
+ */
+const send = (sender: Sender, url: string, options: PostOptions = {}) => {
+  const deadline = new Deadline(10_000, options.signal)
+  return sender.send({
+    target: { url, hostHeader: options.serverName ?? "hooks.test", serverName: options.serverName },
+    headers: options.headers ?? { "content-type": "application/json", "webhook-id": "msg_1" },
+    body: options.body ?? "{\"hello\":\"wörld\"}",
+    timeoutMs: 10_000,
+    signal: deadline.signal
+  }).finally(() => deadline.settle())
+}
+
+const post = (sender: Sender, url: string, options: PostOptions = {}) => Effect.promise(() => send(sender, url, options))
+
+/** Waits (on the receiver's close events, within a safety deadline) until it has seen `n` connections close. */
 const untilClosed = (receiver: RawReceiver, n: number) =>
-  Effect.sync(() => receiver.closedConnections()).pipe(
-    Effect.filterOrFail((closed) => closed === n, () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(15), onTimeout: () => new Error(`${n} connections were not closed`) }),
+  Effect.promise(() => receiver.whenClosed(n)).pipe(
+    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`${n} connections were not closed`) }),
     Effect.orDie
   )
+
+/** The idle sweep's clock and timer, moved by hand: `advance` moves the clock, then runs the sweep. */
+const manualTimers = () => {
+  let now = 0
+  const ticks = new Set<() => void>()
+  const timers: PoolTimers = {
+    now: () => now,
+    every: (_ms, tick) => {
+      ticks.add(tick)
+      return () => ticks.delete(tick)
+    }
+  }
+  return {
+    timers,
+    advance: (ms: number) => {
+      now += ms
+      for (const tick of [...ticks]) tick()
+    },
+    /** Whether the sweep is scheduled (it runs only while some connection is idle). */
+    sweeping: () => ticks.size > 0
+  }
+}
 
 describe("Sender", () => {
   it.scoped("sends the exact request and keeps connections alive, one per attempt in flight", () =>
@@ -48,9 +84,9 @@ describe("Sender", () => {
       const [first] = receiver.requests
       expect(first?.head.split("\r\n")).toEqual([
         "POST /hooks/in?x=1 HTTP/1.1",
+        "host: hooks.test",
         "content-type: application/json",
         "webhook-id: msg_1",
-        "host: hooks.test",
         `content-length: ${Buffer.byteLength("{\"hello\":\"wörld\"}")}`
       ])
       expect(first?.body).toBe("{\"hello\":\"wörld\"}")
@@ -64,15 +100,48 @@ describe("Sender", () => {
       expect(receiver.requests.length).toBe(221)
     }))
 
+  it.scoped("the Host is the webhook's name while the connection goes to the checked address; a header that cannot be sent is refused unsent", () =>
+    Effect.gen(function*() {
+      const receiver = yield* rawReceiver(() => ({ bytes: OK }))
+      const sender = yield* makeTestSender()
+      const url = `http://127.0.0.1:${receiver.port}/in`
+      // A caller's own Host, Content-Length, Connection or Transfer-Encoding never reaches the wire.
+      const own = { "content-type": "application/json", Host: "evil.test", "Content-Length": "1", connection: "close", "transfer-encoding": "chunked" }
+      expect(yield* post(sender, url, { serverName: "hooks.example", headers: own })).toMatchObject({ status: 200 })
+      expect(receiver.requests[0]?.head.split("\r\n").slice(1)).toEqual([
+        "host: hooks.example",
+        "content-type: application/json",
+        `content-length: ${Buffer.byteLength("{\"hello\":\"wörld\"}")}`
+      ])
+      const before = receiver.bytesReceived()
+      const refusals = [
+        [{ "webhook-id": "msg_1\r\nx-injected: 1" }, "the header \"webhook-id\" cannot be sent"],
+        [{ "webhook-id": "msg\n1" }, "the header \"webhook-id\" cannot be sent"],
+        [{ "webhook-id": "msg\u00001" }, "the header \"webhook-id\" cannot be sent"],
+        [{ "webhook-id": "msg_\u20ac" }, "the header \"webhook-id\" cannot be sent"],
+        [{ "webhook id": "1" }, "the header \"webhook id\" cannot be sent"],
+        [{ "webhook-id ": "1" }, "the header \"webhook-id \" cannot be sent"],
+        [{ "x:y": "1" }, "the header \"x:y\" cannot be sent"]
+      ] as const
+      for (const [headers, message] of refusals) {
+        const refused = yield* post(sender, url, { headers })
+        expect(refused instanceof NoAnswer ? refused.message : refused).toBe(message)
+      }
+      const badHost = yield* post(sender, url, { serverName: "hooks.test\r\nx: 1" })
+      expect(badHost instanceof NoAnswer ? badHost.message : badHost).toBe("the host \"hooks.test\\r\\nx: 1\" cannot be sent")
+      expect(receiver.bytesReceived()).toBe(before)
+      expect(receiver.requests.length).toBe(1)
+    }))
+
   it.scoped("a kept connection the receiver closes as the request arrives is replaced, and the request sent again", () =>
     Effect.gen(function*() {
       // The second request on a connection finds it closed (a receiver's keep-alive timeout racing the request).
-      const receiver = yield* rawReceiver((request) => (receiver_requestsOn(request.connection) === 2 ? "close" : { bytes: OK }))
       const counts = new Map<number, number>()
-      const receiver_requestsOn = (connection: number) => {
+      const requestsOn = (connection: number) => {
         counts.set(connection, (counts.get(connection) ?? 0) + 1)
         return counts.get(connection) ?? 0
       }
+      const receiver = yield* rawReceiver((request) => (requestsOn(request.connection) === 2 ? "close" : { bytes: OK }))
       const sender = yield* makeTestSender()
       const url = `http://127.0.0.1:${receiver.port}/`
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
@@ -90,11 +159,14 @@ describe("Sender", () => {
       expect(receiver.requests.length).toBe(1)
     }))
 
-  it.scoped("an answer cut short or malformed fails the attempt and its connection is not kept", () =>
+  it.scoped("an answer cut short, malformed or anomalous fails or ends the attempt, and its connection is not kept", () =>
     Effect.gen(function*() {
       const replies: Array<Reply> = [
         { bytes: "HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", close: true },
         { bytes: "NOT HTTP\r\n\r\n" },
+        { bytes: "HTTP/1.1 200 OK\r\ncontent-length : 2\r\n\r\nok" },
+        // Read, but no sound server sends it: the connection is closed all the same.
+        { bytes: "HTTP/1.1 204 No Content\r\ncontent-length: 2\r\n\r\n" },
         { bytes: OK }
       ]
       const receiver = yield* rawReceiver((_request, index) => replies[index] ?? { bytes: OK })
@@ -104,60 +176,123 @@ describe("Sender", () => {
       expect(cut instanceof NoAnswer ? cut.message : cut).toBe("could not be reached: the receiver closed the connection before its answer was complete")
       const garbled = yield* post(sender, url)
       expect(garbled instanceof NoAnswer ? garbled.message : garbled).toBe("the receiver's answer is malformed: the answer is not HTTP/1.x")
+      const spaced = yield* post(sender, url)
+      expect(spaced instanceof NoAnswer ? spaced.message : spaced).toBe("the receiver's answer is malformed: the answer has a malformed header line")
+      expect(yield* post(sender, url)).toEqual({ status: 204, retryAfter: null, snippet: "" })
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
-      expect(receiver.requests.map((r) => r.connection)).toEqual([0, 1, 2])
+      expect(receiver.requests.map((r) => r.connection)).toEqual([0, 1, 2, 3, 4])
+      yield* untilClosed(receiver, 4)
     }))
 
-  it.scoped("chunked answers keep the connection; `connection: close` and a timeout do not", () =>
+  it.scoped("chunked answers keep the connection; `connection: close` and an abort do not", () =>
     Effect.gen(function*() {
+      const abort = new AbortController()
       const replies: Array<Reply> = [
         { bytes: "HTTP/1.1 503 Busy\r\ntransfer-encoding: chunked\r\nretry-after: 30\r\n\r\n5\r\nlater\r\n0\r\n\r\n" },
         { bytes: "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n" },
         "hang",
         { bytes: OK }
       ]
-      const receiver = yield* rawReceiver((_request, index) => replies[index] ?? { bytes: OK })
+      const receiver = yield* rawReceiver((_request, index) => {
+        // The hung request ends when the receiver has it, as its deadline would end it later.
+        if (index === 2) queueMicrotask(() => abort.abort())
+        return replies[index] ?? { bytes: OK }
+      })
       const sender = yield* makeTestSender()
       const url = `http://127.0.0.1:${receiver.port}/`
       expect(yield* post(sender, url)).toEqual({ status: 503, retryAfter: "30", snippet: "later" })
       expect(yield* post(sender, url)).toEqual({ status: 200, retryAfter: null, snippet: "" })
-      const hung = yield* post(sender, url, { timeoutMs: 50 })
-      expect(hung instanceof NoAnswer ? hung.message : hung).toBe("no answer within 50 ms")
+      const hung = yield* post(sender, url, { signal: abort.signal })
+      expect(hung instanceof NoAnswer ? hung.message : hung).toBe("no answer within 10000 ms")
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
       // The close-answer's connection and the hung one were not used again.
       expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 1, 2])
     }))
 
-  it.scopedLive("keeps at most maxIdlePerOrigin idle connections, and closes idle ones after idleMs", () =>
+  it.scoped("keeps at most maxIdlePerOrigin idle connections, and closes each once idle for idleMs", () =>
     Effect.gen(function*() {
+      const clock = manualTimers()
       const receiver = yield* rawReceiver(() => ({ bytes: OK }))
-      const sender = yield* Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 2, idleMs: 1000 })), (s) => Effect.sync(() => s.close()))
+      const sender = yield* makeTestSender({ maxIdlePerOrigin: 2, idleMs: 1000, timers: clock.timers })
       const url = `http://127.0.0.1:${receiver.port}/`
       yield* Effect.all(Array.from({ length: 5 }, () => post(sender, url)), { concurrency: "unbounded" })
       expect(receiver.connections()).toBe(5)
       yield* untilClosed(receiver, 3)
       yield* Effect.all(Array.from({ length: 5 }, () => post(sender, url)), { concurrency: "unbounded" })
       expect(receiver.connections()).toBe(8)
-      // The two kept connections are closed once idle (Bun checks socket timeouts every few seconds).
+      yield* untilClosed(receiver, 6)
+
+      // Both kept connections went idle at 0. At 999 ms neither has expired: the next attempt takes one.
+      clock.advance(999)
+      expect(yield* post(sender, url)).toMatchObject({ status: 200 })
+      expect(receiver.connections()).toBe(8)
+      // At 1000 ms the one left idle since 0 closes; the one used at 999 ms closes at 1999 ms, not before.
+      clock.advance(1)
+      yield* untilClosed(receiver, 7)
+      clock.advance(998)
+      expect(receiver.closedConnections()).toBe(7)
+      expect(clock.sweeping()).toBe(true)
+      clock.advance(1)
       yield* untilClosed(receiver, 8)
+      // Nothing idle: the sweep stops, and the next attempt opens a new connection.
+      expect(clock.sweeping()).toBe(false)
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
       expect(receiver.connections()).toBe(9)
     }))
 
-  it.scopedLive("an idle connection is used again until idleMs has passed, and closed after", () =>
+  it.scoped("an idle connection is used again until idleMs has passed, and closed after", () =>
     Effect.gen(function*() {
+      const clock = manualTimers()
       const receiver = yield* rawReceiver(() => ({ bytes: OK }))
-      const sender = yield* Effect.acquireRelease(Effect.sync(() => makeSender({ maxIdlePerOrigin: 2, idleMs: 600 })), (s) => Effect.sync(() => s.close()))
+      const sender = yield* makeTestSender({ maxIdlePerOrigin: 2, idleMs: 600, timers: clock.timers })
       const url = `http://127.0.0.1:${receiver.port}/`
       for (let i = 0; i < 3; i++) {
         expect(yield* post(sender, url)).toMatchObject({ status: 200 })
-        // Idle for a third of its time: Bun's own socket timeout could close it at any moment of that.
-        yield* Effect.sleep(Duration.millis(200))
+        clock.advance(599)
       }
-      const lastUsed = Date.now()
       expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 0])
+      clock.advance(1)
       yield* untilClosed(receiver, 1)
-      expect(Date.now() - lastUsed).toBeGreaterThanOrEqual(600 - 200)
+      expect(yield* post(sender, url)).toMatchObject({ status: 200 })
+      expect(receiver.requests.map((r) => r.connection)).toEqual([0, 0, 0, 1])
+    }))
+
+  it.scoped("at most maxPerOrigin connections to one origin: the others wait their turn, in order", () =>
+    Effect.gen(function*() {
+      const receiver = yield* rawReceiver(() => ({ bytes: OK }))
+      const one = yield* makeTestSender({ maxPerOrigin: 1 })
+      const url = `http://127.0.0.1:${receiver.port}/`
+      yield* Effect.promise(() => Promise.all(Array.from({ length: 10 }, (_, i) => send(one, url, { body: String(i) }))))
+      expect(receiver.requests.map((r) => [r.connection, r.body])).toEqual(Array.from({ length: 10 }, (_, i) => [0, String(i)]))
+
+      const other = yield* rawReceiver(() => ({ bytes: OK }))
+      const three = yield* makeTestSender({ maxPerOrigin: 3 })
+      const answers = yield* Effect.all(Array.from({ length: 40 }, () => post(three, `http://127.0.0.1:${other.port}/`)), { concurrency: "unbounded" })
+      expect(answers.every((answer) => !(answer instanceof NoAnswer) && answer.status === 200)).toBe(true)
+      expect([other.connections(), other.peakConnections(), other.requests.length]).toEqual([3, 3, 40])
+    }))
+
+  it.scoped("a request waiting at the cap gives up on its own signal, and a closed connection's place goes to the next", () =>
+    Effect.gen(function*() {
+      const first = new AbortController()
+      const receiver = yield* rawReceiver((_request, index) => (index === 0 ? "hang" : { bytes: OK }))
+      const sender = yield* makeTestSender({ maxPerOrigin: 1 })
+      const url = `http://127.0.0.1:${receiver.port}/`
+      const hung = send(sender, url, { body: "first", signal: first.signal })
+      yield* Effect.promise(() => receiver.whenRequests(1))
+      // The cap is reached: these two wait; the first of them gives up when its signal aborts, unsent.
+      const waiting = new AbortController()
+      const second = send(sender, url, { body: "second", signal: waiting.signal })
+      const third = send(sender, url, { body: "third" })
+      waiting.abort()
+      const gaveUp = yield* Effect.promise(() => second)
+      expect(gaveUp instanceof NoAnswer ? gaveUp.message : gaveUp).toBe("no answer within 10000 ms")
+      // The hung attempt ends; its connection closes and its place goes to the third, on a new connection.
+      first.abort()
+      expect(yield* Effect.promise(() => hung)).toBeInstanceOf(NoAnswer)
+      expect(yield* Effect.promise(() => third)).toMatchObject({ status: 200 })
+      expect(receiver.requests.map((r) => [r.connection, r.body])).toEqual([[0, "first"], [1, "third"]])
+      expect(receiver.peakConnections()).toBe(1)
     }))
 
   it.scoped("a refused connection is a failed attempt", () =>
@@ -201,7 +336,7 @@ describe("Sender over TLS", () => {
       const certificates = yield* testCertificates
       const receiver = yield* rawReceiver(() => ({ bytes: OK }), { key: certificates.key, cert: certificates.cert })
       const url = `https://127.0.0.1:${receiver.port}/secure`
-      const trusting = yield* makeTestSender(certificates.ca)
+      const trusting = yield* makeTestSender({ ca: certificates.ca })
       expect(yield* post(trusting, url, { serverName: "hooks.test" })).toEqual({ status: 200, retryAfter: null, snippet: "ok" })
       expect(yield* post(trusting, url, { serverName: "hooks.test" })).toMatchObject({ status: 200 })
       expect(receiver.requests.map((r) => [r.connection, r.head.split("\r\n")[0]])).toEqual([[0, "POST /secure HTTP/1.1"], [0, "POST /secure HTTP/1.1"]])

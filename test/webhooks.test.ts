@@ -333,9 +333,9 @@ layer(
       expect(posted.status).toBe(200)
       const [delivery] = yield* untilDelivered(tenant.instanceToken, String(created.body.id), (d) => Number(d[0]?.attempts) === 1)
       expect(delivery).toMatchObject({ status: "failed", attempts: 1, last_status_code: null })
-      expect(delivery?.last_error).toBe("the host silent-dns.example.com could not be resolved: no answer within 300 ms")
+      expect(delivery?.last_error).toBe("the host silent-dns.example.com could not be resolved: no complete answer within 300 ms")
       expect(itemsOf(delivery ?? {}, "attempt_log")).toEqual([
-        expect.objectContaining({ attempt: 1, status_code: null, error: "the host silent-dns.example.com could not be resolved: no answer within 300 ms" })
+        expect.objectContaining({ attempt: 1, status_code: null, error: "the host silent-dns.example.com could not be resolved: no complete answer within 300 ms" })
       ])
     }))
 })

@@ -149,7 +149,7 @@ const commitPosts = () => {
   startAttempts()
 }
 
-const sender = makeSender({ maxIdlePerOrigin: CONCURRENCY })
+const sender = makeSender({ maxIdlePerOrigin: CONCURRENCY, maxPerOrigin: CONCURRENCY })
 const never = new AbortController().signal
 
 const attempt = async (delivery: Delivery) => {

@@ -20,7 +20,7 @@ interface PostConfig {
 
 const config: PostConfig = JSON.parse(process.argv[2] ?? "{}")
 const maxInFlight = config.maxInFlight ?? 256
-const sender = makeSender({ maxIdlePerOrigin: maxInFlight })
+const sender = makeSender({ maxIdlePerOrigin: maxInFlight, maxPerOrigin: maxInFlight })
 const target = { url: config.url, hostHeader: new URL(config.url).host, serverName: undefined }
 // The hub answers every post; no per-post timer (60,000 of them would pile up each second in overload).
 const never = new AbortController().signal

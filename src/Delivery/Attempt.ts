@@ -7,10 +7,12 @@
 import { Duration, Effect } from "effect"
 import { HubConfig } from "../Config.js"
 import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
+import { Deadline } from "../Net/Deadline.js"
+import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
 import { OutboxRepo } from "./Outbox.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
-import { afterFailure, parseRetryAfter } from "./RetryPolicy.js"
+import { afterFailure } from "./RetryPolicy.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
 import { webhookSecretKey, webhookSignature } from "./Signing.js"
 
@@ -39,7 +41,7 @@ export const makeDeliveries = Effect.gen(function*() {
   const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
   // As many idle connections per receiver as attempts may be in flight; closed with the dispatcher.
   const sender = yield* Effect.acquireRelease(
-    Effect.sync(() => makeSender({ maxIdlePerOrigin: config.dispatchConcurrency })),
+    Effect.sync(() => makeSender({ maxIdlePerOrigin: config.dispatchConcurrency, maxPerOrigin: config.maxConnectionsPerOrigin })),
     (s) => Effect.sync(() => s.close())
   )
 
@@ -94,16 +96,9 @@ export const makeDeliveries = Effect.gen(function*() {
 
   const attempt = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, shutdown: AbortSignal): Promise<AttemptRecord | undefined> => {
     const startedMs = Date.now()
-    // The timeout bounds the whole exchange, the answer's snippet included. Its timer is cleared as
-    // soon as the attempt ends (AbortSignal.timeout would keep every timer alive for the full timeout).
-    const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")), timeoutMs)
-    const stop = () => controller.abort(shutdown.reason)
-    shutdown.addEventListener("abort", stop)
-    const answer = await exchange(d, keys, controller.signal, Math.floor(startedMs / 1000)).finally(() => {
-      clearTimeout(timer)
-      shutdown.removeEventListener("abort", stop)
-    })
+    // The timeout bounds the whole exchange, the answer's snippet included; the shutdown ends it too.
+    const deadline = new Deadline(timeoutMs, shutdown)
+    const answer = await exchange(d, keys, deadline.signal, Math.floor(startedMs / 1000)).finally(() => deadline.settle())
     if (shutdown.aborted) return undefined
     const finishedMs = Date.now()
     const noAnswer = answer instanceof NoAnswer || answer instanceof AddressRefused ? answer : undefined

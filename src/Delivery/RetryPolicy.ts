@@ -1,21 +1,11 @@
 /**
  * When a failed delivery is tried again: the configured schedule (HUB_WEBHOOK_RETRY) with ±20 %
  * jitter so retries of many deliveries do not arrive together, or the receiver's Retry-After when it
- * asks for longer (capped at 24 h). After the last delay, or on 410 Gone, the delivery is dead.
+ * asks for longer (read by src/Net/RetryAfter.ts, capped at 24 h). After the last delay, or on 410
+ * Gone, the delivery is dead.
  */
 import { Duration } from "effect"
 import type { AttemptResult } from "./Outbox.js"
-
-export const MAX_RETRY_AFTER_SECONDS = 24 * 60 * 60
-
-/** Seconds a Retry-After header asks for (delta-seconds or an HTTP date), capped; undefined if absent or unreadable. */
-export const parseRetryAfter = (header: string | null | undefined, nowMs: number): number | undefined => {
-  if (header === null || header === undefined || header.trim() === "") return undefined
-  const text = header.trim()
-  const seconds = /^\d+$/.test(text) ? Number(text) : (Date.parse(text) - nowMs) / 1000
-  if (!Number.isFinite(seconds)) return undefined
-  return Math.min(Math.max(0, Math.ceil(seconds)), MAX_RETRY_AFTER_SECONDS)
-}
 
 export interface FailedAttempt {
   /** The attempt that just failed, counting from 1. */

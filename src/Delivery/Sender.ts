@@ -3,10 +3,12 @@
  * checked; redirects are not followed and the whole exchange is bounded by the timeout. A kept
  * connection that closes before any answer has the POST sent again on a new one: delivery is at
  * least once, and receivers dedupe on webhook-id. Reports what the receiver answered, or why there
- * was no answer.
+ * was no answer. The head is written by src/Net/RequestHead.ts, which refuses a header that would
+ * break the request's framing before anything is sent.
  */
 import { Data } from "effect"
 import { makeKeepAlivePool, type Origin, originOf, type PoolOptions } from "../Net/KeepAlive.js"
+import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { SNIPPET } from "../Net/ResponseReader.js"
 import type { ConnectTarget } from "../Net/UrlPolicy.js"
 
@@ -56,10 +58,10 @@ export const makeSender = (options: PoolOptions): Sender => {
 
   const send = async (input: SendInput): Promise<ReceiverAnswer | NoAnswer> => {
     const { origin, path } = originOfTarget(input.target)
-    const head = Object.entries({ ...input.headers, host: input.target.hostHeader }).map(([name, value]) => `${name}: ${value}\r\n`).join("")
-    const body = Buffer.from(input.body)
-    const bytes = Buffer.concat([Buffer.from(`POST ${path} HTTP/1.1\r\n${head}content-length: ${body.length}\r\n\r\n`, "latin1"), body])
-    const outcome = await pool.request({ origin, bytes, resendable: true, kept: SNIPPET, signal: input.signal })
+    // The Host is the webhook's own, while the connection goes to the address checked for it.
+    const bytes = requestBytes("POST", path, input.target.hostHeader, input.headers, input.body)
+    if (bytes instanceof HeaderRefused) return new NoAnswer({ message: bytes.message })
+    const outcome = await pool.request({ origin, bytes, resendable: true, headRequest: false, kept: SNIPPET, signal: input.signal })
     switch (outcome._tag) {
       case "Answer":
         return { status: outcome.answer.status, retryAfter: outcome.answer.retryAfter, snippet: utf8.decode(outcome.answer.body) }

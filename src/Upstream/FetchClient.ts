@@ -4,18 +4,21 @@
  * The platform's FetchHttpClient costs about 100 µs a call on top of fetch: each body reader runs
  * `Effect.cached` + `Effect.runSync`, every response is registered in a FinalizationRegistry, and a
  * deadline needs `Effect.timeout`, which forks a timer fiber per call. Here a body reader is one
- * promise, and the client's own deadline is a plain timer that aborts the exchange (answer and body)
- * through the AbortSignal fetch already takes. Interrupting a call aborts its request too.
+ * promise, and the client's own deadline (src/Net/Deadline.ts) is a plain timer that aborts the
+ * exchange (answer and body) through the AbortSignal fetch already takes. Interrupting a call aborts
+ * its request too.
  *
  * Given a kept-alive pool, calls whose body is bytes or nothing go over it instead (PooledClient.ts).
  */
 import { Cookies, Headers, HttpClient, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Duration, Effect, Inspectable, Option, Stream } from "effect"
+import { Deadline, DeadlineExceeded } from "../Net/Deadline.js"
 import type { KeepAlivePool } from "../Net/KeepAlive.js"
-import { Exchange } from "./Exchange.js"
+import { checkHeaders } from "../Net/RequestHead.js"
 import { bodyBytes, sendPooled } from "./PooledClient.js"
 
-export { DeadlineExceeded, isTimeout } from "./Exchange.js"
+/** Whether a client error is this client's deadline (its cause is the deadline's reason). */
+export const isTimeout = (e: HttpClientError.HttpClientError): boolean => e.cause instanceof DeadlineExceeded
 
 /** A promise as an effect, without the AbortController `Effect.tryPromise` allocates. */
 const fromPromise = <A, E>(run: () => Promise<A>, onError: (thrown: unknown) => E): Effect.Effect<A, E> =>
@@ -41,7 +44,7 @@ class FetchResponse extends Inspectable.Class implements HttpClientResponse.Http
   constructor(
     readonly request: HttpClientRequest.HttpClientRequest,
     private readonly source: Response,
-    private readonly exchange: Exchange
+    private readonly deadline: Deadline
   ) {
     super()
   }
@@ -66,12 +69,12 @@ class FetchResponse extends Inspectable.Class implements HttpClientResponse.Http
   }
 
   private failure(cause: unknown, reason: "Decode" | "EmptyBody" = "Decode"): HttpClientError.ResponseError {
-    return new HttpClientError.ResponseError({ request: this.request, response: this, reason, cause: this.exchange.cause(cause) })
+    return new HttpClientError.ResponseError({ request: this.request, response: this, reason, cause: this.deadline.cause(cause) })
   }
 
   /** Reads the body once, whichever reader asks first; the deadline stops counting when it is read. */
   private read<A>(reader: (source: Response) => Promise<A>, is: (u: unknown) => u is A): Effect.Effect<A, HttpClientError.ResponseError> {
-    const pending = (this.body ??= reader(this.source).finally(() => this.exchange.settle()))
+    const pending = (this.body ??= reader(this.source).finally(() => this.deadline.settle()))
     return fromPromise(
       () => pending.then((value) => is(value) ? value : Promise.reject(new TypeError("The body was already read in another form"))),
       (thrown) => this.failure(thrown)
@@ -103,7 +106,7 @@ class FetchResponse extends Inspectable.Class implements HttpClientResponse.Http
     const body = this.source.body
     if (body === null) return Stream.fail(this.failure(undefined, "EmptyBody"))
     return Stream.fromReadableStream(() => body, (cause) => this.failure(cause)).pipe(
-      Stream.ensuring(Effect.sync(() => this.exchange.settle()))
+      Stream.ensuring(Effect.sync(() => this.deadline.settle()))
     )
   }
 
@@ -144,22 +147,28 @@ const send = (timeoutMillis: number | undefined) => (request: HttpClientRequest.
         resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "InvalidUrl", cause: url.left })))
         return
       }
-      const exchange = new Exchange(timeoutMillis)
+      // fetch writes this head, but a header that would break it is refused here as on the pooled path.
+      const refused = checkHeaders(request.headers)
+      if (refused !== undefined) {
+        resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "Encode", cause: refused })))
+        return
+      }
+      const deadline = new Deadline(timeoutMillis)
       fetch(url.right, {
         method: request.method,
         headers: request.headers,
         body: body ?? null,
-        signal: exchange.controller.signal,
+        signal: deadline.signal,
         ...(request.body._tag === "Stream" ? { duplex: "half" } : {})
       }).then(
-        (response) => resume(Effect.succeed(new FetchResponse(request, response, exchange))),
+        (response) => resume(Effect.succeed(new FetchResponse(request, response, deadline))),
         (thrown: unknown) => {
-          const cause = exchange.cause(thrown)
-          exchange.settle()
+          const cause = deadline.cause(thrown)
+          deadline.settle()
           resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "Transport", cause })))
         }
       )
-      return Effect.sync(() => exchange.abort())
+      return Effect.sync(() => deadline.abort())
     }))
 
 /**

@@ -58,7 +58,7 @@ export const makeGraphUpstream = Effect.gen(function*() {
   // a proxy is configured: fetch honours it, the pool connects directly.
   const pool = usesProxy(process.env)
     ? undefined
-    : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024 })), (p) => Effect.sync(() => p.close()))
+    : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024, maxPerOrigin: config.maxConnectionsPerOrigin })), (p) => Effect.sync(() => p.close()))
   const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout, ...(pool === undefined ? {} : { pool }) }), timeout: config.graphTimeout }
   const uploads: Deadlined = { client: makeFetchClient({ timeout: config.graphUploadTimeout }), timeout: config.graphUploadTimeout }
   // Downloads stream for as long as the bytes keep coming; only getting the answer has a deadline.

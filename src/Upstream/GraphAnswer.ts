@@ -1,5 +1,6 @@
 /** Reading Graph's answers: the error envelope, and what a call's caller relies on. */
 import { Schema } from "effect"
+import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { parseJsonObject } from "./Json.js"
 import { graphError, type UpstreamError } from "./UpstreamError.js"
 
@@ -17,17 +18,9 @@ const GraphErrorEnvelope = Schema.Struct({
 })
 const decodeErrorEnvelope = Schema.decodeUnknownOption(GraphErrorEnvelope)
 
-/** Retry-After is seconds or an HTTP date. */
-const retryAfterSeconds = (value: string | undefined): number | undefined => {
-  if (value === undefined) return undefined
-  if (/^\s*\d+\s*$/.test(value)) return Number(value)
-  const at = Date.parse(value)
-  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000))
-}
-
 /** An error answer: the Graph envelope when there is one, otherwise the HTTP status alone (code 0). */
 export const decodeGraphError = (status: number, headers: Readonly<Record<string, string>>, text: string): UpstreamError => {
-  const retryAfter = retryAfterSeconds(headers["retry-after"])
+  const retryAfter = parseRetryAfter(headers["retry-after"], Date.now())
   const parsed = parseJsonObject(text)
   const envelope = parsed === undefined ? undefined : decodeErrorEnvelope(parsed)
   if (envelope === undefined || envelope._tag === "None") {

@@ -7,12 +7,13 @@
  * honours it), and the same reading of the answer (GraphAnswer.ts).
  */
 import { Duration, Either, Redacted, Schema } from "effect"
+import { Deadline } from "../Net/Deadline.js"
 import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
-import { DeadlineExceeded, Exchange } from "./Exchange.js"
+import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { headerRecord } from "./FetchClient.js"
 import { decodeGraphError, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { parseJsonObject } from "./Json.js"
-import { joinedHeaders, requestHeadBytes, WHOLE_ANSWER } from "./PooledClient.js"
+import { joinedHeaders, WHOLE_ANSWER } from "./PooledClient.js"
 import type { JsonObject, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
@@ -32,10 +33,9 @@ interface Answered {
 }
 
 /** Why an exchange ended without an answer: the deadline, or the network (the message says where). */
-const failure = (exchange: Exchange, thrown: unknown, timedOut: () => UpstreamError, reading: boolean): UpstreamError => {
-  const cause = exchange.cause(thrown)
-  if (cause instanceof DeadlineExceeded) return timedOut()
-  const message = cause instanceof Error && cause.message !== "" ? cause.message : reading ? "Decode" : "Transport"
+const failure = (deadline: Deadline, thrown: unknown, timedOut: () => UpstreamError, reading: boolean): UpstreamError => {
+  if (deadline.timedOut) return timedOut()
+  const message = thrown instanceof Error && thrown.message !== "" ? thrown.message : reading ? "Decode" : "Transport"
   return noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${message}` : message)
 }
 
@@ -50,17 +50,13 @@ export const makeGraphSend = (options: {
   const timeoutMillis = Duration.toMillis(options.timeout)
   const timedOut = () => noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
   const pool = options.pool
+  // Every send goes to the Graph URL's origin: parsed once.
+  const origin = originOf(new URL(options.graphUrl))
 
-  const viaPool = async (pooled: KeepAlivePool, url: URL, head: Buffer, body: Buffer, exchange: Exchange): Promise<Answered | UpstreamError> => {
-    const outcome = await pooled.request({
-      origin: originOf(url),
-      bytes: Buffer.concat([head, body]),
-      resendable: false,
-      kept: WHOLE_ANSWER,
-      signal: exchange.controller.signal
-    })
-    if (outcome._tag === "Aborted") return failure(exchange, new Error("the call was aborted"), timedOut, false)
-    if (outcome._tag !== "Answer") return failure(exchange, new Error(outcome.message), timedOut, false)
+  const viaPool = async (pooled: KeepAlivePool, bytes: Buffer, deadline: Deadline): Promise<Answered | UpstreamError> => {
+    const outcome = await pooled.request({ origin, bytes, resendable: false, headRequest: false, kept: WHOLE_ANSWER, signal: deadline.signal })
+    if (outcome._tag === "Aborted") return failure(deadline, new Error("the call was aborted"), timedOut, false)
+    if (outcome._tag !== "Answer") return failure(deadline, new Error(outcome.message), timedOut, false)
     const answer = outcome.answer
     return {
       _tag: "Answered",
@@ -70,38 +66,48 @@ export const makeGraphSend = (options: {
     }
   }
 
-  const viaFetch = async (url: URL, headers: Record<string, string>, body: Buffer, exchange: Exchange): Promise<Answered | UpstreamError> => {
+  const viaFetch = async (url: URL, headers: Record<string, string>, body: string, deadline: Deadline): Promise<Answered | UpstreamError> => {
     let response: Response
     try {
-      response = await fetch(url, { method: "POST", headers, body: new Uint8Array(body), signal: exchange.controller.signal })
+      response = await fetch(url, { method: "POST", headers, body, signal: deadline.signal })
     } catch (thrown) {
-      return failure(exchange, thrown, timedOut, false)
+      return failure(deadline, thrown, timedOut, false)
     }
     try {
       const text = await response.text()
       return { _tag: "Answered", status: response.status, headers: () => headerRecord(response.headers), text }
     } catch (thrown) {
-      return failure(exchange, thrown, timedOut, true)
+      return failure(deadline, thrown, timedOut, true)
     }
+  }
+
+  /** The exchange, one way or the other; a header that cannot be sent is refused before anything is, either way. */
+  const exchange = async (url: URL, headers: Record<string, string>, body: string): Promise<Answered | UpstreamError> => {
+    if (pool === undefined) {
+      const refused = checkHeaders(headers)
+      if (refused !== undefined) return noAnswer("network", refused.message)
+      const deadline = new Deadline(timeoutMillis)
+      const answered = await viaFetch(url, headers, body, deadline)
+      deadline.settle()
+      return answered
+    }
+    const bytes = requestBytes("POST", `${url.pathname}${url.search}`, url.host, headers, body)
+    if (bytes instanceof HeaderRefused) return noAnswer("network", bytes.message)
+    const deadline = new Deadline(timeoutMillis)
+    const answered = await viaPool(pool, bytes, deadline)
+    deadline.settle()
+    return answered
   }
 
   return async (target, message) => {
     const url = new URL(`${options.graphUrl}/${encodeURIComponent(target.phoneNumberId)}/messages`)
-    const body = Buffer.from(JSON.stringify(message))
     const headers = {
       authorization: `Bearer ${Redacted.value(target.accessToken)}`,
       "user-agent": USER_AGENT,
       "content-type": "application/json",
       accept: "application/json"
     }
-    // Built for fetch too: a token that would break the request's framing is refused, as the HttpClient path refuses it.
-    const head = requestHeadBytes("POST", url, headers, body.length)
-    if (head instanceof Error) return Either.left(noAnswer("network", head.message))
-    const exchange = new Exchange(timeoutMillis)
-    const answered = pool === undefined
-      ? await viaFetch(url, headers, body, exchange)
-      : await viaPool(pool, url, head, body, exchange)
-    exchange.settle()
+    const answered = await exchange(url, headers, JSON.stringify(message))
     if (answered._tag === "UpstreamError") return Either.left(answered)
     if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
     const parsed = parseJsonObject(answered.text)

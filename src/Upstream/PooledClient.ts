@@ -8,9 +8,10 @@
  */
 import { Cookies, Headers, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Effect, Inspectable, Option, Stream } from "effect"
+import { Deadline } from "../Net/Deadline.js"
 import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
+import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import type { BodyKept, ReaderAnswer } from "../Net/ResponseReader.js"
-import { Exchange } from "./Exchange.js"
 
 /**
  * Whether the environment routes outgoing HTTP through a proxy. The pool connects directly, so the
@@ -19,16 +20,14 @@ import { Exchange } from "./Exchange.js"
 export const usesProxy = (env: Readonly<Record<string, string | undefined>>): boolean =>
   ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"].some((name) => (env[name] ?? "") !== "")
 
-/** Methods whose request may be sent again: HTTP's idempotent ones. */
+/**
+ * Methods whose request may be sent again: HTTP's idempotent ones. HEAD among them, since the reader
+ * knows a HEAD answer has no body (src/Net/ResponseReader.ts).
+ */
 const REPEATABLE = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
 
 /** The whole answer, up to 16 MB: Graph answers are JSON documents well below it. */
 export const WHOLE_ANSWER: BodyKept = { bytes: 16 * 1024 * 1024, whole: true }
-
-/** Headers the pooled path writes itself. */
-const OWN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding"])
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 
 /** An answer's headers as a record: repeated ones join with ", " as fetch's Headers does (set-cookie is read apart). */
 export const joinedHeaders = (headers: ReadonlyArray<readonly [name: string, value: string]>): Record<string, string> => {
@@ -37,8 +36,8 @@ export const joinedHeaders = (headers: ReadonlyArray<readonly [name: string, val
   return record
 }
 
-/** The request's body as bytes, for the pooled path; undefined for a form or a stream (those go through fetch). */
-export const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Array | undefined => {
+/** The request's body as bytes or text, for the pooled path; undefined for a form or a stream (those go through fetch). */
+export const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Array | string | undefined => {
   const body = request.body
   switch (body._tag) {
     case "Empty":
@@ -46,24 +45,11 @@ export const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Ar
     case "Uint8Array":
       return body.body
     case "Raw":
-      return typeof body.body === "string" ? Buffer.from(body.body) : body.body instanceof Uint8Array ? body.body : undefined
+      return typeof body.body === "string" || body.body instanceof Uint8Array ? body.body : undefined
     case "FormData":
     case "Stream":
       return undefined
   }
-}
-
-/** The request's head, or why it cannot be written (a header that would break the framing). */
-/** An HTTP/1.1 request head for the pooled path, or the error for a header that would break its framing. */
-export const requestHeadBytes = (method: string, url: URL, headers: Readonly<Record<string, string>>, length: number): Buffer | Error => {
-  let head = `${method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`
-  for (const [name, value] of Object.entries(headers)) {
-    if (OWN_HEADERS.has(name.toLowerCase())) continue
-    if (!HEADER_NAME.test(name) || !HEADER_VALUE.test(value)) return new TypeError(`the header ${JSON.stringify(name)} cannot be sent`)
-    head += `${name}: ${value}\r\n`
-  }
-  if (length > 0 || (method !== "GET" && method !== "HEAD")) head += `content-length: ${length}\r\n`
-  return Buffer.from(`${head}\r\n`, "latin1")
 }
 
 /** A whole answer, read from memory. */
@@ -132,35 +118,36 @@ class PooledResponse extends Inspectable.Class implements HttpClientResponse.Htt
 }
 
 export const sendPooled = (pool: KeepAlivePool, timeoutMillis: number | undefined) =>
-  (request: HttpClientRequest.HttpClientRequest, body: Uint8Array) =>
+  (request: HttpClientRequest.HttpClientRequest, body: Uint8Array | string) =>
     Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
       const url = UrlParams.makeUrl(request.url, request.urlParams, request.hash)
       if (url._tag === "Left") {
         resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "InvalidUrl", cause: url.left })))
         return
       }
-      const head = requestHeadBytes(request.method, url.right, request.headers, body.length)
-      if (head instanceof Error) {
-        resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "Encode", cause: head })))
+      const bytes = requestBytes(request.method, `${url.right.pathname}${url.right.search}`, url.right.host, request.headers, body)
+      if (bytes instanceof HeaderRefused) {
+        resume(Effect.fail(new HttpClientError.RequestError({ request, reason: "Encode", cause: bytes })))
         return
       }
-      const exchange = new Exchange(timeoutMillis)
+      const deadline = new Deadline(timeoutMillis)
       const transportError = (cause: unknown) => {
-        exchange.settle()
+        deadline.settle()
         return Effect.fail(new HttpClientError.RequestError({ request, reason: "Transport", cause }))
       }
       pool.request({
         origin: originOf(url.right),
-        bytes: Buffer.concat([head, body]),
+        bytes,
         resendable: REPEATABLE.has(request.method),
+        headRequest: request.method === "HEAD",
         kept: WHOLE_ANSWER,
-        signal: exchange.controller.signal
+        signal: deadline.signal
       }).then((outcome) => {
-        if (outcome._tag === "Aborted") return resume(transportError(exchange.cause(new Error("the call was aborted"))))
+        if (outcome._tag === "Aborted") return resume(transportError(deadline.cause(new Error("the call was aborted"))))
         if (outcome._tag !== "Answer") return resume(transportError(new Error(outcome.message)))
         // The whole answer is in: the deadline has nothing left to bound.
-        exchange.settle()
+        deadline.settle()
         resume(Effect.succeed(new PooledResponse(request, outcome.answer)))
       })
-      return Effect.sync(() => exchange.abort())
+      return Effect.sync(() => deadline.abort())
     })

@@ -21,6 +21,12 @@ export interface RawReceiver {
   readonly connections: () => number
   /** Connections closed so far (by either side). */
   readonly closedConnections: () => number
+  /** Resolves once `n` requests have arrived. */
+  readonly whenRequests: (n: number) => Promise<void>
+  /** Resolves once `n` connections have closed (by either side). */
+  readonly whenClosed: (n: number) => Promise<void>
+  /** The most connections that were open at once. */
+  readonly peakConnections: () => number
   /** Bytes received in all, request or not. */
   readonly bytesReceived: () => number
 }
@@ -34,7 +40,10 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
       const requests: Array<RawRequest> = []
       let connections = 0
       let closed = 0
+      let peak = 0
       let received = 0
+      const closeWaiters: Array<{ readonly n: number; readonly resolve: () => void }> = []
+      const requestWaiters: Array<{ readonly n: number; readonly resolve: () => void }> = []
       const buffers = new Map<Socket<{ id: number }>, Buffer>()
       const listener: TCPSocketListener<{ id: number }> = Bun.listen<{ id: number }>({
         hostname: "127.0.0.1",
@@ -43,6 +52,7 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
         socket: {
           open: (socket) => {
             socket.data = { id: connections++ }
+            peak = Math.max(peak, connections - closed)
           },
           data: (socket, chunk) => {
             received += chunk.length
@@ -56,6 +66,10 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
               const request = { connection: socket.data.id, head, body: buffer.subarray(end + 4, end + 4 + length).toString() }
               buffer = buffer.subarray(end + 4 + length)
               requests.push(request)
+              for (const waiter of requestWaiters.filter((w) => w.n <= requests.length)) {
+                requestWaiters.splice(requestWaiters.indexOf(waiter), 1)
+                waiter.resolve()
+              }
               const answer = reply(request, requests.length - 1)
               if (answer === "close") {
                 socket.end()
@@ -71,6 +85,10 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
           close: (socket) => {
             closed++
             buffers.delete(socket)
+            for (const waiter of closeWaiters.filter((w) => w.n <= closed)) {
+              closeWaiters.splice(closeWaiters.indexOf(waiter), 1)
+              waiter.resolve()
+            }
           }
         }
       })
@@ -79,6 +97,9 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
         requests,
         connections: () => connections,
         closedConnections: () => closed,
+        whenRequests: (n) => (requests.length >= n ? Promise.resolve() : new Promise((resolve) => requestWaiters.push({ n, resolve }))),
+        whenClosed: (n) => (closed >= n ? Promise.resolve() : new Promise((resolve) => closeWaiters.push({ n, resolve }))),
+        peakConnections: () => peak,
         bytesReceived: () => received
       }
       return { receiver, listener }
