@@ -31,6 +31,8 @@ export interface HubSettings {
   readonly dispatchLeaseMargin: Duration.Duration
   /** A webhook failing without a single success for this long is disabled. */
   readonly webhookDisableAfter: Duration.Duration
+  /** Most webhooks an instance may have (inactive ones count; deleted ones do not). */
+  readonly webhooksPerInstance: number
   readonly sendRatePerSecond: number
   readonly sessionTtl: Duration.Duration
   /** Total time for one Graph call (connect, answer and body); uploads use graphUploadTimeout. */
@@ -191,6 +193,7 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
   dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
+  webhooksPerInstance: positiveInteger("HUB_WEBHOOKS_PER_INSTANCE", 10),
   retention: duration("HUB_RETENTION", "30d"),
   sendRatePerSecond: sendRate,
   sessionTtl: duration("HUB_SESSION_TTL", "12h"),
