@@ -244,12 +244,12 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
       .handle("test", ({ headers, path }) =>
         Effect.gen(function*() {
           const webhook = yield* findOwn(path.id)
+          if (!webhook.active) return yield* inactive(webhook.id, "testing it")
           const admitted = tests.admit(webhook.id, headers["idempotency-key"], Date.now())
           if (admitted._tag === "Repeat") {
             yield* tests.awaitFirst(admitted.deliveryId, Effect.map(outbox.findAttempts(admitted.deliveryId), (attempts) => attempts.length > 0))
             return yield* deliveryOf(webhook.id, admitted.deliveryId)
           }
-          if (!webhook.active) return yield* inactive(webhook.id, "testing it")
           if (admitted._tag === "TooSoon") {
             return yield* new TooManyRequests({
               message: `webhook ${webhook.id} was tested less than a second ago; at most one test per webhook a second`,
