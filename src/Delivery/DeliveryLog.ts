@@ -13,8 +13,9 @@
  * - succeeded: no index of its own (it would be every row, moved on every success): the webhook's
  *   whole log is walked and filtered, and a page examines at most SCAN_WINDOW rows in all, its
  *   `before` cursor continuing from the last row examined.
- * Ranges are written `BETWEEN`, which SQLite's planner takes on the right index where a pair of
- * comparisons sent it to deliveries_due. Plans are checked in test/delivery-log.test.ts.
+ * Ranges are written `BETWEEN` (which also says the partial indexes' `next_attempt_at IS NOT NULL`):
+ * SQLite's planner takes it on the right index, where a pair of comparisons, or an IS NOT NULL
+ * term, sent it to deliveries_due. Plans are checked in test/delivery-log.test.ts.
  */
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
@@ -75,7 +76,7 @@ export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
   const matchStatus = status === undefined || walked
     ? sql``
     : status === "pending"
-    ? sql`AND status = 'pending' AND next_attempt_at IS NOT NULL`
+    ? sql`AND status = 'pending'`
     : sql`AND status = ${status} AND status IN ('failed', 'dead', 'cancelled')`
   const descending = page._tag !== "After"
   const order = sql.literal(descending ? "ORDER BY sort_at DESC, id DESC" : "ORDER BY sort_at, id")
@@ -85,10 +86,10 @@ export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
     let low = filter.since ?? LOWEST
     let high = HIGHEST
     const residual: Array<Statement.Fragment> = []
-    if (filter.until !== undefined) {
-      high = filter.until
-      residual.push(sql`${t} < ${filter.until}`)
-    }
+    // Times are stored as toISOString() writes them (millisecond precision): before `until` is at
+    // most a millisecond before it, and the range stays one BETWEEN (a further comparison sent
+    // SQLite's planner to deliveries_due).
+    if (filter.until !== undefined) high = new Date(Date.parse(filter.until) - 1).toISOString()
     if (withCursor && page._tag === "Before") {
       if (page.at.createdAt < high) high = page.at.createdAt
       residual.push(sql`(${t} < ${page.at.createdAt} OR (${t} = ${page.at.createdAt} AND id < ${page.at.id}))`)
