@@ -41,7 +41,7 @@ const deliveriesOf = (tenant: Tenant, webhookId: string, query = "") =>
   )
 
 /** Polls until the condition holds on what `read` answers, bounded by a deadline. */
-const until = <A>(what: string, read: Effect.Effect<A>, condition: (a: A) => boolean) =>
+const until = <A, R>(what: string, read: Effect.Effect<A, never, R>, condition: (a: A) => boolean) =>
   read.pipe(
     Effect.filterOrFail(condition, () => "not yet"),
     Effect.retry(Schedule.spaced(Duration.millis(20))),
