@@ -68,21 +68,17 @@ export const makeDeliveries = Effect.gen(function*() {
       })
     })
 
-  const signingKeys = (d: LeasedDelivery, nowMs: number): Effect.Effect<ReadonlyArray<Uint8Array>> => {
-    const secrets = d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
-        Date.parse(d.previous_secret_expires_at) > nowMs
+  const secretsOf = (d: LeasedDelivery, nowMs: number) =>
+    d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null && Date.parse(d.previous_secret_expires_at) > nowMs
       ? [d.secret_encrypted, d.previous_secret_encrypted]
       : [d.secret_encrypted]
-    // Every attempt asks: keys already decrypted are answered without an effect per secret.
-    const known = secrets.map((secret) => keys.get(secret))
-    return known.every((key): key is Uint8Array => key !== undefined) ? Effect.succeed(known) : Effect.forEach(secrets, keyOf)
-  }
 
   // Custom headers as sent, by what is stored (decrypted once, like the keys).
   const headerSets = new Map<string, Readonly<Record<string, string>>>()
+  const storedHeaders = (d: LeasedDelivery) => `${d.headers}\u0000${d.headers_encrypted ?? ""}`
   const customHeaders = (d: LeasedDelivery): Effect.Effect<Readonly<Record<string, string>>> => {
     if (d.headers === null) return Effect.succeed(NO_HEADERS)
-    const stored = `${d.headers}\u0000${d.headers_encrypted ?? ""}`
+    const stored = storedHeaders(d)
     const known = headerSets.get(stored)
     if (known !== undefined) return Effect.succeed(known)
     const secret = d.headers_encrypted === null ? Effect.succeed(null) : Effect.orDie(cipher.decrypt(d.headers_encrypted))
@@ -94,10 +90,14 @@ export const makeDeliveries = Effect.gen(function*() {
     })
   }
 
-  const credentials = (d: LeasedDelivery, nowMs: number): Effect.Effect<Credentials> =>
-    d.headers === null
-      ? Effect.map(signingKeys(d, nowMs), (keys) => ({ keys, headers: NO_HEADERS }))
-      : Effect.zipWith(signingKeys(d, nowMs), customHeaders(d), (keys, headers) => ({ keys, headers }))
+  const credentials = (d: LeasedDelivery, nowMs: number): Effect.Effect<Credentials> => {
+    const secrets = secretsOf(d, nowMs)
+    // Every attempt asks: what is already decrypted is answered without an effect per secret.
+    const known = secrets.map((secret) => keys.get(secret))
+    const headers = d.headers === null ? NO_HEADERS : headerSets.get(storedHeaders(d))
+    if (known.every((key): key is Uint8Array => key !== undefined) && headers !== undefined) return Effect.succeed({ keys: known, headers })
+    return Effect.zipWith(Effect.forEach(secrets, keyOf), customHeaders(d), (keys, headers) => ({ keys, headers }))
+  }
 
   const exchange = async (d: LeasedDelivery, { headers, keys }: Credentials, signal: AbortSignal, timestamp: number) => {
     const target = await policy.resolveTarget(d.url)

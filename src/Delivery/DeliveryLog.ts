@@ -27,9 +27,12 @@ export const deliveryColumns = "id, webhook_id, event_id, message_id, status, at
 /** Most webhooks merged in one statement (SQLite allows 500 compound terms). */
 const WEBHOOKS_PER_STATEMENT = 128
 
-/** Below and above every ISO 8601 timestamp: the open ends of a range. */
-const LOWEST = ""
-const HIGHEST = "~"
+/**
+ * The open ends of a range: timestamps in the stored format (not sentinels such as "" or "~",
+ * which a PostgreSQL collation may order apart from the digits).
+ */
+const LOWEST = "0001-01-01T00:00:00.000Z"
+const HIGHEST = "9999-12-31T23:59:59.999Z"
 
 /** Fewest rows a walked webhook examines, however many webhooks share the window. */
 const MIN_WINDOW = 200
