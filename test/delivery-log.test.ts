@@ -141,6 +141,9 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       expect(ids(window.body)).toEqual(idsOf("a3", "b2", "a2", "c1"))
       expect(window.body.total).toBe(4)
       expect(ids((yield* get(tenant.orgToken, "/api/deliveries?since=2026-02-02&status=failed")).body)).toEqual(idsOf("a4"))
+      // Instants with an offset, or without a zone (UTC), are the same instants.
+      const offsets = yield* get(tenant.orgToken, `/api/deliveries?since=2026-02-01T01:00:03%2B0100&until=2026-02-01T00:00:08`)
+      expect(ids(offsets.body)).toEqual(ids(window.body))
 
       // Other tenants' and other instances' webhooks are not found; another instance is forbidden to an instance token.
       const stranger = yield* seedTenant()

@@ -126,10 +126,11 @@ export const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
   strict: true,
   decode: (text, _, ast) => {
     const trimmed = text.trim()
+    // A bare day is its midnight UTC; a time without a zone is UTC; "+0200" is written "+02:00" for the Date parser.
     const zoned = /^\d{4}-\d{2}-\d{2}$/.test(trimmed)
       ? `${trimmed}T00:00:00Z`
       : /(?:Z|[+-]\d{2}:?\d{2})$/i.test(trimmed)
-      ? trimmed
+      ? trimmed.replace(/([+-]\d{2})(\d{2})$/, "$1:$2")
       : `${trimmed}Z`
     const at = INSTANT.test(trimmed) ? new Date(zoned.replace(" ", "T")) : undefined
     return at === undefined || Number.isNaN(at.getTime())
