@@ -1,8 +1,12 @@
 /**
  * SQL for the events outbox: accepted changes (deduplicated by key), the envelope each instance
- * receives, one delivery row per active webhook, leases taken by dispatchers, and the attempt log.
- * Leases are plain column updates (owner + expiry), so a crashed hub's rows are taken again once
- * their lease has expired, by whichever process looks next.
+ * receives, one delivery row per active webhook taking any of its changes, leases taken by
+ * dispatchers, and the attempt log. Leases are plain column updates (owner + expiry), so a crashed
+ * hub's rows are taken again once their lease has expired, by whichever process looks next.
+ * A webhook with an event filter that takes only some of an event's changes gets a body of its own
+ * on its delivery row; every other delivery reads its event's (unfiltered webhooks cost nothing
+ * more). Each dispatcher round adds its outcomes to one count per webhook, outcome and hour (the
+ * webhooks' health), whatever the number of attempts.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
