@@ -5,7 +5,7 @@
  */
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Schedule } from "effect"
+import { Duration, Effect, Option, Redacted, Schedule } from "effect"
 import { Webhook } from "standardwebhooks"
 import { OutboxRepo } from "../src/Delivery/Outbox.js"
 import { kindsOf, selectChanges } from "../src/Webhooks/EventKinds.js"
@@ -442,6 +442,20 @@ layer(
       }
     }))
 })
+
+layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(3))) }), { excludeTestServices: true })(
+  "outside the sandbox",
+  (it) => {
+    it.effect("simulated changes exist only in sandbox mode", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const answer = yield* hub.request("POST", "/sandbox/changes", { token: tenant.instanceToken, json: { changes: [{ field: "account_update" }] } })
+        expect(answer.status).toBe(404)
+        expect(answer.body).toMatchObject({ error: "route_not_found", message: "POST /sandbox/changes exists only in sandbox mode (HUB_UPSTREAM=sandbox)" })
+      }))
+  }
+)
 
 describe("event kinds", () => {
   plain("a messages change is split by what it carries; other changes are their field; unknown fields are no kind", () => {

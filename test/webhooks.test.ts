@@ -134,7 +134,9 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
         ["DELETE", `/api/webhooks/${id}`],
         ["GET", `/api/webhooks/${id}/deliveries`],
         ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
-        ["POST", `/api/webhooks/${id}/rotate-secret`]
+        ["POST", `/api/webhooks/${id}/rotate-secret`],
+        ["POST", `/api/webhooks/${id}/recover`, { since: "2026-01-01" }],
+        ["POST", `/api/webhooks/${id}/test`]
       ]
       for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
         for (const [method, path, json] of routes) {
