@@ -8,7 +8,7 @@
  * more). Each dispatcher round adds its outcomes to one count per webhook, outcome and hour (the
  * webhooks' health), whatever the number of attempts.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { insertRow, rowStatement } from "../Sql/RowStatement.js"
@@ -187,6 +187,17 @@ export const OutboxRepoLive = Layer.effect(
         ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
           deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
           last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`)
+
+    /**
+     * Queues rows again (replay, recover): pending, so due from their creation (the list of pending
+     * rows relies on it). A retry waiting for its time goes on with its schedule; a finished
+     * delivery gets one more attempt, with the same webhook-id.
+     */
+    const requeue = (where: Statement.Fragment, now: string) =>
+      sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
+          final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
+          lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
+        WHERE ${where} RETURNING id`
 
     /** Parsed event filters, by their stored text (a handful of distinct ones). */
     const filters = new Map<string, ReadonlySet<string>>()
@@ -408,14 +419,7 @@ export const OutboxRepoLive = Layer.effect(
           if (row === undefined) return "not_found"
           const leased = row.lease_expires_at !== null && row.lease_expires_at >= now
           if (row.status === "pending" || (row.status === "failed" && leased)) return "already_queued"
-          if (row.status === "failed") {
-            // A retry waiting for its time is simply made due; its schedule goes on from there.
-            yield* sql`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at, updated_at = ${now} WHERE id = ${id}`
-          } else {
-            yield* sql`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at, final_attempt = attempts + 1,
-                lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-              WHERE id = ${id}`
-          }
+          yield* requeue(sql`id = ${id}`, now)
           return "requeued"
         }).pipe(sql.withTransaction, Effect.orDie),
       recover: (webhookId, window, now, max) =>
@@ -432,12 +436,11 @@ export const OutboxRepoLive = Layer.effect(
             ORDER BY created_at, id LIMIT ${max + 1}`
           let requeued = 0
           for (const chunk of powerOfTwoChunks(candidates.slice(0, max).map((c) => c.id))) {
-            const updated = yield* sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
-                final_attempt = CASE WHEN status = 'dead' THEN attempts + 1 ELSE final_attempt END,
-                lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-              WHERE ${sql.in("id", chunk)} AND webhook_id = ${webhookId}
-                AND (status = 'dead' OR (status = 'failed' AND (lease_expires_at IS NULL OR lease_expires_at < ${now})))
-              RETURNING id`.pipe(sql.withTransaction)
+            const updated = yield* requeue(
+              sql`${sql.in("id", chunk)} AND webhook_id = ${webhookId}
+                AND (status = 'dead' OR (status = 'failed' AND (lease_expires_at IS NULL OR lease_expires_at < ${now})))`,
+              now
+            ).pipe(sql.withTransaction)
             requeued += updated.length
           }
           return { requeued, more: candidates.length > max }
