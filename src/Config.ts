@@ -33,6 +33,8 @@ export interface HubSettings {
   readonly dispatchLeaseMargin: Duration.Duration
   /** A webhook failing without a single success for this long is disabled. */
   readonly webhookDisableAfter: Duration.Duration
+  /** Most webhooks an instance may have (inactive ones count; deleted ones do not). */
+  readonly webhooksPerInstance: number
   readonly sendRatePerSecond: number
   /** Upstream posts waiting for their commit beyond which new posts are refused with 503 (backpressure). */
   readonly ingressMaxPending: number
@@ -198,6 +200,7 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
   dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
+  webhooksPerInstance: positiveInteger("HUB_WEBHOOKS_PER_INSTANCE", 10),
   retention: duration("HUB_RETENTION", "30d"),
   sendRatePerSecond: sendRate,
   // A group commits up to 256 posts; 2,000 waiting is several groups behind, about 0.25 s of the

@@ -124,7 +124,7 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       ])
 
       const goneWebhook = yield* hub.request("GET", `/api/webhooks/${goneHook.id}`, { token: tenant.instanceToken })
-      expect(goneWebhook.body).toMatchObject({ active: false, disabled_reason: "the receiver answered 410 Gone" })
+      expect(goneWebhook.body).toMatchObject({ active: false, disabled_reason: "gone_410" })
       const [goneDelivery] = yield* untilDeliveries(tenant, goneHook.id, "dead", (d) => d[0]?.status === "dead")
       expect(goneDelivery).toMatchObject({ attempts: 1, last_status_code: 410 })
 
@@ -327,7 +327,7 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       const [cancelled] = yield* untilDeliveries(tenant, failingHook.id, "cancelled", (d) => d[0]?.status === "cancelled")
       expect(cancelled?.attempts).toBe(1)
       const disabled = yield* hub.request("GET", `/api/webhooks/${failingHook.id}`, { token: tenant.instanceToken })
-      expect(disabled.body).toMatchObject({ active: false, disabled_reason: `no successful delivery since ${sixDaysAgo}` })
+      expect(disabled.body).toMatchObject({ active: false, disabled_reason: "failing_too_long", failing_since: sixDaysAgo })
 
       yield* untilDeliveries(tenant, recoveringHook.id, "success", (d) => d[0]?.status === "succeeded")
       const streak = yield* sql<{ readonly failing_since: string | null; readonly active: number }>`

@@ -66,7 +66,9 @@ layer(testHub({ webhookRetry: [Duration.hours(1)] }), { excludeTestServices: tru
       expect(unroutedBefore).toBeGreaterThan(0)
 
       // A cutoff in the past deletes nothing.
-      expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0 })
+      expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0, deliveryCounts: 0 })
+      const lastSuccess = (yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })).body.last_success_at
+      expect(lastSuccess).toEqual(expect.any(String))
 
       const pruned = yield* retention.prune(Date.now() + 120_000)
       expect(pruned.deliveries).toBeGreaterThanOrEqual(1)
@@ -84,5 +86,13 @@ layer(testHub({ webhookRetry: [Duration.hours(1)] }), { excludeTestServices: tru
       expect(kept[0]?.n).toBe(yield* count("deliveries"))
       expect(yield* count("unrouted_events")).toBe(0)
       expect(yield* count("delivery_attempts")).toBeGreaterThanOrEqual(1)
+      // Hourly delivery counts go by the hour, but each webhook's latest success: its last_success_at stays.
+      // (The first cutoff may or may not have passed the current hour's end.)
+      expect(pruned.deliveryCounts + (yield* retention.prune(Date.now() + 2 * 3600_000)).deliveryCounts).toBe(1)
+      const counts = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ readonly webhook_id: string; readonly outcome: string }>`SELECT webhook_id, outcome FROM webhook_delivery_hours ORDER BY webhook_id`).pipe(Effect.orDie)
+      expect(counts).toEqual([{ webhook_id: delivered, outcome: "succeeded" }, { webhook_id: otherHook, outcome: "succeeded" }].sort((a, b) => a.webhook_id.localeCompare(b.webhook_id)))
+      const after = yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })
+      expect(after.body).toMatchObject({ last_success_at: lastSuccess, deliveries_24h: { succeeded: 1, failed: 0, dead: 0 } })
     }))
 })

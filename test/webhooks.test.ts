@@ -6,7 +6,22 @@ import { AddressRefused, classifyAddress, HostResolver, type HostLookup, makeUrl
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
-const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updated_at", "url"]
+const RECORD_KEYS = [
+  "active",
+  "created_at",
+  "deliveries_24h",
+  "disabled_reason",
+  "events",
+  "failing_since",
+  "headers",
+  "id",
+  "instance_id",
+  "last_success_at",
+  "name",
+  "queued",
+  "updated_at",
+  "url"
+]
 
 /** A second instance in the tenant's organization, with its own instance token. */
 const createWebhook = (token: string, json: Record<string, unknown>) =>
@@ -25,7 +40,19 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
       })
       expect(created.status).toBe(201)
       expect(Object.keys(created.body).sort()).toEqual([...RECORD_KEYS, "secret"].sort())
-      expect(created.body).toMatchObject({ instance_id: tenant.instanceId, url: "https://example.com/hooks/wa", name: "orders", active: true })
+      expect(created.body).toMatchObject({
+        instance_id: tenant.instanceId,
+        url: "https://example.com/hooks/wa",
+        name: "orders",
+        active: true,
+        events: ["*"],
+        headers: {},
+        disabled_reason: null,
+        failing_since: null,
+        last_success_at: null,
+        deliveries_24h: { succeeded: 0, failed: 0, dead: 0 },
+        queued: { pending: 0, failed: 0 }
+      })
       expect(String(created.body.id)).toMatch(/^whk_/)
       const secret = String(created.body.secret)
       expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
@@ -108,7 +135,9 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
         ["DELETE", `/api/webhooks/${id}`],
         ["GET", `/api/webhooks/${id}/deliveries`],
         ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
-        ["POST", `/api/webhooks/${id}/rotate-secret`]
+        ["POST", `/api/webhooks/${id}/rotate-secret`],
+        ["POST", `/api/webhooks/${id}/recover`, { since: "2026-01-01" }],
+        ["POST", `/api/webhooks/${id}/test`]
       ]
       for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
         for (const [method, path, json] of routes) {
@@ -132,14 +161,13 @@ layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
       expect(renamed.body).toMatchObject({ id: created.body.id, name: "two", url: "http://example.org/2", active: true })
       expect(Date.parse(String(renamed.body.updated_at))).toBeGreaterThanOrEqual(Date.parse(String(created.body.updated_at)))
       const off = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: false } })
-      expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "deactivated by its owner" })
+      expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "manual" })
       const on = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: true } })
-      expect(on.body).toMatchObject({ active: true })
-      expect(on.body.disabled_reason).toBeUndefined()
+      expect(on.body).toMatchObject({ active: true, disabled_reason: null })
 
       const empty = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: {} })
       expect(empty.status).toBe(400)
-      expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active" }] })
+      expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active, events, headers" }] })
       const bad = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { url: "ftp://example.com", active: "yes" } })
       expect(bad.status).toBe(400)
       expect(itemsOf(bad.body, "details").map((d) => String(d.field)).sort()).toEqual(["active", "url"])

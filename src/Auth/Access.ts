@@ -50,8 +50,14 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   "GET /api/webhooks/:id/deliveries": apiTokens,
   "POST /api/webhooks/:id/deliveries/:deliveryId/retry": apiTokens,
   "POST /api/webhooks/:id/rotate-secret": apiTokens,
+  "POST /api/webhooks/:id/recover": apiTokens,
+  "POST /api/webhooks/:id/test": apiTokens,
+  // Deliveries of every webhook the token sees: an organization's, or an instance's.
+  "GET /api/deliveries": apiTokens,
   // Simulates an inbound message to the token's instance (organization tokens name it).
-  "POST /sandbox/inbound": apiTokens
+  "POST /sandbox/inbound": apiTokens,
+  // Simulates upstream changes of any kind for the token's instance.
+  "POST /sandbox/changes": apiTokens
 }
 
 const kindNames: Record<TokenKind, string> = {

@@ -1,6 +1,6 @@
 /**
  * One delivery attempt: sign with the webhook's secret(s) (both during a rotation), POST to the
- * checked address, classify the answer (any 2xx succeeds; 3xx, other statuses, timeouts and refused
+ * checked address with the webhook's custom headers, classify the answer (any 2xx succeeds; 3xx, other statuses, timeouts and refused
  * addresses fail) into the attempt to log; after logging, 410 or days of failures disable the webhook.
  * The exchange itself is a plain promise: the dispatcher runs many at once without a fiber each.
  */
@@ -10,6 +10,7 @@ import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js
 import { Deadline } from "../Net/Deadline.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
+import { sentHeaders } from "./CustomHeaders.js"
 import { OutboxRepo } from "./Outbox.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
@@ -23,11 +24,21 @@ const describeFailure = (answer: ReceiverAnswer) =>
     ? `the receiver answered ${answer.status} (a redirect, which is not followed)`
     : `the receiver answered ${answer.status}`
 
+/** What an attempt needs decrypted: the keys to sign with and the webhook's custom headers. */
+export interface Credentials {
+  /** The current secret, and the previous one while a rotation's overlap lasts. */
+  readonly keys: ReadonlyArray<Uint8Array>
+  /** The webhook's custom headers, secret ones decrypted. */
+  readonly headers: Readonly<Record<string, string>>
+}
+
+const NO_HEADERS: Readonly<Record<string, string>> = {}
+
 export interface Deliveries {
-  /** The keys to sign a delivery with: the current secret, and the previous one while a rotation's overlap lasts. */
-  readonly signingKeys: (d: LeasedDelivery, nowMs: number) => Effect.Effect<ReadonlyArray<Uint8Array>>
+  /** What a delivery is signed and sent with (decrypted once per secret, not once per attempt). */
+  readonly credentials: (d: LeasedDelivery, nowMs: number) => Effect.Effect<Credentials>
   /** Sends one attempt; undefined when `shutdown` aborted it (the attempt is then not logged). */
-  readonly attempt: (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, shutdown: AbortSignal) => Promise<AttemptRecord | undefined>
+  readonly attempt: (d: LeasedDelivery, credentials: Credentials, shutdown: AbortSignal) => Promise<AttemptRecord | undefined>
   /** Once attempts are logged: a 410, or failures without a success for too long, disable the webhook. */
   readonly afterLogged: (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) => Effect.Effect<void>
 }
@@ -65,18 +76,42 @@ export const makeDeliveries = Effect.gen(function*() {
       })
     })
 
-  const signingKeys = (d: LeasedDelivery, nowMs: number): Effect.Effect<ReadonlyArray<Uint8Array>> => {
+  const secretsOf = (d: LeasedDelivery, nowMs: number): ReadonlyArray<readonly [string, SecretSlot]> => {
     const current = [d.secret_encrypted, SecretSlot.webhookSecret(d.webhook_id)] as const
-    const secrets = d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
-        Date.parse(d.previous_secret_expires_at) > nowMs
+    return d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null && Date.parse(d.previous_secret_expires_at) > nowMs
       ? [current, [d.previous_secret_encrypted, SecretSlot.webhookPreviousSecret(d.webhook_id)] as const]
       : [current]
-    // Every attempt asks: keys already decrypted are answered without an effect per secret.
-    const known = secrets.map(([encrypted, slot]) => knownKey(encrypted, slot))
-    return known.every((key): key is Uint8Array => key !== undefined) ? Effect.succeed(known) : Effect.forEach(secrets, keyOf)
   }
 
-  const exchange = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, signal: AbortSignal, timestamp: number) => {
+  // Custom headers as sent, by what is stored (decrypted once, like the keys; the row id is part of the key).
+  const headerSets = new Map<string, Readonly<Record<string, string>>>()
+  const storedHeaders = (d: LeasedDelivery) => `${d.webhook_id}\u0000${d.headers}\u0000${d.headers_encrypted ?? ""}`
+  const customHeaders = (d: LeasedDelivery): Effect.Effect<Readonly<Record<string, string>>> => {
+    if (d.headers === null) return Effect.succeed(NO_HEADERS)
+    const stored = storedHeaders(d)
+    const known = headerSets.get(stored)
+    if (known !== undefined) return Effect.succeed(known)
+    const secret = d.headers_encrypted === null
+      ? Effect.succeed(null)
+      : Effect.orDie(cipher.decrypt(d.headers_encrypted, SecretSlot.webhookHeaders(d.webhook_id)))
+    return Effect.map(secret, (decrypted) => {
+      if (headerSets.size > 10_000) headerSets.clear()
+      const headers = sentHeaders(d.headers, decrypted)
+      headerSets.set(stored, headers)
+      return headers
+    })
+  }
+
+  const credentials = (d: LeasedDelivery, nowMs: number): Effect.Effect<Credentials> => {
+    const secrets = secretsOf(d, nowMs)
+    // Every attempt asks: what is already decrypted is answered without an effect per secret.
+    const known = secrets.map(([encrypted, slot]) => knownKey(encrypted, slot))
+    const headers = d.headers === null ? NO_HEADERS : headerSets.get(storedHeaders(d))
+    if (known.every((key): key is Uint8Array => key !== undefined) && headers !== undefined) return Effect.succeed({ keys: known, headers })
+    return Effect.zipWith(Effect.forEach(secrets, keyOf), customHeaders(d), (keys, headers) => ({ keys, headers }))
+  }
+
+  const exchange = async (d: LeasedDelivery, { headers, keys }: Credentials, signal: AbortSignal, timestamp: number) => {
     const target = await policy.resolveTarget(d.url, signal)
     if (target instanceof AddressRefused) return target
     return sender.send({
@@ -85,6 +120,7 @@ export const makeDeliveries = Effect.gen(function*() {
       timeoutMs,
       signal,
       headers: {
+        ...headers,
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "webhook-id": d.message_id,
@@ -94,11 +130,11 @@ export const makeDeliveries = Effect.gen(function*() {
     })
   }
 
-  const attempt = async (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>, shutdown: AbortSignal): Promise<AttemptRecord | undefined> => {
+  const attempt = async (d: LeasedDelivery, credentials: Credentials, shutdown: AbortSignal): Promise<AttemptRecord | undefined> => {
     const startedMs = Date.now()
     // The timeout bounds the whole exchange, the answer's snippet included; the shutdown ends it too.
     const deadline = new Deadline(timeoutMs, shutdown)
-    const answer = await exchange(d, keys, deadline.signal, Math.floor(startedMs / 1000)).finally(() => deadline.settle())
+    const answer = await exchange(d, credentials, deadline.signal, Math.floor(startedMs / 1000)).finally(() => deadline.settle())
     if (shutdown.aborted) return undefined
     const finishedMs = Date.now()
     const noAnswer = answer instanceof NoAnswer || answer instanceof AddressRefused ? answer : undefined
@@ -135,9 +171,9 @@ export const makeDeliveries = Effect.gen(function*() {
         if (disabled.has(webhookId) || record.result._tag === "Succeeded") continue
         const since = failingSince.get(webhookId)
         const reason = record.statusCode === 410
-          ? "the receiver answered 410 Gone"
+          ? "gone_410"
           : since !== undefined && Date.parse(record.finishedAt) - Date.parse(since) >= disableAfterMs
-          ? `no successful delivery since ${since}`
+          ? "failing_too_long"
           : undefined
         if (reason === undefined) continue
         disabled.add(webhookId)
@@ -145,6 +181,6 @@ export const makeDeliveries = Effect.gen(function*() {
       }
     })
 
-  const deliveries: Deliveries = { signingKeys, attempt, afterLogged }
+  const deliveries: Deliveries = { credentials, attempt, afterLogged }
   return deliveries
 })

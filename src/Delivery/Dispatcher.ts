@@ -15,7 +15,8 @@ import { hostname } from "node:os"
 import { HubConfig } from "../Config.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { makeAdmission } from "./Admission.js"
-import { makeDeliveries } from "./Attempt.js"
+import { type Credentials, makeDeliveries } from "./Attempt.js"
+import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
 import { Handoff } from "./Handoff.js"
 import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
@@ -32,6 +33,7 @@ export const DispatcherLive = Layer.scopedDiscard(
     const batcher = yield* WriteBatcher
     const handoff = yield* Handoff
     const deliveries = yield* makeDeliveries
+    const watch = yield* DeliveryWatch
 
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
@@ -53,8 +55,8 @@ export const DispatcherLive = Layer.scopedDiscard(
     }
 
     /** Starts an attempt already counted in flight (leased by a round, or admitted by the hand-off). */
-    const start = (d: LeasedDelivery, keys: ReadonlyArray<Uint8Array>) => {
-      deliveries.attempt(d, keys, shutdown.signal).then(
+    const start = (d: LeasedDelivery, credentials: Credentials) => {
+      deliveries.attempt(d, credentials, shutdown.signal).then(
         (record) => settle(d, record),
         // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
         () => settle(d, undefined)
@@ -74,9 +76,12 @@ export const DispatcherLive = Layer.scopedDiscard(
       }
     }
 
-    /** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop. */
+    /** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop, watchers hear. */
     const afterLogging = (records: ReadonlyArray<AttemptRecord>, failing: ReadonlyMap<string, string>) =>
-      Effect.zipRight(deliveries.afterLogged(records, failing), Effect.sync(() => wakeForRetries(records)))
+      Effect.zipRight(deliveries.afterLogged(records, failing), Effect.sync(() => {
+        wakeForRetries(records)
+        watch.logged(records)
+      }))
 
     /** Logs what finished; returns after the commit. */
     const logFinished = (records: ReadonlyArray<AttemptRecord>) =>
@@ -137,7 +142,7 @@ export const DispatcherLive = Layer.scopedDiscard(
         )
         if (records.length > 0) yield* afterLogging(records, failing)
         // What was counted starts; the rest belongs to webhooks no longer active.
-        for (const d of counted) start(d, yield* deliveries.signingKeys(d, nowMs))
+        for (const d of counted) start(d, yield* deliveries.credentials(d, nowMs))
         inactive = leased.flatMap((d) => (Boolean(d.webhook_active) ? [] : [d.id]))
         // A full lease may leave more due rows, and rows to cancel need a round.
         const more = (free > 0 && leased.length >= free) || inactive.length > 0
@@ -160,7 +165,7 @@ export const DispatcherLive = Layer.scopedDiscard(
         Effect.forEach(handed, (d) =>
           // Stopping: not started. The row stays leased to this process until the shutdown's release
           // below frees it, or, if it committed after that, until its lease expires.
-          stopping ? Effect.sync(() => settle(d, undefined)) : Effect.map(deliveries.signingKeys(d, Date.now()), (keys) => start(d, keys)), {
+          stopping ? Effect.sync(() => settle(d, undefined)) : Effect.map(deliveries.credentials(d, Date.now()), (credentials) => start(d, credentials)), {
           discard: true
         }),
       forgo: (handed) => {

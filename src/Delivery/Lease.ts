@@ -167,11 +167,13 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       const lookFurther = first.length < input.limit && [...used.values()].some((n) => n >= input.perWebhook)
       const taken = lookFurther ? [...first, ...(yield* Effect.flatMap(lookPast(input, first), (ids) => take(input, ids)))] : first
       if (taken.length === 0) return []
-      // A row finished or cancelled meanwhile is left alone (its lease lapses unused).
+      // A row finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a
+      // filtered webhook that takes only some of its event's changes carries its own body.
       const rows = yield* sql<LeasedDelivery>`
-        SELECT d.id, d.webhook_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at, e.body, w.url,
+        SELECT d.id, d.webhook_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
+               COALESCE(d.body, e.body) AS body, w.url,
                w.active AS webhook_active, w.failing_since AS webhook_failing_since,
-               w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at
+               w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted
           FROM deliveries d
           JOIN events e ON e.id = d.event_id
           JOIN webhooks w ON w.id = d.webhook_id

@@ -1,20 +1,54 @@
 /**
  * SQL for the events outbox: accepted changes (deduplicated by key), the envelope each instance
- * receives, one delivery row per active webhook, leases taken by dispatchers, and the attempt log.
- * Leases are plain column updates (owner + expiry), so a crashed hub's rows are taken again once
- * their lease has expired, by whichever process looks next.
+ * receives, one delivery row per active webhook taking any of its changes, leases taken by
+ * dispatchers, and the attempt log. Leases are plain column updates (owner + expiry), so a crashed
+ * hub's rows are taken again once their lease has expired, by whichever process looks next.
+ * A webhook with an event filter that takes only some of an event's changes gets a body of its own
+ * on its delivery row; every other delivery reads its event's (unfiltered webhooks cost nothing
+ * more). Each dispatcher round adds its outcomes to one count per webhook, outcome and hour (the
+ * webhooks' health), whatever the number of attempts.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { insertRow, rowStatement } from "../Sql/RowStatement.js"
-import { padded } from "../Sql/SqlShapes.js"
+import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
+import { kindsOf, parseFilter, selectChanges } from "./EventKinds.js"
+import { deliveryColumns, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
-import type { AcceptedChange, AttemptRecord, AttemptRow, DeliveryRow, DeliveryStatus, EventRecord, Handover, LeasedDelivery, ReplayOutcome, RouteRow, UnroutedChange } from "./Records.js"
+import type {
+  AcceptedChange,
+  AttemptRecord,
+  AttemptRow,
+  DeliveryHealth,
+  DeliveryRow,
+  DeliveryStatus,
+  EventRecord,
+  Handover,
+  LeasedDelivery,
+  RecoverOutcome,
+  ReplayOutcome,
+  RouteRow,
+  UnroutedChange
+} from "./Records.js"
 
-export type { AcceptedChange, AttemptRecord, AttemptResult, AttemptRow, DeliveryRow, DeliveryStatus, EventRecord, Handover, LeasedDelivery, ReplayOutcome, RouteRow, UnroutedChange } from "./Records.js"
-
-const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
+export type {
+  AcceptedChange,
+  AttemptRecord,
+  AttemptResult,
+  AttemptRow,
+  DeliveryHealth,
+  DeliveryRow,
+  DeliveryStatus,
+  EventRecord,
+  FilterableEvent,
+  Handover,
+  LeasedDelivery,
+  RecoverOutcome,
+  ReplayOutcome,
+  RouteRow,
+  UnroutedChange
+} from "./Records.js"
 
 /** An active webhook new deliveries are queued for, with what it takes to send one at once. */
 interface QueueingWebhook {
@@ -25,7 +59,23 @@ interface QueueingWebhook {
   readonly secret_encrypted: string
   readonly previous_secret_encrypted: string | null
   readonly previous_secret_expires_at: string | null
+  /** Its event filter: NULL for every kind (see Webhooks/EventKinds.ts). */
+  readonly events: string | null
+  readonly headers: string | null
+  readonly headers_encrypted: string | null
 }
+
+const queueingColumns =
+  "id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
+
+/** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
+export type DisabledReason = "gone_410" | "failing_too_long" | "manual"
+
+/** Most queued rows of each status the health of a webhook counts. */
+export const QUEUED_CAP = 1_000
+
+/** The hour bucket of a time: `2026-11-23T20`. */
+export const hourOf = (iso: string) => iso.slice(0, 13)
 
 export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   /** The instances bound to any of these phone number ids or business accounts. */
@@ -43,6 +93,11 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
    */
   readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string, handover?: Handover) => Effect.Effect<ReadonlyMap<string, number>>
   /**
+   * One pending delivery of `event` to this webhook alone, whatever kinds it takes (a test event),
+   * with the given id; false when the webhook is not active.
+   */
+  readonly enqueueTo: (webhookId: string, event: EventRecord, deliveryId: string, now: string, handover?: Handover) => Effect.Effect<boolean>
+  /**
    * Leases due deliveries, first attempts before retries, at most `limit` in all and at most
    * `perWebhook` minus its attempts in flight for each webhook.
    */
@@ -56,17 +111,29 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
    * transaction); returns, for each webhook with a failed attempt, since when it has been failing.
    */
   readonly recordAttempts: (owner: string, records: ReadonlyArray<AttemptRecord>) => Effect.Effect<ReadonlyMap<string, string>>
-  readonly listForWebhook: (webhookId: string, query: {
-    readonly status?: DeliveryStatus | undefined
-    readonly page: number
-    readonly limit: number
-  }) => Effect.Effect<{ readonly rows: ReadonlyArray<DeliveryRow>; readonly attempts: ReadonlyArray<AttemptRow>; readonly total: number }>
+  /** A page of the delivery log of some webhooks, newest first (see DeliveryLog.ts). */
+  readonly list: (filter: LogFilter) => Effect.Effect<LogPage>
   readonly find: (webhookId: string, id: string) => Effect.Effect<DeliveryRow | undefined>
   readonly findAttempts: (id: string) => Effect.Effect<ReadonlyArray<AttemptRow>>
   /** Deactivates a webhook with the reason shown to its owner (410, days of failures), cancelling its queued deliveries. */
-  readonly disableWebhook: (id: string, reason: string) => Effect.Effect<void>
-  /** Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry waiting is due now. */
+  readonly disableWebhook: (id: string, reason: DisabledReason) => Effect.Effect<void>
+  /**
+   * Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry
+   * waiting is due now. Either way it is pending again, due from its creation.
+   */
   readonly replay: (webhookId: string, id: string, now: string) => Effect.Effect<ReplayOutcome>
+  /**
+   * Queues again the webhook's failed and dead deliveries created in [since, until), oldest first,
+   * at most `max` (as `replay` does each; failed ones in flight are left alone). A repeat finds
+   * only what failed again meanwhile. Written in small transactions, so the hub's one connection
+   * is never held long.
+   */
+  readonly recover: (webhookId: string, window: { readonly since: string; readonly until: string }, now: string, max: number) => Effect.Effect<RecoverOutcome>
+  /**
+   * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
+   * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
+   */
+  readonly health: (webhookIds: ReadonlyArray<string>, sinceHour: string) => Effect.Effect<ReadonlyMap<string, DeliveryHealth>>
 }>() {}
 
 export const OutboxRepoLive = Layer.effect(
@@ -90,7 +157,8 @@ export const OutboxRepoLive = Layer.effect(
       "lease_owner",
       "lease_expires_at",
       "created_at",
-      "updated_at"
+      "updated_at",
+      "body"
     ])
     const insertAttempt = insertRow(sql, "delivery_attempts", [
       "id",
@@ -112,6 +180,95 @@ export const OutboxRepoLive = Layer.effect(
           last_status_code = ${p("status_code")}, last_error = ${p("error")}, lease_owner = NULL, lease_expires_at = NULL,
           updated_at = ${p("at")}
         WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`)
+    // One row per webhook, outcome and hour; a round adds its counts to it.
+    const countDeliveries = rowStatement(sql, ["webhook_id", "outcome", "hour", "deliveries", "last_at"], (p) =>
+      sql`INSERT INTO webhook_delivery_hours (webhook_id, outcome, hour, deliveries, last_at)
+        VALUES (${p("webhook_id")}, ${p("outcome")}, ${p("hour")}, ${p("deliveries")}, ${p("last_at")})
+        ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
+          deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
+          last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`)
+
+    /**
+     * Queues rows again (replay, recover): pending, so due from their creation (the list of pending
+     * rows relies on it). A retry waiting for its time goes on with its schedule; a finished
+     * delivery gets one more attempt, with the same webhook-id.
+     */
+    const requeue = (where: Statement.Fragment, now: string) =>
+      sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
+          final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
+          lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
+        WHERE ${where} RETURNING id`
+
+    /** Parsed event filters, by their stored text (a handful of distinct ones). */
+    const filters = new Map<string, ReadonlySet<string>>()
+    const filterOf = (stored: string) => {
+      const known = filters.get(stored)
+      if (known !== undefined) return known
+      if (filters.size > 1_000) filters.clear()
+      const parsed: ReadonlySet<string> = new Set(parseFilter(stored) ?? [])
+      filters.set(stored, parsed)
+      return parsed
+    }
+
+    /**
+     * For each event, the body a filtered webhook takes of it: null for the whole event (as every
+     * unfiltered webhook), undefined for none of it. Kinds are worked out only for events some
+     * filtered webhook may take, once per event; bodies once per event and filter.
+     */
+    const selector = (event: EventRecord) => {
+      let kinds: ReadonlyArray<ReadonlyArray<string>> | undefined
+      let bodies: Map<string, string | null | undefined> | undefined
+      return (filter: string | null): string | null | undefined => {
+        const parts = event.filterable
+        if (filter === null || parts === undefined) return null
+        bodies ??= new Map()
+        if (bodies.has(filter)) return bodies.get(filter)
+        kinds ??= parts.changes.map((change) => kindsOf(change.field, change.value))
+        const taken = selectChanges(filterOf(filter), kinds)
+        const body = taken === "all" ? null : taken === "none" ? undefined : parts.bodyOf(taken)
+        bodies.set(filter, body)
+        return body
+      }
+    }
+
+    /** A new delivery row of `event` to `webhook`, written leased to the hand-off's owner if it admits it. */
+    const deliveryRow = (webhook: QueueingWebhook, event: EventRecord, body: string | null, now: string, handover: Handover | undefined, id = newId("dlv")) => {
+      const lease = handover !== undefined && handover.admit(webhook.id) ? handover : undefined
+      const row = {
+        id,
+        webhook_id: webhook.id,
+        event_id: event.id,
+        message_id: newId("msg"),
+        status: "pending",
+        attempts: 0,
+        // A pending row is due from its creation (the list of pending rows relies on it).
+        next_attempt_at: now,
+        lease_owner: lease?.owner ?? null,
+        lease_expires_at: lease?.leaseUntil ?? null,
+        created_at: now,
+        updated_at: now,
+        body
+      }
+      lease?.admitted.push({
+        id: row.id,
+        webhook_id: webhook.id,
+        message_id: row.message_id,
+        status: "pending",
+        attempts: 0,
+        final_attempt: null,
+        next_attempt_at: now,
+        body: body ?? event.body,
+        url: webhook.url,
+        webhook_active: true,
+        webhook_failing_since: webhook.failing_since,
+        secret_encrypted: webhook.secret_encrypted,
+        previous_secret_encrypted: webhook.previous_secret_encrypted,
+        previous_secret_expires_at: webhook.previous_secret_expires_at,
+        headers: webhook.headers,
+        headers_encrypted: webhook.headers_encrypted
+      })
+      return row
+    }
 
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
@@ -142,49 +299,29 @@ export const OutboxRepoLive = Layer.effect(
           if (events.length === 0) return new Map<string, number>()
           const instanceIds = [...new Set(events.map((e) => e.instanceId))]
           const webhooks = yield* sql<QueueingWebhook>`
-            SELECT id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at
-              FROM webhooks
+            SELECT ${sql.literal(queueingColumns)} FROM webhooks
              WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`
-          const rows = events.flatMap((event) =>
-            webhooks.filter((w) => w.instance_id === event.instanceId).map((webhook) => {
-              const lease = handover !== undefined && handover.admit(webhook.id) ? handover : undefined
-              const row = {
-                id: newId("dlv"),
-                webhook_id: webhook.id,
-                event_id: event.id,
-                message_id: newId("msg"),
-                status: "pending",
-                attempts: 0,
-                next_attempt_at: now,
-                lease_owner: lease?.owner ?? null,
-                lease_expires_at: lease?.leaseUntil ?? null,
-                created_at: now,
-                updated_at: now
-              }
-              if (lease === undefined) return row
-              lease.admitted.push({
-                id: row.id,
-                webhook_id: webhook.id,
-                message_id: row.message_id,
-                status: "pending",
-                attempts: 0,
-                final_attempt: null,
-                next_attempt_at: now,
-                body: event.body,
-                url: webhook.url,
-                webhook_active: true,
-                webhook_failing_since: webhook.failing_since,
-                secret_encrypted: webhook.secret_encrypted,
-                previous_secret_encrypted: webhook.previous_secret_encrypted,
-                previous_secret_expires_at: webhook.previous_secret_expires_at
-              })
-              return row
+          const rows = events.flatMap((event) => {
+            const bodyFor = selector(event)
+            return webhooks.flatMap((webhook) => {
+              if (webhook.instance_id !== event.instanceId) return []
+              const body = bodyFor(webhook.events)
+              // An event with no change the webhook takes makes no delivery for it.
+              return body === undefined ? [] : [deliveryRow(webhook, event, body, now, handover)]
             })
-          )
+          })
           yield* insertDelivery(rows)
           const counts = new Map<string, number>()
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
           return counts
+        }).pipe(Effect.orDie),
+      enqueueTo: (webhookId, event, deliveryId, now, handover) =>
+        Effect.gen(function*() {
+          const [webhook] = yield* sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
+            WHERE id = ${webhookId} AND active = 1 AND deleted_at IS NULL`
+          if (webhook === undefined) return false
+          yield* insertDelivery([deliveryRow(webhook, event, null, now, handover, deliveryId)])
+          return true
         }).pipe(Effect.orDie),
       lease,
       cancel: (ids) =>
@@ -231,6 +368,21 @@ export const OutboxRepoLive = Layer.effect(
             error: r.error,
             at: r.finishedAt
           })))
+          // The webhooks' health: one row per webhook, outcome and hour, whatever the number of attempts.
+          const counts = new Map<string, { webhook_id: string; outcome: string; hour: string; deliveries: number; last_at: string }>()
+          for (const record of records) {
+            const outcome = record.result._tag === "Succeeded" ? "succeeded" : record.result._tag === "RetryAt" ? "failed" : "dead"
+            const key = `${record.delivery.webhook_id} ${outcome} ${hourOf(record.finishedAt)}`
+            const count = counts.get(key)
+            if (count === undefined) {
+              counts.set(key, { webhook_id: record.delivery.webhook_id, outcome, hour: hourOf(record.finishedAt), deliveries: 1, last_at: record.finishedAt })
+            } else {
+              count.deliveries++
+              if (record.finishedAt > count.last_at) count.last_at = record.finishedAt
+            }
+          }
+          yield* countDeliveries([...counts.values()])
+
           const failing = new Map<string, string>()
           for (const record of failed) {
             if (failing.has(record.delivery.webhook_id)) continue
@@ -242,19 +394,7 @@ export const OutboxRepoLive = Layer.effect(
           }
           return failing
         }).pipe(Effect.orDie),
-      listForWebhook: (webhookId, query) =>
-        Effect.gen(function*() {
-          const filter = query.status === undefined ? sql`` : sql`AND status = ${query.status}`
-          const rows = yield* sql<DeliveryRow>`SELECT ${sql.literal(deliveryColumns)} FROM deliveries
-            WHERE webhook_id = ${webhookId} ${filter}
-            ORDER BY created_at DESC, id DESC LIMIT ${query.limit} OFFSET ${(query.page - 1) * query.limit}`
-          const counted = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries WHERE webhook_id = ${webhookId} ${filter}`
-          const attempts = rows.length === 0 ? [] : yield* sql<AttemptRow>`
-            SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
-              FROM delivery_attempts WHERE ${sql.in("delivery_id", rows.map((r) => r.id))}
-             ORDER BY delivery_id, attempt, started_at`
-          return { rows, attempts, total: Number(counted[0]?.n ?? 0) }
-        }).pipe(Effect.orDie),
+      list: (filter) => logPage(sql, filter),
       find: (webhookId, id) =>
         sql<DeliveryRow>`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`.pipe(
           Effect.map((rows) => rows[0]),
@@ -279,16 +419,67 @@ export const OutboxRepoLive = Layer.effect(
           if (row === undefined) return "not_found"
           const leased = row.lease_expires_at !== null && row.lease_expires_at >= now
           if (row.status === "pending" || (row.status === "failed" && leased)) return "already_queued"
-          if (row.status === "failed") {
-            // A retry waiting for its time is simply made due; its schedule goes on from there.
-            yield* sql`UPDATE deliveries SET status = 'pending', next_attempt_at = ${now}, updated_at = ${now} WHERE id = ${id}`
-          } else {
-            yield* sql`UPDATE deliveries SET status = 'pending', next_attempt_at = ${now}, final_attempt = attempts + 1,
-                lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-              WHERE id = ${id}`
-          }
+          yield* requeue(sql`id = ${id}`, now)
           return "requeued"
-        }).pipe(sql.withTransaction, Effect.orDie)
+        }).pipe(sql.withTransaction, Effect.orDie),
+      recover: (webhookId, window, now, max) =>
+        Effect.gen(function*() {
+          const inWindow = sql`created_at BETWEEN ${window.since} AND ${window.until} AND created_at < ${window.until}`
+          // Oldest first, merged from the two statuses' ranges of deliveries_webhook_failures.
+          const candidates = yield* sql<{ readonly id: string; readonly created_at: string }>`
+            SELECT id, created_at FROM deliveries
+             WHERE webhook_id = ${webhookId} AND status = 'dead' AND status IN ('failed', 'dead', 'cancelled') AND ${inWindow}
+            UNION ALL
+            SELECT id, created_at FROM deliveries
+             WHERE webhook_id = ${webhookId} AND status = 'failed' AND status IN ('failed', 'dead', 'cancelled') AND ${inWindow}
+               AND (lease_expires_at IS NULL OR lease_expires_at < ${now})
+            ORDER BY created_at, id LIMIT ${max + 1}`
+          let requeued = 0
+          for (const chunk of powerOfTwoChunks(candidates.slice(0, max).map((c) => c.id))) {
+            const updated = yield* requeue(
+              sql`${sql.in("id", chunk)} AND webhook_id = ${webhookId}
+                AND (status = 'dead' OR (status = 'failed' AND (lease_expires_at IS NULL OR lease_expires_at < ${now})))`,
+              now
+            ).pipe(sql.withTransaction)
+            requeued += updated.length
+          }
+          return { requeued, more: candidates.length > max }
+        }).pipe(Effect.orDie),
+      health: (webhookIds, sinceHour) =>
+        Effect.gen(function*() {
+          const health = new Map<string, DeliveryHealth>()
+          for (const webhookId of webhookIds) {
+            const outcome = (name: string) =>
+              sql`(SELECT COALESCE(SUM(deliveries), 0) FROM webhook_delivery_hours
+                WHERE webhook_id = ${webhookId} AND outcome = ${name} AND hour >= ${sinceHour})`
+            const queued = (status: string) =>
+              sql`(SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
+                WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${QUEUED_CAP + 1}) AS queued)`
+            const [row] = yield* sql<{
+              readonly succeeded: number
+              readonly failed: number
+              readonly dead: number
+              readonly last_success_at: string | null
+              readonly pending: number
+              readonly retrying: number
+            }>`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
+                (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
+                  ORDER BY hour DESC LIMIT 1) AS last_success_at,
+                ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
+            const pending = Number(row?.pending ?? 0)
+            const retrying = Number(row?.retrying ?? 0)
+            health.set(webhookId, {
+              succeeded: Number(row?.succeeded ?? 0),
+              failed: Number(row?.failed ?? 0),
+              dead: Number(row?.dead ?? 0),
+              lastSuccessAt: row?.last_success_at ?? null,
+              pending: Math.min(pending, QUEUED_CAP),
+              retrying: Math.min(retrying, QUEUED_CAP),
+              queuedCapped: pending > QUEUED_CAP || retrying > QUEUED_CAP
+            })
+          }
+          return health
+        }).pipe(Effect.orDie)
     })
   })
 )

@@ -3,6 +3,7 @@
  * accepted changes and events, delivery rows with their attempts, and what a leased delivery carries.
  */
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import type { JsonObject } from "../Domain/Json.js"
 
 export interface AcceptedChange {
   readonly dedupeKey: string
@@ -15,6 +16,16 @@ export interface EventRecord {
   /** The exact JSON text every webhook of the instance receives. */
   readonly body: string
   readonly changeCount: number
+  /** Its changes, for webhooks that take only some kinds; without them every webhook takes the whole event. */
+  readonly filterable?: FilterableEvent | undefined
+}
+
+/** An event's changes as a webhook's event filter sees them (see Webhooks/EventKinds.ts). */
+export interface FilterableEvent {
+  /** Each change's field and value, in the order of the body. */
+  readonly changes: ReadonlyArray<{ readonly field: string | undefined; readonly value: JsonObject }>
+  /** The body holding only the changes at these indices (ascending), each unaltered. */
+  readonly bodyOf: (indices: ReadonlyArray<number>) => string
 }
 
 export interface UnroutedChange {
@@ -41,6 +52,10 @@ export interface LeasedDelivery {
   readonly secret_encrypted: string
   readonly previous_secret_encrypted: string | null
   readonly previous_secret_expires_at: string | null
+  /** The webhook's custom headers: every name, the secret ones with a null value (JSON; see Webhooks/CustomHeaders.ts). */
+  readonly headers: string | null
+  /** The secret ones, encrypted. */
+  readonly headers_encrypted: string | null
 }
 
 export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
@@ -100,6 +115,24 @@ export interface Handover {
 }
 
 export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
+
+/** What a recover did: how many deliveries it queued again, and whether more wait in the window. */
+export interface RecoverOutcome {
+  readonly requeued: number
+  readonly more: boolean
+}
+
+/** A webhook's deliveries by outcome over a time span, and when it last succeeded. */
+export interface DeliveryHealth {
+  readonly succeeded: number
+  readonly failed: number
+  readonly dead: number
+  readonly lastSuccessAt: string | null
+  /** Rows queued now, each counted up to a cap. */
+  readonly pending: number
+  readonly retrying: number
+  readonly queuedCapped: boolean
+}
 
 /** An instance an upstream change can be routed to. */
 export interface RouteRow {

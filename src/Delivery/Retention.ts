@@ -1,7 +1,8 @@
 /**
  * Retention: what the hub no longer needs is deleted once older than HUB_RETENTION: finished
  * deliveries (succeeded, dead, cancelled) with their attempts, events no delivery refers to any more
- * with their dedupe keys, unrouted changes, and early status events no send ever claimed. Message
+ * with their dedupe keys, unrouted changes, early status events no send ever claimed, and webhooks'
+ * hourly delivery counts (but each webhook's latest success, its last_success_at). Message
  * records are the customer's history and are kept. Ids are time-ordered (a prefix and a UUIDv7), so
  * "older than" is a primary-key range; deletes go in small batches so the single SQLite connection
  * is never held long.
@@ -21,6 +22,7 @@ export interface PruneCounts {
   readonly events: number
   readonly unrouted: number
   readonly earlyStatuses: number
+  readonly deliveryCounts: number
 }
 
 export class Retention extends Context.Tag("Retention")<Retention, {
@@ -69,13 +71,21 @@ export const RetentionLive = Layer.effect(
         Effect.map((rows) => rows.length)
       )
 
+    const deliveryCounts = (beforeHour: string) =>
+      sql<{ readonly webhook_id: string }>`DELETE FROM webhook_delivery_hours
+        WHERE hour < ${beforeHour} AND NOT (outcome = 'succeeded' AND hour = (
+          SELECT MAX(latest.hour) FROM webhook_delivery_hours latest
+           WHERE latest.webhook_id = webhook_delivery_hours.webhook_id AND latest.outcome = 'succeeded'))
+        RETURNING webhook_id`.pipe(Effect.map((rows) => rows.length))
+
     return Retention.of({
       prune: (cutoffMillis) =>
         Effect.all({
           deliveries: inBatches(deliveries(idFloor("dlv", cutoffMillis))),
           events: inBatches(events(idFloor("evt", cutoffMillis - EVENT_MARGIN_MS), idFloor("dlv", cutoffMillis))),
           unrouted: inBatches(unrouted(idFloor("unr", cutoffMillis))),
-          earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString())
+          earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString()),
+          deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13))
         }).pipe(Effect.orDie)
     })
   })
@@ -88,7 +98,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
     const retention = yield* Retention
     const pruneOnce = Effect.gen(function*() {
       const counts = yield* retention.prune(Date.now() - Duration.toMillis(config.retention))
-      if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses > 0) {
+      if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts > 0) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logError("Retention pruning failed; it runs again within the hour", cause)))

@@ -2,7 +2,8 @@
  * Accepts upstream webhook payloads: routes every change of every entry to its instance (by
  * `value.metadata.phone_number_id`, or by business account for account-level changes), and stores
  * the new changes (a redelivered change is recognised by its key and skipped), applies them to
- * message records, stores each instance's envelope and queues one delivery per active webhook.
+ * message records, stores each instance's envelope and queues one delivery per active webhook
+ * taking any of its changes (see Webhooks/EventKinds.ts).
  * Changes for unknown numbers are kept aside for the operator.
  *
  * Group commit: payloads arriving together are written together, in one gathering transaction of
@@ -104,20 +105,28 @@ const plan = (changes: ReadonlyArray<UpstreamChange>, routeOf: (change: Upstream
   return { routed, unrouted, repeats }
 }
 
-/** One event per instance: the envelope of its new changes, in the order received. */
+/**
+ * One event per instance: the envelope of its new changes, in the order received, and those changes
+ * for webhooks that take only some kinds (the envelope of a subset is built only if one does).
+ */
 const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
-  const byEvent = new Map<string, { readonly instanceId: string; readonly changes: Array<Routed> }>()
+  const byEvent = new Map<string, { readonly instanceId: string; readonly changes: Array<Routed>; readonly upstream: Array<UpstreamChange> }>()
   for (const r of accepted) {
-    const event = byEvent.get(r.eventId) ?? { instanceId: r.route.id, changes: [] }
+    const event = byEvent.get(r.eventId) ?? { instanceId: r.route.id, changes: [], upstream: [] }
     event.changes.push(r)
+    event.upstream.push(r.change)
     byEvent.set(r.eventId, event)
   }
   return [...byEvent].map(([id, event]): EventRecord & { readonly changes: ReadonlyArray<Routed> } => ({
     id,
     instanceId: event.instanceId,
-    body: envelopeFor(object, event.changes.map((r) => r.change)),
+    body: envelopeFor(object, event.upstream),
     changeCount: event.changes.length,
-    changes: event.changes
+    changes: event.changes,
+    filterable: {
+      changes: event.upstream,
+      bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? []))
+    }
   }))
 }
 

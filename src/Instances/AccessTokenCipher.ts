@@ -19,7 +19,11 @@ import { HubConfig, parseSecretKey } from "../Config.js"
 export class CipherError extends Data.TaggedError("CipherError")<{ readonly message: string }> {}
 
 /** Every column that holds an encrypted secret, as `table.column`. */
-export type SecretColumn = "instances.access_token_encrypted" | "webhooks.secret_encrypted" | "webhooks.previous_secret_encrypted"
+export type SecretColumn =
+  | "instances.access_token_encrypted"
+  | "webhooks.secret_encrypted"
+  | "webhooks.previous_secret_encrypted"
+  | "webhooks.headers_encrypted"
 
 /** Where a secret is stored: its ciphertext decrypts only there. */
 export interface SecretSlot {
@@ -30,7 +34,8 @@ export interface SecretSlot {
 export const SecretSlot = {
   instanceAccessToken: (instanceId: string): SecretSlot => ({ column: "instances.access_token_encrypted", rowId: instanceId }),
   webhookSecret: (webhookId: string): SecretSlot => ({ column: "webhooks.secret_encrypted", rowId: webhookId }),
-  webhookPreviousSecret: (webhookId: string): SecretSlot => ({ column: "webhooks.previous_secret_encrypted", rowId: webhookId })
+  webhookPreviousSecret: (webhookId: string): SecretSlot => ({ column: "webhooks.previous_secret_encrypted", rowId: webhookId }),
+  webhookHeaders: (webhookId: string): SecretSlot => ({ column: "webhooks.headers_encrypted", rowId: webhookId })
 }
 
 export class AccessTokenCipher extends Context.Tag("AccessTokenCipher")<AccessTokenCipher, {

@@ -1,4 +1,7 @@
-/** The sandbox's inbound-message simulator: a customer "sends" the business a message (sandbox mode only). */
+/**
+ * The sandbox's simulators (sandbox mode only): a customer "sends" the business a message, or the
+ * upstream posts changes of any kind (to try webhooks' event filters without a Meta account).
+ */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../Domain/Authentication.js"
@@ -6,6 +9,7 @@ import { BadRequest, Forbidden, NotFound } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
+import { CHANGE_FIELDS } from "../Delivery/EventKinds.js"
 import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "../Upstream/Sandbox.js"
 
 const Text = (max: number) =>
@@ -62,11 +66,47 @@ export const InboundAccepted = Schema.Struct({
   deliveries: Schema.Number.annotations({ description: "Webhook deliveries queued for it" })
 })
 
+const changeFields: ReadonlyArray<string> = ["messages", ...CHANGE_FIELDS]
+const changeFieldSet: ReadonlySet<string> = new Set(changeFields)
+
+/** One upstream change to simulate: its field and value (its `metadata` is set to the instance's number). */
+const SimulatedChange = Schema.Struct({
+  field: Schema.String.pipe(Schema.filter((f) => changeFieldSet.has(f), { message: () => `must be one of ${changeFields.join(", ")}` })),
+  value: Schema.optionalWith(JsonObjectSchema, { default: () => ({}) })
+})
+
+/**
+ * Upstream changes to simulate, posted as one upstream envelope for the instance (organization
+ * tokens name it). Each value gets `messaging_product` unless it has one, and `metadata` naming the
+ * instance's number, so every change routes to this instance and no other.
+ */
+export const SandboxChanges = RequestStruct({
+  instance_id: Schema.optional(IdString),
+  phone_number_id: Schema.optional(GraphId),
+  changes: Schema.Array(SimulatedChange).pipe(
+    Schema.minItems(1, { message: () => "must hold at least one change" }),
+    Schema.maxItems(20, { message: () => "must hold at most 20 changes" })
+  )
+})
+
+export const ChangesAccepted = Schema.Struct({
+  accepted: Schema.Number.annotations({ description: "Changes stored (a change posted before is a duplicate)" }),
+  deliveries: Schema.Number.annotations({ description: "Webhook deliveries queued for them" })
+})
+
 export class SandboxApi extends HttpApiGroup.make("sandbox")
   .add(
     HttpApiEndpoint.post("inbound", "/sandbox/inbound")
       .setPayload(SandboxInbound)
       .addSuccess(InboundAccepted)
+      .addError(BadRequest)
+      .addError(Forbidden)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("changes", "/sandbox/changes")
+      .setPayload(SandboxChanges)
+      .addSuccess(ChangesAccepted)
       .addError(BadRequest)
       .addError(Forbidden)
       .addError(NotFound)

@@ -24,11 +24,13 @@ export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers
     const config = yield* HubConfig
     const ingress = yield* Ingress
     const access = yield* InstanceAccess
+    const sandboxOnly = (route: string) =>
+      config.upstream === "sandbox"
+        ? Effect.void
+        : Effect.fail(new NotFound({ message: `POST ${route} exists only in sandbox mode (HUB_UPSTREAM=sandbox)`, error: "route_not_found" }))
     return handlers.handle("inbound", ({ payload }) =>
       Effect.gen(function*() {
-        if (config.upstream !== "sandbox") {
-          return yield* new NotFound({ message: "POST /sandbox/inbound exists only in sandbox mode (HUB_UPSTREAM=sandbox)", error: "route_not_found" })
-        }
+        yield* sandboxOnly("/sandbox/inbound")
         const instance = yield* access.resolve(yield* CurrentPrincipal, {
           instanceId: payload.instance_id,
           phoneNumberId: payload.phone_number_id
@@ -48,5 +50,28 @@ export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers
           ...(payload.context === undefined ? {} : { contextMessageId: payload.context.id })
         }))
         return { id, deliveries: result.deliveries }
-      }))
+      })).handle("changes", ({ payload }) =>
+        Effect.gen(function*() {
+          yield* sandboxOnly("/sandbox/changes")
+          const instance = yield* access.resolve(yield* CurrentPrincipal, {
+            instanceId: payload.instance_id,
+            phoneNumberId: payload.phone_number_id
+          })
+          const result = yield* ingress.ingest({
+            object: "whatsapp_business_account",
+            entry: [{
+              id: instance.wabaId,
+              changes: payload.changes.map((change) => ({
+                field: change.field,
+                // The metadata always names this instance's number: a change routes by it, never elsewhere.
+                value: {
+                  messaging_product: "whatsapp",
+                  ...change.value,
+                  metadata: { display_phone_number: instance.phoneNumberId, phone_number_id: instance.phoneNumberId }
+                }
+              }))
+            }]
+          })
+          return { accepted: result.accepted, deliveries: result.deliveries }
+        }))
   }))

@@ -1,12 +1,16 @@
 /**
  * Webhooks of an instance (organization tokens for their instances, instance tokens for their own):
- * the spec's create / update / delete, plus list, read, the delivery log, replay and secret rotation.
+ * the spec's create / update / delete, plus list, read, event filters, custom headers, health, the
+ * delivery log (per webhook and organization-wide), replay, recover, test events and secret rotation.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { ParseResult, Schema } from "effect"
 import { Authentication } from "../Domain/Authentication.js"
-import { Conflict, Forbidden, NotFound } from "../Domain/Errors.js"
+import { Conflict, Forbidden, NotFound, TooManyRequests } from "../Domain/Errors.js"
+import { Cursor, PageFields } from "../Domain/Paging.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
+import { CustomHeadersInput } from "../Delivery/CustomHeaders.js"
+import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Delivery/EventKinds.js"
 
 export const WebhookUrl = Schema.Trim.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),
@@ -17,21 +21,45 @@ export const WebhookUrl = Schema.Trim.pipe(
   })
 ).annotations({ description: "http(s) URL that receives the events", examples: ["https://example.com/hooks/whatsapp"] })
 
+const kindRule = `must be "*" or one of ${EVENT_KINDS.join(", ")}`
+
+/** One kind of change: a refinement rather than a Literal union, so a wrong name is one issue. */
+export const EventKindName = Schema.String.pipe(
+  Schema.filter((s) => s === ALL_KINDS || isEventKind(s), { message: () => kindRule })
+).annotations({ description: `A kind of change, or "*" for all: ${EVENT_KINDS.join(", ")}` })
+
+export const EventFilter = Schema.Array(EventKindName).pipe(
+  Schema.minItems(1, { message: () => `must name at least one kind (or "*" for all)` }),
+  Schema.maxItems(EVENT_KINDS.length, { message: () => `must name at most ${EVENT_KINDS.length} kinds` })
+).annotations({
+  description: "The kinds of change the webhook receives; absent or [\"*\"] for all. `messages`: inbound messages; " +
+    "`statuses`: status updates of sent messages; `errors`: changes carrying only errors; every other kind is the " +
+    "upstream's change field of that name (`calls`, `account_update`, `message_template_status_update`, …). " +
+    "A delivery holds only the changes of the kinds taken, each unaltered; an event with none makes no delivery.",
+  examples: [["messages", "statuses"], ["*"]]
+})
+
 export const CreateWebhook = RequestStruct({
   instance_id: Schema.optional(IdString).annotations({ description: "Required with an organization token" }),
   url: WebhookUrl,
-  name: Label(100)
+  name: Label(100),
+  events: Schema.optional(EventFilter),
+  headers: Schema.optional(CustomHeadersInput)
 })
 
 export const UpdateWebhook = RequestStruct({
   url: Schema.optional(WebhookUrl),
   name: Schema.optional(Label(100)),
-  active: Schema.optional(Schema.Boolean)
+  active: Schema.optional(Schema.Boolean),
+  events: Schema.optional(EventFilter),
+  headers: Schema.optional(CustomHeadersInput)
 }).pipe(
   Schema.filter((patch) =>
-    patch.url !== undefined || patch.name !== undefined || patch.active !== undefined || "give at least one of url, name, active"
+    Object.values(patch).some((value) => value !== undefined) || "give at least one of url, name, active, events, headers"
   )
 )
+
+const Count = Schema.Number.annotations({ description: "A count" })
 
 export const WebhookRecord = Schema.Struct({
   id: Schema.String,
@@ -39,7 +67,25 @@ export const WebhookRecord = Schema.Struct({
   url: Schema.String,
   name: Schema.String,
   active: Schema.Boolean,
-  disabled_reason: Schema.optional(Schema.String).annotations({ description: "Why the hub turned the webhook off" }),
+  events: Schema.Array(Schema.String).annotations({ description: "The kinds of change it receives; [\"*\"] for all" }),
+  headers: Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
+    description: "Its custom headers; values of headers named like secrets are shown as \"[redacted]\""
+  }),
+  disabled_reason: Schema.NullOr(Schema.Literal("gone_410", "failing_too_long", "manual")).annotations({
+    description: "Why it is inactive: gone_410 (a receiver answered 410), failing_too_long (no success for HUB_WEBHOOK_DISABLE_AFTER), manual (PATCH active: false); null while active"
+  }),
+  failing_since: Schema.NullOr(IsoTimestamp).annotations({ description: "When its current run of failed attempts began; null after a success" }),
+  last_success_at: Schema.NullOr(IsoTimestamp).annotations({ description: "When a delivery to it last succeeded" }),
+  deliveries_24h: Schema.Struct({
+    succeeded: Count,
+    failed: Count.annotations({ description: "Failed attempts after which a retry was scheduled" }),
+    dead: Count.annotations({ description: "Deliveries given up after their last attempt" })
+  }).annotations({ description: "Outcomes of attempts in the last 24 hourly buckets (the current hour so far and the 23 before it)" }),
+  queued: Schema.Struct({
+    pending: Count.annotations({ description: "Deliveries waiting for an attempt" }),
+    failed: Count.annotations({ description: "Deliveries waiting for a retry" }),
+    capped: Schema.optional(Schema.Boolean).annotations({ description: "True when a count stopped at 1,000" })
+  }).annotations({ description: "Its deliveries queued now" }),
   created_at: IsoTimestamp,
   updated_at: IsoTimestamp
 })
@@ -73,10 +119,43 @@ const PositiveInt = (max: number, fallback: number) =>
     { default: () => fallback }
   )
 
-export const DeliveriesQuery = RequestStruct({
+const INSTANT = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
+
+/** An instant (ISO 8601; without a zone, UTC) or a day (its midnight UTC), normalised to an ISO 8601 UTC timestamp. */
+export const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
+  strict: true,
+  decode: (text, _, ast) => {
+    const trimmed = text.trim()
+    // A bare day is its midnight UTC; a time without a zone is UTC; "+0200" is written "+02:00" for the Date parser.
+    const zoned = /^\d{4}-\d{2}-\d{2}$/.test(trimmed)
+      ? `${trimmed}T00:00:00Z`
+      : /(?:Z|[+-]\d{2}:?\d{2})$/i.test(trimmed)
+      ? trimmed.replace(/([+-]\d{2})(\d{2})$/, "$1:$2")
+      : `${trimmed}Z`
+    const at = INSTANT.test(trimmed) ? new Date(zoned.replace(" ", "T")) : undefined
+    return at === undefined || Number.isNaN(at.getTime())
+      ? ParseResult.fail(new ParseResult.Type(ast, text, "must be an ISO 8601 timestamp or a date YYYY-MM-DD"))
+      : ParseResult.succeed(at.toISOString())
+  },
+  encode: ParseResult.succeed
+}).annotations({ description: "ISO 8601 timestamp (UTC without a zone) or a date YYYY-MM-DD (its midnight UTC)", examples: ["2026-11-21T14:00:00Z"] })
+
+const deliveryListFields = {
   page: PositiveInt(1_000_000, 1),
   limit: PositiveInt(100, 50),
-  status: Schema.optional(DeliveryStatus)
+  status: Schema.optional(DeliveryStatus),
+  since: Schema.optional(Instant).annotations({ description: "Deliveries created at or after this" }),
+  until: Schema.optional(Instant).annotations({ description: "Deliveries created before this" }),
+  before: Schema.optional(Cursor),
+  after: Schema.optional(Cursor)
+}
+
+export const DeliveriesQuery = RequestStruct(deliveryListFields)
+
+export const DeliverySearchQuery = RequestStruct({
+  ...deliveryListFields,
+  webhook_id: Schema.optional(IdString).annotations({ description: "One of the caller's webhooks" }),
+  instance_id: Schema.optional(IdString).annotations({ description: "One of the caller's instances" })
 })
 
 export const Attempt = Schema.Struct({
@@ -93,14 +172,47 @@ export const Delivery = Schema.Struct({
   webhook_id: Schema.String,
   event_id: Schema.String,
   message_id: Schema.String.annotations({ description: "The webhook-id header: the same on every attempt" }),
-  status: DeliveryStatus,
+  status: DeliveryStatus.annotations({
+    description: "pending (due for an attempt), failed (a retry is scheduled at next_attempt_at), succeeded, dead (no more attempts), cancelled"
+  }),
   attempts: Schema.Number,
-  next_attempt_at: Schema.NullOr(IsoTimestamp),
+  next_attempt_at: Schema.NullOr(IsoTimestamp).annotations({ description: "When it is due; a pending delivery is due from its creation" }),
   last_status_code: Schema.NullOr(Schema.Number),
   last_error: Schema.NullOr(Schema.String),
   created_at: IsoTimestamp,
   updated_at: IsoTimestamp,
   attempt_log: Schema.Array(Attempt)
+})
+
+export const DeliveryList = Schema.Struct({
+  data: Schema.Array(Delivery),
+  total: Schema.Number,
+  page: Schema.Number,
+  limit: Schema.Number,
+  ...PageFields
+}).annotations({
+  description: "Newest first. Totals beyond 10,000 are capped (total_capped). status=succeeded has no index of its own: " +
+    "a page examines at most 20,000 deliveries and then answers what it found, cursors.before continuing from there."
+})
+
+export const RecoverRequest = RequestStruct({
+  since: Instant.annotations({ description: "Recover deliveries created at or after this" }),
+  until: Schema.optional(Instant).annotations({ description: "…and before this (default: now)" })
+})
+
+export const RECOVER_MAX = 10_000
+
+export const Recovered = Schema.Struct({
+  requeued: Schema.Number.annotations({ description: `Failed or dead deliveries queued again by this call (at most ${RECOVER_MAX})` }),
+  more: Schema.Boolean.annotations({ description: "True when more wait in the window: call again to queue the next ones" }),
+  since: IsoTimestamp,
+  until: IsoTimestamp
+})
+
+export const TestHeaders = RequestStruct({
+  "idempotency-key": Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" }))
+  ).annotations({ description: "Repeating a test with the same key within 10 minutes answers the first test's delivery instead of sending another" })
 })
 
 const WebhookPath = Schema.Struct({ id: IdString })
@@ -112,10 +224,15 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(WebhookCreated, { status: 201 })
       .addError(Forbidden)
       .addError(NotFound)
+      .addError(Conflict)
+      .annotate(OpenApi.Description, "409 webhook_limit_reached when the instance has HUB_WEBHOOKS_PER_INSTANCE webhooks (default 10)")
   )
   .add(
     HttpApiEndpoint.get("list", "/api/webhooks")
-      .setUrlParams(RequestStruct({ instance_id: Schema.optional(IdString) }))
+      .setUrlParams(RequestStruct({
+        instance_id: Schema.optional(IdString),
+        event: Schema.optional(EventKindName).annotations({ description: "Only webhooks that receive this kind" })
+      }))
       .addSuccess(Schema.Struct({ data: Schema.Array(WebhookRecord) }))
       .addError(Forbidden)
       .addError(NotFound)
@@ -135,8 +252,19 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("deliveries", "/api/webhooks/:id/deliveries")
       .setPath(WebhookPath)
       .setUrlParams(DeliveriesQuery)
-      .addSuccess(Schema.Struct({ data: Schema.Array(Delivery), total: Schema.Number, page: Schema.Number, limit: Schema.Number }))
+      .addSuccess(DeliveryList)
       .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("searchDeliveries", "/api/deliveries")
+      .setUrlParams(DeliverySearchQuery)
+      .addSuccess(DeliveryList)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Deliveries of every webhook of the organization (an instance token: of its instance), newest first, with their attempts"
+      )
   )
   .add(
     HttpApiEndpoint.post("retry", "/api/webhooks/:id/deliveries/:deliveryId/retry")
@@ -144,6 +272,34 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(Delivery)
       .addError(NotFound)
       .addError(Conflict)
+  )
+  .add(
+    HttpApiEndpoint.post("recover", "/api/webhooks/:id/recover")
+      .setPath(WebhookPath)
+      .setPayload(RecoverRequest)
+      .addSuccess(Recovered)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(
+        OpenApi.Description,
+        `Queues again every failed or dead delivery of the webhook created in [since, until), oldest first, at most ${RECOVER_MAX} a call, ` +
+          "each with its original webhook-id. A repeat queues only what failed again since: what is queued is not queued twice."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("test", "/api/webhooks/:id/test")
+      .setPath(WebhookPath)
+      .setHeaders(TestHeaders)
+      .addSuccess(Delivery)
+      .addError(NotFound)
+      .addError(Conflict)
+      .addError(TooManyRequests)
+      .annotate(
+        OpenApi.Description,
+        "Sends a signed test event (`{\"object\":\"hub.test\",\"entry\":[{\"id\":<instance id>,\"time\":<unix seconds>,\"changes\":[{\"field\":\"hub.test\",\"value\":{…}}]}]}`) " +
+          "through the normal delivery path, whatever kinds the webhook takes, and answers its delivery once the first attempt is logged " +
+          "(or, after the webhook timeout, as it stands). At most one test per webhook a second (429 with Retry-After)."
+      )
   )
   .add(
     HttpApiEndpoint.post("rotateSecret", "/api/webhooks/:id/rotate-secret")

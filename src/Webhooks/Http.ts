@@ -1,26 +1,44 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { HubApi } from "../Api.js"
-import { BadRequest, Conflict, NotFound } from "../Domain/Errors.js"
+import { HubConfig } from "../Config.js"
+import { BadRequest, Conflict, NotFound, TooManyRequests } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
+import { cursorsOf, encodeCursor, type PageRequest, pageRequest } from "../Domain/Paging.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
+import type { LogPage } from "../Delivery/DeliveryLog.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { type AttemptRow, type DeliveryRow, OutboxRepo } from "../Delivery/Outbox.js"
+import { type AttemptRow, type DeliveryHealth, type DeliveryRow, hourOf, OutboxRepo } from "../Delivery/Outbox.js"
 import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
-import { type WebhookRow, type WebhookScope, WebhooksRepo } from "./Repo.js"
 import { UrlPolicy } from "../Net/UrlPolicy.js"
+import { RECOVER_MAX } from "./Api.js"
+import { shownHeaders } from "../Delivery/CustomHeaders.js"
+import { ALL_KINDS } from "../Delivery/EventKinds.js"
+import { type WebhookRow, type WebhookScope, WebhooksRepo } from "./Repo.js"
+import { makeTestEvents } from "./TestEvents.js"
 
 /** How long a rotated-out secret keeps signing, so receivers can switch without missing events. */
 const ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000
 
-const record = (row: WebhookRow) => ({
+const NO_DELIVERIES: DeliveryHealth = { succeeded: 0, failed: 0, dead: 0, lastSuccessAt: null, pending: 0, retrying: 0, queuedCapped: false }
+
+/** The first of the 24 hourly buckets the health counts: the current hour and the 23 before it. */
+const healthSince = () => hourOf(new Date(Date.now() - 23 * 3600_000).toISOString())
+
+const record = (row: WebhookRow, health: DeliveryHealth) => ({
   id: row.id,
   instance_id: row.instance_id,
   url: row.url,
   name: row.name,
   active: row.active,
-  ...(row.disabled_reason === null ? {} : { disabled_reason: row.disabled_reason }),
+  events: row.events ?? [ALL_KINDS],
+  headers: shownHeaders(row.headers),
+  disabled_reason: row.disabled_reason,
+  failing_since: row.failing_since,
+  last_success_at: health.lastSuccessAt,
+  deliveries_24h: { succeeded: health.succeeded, failed: health.failed, dead: health.dead },
+  queued: { pending: health.pending, failed: health.retrying, ...(health.queuedCapped ? { capped: true } : {}) },
   created_at: row.created_at,
   updated_at: row.updated_at
 })
@@ -47,6 +65,20 @@ const delivery = (row: DeliveryRow, attempts: ReadonlyArray<AttemptRow>) => ({
   }))
 })
 
+/** A page of the delivery log as answered: the spec's envelope, the cap flag and the cursors. */
+const deliveryList = (listed: LogPage, query: { readonly page: number; readonly limit: number }, page: PageRequest) => {
+  const cursors = cursorsOf(listed.rows, listed.more, page)
+  return {
+    data: listed.rows.map((row) => delivery(row, listed.attempts)),
+    total: listed.total,
+    page: query.page,
+    limit: query.limit,
+    ...(listed.totalCapped ? { total_capped: true } : {}),
+    // A page after a cursor that examined a window and found nothing goes on from where it stopped.
+    cursors: listed.examinedTo === undefined ? cursors : { ...cursors, after: encodeCursor(listed.examinedTo) }
+  }
+}
+
 const scopeOf = (principal: Principal): WebhookScope => ({
   organizationId: principal.organizationId,
   instanceId: principal.instance?.id
@@ -54,13 +86,28 @@ const scopeOf = (principal: Principal): WebhookScope => ({
 
 const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not found`, error: "not_found" })
 
+const inactive = (id: string, action: string) =>
+  new Conflict({ message: `webhook ${id} is not active; activate it (PATCH active: true) before ${action}`, error: "webhook_inactive" })
+
+/** `until` must come after `since`. */
+const checkWindow = (since: string | undefined, until: string | undefined) =>
+  since !== undefined && until !== undefined && until <= since
+    ? Effect.fail(new BadRequest({
+      message: "Invalid request: until: must be after since",
+      error: "validation_failed",
+      details: [{ field: "until", message: "must be after since" }]
+    }))
+    : Effect.void
+
 export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handlers) =>
   Effect.gen(function*() {
+    const config = yield* HubConfig
     const repo = yield* WebhooksRepo
     const outbox = yield* OutboxRepo
     const access = yield* InstanceAccess
     const policy = yield* UrlPolicy
     const signal = yield* DispatchSignal
+    const tests = yield* makeTestEvents
 
     const allowedUrl = (url: string) =>
       policy.check(url).pipe(
@@ -78,6 +125,21 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
         Effect.flatMap(Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed }))
       )
 
+    /** The records of these webhooks, with their health. */
+    const withHealth = (rows: ReadonlyArray<WebhookRow>) =>
+      Effect.map(outbox.health(rows.map((row) => row.id), healthSince()), (health) =>
+        rows.map((row) => record(row, health.get(row.id) ?? NO_DELIVERIES)))
+
+    const recordOf = (row: WebhookRow) => Effect.map(withHealth([row]), (records) => records[0] ?? record(row, NO_DELIVERIES))
+
+    /** A delivery of this webhook with its attempts, as it stands. */
+    const deliveryOf = (webhookId: string, id: string) =>
+      Effect.gen(function*() {
+        const row = yield* outbox.find(webhookId, id)
+        if (row === undefined) return yield* new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
+        return delivery(row, yield* outbox.findAttempts(row.id))
+      })
+
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
@@ -90,9 +152,18 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
             instanceId: instance.id,
             name: payload.name,
             url: payload.url,
-            secret
-          })
-          return { ...record(row), secret }
+            secret,
+            events: payload.events,
+            headers: payload.headers,
+            perInstance: config.webhooksPerInstance
+          }).pipe(Effect.catchTag("WebhookLimitReached", ({ limit }) =>
+            Effect.fail(
+              new Conflict({
+                message: `instance ${instance.id} already has ${limit} webhooks, the most an instance may have (HUB_WEBHOOKS_PER_INSTANCE=${limit}); delete one first`,
+                error: "webhook_limit_reached"
+              })
+            )))
+          return { ...record(row, NO_DELIVERIES), secret }
         }))
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
@@ -100,16 +171,16 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const instance = urlParams.instance_id === undefined
             ? undefined
             : yield* access.resolve(principal, { instanceId: urlParams.instance_id })
-          const rows = yield* repo.list(scopeOf(principal), instance?.id)
-          return { data: rows.map(record) }
+          const rows = yield* repo.list(scopeOf(principal), { instanceId: instance?.id, event: urlParams.event })
+          return { data: yield* withHealth(rows) }
         }))
-      .handle("get", ({ path }) => Effect.map(findOwn(path.id), record))
+      .handle("get", ({ path }) => Effect.flatMap(findOwn(path.id), recordOf))
       .handle("update", ({ path, payload }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           if (payload.url !== undefined) yield* allowedUrl(payload.url)
           const row = yield* repo.update(scopeOf(principal), path.id, payload)
-          return record(yield* Option.match(row, { onNone: () => Effect.fail(notFound(path.id)), onSome: Effect.succeed }))
+          return yield* recordOf(yield* Option.match(row, { onNone: () => Effect.fail(notFound(path.id)), onSome: Effect.succeed }))
         }))
       .handle("remove", ({ path }) =>
         Effect.gen(function*() {
@@ -119,35 +190,75 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
       .handle("deliveries", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const webhook = yield* findOwn(path.id)
-          const page = yield* outbox.listForWebhook(webhook.id, urlParams)
-          return {
-            data: page.rows.map((row) => delivery(row, page.attempts)),
-            total: page.total,
-            page: urlParams.page,
-            limit: urlParams.limit
-          }
+          yield* checkWindow(urlParams.since, urlParams.until)
+          const page = yield* pageRequest(urlParams)
+          const listed = yield* outbox.list({
+            webhookIds: [webhook.id],
+            status: urlParams.status,
+            since: urlParams.since,
+            until: urlParams.until,
+            page
+          })
+          return deliveryList(listed, urlParams, page)
+        }))
+      .handle("searchDeliveries", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          yield* checkWindow(urlParams.since, urlParams.until)
+          const page = yield* pageRequest(urlParams)
+          const instance = urlParams.instance_id === undefined
+            ? undefined
+            : yield* access.resolve(principal, { instanceId: urlParams.instance_id })
+          // Deliveries are found through their webhooks: those the caller sees, narrowed by the filters.
+          const webhookIds = urlParams.webhook_id === undefined
+            ? (yield* repo.list(scopeOf(principal), { instanceId: instance?.id })).map((w) => w.id)
+            : yield* Effect.map(findOwn(urlParams.webhook_id), (w) => (instance === undefined || w.instance_id === instance.id ? [w.id] : []))
+          const listed = yield* outbox.list({ webhookIds, status: urlParams.status, since: urlParams.since, until: urlParams.until, page })
+          return deliveryList(listed, urlParams, page)
         }))
       .handle("retry", ({ path }) =>
         Effect.gen(function*() {
           const webhook = yield* findOwn(path.id)
-          const missing = new NotFound({ message: `delivery ${path.deliveryId} was not found`, error: "not_found" })
-          if (!webhook.active) {
-            return yield* new Conflict({
-              message: `webhook ${webhook.id} is not active; activate it (PATCH active: true) before re-sending`,
-              error: "webhook_inactive"
-            })
-          }
+          if (!webhook.active) return yield* inactive(webhook.id, "re-sending")
           const outcome = yield* outbox.replay(webhook.id, path.deliveryId, nowIso())
-          if (outcome === "not_found") return yield* missing
+          if (outcome === "not_found") return yield* new NotFound({ message: `delivery ${path.deliveryId} was not found`, error: "not_found" })
           if (outcome === "already_queued") {
             return yield* new Conflict({ message: `delivery ${path.deliveryId} is already queued`, error: "delivery_queued" })
           }
           // Read before waking the dispatcher, so the answer shows the delivery as queued.
-          const row = yield* outbox.find(webhook.id, path.deliveryId)
-          if (row === undefined) return yield* missing
-          const attempts = yield* outbox.findAttempts(row.id)
+          const answer = yield* deliveryOf(webhook.id, path.deliveryId)
           yield* signal.notify
-          return delivery(row, attempts)
+          return answer
+        }))
+      .handle("recover", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const webhook = yield* findOwn(path.id)
+          if (!webhook.active) return yield* inactive(webhook.id, "recovering its deliveries")
+          const now = nowIso()
+          const until = payload.until ?? now
+          yield* checkWindow(payload.since, until)
+          const outcome = yield* outbox.recover(webhook.id, { since: payload.since, until }, now, RECOVER_MAX)
+          if (outcome.requeued > 0) yield* signal.notify
+          return { requeued: outcome.requeued, more: outcome.more, since: payload.since, until }
+        }))
+      .handle("test", ({ headers, path }) =>
+        Effect.gen(function*() {
+          const webhook = yield* findOwn(path.id)
+          if (!webhook.active) return yield* inactive(webhook.id, "testing it")
+          const admitted = tests.admit(webhook.id, headers["idempotency-key"], Date.now())
+          if (admitted._tag === "Repeat") {
+            yield* tests.awaitFirst(admitted.deliveryId, Effect.map(outbox.findAttempts(admitted.deliveryId), (attempts) => attempts.length > 0))
+            return yield* deliveryOf(webhook.id, admitted.deliveryId)
+          }
+          if (admitted._tag === "TooSoon") {
+            return yield* new TooManyRequests({
+              message: `webhook ${webhook.id} was tested less than a second ago; at most one test per webhook a second`,
+              error: "rate_limited",
+              retryAfterSeconds: Math.max(1, Math.ceil(admitted.retryAfterMs / 1000))
+            })
+          }
+          if (!(yield* tests.send(webhook, admitted.deliveryId))) return yield* inactive(webhook.id, "testing it")
+          return yield* deliveryOf(webhook.id, admitted.deliveryId)
         }))
       .handle("rotateSecret", ({ path }) =>
         Effect.gen(function*() {

@@ -1,12 +1,18 @@
 /**
- * SQL for webhooks. Secrets are stored encrypted (the hub must sign with them, so a hash would not do).
- * A webhook that stops being active (PATCH, DELETE, a 410, days of failures) has its queued
- * deliveries cancelled in the same transaction.
+ * SQL for webhooks. Secrets are stored encrypted (the hub must sign with them, so a hash would not do),
+ * and so are the values of custom headers named like secrets. A webhook that stops being active
+ * (PATCH, DELETE, a 410, days of failures) has its queued deliveries cancelled in the same
+ * transaction. An instance has at most a configured number of webhooks, counted in the creating
+ * transaction (which holds the write lock, or on PostgreSQL the instance's row), so two creations
+ * at once cannot both pass.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
+import type { DisabledReason } from "../Delivery/Outbox.js"
 import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
+import { splitHeaders } from "../Delivery/CustomHeaders.js"
+import { ALL_KINDS, parseFilter, storedFilter } from "../Delivery/EventKinds.js"
 
 export interface WebhookRow {
   readonly id: string
@@ -15,13 +21,20 @@ export interface WebhookRow {
   readonly name: string
   readonly url: string
   readonly active: boolean
-  readonly disabled_reason: string | null
+  readonly disabled_reason: DisabledReason | null
+  readonly failing_since: string | null
+  /** The kinds it takes; undefined for every kind. */
+  readonly events: ReadonlyArray<string> | undefined
+  /** Its custom headers as stored: every name, secret ones with a null value (JSON), or null. */
+  readonly headers: string | null
   readonly created_at: string
   readonly updated_at: string
 }
 
-interface StoredWebhook extends Omit<WebhookRow, "active"> {
+interface StoredWebhook extends Omit<WebhookRow, "active" | "events" | "disabled_reason"> {
   readonly active: number | boolean
+  readonly events: string | null
+  readonly disabled_reason: string | null
 }
 
 /** Whose webhooks a request may see: its organization's, narrowed to one instance for instance tokens. */
@@ -34,7 +47,14 @@ export interface WebhookPatch {
   readonly url?: string | undefined
   readonly name?: string | undefined
   readonly active?: boolean | undefined
+  /** The kinds it takes (`*` for all); absent keeps them. */
+  readonly events?: ReadonlyArray<string> | undefined
+  /** Replaces every custom header; absent keeps them. */
+  readonly headers?: Readonly<Record<string, string>> | undefined
 }
+
+/** The instance already has as many webhooks as it may. */
+export class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
 
 export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly create: (input: {
@@ -43,8 +63,13 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
     readonly name: string
     readonly url: string
     readonly secret: string
-  }) => Effect.Effect<WebhookRow>
-  readonly list: (scope: WebhookScope, instanceId: string | undefined) => Effect.Effect<ReadonlyArray<WebhookRow>>
+    readonly events?: ReadonlyArray<string> | undefined
+    readonly headers?: Readonly<Record<string, string>> | undefined
+    /** Most webhooks the instance may have, this one included; none when undefined. */
+    readonly perInstance?: number | undefined
+  }) => Effect.Effect<WebhookRow, WebhookLimitReached>
+  /** The scope's webhooks, oldest first: of one instance, and taking one kind of event, when given. */
+  readonly list: (scope: WebhookScope, filter: { readonly instanceId?: string | undefined; readonly event?: string | undefined }) => Effect.Effect<ReadonlyArray<WebhookRow>>
   readonly find: (scope: WebhookScope, id: string) => Effect.Effect<Option.Option<WebhookRow>>
   readonly update: (scope: WebhookScope, id: string, patch: WebhookPatch) => Effect.Effect<Option.Option<WebhookRow>>
   /** Removes a webhook (kept for its delivery log, never shown again); false when there was none. */
@@ -53,9 +78,17 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly rotateSecret: (scope: WebhookScope, id: string, secret: string, previousUntil: string) => Effect.Effect<Option.Option<WebhookRow>>
 }>() {}
 
-const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, created_at, updated_at"
+const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
 
-const toRow = (stored: StoredWebhook): WebhookRow => ({ ...stored, active: Boolean(stored.active) })
+const reasons: ReadonlySet<string> = new Set<DisabledReason>(["gone_410", "failing_too_long", "manual"])
+const isReason = (reason: string): reason is DisabledReason => reasons.has(reason)
+
+const toRow = (stored: StoredWebhook): WebhookRow => ({
+  ...stored,
+  active: Boolean(stored.active),
+  disabled_reason: stored.disabled_reason === null ? null : isReason(stored.disabled_reason) ? stored.disabled_reason : "manual",
+  events: parseFilter(stored.events)
+})
 
 export const WebhooksRepoLive = Layer.effect(
   WebhooksRepo,
@@ -78,32 +111,63 @@ export const WebhooksRepoLive = Layer.effect(
       sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
         WHERE webhook_id = ${webhookId} AND status IN ('pending', 'failed')`
 
+    /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
+    const headerColumns = (webhookId: string, headers: Readonly<Record<string, string>>) => {
+      const stored = splitHeaders(headers)
+      return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
+    }
+
+    /** Serializes creations on an instance: SQLite's transactions already hold the write lock; PostgreSQL locks the row. */
+    const lockInstance = (instanceId: string) =>
+      sql.onDialectOrElse({
+        pg: () => Effect.asVoid(sql`SELECT id FROM instances WHERE id = ${instanceId} FOR UPDATE`),
+        orElse: () => Effect.void
+      })
+
     return WebhooksRepo.of({
-      create: (input) => {
-        const now = nowIso()
-        const row: WebhookRow = {
-          id: newId("whk"),
-          organization_id: input.organizationId,
-          instance_id: input.instanceId,
-          name: input.name,
-          url: input.url,
-          active: true,
-          disabled_reason: null,
-          created_at: now,
-          updated_at: now
-        }
-        return sql`INSERT INTO webhooks ${
-          sql.insert({ ...row, active: 1, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
-        }`.pipe(
-          Effect.as(row),
-          Effect.orDie
-        )
-      },
-      list: (scope, instanceId) =>
+      create: (input) =>
+        Effect.gen(function*() {
+          const now = nowIso()
+          const { perInstance } = input
+          if (perInstance !== undefined) {
+            yield* lockInstance(input.instanceId)
+            const [counted] = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM webhooks
+              WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`
+            if (Number(counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
+          }
+          const id = newId("whk")
+          const headers = headerColumns(id, input.headers ?? {})
+          const row: StoredWebhook = {
+            id,
+            organization_id: input.organizationId,
+            instance_id: input.instanceId,
+            name: input.name,
+            url: input.url,
+            active: true,
+            disabled_reason: null,
+            failing_since: null,
+            events: storedFilter(input.events),
+            headers: headers.headers,
+            created_at: now,
+            updated_at: now
+          }
+          yield* sql`INSERT INTO webhooks ${
+            sql.insert({ ...row, active: 1, headers_encrypted: headers.headers_encrypted, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
+          }`
+          return toRow(row)
+        }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
+      list: (scope, filter) =>
         sql<StoredWebhook>`SELECT ${sql.literal(columns)} FROM webhooks
           WHERE deleted_at IS NULL AND ${scoped(scope)}
-          ${instanceId === undefined ? sql`` : sql`AND instance_id = ${instanceId}`}
-          ORDER BY created_at, id`.pipe(Effect.map((rows) => rows.map(toRow)), Effect.orDie),
+          ${filter.instanceId === undefined ? sql`` : sql`AND instance_id = ${filter.instanceId}`}
+          ORDER BY created_at, id`.pipe(
+          Effect.map((rows) => {
+            const all = rows.map(toRow)
+            const { event } = filter
+            return event === undefined || event === ALL_KINDS ? all : all.filter((w) => w.events === undefined || w.events.includes(event))
+          }),
+          Effect.orDie
+        ),
       find: (scope, id) => Effect.orDie(find(scope, id)),
       update: (scope, id, patch) =>
         Effect.gen(function*() {
@@ -118,9 +182,11 @@ export const WebhooksRepoLive = Layer.effect(
               name: patch.name ?? current.value.name,
               active: (patch.active ?? current.value.active) ? 1 : 0,
               updated_at: now,
+              ...(patch.events === undefined ? {} : { events: storedFilter(patch.events) }),
+              ...(patch.headers === undefined ? {} : headerColumns(id, patch.headers)),
               // Turning a webhook back on starts a fresh record: no reason, no failure streak.
               ...(reactivated ? { disabled_reason: null, failing_since: null } : {}),
-              ...(deactivated ? { disabled_reason: "deactivated by its owner" } : {})
+              ...(deactivated ? { disabled_reason: "manual" } : {})
             })
           } WHERE id = ${id}`
           if (deactivated) yield* cancelQueued(id, now)

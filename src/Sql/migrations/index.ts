@@ -7,6 +7,7 @@ import migration0005 from "./0005_delivery_webhook_due.js"
 import migration0006 from "./0006_revocation_feed.js"
 import migration0007 from "./0007_calls.js"
 import migration0008 from "./0008_message_status_indexes.js"
+import migration0009 from "./0009_webhook_operations.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -16,5 +17,6 @@ export const migrations = {
   "0005_delivery_webhook_due": migration0005,
   "0006_revocation_feed": migration0006,
   "0007_calls": migration0007,
-  "0008_message_status_indexes": migration0008
+  "0008_message_status_indexes": migration0008,
+  "0009_webhook_operations": migration0009
 }
