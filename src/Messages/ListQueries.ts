@@ -68,10 +68,12 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
       ? []
       : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
   ]
+  // The plain bound on created_at makes the cursor an index range (the OR alone is only a filter, so
+  // a deep cursor would walk every newer record); the OR then orders ties by id.
   const keyset = page._tag === "Before"
-    ? [sql`(created_at < ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id < ${page.at.id}))`]
+    ? [sql`created_at <= ${page.at.createdAt}`, sql`(created_at < ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id < ${page.at.id}))`]
     : page._tag === "After"
-    ? [sql`(created_at > ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id > ${page.at.id}))`]
+    ? [sql`created_at >= ${page.at.createdAt}`, sql`(created_at > ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id > ${page.at.id}))`]
     : []
   // A lookup by upstream id reads a row per instance at most: everything else filters those.
   const residual = filter.direction !== undefined && filter.waMessageId === undefined
