@@ -6,30 +6,16 @@ import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } f
 import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
 import { randomBytes } from "node:crypto"
 import { HubConfig } from "./Config.js"
-import { type FieldIssue, type HubError, isHubError } from "./Domain/Errors.js"
-
-interface ErrorBody {
-  readonly statusCode: number
-  readonly message: string
-  readonly error?: string
-  readonly details?: unknown
-}
+import { type ErrorBody, errorBody, type FieldIssue, type HubError, isHubError, retryAfterOf } from "./Domain/Errors.js"
 
 export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
 
-const hubErrorResponse = (e: HubError) => {
-  if (e._tag === "Unauthorized") return errorResponse({ statusCode: 401, message: "Unauthorized" })
-  const body: ErrorBody = {
-    statusCode: e.statusCode,
-    message: e.message,
-    ...(e.error === undefined ? {} : { error: e.error }),
-    ...(e.details === undefined ? {} : { details: e.details })
-  }
-  return e._tag === "TooManyRequests"
-    ? errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
-    : errorResponse(body)
-}
+/** A failure's answer: its ErrorBody (as the Wire schemas encode it), and for 429 the Retry-After header. */
+export const hubErrorResponse = (e: HubError) =>
+  e._tag === "TooManyRequests"
+    ? errorResponse(errorBody(e), { "retry-after": String(retryAfterOf(e)) })
+    : errorResponse(errorBody(e))
 
 interface DecodeIssue {
   readonly path: ReadonlyArray<PropertyKey>

@@ -4,8 +4,9 @@
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
-import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -49,12 +50,29 @@ export const Activity = PassThrough({
 })
 
 export class AnalyticsApi extends HttpApiGroup.make("analytics")
-  .add(HttpApiEndpoint.get("activities", "/api/analytics/activities").setUrlParams(ActivitiesQuery).addSuccess(Envelope(Activity)))
-  .add(HttpApiEndpoint.get("compliance", "/api/analytics/compliance").setUrlParams(ComplianceQuery).addSuccess(Envelope(JsonObjectSchema)))
-  .addError(BadRequest)
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .add(
+    HttpApiEndpoint.get("activities", "/api/analytics/activities")
+      .setUrlParams(ActivitiesQuery)
+      .addSuccess(Envelope(Activity))
+      .pipe(documented(
+        "List business account activities",
+        "The upstream's activity log of the instance's business account, passed through with its paging cursors " +
+          "(`after`, `before`); filter by time (`since`, `until`) and `type`. An organization token names the instance " +
+          "with `instance_id` or `phone_number_id`."
+      ))
+  )
+  .add(
+    HttpApiEndpoint.get("compliance", "/api/analytics/compliance")
+      .setUrlParams(ComplianceQuery)
+      .addSuccess(Envelope(JsonObjectSchema))
+      .pipe(documented(
+        "Read compliance info",
+        "The phone number's compliance info from the upstream, passed through. An organization token names the instance " +
+          "with `instance_id` or `phone_number_id`."
+      ))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

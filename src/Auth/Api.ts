@@ -1,8 +1,9 @@
 /** Api tokens: created with a session token, listed and revoked by session or organization tokens. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { NotFound } from "../Domain/Errors.js"
+import { Wire } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
+import { documented } from "./Documented.js"
 import { Authentication } from "./Middleware.js"
 
 export const CreateApiToken = RequestStruct({
@@ -35,14 +36,25 @@ export class AuthApi extends HttpApiGroup.make("apiTokens")
     HttpApiEndpoint.post("create", "/api/auth/api-tokens")
       .setPayload(CreateApiToken)
       .addSuccess(ApiTokenCreated, { status: 201 })
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Create an api token",
+        "Creates an organization token, or with `instance_id` an instance token. The secret (`token`) is in this answer only.",
+      { example: { name: "ci pipeline" } }
+    ))
   )
-  .add(HttpApiEndpoint.get("list", "/api/auth/api-tokens").addSuccess(ApiTokenList))
+  .add(
+    HttpApiEndpoint.get("list", "/api/auth/api-tokens")
+      .addSuccess(ApiTokenList)
+      .pipe(documented("List api tokens", "The organization's api tokens without their secrets (a hint of each is shown)."))
+  )
   .add(
     HttpApiEndpoint.del("revoke", "/api/auth/api-tokens/:tokenId")
       .setPath(Schema.Struct({ tokenId: IdString }))
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .pipe(documented("Revoke an api token", "The token is refused from the next request on."))
   )
   .middleware(Authentication)
 {}

@@ -4,13 +4,13 @@
  */
 import { HttpApiMiddleware, HttpApiSecurity, HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Either, Layer, Schema } from "effect"
-import { Forbidden, Unauthorized } from "../Domain/Errors.js"
+import { Forbidden, Unauthorized, Wire } from "../Domain/Errors.js"
 import { CurrentPrincipal, type Principal, type TokenKind } from "../Domain/Principal.js"
 import { AccessPolicy, refusal } from "./Access.js"
 import { TokenResolver } from "./TokenResolver.js"
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: Schema.Union(Unauthorized, Forbidden),
+  failure: Schema.Union(Wire.Unauthorized, Wire.Forbidden),
   provides: CurrentPrincipal,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}

@@ -1,8 +1,9 @@
 /** The WhatsApp business profile of the instance's phone number (instance tokens only). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
-import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
@@ -23,10 +24,10 @@ export class BusinessProfileApi extends HttpApiGroup.make("businessProfile")
         fields: Schema.optional(Schema.String.pipe(Schema.pattern(/^[a-z_]+(,[a-z_]+)*$/, { message: () => "must be field names, comma separated" })))
       }))
       .addSuccess(BusinessProfile)
+      .pipe(documented("Read the business profile", "The WhatsApp business profile of the instance's phone number, from the upstream."))
   )
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

@@ -1,8 +1,9 @@
 /** Calls: pre-accept an incoming call (instance tokens); the hub adds messaging_product and action. */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
-import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
 export const PreAccept = RequestStruct({
@@ -18,10 +19,20 @@ export const PreAccept = RequestStruct({
 })
 
 export class CallsApi extends HttpApiGroup.make("calls")
-  .add(HttpApiEndpoint.post("preAccept", "/api/calls/pre-accept").setPayload(PreAccept).addSuccess(Schema.Struct({ success: Schema.Boolean })))
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .add(
+    HttpApiEndpoint.post("preAccept", "/api/calls/pre-accept")
+      .setPayload(PreAccept)
+      .addSuccess(Schema.Struct({ success: Schema.Boolean }))
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Pre-accept an incoming call",
+        "Pre-accepts the call from `to` so its media connects sooner; the hub adds `messaging_product` and `action`. " +
+          "`call_id` and `session` (SDP) are passed through to the upstream.",
+      { example: { to: "16505551234" } }
+    ))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

@@ -4,8 +4,9 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
-import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
+import { Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
@@ -19,6 +20,22 @@ export const IngestSummary = Schema.Struct({
   deliveries: Schema.Number
 })
 
+/** A status event for the sandbox's demo number, as the upstream posts it. */
+const STATUS_EVENT_EXAMPLE = {
+  object: "whatsapp_business_account",
+  entry: [{
+    id: "200000000000001",
+    changes: [{
+      field: "messages",
+      value: {
+        messaging_product: "whatsapp",
+        metadata: { display_phone_number: "15550000001", phone_number_id: "100000000000001" },
+        statuses: [{ id: "wamid.HBgLMTY1MDU1NTEyMzQVAgARGBI", status: "delivered", timestamp: "1760000000", recipient_id: "16505551234" }]
+      }
+    }]
+  }]
+}
+
 export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
   .add(
     HttpApiEndpoint.get("verify", "/upstream/events")
@@ -28,15 +45,27 @@ export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
         "hub.challenge": Schema.optional(Schema.String)
       }))
       .addSuccess(HttpApiSchema.Text().annotations({ description: "The hub.challenge, as sent" }))
-      .addError(Forbidden)
+      .addError(Wire.Forbidden)
+      .pipe(documented(
+        "Verify the callback (the upstream calls this)",
+        "The upstream's subscription handshake: with `hub.mode=subscribe` and the hub's verify token, answers `hub.challenge`; 403 otherwise."
+      ))
   )
   .add(
     HttpApiEndpoint.post("receive", "/upstream/events")
       // Documented only: the handler reads the raw bytes, which the signature covers.
       .setPayload(JsonObjectSchema.annotations({ description: "Upstream webhook envelope {object, entry[]}" }))
       .addSuccess(IngestSummary)
-      .addError(Unauthorized)
-      .addError(PayloadTooLarge)
+      .addError(Wire.Unauthorized)
+      .addError(Wire.PayloadTooLarge)
+      .addError(Wire.ServiceUnavailable)
+      .pipe(documented(
+        "Receive upstream events (the upstream calls this)",
+        "The upstream posts its webhook envelopes here, signed with `X-Hub-Signature-256` when the hub has an app secret " +
+          "(401 if the signature does not match). Answered 200 once the events and their deliveries are committed; each change " +
+          "is routed by its phone number id to the instance's webhooks. At most 8 MB.",
+        { example: STATUS_EVENT_EXAMPLE }
+      ))
   )
 {}
 
@@ -99,9 +128,15 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
     HttpApiEndpoint.post("inbound", "/sandbox/inbound")
       .setPayload(SandboxInbound)
       .addSuccess(InboundAccepted)
-      .addError(BadRequest)
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Simulate an inbound message (sandbox)",
+        "The sandbox upstream posts a message from `from` to the instance's number, as a customer would send it; the " +
+          "instance's webhooks receive it. An organization token names the instance with `instance_id` or `phone_number_id`.",
+      { example: { from: "16505551234", type: "text", text: { body: "Hi, is my order on its way?" } } }
+    ))
   )
   .middleware(Authentication)
 {}

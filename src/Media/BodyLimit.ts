@@ -9,7 +9,7 @@
  */
 import { HttpApiMiddleware, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { PayloadTooLarge } from "../Domain/Errors.js"
+import { PayloadTooLarge, Wire } from "../Domain/Errors.js"
 import { describeSize, MAX_UPLOAD_BYTES } from "./MediaKinds.js"
 
 /** Room for the multipart framing and the text fields around the file. */
@@ -29,13 +29,13 @@ const limitBody = (maxFileBytes: number) =>
   })
 
 /** Media uploads: the largest kind (documents, 100 MB). */
-export class MediaBodyLimit extends HttpApiMiddleware.Tag<MediaBodyLimit>()("MediaBodyLimit", { failure: PayloadTooLarge }) {}
+export class MediaBodyLimit extends HttpApiMiddleware.Tag<MediaBodyLimit>()("MediaBodyLimit", { failure: Wire.PayloadTooLarge }) {}
 
 export const MediaBodyLimitLive = Layer.succeed(MediaBodyLimit, limitBody(MAX_UPLOAD_BYTES))
 
 /** Flow assets: Meta's 10 MB limit for a flow JSON. */
 export const MAX_FLOW_ASSET_BYTES = 10 * 1024 * 1024
 
-export class FlowAssetBodyLimit extends HttpApiMiddleware.Tag<FlowAssetBodyLimit>()("FlowAssetBodyLimit", { failure: PayloadTooLarge }) {}
+export class FlowAssetBodyLimit extends HttpApiMiddleware.Tag<FlowAssetBodyLimit>()("FlowAssetBodyLimit", { failure: Wire.PayloadTooLarge }) {}
 
 export const FlowAssetBodyLimitLive = Layer.succeed(FlowAssetBodyLimit, limitBody(MAX_FLOW_ASSET_BYTES))

@@ -4,8 +4,9 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
-import { Conflict, Forbidden, NotFound } from "../Domain/Errors.js"
+import { Wire } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
 
 export const WebhookUrl = Schema.Trim.pipe(
@@ -110,46 +111,72 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("create", "/api/webhooks")
       .setPayload(CreateWebhook)
       .addSuccess(WebhookCreated, { status: 201 })
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Register a webhook",
+        "The URL receives every upstream event of the instance as a signed POST (Standard Webhooks headers, signed with the " +
+          "`secret` in this answer, shown only now). An organization token names the instance with `instance_id`.",
+      { example: { url: "https://example.com/hooks/whatsapp", name: "My receiver" } }
+    ))
   )
   .add(
     HttpApiEndpoint.get("list", "/api/webhooks")
       .setUrlParams(RequestStruct({ instance_id: Schema.optional(IdString) }))
       .addSuccess(Schema.Struct({ data: Schema.Array(WebhookRecord) }))
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .pipe(documented("List webhooks", "The webhooks of the token's instance, or of the organization's instances (one with `instance_id`)."))
   )
-  .add(HttpApiEndpoint.get("get", "/api/webhooks/:id").setPath(WebhookPath).addSuccess(WebhookRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.get("get", "/api/webhooks/:id")
+      .setPath(WebhookPath)
+      .addSuccess(WebhookRecord)
+      .addError(Wire.NotFound)
+      .pipe(documented("Read a webhook"))
+  )
   .add(
     HttpApiEndpoint.patch("update", "/api/webhooks/:id")
       .setPath(WebhookPath)
       .setPayload(UpdateWebhook)
       .addSuccess(WebhookRecord)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented("Update a webhook", "Changes its `url` or `name`, or turns it off and on with `active`.", { example: { active: false } }))
   )
   .add(
-    HttpApiEndpoint.del("remove", "/api/webhooks/:id").setPath(WebhookPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound)
+    HttpApiEndpoint.del("remove", "/api/webhooks/:id")
+      .setPath(WebhookPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .addError(Wire.NotFound)
+      .pipe(documented("Delete a webhook", "Its pending deliveries are cancelled."))
   )
   .add(
     HttpApiEndpoint.get("deliveries", "/api/webhooks/:id/deliveries")
       .setPath(WebhookPath)
       .setUrlParams(DeliveriesQuery)
       .addSuccess(Schema.Struct({ data: Schema.Array(Delivery), total: Schema.Number, page: Schema.Number, limit: Schema.Number }))
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .pipe(documented("List a webhook's deliveries", "Newest first, each with its attempts (status code, latency, error); filter by `status`."))
   )
   .add(
     HttpApiEndpoint.post("retry", "/api/webhooks/:id/deliveries/:deliveryId/retry")
       .setPath(Schema.Struct({ id: IdString, deliveryId: IdString }))
       .addSuccess(Delivery)
-      .addError(NotFound)
-      .addError(Conflict)
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .pipe(documented("Retry a delivery", "Queues a finished (dead, failed or succeeded) delivery again, at once."))
   )
   .add(
     HttpApiEndpoint.post("rotateSecret", "/api/webhooks/:id/rotate-secret")
       .setPath(WebhookPath)
       .addSuccess(SecretRotated)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .pipe(documented(
+        "Rotate a webhook's signing secret",
+        "Returns the new secret (shown only now); deliveries carry signatures of both secrets until the old one expires."
+      ))
   )
   .middleware(Authentication)
 {}
