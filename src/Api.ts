@@ -48,11 +48,22 @@ const errorMember = (member: unknown): { readonly description: string | undefine
 }
 
 /**
+ * Effect marks its `never` and `unknown` schemas with `$id: "/schemas/never"` (and so on) wherever
+ * they occur; one id on many schemas is invalid JSON Schema, and validators refuse to resolve it.
+ */
+const withoutSchemaIds = (node: unknown): void => {
+  if (Array.isArray(node)) return node.forEach(withoutSchemaIds)
+  if (!isRecord(node)) return
+  if (typeof node.$id === "string" && node.$id.startsWith("/schemas/")) delete node.$id
+  Object.values(node).forEach(withoutSchemaIds)
+}
+
+/**
  * The error answers as the wire has them. Each status's errors are one ErrorBody (the schemas in
  * Domain/Errors.ts encode to it); HttpApi lists them as a union, each with its own description, and
  * adds its decode error, which the edge answers as an ErrorBody too. So each error response becomes
  * one ErrorBody described by all of its errors, and every 429 gets its Retry-After header (schemas
- * describe bodies only).
+ * describe bodies only). Also drops Effect's schema ids (see withoutSchemaIds).
  */
 const errorResponses = <Spec extends object>(spec: Spec): Spec => {
   const paths = "paths" in spec && isRecord(spec.paths) ? Object.values(spec.paths) : []
@@ -70,6 +81,7 @@ const errorResponses = <Spec extends object>(spec: Spec): Spec => {
       if (status === "429") response.headers = retryAfterHeader
     }
   }
+  withoutSchemaIds(spec)
   const components = "components" in spec && isRecord(spec.components) && isRecord(spec.components.schemas) ? spec.components.schemas : {}
   if (!JSON.stringify(paths).includes(DECODE_ERROR)) for (const name of DECODE_ERROR_SCHEMAS) delete components[name]
   return spec

@@ -2,7 +2,7 @@
  * Analytics: the business account's activities and the number's compliance info, passed through.
  * Business account data: organization tokens may read it by naming the instance.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -36,7 +36,7 @@ export const ActivitiesQuery = RequestStruct({
       ? { path: ["until"], message: "must not be before since" }
       : undefined
   ),
-  Schema.annotations({ parseOptions: { errors: "all" }, identifier: "ActivitiesQuery" })
+  Schema.annotations({ parseOptions: { errors: "all" } })
 )
 
 export const ComplianceQuery = RequestStruct({ ...instanceSelectorFields })
@@ -50,6 +50,7 @@ export const Activity = PassThrough({
 })
 
 export class AnalyticsApi extends HttpApiGroup.make("analytics")
+  .annotate(OpenApi.Description, "The business account's activities and the phone number's compliance info, passed through from the upstream.")
   .add(
     HttpApiEndpoint.get("activities", "/api/analytics/activities")
       .setUrlParams(ActivitiesQuery)

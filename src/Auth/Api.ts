@@ -1,5 +1,5 @@
 /** Api tokens: created with a session token, listed and revoked by session or organization tokens. */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
@@ -32,6 +32,7 @@ export const ApiTokenSummary = Schema.Struct({
 export const ApiTokenList = Schema.Struct({ data: Schema.Array(ApiTokenSummary) })
 
 export class AuthApi extends HttpApiGroup.make("apiTokens")
+  .annotate(OpenApi.Description, "Api tokens: organization tokens reach every instance of the organization, instance tokens one instance. Created with a session token.")
   .add(
     HttpApiEndpoint.post("create", "/api/auth/api-tokens")
       .setPayload(CreateApiToken)

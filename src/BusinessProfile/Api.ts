@@ -1,5 +1,5 @@
 /** The WhatsApp business profile of the instance's phone number (instance tokens only). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -18,6 +18,7 @@ export const BusinessProfile = PassThrough({
 })
 
 export class BusinessProfileApi extends HttpApiGroup.make("businessProfile")
+  .annotate(OpenApi.Description, "The WhatsApp business profile of the instance's phone number.")
   .add(
     HttpApiEndpoint.get("get", "/api/business-profile")
       .setUrlParams(RequestStruct({

@@ -1,5 +1,5 @@
 /** Calls: pre-accept an incoming call (instance tokens); the hub adds messaging_product and action. */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -19,6 +19,7 @@ export const PreAccept = RequestStruct({
 })
 
 export class CallsApi extends HttpApiGroup.make("calls")
+  .annotate(OpenApi.Description, "Incoming calls.")
   .add(
     HttpApiEndpoint.post("preAccept", "/api/calls/pre-accept")
       .setPayload(PreAccept)

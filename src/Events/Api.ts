@@ -2,7 +2,7 @@
  * Where the upstream posts its events (no Bearer token: the upstream signs with the app secret and
  * verifies the callback with the verify token), and the sandbox's inbound-message simulator.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -37,6 +37,7 @@ const STATUS_EVENT_EXAMPLE = {
 }
 
 export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
+  .annotate(OpenApi.Description, "Where the upstream posts its events (signed with the app secret) and verifies the callback; no Bearer token.")
   .add(
     HttpApiEndpoint.get("verify", "/upstream/events")
       .setUrlParams(Schema.Struct({
@@ -124,6 +125,7 @@ export const InboundAccepted = Schema.Struct({
 })
 
 export class SandboxApi extends HttpApiGroup.make("sandbox")
+  .annotate(OpenApi.Description, "The sandbox upstream's simulator (sandbox mode only).")
   .add(
     HttpApiEndpoint.post("inbound", "/sandbox/inbound")
       .setPayload(SandboxInbound)

@@ -1,5 +1,5 @@
 /** Flows of the instance's business account and their assets (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -49,6 +49,7 @@ export const FlowAssetUploaded = Schema.Struct({ success: Schema.Boolean, valida
 const FlowPath = Schema.Struct({ flowId: GraphId })
 
 export class FlowsApi extends HttpApiGroup.make("flows")
+  .annotate(OpenApi.Description, "WhatsApp Flows of the business account and their assets.")
   .add(
     HttpApiEndpoint.get("list", "/flows")
       .setUrlParams(FlowListQuery)

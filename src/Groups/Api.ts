@@ -1,5 +1,5 @@
 /** Groups of the instance's phone number (instance tokens), with the upstream fields renamed as the spec names them. */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -16,6 +16,7 @@ export const Group = Schema.Struct({
 })
 
 export class GroupsApi extends HttpApiGroup.make("groups")
+  .annotate(OpenApi.Description, "Groups of the instance's phone number.")
   .add(
     HttpApiEndpoint.get("get", "/groups/:groupId")
       .setPath(Schema.Struct({ groupId: GroupId }))

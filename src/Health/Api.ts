@@ -1,10 +1,11 @@
 /** Liveness and readiness probes; no authentication. */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Wire } from "../Domain/Errors.js"
 
 export class HealthApi extends HttpApiGroup.make("health")
+  .annotate(OpenApi.Description, "Liveness and readiness probes; no token.")
   .add(
     HttpApiEndpoint.get("health", "/health")
       .addSuccess(Schema.Struct({ status: Schema.Literal("ok") }))

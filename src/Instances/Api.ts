@@ -1,5 +1,5 @@
 /** Instances of the caller's organization (organization or session tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -14,6 +14,7 @@ export const InstanceRecord = Schema.Struct({
 })
 
 export class InstancesApi extends HttpApiGroup.make("instances")
+  .annotate(OpenApi.Description, "Instances of the organization: each is bound to one business phone number and business account.")
   .add(
     HttpApiEndpoint.get("list", "/api/instances")
       .addSuccess(Schema.Struct({ data: Schema.Array(InstanceRecord) }))

@@ -1,5 +1,5 @@
 /** Media: upload (multipart, both spellings of the path), info, and a streaming download (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -51,6 +51,7 @@ const upload = <const Name extends string, const Path extends `/${string}`>(name
     ))
 
 export class MediaApi extends HttpApiGroup.make("media")
+  .annotate(OpenApi.Description, "Media to send in messages: upload, info and download.")
   .add(upload("upload", "/media"))
   .add(upload("uploadApi", "/api/media"))
   .add(

@@ -1,5 +1,5 @@
 /** Messages: send one message (every type) and list the message history (organization or instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -118,6 +118,7 @@ const SEND_EXAMPLE = {
 } as const
 
 export class MessagesApi extends HttpApiGroup.make("messages")
+  .annotate(OpenApi.Description, "Send messages and list the message history.")
   .add(
     HttpApiEndpoint.post("send", "/api/messages")
       .setPayload(SendMessageRequest)

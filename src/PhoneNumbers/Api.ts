@@ -3,7 +3,7 @@
  * passwords) and the business account's phone number list (business account data: organization
  * tokens too, naming the instance).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -44,6 +44,7 @@ const updateSettings = <const Name extends string, const Path extends `/${string
   ))
 
 export class PhoneNumbersApi extends HttpApiGroup.make("phoneNumbers")
+  .annotate(OpenApi.Description, "Settings of the instance's phone number and the business account's phone numbers.")
   .add(
     HttpApiEndpoint.get("settings", "/api/phone-numbers/settings")
       .setUrlParams(SettingsQuery)

@@ -1,5 +1,5 @@
 /** QR codes of the instance's phone number (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -24,6 +24,7 @@ export const QrCode = PassThrough({
 })
 
 export class QrCodesApi extends HttpApiGroup.make("qrCodes")
+  .annotate(OpenApi.Description, "QR codes that open a chat with the phone number.")
   .add(
     HttpApiEndpoint.get("list", "/qr-codes")
       .setUrlParams(QrCodeListQuery)

@@ -1,5 +1,5 @@
 /** Message templates of the instance's business account (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -68,6 +68,7 @@ const TEMPLATE_EXAMPLE = {
 } as const
 
 export class TemplatesApi extends HttpApiGroup.make("templates")
+  .annotate(OpenApi.Description, "Message templates of the business account.")
   .add(
     HttpApiEndpoint.post("create", "/templates")
       .setPayload(CreateTemplate)

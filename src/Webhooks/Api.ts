@@ -2,7 +2,7 @@
  * Webhooks of an instance (organization tokens for their instances, instance tokens for their own):
  * the spec's create / update / delete, plus list, read, the delivery log, replay and secret rotation.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { documented } from "../Auth/Documented.js"
 import { Authentication } from "../Auth/Middleware.js"
@@ -107,6 +107,7 @@ export const Delivery = Schema.Struct({
 const WebhookPath = Schema.Struct({ id: IdString })
 
 export class WebhooksApi extends HttpApiGroup.make("webhooks")
+  .annotate(OpenApi.Description, "Webhooks that receive the upstream's events for an instance, signed (Standard Webhooks), with their delivery log.")
   .add(
     HttpApiEndpoint.post("create", "/api/webhooks")
       .setPayload(CreateWebhook)
