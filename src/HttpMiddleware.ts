@@ -6,7 +6,7 @@ import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } f
 import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
 import { randomBytes } from "node:crypto"
 import { HubConfig } from "./Config.js"
-import { type ErrorBody, errorBody, type FieldIssue, type HubError, isHubError, retryAfterOf } from "./Domain/Errors.js"
+import { type ErrorBody, errorBody, type FieldIssue, type HubError, InternalServerError, isHubError, retryAfterOf } from "./Domain/Errors.js"
 
 export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
@@ -84,7 +84,7 @@ const defectResponse = (defect: unknown) => {
   return Option.none()
 }
 
-const internalError = errorResponse({ statusCode: 500, message: "Internal Server Error" })
+const internalError = errorResponse(errorBody(new InternalServerError()))
 
 /** Renders every failure the same way; unexpected ones are logged and become a bare 500. */
 const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, request: RequestLine) =>

@@ -84,6 +84,13 @@ export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()
   readonly statusCode = 503
 }
 
+/** A defect: logged with the request id, answered without any detail. Never raised by a handler on purpose. */
+export class InternalServerError extends Schema.TaggedError<InternalServerError>()("InternalServerError", {
+  message: Schema.optionalWith(Schema.Literal("Internal Server Error"), { default: () => "Internal Server Error" as const })
+}) {
+  readonly statusCode = 500
+}
+
 /** Any failure the hub knows how to answer. */
 export type HubError =
   | BadRequest
@@ -114,8 +121,8 @@ export const isHubError = (u: unknown): u is HubError =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && hubErrorTags.has(u._tag)
 
 /** A failure as the wire carries it (for 401 exactly `{statusCode: 401, message: "Unauthorized"}`). */
-export const errorBody = (e: HubError): ErrorBody =>
-  e._tag === "Unauthorized" ? { statusCode: 401, message: "Unauthorized" } : {
+export const errorBody = (e: HubError | InternalServerError): ErrorBody =>
+  e._tag === "Unauthorized" || e._tag === "InternalServerError" ? { statusCode: e.statusCode, message: e.message } : {
     statusCode: e.statusCode,
     message: e.message,
     ...(e.error === undefined ? {} : { error: e.error }),
@@ -139,7 +146,7 @@ const fromUpstream = (body: ErrorBody) => body.error?.startsWith("upstream_") ==
  * `errorType` answered with `status`: ErrorBody on the wire, the error in code. Decoding takes a
  * body of that status that `make` accepts, so several errors may share a status.
  */
-const answeredAs = <A extends HubError>(
+const answeredAs = <A extends HubError | InternalServerError>(
   errorType: Schema.Schema<A>,
   status: number,
   description: string,
@@ -228,6 +235,12 @@ export const Wire = {
     502,
     "The upstream failed, could not be reached, or refused the instance's access token",
     (body) => new UpstreamFailure({ ...fieldsOf(body), status: 502 })
+  ),
+  InternalServerError: answeredAs(
+    Schema.instanceOf(InternalServerError),
+    500,
+    "An unexpected failure, logged under the request id (x-request-id); the body is exactly {statusCode: 500, message: \"Internal Server Error\"}",
+    (body) => body.message === "Internal Server Error" ? new InternalServerError() : undefined
   ),
   UpstreamTimeout: answeredAs(
     Schema.instanceOf(UpstreamFailure),
