@@ -4,6 +4,7 @@ import { Database } from "bun:sqlite"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const main = join(import.meta.dirname, "..", "src", "main.ts")
 
@@ -146,17 +147,17 @@ describe("hub CLI", () => {
     expect(firstOutput).toContain(`curl -s ${first.base}/api/instances -H "Authorization: Bearer ${orgToken}"`)
 
     const second = await serveOnce()
-    const instances = await fetch(`${second.base}/api/instances`, { headers: { authorization: `Bearer ${orgToken}` } })
+    const instances = await checkedFetch(`${second.base}/api/instances`, { headers: { authorization: `Bearer ${orgToken}` } })
     expect(instances.status).toBe(200)
     expect(((await instances.json()) as { data: Array<unknown> }).data).toHaveLength(1)
-    const tokens = await fetch(`${second.base}/api/auth/api-tokens`, { headers: { authorization: `Bearer ${sessionToken}` } })
+    const tokens = await checkedFetch(`${second.base}/api/auth/api-tokens`, { headers: { authorization: `Bearer ${sessionToken}` } })
     expect(tokens.status).toBe(200)
     // A change for a number no instance is bound to is kept aside; the operator lists it with the CLI.
     const unrouted = {
       object: "whatsapp_business_account",
       entry: [{ id: "424242", changes: [{ field: "messages", value: { metadata: { phone_number_id: "777000111" }, statuses: [] } }] }]
     }
-    const posted = await fetch(`${second.base}/upstream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(unrouted) })
+    const posted = await checkedFetch(`${second.base}/upstream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(unrouted) })
     expect(posted.status).toBe(200)
     const secondOutput = await second.stop()
     expect(secondOutput).not.toContain("Sandbox ready")

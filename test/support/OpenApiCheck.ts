@@ -110,3 +110,17 @@ export const expectDocumented = async (answer: Answer): Promise<void> => {
     throw new Error(`${describe(answer)} without the headers the document names: ${JSON.stringify(checkedHeaders.errors)}`)
   }
 }
+
+/** `fetch` for tests that call a hub directly: the answer is checked as TestHub.request's are (its body read from a clone). */
+export const checkedFetch = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+  const response = await fetch(input, init)
+  const { pathname, search } = new URL(input instanceof Request ? input.url : input)
+  await expectDocumented({
+    method: init.method ?? (input instanceof Request ? input.method : "GET"),
+    url: `${pathname}${search}`,
+    status: response.status,
+    headers: response.headers,
+    text: await response.clone().text()
+  })
+  return response
+}
