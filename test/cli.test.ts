@@ -13,7 +13,7 @@ const CLI_TEST_TIMEOUT = 120_000
 
 const run = (env: Record<string, string>, ...args: Array<string>) => {
   const result = Bun.spawnSync([process.execPath, main, ...args], {
-    env: { ...process.env, HUB_LOG_LEVEL: "warn", ...env },
+    env: { ...process.env, HUB_LOG_LEVEL: "warning", ...env },
     stdout: "pipe",
     stderr: "pipe"
   })

@@ -52,6 +52,8 @@ export class TokensRepo extends Context.Tag("TokensRepo")<TokensRepo, {
     readonly name: string
   }) => Effect.Effect<{ readonly row: ApiTokenRow; readonly secret: string }>
   readonly listApiTokens: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<ApiTokenRow>>
+  /** A live (not revoked) api token by id, whatever its organization (the operator's `token revoke`). */
+  readonly findApiToken: (id: string) => Effect.Effect<Option.Option<ApiTokenRow>>
   /** Revokes a live token of the organization; returns its hash so caches can forget it. */
   readonly revokeApiToken: (organizationId: OrganizationId, id: string) => Effect.Effect<Option.Option<string>>
   readonly createSession: (organizationId: OrganizationId, ttlMillis: number) => Effect.Effect<{
@@ -89,6 +91,12 @@ export const TokensRepoLive = Layer.effect(
         sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
           FROM api_tokens WHERE organization_id = ${organizationId} AND revoked_at IS NULL
           ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie),
+      findApiToken: (id) =>
+        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+          FROM api_tokens WHERE id = ${id} AND revoked_at IS NULL`.pipe(
+          Effect.map((rows) => Option.fromNullable(rows[0])),
+          Effect.orDie
+        ),
       revokeApiToken: (organizationId, id) =>
         sql<{ readonly token_hash: string }>`UPDATE api_tokens SET revoked_at = ${nowIso()}
           WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
