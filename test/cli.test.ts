@@ -11,13 +11,15 @@ const main = join(import.meta.dirname, "..", "src", "main.ts")
 /** Each case starts several Bun processes; on a busy 2-core machine that takes seconds. */
 const CLI_TEST_TIMEOUT = 120_000
 
-const run = (env: Record<string, string>, ...args: Array<string>) => {
-  const result = Bun.spawnSync([process.execPath, main, ...args], {
+const run = async (env: Record<string, string>, ...args: Array<string>) => {
+  // Spawned without blocking: a synchronous spawn stops the test worker's event loop for seconds.
+  const child = Bun.spawn([process.execPath, main, ...args], {
     env: { ...process.env, HUB_LOG_LEVEL: "warning", ...env },
     stdout: "pipe",
     stderr: "pipe"
   })
-  return { exitCode: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() }
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  return { exitCode, stdout, stderr }
 }
 
 const json = (text: string): Record<string, unknown> => {
@@ -29,20 +31,20 @@ const json = (text: string): Record<string, unknown> => {
 const freshDb = () => ({ HUB_DB: join(mkdtempSync(join(tmpdir(), "hub-cli-")), "hub.sqlite") })
 
 describe("hub CLI", () => {
-  it("creates an organization, an instance, a session and tokens, printing JSON", () => {
+  it("creates an organization, an instance, a session and tokens, printing JSON", async () => {
     const env = freshDb()
-    const org = run(env, "org", "create", "--name", "Acme")
+    const org = await run(env, "org", "create", "--name", "Acme")
     expect(org.exitCode).toBe(0)
     const orgId = String(json(org.stdout).id)
     expect(orgId).toMatch(/^org_/)
 
-    const instance = run(env, "instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "106540352242922", "--waba-id", "102290129340398", "--access-token", "EAAG-secret")
+    const instance = await run(env, "instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "106540352242922", "--waba-id", "102290129340398", "--access-token", "EAAG-secret")
     expect(instance.exitCode).toBe(0)
     expect(json(instance.stdout)).toMatchObject({ name: "Sales", phone_number_id: "106540352242922", waba_id: "102290129340398" })
     expect(instance.stdout).not.toContain("EAAG-secret")
     const instanceId = String(json(instance.stdout).id)
 
-    const session = run(env, "session", "create", "--org", orgId, "--ttl", "30m")
+    const session = await run(env, "session", "create", "--org", orgId, "--ttl", "30m")
     expect(session.exitCode).toBe(0)
     const sessionBody = json(session.stdout)
     expect(String(sessionBody.token)).toMatch(/^mhs_/)
@@ -50,21 +52,21 @@ describe("hub CLI", () => {
     expect(ttl).toBeGreaterThan(25 * 60_000)
     expect(ttl).toBeLessThanOrEqual(30 * 60_000)
 
-    const orgToken = run(env, "token", "create", "--org", orgId, "--name", "ci")
+    const orgToken = await run(env, "token", "create", "--org", orgId, "--name", "ci")
     expect(orgToken.exitCode).toBe(0)
     expect(Object.keys(json(orgToken.stdout)).sort()).toEqual(["created_at", "id", "name", "token"])
 
-    const instanceToken = run(env, "token", "create", "--org", orgId, "--instance", instanceId, "--name", "bot")
+    const instanceToken = await run(env, "token", "create", "--org", orgId, "--instance", instanceId, "--name", "bot")
     expect(instanceToken.exitCode).toBe(0)
     expect(json(instanceToken.stdout)).toMatchObject({ name: "bot", instance_id: instanceId })
     expect(String(json(instanceToken.stdout).token)).toMatch(/^mhk_/)
   }, CLI_TEST_TIMEOUT)
 
-  it("refuses bad arguments with a message and a non-zero exit", () => {
+  it("refuses bad arguments with a message and a non-zero exit", async () => {
     const env = freshDb()
-    const orgId = String(json(run(env, "org", "create", "--name", "Acme").stdout).id)
-    const other = String(json(run(env, "org", "create", "--name", "Other").stdout).id)
-    const otherInstance = run(env, "instance", "create", "--org", other, "--name", "I", "--phone-number-id", "111", "--waba-id", "222")
+    const orgId = String(json((await run(env, "org", "create", "--name", "Acme")).stdout).id)
+    const other = String(json((await run(env, "org", "create", "--name", "Other")).stdout).id)
+    const otherInstance = await run(env, "instance", "create", "--org", other, "--name", "I", "--phone-number-id", "111", "--waba-id", "222")
     const otherInstanceId = String(json(otherInstance.stdout).id)
 
     const cases: Array<[Array<string>, RegExp]> = [
@@ -76,16 +78,24 @@ describe("hub CLI", () => {
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "abc", "--waba-id", "1"], /--phone-number-id must be a numeric Graph id/],
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "111", "--waba-id", "9"], /phone number id 111 is already bound/],
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "333", "--waba-id", "222"], /business account 222 belongs to another organization/],
-      [["nonsense"], /./]
+      [["nonsense"], /Invalid subcommand/],
+      [["token", "list"], /Expected to find option: '--org'/],
+      [["token", "revoke"], /id/],
+      [["token", "revoke", "tok_nope"], /api token tok_nope was not found/],
+      [["instance", "list", "--org", "org_nope"], /organization org_nope was not found/],
+      [["org", "list", "--log-level", "warn"], /log-level/]
     ]
     for (const [args, message] of cases) {
-      const result = run(env, ...args)
-      expect(result.exitCode, args.join(" ")).not.toBe(0)
-      expect(result.stdout + result.stderr, args.join(" ")).toMatch(message)
+      const result = await run(env, ...args)
+      expect(result.exitCode, args.join(" ")).toBe(1)
+      expect(result.stdout, args.join(" ")).toBe("")
+      // One JSON line, argument errors (@effect/cli's own) included.
+      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1)
+      expect(String(json(result.stderr).error), args.join(" ")).toMatch(message)
     }
   }, CLI_TEST_TIMEOUT)
 
-  it("stops at start on a bad setting, naming the variable", () => {
+  it("stops at start on a bad setting, naming the variable", async () => {
     const env = freshDb()
     for (
       const [bad, name] of [
@@ -98,9 +108,127 @@ describe("hub CLI", () => {
         [{ HUB_MEMORY_TARGET_MB: "-1" }, "HUB_MEMORY_TARGET_MB"]
       ] as const
     ) {
-      const result = run({ ...env, ...bad }, "serve")
+      const result = await run({ ...env, ...bad }, "serve")
       expect(result.exitCode, name).toBe(1)
-      expect(result.stderr, name).toContain(name)
+      expect(result.stderr.trim().split("\n"), name).toHaveLength(1)
+      expect(String(json(result.stderr).error), name).toContain(name)
+    }
+    // Several bad variables: one line each, and nothing else (no cause or stack dump).
+    const several = await run({ ...env, PORT: "eighty", HUB_LOG_LEVEL: "loud", HUB_WEBHOOK_RETRY: "1s,often" }, "serve")
+    expect(several.exitCode).toBe(1)
+    const lines = several.stderr.trim().split("\n").map((line) => String(json(line).error))
+    expect(lines).toHaveLength(3)
+    for (const name of ["PORT", "HUB_LOG_LEVEL", "HUB_WEBHOOK_RETRY"]) expect(lines.filter((line) => line.includes(name)), name).toHaveLength(1)
+    for (const line of lines) expect(line).toMatch(/^Configuration error: /)
+    // The log level names are the command line's: `warn` is not one of them.
+    expect(String(json((await run({ ...env, HUB_LOG_LEVEL: "warn" }, "org", "list")).stderr).error)).toContain(
+      "HUB_LOG_LEVEL to be one of all, trace, debug, info, warning, error, fatal, none"
+    )
+  }, CLI_TEST_TIMEOUT)
+
+  it("lists organizations, instances and tokens, and revokes a token, printing JSON", async () => {
+    const env = freshDb()
+    const acme = json((await run(env, "org", "create", "--name", "Acme")).stdout)
+    const other = json((await run(env, "org", "create", "--name", "Other")).stdout)
+    const sales = json((await run(env, "instance", "create", "--org", String(acme.id), "--name", "Sales", "--phone-number-id", "111", "--waba-id", "222")).stdout)
+    const support = json((await run(env, "instance", "create", "--org", String(other.id), "--name", "Support", "--phone-number-id", "333", "--waba-id", "444")).stdout)
+    const orgToken = json((await run(env, "token", "create", "--org", String(acme.id), "--name", "ci")).stdout)
+    const instanceToken = json((await run(env, "token", "create", "--org", String(acme.id), "--instance", String(sales.id), "--name", "bot")).stdout)
+
+    const orgs = await run(env, "org", "list", "--log-level", "warning")
+    expect(orgs.exitCode).toBe(0)
+    expect(json(orgs.stdout)).toEqual({
+      data: [
+        { id: acme.id, name: "Acme", created_at: acme.created_at },
+        { id: other.id, name: "Other", created_at: other.created_at }
+      ]
+    })
+
+    const everything = json((await run(env, "instance", "list")).stdout)
+    expect(everything).toEqual({
+      data: [
+        { ...sales, organization_id: acme.id },
+        { ...support, organization_id: other.id }
+      ]
+    })
+    expect(json((await run(env, "instance", "list", "--org", String(other.id))).stdout)).toEqual({ data: [{ ...support, organization_id: other.id }] })
+
+    const tokens = json((await run(env, "token", "list", "--org", String(acme.id))).stdout)
+    expect(tokens).toEqual({
+      data: [
+        {
+          id: instanceToken.id,
+          name: "bot",
+          kind: "instance",
+          instance_id: sales.id,
+          token_hint: expect.stringMatching(/^mhk_/),
+          created_at: instanceToken.created_at,
+          last_used_at: null
+        },
+        { id: orgToken.id, name: "ci", kind: "organization", token_hint: expect.stringMatching(/^mhk_/), created_at: orgToken.created_at, last_used_at: null }
+      ]
+    })
+    // Secrets are never listed.
+    expect(JSON.stringify(tokens)).not.toContain(String(orgToken.token))
+
+    const revoked = await run(env, "token", "revoke", String(orgToken.id))
+    expect(revoked.exitCode).toBe(0)
+    expect(json(revoked.stdout)).toEqual({ id: orgToken.id, organization_id: acme.id, revoked: true })
+    expect(json((await run(env, "token", "list", "--org", String(acme.id))).stdout)).toMatchObject({ data: [{ id: instanceToken.id }] })
+    const again = await run(env, "token", "revoke", String(orgToken.id))
+    expect(again.exitCode).toBe(1)
+    expect(json(again.stderr)).toEqual({ error: `api token ${orgToken.id} was not found (or is already revoked)` })
+  }, CLI_TEST_TIMEOUT)
+
+  it("--help describes every command and option, without terminal styling when piped", async () => {
+    const env = freshDb()
+    const top = await run(env, "--help")
+    expect(top.exitCode).toBe(0)
+    const leaves = [
+      "serve",
+      "org create",
+      "org list",
+      "instance create",
+      "instance list",
+      "session create",
+      "token create",
+      "token list",
+      "token revoke",
+      "events unrouted"
+    ]
+    for (const command of [...leaves, "org", "instance", "session", "token", "events"]) {
+      // Each command's line in the list names it and then says what it does.
+      const line = top.stdout.split("\n").find((l) => l.trim().startsWith(`- ${command} `) || l.trim() === `- ${command}`)
+      expect(line, command).toBeDefined()
+      expect(line?.trim().replace(/^- \S+( \S+)*?\s{2,}/, ""), command).toMatch(/^[A-Z].{10,}/)
+    }
+    // What @effect/cli says of every option of its kind; an option of ours must say more.
+    const generic = /^(A user-defined piece of text\.|An integer\.|A true or false value\.|One of the following: .*|This setting is optional\.|This setting is optional\. Defaults to .*)$/
+    for (const command of leaves) {
+      const help = await run(env, ...command.split(" "), "--help")
+      expect(help.exitCode, command).toBe(0)
+      expect(help.stdout, command).not.toContain(String.fromCharCode(27))
+      expect(help.stdout, command).toContain("DESCRIPTION")
+      const paragraphs = help.stdout.split("\n").map((l) => l.trim())
+      paragraphs.forEach((paragraph, index) => {
+        if (!/^(--[a-z-]+|<[a-z]+>)( |$)/.test(paragraph)) return
+        const next = paragraphs.slice(index + 1).findIndex((p) => /^(--|<|\(-|[A-Z]+$)/.test(p))
+        const block = paragraphs.slice(index + 1, next === -1 ? undefined : index + 1 + next).filter((p) => p !== "")
+        expect(block.some((p) => !generic.test(p)), `${command}: ${paragraph}`).toBe(true)
+      })
+    }
+    expect(top.stdout).not.toContain(String.fromCharCode(27))
+  }, CLI_TEST_TIMEOUT)
+
+  it("a port already in use: one JSON line and exit 1", async () => {
+    const taken = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("taken") })
+    try {
+      const result = await run({ ...freshDb(), PORT: String(taken.port) }, "serve")
+      expect(result.exitCode).toBe(1)
+      expect(result.stderr.trim().split("\n")).toHaveLength(1)
+      expect(json(result.stderr)).toEqual({ error: `127.0.0.1:${taken.port} is already in use: stop whatever listens there, or set PORT (or HOST) to a free one` })
+    } finally {
+      await taken.stop(true)
     }
   }, CLI_TEST_TIMEOUT)
 
@@ -161,13 +289,19 @@ describe("hub CLI", () => {
     expect(posted.status).toBe(200)
     const secondOutput = await second.stop()
     expect(secondOutput).not.toContain("Sandbox ready")
+    // A restart says, in one line, how to get new tokens for the demo organization; both starts name the docs.
+    const organizationId = /organization id\s+(org_\S+)/.exec(firstOutput)?.[1]
+    const hint = secondOutput.split("\n").filter((line) => line.includes("hub session create"))
+    expect(hint).toEqual([expect.stringContaining(`hub session create --org ${organizationId}`)])
+    expect(firstOutput).toContain(`API docs: ${first.base}/docs`)
+    expect(secondOutput).toContain(`API docs: ${second.base}/docs`)
 
-    const listed = run(env, "events", "unrouted", "--limit", "5")
+    const listed = await run(env, "events", "unrouted", "--limit", "5")
     expect(listed.exitCode).toBe(0)
     expect(json(listed.stdout)).toMatchObject({
       data: [{ phone_number_id: "777000111", waba_id: "424242", field: "messages", change: { field: "messages" } }]
     })
-    expect(run(env, "events", "unrouted", "--limit", "0").stderr).toContain("--limit must be a whole number")
+    expect((await run(env, "events", "unrouted", "--limit", "0")).stderr).toContain("--limit must be a whole number")
 
     const db = new Database(env.HUB_DB, { readonly: true })
     expect(db.query("SELECT COUNT(*) AS n FROM organizations").get()).toEqual({ n: 1 })
