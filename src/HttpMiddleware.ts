@@ -6,7 +6,17 @@ import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } f
 import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
 import { randomBytes } from "node:crypto"
 import { HubConfig } from "./Config.js"
-import { type ErrorBody, errorBody, type FieldIssue, type HubError, InternalServerError, isHubError, retryAfterOf } from "./Domain/Errors.js"
+import {
+  type ErrorBody,
+  errorBody,
+  type FieldIssue,
+  type HubError,
+  InternalServerError,
+  isHubError,
+  retryAfterOf,
+  type TooManyRequests,
+  type UpstreamFailure
+} from "./Domain/Errors.js"
 
 export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
@@ -86,7 +96,27 @@ const defectResponse = (defect: unknown) => {
 
 const internalError = errorResponse(errorBody(new InternalServerError()))
 
-/** Renders every failure the same way; unexpected ones are logged and become a bare 500. */
+const isUpstreamFailure = (e: HubError): e is UpstreamFailure | TooManyRequests =>
+  e._tag === "UpstreamFailure" || (e._tag === "TooManyRequests" && e.error === "upstream_rate_limited")
+
+const fieldOf = (u: unknown, key: string): unknown => (Predicate.hasProperty(u, key) ? u[key] : undefined)
+
+/**
+ * An upstream refusal or failure, at warn, under the request's id: the Graph code, subcode and
+ * fbtrace_id are what Meta's support asks for.
+ */
+const logUpstreamFailure = (e: UpstreamFailure | TooManyRequests) => {
+  const upstream = fieldOf(fieldOf(e, "details"), "upstream")
+  const graph = (key: string) => {
+    const value = fieldOf(upstream, key)
+    return value === undefined ? {} : { [key]: value }
+  }
+  return Effect.logWarning(upstream === undefined ? "An upstream call failed" : "The upstream refused a request").pipe(
+    Effect.annotateLogs({ status: e.statusCode, error: e.error ?? "", message: e.message, ...graph("code"), ...graph("error_subcode"), ...graph("fbtrace_id") })
+  )
+}
+
+/** Renders every failure the same way; unexpected ones are logged and become a bare 500, the upstream's at warn. */
 const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, request: RequestLine) =>
   Effect.catchAllCause(answer, (cause) => {
     if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
@@ -94,7 +124,11 @@ const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServe
       Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
       () => Option.flatMap(Cause.dieOption(cause), defectResponse)
     )
-    return Option.isSome(rendered) ? Effect.succeed(rendered.value) : Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+    if (Option.isNone(rendered)) return Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+    const failure = Cause.failureOption(cause)
+    return Option.isSome(failure) && isHubError(failure.value) && isUpstreamFailure(failure.value)
+      ? Effect.as(logUpstreamFailure(failure.value), rendered.value)
+      : Effect.succeed(rendered.value)
   })
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
