@@ -118,7 +118,7 @@ const startHub = async (env: Record<string, string>): Promise<Hub> => {
       ...process.env,
       HUB_DB: join(folder, "hub.sqlite"),
       PORT: String(port),
-      HUB_LOG_LEVEL: "warn",
+      HUB_LOG_LEVEL: "warning",
       HUB_LOG_FORMAT: "json",
       ...env
     }

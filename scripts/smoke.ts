@@ -9,7 +9,7 @@ import { join } from "node:path"
 
 const binary = process.argv[2] ?? "dist/hub"
 const folder = mkdtempSync(join(tmpdir(), "hub-smoke-"))
-const env = { ...process.env, HUB_DB: join(folder, "hub.sqlite"), HUB_LOG_LEVEL: "warn" }
+const env = { ...process.env, HUB_DB: join(folder, "hub.sqlite"), HUB_LOG_LEVEL: "warning" }
 
 const freePort = (): number => {
   const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() })

@@ -1,6 +1,7 @@
 /**
  * Sandbox mode on an empty database: a demo organization and instance, and tokens to try the hub
- * with at once. A restart finds the organization and creates nothing again.
+ * with at once. A restart finds the organization, creates nothing again, and says in one line how
+ * to get new tokens (the first ones were shown only once).
  */
 import { Console, Duration, Effect, Option } from "effect"
 import { TokensRepo } from "./Auth/Repo.js"
@@ -18,12 +19,20 @@ export interface DemoCredentials {
   readonly instanceToken: string
 }
 
+/** What the sandbox found at start: nothing (not the sandbox), a new demo tenancy, or the organization made before. */
+export type SandboxStart =
+  | { readonly _tag: "NotSandbox" }
+  | { readonly _tag: "Created"; readonly demo: DemoCredentials }
+  | { readonly _tag: "Existing"; readonly organizationId: string }
+
 /** Creates the demo tenancy when the database is empty and the upstream is the sandbox. */
-export const bootstrapSandbox = Effect.gen(function*() {
+export const bootstrapSandbox: Effect.Effect<SandboxStart, never, HubConfig | InstancesRepo | TokensRepo> = Effect.gen(function*() {
   const config = yield* HubConfig
   const instances = yield* InstancesRepo
   const tokens = yield* TokensRepo
-  if (config.upstream !== "sandbox" || (yield* instances.countOrganizations) > 0) return Option.none<DemoCredentials>()
+  if (config.upstream !== "sandbox") return { _tag: "NotSandbox" } as const
+  const [first] = yield* instances.listOrganizations
+  if (first !== undefined) return { _tag: "Existing", organizationId: first.id } as const
   const organization = yield* instances.createOrganization("Demo organization")
   const instance = yield* instances.createInstance({
     organizationId: organization.id,
@@ -35,14 +44,25 @@ export const bootstrapSandbox = Effect.gen(function*() {
   const session = yield* tokens.createSession(organization.id, Duration.toMillis(config.sessionTtl))
   const orgToken = yield* tokens.createApiToken({ organizationId: organization.id, instanceId: undefined, name: "demo organization token" })
   const instanceToken = yield* tokens.createApiToken({ organizationId: organization.id, instanceId: instance.id, name: "demo instance token" })
-  return Option.some<DemoCredentials>({
+  const demo: DemoCredentials = {
     organizationId: organization.id,
     instanceId: instance.id,
     sessionToken: session.secret,
     organizationToken: orgToken.secret,
     instanceToken: instanceToken.secret
-  })
+  }
+  return { _tag: "Created", demo } as const
 })
+
+/** A restart's one line: the tokens were shown once, so how to get new ones for the first (demo) organization. */
+export const printNewTokensHint = (organizationId: string) =>
+  Console.log(
+    `Sandbox: organization ${organizationId} exists (its tokens were shown at its first start); for new ones run ` +
+      `\`hub session create --org ${organizationId}\` or \`hub token create --org ${organizationId} --name NAME\` (\`hub org list\` lists organizations)`
+  )
+
+/** Where the API's documentation is: the start banner's last line. */
+export const printDocsLine = (baseUrl: string) => Console.log(`API docs: ${baseUrl}/docs (Swagger UI); the OpenAPI document: ${baseUrl}/openapi.json`)
 
 export const printDemoCredentials = (demo: DemoCredentials, baseUrl: string) =>
   Console.log(

@@ -158,24 +158,15 @@ const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
   Config.map((url) => url.replace(/\/+$/, ""))
 )
 
-const logLevels: Record<string, LogLevel.LogLevel> = {
-  trace: LogLevel.Trace,
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warn: LogLevel.Warning,
-  warning: LogLevel.Warning,
-  error: LogLevel.Error,
-  fatal: LogLevel.Fatal,
-  none: LogLevel.None,
-  off: LogLevel.None
-}
+/** The log level names, the same as the command line's `--log-level` (Effect's own: LogLevel.allLevels). */
+export const LOG_LEVEL_NAMES: ReadonlyArray<string> = LogLevel.allLevels.map((level) => level._tag.toLowerCase())
 
 const logLevel = Config.string("HUB_LOG_LEVEL").pipe(
   Config.withDefault("info"),
   Config.mapOrFail((text) => {
-    const level = logLevels[text.trim().toLowerCase()]
+    const level = LogLevel.allLevels.find((candidate) => candidate._tag.toLowerCase() === text.trim())
     return level === undefined
-      ? Either.left(invalid("HUB_LOG_LEVEL", "one of trace, debug, info, warn, error, none"))
+      ? Either.left(invalid("HUB_LOG_LEVEL", `one of ${LOG_LEVEL_NAMES.join(", ")}`))
       : Either.right(level)
   })
 )

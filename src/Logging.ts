@@ -1,8 +1,11 @@
 /**
- * Logging: Effect's pretty logger for people, or JSON lines for machines. JSON lines are buffered and
- * written once per event-loop turn, so a busy hub does not pay one stdout write per log line.
+ * Logging: one line per record, either for people (`pretty`: time, level, message, then the fields
+ * as key=value in a stable order, the request id first; an answered request reads
+ * `POST /api/messages 200 3.1ms requestId=…`) or for machines (`json`: Effect's structured record).
+ * Lines are buffered and written once per event-loop turn, so a busy hub does not pay one stdout
+ * write per log line.
  */
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { Cause, Effect, HashMap, Layer, Logger, LogLevel } from "effect"
 import { HubConfig } from "./Config.js"
 
 const pending: Array<string> = []
@@ -28,12 +31,79 @@ const writeLine = (line: string) => {
 /** Effect's structured log record as one JSON line. */
 export const bufferedJsonLogger = Logger.map(Logger.structuredLogger, (record) => writeLine(JSON.stringify(record)))
 
+/** A value as a field shows it: bare when it reads unambiguously, JSON otherwise. */
+const show = (value: unknown): string => {
+  if (typeof value === "string") return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value)
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value)
+  if (value instanceof Error) return JSON.stringify(value.message)
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const text = (part: unknown) => (typeof part === "string" ? part : show(part))
+
+const pad2 = (n: number) => String(n).padStart(2, "0")
+const clockTime = (date: Date) =>
+  `${pad2(date.getHours())}:${pad2(date.getMinutes())}:${pad2(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, "0")}`
+
+const levelColour: Partial<Record<LogLevel.LogLevel["_tag"], string>> = {
+  Trace: "90",
+  Debug: "34",
+  Info: "32",
+  Warning: "33",
+  Error: "31",
+  Fatal: "41;97"
+}
+
+/** Fields in a stable order: the request id first, then the others by name. */
+const orderedFields = (annotations: HashMap.HashMap<string, unknown>) =>
+  [...HashMap.entries(annotations)].sort(([a], [b]) => (a === "requestId" ? -1 : b === "requestId" ? 1 : a < b ? -1 : a > b ? 1 : 0))
+
+/** One record on one line (see the top of this file); `colour` styles the level for a terminal. */
+export const prettyLine = (
+  record: {
+    readonly date: Date
+    readonly logLevel: LogLevel.LogLevel
+    readonly message: unknown
+    readonly annotations: HashMap.HashMap<string, unknown>
+    readonly cause: Cause.Cause<unknown>
+  },
+  colour: boolean
+): string => {
+  const level = record.logLevel.label.padEnd(5)
+  const parts = [`[${clockTime(record.date)}]`, colour && levelColour[record.logLevel._tag] ? `\u001b[${levelColour[record.logLevel._tag]}m${level}\u001b[0m` : level]
+  const fields = orderedFields(record.annotations)
+  const messages = Array.isArray(record.message) ? record.message : [record.message]
+  const field = (name: string) => fields.find(([key]) => key === name)?.[1]
+  const method = field("method")
+  const path = field("path")
+  const status = field("status")
+  const duration = field("durationMs")
+  if (messages[0] === "request" && method !== undefined && path !== undefined && status !== undefined && duration !== undefined) {
+    // The access line: what an operator scans for, in the order they read it.
+    const shown = new Set(["method", "path", "status", "durationMs"])
+    parts.push(`${text(method)} ${text(path)} ${text(status)} ${text(duration)}ms`)
+    for (const [key, value] of fields) if (!shown.has(key)) parts.push(`${key}=${show(value)}`)
+  } else {
+    parts.push(messages.map(text).join(" "))
+    for (const [key, value] of fields) parts.push(`${key}=${show(value)}`)
+  }
+  if (!Cause.isEmpty(record.cause)) parts.push(`cause=${JSON.stringify(Cause.pretty(record.cause, { renderErrorCause: true }))}`)
+  return parts.join(" ")
+}
+
+/** The pretty logger: prettyLine through the buffered writer; coloured levels only on a terminal. */
+export const bufferedPrettyLogger = Logger.make((record) => writeLine(prettyLine(record, process.stdout.isTTY === true)))
+
 /** Log format and level from the config; `quiet` keeps stdout for a command's own output (warnings only). */
 export const loggingLayer = (quiet: boolean) =>
   Layer.unwrapEffect(
     Effect.map(HubConfig, (config) =>
       Layer.merge(
-        config.logFormat === "json" ? Logger.replace(Logger.defaultLogger, bufferedJsonLogger) : Logger.pretty,
+        Logger.replace(Logger.defaultLogger, config.logFormat === "json" ? bufferedJsonLogger : bufferedPrettyLogger),
         Logger.minimumLogLevel(quiet ? LogLevel.Warning : config.logLevel)
       ))
   )

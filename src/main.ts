@@ -1,14 +1,18 @@
 /**
- * The `hub` command line: `serve` runs the gateway; `org`, `instance`, `session` and `token`
- * are operator commands that print JSON on stdout (errors go to stderr with a non-zero exit).
+ * The `hub` command line: `serve` runs the gateway; `org`, `instance`, `session`, `token` and
+ * `events` are operator commands that print JSON on stdout. Every failure, an argument error
+ * included, is one JSON line `{"error": "..."}` on stderr and exit status 1; a bad configuration is
+ * one such line per bad variable.
  */
-import { Command, Options, ValidationError } from "@effect/cli"
+import { Args, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
-import { ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
+import { Cause, ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
 import { text } from "node:stream/consumers"
-import { TokensRepo } from "./Auth/Repo.js"
-import { bootstrapSandbox, printDemoCredentials } from "./Bootstrap.js"
+import packageJson from "../package.json" with { type: "json" }
+import { type ApiTokenRow, TokensRepo } from "./Auth/Repo.js"
+import { TokenResolver } from "./Auth/TokenResolver.js"
+import { bootstrapSandbox, printDemoCredentials, printDocsLine, printNewTokensHint } from "./Bootstrap.js"
 import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
 import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
@@ -28,8 +32,9 @@ const requireOrganization = (id: string) =>
     }))
   )
 
-const nonEmpty = (name: string) =>
+const nonEmpty = (name: string, description: string) =>
   Options.text(name).pipe(
+    Options.withDescription(description),
     Options.mapEffect((value) =>
       value.trim() === ""
         ? Effect.fail(ValidationError.invalidValue({ _tag: "Paragraph", value: { _tag: "Text", value: `--${name} must not be empty` } }))
@@ -37,8 +42,9 @@ const nonEmpty = (name: string) =>
     )
   )
 
-const graphId = (name: string) =>
+const graphId = (name: string, description: string) =>
   Options.text(name).pipe(
+    Options.withDescription(description),
     Options.mapEffect((value) =>
       /^\d{1,32}$/.test(value)
         ? Effect.succeed(value)
@@ -46,16 +52,21 @@ const graphId = (name: string) =>
     )
   )
 
+const orgOption = Options.text("org").pipe(Options.withDescription("The organization's id (org_…; see `hub org list`)"))
+
 /**
- * Creates the demo tenancy and prints its tokens after the socket is bound but before the hub serves
- * (and logs "Listening on"), so a request sent on seeing that line finds the tenancy, and the curl line
- * names the port actually bound (PORT=0 picks a free one).
+ * The start banner, after the socket is bound but before the hub serves (and logs "Listening on"):
+ * in the sandbox, the demo tenancy created on an empty database with its tokens (so a request sent
+ * on seeing "Listening on" finds it), or on a restart how to get new tokens; then where the API docs
+ * are. Every address names the port actually bound (PORT=0 picks a free one).
  */
-const DemoLive = Layer.effectDiscard(
+const BannerLive = Layer.effectDiscard(
   Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    const demo = yield* bootstrapSandbox
-    if (Option.isSome(demo)) yield* printDemoCredentials(demo.value, baseUrlOf(server.address))
+    const baseUrl = baseUrlOf((yield* HttpServer.HttpServer).address)
+    const start = yield* bootstrapSandbox
+    if (start._tag === "Created") yield* printDemoCredentials(start.demo, baseUrl)
+    if (start._tag === "Existing") yield* printNewTokensHint(start.organizationId)
+    yield* printDocsLine(baseUrl)
   })
 )
 
@@ -81,13 +92,57 @@ const UnsignedIngressWarningLive = Layer.effectDiscard(
 )
 
 const serve = Command.make("serve", {}, () =>
-  Layer.launch(Layer.merge(UnsignedIngressWarningLive, hubLayer(Layer.provideMerge(DemoLive, ServerLive))))).pipe(
-    Command.withDescription("Run the hub's HTTP server")
+  Layer.launch(Layer.merge(UnsignedIngressWarningLive, hubLayer(Layer.provideMerge(BannerLive, ServerLive))))).pipe(
+  Command.withDescription(
+    "Run the hub's HTTP server on HOST:PORT (settings from the environment: see the README). In sandbox mode an empty " +
+      "database gets a demo organization, instance and tokens, printed once."
   )
+)
 
-const orgCreate = Command.make("create", { name: nonEmpty("name") }, ({ name }) =>
+const organizationRecord = (org: { readonly id: string; readonly name: string; readonly created_at: string }) => ({
+  id: org.id,
+  name: org.name,
+  created_at: org.created_at
+})
+
+const orgCreate = Command.make("create", { name: nonEmpty("name", "The organization's name") }, ({ name }) =>
   Effect.flatMap(InstancesRepo, (repo) => repo.createOrganization(name)).pipe(
-    Effect.flatMap((org) => printJson({ id: org.id, name: org.name, created_at: org.created_at }))
+    Effect.flatMap((org) => printJson(organizationRecord(org)))
+  )).pipe(Command.withDescription("Create an organization; prints {id, name, created_at}"))
+
+const orgList = Command.make("list", {}, () =>
+  Effect.flatMap(InstancesRepo, (repo) => repo.listOrganizations).pipe(
+    Effect.flatMap((orgs) => printJson({ data: orgs.map(organizationRecord) }))
+  )).pipe(Command.withDescription("List every organization, oldest first; prints {data: [{id, name, created_at}]}"))
+
+const instanceRecord = (row: {
+  readonly id: string
+  readonly organization_id: string
+  readonly name: string
+  readonly phone_number_id: string
+  readonly waba_id: string
+  readonly created_at: string
+}) => ({
+  id: row.id,
+  organization_id: row.organization_id,
+  name: row.name,
+  phone_number_id: row.phone_number_id,
+  waba_id: row.waba_id,
+  created_at: row.created_at
+})
+
+const instanceList = Command.make("list", {
+  org: Options.optional(orgOption.pipe(Options.withDescription("Only this organization's instances")))
+}, ({ org }) =>
+  Effect.gen(function*() {
+    const repo = yield* InstancesRepo
+    const rows = yield* Option.match(org, {
+      onNone: () => repo.listInstances,
+      onSome: (id) => Effect.flatMap(requireOrganization(id), (organization) => repo.listByOrganization(organization.id))
+    })
+    yield* printJson({ data: rows.map(instanceRecord) })
+  })).pipe(Command.withDescription(
+    "List instances (of one organization with --org), oldest first; prints {data: [{id, organization_id, name, phone_number_id, waba_id, created_at}]}"
   ))
 
 /** The access token given with --access-token, or read (trimmed) from standard input with --access-token-stdin. */
@@ -104,11 +159,13 @@ const accessTokenOf = (options: { readonly accessToken: Option.Option<string>; r
 }
 
 const instanceCreate = Command.make("create", {
-  org: Options.text("org"),
-  name: nonEmpty("name"),
-  phoneNumberId: graphId("phone-number-id"),
-  wabaId: graphId("waba-id"),
-  accessToken: Options.optional(Options.text("access-token")),
+  org: orgOption,
+  name: nonEmpty("name", "The instance's name"),
+  phoneNumberId: graphId("phone-number-id", "The upstream's phone number id (digits) the instance sends from"),
+  wabaId: graphId("waba-id", "The upstream's business account id (digits) the number belongs to"),
+  accessToken: Options.optional(Options.text("access-token").pipe(
+    Options.withDescription("The upstream access token for this number (stored encrypted); the sandbox needs none")
+  )),
   accessTokenStdin: Options.boolean("access-token-stdin").pipe(
     Options.withDescription("Read the access token from standard input, so it shows in neither ps nor the shell's history")
   )
@@ -125,11 +182,11 @@ const instanceCreate = Command.make("create", {
       accessToken
     }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
     yield* printJson({ id: row.id, name: row.name, phone_number_id: row.phone_number_id, waba_id: row.waba_id, created_at: row.created_at })
-  }))
+  })).pipe(Command.withDescription("Create an instance bound to one phone number of a business account; prints the instance"))
 
 const sessionCreate = Command.make("create", {
-  org: Options.text("org"),
-  ttl: Options.optional(Options.text("ttl"))
+  org: orgOption,
+  ttl: Options.optional(Options.text("ttl").pipe(Options.withDescription("How long the session lasts, such as 30m, 12h or 7d (default HUB_SESSION_TTL, 12h)")))
 }, (options) =>
   Effect.gen(function*() {
     const config = yield* HubConfig
@@ -140,9 +197,11 @@ const sessionCreate = Command.make("create", {
     const organization = yield* requireOrganization(options.org)
     const session = yield* Effect.flatMap(TokensRepo, (repo) => repo.createSession(organization.id, Duration.toMillis(ttl.value)))
     yield* printJson({ token: session.secret, expires_at: session.expiresAt })
-  }))
+  })).pipe(Command.withDescription(
+    "Create a session token for an organization (it manages api tokens: POST /api/auth/api-tokens); prints {token, expires_at}"
+  ))
 
-const sessionRevoke = Command.make("revoke", { org: Options.text("org") }, (options) =>
+const sessionRevoke = Command.make("revoke", { org: orgOption }, (options) =>
   Effect.gen(function*() {
     const organization = yield* requireOrganization(options.org)
     // Committed with the revocation feed's rows: every serving hub on this database drops them within about 1 s.
@@ -151,9 +210,9 @@ const sessionRevoke = Command.make("revoke", { org: Options.text("org") }, (opti
   })).pipe(Command.withDescription("Revoke every live session of an organization"))
 
 const tokenCreate = Command.make("create", {
-  org: Options.text("org"),
-  instance: Options.optional(Options.text("instance")),
-  name: nonEmpty("name")
+  org: orgOption,
+  instance: Options.optional(Options.text("instance").pipe(Options.withDescription("Makes it an instance token for this instance (ins_…)"))),
+  name: nonEmpty("name", "The token's name")
 }, (options) =>
   Effect.gen(function*() {
     const organization = yield* requireOrganization(options.org)
@@ -182,10 +241,41 @@ const tokenCreate = Command.make("create", {
       ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
       created_at: row.created_at
     })
-  }))
+  })).pipe(Command.withDescription("Create an api token (an organization token, or an instance token with --instance); prints it with its secret, shown only now"))
+
+/** A token as `GET /api/auth/api-tokens` lists it: never its secret. */
+const tokenRecord = (row: ApiTokenRow) => ({
+  id: row.id,
+  name: row.name,
+  kind: row.instance_id === null ? "organization" : "instance",
+  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+  token_hint: row.token_hint,
+  created_at: row.created_at,
+  last_used_at: row.last_used_at
+})
+
+const tokenList = Command.make("list", { org: orgOption }, ({ org }) =>
+  Effect.gen(function*() {
+    const organization = yield* requireOrganization(org)
+    const rows = yield* Effect.flatMap(TokensRepo, (repo) => repo.listApiTokens(organization.id))
+    yield* printJson({ data: rows.map(tokenRecord) })
+  })).pipe(Command.withDescription("List an organization's live api tokens, newest first, without secrets; prints {data: [...]}"))
+
+const tokenRevoke = Command.make("revoke", {
+  id: Args.text({ name: "id" }).pipe(Args.withDescription("The api token's id (tok_…; see `hub token list`)"))
+}, ({ id }) =>
+  Effect.gen(function*() {
+    const tokens = yield* TokensRepo
+    const token = yield* tokens.findApiToken(id)
+    if (Option.isNone(token)) return yield* new CliError({ message: `api token ${id} was not found (or is already revoked)` })
+    const revoked = yield* tokens.revokeApiToken(token.value.organization_id, id)
+    // As DELETE /api/auth/api-tokens does; a running hub drops the token from its cache within a minute.
+    if (Option.isSome(revoked)) yield* Effect.flatMap(TokenResolver, (resolver) => resolver.forget(revoked.value))
+    yield* printJson({ id, organization_id: token.value.organization_id, revoked: true })
+  })).pipe(Command.withDescription("Revoke an api token: it is refused from then on; prints {id, organization_id, revoked}"))
 
 const eventsUnrouted = Command.make("unrouted", {
-  limit: Options.integer("limit").pipe(Options.withDefault(100))
+  limit: Options.integer("limit").pipe(Options.withDefault(100), Options.withDescription("At most this many, from 1 to 10000"))
 }, ({ limit }) =>
   Effect.gen(function*() {
     if (limit < 1 || limit > 10_000) return yield* new CliError({ message: "--limit must be a whole number from 1 to 10000" })
@@ -198,15 +288,35 @@ const hub = Command.make("hub").pipe(
   Command.withSubcommands([
     serve,
     // Operator commands need the database but not the server.
-    Command.make("org").pipe(Command.withSubcommands([orgCreate]), Command.provide(ServicesLive)),
-    Command.make("instance").pipe(Command.withSubcommands([instanceCreate]), Command.provide(ServicesLive)),
-    Command.make("session").pipe(Command.withSubcommands([sessionCreate, sessionRevoke]), Command.provide(ServicesLive)),
-    Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive)),
-    Command.make("events").pipe(Command.withSubcommands([eventsUnrouted]), Command.provide(ServicesLive))
+    Command.make("org").pipe(
+      Command.withDescription("Organizations: each owns instances and api tokens"),
+      Command.withSubcommands([orgCreate, orgList]),
+      Command.provide(ServicesLive)
+    ),
+    Command.make("instance").pipe(
+      Command.withDescription("Instances: each is bound to one business phone number"),
+      Command.withSubcommands([instanceCreate, instanceList]),
+      Command.provide(ServicesLive)
+    ),
+    Command.make("session").pipe(
+      Command.withDescription("Session tokens, which manage an organization's api tokens"),
+      Command.withSubcommands([sessionCreate, sessionRevoke]),
+      Command.provide(ServicesLive)
+    ),
+    Command.make("token").pipe(
+      Command.withDescription("Api tokens: organization tokens and instance tokens"),
+      Command.withSubcommands([tokenCreate, tokenList, tokenRevoke]),
+      Command.provide(ServicesLive)
+    ),
+    Command.make("events").pipe(
+      Command.withDescription("Upstream events the hub keeps aside"),
+      Command.withSubcommands([eventsUnrouted]),
+      Command.provide(ServicesLive)
+    )
   ])
 )
 
-const cli = Command.run(hub, { name: "hub", version: "0.1.0" })
+const cli = Command.run(hub, { name: "hub", version: packageJson.version })
 
 const isServe = process.argv.slice(2)[0] === "serve"
 
@@ -218,35 +328,76 @@ if (isServe) {
   })
 }
 
-/** A configuration error on one line: each failing setting's message, naming the setting. */
-const describeConfigError = (error: ConfigError.ConfigError): string => {
+/** Terminal styling (help's bold and colours), dropped when the output is not a terminal. */
+const ANSI_STYLE = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
+const plain = (text: string) => text.replace(ANSI_STYLE, "")
+
+/**
+ * The command line's console: help and output as @effect/cli writes them, without styling when
+ * stdout is not a terminal; its own error printing is dropped, because reportFailure prints every
+ * failure, argument errors included, as one JSON line.
+ */
+const withCliConsole = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.consoleWith((base) =>
+    Effect.withConsole(effect, {
+      ...base,
+      log: (...args) => base.log(...(process.stdout.isTTY === true ? args : args.map((arg) => (typeof arg === "string" ? plain(arg) : arg)))),
+      error: () => Effect.void
+    })
+  )
+
+const printError = (message: string) => Effect.sync(() => process.stderr.write(`${JSON.stringify({ error: message })}\n`))
+
+/** One message per bad variable of a configuration error. */
+const configProblems = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
   switch (error._op) {
     case "And":
-      return `${describeConfigError(error.left)}; ${describeConfigError(error.right)}`
     case "Or":
-      return `${describeConfigError(error.left)} (or ${describeConfigError(error.right)})`
-    default: {
-      const name = error.path.join(".")
-      return error.message.includes(name) ? error.message : `${name}: ${error.message}`
+      return [...configProblems(error.left), ...configProblems(error.right)]
+    case "InvalidData":
+    case "MissingData":
+    case "SourceUnavailable":
+    case "Unsupported": {
+      const name = error.path.join("_")
+      return [error.message.includes(name) ? error.message : `${name}: ${error.message}`]
     }
   }
 }
 
+/** An argument error's message on one line, as @effect/cli words it. */
+const argumentProblem = (error: ValidationError.ValidationError) =>
+  plain(HelpDoc.toAnsiText(error.error)).split("\n").map((line) => line.trim()).filter((line) => line !== "").join(" ")
+
 const reportFailure = (error: unknown) =>
   Effect.gen(function*() {
-    if (ValidationError.isValidationError(error)) return // @effect/cli has printed it with the usage
-    const message = ConfigError.isConfigError(error)
-      ? `Configuration error: ${describeConfigError(error)}`
-      : error instanceof CliError
-      ? error.message
-      : String(error)
-    yield* Console.error(JSON.stringify({ error: message }))
+    if (ValidationError.isValidationError(error)) return yield* printError(argumentProblem(error))
+    if (ConfigError.isConfigError(error)) {
+      for (const problem of new Set(configProblems(error))) yield* printError(`Configuration error: ${problem}`)
+      return
+    }
+    yield* printError(error instanceof CliError ? error.message : String(error))
   }).pipe(Effect.zipRight(Effect.sync(() => process.exit(1))))
+
+/** A port already taken: the one defect an operator causes, said in one line. */
+const portInUse = (defect: unknown) =>
+  typeof defect === "object" && defect !== null && "code" in defect && defect.code === "EADDRINUSE"
+
+const reportDefect = (cause: Cause.Cause<unknown>) =>
+  Effect.gen(function*() {
+    const defect = Cause.squash(cause)
+    if (portInUse(defect)) {
+      const where = `${process.env.HOST ?? "127.0.0.1"}:${process.env.PORT ?? "3000"}`
+      return yield* printError(`${where} is already in use: stop whatever listens there, or set PORT (or HOST) to a free one`)
+    }
+    yield* printError(`Unexpected failure: ${defect instanceof Error ? defect.message : String(defect)}`)
+  })
 
 cli(process.argv).pipe(
   // Logs go to stdout for `serve`; operator commands keep stdout for their JSON and log only warnings.
   Effect.provide(Layer.provideMerge(loggingLayer(!isServe), HubConfigLive)),
+  withCliConsole,
   Effect.provide(BunContext.layer),
   Effect.catchAll(reportFailure),
+  Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : Effect.zipRight(reportDefect(cause), Effect.sync(() => process.exit(1)))),
   BunRuntime.runMain({ disablePrettyLogger: true })
 )

@@ -230,7 +230,7 @@ const databaseFile = join(mkdtempSync(join(tmpdir(), "hub-revocation-")), "hub.s
 const hubCli = (...args: ReadonlyArray<string>) =>
   Effect.promise(async () => {
     const child = Bun.spawn([process.execPath, main, ...args], {
-      env: { ...process.env, HUB_DB: databaseFile, HUB_LOG_LEVEL: "warn" },
+      env: { ...process.env, HUB_DB: databaseFile, HUB_LOG_LEVEL: "warning" },
       stdout: "pipe",
       stderr: "pipe"
     })
@@ -301,6 +301,7 @@ describe("the credential cache and revocation", () => {
       const repo = TokensRepo.of({
         createApiToken: () => Effect.die("unused"),
         listApiTokens: () => Effect.die("unused"),
+        findApiToken: () => Effect.die("unused"),
         revokeApiToken: () => Effect.die("unused"),
         revokeSession: () => Effect.die("unused"),
         revokeOrganizationSessions: () => Effect.die("unused"),

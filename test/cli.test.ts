@@ -8,6 +8,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { parseSecretKey } from "../src/Config.js"
 import { makeCipher, SecretSlot } from "../src/Instances/AccessTokenCipher.js"
+import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const main = join(import.meta.dirname, "..", "src", "main.ts")
 
@@ -15,14 +16,16 @@ const main = join(import.meta.dirname, "..", "src", "main.ts")
 const CLI_TEST_TIMEOUT = 120_000
 
 /** Runs the CLI; `STDIN` in env is not passed on but written to the command's standard input. */
-const run = ({ STDIN, ...env }: Record<string, string>, ...args: Array<string>) => {
-  const result = Bun.spawnSync([process.execPath, main, ...args], {
-    env: { ...process.env, HUB_LOG_LEVEL: "warn", ...env },
+const run = async ({ STDIN, ...env }: Record<string, string>, ...args: Array<string>) => {
+  // Spawned without blocking: a synchronous spawn stops the test worker's event loop for seconds.
+  const child = Bun.spawn([process.execPath, main, ...args], {
+    env: { ...process.env, HUB_LOG_LEVEL: "warning", ...env },
     stdin: STDIN === undefined ? "ignore" : Buffer.from(STDIN),
     stdout: "pipe",
     stderr: "pipe"
   })
-  return { exitCode: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() }
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  return { exitCode, stdout, stderr }
 }
 
 const json = (text: string): Record<string, unknown> => {
@@ -67,20 +70,20 @@ const startServe = async (env: Record<string, string>) => {
 const UNSIGNED_WARNING = "HUB_APP_SECRET is unset: POST /upstream/events accepts unsigned posts"
 
 describe("hub CLI", () => {
-  it("creates an organization, an instance, a session and tokens, printing JSON", () => {
+  it("creates an organization, an instance, a session and tokens, printing JSON", async () => {
     const env = freshDb()
-    const org = run(env, "org", "create", "--name", "Acme")
+    const org = await run(env, "org", "create", "--name", "Acme")
     expect(org.exitCode).toBe(0)
     const orgId = String(json(org.stdout).id)
     expect(orgId).toMatch(/^org_/)
 
-    const instance = run(env, "instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "106540352242922", "--waba-id", "102290129340398", "--access-token", "EAAG-secret")
+    const instance = await run(env, "instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "106540352242922", "--waba-id", "102290129340398", "--access-token", "EAAG-secret")
     expect(instance.exitCode).toBe(0)
     expect(json(instance.stdout)).toMatchObject({ name: "Sales", phone_number_id: "106540352242922", waba_id: "102290129340398" })
     expect(instance.stdout).not.toContain("EAAG-secret")
     const instanceId = String(json(instance.stdout).id)
 
-    const session = run(env, "session", "create", "--org", orgId, "--ttl", "30m")
+    const session = await run(env, "session", "create", "--org", orgId, "--ttl", "30m")
     expect(session.exitCode).toBe(0)
     const sessionBody = json(session.stdout)
     expect(String(sessionBody.token)).toMatch(/^mhs_/)
@@ -88,21 +91,21 @@ describe("hub CLI", () => {
     expect(ttl).toBeGreaterThan(25 * 60_000)
     expect(ttl).toBeLessThanOrEqual(30 * 60_000)
 
-    const orgToken = run(env, "token", "create", "--org", orgId, "--name", "ci")
+    const orgToken = await run(env, "token", "create", "--org", orgId, "--name", "ci")
     expect(orgToken.exitCode).toBe(0)
     expect(Object.keys(json(orgToken.stdout)).sort()).toEqual(["created_at", "id", "name", "token"])
 
-    const instanceToken = run(env, "token", "create", "--org", orgId, "--instance", instanceId, "--name", "bot")
+    const instanceToken = await run(env, "token", "create", "--org", orgId, "--instance", instanceId, "--name", "bot")
     expect(instanceToken.exitCode).toBe(0)
     expect(json(instanceToken.stdout)).toMatchObject({ name: "bot", instance_id: instanceId })
     expect(String(json(instanceToken.stdout).token)).toMatch(/^mhk_/)
   }, CLI_TEST_TIMEOUT)
 
-  it("refuses bad arguments with a message and a non-zero exit", () => {
+  it("refuses bad arguments with a message and a non-zero exit", async () => {
     const env = freshDb()
-    const orgId = String(json(run(env, "org", "create", "--name", "Acme").stdout).id)
-    const other = String(json(run(env, "org", "create", "--name", "Other").stdout).id)
-    const otherInstance = run(env, "instance", "create", "--org", other, "--name", "I", "--phone-number-id", "111", "--waba-id", "222")
+    const orgId = String(json((await run(env, "org", "create", "--name", "Acme")).stdout).id)
+    const other = String(json((await run(env, "org", "create", "--name", "Other")).stdout).id)
+    const otherInstance = await run(env, "instance", "create", "--org", other, "--name", "I", "--phone-number-id", "111", "--waba-id", "222")
     const otherInstanceId = String(json(otherInstance.stdout).id)
 
     const cases: Array<[Array<string>, RegExp]> = [
@@ -115,31 +118,157 @@ describe("hub CLI", () => {
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "abc", "--waba-id", "1"], /--phone-number-id must be a numeric Graph id/],
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "111", "--waba-id", "9"], /phone number id 111 is already bound/],
       [["instance", "create", "--org", orgId, "--name", "I", "--phone-number-id", "333", "--waba-id", "222"], /business account 222 belongs to another organization/],
-      [["nonsense"], /./]
+      [["nonsense"], /Invalid subcommand/],
+      [["token", "list"], /Expected to find option: '--org'/],
+      [["token", "revoke"], /id/],
+      [["token", "revoke", "tok_nope"], /api token tok_nope was not found/],
+      [["instance", "list", "--org", "org_nope"], /organization org_nope was not found/],
+      [["org", "list", "--log-level", "warn"], /log-level/]
     ]
     for (const [args, message] of cases) {
-      const result = run(env, ...args)
-      expect(result.exitCode, args.join(" ")).not.toBe(0)
-      expect(result.stdout + result.stderr, args.join(" ")).toMatch(message)
+      const result = await run(env, ...args)
+      expect(result.exitCode, args.join(" ")).toBe(1)
+      expect(result.stdout, args.join(" ")).toBe("")
+      // One JSON line, argument errors (@effect/cli's own) included.
+      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1)
+      expect(String(json(result.stderr).error), args.join(" ")).toMatch(message)
     }
   }, CLI_TEST_TIMEOUT)
 
-  it("stops at start on a bad setting, naming the variable", () => {
+  it("stops at start on a bad setting, naming the variable", async () => {
     const env = freshDb()
     for (
       const [bad, name] of [
         [{ PORT: "eighty" }, "PORT"],
         [{ HUB_UPSTREAM: "meta" }, "HUB_UPSTREAM"],
         [{ HUB_SECRET_KEY: "too-short" }, "HUB_SECRET_KEY"],
-        [{ HUB_UPSTREAM: "graph" }, "HUB_SECRET_KEY"],
+        [{ HUB_UPSTREAM: "graph", HUB_APP_SECRET: "app-secret" }, "HUB_SECRET_KEY"],
         [{ HUB_WEBHOOK_RETRY: "1s,often" }, "HUB_WEBHOOK_RETRY"],
         [{ HUB_LOG_LEVEL: "loud" }, "HUB_LOG_LEVEL"],
         [{ HUB_MEMORY_TARGET_MB: "-1" }, "HUB_MEMORY_TARGET_MB"]
       ] as const
     ) {
-      const result = run({ ...env, ...bad }, "serve")
+      const result = await run({ ...env, ...bad }, "serve")
       expect(result.exitCode, name).toBe(1)
-      expect(result.stderr, name).toContain(name)
+      expect(result.stderr.trim().split("\n"), name).toHaveLength(1)
+      expect(String(json(result.stderr).error), name).toContain(name)
+    }
+    // Several bad variables: one line each, and nothing else (no cause or stack dump).
+    const several = await run({ ...env, PORT: "eighty", HUB_LOG_LEVEL: "loud", HUB_WEBHOOK_RETRY: "1s,often" }, "serve")
+    expect(several.exitCode).toBe(1)
+    const lines = several.stderr.trim().split("\n").map((line) => String(json(line).error))
+    expect(lines).toHaveLength(3)
+    for (const name of ["PORT", "HUB_LOG_LEVEL", "HUB_WEBHOOK_RETRY"]) expect(lines.filter((line) => line.includes(name)), name).toHaveLength(1)
+    for (const line of lines) expect(line).toMatch(/^Configuration error: /)
+    // The log level names are the command line's: `warn` is not one of them.
+    expect(String(json((await run({ ...env, HUB_LOG_LEVEL: "warn" }, "org", "list")).stderr).error)).toContain(
+      "HUB_LOG_LEVEL to be one of all, trace, debug, info, warning, error, fatal, none"
+    )
+  }, CLI_TEST_TIMEOUT)
+
+  it("lists organizations, instances and tokens, and revokes a token, printing JSON", async () => {
+    const env = freshDb()
+    const acme = json((await run(env, "org", "create", "--name", "Acme")).stdout)
+    const other = json((await run(env, "org", "create", "--name", "Other")).stdout)
+    const sales = json((await run(env, "instance", "create", "--org", String(acme.id), "--name", "Sales", "--phone-number-id", "111", "--waba-id", "222")).stdout)
+    const support = json((await run(env, "instance", "create", "--org", String(other.id), "--name", "Support", "--phone-number-id", "333", "--waba-id", "444")).stdout)
+    const orgToken = json((await run(env, "token", "create", "--org", String(acme.id), "--name", "ci")).stdout)
+    const instanceToken = json((await run(env, "token", "create", "--org", String(acme.id), "--instance", String(sales.id), "--name", "bot")).stdout)
+
+    const orgs = await run(env, "org", "list", "--log-level", "warning")
+    expect(orgs.exitCode).toBe(0)
+    expect(json(orgs.stdout)).toEqual({
+      data: [
+        { id: acme.id, name: "Acme", created_at: acme.created_at },
+        { id: other.id, name: "Other", created_at: other.created_at }
+      ]
+    })
+
+    const everything = json((await run(env, "instance", "list")).stdout)
+    expect(everything).toEqual({
+      data: [
+        { ...sales, organization_id: acme.id },
+        { ...support, organization_id: other.id }
+      ]
+    })
+    expect(json((await run(env, "instance", "list", "--org", String(other.id))).stdout)).toEqual({ data: [{ ...support, organization_id: other.id }] })
+
+    const tokens = json((await run(env, "token", "list", "--org", String(acme.id))).stdout)
+    expect(tokens).toEqual({
+      data: [
+        {
+          id: instanceToken.id,
+          name: "bot",
+          kind: "instance",
+          instance_id: sales.id,
+          token_hint: expect.stringMatching(/^mhk_/),
+          created_at: instanceToken.created_at,
+          last_used_at: null
+        },
+        { id: orgToken.id, name: "ci", kind: "organization", token_hint: expect.stringMatching(/^mhk_/), created_at: orgToken.created_at, last_used_at: null }
+      ]
+    })
+    // Secrets are never listed.
+    expect(JSON.stringify(tokens)).not.toContain(String(orgToken.token))
+
+    const revoked = await run(env, "token", "revoke", String(orgToken.id))
+    expect(revoked.exitCode).toBe(0)
+    expect(json(revoked.stdout)).toEqual({ id: orgToken.id, organization_id: acme.id, revoked: true })
+    expect(json((await run(env, "token", "list", "--org", String(acme.id))).stdout)).toMatchObject({ data: [{ id: instanceToken.id }] })
+    const again = await run(env, "token", "revoke", String(orgToken.id))
+    expect(again.exitCode).toBe(1)
+    expect(json(again.stderr)).toEqual({ error: `api token ${orgToken.id} was not found (or is already revoked)` })
+  }, CLI_TEST_TIMEOUT)
+
+  it("--help describes every command and option, without terminal styling when piped", async () => {
+    const env = freshDb()
+    const top = await run(env, "--help")
+    expect(top.exitCode).toBe(0)
+    const leaves = [
+      "serve",
+      "org create",
+      "org list",
+      "instance create",
+      "instance list",
+      "session create",
+      "token create",
+      "token list",
+      "token revoke",
+      "events unrouted"
+    ]
+    for (const command of [...leaves, "org", "instance", "session", "token", "events"]) {
+      // Each command's line in the list names it and then says what it does.
+      const line = top.stdout.split("\n").find((l) => l.trim().startsWith(`- ${command} `) || l.trim() === `- ${command}`)
+      expect(line, command).toBeDefined()
+      expect(line?.trim().replace(/^- \S+( \S+)*?\s{2,}/, ""), command).toMatch(/^[A-Z].{10,}/)
+    }
+    // What @effect/cli says of every option of its kind; an option of ours must say more.
+    const generic = /^(A user-defined piece of text\.|An integer\.|A true or false value\.|One of the following: .*|This setting is optional\.|This setting is optional\. Defaults to .*)$/
+    for (const command of leaves) {
+      const help = await run(env, ...command.split(" "), "--help")
+      expect(help.exitCode, command).toBe(0)
+      expect(help.stdout, command).not.toContain(String.fromCharCode(27))
+      expect(help.stdout, command).toContain("DESCRIPTION")
+      const paragraphs = help.stdout.split("\n").map((l) => l.trim())
+      paragraphs.forEach((paragraph, index) => {
+        if (!/^(--[a-z-]+|<[a-z]+>)( |$)/.test(paragraph)) return
+        const next = paragraphs.slice(index + 1).findIndex((p) => /^(--|<|\(-|[A-Z]+$)/.test(p))
+        const block = paragraphs.slice(index + 1, next === -1 ? undefined : index + 1 + next).filter((p) => p !== "")
+        expect(block.some((p) => !generic.test(p)), `${command}: ${paragraph}`).toBe(true)
+      })
+    }
+    expect(top.stdout).not.toContain(String.fromCharCode(27))
+  }, CLI_TEST_TIMEOUT)
+
+  it("a port already in use: one JSON line and exit 1", async () => {
+    const taken = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("taken") })
+    try {
+      const result = await run({ ...freshDb(), PORT: String(taken.port) }, "serve")
+      expect(result.exitCode).toBe(1)
+      expect(result.stderr.trim().split("\n")).toHaveLength(1)
+      expect(json(result.stderr)).toEqual({ error: `127.0.0.1:${taken.port} is already in use: stop whatever listens there, or set PORT (or HOST) to a free one` })
+    } finally {
+      await taken.stop(true)
     }
   }, CLI_TEST_TIMEOUT)
 
@@ -164,27 +293,33 @@ describe("hub CLI", () => {
     expect(firstOutput).toContain(`curl -s ${first.base}/api/instances -H "Authorization: Bearer ${orgToken}"`)
 
     const second = await serveOnce()
-    const instances = await fetch(`${second.base}/api/instances`, { headers: { authorization: `Bearer ${orgToken}` } })
+    const instances = await checkedFetch(`${second.base}/api/instances`, { headers: { authorization: `Bearer ${orgToken}` } })
     expect(instances.status).toBe(200)
     expect(((await instances.json()) as { data: Array<unknown> }).data).toHaveLength(1)
-    const tokens = await fetch(`${second.base}/api/auth/api-tokens`, { headers: { authorization: `Bearer ${sessionToken}` } })
+    const tokens = await checkedFetch(`${second.base}/api/auth/api-tokens`, { headers: { authorization: `Bearer ${sessionToken}` } })
     expect(tokens.status).toBe(200)
     // A change for a number no instance is bound to is kept aside; the operator lists it with the CLI.
     const unrouted = {
       object: "whatsapp_business_account",
       entry: [{ id: "424242", changes: [{ field: "messages", value: { metadata: { phone_number_id: "777000111" }, statuses: [] } }] }]
     }
-    const posted = await fetch(`${second.base}/upstream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(unrouted) })
+    const posted = await checkedFetch(`${second.base}/upstream/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(unrouted) })
     expect(posted.status).toBe(200)
     const secondOutput = await second.stop()
     expect(secondOutput).not.toContain("Sandbox ready")
+    // A restart says, in one line, how to get new tokens for the demo organization; both starts name the docs.
+    const organizationId = /organization id\s+(org_\S+)/.exec(firstOutput)?.[1]
+    const hint = secondOutput.split("\n").filter((line) => line.includes("hub session create"))
+    expect(hint).toEqual([expect.stringContaining(`hub session create --org ${organizationId}`)])
+    expect(firstOutput).toContain(`API docs: ${first.base}/docs`)
+    expect(secondOutput).toContain(`API docs: ${second.base}/docs`)
 
-    const listed = run(env, "events", "unrouted", "--limit", "5")
+    const listed = await run(env, "events", "unrouted", "--limit", "5")
     expect(listed.exitCode).toBe(0)
     expect(json(listed.stdout)).toMatchObject({
       data: [{ phone_number_id: "777000111", waba_id: "424242", field: "messages", change: { field: "messages" } }]
     })
-    expect(run(env, "events", "unrouted", "--limit", "0").stderr).toContain("--limit must be a whole number")
+    expect((await run(env, "events", "unrouted", "--limit", "0")).stderr).toContain("--limit must be a whole number")
 
     const db = new Database(env.HUB_DB, { readonly: true })
     expect(db.query("SELECT COUNT(*) AS n FROM organizations").get()).toEqual({ n: 1 })
@@ -194,7 +329,7 @@ describe("hub CLI", () => {
 
   it("graph mode without HUB_APP_SECRET refuses to start with one line naming it; with it, unsigned posts are refused", async () => {
     const env = { ...freshDb(), HUB_UPSTREAM: "graph", HUB_SECRET_KEY: "ab".repeat(32) }
-    const refused = run(env, "serve")
+    const refused = await run(env, "serve")
     expect(refused.exitCode).toBe(1)
     expect(refused.stderr).toBe(
       `${JSON.stringify({ error: "Configuration error: HUB_APP_SECRET is required when HUB_UPSTREAM=graph (the Meta app secret that signs upstream posts)" })}\n`
@@ -229,11 +364,11 @@ describe("hub CLI", () => {
     expect(warning).toContain("HOST=0.0.0.0")
   }, CLI_TEST_TIMEOUT)
 
-  it("instance create reads the access token from standard input with --access-token-stdin, stored encrypted", () => {
+  it("instance create reads the access token from standard input with --access-token-stdin, stored encrypted", async () => {
     const env = freshDb()
-    const orgId = String(json(run(env, "org", "create", "--name", "Acme").stdout).id)
+    const orgId = String(json((await run(env, "org", "create", "--name", "Acme")).stdout).id)
     const args = ["instance", "create", "--org", orgId, "--name", "Sales", "--waba-id", "102290129340398"]
-    const created = run({ ...env, STDIN: "  EAAG-from-stdin\n" }, ...args, "--phone-number-id", "106540352242922", "--access-token-stdin")
+    const created = await run({ ...env, STDIN: "  EAAG-from-stdin\n" }, ...args, "--phone-number-id", "106540352242922", "--access-token-stdin")
     expect(created.stderr).toBe("")
     expect(created.exitCode).toBe(0)
     expect(created.stdout).not.toContain("EAAG-from-stdin")
@@ -248,10 +383,10 @@ describe("hub CLI", () => {
     if (Either.isLeft(key)) throw new Error(key.left)
     expect(Effect.runSync(makeCipher(key.right).decrypt(stored, SecretSlot.instanceAccessToken(instanceId)))).toBe("EAAG-from-stdin")
 
-    const both = run({ ...env, STDIN: "EAAG-x" }, ...args, "--phone-number-id", "106540352242923", "--access-token-stdin", "--access-token", "EAAG-y")
+    const both = await run({ ...env, STDIN: "EAAG-x" }, ...args, "--phone-number-id", "106540352242923", "--access-token-stdin", "--access-token", "EAAG-y")
     expect(both.exitCode).toBe(1)
     expect(both.stderr).toBe(`${JSON.stringify({ error: "give the access token with --access-token or --access-token-stdin, not both" })}\n`)
-    const empty = run({ ...env, STDIN: " \n\t" }, ...args, "--phone-number-id", "106540352242924", "--access-token-stdin")
+    const empty = await run({ ...env, STDIN: " \n\t" }, ...args, "--phone-number-id", "106540352242924", "--access-token-stdin")
     expect(empty.exitCode).toBe(1)
     expect(empty.stderr).toBe(`${JSON.stringify({ error: "--access-token-stdin read no access token from standard input" })}\n`)
     const db2 = new Database(env.HUB_DB, { readonly: true })

@@ -12,6 +12,7 @@ import { DEMO_PHONE_NUMBER_ID, DEMO_WABA_ID } from "../src/Bootstrap.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { itemsOf, parseObject } from "./support/TestHub.js"
 import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
+import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const EVENTS = 40
 /** Deliveries per webhook held open by the receivers when the hub is killed (the per-webhook limit). */
@@ -66,7 +67,7 @@ const startHub = (env: Record<string, string>, patterns: ReadonlyArray<RegExp>) 
 
 const call = (hub: HubProcess, method: string, path: string, options: { readonly token?: string; readonly json?: unknown } = {}) =>
   Effect.promise(async () => {
-    const response = await fetch(`${hub.baseUrl}${path}`, {
+    const response = await checkedFetch(`${hub.baseUrl}${path}`, {
       method,
       headers: {
         ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),

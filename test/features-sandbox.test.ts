@@ -6,6 +6,7 @@ import { fileBytes, form, JPEG_HEAD, sha256 } from "./support/Files.js"
 import { ShiftedClock, shiftedClockLayer } from "./support/ShiftedClock.js"
 import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { sendVia } from "./support/UpstreamSend.js"
+import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const APPROVAL_DELAY = Duration.hours(1)
 
@@ -31,7 +32,7 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
         expect(info.status).toBe(200)
         expect(info.body).toEqual({ url: expect.stringMatching(/^http/), mime_type: "image/jpeg", sha256: sha256(bytes), file_size: bytes.byteLength, id })
         const download = yield* Effect.promise(() =>
-          fetch(`${http.baseUrl}/media/${id}/download`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
+          checkedFetch(`${http.baseUrl}/media/${id}/download`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
         )
         expect(download.status).toBe(200)
         expect(download.headers.get("content-type")).toBe("image/jpeg")

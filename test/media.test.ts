@@ -4,6 +4,7 @@ import { baseMimeType, kindFor, matchesSignature, MAX_UPLOAD_BYTES, MEDIA_KINDS 
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { declaredOnly, fileBytes, form, JPEG_HEAD, MP3_HEAD, MP4_HEAD, OGG_HEAD, PDF_HEAD, PNG_HEAD, sha256, WEBP_HEAD } from "./support/Files.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
+import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const KB = 1024
 const MB = 1024 * 1024
@@ -51,7 +52,7 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
       expect(info.status).toBe(200)
       expect(info.body).toMatchObject({ id: result.body.id, mime_type: "image/jpeg", sha256: sha256(bytes), file_size: bytes.byteLength })
       const download = yield* Effect.promise(() =>
-        fetch(`${hub.baseUrl}/media/${result.body.id}/download`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
+        checkedFetch(`${hub.baseUrl}/media/${result.body.id}/download`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
       )
       expect(download.status).toBe(200)
       expect(download.headers.get("content-type")).toBe("image/jpeg")

@@ -2,10 +2,11 @@
  * Analytics: the business account's activities and the number's compliance info, passed through.
  * Business account data: organization tokens may read it by naming the instance.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -35,7 +36,7 @@ export const ActivitiesQuery = RequestStruct({
       ? { path: ["until"], message: "must not be before since" }
       : undefined
   ),
-  Schema.annotations({ parseOptions: { errors: "all" }, identifier: "ActivitiesQuery" })
+  Schema.annotations({ parseOptions: { errors: "all" } })
 )
 
 export const ComplianceQuery = RequestStruct({ ...instanceSelectorFields })
@@ -49,12 +50,30 @@ export const Activity = PassThrough({
 })
 
 export class AnalyticsApi extends HttpApiGroup.make("analytics")
-  .add(HttpApiEndpoint.get("activities", "/api/analytics/activities").setUrlParams(ActivitiesQuery).addSuccess(Envelope(Activity)))
-  .add(HttpApiEndpoint.get("compliance", "/api/analytics/compliance").setUrlParams(ComplianceQuery).addSuccess(Envelope(JsonObjectSchema)))
-  .addError(BadRequest)
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .annotate(OpenApi.Description, "The business account's activities and the phone number's compliance info, passed through from the upstream.")
+  .add(
+    HttpApiEndpoint.get("activities", "/api/analytics/activities")
+      .setUrlParams(ActivitiesQuery)
+      .addSuccess(Envelope(Activity))
+      .pipe(documented(
+        "List business account activities",
+        "The upstream's activity log of the instance's business account, passed through with its paging cursors " +
+          "(`after`, `before`); filter by time (`since`, `until`) and `type`. An organization token names the instance " +
+          "with `instance_id` or `phone_number_id`."
+      ))
+  )
+  .add(
+    HttpApiEndpoint.get("compliance", "/api/analytics/compliance")
+      .setUrlParams(ComplianceQuery)
+      .addSuccess(Envelope(JsonObjectSchema))
+      .pipe(documented(
+        "Read compliance info",
+        "The phone number's compliance info from the upstream, passed through. An organization token names the instance " +
+          "with `instance_id` or `phone_number_id`."
+      ))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

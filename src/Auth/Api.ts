@@ -4,8 +4,9 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { NotFound } from "../Domain/Errors.js"
+import { Wire } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 
 export const CreateApiToken = RequestStruct({
@@ -34,23 +35,35 @@ export const ApiTokenSummary = Schema.Struct({
 export const ApiTokenList = Schema.Struct({ data: Schema.Array(ApiTokenSummary) })
 
 export class AuthApi extends HttpApiGroup.make("apiTokens")
+  .annotate(OpenApi.Description, "Api tokens: organization tokens reach every instance of the organization, instance tokens one instance. Created with a session token.")
   .add(
     HttpApiEndpoint.post("create", "/api/auth/api-tokens")
       .setPayload(CreateApiToken)
       .addSuccess(ApiTokenCreated, { status: 201 })
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Create an api token",
+        "Creates an organization token, or with `instance_id` an instance token. The secret (`token`) is in this answer only.",
+      { example: { name: "ci pipeline" } }
+    ))
   )
-  .add(HttpApiEndpoint.get("list", "/api/auth/api-tokens").addSuccess(ApiTokenList))
+  .add(
+    HttpApiEndpoint.get("list", "/api/auth/api-tokens")
+      .addSuccess(ApiTokenList)
+      .pipe(documented("List api tokens", "The organization's api tokens without their secrets (a hint of each is shown)."))
+  )
   .add(
     HttpApiEndpoint.del("revoke", "/api/auth/api-tokens/:tokenId")
       .setPath(Schema.Struct({ tokenId: IdString }))
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .pipe(documented("Revoke an api token", "The token is refused from the next request on."))
   )
   .add(
     HttpApiEndpoint.del("revokeSession", "/api/auth/session")
       .addSuccess(HttpApiSchema.NoContent)
-      .annotate(OpenApi.Description, "Revokes the session token that calls it; it is refused at once")
+      .pipe(documented("Sign out a session", "Revokes the session token that calls it; it is refused from the next request on."))
   )
   .middleware(Authentication)
 {}

@@ -4,10 +4,10 @@
  */
 import { HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Either, Layer } from "effect"
-import { Forbidden, Unauthorized } from "../Domain/Errors.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { Forbidden, Unauthorized } from "../Domain/Errors.js"
 import type { Principal, TokenKind } from "../Domain/Principal.js"
-import { AccessPolicy, refusal } from "./Access.js"
+import { AccessPolicy, refusal } from "../Domain/Access.js"
 import { TokenResolver } from "./TokenResolver.js"
 
 export { Authentication } from "../Domain/Authentication.js"

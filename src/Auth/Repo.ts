@@ -67,6 +67,8 @@ export class TokensRepo extends Context.Tag("TokensRepo")<TokensRepo, {
     readonly name: string
   }) => Effect.Effect<{ readonly row: ApiTokenRow; readonly secret: string }>
   readonly listApiTokens: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<ApiTokenRow>>
+  /** A live (not revoked) api token by id, whatever its organization (the operator's `token revoke`). */
+  readonly findApiToken: (id: string) => Effect.Effect<Option.Option<ApiTokenRow>>
   /** Revokes a live token of the organization; returns its hash so caches can forget it. */
   readonly revokeApiToken: (organizationId: OrganizationId, id: string) => Effect.Effect<Option.Option<string>>
   /** Revokes a session (not yet revoked); returns its hash so caches can forget it. */
@@ -126,6 +128,12 @@ export const TokensRepoLive = Layer.effect(
         sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
           FROM api_tokens WHERE organization_id = ${organizationId} AND revoked_at IS NULL
           ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie),
+      findApiToken: (id) =>
+        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+          FROM api_tokens WHERE id = ${id} AND revoked_at IS NULL`.pipe(
+          Effect.map((rows) => Option.fromNullable(rows[0])),
+          Effect.orDie
+        ),
       revokeApiToken: (organizationId, id) =>
         revoking((now) =>
           sql<HashRow>`UPDATE api_tokens SET revoked_at = ${now}

@@ -1,8 +1,9 @@
 /** The WhatsApp business profile of the instance's phone number (instance tokens only). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
@@ -17,16 +18,17 @@ export const BusinessProfile = PassThrough({
 })
 
 export class BusinessProfileApi extends HttpApiGroup.make("businessProfile")
+  .annotate(OpenApi.Description, "The WhatsApp business profile of the instance's phone number.")
   .add(
     HttpApiEndpoint.get("get", "/api/business-profile")
       .setUrlParams(RequestStruct({
         fields: Schema.optional(Schema.String.pipe(Schema.pattern(/^[a-z_]+(,[a-z_]+)*$/, { message: () => "must be field names, comma separated" })))
       }))
       .addSuccess(BusinessProfile)
+      .pipe(documented("Read the business profile", "The WhatsApp business profile of the instance's phone number, from the upstream."))
   )
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

@@ -3,10 +3,11 @@
  * The upstream keys a pre-accept by its call id: without `call_id`, the hub takes the newest call
  * from `to` still ringing, as its `calls` webhooks told (409 `no_ringing_call` when there is none).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Conflict, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
 export const PreAccept = RequestStruct({
@@ -24,15 +25,23 @@ export const PreAccept = RequestStruct({
 })
 
 export class CallsApi extends HttpApiGroup.make("calls")
+  .annotate(OpenApi.Description, "Incoming calls.")
   .add(
     HttpApiEndpoint.post("preAccept", "/api/calls/pre-accept")
       .setPayload(PreAccept)
       .addSuccess(Schema.Struct({ success: Schema.Boolean }))
-      .addError(Conflict)
+      .addError(Wire.Conflict)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Pre-accept an incoming call",
+        "Pre-accepts the call from `to` so its media connects sooner; the hub adds `messaging_product` and `action`. " +
+          "`call_id` and `session` (SDP) are passed through to the upstream. Without `call_id` the newest call from `to` " +
+          "still ringing is used, as its `calls` webhooks told; 409 `no_ringing_call` when there is none.",
+      { example: { to: "16505551234", call_id: "wacid.HBgLMTY1MDU1NTEyMzQVAgASGCA4NDJB" } }
+    ))
   )
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

@@ -4,7 +4,7 @@
  * addresses fail) into the attempt to log; after logging, 410 or days of failures disable the webhook.
  * The exchange itself is a plain promise: the dispatcher runs many at once without a fiber each.
  */
-import { Duration, Effect } from "effect"
+import { Duration, Effect, FiberRef, LogLevel } from "effect"
 import { HubConfig } from "../Config.js"
 import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
 import { Deadline } from "../Net/Deadline.js"
@@ -42,6 +42,31 @@ export interface Deliveries {
   /** Once attempts are logged: a 410, or failures without a success for too long, disable the webhook. */
   readonly afterLogged: (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) => Effect.Effect<void>
 }
+
+/**
+ * Each logged attempt's outcome: a success at debug (skipped without building it when debug is off:
+ * there may be thousands a second), a failure to be retried at warn, a dead delivery at error.
+ */
+const logAttempts = (records: ReadonlyArray<AttemptRecord>) =>
+  Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) =>
+    Effect.forEach(records, (record) => {
+      const result = record.result
+      if (result._tag === "Succeeded" && !LogLevel.lessThanEqual(minimum, LogLevel.Debug)) return Effect.void
+      const fields = {
+        webhookId: record.delivery.webhook_id,
+        deliveryId: record.delivery.id,
+        attempt: record.attempt,
+        status: record.statusCode,
+        latencyMs: record.latencyMs,
+        ...(record.error === null ? {} : { error: record.error })
+      }
+      const logged = result._tag === "Succeeded"
+        ? Effect.logDebug("Webhook delivery succeeded")
+        : result._tag === "RetryAt"
+        ? Effect.logWarning("Webhook delivery failed; it will be retried").pipe(Effect.annotateLogs("retryAt", result.at))
+        : Effect.logError("Webhook delivery dead: no more attempts")
+      return Effect.annotateLogs(logged, fields)
+    }, { discard: true }))
 
 export const makeDeliveries = Effect.gen(function*() {
   const config = yield* HubConfig
@@ -165,6 +190,7 @@ export const makeDeliveries = Effect.gen(function*() {
 
   const afterLogged = (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) =>
     Effect.gen(function*() {
+      yield* logAttempts(records)
       const disabled = new Set<string>()
       for (const record of records) {
         const webhookId = record.delivery.webhook_id
@@ -178,6 +204,7 @@ export const makeDeliveries = Effect.gen(function*() {
         if (reason === undefined) continue
         disabled.add(webhookId)
         yield* outbox.disableWebhook(webhookId, reason)
+        yield* Effect.logError("Webhook disabled").pipe(Effect.annotateLogs({ webhookId, reason }))
       }
     })
 

@@ -5,11 +5,11 @@
  */
 import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
 import { Schema } from "effect"
-import { Forbidden, Unauthorized } from "./Errors.js"
+import { Wire } from "./Errors.js"
 import { CurrentPrincipal } from "./Principal.js"
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: Schema.Union(Unauthorized, Forbidden),
+  failure: Schema.Union(Wire.Unauthorized, Wire.Forbidden),
   provides: CurrentPrincipal,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}

@@ -6,32 +6,34 @@ import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } f
 import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
 import { randomBytes } from "node:crypto"
 import { HubConfig } from "../Config.js"
-import { type FieldIssue, type HubError, isHubError } from "../Domain/Errors.js"
+import {
+  type ErrorBody,
+  errorBody,
+  type FieldIssue,
+  type HubError,
+  InternalServerError,
+  isHubError,
+  retryAfterOf,
+  type TooManyRequests,
+  type UpstreamFailure
+} from "../Domain/Errors.js"
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
 import { bodyLimitOf } from "./BodyLimits.js"
-
-interface ErrorBody {
-  readonly statusCode: number
-  readonly message: string
-  readonly error?: string
-  readonly details?: unknown
-}
 
 export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
 
-const hubErrorResponse = (e: HubError) => {
-  if (e._tag === "Unauthorized") return errorResponse({ statusCode: 401, message: "Unauthorized" })
-  const body: ErrorBody = {
-    statusCode: e.statusCode,
-    message: e.message,
-    ...(e.error === undefined ? {} : { error: e.error }),
-    ...(e.details === undefined ? {} : { details: e.details })
+/**
+ * A failure's answer: its ErrorBody (as the Wire schemas encode it); for 429, and for a 503 that
+ * knows when to come back, the Retry-After header; a 413 closes the connection (the rest of a body
+ * over its limit is never read, so the connection cannot carry another request).
+ */
+export const hubErrorResponse = (e: HubError) => {
+  if (e._tag === "TooManyRequests") return errorResponse(errorBody(e), { "retry-after": String(retryAfterOf(e)) })
+  if (e._tag === "ServiceUnavailable" && e.retryAfterSeconds !== undefined) {
+    return errorResponse(errorBody(e), { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
   }
-  const retryAfter = e._tag === "TooManyRequests" || e._tag === "ServiceUnavailable" ? e.retryAfterSeconds : undefined
-  if (retryAfter !== undefined) return errorResponse(body, { "retry-after": String(Math.max(1, Math.ceil(retryAfter))) })
-  // The rest of a body over its limit is never read: the connection cannot carry another request.
-  return e._tag === "PayloadTooLarge" ? errorResponse(body, { connection: "close" }) : errorResponse(body)
+  return e._tag === "PayloadTooLarge" ? errorResponse(errorBody(e), { connection: "close" }) : errorResponse(errorBody(e))
 }
 
 interface DecodeIssue {
@@ -111,9 +113,29 @@ const defectResponse = (defect: unknown, request: RequestLine) => {
   return Option.none()
 }
 
-const internalError = errorResponse({ statusCode: 500, message: "Internal Server Error" })
+const internalError = errorResponse(errorBody(new InternalServerError()))
 
-/** Renders every failure the same way; unexpected ones are logged and become a bare 500. */
+const isUpstreamFailure = (e: HubError): e is UpstreamFailure | TooManyRequests =>
+  e._tag === "UpstreamFailure" || (e._tag === "TooManyRequests" && e.error === "upstream_rate_limited")
+
+const fieldOf = (u: unknown, key: string): unknown => (Predicate.hasProperty(u, key) ? u[key] : undefined)
+
+/**
+ * An upstream refusal or failure, at warn, under the request's id: the Graph code, subcode and
+ * fbtrace_id are what Meta's support asks for.
+ */
+const logUpstreamFailure = (e: UpstreamFailure | TooManyRequests) => {
+  const upstream = fieldOf(fieldOf(e, "details"), "upstream")
+  const graph = (key: string) => {
+    const value = fieldOf(upstream, key)
+    return value === undefined ? {} : { [key]: value }
+  }
+  return Effect.logWarning(upstream === undefined ? "An upstream call failed" : "The upstream refused a request").pipe(
+    Effect.annotateLogs({ status: e.statusCode, error: e.error ?? "", message: e.message, ...graph("code"), ...graph("error_subcode"), ...graph("fbtrace_id") })
+  )
+}
+
+/** Renders every failure the same way; unexpected ones are logged and become a bare 500, the upstream's at warn. */
 const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, request: RequestLine) =>
   Effect.catchAllCause(answer, (cause) => {
     if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
@@ -121,7 +143,11 @@ const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServe
       Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
       () => Option.flatMap(Cause.dieOption(cause), (defect) => defectResponse(defect, request))
     )
-    return Option.isSome(rendered) ? Effect.succeed(rendered.value) : Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+    if (Option.isNone(rendered)) return Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+    const failure = Cause.failureOption(cause)
+    return Option.isSome(failure) && isHubError(failure.value) && isUpstreamFailure(failure.value)
+      ? Effect.as(logUpstreamFailure(failure.value), rendered.value)
+      : Effect.succeed(rendered.value)
   })
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/

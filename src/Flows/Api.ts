@@ -1,8 +1,9 @@
 /** Flows of the instance's business account and their assets (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Forbidden, NotFound, PayloadTooLarge, TooManyRequests, UnsupportedMediaType, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
@@ -47,21 +48,41 @@ export const FlowAssetUploaded = Schema.Struct({ success: Schema.Boolean, valida
 const FlowPath = Schema.Struct({ flowId: GraphId })
 
 export class FlowsApi extends HttpApiGroup.make("flows")
-  .add(HttpApiEndpoint.get("list", "/flows").setUrlParams(FlowListQuery).addSuccess(Envelope(Flow)))
-  .add(HttpApiEndpoint.get("assets", "/flows/:flowId/assets").setPath(FlowPath).addSuccess(Envelope(FlowAsset)))
+  .annotate(OpenApi.Description, "WhatsApp Flows of the business account and their assets.")
+  .add(
+    HttpApiEndpoint.get("list", "/flows")
+      .setUrlParams(FlowListQuery)
+      .addSuccess(Envelope(Flow))
+      .pipe(documented("List flows", "The business account's flows, with the upstream's paging cursors."))
+  )
+  .add(
+    HttpApiEndpoint.get("assets", "/flows/:flowId/assets")
+      .setPath(FlowPath)
+      .addSuccess(Envelope(FlowAsset))
+      .pipe(documented("List a flow's assets", "The flow's files (its flow.json and images), each with a download URL."))
+  )
   .add(
     HttpApiEndpoint.post("uploadAsset", "/flows/:flowId/assets")
       .setPath(FlowPath)
       .setPayload(FlowAssetUpload)
       .addSuccess(FlowAssetUploaded)
-      .addError(PayloadTooLarge)
-      .addError(UnsupportedMediaType)
+      .addError(Wire.PayloadTooLarge)
+      .addError(Wire.UnsupportedMediaType)
+      .pipe(documented(
+        "Upload a flow asset",
+        "multipart/form-data: `file` (flow.json, or a PNG or JPEG image), `name` (`flow.json` for the main file) and " +
+          "`asset_type` (FLOW_JSON or IMAGE); at most 10 MB. The upstream's validation errors of the flow are in the answer."
+      ))
   )
-  .add(HttpApiEndpoint.post("deprecate", "/flows/:flowId/deprecate").setPath(FlowPath).addSuccess(Schema.Struct({ success: Schema.Boolean })))
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .add(
+    HttpApiEndpoint.post("deprecate", "/flows/:flowId/deprecate")
+      .setPath(FlowPath)
+      .addSuccess(Schema.Struct({ success: Schema.Boolean }))
+      .pipe(documented("Deprecate a flow", "A PUBLISHED flow can no longer be sent; this cannot be undone."))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   // Added before Authentication, so it runs after it: an unauthenticated caller gets 401, not 413.
   .middleware(Authentication)
 {}

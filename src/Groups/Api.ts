@@ -1,8 +1,9 @@
 /** Groups of the instance's phone number (instance tokens), with the upstream fields renamed as the spec names them. */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GroupId } from "./GroupId.js"
 
 export const Group = Schema.Struct({
@@ -14,10 +15,15 @@ export const Group = Schema.Struct({
 })
 
 export class GroupsApi extends HttpApiGroup.make("groups")
-  .add(HttpApiEndpoint.get("get", "/groups/:groupId").setPath(Schema.Struct({ groupId: GroupId })).addSuccess(Group))
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .annotate(OpenApi.Description, "Groups of the instance's phone number.")
+  .add(
+    HttpApiEndpoint.get("get", "/groups/:groupId")
+      .setPath(Schema.Struct({ groupId: GroupId }))
+      .addSuccess(Group)
+      .pipe(documented("Read a group", "A group of the instance's phone number: subject, description, creation time and participant count."))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

@@ -1,13 +1,20 @@
 /** Liveness and readiness probes; no authentication. */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ServiceUnavailable } from "../Domain/Errors.js"
+import { documented } from "../Domain/Documented.js"
+import { Wire } from "../Domain/Errors.js"
 
 export class HealthApi extends HttpApiGroup.make("health")
-  .add(HttpApiEndpoint.get("health", "/health").addSuccess(Schema.Struct({ status: Schema.Literal("ok") })))
+  .annotate(OpenApi.Description, "Liveness and readiness probes; no token.")
+  .add(
+    HttpApiEndpoint.get("health", "/health")
+      .addSuccess(Schema.Struct({ status: Schema.Literal("ok") }))
+      .pipe(documented("Liveness", "200 while the process serves requests."))
+  )
   .add(
     HttpApiEndpoint.get("ready", "/ready")
       .addSuccess(Schema.Struct({ status: Schema.Literal("ready"), database: Schema.Literal("ok") }))
-      .addError(ServiceUnavailable)
+      .addError(Wire.ServiceUnavailable)
+      .pipe(documented("Readiness", "200 when the database answers; 503 otherwise."))
   )
 {}

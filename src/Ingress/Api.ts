@@ -2,9 +2,10 @@
  * Where the upstream posts its events: no Bearer token, the upstream signs with the app secret and
  * verifies the callback with the verify token.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Forbidden, PayloadTooLarge, ServiceUnavailable, Unauthorized } from "../Domain/Errors.js"
+import { documented } from "../Domain/Documented.js"
+import { Wire } from "../Domain/Errors.js"
 import { JsonObjectSchema } from "../Domain/Json.js"
 
 export const IngestSummary = Schema.Struct({
@@ -15,7 +16,24 @@ export const IngestSummary = Schema.Struct({
   deliveries: Schema.Number
 })
 
+/** A status event for the sandbox's demo number, as the upstream posts it. */
+const STATUS_EVENT_EXAMPLE = {
+  object: "whatsapp_business_account",
+  entry: [{
+    id: "200000000000001",
+    changes: [{
+      field: "messages",
+      value: {
+        messaging_product: "whatsapp",
+        metadata: { display_phone_number: "15550000001", phone_number_id: "100000000000001" },
+        statuses: [{ id: "wamid.HBgLMTY1MDU1NTEyMzQVAgARGBI", status: "delivered", timestamp: "1760000000", recipient_id: "16505551234" }]
+      }
+    }]
+  }]
+}
+
 export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
+  .annotate(OpenApi.Description, "Where the upstream posts its events (signed with the app secret) and verifies the callback; no Bearer token.")
   .add(
     HttpApiEndpoint.get("verify", "/upstream/events")
       .setUrlParams(Schema.Struct({
@@ -24,15 +42,26 @@ export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
         "hub.challenge": Schema.optional(Schema.String)
       }))
       .addSuccess(HttpApiSchema.Text().annotations({ description: "The hub.challenge, as sent" }))
-      .addError(Forbidden)
+      .addError(Wire.Forbidden)
+      .pipe(documented(
+        "Verify the callback (the upstream calls this)",
+        "The upstream's subscription handshake: with `hub.mode=subscribe` and the hub's verify token, answers `hub.challenge`; 403 otherwise."
+      ))
   )
   .add(
     HttpApiEndpoint.post("receive", "/upstream/events")
       // Documented only: the handler reads the raw bytes, which the signature covers.
       .setPayload(JsonObjectSchema.annotations({ description: "Upstream webhook envelope {object, entry[]}" }))
       .addSuccess(IngestSummary)
-      .addError(Unauthorized)
-      .addError(PayloadTooLarge)
-      .addError(ServiceUnavailable)
+      .addError(Wire.Unauthorized)
+      .addError(Wire.PayloadTooLarge)
+      .addError(Wire.ServiceUnavailable)
+      .pipe(documented(
+        "Receive upstream events (the upstream calls this)",
+        "The upstream posts its webhook envelopes here, signed with `X-Hub-Signature-256` when the hub has an app secret " +
+          "(401 if the signature does not match). Answered 200 once the events and their deliveries are committed; each change " +
+          "is routed by its phone number id to the instance's webhooks. At most 8 MB.",
+        { example: STATUS_EVENT_EXAMPLE }
+      ))
   )
 {}

@@ -1,6 +1,7 @@
 /** Instances of the caller's organization (organization or session tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { IsoTimestamp } from "../Domain/Schemas.js"
 
@@ -13,6 +14,11 @@ export const InstanceRecord = Schema.Struct({
 })
 
 export class InstancesApi extends HttpApiGroup.make("instances")
-  .add(HttpApiEndpoint.get("list", "/api/instances").addSuccess(Schema.Struct({ data: Schema.Array(InstanceRecord) })))
+  .annotate(OpenApi.Description, "Instances of the organization: each is bound to one business phone number and business account.")
+  .add(
+    HttpApiEndpoint.get("list", "/api/instances")
+      .addSuccess(Schema.Struct({ data: Schema.Array(InstanceRecord) }))
+      .pipe(documented("List instances", "The organization's instances: each one's id, phone number id and business account id."))
+  )
   .middleware(Authentication)
 {}

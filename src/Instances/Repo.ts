@@ -35,6 +35,10 @@ export class InstancesRepo extends Context.Tag("InstancesRepo")<InstancesRepo, {
   readonly createOrganization: (name: string) => Effect.Effect<OrganizationRow>
   readonly findOrganization: (id: string) => Effect.Effect<Option.Option<OrganizationRow>>
   readonly countOrganizations: Effect.Effect<number>
+  /** Every organization, oldest first (the operator's `org list`). */
+  readonly listOrganizations: Effect.Effect<ReadonlyArray<OrganizationRow>>
+  /** Every instance of every organization (the operator's `instance list`). */
+  readonly listInstances: Effect.Effect<ReadonlyArray<InstanceRow>>
   readonly createInstance: (input: {
     readonly organizationId: OrganizationId
     readonly name: string
@@ -75,6 +79,8 @@ export const InstancesRepoLive = Layer.effect(
         Effect.map((rows) => rows[0]?.n ?? 0),
         Effect.orDie
       ),
+      listOrganizations: sql<OrganizationRow>`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`.pipe(Effect.orDie),
+      listInstances: sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances ORDER BY created_at, id`.pipe(Effect.orDie),
       createInstance: (input) =>
         Effect.gen(function*() {
           const taken = yield* sql<{ readonly organization_id: string; readonly phone_number_id: string }>`

@@ -1,15 +1,9 @@
 /** Media: upload (multipart, both spellings of the path), info, and a streaming download (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import {
-  Forbidden,
-  NotFound,
-  PayloadTooLarge,
-  TooManyRequests,
-  UnsupportedMediaType,
-  UpstreamFailure
-} from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
@@ -46,24 +40,40 @@ const upload = <const Name extends string, const Path extends `/${string}`>(name
   HttpApiEndpoint.post(name, path)
     .setPayload(MediaUpload)
     .addSuccess(MediaUploaded)
-    .addError(PayloadTooLarge)
-    .addError(UnsupportedMediaType)
+    .addError(Wire.PayloadTooLarge)
+    .addError(Wire.UnsupportedMediaType)
+    .pipe(documented(
+      "Upload media",
+      "multipart/form-data: `file`, `type` (its MIME type) and `messaging_product` (`whatsapp`). Limits by kind: images " +
+        "(jpeg, png, webp) 5 MB, audio and video 16 MB, documents 100 MB, stickers (`kind=sticker`, webp) 100 KB. " +
+        "The answer's `id` is used as `id` instead of `link` in image, audio, video, document and sticker messages."
+    ))
 
 export class MediaApi extends HttpApiGroup.make("media")
+  .annotate(OpenApi.Description, "Media to send in messages: upload, info and download.")
   .add(upload("upload", "/media"))
   .add(upload("uploadApi", "/api/media"))
-  .add(HttpApiEndpoint.get("info", "/media/:mediaId").setPath(MediaPath).addSuccess(MediaInfo))
+  .add(
+    HttpApiEndpoint.get("info", "/media/:mediaId")
+      .setPath(MediaPath)
+      .addSuccess(MediaInfo)
+      .pipe(documented(
+        "Read media info",
+        "The media's MIME type, size, SHA-256 and a temporary download URL (about 5 minutes, needs the instance's access " +
+          "token: use the download endpoint instead)."
+      ))
+  )
   .add(
     HttpApiEndpoint.get("download", "/media/:mediaId/download")
       .setPath(MediaPath)
       .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }).annotations({
         description: "The media bytes, with the upstream's Content-Type and Content-Length"
       }))
+      .pipe(documented("Download media", "Streams the media's bytes from the upstream with the instance's access token."))
   )
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   // Added before Authentication, so it runs after it: an unauthenticated caller gets 401, not 413.
   .middleware(Authentication)
 {}

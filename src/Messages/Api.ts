@@ -1,8 +1,9 @@
 /** Messages: send one message (every type) and list the message history (organization or instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Cursor, PageFields } from "../Domain/Paging.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -111,25 +112,50 @@ export const MessageList = Schema.Struct({
   ...PageFields
 })
 
+/** A text message to a number: works from Swagger UI with an instance token (an organization token adds phone_number_id). */
+const SEND_EXAMPLE = {
+  messaging_product: "whatsapp",
+  recipient_type: "individual",
+  to: "16505551234",
+  type: "text",
+  text: { body: "Hello from the Messaging Hub" }
+} as const
+
 export class MessagesApi extends HttpApiGroup.make("messages")
+  .annotate(OpenApi.Description, "Send messages and list the message history.")
   .add(
     HttpApiEndpoint.post("send", "/api/messages")
       .setPayload(SendMessageRequest)
       .setHeaders(SendHeaders)
       .addSuccess(SendMessageResponse)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .addError(Conflict)
-      .addError(TooManyRequests)
-      .addError(UpstreamFailure)
-      .addError(ServiceUnavailable)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .addError(Wire.PayloadTooLarge)
+      .addError(UpstreamErrors)
+      .addError(Wire.ServiceUnavailable)
+      .pipe(documented(
+        "Send a message",
+        "Sends one message of any type (text, image, audio, video, document, sticker, location, contacts, reaction, " +
+          "template, interactive) through the upstream and records it as `pending`; status events move it on. " +
+          "An organization token names the sending number with `phone_number_id`; an instance token sends from its own. " +
+          "With an `Idempotency-Key` header a repeated request returns the first answer (marked `Idempotent-Replayed: true`) " +
+          "instead of sending again. Sends are paced per phone number: over the rate the answer is 429 with Retry-After.",
+        { example: SEND_EXAMPLE }
+      ))
   )
   .add(
     HttpApiEndpoint.get("list", "/api/messages")
       .setUrlParams(ListMessagesQuery)
       .addSuccess(MessageList)
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .pipe(documented(
+        "List the message history",
+        "Messages sent and received, newest first, in pages (`page`, `limit` up to 100), filtered by status, direction, " +
+          "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive) and upstream message id. " +
+          "An instance token sees its instance; an organization token sees all of its instances unless it names one."
+      ))
   )
   .middleware(Authentication)
 {}

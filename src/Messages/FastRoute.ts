@@ -6,7 +6,7 @@
  */
 import { HttpApiError } from "@effect/platform"
 import { Cause, Effect, Either, Schema } from "effect"
-import { AccessPolicy } from "../Auth/Access.js"
+import { AccessPolicy } from "../Domain/Access.js"
 import { authenticateBearer, authenticateBearerCached } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
 import { declaresJson, decodeWith, jsonBodyLimit, malformedJson, type PlainEdge, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"

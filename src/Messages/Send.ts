@@ -16,7 +16,7 @@
  */
 import { Cause, Context, Effect, Either, Exit, Layer, Option, Runtime, Schedule } from "effect"
 import { HubConfig } from "../Config.js"
-import { type Conflict, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
+import { type Conflict, errorBody, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import type { Within } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
@@ -72,13 +72,6 @@ const errorRecord = (e: UpstreamError): JsonObject => ({
 const keepsAnswer = (e: SendError) =>
   e._tag === "UpstreamFailure" &&
   ((e.status < 500 && e.error === "upstream_error") || e.error === "upstream_timeout" || e.error === "upstream_unreachable")
-
-const errorBody = (e: SendError) => ({
-  statusCode: e.statusCode,
-  message: e.message,
-  ...(e.error === undefined ? {} : { error: e.error }),
-  ...(e.details === undefined ? {} : { details: e.details })
-})
 
 /** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
 const UPDATE_RETRIES = 2

@@ -3,10 +3,11 @@
  * passwords) and the business account's phone number list (business account data: organization
  * tokens too, naming the instance).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { BadRequest, Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -35,20 +36,38 @@ const updateSettings = <const Name extends string, const Path extends `/${string
   HttpApiEndpoint.post(name, path)
     .setPayload(SettingsUpdate)
     .addSuccess(SettingsUpdated)
+    .addError(Wire.PayloadTooLarge)
+    .pipe(documented(
+      "Update phone number settings",
+      "Exactly one section per request: `calling`, `payload_encryption`, `storage_configuration` or `user_identity_change`.",
+    { example: { calling: { status: "enabled", call_icon_visibility: "DEFAULT" } } }
+  ))
 
 export class PhoneNumbersApi extends HttpApiGroup.make("phoneNumbers")
+  .annotate(OpenApi.Description, "Settings of the instance's phone number and the business account's phone numbers.")
   .add(
     HttpApiEndpoint.get("settings", "/api/phone-numbers/settings")
       .setUrlParams(SettingsQuery)
       .addSuccess(JsonObjectSchema.annotations({ description: "The upstream settings object; SIP passwords only with include_sip_credentials=true" }))
+      .pipe(documented(
+        "Read phone number settings",
+        "Calling, payload encryption and storage settings of the instance's number; SIP passwords only with `include_sip_credentials=true`."
+      ))
   )
   .add(updateSettings("updateSettings", "/phone-numbers/settings"))
   .add(updateSettings("updateSettingsApi", "/api/phone-numbers/settings"))
-  .add(HttpApiEndpoint.get("list", "/phone-numbers/list").setUrlParams(PhoneNumberListQuery).addSuccess(Envelope(PhoneNumber)))
-  .addError(BadRequest)
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .add(
+    HttpApiEndpoint.get("list", "/phone-numbers/list")
+      .setUrlParams(PhoneNumberListQuery)
+      .addSuccess(Envelope(PhoneNumber))
+      .pipe(documented(
+        "List business phone numbers",
+        "The phone numbers of the instance's business account, from the upstream, with its paging cursors. An organization " +
+          "token names the instance with `instance_id` or `phone_number_id`."
+      ))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

@@ -1,8 +1,9 @@
 /** QR codes of the instance's phone number (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Envelope, GraphPagingFields, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
@@ -23,7 +24,13 @@ export const QrCode = PassThrough({
 })
 
 export class QrCodesApi extends HttpApiGroup.make("qrCodes")
-  .add(HttpApiEndpoint.get("list", "/qr-codes").setUrlParams(QrCodeListQuery).addSuccess(Envelope(QrCode)))
+  .annotate(OpenApi.Description, "QR codes that open a chat with the phone number.")
+  .add(
+    HttpApiEndpoint.get("list", "/qr-codes")
+      .setUrlParams(QrCodeListQuery)
+      .addSuccess(Envelope(QrCode))
+      .pipe(documented("List QR codes", "The phone number's QR codes from the upstream, with its paging cursors; `fields` picks the fields."))
+  )
   .add(
     HttpApiEndpoint.get("get", "/qr-codes/:qrCodeId")
       .setPath(Schema.Struct({
@@ -31,10 +38,10 @@ export class QrCodesApi extends HttpApiGroup.make("qrCodes")
       }))
       .setUrlParams(RequestStruct({ fields: Schema.optional(Fields) }))
       .addSuccess(QrCode)
+      .pipe(documented("Read a QR code", "One QR code of the phone number, by its code."))
   )
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

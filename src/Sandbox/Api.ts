@@ -2,10 +2,11 @@
  * The sandbox's simulators (sandbox mode only): a customer "sends" the business a message, or the
  * upstream posts changes of any kind (to try webhooks' event filters without a Meta account).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { BadRequest, Forbidden, NotFound } from "../Domain/Errors.js"
+import { Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
@@ -95,21 +96,34 @@ export const ChangesAccepted = Schema.Struct({
 })
 
 export class SandboxApi extends HttpApiGroup.make("sandbox")
+  .annotate(OpenApi.Description, "The sandbox upstream's simulator (sandbox mode only).")
   .add(
     HttpApiEndpoint.post("inbound", "/sandbox/inbound")
       .setPayload(SandboxInbound)
       .addSuccess(InboundAccepted)
-      .addError(BadRequest)
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Simulate an inbound message (sandbox)",
+        "The sandbox upstream posts a message from `from` to the instance's number, as a customer would send it; the " +
+          "instance's webhooks receive it. An organization token names the instance with `instance_id` or `phone_number_id`.",
+      { example: { from: "16505551234", type: "text", text: { body: "Hi, is my order on its way?" } } }
+    ))
   )
   .add(
     HttpApiEndpoint.post("changes", "/sandbox/changes")
       .setPayload(SandboxChanges)
       .addSuccess(ChangesAccepted)
-      .addError(BadRequest)
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Simulate upstream changes (sandbox)",
+        "The sandbox upstream posts changes of any kind (`field` and `value`) for the instance's number, as Meta would: to try " +
+          "webhooks' event filters without a Meta account. The hub sets each change's metadata to the instance's number.",
+        { example: { changes: [{ field: "account_update", value: { event: "VERIFIED_ACCOUNT" } }] } }
+      ))
   )
   .middleware(Authentication)
 {}

@@ -1,8 +1,9 @@
 /** Message templates of the instance's business account (instance tokens). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Forbidden, NotFound, TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { Envelope, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
@@ -56,13 +57,44 @@ export const Template = PassThrough({
   components: Schema.optional(Schema.Array(JsonObjectSchema))
 })
 
+const TEMPLATE_EXAMPLE = {
+  name: "order_update",
+  language: "en_US",
+  category: "UTILITY",
+  components: [
+    { type: "BODY", text: "Your order {{1}} has shipped.", example: { body_text: [["A-1042"]] } },
+    { type: "FOOTER", text: "Thank you for your order" }
+  ]
+} as const
+
 export class TemplatesApi extends HttpApiGroup.make("templates")
-  .add(HttpApiEndpoint.post("create", "/templates").setPayload(CreateTemplate).addSuccess(TemplateCreated))
-  .add(HttpApiEndpoint.get("list", "/templates").setUrlParams(TemplateListQuery).addSuccess(Envelope(Template)))
-  .add(HttpApiEndpoint.get("get", "/templates/:templateId").setPath(Schema.Struct({ templateId: GraphId })).addSuccess(Template))
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(TooManyRequests)
-  .addError(UpstreamFailure)
+  .annotate(OpenApi.Description, "Message templates of the business account.")
+  .add(
+    HttpApiEndpoint.post("create", "/templates")
+      .setPayload(CreateTemplate)
+      .addSuccess(TemplateCreated)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Create a message template",
+        "Submits a template to the upstream for approval; it is PENDING until approved (usually hours; in the sandbox, seconds). " +
+          "Only APPROVED templates can be sent.",
+      { example: TEMPLATE_EXAMPLE }
+    ))
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/templates")
+      .setUrlParams(TemplateListQuery)
+      .addSuccess(Envelope(Template))
+      .pipe(documented("List message templates", "The business account's templates, with the upstream's paging cursors; filter by `name` and `status`."))
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/templates/:templateId")
+      .setPath(Schema.Struct({ templateId: GraphId }))
+      .addSuccess(Template)
+      .pipe(documented("Read a message template", "One template of the business account, by its id."))
+  )
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(UpstreamErrors)
   .middleware(Authentication)
 {}

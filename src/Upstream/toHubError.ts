@@ -1,7 +1,7 @@
 /**
- * How an upstream failure reaches the customer (DESIGN.md): Graph 4xx keeps its status and message
- * with `details.upstream`; throttling is 429 with Retry-After; Graph 5xx is 502; no answer is 502
- * (network) or 504 (timeout). A rejected access token is the operator's problem, not the caller's,
+ * How an upstream failure reaches the customer (DESIGN.md): Graph 4xx keeps its status (400, 403
+ * or 404; any other 4xx is answered 400) and message with `details.upstream`; throttling is 429 with
+ * Retry-After; Graph 5xx is 502; no answer is 502 (network) or 504 (timeout). A rejected access token is the operator's problem, not the caller's,
  * so it is 502 rather than a 401 the caller would take for its own token.
  */
 import { TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
@@ -40,7 +40,9 @@ export const toHubError = (e: UpstreamError): TooManyRequests | UpstreamFailure 
     })
   }
   if (e.status >= 400 && e.status < 500) {
-    return new UpstreamFailure({ status: e.status, message: e.message, error: "upstream_error", details: upstreamDetails(e) })
+    // The statuses the document names for an upstream refusal (Domain/Errors.ts); Graph answers others rarely, if ever.
+    const status = e.status === 403 || e.status === 404 ? e.status : 400
+    return new UpstreamFailure({ status, message: e.message, error: "upstream_error", details: upstreamDetails(e) })
   }
   return new UpstreamFailure({ status: 502, message: e.message, error: "upstream_error", details: upstreamDetails(e) })
 }

@@ -4,9 +4,10 @@
  * delivery log (per webhook and organization-wide), replay, recover, test events and secret rotation.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { ParseResult, Schema } from "effect"
+import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
-import { Conflict, Forbidden, NotFound, TooManyRequests } from "../Domain/Errors.js"
+import { Wire } from "../Domain/Errors.js"
+import { ParseResult, Schema } from "effect"
 import { Cursor, PageFields } from "../Domain/Paging.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
 import { CustomHeadersInput } from "../Delivery/CustomHeaders.js"
@@ -218,14 +219,22 @@ export const TestHeaders = RequestStruct({
 const WebhookPath = Schema.Struct({ id: IdString })
 
 export class WebhooksApi extends HttpApiGroup.make("webhooks")
+  .annotate(OpenApi.Description, "Webhooks that receive the upstream's events for an instance, signed (Standard Webhooks), with their delivery log.")
   .add(
     HttpApiEndpoint.post("create", "/api/webhooks")
       .setPayload(CreateWebhook)
       .addSuccess(WebhookCreated, { status: 201 })
-      .addError(Forbidden)
-      .addError(NotFound)
-      .addError(Conflict)
-      .annotate(OpenApi.Description, "409 webhook_limit_reached when the instance has HUB_WEBHOOKS_PER_INSTANCE webhooks (default 10)")
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Register a webhook",
+        "The URL receives the upstream events of the instance (all of them, or the kinds `events` names) as a signed POST " +
+          "(Standard Webhooks headers, signed with the `secret` in this answer, shown only now). An organization token names " +
+          "the instance with `instance_id`. 409 `webhook_limit_reached` when the instance already has HUB_WEBHOOKS_PER_INSTANCE webhooks (default 10).",
+      { example: { url: "https://example.com/hooks/whatsapp", name: "My receiver" } }
+    ))
   )
   .add(
     HttpApiEndpoint.get("list", "/api/webhooks")
@@ -234,78 +243,104 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
         event: Schema.optional(EventKindName).annotations({ description: "Only webhooks that receive this kind" })
       }))
       .addSuccess(Schema.Struct({ data: Schema.Array(WebhookRecord) }))
-      .addError(Forbidden)
-      .addError(NotFound)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .pipe(documented("List webhooks", "The webhooks of the token's instance, or of the organization's instances (one with `instance_id`)."))
   )
-  .add(HttpApiEndpoint.get("get", "/api/webhooks/:id").setPath(WebhookPath).addSuccess(WebhookRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.get("get", "/api/webhooks/:id")
+      .setPath(WebhookPath)
+      .addSuccess(WebhookRecord)
+      .addError(Wire.NotFound)
+      .pipe(documented("Read a webhook"))
+  )
   .add(
     HttpApiEndpoint.patch("update", "/api/webhooks/:id")
       .setPath(WebhookPath)
       .setPayload(UpdateWebhook)
       .addSuccess(WebhookRecord)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented("Update a webhook", "Changes its `url` or `name`, or turns it off and on with `active`.", { example: { active: false } }))
   )
   .add(
-    HttpApiEndpoint.del("remove", "/api/webhooks/:id").setPath(WebhookPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound)
+    HttpApiEndpoint.del("remove", "/api/webhooks/:id")
+      .setPath(WebhookPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .addError(Wire.NotFound)
+      .pipe(documented("Delete a webhook", "Its pending deliveries are cancelled."))
   )
   .add(
     HttpApiEndpoint.get("deliveries", "/api/webhooks/:id/deliveries")
       .setPath(WebhookPath)
       .setUrlParams(DeliveriesQuery)
       .addSuccess(DeliveryList)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .pipe(documented(
+        "List a webhook's deliveries",
+        "Newest first, each with its attempts (status code, latency, error); filter by `status`, `since`, `until`; page with " +
+          "`page` (at most 10,000 rows deep) or the `before`/`after` cursors."
+      ))
   )
   .add(
     HttpApiEndpoint.get("searchDeliveries", "/api/deliveries")
       .setUrlParams(DeliverySearchQuery)
       .addSuccess(DeliveryList)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(
-        OpenApi.Description,
-        "Deliveries of every webhook of the organization (an instance token: of its instance), newest first, with their attempts"
-      )
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .pipe(documented(
+        "Search deliveries",
+        "Deliveries of every webhook of the organization (an instance token: of its instance), newest first, with their " +
+          "attempts; filter by `status`, `webhook_id`, `instance_id`, `since`, `until`; page with `page` or the cursors."
+      ))
   )
   .add(
     HttpApiEndpoint.post("retry", "/api/webhooks/:id/deliveries/:deliveryId/retry")
       .setPath(Schema.Struct({ id: IdString, deliveryId: IdString }))
       .addSuccess(Delivery)
-      .addError(NotFound)
-      .addError(Conflict)
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .pipe(documented("Retry a delivery", "Queues a finished (dead, failed or succeeded) delivery again, at once."))
   )
   .add(
     HttpApiEndpoint.post("recover", "/api/webhooks/:id/recover")
       .setPath(WebhookPath)
       .setPayload(RecoverRequest)
       .addSuccess(Recovered)
-      .addError(NotFound)
-      .addError(Conflict)
-      .annotate(
-        OpenApi.Description,
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .addError(Wire.PayloadTooLarge)
+      .pipe(documented(
+        "Recover failed deliveries",
         `Queues again every failed or dead delivery of the webhook created in [since, until), oldest first, at most ${RECOVER_MAX} a call, ` +
-          "each with its original webhook-id. A repeat queues only what failed again since: what is queued is not queued twice."
-      )
+          "each with its original webhook-id. A repeat queues only what failed again since: what is queued is not queued twice.",
+        { example: { since: "2026-11-20T00:00:00Z" } }
+      ))
   )
   .add(
     HttpApiEndpoint.post("test", "/api/webhooks/:id/test")
       .setPath(WebhookPath)
       .setHeaders(TestHeaders)
       .addSuccess(Delivery)
-      .addError(NotFound)
-      .addError(Conflict)
-      .addError(TooManyRequests)
-      .annotate(
-        OpenApi.Description,
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .addError(Wire.TooManyRequests)
+      .pipe(documented(
+        "Send a test event",
         "Sends a signed test event (`{\"object\":\"hub.test\",\"entry\":[{\"id\":<instance id>,\"time\":<unix seconds>,\"changes\":[{\"field\":\"hub.test\",\"value\":{…}}]}]}`) " +
           "through the normal delivery path, whatever kinds the webhook takes, and answers its delivery once the first attempt is logged " +
           "(or, after the webhook timeout, as it stands). At most one test per webhook a second (429 with Retry-After)."
-      )
+      ))
   )
   .add(
     HttpApiEndpoint.post("rotateSecret", "/api/webhooks/:id/rotate-secret")
       .setPath(WebhookPath)
       .addSuccess(SecretRotated)
-      .addError(NotFound)
+      .addError(Wire.NotFound)
+      .pipe(documented(
+        "Rotate a webhook's signing secret",
+        "Returns the new secret (shown only now); deliveries carry signatures of both secrets until the old one expires."
+      ))
   )
   .middleware(Authentication)
 {}

@@ -1,6 +1,7 @@
 /** Test files with real signatures, and multipart bodies carrying them. */
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
+import { expectDocumented } from "./OpenApiCheck.js"
 
 export const JPEG_HEAD = [0xff, 0xd8, 0xff, 0xe0]
 export const PNG_HEAD = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
@@ -58,5 +59,20 @@ export const declaredOnly = (baseUrl: string, path: string, token: string, conte
           error: (_, error) => reject(error)
         }
       }).catch(reject)
+    }).then(async (received) => {
+      await expectRawDocumented("POST", path, received)
+      return received
     })
   )
+
+/** A raw HTTP/1.1 answer (one with Content-Length, as the hub's JSON answers are), checked against the OpenAPI document. */
+const expectRawDocumented = async (method: string, path: string, raw: string) => {
+  const [head = "", body = ""] = raw.split("\r\n\r\n", 2)
+  const [statusLine = "", ...headerLines] = head.split("\r\n")
+  const headers = new Headers()
+  for (const line of headerLines) {
+    const colon = line.indexOf(":")
+    if (colon > 0) headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim())
+  }
+  await expectDocumented({ method, url: path, status: Number(statusLine.split(" ")[1]), headers, text: body })
+}

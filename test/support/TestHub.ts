@@ -10,6 +10,7 @@ import { type HubSettings, hubConfigWith } from "../../src/Config.js"
 import { hubLayer } from "../../src/Http.js"
 import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
 import { InstancesRepo } from "../../src/Instances/Repo.js"
+import { expectDocumented } from "./OpenApiCheck.js"
 
 export interface HttpResult {
   readonly status: number
@@ -67,6 +68,8 @@ export const TestHubLive = Layer.effect(
           }
           const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
           const text = await response.text()
+          // Every answer must be what the OpenAPI document says (see OpenApiCheck.ts).
+          await expectDocumented({ method, url: path, status: response.status, headers: response.headers, text })
           return { status: response.status, headers: response.headers, body: parseObject(text), text }
         })
     })

@@ -3,7 +3,7 @@
  * It implements the spec's access matrix in one place; every authenticated endpoint needs a row
  * (a test checks that), and a route without one is refused.
  */
-import type { TokenKind } from "../Domain/Principal.js"
+import type { TokenKind } from "./Principal.js"
 
 const management: ReadonlyArray<TokenKind> = ["session", "organization"]
 export const apiTokens: ReadonlyArray<TokenKind> = ["organization", "instance"]

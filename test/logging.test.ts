@@ -1,0 +1,133 @@
+/**
+ * Logs an operator can use: each delivery attempt's outcome (success at debug, a failure to retry
+ * at warn, dead or a disabled webhook at error) with its webhook, delivery, attempt, status and
+ * latency; upstream refusals at warn with the Graph code, subcode and fbtrace_id under the request
+ * id; and the pretty format's one line per record. Logs are captured through a test Logger.
+ */
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Cause, Duration, Effect, HashMap, Layer, Logger, LogLevel, Schedule } from "effect"
+import { prettyLine } from "../src/Logging.js"
+import { makeReceiver } from "./support/Receivers.js"
+import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+
+interface Line {
+  readonly level: string
+  readonly message: string
+  readonly fields: Readonly<Record<string, unknown>>
+}
+
+const lines: Array<Line> = []
+const capture = Logger.make(({ annotations, logLevel, message }) => {
+  lines.push({ level: logLevel.label, message: [message].flat().map(String).join(" "), fields: Object.fromEntries(HashMap.toEntries(annotations)) })
+})
+
+/** Waits until a captured line satisfies the condition; dies after the deadline. */
+const lineWhere = (what: string, condition: (line: Line) => boolean) =>
+  Effect.suspend(() => {
+    const found = lines.find(condition)
+    return found === undefined ? Effect.fail("not yet") : Effect.succeed(found)
+  }).pipe(
+    Effect.retry(Schedule.spaced(Duration.millis(20))),
+    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`no log line: ${what}`) }),
+    Effect.orDie
+  )
+
+const createWebhook = (tenant: Tenant, url: string) =>
+  Effect.gen(function*() {
+    const hub = yield* TestHub
+    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
+    expect(created.status).toBe(201)
+    return String(created.body.id)
+  })
+
+const postEvent = (tenant: Tenant) =>
+  Effect.flatMap(TestHub, (hub) =>
+    hub.request("POST", "/upstream/events", { json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]]) }))
+
+const loggingHub = testHub(
+  { webhookRetry: [Duration.millis(10)], sandboxStatusDelay: Duration.hours(1), logLevel: LogLevel.Debug },
+  Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Debug))
+)
+
+layer(loggingHub, { excludeTestServices: true })("operator logs", (it) => {
+  it.scoped("every delivery attempt's outcome, with webhook, delivery, attempt, status and latency", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const fine = yield* makeReceiver(() => ({ status: 204 }))
+      const failing = yield* makeReceiver(() => ({ status: 500 }))
+      const gone = yield* makeReceiver(() => ({ status: 410 }))
+      const fineHook = yield* createWebhook(tenant, fine.url)
+      const failingHook = yield* createWebhook(tenant, failing.url)
+      const goneHook = yield* createWebhook(tenant, gone.url)
+      expect((yield* postEvent(tenant)).body).toMatchObject({ deliveries: 3 })
+
+      const succeeded = yield* lineWhere("a success", (l) => l.fields.webhookId === fineHook)
+      expect(succeeded).toMatchObject({
+        level: "DEBUG",
+        message: "Webhook delivery succeeded",
+        fields: { webhookId: fineHook, deliveryId: expect.stringMatching(/\w/), attempt: 1, status: 204, latencyMs: expect.any(Number) }
+      })
+
+      // A 500: retried once (HUB_WEBHOOK_RETRY has one delay here), then dead.
+      const retried = yield* lineWhere("a failure to retry", (l) => l.fields.webhookId === failingHook && l.fields.attempt === 1)
+      expect(retried).toMatchObject({
+        level: "WARN",
+        message: "Webhook delivery failed; it will be retried",
+        fields: { attempt: 1, status: 500, latencyMs: expect.any(Number), error: "the receiver answered 500", retryAt: expect.any(String) }
+      })
+      const dead = yield* lineWhere("a dead delivery", (l) => l.fields.webhookId === failingHook && l.fields.attempt === 2)
+      expect(dead).toMatchObject({ level: "ERROR", message: "Webhook delivery dead: no more attempts", fields: { status: 500, deliveryId: retried.fields.deliveryId } })
+
+      // A 410: dead at once, and the webhook disabled.
+      const goneDead = yield* lineWhere("the 410's delivery", (l) => l.fields.webhookId === goneHook && l.fields.attempt === 1)
+      expect(goneDead).toMatchObject({ level: "ERROR", fields: { status: 410 } })
+      const disabled = yield* lineWhere("the webhook disabled", (l) => l.message === "Webhook disabled" && l.fields.webhookId === goneHook)
+      expect(disabled).toMatchObject({ level: "ERROR", fields: { reason: "gone_410" } })
+    }))
+
+  it.effect("an upstream refusal: at warn, with the Graph code, subcode and fbtrace_id, under the request id", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const refused = yield* hub.request("POST", "/api/messages", {
+        token: tenant.instanceToken,
+        json: { to: "999132001111", type: "text", text: { body: "hi" } },
+        headers: { "x-request-id": "refusal-1" }
+      })
+      expect(refused.status).toBe(404)
+      const logged = yield* lineWhere("the refusal", (l) => l.fields.requestId === "refusal-1" && l.level === "WARN")
+      expect(logged).toMatchObject({
+        message: "The upstream refused a request",
+        fields: { status: 404, error: "upstream_error", code: 132001, error_subcode: 2494073, fbtrace_id: expect.stringMatching(/\w/) }
+      })
+      // And the access line, under the same id.
+      yield* lineWhere("the access line", (l) => l.fields.requestId === "refusal-1" && l.message === "request" && l.fields.status === 404)
+    }))
+})
+
+describe("the pretty format", () => {
+  const record = (message: unknown, fields: Record<string, unknown>, cause: Cause.Cause<unknown> = Cause.empty) => ({
+    date: new Date(2026, 10, 23, 9, 5, 7, 42),
+    logLevel: LogLevel.Info,
+    message,
+    annotations: HashMap.fromIterable(Object.entries(fields)),
+    cause
+  })
+
+  it("prints a request on one line: method, path, status, duration, request id", () => {
+    const line = prettyLine(record("request", { status: 200, durationMs: 3.1, path: "/api/messages", requestId: "ab12-3", method: "POST" }), false)
+    expect(line).toBe("[09:05:07.042] INFO  POST /api/messages 200 3.1ms requestId=ab12-3")
+  })
+
+  it("prints any other record on one line, the request id first and the other fields by name", () => {
+    const line = prettyLine(
+      record(["Webhook delivery failed", { extra: 1 }], { webhookId: "wh_1", attempt: 2, requestId: "r-1", error: "the receiver answered 500" }),
+      false
+    )
+    expect(line).toBe("[09:05:07.042] INFO  Webhook delivery failed {\"extra\":1} requestId=r-1 attempt=2 error=\"the receiver answered 500\" webhookId=wh_1")
+    const failure = prettyLine(record("Unhandled failure", {}, Cause.die(new Error("boom\nsecond line"))), false)
+    expect(failure.split("\n")).toHaveLength(1)
+    expect(failure).toMatch(/^\[09:05:07\.042\] INFO  Unhandled failure cause=".*boom/)
+  })
+})
