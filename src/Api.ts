@@ -16,6 +16,7 @@ import { QrCodesApi } from "./QrCodes/Api.js"
 import { TemplatesApi } from "./Templates/Api.js"
 import { SandboxApi, UpstreamEventsApi } from "./Events/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
+import { LiveEventsApi } from "./LiveEvents/Api.js"
 
 export class HubApi extends HttpApi.make("hub")
   .add(HealthApi)
@@ -34,6 +35,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(WebhooksApi)
   .add(UpstreamEventsApi)
   .add(SandboxApi)
+  .add(LiveEventsApi)
   .addError(BadRequest)
   .annotate(OpenApi.Title, "Messaging Hub")
   .annotate(OpenApi.Description, "HTTP gateway in front of the WhatsApp Business Cloud API")

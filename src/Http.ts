@@ -35,6 +35,8 @@ import { UpstreamLive } from "./Upstream/Layer.js"
 import { DispatcherLive, EventsServicesLive, RetentionScheduleLive, SandboxEventsLive } from "./Events/Layer.js"
 import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
+import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
+import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
 
 /** Repositories and services over the database named by the config. */
 export const ServicesLive = TokenResolverLive.pipe(
@@ -42,6 +44,7 @@ export const ServicesLive = TokenResolverLive.pipe(
   Layer.provideMerge(InstanceAccessLive),
   Layer.provideMerge(UpstreamLive.pipe(Layer.provide(SandboxEventsLive))),
   Layer.provideMerge(EventsServicesLive),
+  Layer.provideMerge(LiveEventsLive),
   Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
   Layer.provideMerge(WriteBatcherLive),
@@ -53,7 +56,7 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide(MessagesHttpLive),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive]),
-  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive]),
+  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive]),
   Layer.provide(AuthenticationLive)
 )
 

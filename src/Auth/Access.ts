@@ -50,7 +50,9 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   "POST /api/webhooks/:id/deliveries/:deliveryId/retry": apiTokens,
   "POST /api/webhooks/:id/rotate-secret": apiTokens,
   // Simulates an inbound message to the token's instance (organization tokens name it).
-  "POST /sandbox/inbound": apiTokens
+  "POST /sandbox/inbound": apiTokens,
+  // Server-sent events of the token's instances (organization tokens: all of them, or the one named).
+  "GET /api/events/stream": apiTokens
 }
 
 const kindNames: Record<TokenKind, string> = {
