@@ -35,6 +35,7 @@ import { UpstreamLive } from "./Upstream/Layer.js"
 import { DispatcherLive, EventsServicesLive, RetentionScheduleLive, SandboxEventsLive } from "./Events/Layer.js"
 import { SandboxHttpLive, UpstreamEventsHttpLive } from "./Events/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
+import { DashboardHttpLive } from "./Dashboard/Http.js"
 import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
 import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
 
@@ -72,6 +73,7 @@ const FastLaneLive = Layer.mergeAll(SendFastRouteLive, UpstreamEventsFastRouteLi
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
 export const HttpLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+  Layer.provide(DashboardHttpLive),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HttpEdgeLive),
   Layer.provide(ApiLive),
