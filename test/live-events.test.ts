@@ -3,9 +3,9 @@
  * refusals, and the bounded buffer of a slow stream (LiveEvents alone).
  */
 import { describe, expect, it as plain, layer } from "@effect/vitest"
-import { Chunk, Effect, Schedule, Stream } from "effect"
+import { Chunk, Effect, Fiber, Schedule, Stream, TestClock } from "effect"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
-import { frameText } from "../src/LiveEvents/Http.js"
+import { eventStream, frameText } from "../src/LiveEvents/Http.js"
 import { type CommittedEvent, liveEventsLayer, LiveEvents } from "../src/LiveEvents/LiveEvents.js"
 import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { type BusinessNumber, envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -60,6 +60,63 @@ const postStatus = (number: BusinessNumber) =>
 const statusIdsOf = (event: EventSourceMessage): ReadonlyArray<string> =>
   [...event.data.matchAll(/"id":"(wamid\.[^"]+)"/g)].map((match) => match[1] ?? "")
 
+const committed = (n: number, instanceId = "ins_a", organizationId = "org_a"): CommittedEvent => ({
+  id: `evt_${n}`,
+  instanceId,
+  body: JSON.stringify({ n }),
+  changes: [{ route: { organization_id: organizationId } }]
+})
+
+const idsOf = (frames: Chunk.Chunk<{ readonly _tag: string }>) =>
+  Chunk.toReadonlyArray(frames).map((frame) => ("id" in frame ? frame.id : "count" in frame ? `dropped ${frame.count}` : frame._tag))
+
+describe("LiveEvents, a slow stream", () => {
+  plain.scoped("keeps at most its buffer, then tells how many events it dropped, after what it kept; later events flow again", () =>
+    Effect.gen(function*() {
+      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+      const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined })
+      const pull = yield* Stream.toPull(frames)
+      live.publish([committed(1), committed(2), committed(3), committed(4), committed(5, "ins_b")])
+      expect(idsOf(yield* pull)).toEqual(["evt_1", "evt_2", "dropped 3"])
+      live.publish([committed(6), committed(7, "ins_a", "org_other")])
+      expect(idsOf(yield* pull)).toEqual(["evt_6"])
+    }))
+
+  plain.effect("a stream for one instance gets only its events; a closed stream is removed", () =>
+    Effect.gen(function*() {
+      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const pull = yield* Stream.toPull(yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a" }))
+        expect(live.openStreams("org_a")).toBe(1)
+        live.publish([committed(1, "ins_b"), committed(2, "ins_b"), committed(3, "ins_b"), committed(4)])
+        expect(idsOf(yield* pull)).toEqual(["evt_4"])
+      }))
+      expect(live.openStreams("org_a")).toBe(0)
+    }))
+
+  plain.scoped("a quiet stream writes a comment every 5 s, so that Bun's idle timeout (10 s) never closes it", () =>
+    Effect.gen(function*() {
+      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+      const decoder = new TextDecoder()
+      const pull = yield* Stream.toPull(Stream.map(eventStream(live, { organizationId: "org_a", instanceId: undefined }), (bytes) => decoder.decode(bytes)))
+      expect(Chunk.toReadonlyArray(yield* pull)).toEqual(["retry: 3000\nevent: ready\ndata: {\"instance_id\":null}\n\n"])
+      const next = yield* Effect.fork(pull)
+      yield* TestClock.adjust("4999 millis")
+      expect(next.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 millis")
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(next))).toEqual([": keep-alive\n\n"])
+    }))
+
+  plain("a dropped notice is a named event whose data says how many", () => {
+    expect(frameText({ _tag: "Dropped", count: 3 })).toBe(
+      "event: dropped\ndata: {\"dropped\":3,\"message\":\"3 events were dropped: this client read them too slowly\"}\n\n"
+    )
+    expect(frameText({ _tag: "Event", id: "evt_1", instanceId: "ins_a", receivedAt: "2026-01-01T00:00:00.000Z", body: "{\"a\":1}" }))
+      .toBe("id: evt_1\ndata: {\"id\":\"evt_1\",\"instance_id\":\"ins_a\",\"received_at\":\"2026-01-01T00:00:00.000Z\",\"payload\":{\"a\":1}}\n\n")
+  })
+})
+
+// (After the unit tests: `layer` below gives the shared `it` its own runtime, without the test services.)
 layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) => {
   it.scoped("a change posted to /upstream/events arrives on the organization's stream, with the envelope webhooks get", () =>
     Effect.gen(function*() {
@@ -170,47 +227,4 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
       )
       expect(live.openStreams(tenant.organizationId)).toBe(0)
     }))
-})
-
-const committed = (n: number, instanceId = "ins_a", organizationId = "org_a"): CommittedEvent => ({
-  id: `evt_${n}`,
-  instanceId,
-  body: JSON.stringify({ n }),
-  changes: [{ route: { organization_id: organizationId } }]
-})
-
-const idsOf = (frames: Chunk.Chunk<{ readonly _tag: string }>) =>
-  Chunk.toReadonlyArray(frames).map((frame) => ("id" in frame ? frame.id : "count" in frame ? `dropped ${frame.count}` : frame._tag))
-
-describe("LiveEvents, a slow stream", () => {
-  plain.scoped("keeps at most its buffer, then tells how many events it dropped, after what it kept; later events flow again", () =>
-    Effect.gen(function*() {
-      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-      const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined })
-      const pull = yield* Stream.toPull(frames)
-      live.publish([committed(1), committed(2), committed(3), committed(4), committed(5, "ins_b")])
-      expect(idsOf(yield* pull)).toEqual(["evt_1", "evt_2", "dropped 3"])
-      live.publish([committed(6), committed(7, "ins_a", "org_other")])
-      expect(idsOf(yield* pull)).toEqual(["evt_6"])
-    }))
-
-  plain.effect("a stream for one instance gets only its events; a closed stream is removed", () =>
-    Effect.gen(function*() {
-      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-      yield* Effect.scoped(Effect.gen(function*() {
-        const pull = yield* Stream.toPull(yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a" }))
-        expect(live.openStreams("org_a")).toBe(1)
-        live.publish([committed(1, "ins_b"), committed(2, "ins_b"), committed(3, "ins_b"), committed(4)])
-        expect(idsOf(yield* pull)).toEqual(["evt_4"])
-      }))
-      expect(live.openStreams("org_a")).toBe(0)
-    }))
-
-  plain("a dropped notice is a named event whose data says how many", () => {
-    expect(frameText({ _tag: "Dropped", count: 3 })).toBe(
-      "event: dropped\ndata: {\"dropped\":3,\"message\":\"3 events were dropped: this client read them too slowly\"}\n\n"
-    )
-    expect(frameText({ _tag: "Event", id: "evt_1", instanceId: "ins_a", receivedAt: "2026-01-01T00:00:00.000Z", body: "{\"a\":1}" }))
-      .toBe("id: evt_1\ndata: {\"id\":\"evt_1\",\"instance_id\":\"ins_a\",\"received_at\":\"2026-01-01T00:00:00.000Z\",\"payload\":{\"a\":1}}\n\n")
-  })
 })

@@ -8,7 +8,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     root: new URL("../..", import.meta.url).pathname,
-    include: ["test/browser/**/*.test.ts"],
+    // *.spec.ts, so that `npm test` (test/**/*.test.ts) leaves them out.
+    include: ["test/browser/**/*.spec.ts"],
     testTimeout: 90_000,
     hookTimeout: 90_000,
     pool: "forks",

@@ -32,7 +32,12 @@ export const PHONE = { width: 390, height: 844 }
 export const openPage = async (
   browser: Browser,
   baseUrl: string,
-  options: { readonly viewport?: { readonly width: number; readonly height: number }; readonly mobile?: boolean } = {}
+  options: {
+    readonly viewport?: { readonly width: number; readonly height: number }
+    readonly mobile?: boolean
+    /** Lets a test inject a script of its own (axe); the CSP stays on for every other page. */
+    readonly bypassCSP?: boolean
+  } = {}
 ): Promise<OpenedPage> => {
   const context = await browser.newContext({
     viewport: options.viewport ?? LAPTOP,
@@ -41,7 +46,8 @@ export const openPage = async (
     deviceScaleFactor: 1,
     permissions: ["clipboard-read", "clipboard-write"],
     colorScheme: "light",
-    reducedMotion: "reduce"
+    reducedMotion: "reduce",
+    bypassCSP: options.bypassCSP ?? false
   })
   const page = await context.newPage()
   const foreignRequests: Array<string> = []

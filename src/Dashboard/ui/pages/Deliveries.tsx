@@ -152,7 +152,7 @@ export const DeliveryLog = (props: { readonly webhook: Webhook }) => {
                           type="button"
                           class="secondary"
                           disabled={isQueued(delivery) || !props.webhook.active}
-                          aria-label={`Send ${delivery.message_id} again`}
+                          aria-label={`Retry ${delivery.message_id}`}
                           onClick={() => void retry(delivery)}
                         >
                           Retry

@@ -72,16 +72,56 @@ const simulateInbound = async (text: string) => {
   return String(record(simulated.body).id)
 }
 
+describe("the dashboard as the hub serves it", () => {
+  it("the page carries a Content-Security-Policy of its own origin only, no inline script; its assets are cached for good", async () => {
+    const root = await fetch(`${hub.baseUrl}/`, { redirect: "manual" })
+    expect(root.status).toBe(302)
+    expect(root.headers.get("location")).toBe("/dashboard")
+
+    const page = await fetch(`${hub.baseUrl}/dashboard`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8")
+    const policy = page.headers.get("content-security-policy") ?? ""
+    expect(policy).toContain("default-src 'none'")
+    expect(policy).toContain("script-src 'self';")
+    expect(policy).not.toContain("unsafe-inline")
+    expect(page.headers.get("x-content-type-options")).toBe("nosniff")
+    const html = await page.text()
+    // Only external scripts and stylesheets, both from the hub.
+    expect([...html.matchAll(/<script\b[^>]*>/g)].map((m) => m[0])).toEqual([expect.stringMatching(/^<script type="module" src="\/dashboard\/assets\/app-[0-9a-f]{12}\.js">$/)])
+    expect(html).not.toMatch(/<script\b[^>]*>[^<]/)
+    expect(html).not.toMatch(/ style=/)
+    expect(html).not.toMatch(/https?:\/\//)
+
+    for (const [asset, type] of [[/src="([^"]+\.js)"/, "text/javascript"], [/href="([^"]+\.css)"/, "text/css"]] as const) {
+      const path = asset.exec(html)?.[1] ?? ""
+      const answer = await fetch(`${hub.baseUrl}${path}`)
+      expect(answer.status, path).toBe(200)
+      expect(answer.headers.get("content-type"), path).toContain(type)
+      expect(answer.headers.get("cache-control"), path).toBe("public, max-age=31536000, immutable")
+      expect((await answer.text()).length, path).toBeGreaterThan(1000)
+    }
+
+    // Client-side routes are the page; an unknown asset is not.
+    const route = await fetch(`${hub.baseUrl}/dashboard/webhooks/whk_anything`)
+    expect(route.status).toBe(200)
+    expect(await route.text()).toBe(html)
+    const missing = await fetch(`${hub.baseUrl}/dashboard/assets/app-000000000000.js`)
+    expect(missing.status).toBe(404)
+    expect(await missing.json()).toMatchObject({ statusCode: 404 })
+  })
+})
+
 describe("the dashboard in Chromium", () => {
   it("GET / leads to the sign-in; a wrong token shows the API's message; a session token sees its pages only", async () => {
     const page = await open()
     await page.goto(`${hub.baseUrl}/`)
     expect(new URL(page.url()).pathname).toBe("/dashboard")
     await page.getByRole("heading", { level: 1, name: "Messaging Hub" }).waitFor()
-    // The first Tab reaches the skip link, and the token field has a label.
+    await screenshot(page, "sign-in")
+    // The first Tab reaches the skip link.
     await page.keyboard.press("Tab")
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content")
-    await screenshot(page, "sign-in")
 
     await page.getByLabel("Token", { exact: true }).fill("mhk_not-a-token")
     await page.getByRole("button", { name: "Sign in" }).click()
@@ -169,7 +209,7 @@ describe("the dashboard in Chromium", () => {
     await attempts.getByText("HTTP 200").waitFor()
     await screenshot(page, "webhook-deliveries")
 
-    await delivery.getByRole("button", { name: /^Send .* again$/ }).click()
+    await delivery.getByRole("button", { name: /^Retry msg_/ }).click()
     await page.getByText("is queued again, with the same webhook-id").waitFor()
     const third = (await receiver.received(3))[2]
     expect(third?.headers["webhook-id"]).toBe(first?.headers["webhook-id"])
