@@ -18,6 +18,7 @@ import { TemplatesApi } from "./Templates/Api.js"
 import { UpstreamEventsApi } from "./Ingress/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
+import { LiveEventsApi } from "./LiveEvents/Api.js"
 
 const DESCRIPTION = [
   "HTTP gateway in front of the WhatsApp Business Cloud API.",
@@ -105,6 +106,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(WebhooksApi)
   .add(UpstreamEventsApi)
   .add(SandboxApi)
+  .add(LiveEventsApi)
   .addError(Wire.BadRequest)
   .addError(Wire.InternalServerError)
   .annotate(OpenApi.Title, "Messaging Hub")

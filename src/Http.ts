@@ -39,6 +39,9 @@ import { WebhooksRepoLive } from "./Webhooks/Repo.js"
 import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
+import { DashboardHttpLive } from "./Dashboard/Http.js"
+import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
+import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
 
 /** Repositories and services over the database named by the config. */
 export const ServicesLive = TokenResolverLive.pipe(
@@ -46,6 +49,7 @@ export const ServicesLive = TokenResolverLive.pipe(
   Layer.provideMerge(InstanceAccessLive),
   Layer.provideMerge(UpstreamLive.pipe(Layer.provide(SandboxEventsLive))),
   Layer.provideMerge(IngressServicesLive),
+  Layer.provideMerge(LiveEventsLive),
   Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive, WebhooksRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
   Layer.provideMerge(WriteBatcherLive),
@@ -57,7 +61,7 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide(MessagesHttpLive),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive]),
-  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive]),
+  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive]),
   Layer.provide(AuthenticationLive)
 )
 
@@ -77,6 +81,7 @@ const FastLaneLive = Layer.scopedDiscard(
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
 export const HttpLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+  Layer.provide(DashboardHttpLive),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HttpEdgeLive),
   Layer.provide(ApiLive),

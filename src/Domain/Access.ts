@@ -57,7 +57,9 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   // Simulates an inbound message to the token's instance (organization tokens name it).
   "POST /sandbox/inbound": apiTokens,
   // Simulates upstream changes of any kind for the token's instance.
-  "POST /sandbox/changes": apiTokens
+  "POST /sandbox/changes": apiTokens,
+  // Server-sent events of the token's instances (organization tokens: all of them, or the one named).
+  "GET /api/events/stream": apiTokens
 }
 
 const kindNames: Record<TokenKind, string> = {

@@ -13,9 +13,10 @@
  * Callers wait on a plain callback rather than a Deferred and a Queue, and the fast lane submits
  * without a fiber of its own: this is on every upstream post's path.
  */
-import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
-import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
+import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer, Option } from "effect"
 import { HubConfig } from "../Config.js"
+import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
+import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -146,6 +147,8 @@ export const IngressLive = Layer.scoped(
     const batcher = yield* WriteBatcher
     const { ingressMaxPending } = yield* HubConfig
     const runFork = yield* FiberSet.makeRuntime<never>()
+    // Optional, so the ingress also runs alone (its own tests); the hub provides it.
+    const live = yield* Effect.serviceOption(LiveEvents)
 
     /** The routes of every change of the group, in one query. */
     const routesFor = (changes: ReadonlyArray<UpstreamChange>) =>
@@ -163,7 +166,7 @@ export const IngressLive = Layer.scoped(
      * Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer,
      * in order. Deliveries the dispatcher admits are written leased to it and added to `handedOver`.
      */
-    const write = (group: ReadonlyArray<Queued>, taker: Taker | undefined, handedOver: Array<LeasedDelivery>) =>
+    const write = (group: ReadonlyArray<Queued>, taker: Taker | undefined, handedOver: Array<LeasedDelivery>, committed: Array<CommittedEvent>) =>
       Effect.gen(function*() {
         const now = nowIso()
         const routeOf = yield* routesFor(group.flatMap((q) => q.envelope.changes))
@@ -177,6 +180,7 @@ export const IngressLive = Layer.scoped(
           eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => fresh.get(r.key) === r.eventId))
         )
         const events = eventsPerPayload.flat()
+        committed.push(...events)
         yield* outbox.insertEvents(events, now)
         yield* outbox.insertUnrouted(
           plans.flatMap((p) => p.unrouted).map((c) => ({
@@ -227,6 +231,7 @@ export const IngressLive = Layer.scoped(
       if (writing || waiting.length === 0 || closed) return
       writing = true
       const handedOver: Array<LeasedDelivery> = []
+      const committed: Array<CommittedEvent> = []
       let taker: Taker | undefined
       let group: ReadonlyArray<Queued> | undefined
       /** The group: taken as its transaction begins, or, if that failed to begin, the payloads it would have taken. */
@@ -239,7 +244,7 @@ export const IngressLive = Layer.scoped(
       }
       const written = batcher.gather(Effect.suspend(() => {
         taker = handoff.taker()
-        return write(take(), taker, handedOver)
+        return write(take(), taker, handedOver, committed)
       }))
       const answered = written.pipe(
         Effect.orDie,
@@ -254,6 +259,7 @@ export const IngressLive = Layer.scoped(
             onSuccess: (answers) =>
               Effect.gen(function*() {
                 if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
+                if (Option.isSome(live)) live.value.publish(committed)
                 // Queued rows wait for a dispatcher round.
                 if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
                 take().forEach((q, i) => {

@@ -10,6 +10,7 @@ export const InstanceRecord = Schema.Struct({
   name: Schema.String,
   phone_number_id: Schema.String,
   waba_id: Schema.String,
+  send_rate: Schema.Number.annotations({ description: "Messages per second the hub sends from this number at most (HUB_SEND_RATE)" }),
   created_at: IsoTimestamp
 })
 

@@ -1,12 +1,14 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
+import { HubConfig } from "../Config.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { InstancesRepo } from "./Repo.js"
 
 export const InstancesHttpLive = HttpApiBuilder.group(HubApi, "instances", (handlers) =>
   Effect.gen(function*() {
     const repo = yield* InstancesRepo
+    const config = yield* HubConfig
     return handlers.handle("list", () =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
@@ -17,6 +19,7 @@ export const InstancesHttpLive = HttpApiBuilder.group(HubApi, "instances", (hand
             name: row.name,
             phone_number_id: row.phone_number_id,
             waba_id: row.waba_id,
+            send_rate: config.sendRatePerSecond,
             created_at: row.created_at
           }))
         }

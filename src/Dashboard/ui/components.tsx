@@ -1,0 +1,190 @@
+/** Pieces every page uses: loading a resource, errors, the once-shown secret, confirmation, paging, times. */
+import type { ComponentChildren } from "preact"
+import { useCallback, useEffect, useRef, useState } from "preact/hooks"
+import type { ApiError, ApiResult } from "./api.js"
+import { routedInPlace } from "./router.js"
+
+export type Loaded<A> =
+  | { readonly state: "loading" }
+  | { readonly state: "ready"; readonly value: A }
+  | { readonly state: "failed"; readonly error: ApiError }
+
+/** Loads with `load` whenever `key` changes; `reload` loads again in place (the old value stays shown meanwhile). */
+export const useResource = <A,>(load: () => Promise<ApiResult<A>>, key: string) => {
+  const [loaded, setLoaded] = useState<Loaded<A>>({ state: "loading" })
+  const latest = useRef(0)
+  const reload = useCallback(async () => {
+    const run = ++latest.current
+    const result = await load()
+    // An older request answering late must not overwrite a newer one.
+    if (run !== latest.current) return
+    setLoaded(result.ok ? { state: "ready", value: result.value } : { state: "failed", error: result.error })
+  }, [key])
+  useEffect(() => {
+    setLoaded({ state: "loading" })
+    void reload()
+  }, [reload])
+  return { loaded, reload }
+}
+
+/** An API failure, as its message. Announced at once to screen readers. */
+export const ErrorNote = (props: { readonly error: ApiError | undefined; readonly prefix?: string }) =>
+  props.error === undefined ? null : (
+    <p class="note note-error" role="alert">
+      {props.prefix === undefined ? null : <strong>{props.prefix}</strong>} {props.error.message}
+    </p>
+  )
+
+/** A polite live region: the outcome of an action, read out when it changes. */
+export const Outcome = (props: { readonly text: string | undefined }) => (
+  <p class="note note-ok" role="status" aria-live="polite" hidden={props.text === undefined}>
+    {props.text ?? ""}
+  </p>
+)
+
+/** What a page shows while loading or after failing to; `children` renders the value. */
+export const Resource = <A,>(props: { readonly loaded: Loaded<A>; readonly what: string; readonly children: (value: A) => ComponentChildren }) => {
+  if (props.loaded.state === "loading") return <p class="muted" role="status">Loading {props.what}…</p>
+  if (props.loaded.state === "failed") return <ErrorNote error={props.loaded.error} prefix={`Could not load ${props.what}:`} />
+  return <>{props.children(props.loaded.value)}</>
+}
+
+const copyText = async (text: string, field: HTMLInputElement | null) => {
+  try {
+    await navigator.clipboard.writeText(text)
+    return true
+  } catch {
+    // The Clipboard API needs a secure context (https or localhost); select the text for a manual copy instead.
+    field?.select()
+    return false
+  }
+}
+
+/** A secret the API shows only once: its value, a copy button, and a way to close it for good. */
+export const SecretOnce = (props: {
+  readonly title: string
+  readonly secret: string
+  readonly children?: ComponentChildren
+  readonly onDone: () => void
+}) => {
+  const field = useRef<HTMLInputElement>(null)
+  const [copied, setCopied] = useState<string | undefined>(undefined)
+  const heading = useRef<HTMLHeadingElement>(null)
+  useEffect(() => heading.current?.focus(), [])
+  return (
+    <section class="secret" aria-labelledby="secret-title">
+      <h3 id="secret-title" tabIndex={-1} ref={heading}>{props.title}</h3>
+      <p>Copy it now: it is shown only this once and cannot be read again.</p>
+      <div class="secret-row">
+        <label class="visually-hidden" for="secret-value">Secret</label>
+        <input id="secret-value" class="mono" readOnly value={props.secret} ref={field} onFocus={() => field.current?.select()} />
+        <button
+          type="button"
+          onClick={async () => setCopied((await copyText(props.secret, field.current)) ? "Copied to the clipboard." : "Selected: press Ctrl+C (⌘C) to copy.")}
+        >
+          Copy
+        </button>
+      </div>
+      {props.children}
+      <p class="muted" role="status" aria-live="polite">{copied ?? ""}</p>
+      <button type="button" class="secondary" onClick={props.onDone}>I have stored it — hide</button>
+    </section>
+  )
+}
+
+/** A destructive action asked twice: the first press asks, the second does it; Cancel (or Escape) backs out. */
+export const ConfirmButton = (props: {
+  readonly label: string
+  readonly confirmLabel: string
+  readonly question: string
+  readonly onConfirm: () => void | Promise<void>
+  readonly disabled?: boolean
+  /** Destructive (the default) or merely consequential. */
+  readonly tone?: "danger" | "normal"
+}) => {
+  const [asking, setAsking] = useState(false)
+  const confirm = useRef<HTMLButtonElement>(null)
+  useEffect(() => {
+    if (asking) confirm.current?.focus()
+  }, [asking])
+  if (!asking) {
+    return (
+      <button type="button" class={props.tone === "normal" ? "secondary" : "danger-outline"} disabled={props.disabled} onClick={() => setAsking(true)}>
+        {props.label}
+      </button>
+    )
+  }
+  return (
+    <span class={props.tone === "normal" ? "confirm confirm-normal" : "confirm"} role="group" aria-label={props.question} onKeyDown={(e) => e.key === "Escape" && setAsking(false)}>
+      <span class="confirm-question">{props.question}</span>
+      <button
+        type="button"
+        class={props.tone === "normal" ? undefined : "danger"}
+        ref={confirm}
+        onClick={async () => {
+          setAsking(false)
+          await props.onConfirm()
+        }}
+      >
+        {props.confirmLabel}
+      </button>
+      <button type="button" class="secondary" onClick={() => setAsking(false)}>Cancel</button>
+    </span>
+  )
+}
+
+/** Previous and next over a paged list; `noun` is its item's name, one and many. */
+export const Pager = (props: {
+  readonly page: number
+  readonly limit: number
+  readonly total: number
+  readonly noun: readonly [string, string]
+  readonly onPage: (page: number) => void
+}) => {
+  const pages = Math.max(1, Math.ceil(props.total / props.limit))
+  return (
+    <nav class="pager" aria-label={`Pages of ${props.noun[1]}`}>
+      <button type="button" class="secondary" disabled={props.page <= 1} onClick={() => props.onPage(props.page - 1)}>← Previous</button>
+      <span aria-live="polite">Page {props.page} of {pages} · {props.total} {props.total === 1 ? props.noun[0] : props.noun[1]}</span>
+      <button type="button" class="secondary" disabled={props.page >= pages} onClick={() => props.onPage(props.page + 1)}>Next →</button>
+    </nav>
+  )
+}
+
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" })
+
+export const formatTime = (iso: string) => {
+  const at = new Date(iso)
+  return Number.isNaN(at.getTime()) ? iso : dateTime.format(at)
+}
+
+/** How long ago, in words (for recent activity). */
+export const ago = (iso: string, now: number = Date.now()) => {
+  const seconds = Math.round((now - new Date(iso).getTime()) / 1000)
+  if (Number.isNaN(seconds)) return iso
+  if (seconds < 60) return "just now"
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)} h ago`
+  return `${Math.floor(seconds / 86_400)} d ago`
+}
+
+export const Time = (props: { readonly iso: string | null | undefined }) =>
+  props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso}>{formatTime(props.iso)}</time>
+
+export type Tone = "ok" | "warn" | "bad" | "info" | "neutral"
+
+export const Badge = (props: { readonly tone: Tone; readonly children: ComponentChildren }) => <span class={`badge badge-${props.tone}`}>{props.children}</span>
+
+/** A page's title, focused when the page opens in place so keyboard and screen reader users start there. */
+export const PageTitle = (props: { readonly children: ComponentChildren; readonly lead?: ComponentChildren }) => {
+  const heading = useRef<HTMLHeadingElement>(null)
+  useEffect(() => {
+    if (routedInPlace) heading.current?.focus()
+  }, [])
+  return (
+    <header class="page-header">
+      <h1 tabIndex={-1} ref={heading}>{props.children}</h1>
+      {props.lead === undefined ? null : <p class="lead">{props.lead}</p>}
+    </header>
+  )
+}

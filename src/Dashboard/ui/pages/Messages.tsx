@@ -1,0 +1,240 @@
+import { useEffect, useRef, useState } from "preact/hooks"
+import { call, pathWith } from "../api.js"
+import { Badge, PageTitle, Pager, Resource, Time, type Tone, useResource } from "../components.js"
+import { type SeenStatus, seenStatuses, useLiveFeed } from "../live.js"
+import { navigate, useLocation } from "../router.js"
+import type { Instance, Message, Messages, TokenKind } from "../types.js"
+
+/** Every filter of GET /api/messages, as the page's query (so a filtered view can be linked and goes back and forth). */
+const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "instance_id"] as const
+type Filter = (typeof FILTERS)[number]
+type Filters = Readonly<Record<Filter, string>>
+
+const STATUSES = ["pending", "sent", "delivered", "read", "failed"]
+const LIMITS = [10, 25, 50, 100]
+
+export const statusTone = (status: string): Tone =>
+  status === "read" || status === "delivered" ? "ok" : status === "failed" ? "bad" : status === "sent" ? "info" : "neutral"
+
+const filtersOf = (query: URLSearchParams): Filters => ({
+  status: query.get("status") ?? "",
+  direction: query.get("direction") ?? "",
+  startDate: query.get("startDate") ?? "",
+  endDate: query.get("endDate") ?? "",
+  waMessageId: query.get("waMessageId") ?? "",
+  instance_id: query.get("instance_id") ?? ""
+})
+
+const wholeNumber = (text: string | null, fallback: number) => {
+  const n = Number(text)
+  return Number.isInteger(n) && n > 0 ? n : fallback
+}
+
+const FilterForm = (props: { readonly filters: Filters; readonly limit: number; readonly instances: ReadonlyArray<Instance> | undefined }) => {
+  const [draft, setDraft] = useState<Filters>(props.filters)
+  const [limit, setLimit] = useState(props.limit)
+  useEffect(() => setDraft(props.filters), [JSON.stringify(props.filters)])
+  useEffect(() => setLimit(props.limit), [props.limit])
+  const set = (filter: Filter) => (event: { readonly currentTarget: { readonly value: string } }) =>
+    setDraft({ ...draft, [filter]: event.currentTarget.value })
+  const active = FILTERS.filter((f) => props.filters[f] !== "").length
+  // On a phone the filters start folded, so the history is what shows first.
+  const [narrow] = useState(() => window.matchMedia("(max-width: 720px)").matches)
+  const apply = (event: Event) => {
+    event.preventDefault()
+    navigate(pathWith("/messages", { ...draft, limit: limit === 50 ? undefined : limit }))
+  }
+  return (
+    <details class="card filters-box" open={!narrow}>
+      <summary>Filters{active === 0 ? "" : ` (${active} in use)`}</summary>
+      <form class="filters" onSubmit={apply} aria-label="Filter the history">
+        <div class="field">
+          <label for="f-status">Status</label>
+          <select id="f-status" value={draft.status} onChange={set("status")}>
+            <option value="">Any</option>
+            {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+          </select>
+        </div>
+        <div class="field">
+          <label for="f-direction">Direction</label>
+          <select id="f-direction" value={draft.direction} onChange={set("direction")}>
+            <option value="">Both</option>
+            <option value="inbound">Inbound</option>
+            <option value="outbound">Outbound</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="f-start">From</label>
+          <input id="f-start" type="date" value={draft.startDate} onInput={set("startDate")} />
+        </div>
+        <div class="field">
+          <label for="f-end">Until (inclusive)</label>
+          <input id="f-end" type="date" value={draft.endDate} onInput={set("endDate")} />
+        </div>
+        <div class="field wide">
+          <label for="f-wamid">Upstream message id</label>
+          <input id="f-wamid" class="mono" placeholder="wamid.…" value={draft.waMessageId} onInput={set("waMessageId")} />
+        </div>
+        {props.instances === undefined ? null : (
+          <div class="field">
+            <label for="f-instance">Instance</label>
+            <select id="f-instance" value={draft.instance_id} onChange={set("instance_id")}>
+              <option value="">All instances</option>
+              {props.instances.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
+            </select>
+          </div>
+        )}
+        <div class="field">
+          <label for="f-limit">Per page</label>
+          <select id="f-limit" value={String(limit)} onChange={(e) => setLimit(Number(e.currentTarget.value))}>
+            {LIMITS.map((n) => <option key={n} value={String(n)}>{n}</option>)}
+          </select>
+        </div>
+        <div class="filter-actions">
+          <button type="submit">Apply filters</button>
+          <button type="button" class="secondary" onClick={() => navigate("/messages")}>Reset</button>
+        </div>
+      </form>
+    </details>
+  )
+}
+
+interface Step {
+  readonly status: string
+  readonly reached: boolean
+  readonly detail: string
+  readonly at: string | undefined
+}
+
+/** A message's steps: what its record says (its status now, when it was recorded), and the status events seen live. */
+export const timelineOf = (message: Message, seen: ReadonlyArray<SeenStatus>): ReadonlyArray<Step> => {
+  if (message.direction === "inbound") {
+    return [{ status: "received", reached: true, detail: "Received from the customer and recorded", at: message.createdAt }]
+  }
+  const path = message.status === "failed" ? ["pending", "failed"] : ["pending", "sent", "delivered", "read"]
+  const reachedUpTo = path.indexOf(message.status)
+  return path.map((status, index): Step => {
+    if (status === "pending") return { status, reached: true, detail: "Accepted by the hub and sent upstream", at: message.createdAt }
+    const event = seen.find((s) => s.status === status)
+    const reached = index <= reachedUpTo || event !== undefined
+    return {
+      status,
+      reached,
+      at: event?.at ?? event?.receivedAt,
+      detail: event !== undefined
+        ? "Status event seen on the live feed"
+        : reached
+        ? "Reached (the hub keeps the current status, not when each step happened)"
+        : "Not reached yet"
+    }
+  })
+}
+
+const Timeline = (props: { readonly message: Message; readonly onClose: () => void }) => {
+  const { entries } = useLiveFeed()
+  const heading = useRef<HTMLHeadingElement>(null)
+  useEffect(() => heading.current?.focus(), [props.message.id])
+  const steps = timelineOf(props.message, props.message.waMessageId === null ? [] : seenStatuses(entries, props.message.waMessageId))
+  return (
+    <section class="card timeline" aria-labelledby="timeline-title">
+      <div class="card-head">
+        <h2 id="timeline-title" tabIndex={-1} ref={heading}>Status timeline</h2>
+        <button type="button" class="secondary" onClick={props.onClose}>Close</button>
+      </div>
+      <p class="mono small">{props.message.waMessageId ?? props.message.id}</p>
+      <ol class="steps">
+        {steps.map((step) => (
+          <li key={step.status} class={step.reached ? "step reached" : "step"}>
+            <span class="step-dot" aria-hidden="true" />
+            <div>
+              <strong>{step.status}</strong> {step.reached ? <span class="visually-hidden">(reached)</span> : <span class="muted">(not yet)</span>}
+              <div class="muted small">{step.detail}{step.at === undefined ? null : <> · <Time iso={step.at} /></>}</div>
+            </div>
+          </li>
+        ))}
+      </ol>
+      <p class="help">
+        The API keeps each message's current status and when it was recorded. The time of a step between is shown when its
+        status event arrived on the live feed while you were signed in.
+      </p>
+    </section>
+  )
+}
+
+export const MessagesPage = (props: { readonly kind: TokenKind }) => {
+  const location = useLocation()
+  const filters = filtersOf(location.query)
+  const page = wholeNumber(location.query.get("page"), 1)
+  const limit = wholeNumber(location.query.get("limit"), 50)
+  const query = { ...filters, page, limit }
+  const messages = useResource(() => call<Messages>("GET", "/api/messages", { query }), JSON.stringify(query))
+  const instances = useResource(
+    async () => props.kind === "organization" ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances") : { ok: true, value: { data: [] } },
+    props.kind
+  )
+  const [selected, setSelected] = useState<Message | undefined>(undefined)
+  const goTo = (next: number) => navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, page: next }))
+  return (
+    <main id="main">
+      <PageTitle lead="Every message sent and received, newest first.">Messages</PageTitle>
+      <FilterForm
+        filters={filters}
+        limit={limit}
+        instances={props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined}
+      />
+      <div class="toolbar">
+        <button type="button" class="secondary" onClick={() => void messages.reload()}>Refresh</button>
+      </div>
+      {selected === undefined ? null : <Timeline message={selected} onClose={() => setSelected(undefined)} />}
+      <div>
+        <Resource loaded={messages.loaded} what="the messages">
+          {(list) => (
+            <div>
+              <div class="table-wrap">
+                <table class="responsive">
+                  <caption class="visually-hidden">Message history</caption>
+                  <thead>
+                    <tr>
+                      <th scope="col">Created</th>
+                      <th scope="col">Direction</th>
+                      <th scope="col">Customer</th>
+                      <th scope="col">Type</th>
+                      <th scope="col">Status</th>
+                      <th scope="col">Upstream id</th>
+                      <th scope="col"><span class="visually-hidden">Timeline</span></th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {list.data.map((message) => (
+                      <tr key={message.id} class={selected?.id === message.id ? "selected" : undefined}>
+                        <td data-label="Created"><Time iso={message.createdAt} /></td>
+                        <td data-label="Direction">{message.direction === "inbound" ? "← inbound" : "→ outbound"}</td>
+                        <td data-label="Customer" class="mono">{message.to}</td>
+                        <td data-label="Type">{message.type}</td>
+                        <td data-label="Status"><Badge tone={statusTone(message.status)}>{message.status}</Badge></td>
+                        <td data-label="Upstream id" class="mono truncate" title={message.waMessageId ?? undefined}>{message.waMessageId ?? "—"}</td>
+                        <td data-label="Timeline" class="actions">
+                          <button
+                            type="button"
+                            class="secondary"
+                            aria-pressed={selected?.id === message.id}
+                            aria-label={`Timeline of ${message.waMessageId ?? message.id}`}
+                            onClick={() => setSelected(selected?.id === message.id ? undefined : message)}
+                          >
+                            Timeline
+                          </button>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+                {list.data.length === 0 ? <p class="muted">No messages match.</p> : null}
+              </div>
+              <Pager page={list.page} limit={list.limit} total={list.total} noun={["message", "messages"]} onPage={goTo} />
+            </div>
+          )}
+        </Resource>
+      </div>
+    </main>
+  )
+}

@@ -1,0 +1,134 @@
+import { useState } from "preact/hooks"
+import { type ApiError, call } from "../api.js"
+import { Badge, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, Time, useResource } from "../components.js"
+import { Link } from "../router.js"
+import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
+
+export const webhookState = (webhook: Webhook) =>
+  webhook.active
+    ? <Badge tone="ok">active</Badge>
+    : <Badge tone="warn">inactive{webhook.disabled_reason === undefined ? "" : ` · ${webhook.disabled_reason}`}</Badge>
+
+/** Organization tokens choose among their instances; an instance token always acts for its own. */
+export const useInstances = (kind: TokenKind) =>
+  useResource(
+    async () => kind === "organization" ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances") : { ok: true, value: { data: [] } },
+    kind
+  )
+
+const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | undefined; readonly onCreated: (webhook: WebhookWithSecret) => void }) => {
+  const [name, setName] = useState("")
+  const [url, setUrl] = useState("")
+  const [instanceId, setInstanceId] = useState("")
+  const [error, setError] = useState<ApiError | undefined>(undefined)
+  const [busy, setBusy] = useState(false)
+  const submit = async (event: Event) => {
+    event.preventDefault()
+    setBusy(true)
+    setError(undefined)
+    const result = await call<WebhookWithSecret>("POST", "/api/webhooks", {
+      json: { name, url, ...(instanceId === "" ? {} : { instance_id: instanceId }) }
+    })
+    setBusy(false)
+    if (!result.ok) return setError(result.error)
+    setName("")
+    setUrl("")
+    props.onCreated(result.value)
+  }
+  return (
+    <form class="card stack" onSubmit={submit} aria-labelledby="create-webhook-title">
+      <h2 id="create-webhook-title">Add a webhook</h2>
+      <div class="row">
+        <div class="field">
+          <label for="webhook-name">Name</label>
+          <input id="webhook-name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </div>
+        <div class="field wide">
+          <label for="webhook-url">URL</label>
+          <input
+            id="webhook-url"
+            type="url"
+            required
+            placeholder="https://example.com/hooks/whatsapp"
+            value={url}
+            onInput={(e) => setUrl(e.currentTarget.value)}
+          />
+        </div>
+        {props.instances === undefined ? null : (
+          <div class="field">
+            <label for="webhook-instance">Instance</label>
+            <select id="webhook-instance" required value={instanceId} onChange={(e) => setInstanceId(e.currentTarget.value)}>
+              <option value="">Choose…</option>
+              {props.instances.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
+            </select>
+          </div>
+        )}
+      </div>
+      <p class="help">Every upstream event of the instance is posted there, signed (Standard Webhooks), and retried until the receiver answers 2xx.</p>
+      <ErrorNote error={error} prefix="Not created:" />
+      <div><button type="submit" disabled={busy}>{busy ? "Adding…" : "Add webhook"}</button></div>
+    </form>
+  )
+}
+
+export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
+  const webhooks = useResource(() => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks"), "webhooks")
+  const instances = useInstances(props.kind)
+  const [created, setCreated] = useState<WebhookWithSecret | undefined>(undefined)
+  const choices = props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined
+  const instanceLabel = (id: string) => {
+    const instance = choices?.find((i) => i.id === id)
+    return instance === undefined ? id : instance.name
+  }
+  return (
+    <main id="main">
+      <PageTitle lead="The URLs that receive the upstream events of an instance, and what was delivered to them.">Webhooks</PageTitle>
+      {created === undefined
+        ? <CreateWebhook instances={choices} onCreated={(webhook) => {
+          setCreated(webhook)
+          void webhooks.reload()
+        }} />
+        : (
+          <SecretOnce title={`The signing secret of “${created.name}”`} secret={created.secret} onDone={() => setCreated(undefined)}>
+            <p>
+              Receivers check each delivery's <code>webhook-signature</code> with it. <Link to={`/webhooks/${created.id}`}>Open “{created.name}”</Link>
+            </p>
+          </SecretOnce>
+        )}
+      <Outcome text={created === undefined ? undefined : `Webhook “${created.name}” added.`} />
+      <section aria-labelledby="webhook-list-title">
+        <h2 id="webhook-list-title">Webhooks</h2>
+        <Resource loaded={webhooks.loaded} what="the webhooks">
+          {(list) => (
+            <div class="table-wrap">
+              <table class="responsive">
+                <caption class="visually-hidden">Webhooks</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">URL</th>
+                    <th scope="col">Instance</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Created</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.data.map((webhook) => (
+                    <tr key={webhook.id}>
+                      <td data-label="Name"><Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link></td>
+                      <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
+                      <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td>
+                      <td data-label="State">{webhookState(webhook)}</td>
+                      <td data-label="Created"><Time iso={webhook.created_at} /></td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+              {list.data.length === 0 ? <p class="muted">No webhooks yet.</p> : null}
+            </div>
+          )}
+        </Resource>
+      </section>
+    </main>
+  )
+}

@@ -1,0 +1,33 @@
+/**
+ * The records the dashboard reads, typed by the server's own schemas (type-only imports: nothing of
+ * the server reaches the bundle). The hub encodes its answers with these schemas; the dashboard
+ * trusts them rather than decoding again.
+ */
+import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary } from "../../Auth/Api.js"
+import type { InstanceRecord } from "../../Instances/Api.js"
+import type { MessageList, MessageRecord } from "../../Messages/Api.js"
+import type { Attempt, Delivery, SecretRotated, WebhookCreated, WebhookRecord } from "../../Webhooks/Api.js"
+import type { InboundAccepted } from "../../Sandbox/Api.js"
+
+export type TokenSummary = typeof ApiTokenSummary.Type
+export type TokenList = typeof ApiTokenList.Type
+export type TokenCreated = typeof ApiTokenCreated.Type
+export type Instance = typeof InstanceRecord.Type
+export type Message = typeof MessageRecord.Type
+export type Messages = typeof MessageList.Type
+export type Webhook = typeof WebhookRecord.Type
+export type WebhookWithSecret = typeof WebhookCreated.Type
+export type Rotated = typeof SecretRotated.Type
+export type WebhookDelivery = typeof Delivery.Type
+export type DeliveryAttempt = typeof Attempt.Type
+export type Inbound = typeof InboundAccepted.Type
+
+export interface Deliveries {
+  readonly data: ReadonlyArray<WebhookDelivery>
+  readonly total: number
+  readonly page: number
+  readonly limit: number
+}
+
+/** What a token may do, learned from the API's own answers at sign-in. */
+export type TokenKind = "session" | "organization" | "instance"

@@ -1,0 +1,32 @@
+/** Live events: the upstream changes routed to the caller's instances, streamed as they commit (server-sent events). */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
+import { Wire } from "../Domain/Errors.js"
+import { RequestStruct } from "../Domain/Schemas.js"
+import { instanceSelectorFields } from "../Instances/RequestTarget.js"
+
+const EventStream = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
+  description: "Server-sent events. First `event: ready` once subscribed; then one unnamed event (`message`) per committed " +
+    "upstream event of an instance, its `id:` the event id and its data `{id, instance_id, received_at, payload}`, the " +
+    "payload being the envelope the instance's webhooks receive; `event: dropped` with `{dropped, message}` when this " +
+    "client read too slowly and lost events; a comment line every few seconds keeps the connection open."
+})
+
+export class LiveEventsApi extends HttpApiGroup.make("liveEvents")
+  .annotate(OpenApi.Description, "The changes the hub receives for the caller's instances, live.")
+  .add(
+    HttpApiEndpoint.get("stream", "/api/events/stream")
+      .setUrlParams(RequestStruct(instanceSelectorFields))
+      .addSuccess(EventStream)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .pipe(documented(
+        "Stream live events",
+        "The upstream changes committed for the caller's instances, as server-sent events. Organization tokens see every " +
+          "instance of the organization (or the one named by instance_id or phone_number_id); instance tokens their own. " +
+          "Nothing is replayed: a stream sees what commits while it is open."
+      ))
+  )
+  .middleware(Authentication)
+{}

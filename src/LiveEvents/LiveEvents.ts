@@ -1,0 +1,117 @@
+/**
+ * Live events: every upstream change the ingress commits, fanned out to the open streams of the
+ * organization it was routed to (GET /api/events/stream). Nothing is stored: a stream sees what
+ * commits while it is open.
+ *
+ * Each stream has its own bounded buffer. A client that reads too slowly loses the events that do
+ * not fit and is told how many with a `dropped` notice, so one slow client neither holds memory nor
+ * slows the ingress or other streams. (Effect's PubSub shares one buffer among its subscribers:
+ * its dropping strategy would drop for every stream when one is behind, and its sliding strategy
+ * drops without telling the client.)
+ */
+import { Chunk, Context, Effect, Layer, Queue, type Scope, Stream } from "effect"
+import { nowIso } from "../Domain/Ids.js"
+
+/** What the ingress committed for one instance from one upstream post (its events table row). */
+export interface CommittedEvent {
+  readonly id: string
+  readonly instanceId: string
+  /** The envelope, as JSON text: what the instance's webhooks receive. */
+  readonly body: string
+  /** The routed changes it holds; each route names the instance's organization. */
+  readonly changes: ReadonlyArray<{ readonly route: { readonly organization_id: string } }>
+}
+
+/** Who a stream is for: an organization's instances, or one of them. */
+export interface Audience {
+  readonly organizationId: string
+  /** One instance only (an instance token, or an organization token naming one); all when undefined. */
+  readonly instanceId: string | undefined
+}
+
+/** One item of a stream: an event as it committed, or how many events this stream lost. */
+export type LiveFrame =
+  | { readonly _tag: "Event"; readonly id: string; readonly instanceId: string; readonly receivedAt: string; readonly body: string }
+  | { readonly _tag: "Dropped"; readonly count: number }
+
+type EventFrame = Extract<LiveFrame, { readonly _tag: "Event" }>
+
+export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
+  /** Hands committed events to the open streams; returns at once (cheap when no stream is open). */
+  readonly publish: (events: ReadonlyArray<CommittedEvent>) => void
+  /** The audience's frames from now on, until the scope closes (subscribed when this succeeds). */
+  readonly subscribe: (audience: Audience) => Effect.Effect<Stream.Stream<LiveFrame>, never, Scope.Scope>
+  /** The organization's streams open now. */
+  readonly openStreams: (organizationId: string) => number
+}>() {}
+
+interface Subscriber {
+  readonly instanceId: string | undefined
+  readonly queue: Queue.Queue<EventFrame>
+  /** Events lost since the client last read: counted here, told after what it had buffered. */
+  dropped: number
+}
+
+/** Events buffered per stream before it drops (envelopes are a few KB each). */
+export const STREAM_BUFFER = 256
+
+export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
+  Layer.sync(LiveEvents, () => {
+    const byOrganization = new Map<string, Set<Subscriber>>()
+    let open = 0
+
+    const publish = (events: ReadonlyArray<CommittedEvent>) => {
+      if (open === 0) return
+      const receivedAt = nowIso()
+      for (const event of events) {
+        const organizationId = event.changes[0]?.route.organization_id
+        const subscribers = organizationId === undefined ? undefined : byOrganization.get(organizationId)
+        if (subscribers === undefined) continue
+        let frame: EventFrame | undefined
+        for (const subscriber of subscribers) {
+          if (subscriber.instanceId !== undefined && subscriber.instanceId !== event.instanceId) continue
+          frame ??= { _tag: "Event", id: event.id, instanceId: event.instanceId, receivedAt, body: event.body }
+          if (!Queue.unsafeOffer(subscriber.queue, frame)) subscriber.dropped++
+        }
+      }
+    }
+
+    const add = (organizationId: string, subscriber: Subscriber) => {
+      const subscribers = byOrganization.get(organizationId) ?? new Set<Subscriber>()
+      subscribers.add(subscriber)
+      byOrganization.set(organizationId, subscribers)
+      open++
+    }
+
+    const remove = (organizationId: string, subscriber: Subscriber) => {
+      const subscribers = byOrganization.get(organizationId)
+      if (subscribers?.delete(subscriber) !== true) return
+      open--
+      if (subscribers.size === 0) byOrganization.delete(organizationId)
+    }
+
+    /** Everything buffered, then the notice of what did not fit (drops happen only once the buffer is full). */
+    const next = (subscriber: Subscriber): Effect.Effect<Chunk.Chunk<LiveFrame>> =>
+      Effect.map(Queue.takeBetween(subscriber.queue, 1, buffer), (frames): Chunk.Chunk<LiveFrame> => {
+        const dropped = subscriber.dropped
+        subscriber.dropped = 0
+        return dropped === 0 ? frames : Chunk.append(frames, { _tag: "Dropped", count: dropped })
+      })
+
+    const subscribe = (audience: Audience) =>
+      Effect.map(
+        Effect.acquireRelease(
+          Effect.map(Queue.dropping<EventFrame>(buffer), (queue) => {
+            const subscriber: Subscriber = { instanceId: audience.instanceId, queue, dropped: 0 }
+            add(audience.organizationId, subscriber)
+            return subscriber
+          }),
+          (subscriber) => Effect.zipRight(Effect.sync(() => remove(audience.organizationId, subscriber)), Queue.shutdown(subscriber.queue))
+        ),
+        (subscriber) => Stream.repeatEffectChunk(next(subscriber))
+      )
+
+    return LiveEvents.of({ publish, subscribe, openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0 })
+  })
+
+export const LiveEventsLive = liveEventsLayer()

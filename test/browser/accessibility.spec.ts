@@ -1,0 +1,96 @@
+/**
+ * Every page of the dashboard checked by axe-core (WCAG 2.1 A and AA rules: names and labels,
+ * contrast, landmarks, ARIA use), on a laptop screen and a phone screen, with content on each page.
+ */
+import { readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import type { Browser, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { launchBrowser, openPage, type OpenedPage, PHONE } from "./support/Browser.js"
+import { type RunningHub, startHub } from "./support/Hub.js"
+import { type Receiver, startReceiver } from "./support/Receiver.js"
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")
+
+let hub: RunningHub
+let browser: Browser
+let receiver: Receiver
+const opened: Array<OpenedPage> = []
+
+beforeAll(async () => {
+  hub = await startHub({ HUB_SANDBOX_STATUS_DELAY: "100ms", HUB_WEBHOOK_RETRY: "200ms" })
+  browser = await launchBrowser()
+  receiver = await startReceiver((index) => (index === 0 ? 500 : 200))
+  // Content for every page: a webhook with a delivery of two attempts, messages both ways.
+  expect((await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: receiver.url, name: "receiver" })).status).toBe(201)
+  expect((await hub.api("POST", "/api/messages", hub.instanceToken, { to: "15551234567", type: "text", text: { body: "hi" } })).status).toBe(200)
+  expect((await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { from: "16505551234", type: "text", text: { body: "hello" } })).status).toBe(200)
+  await receiver.received(2)
+})
+
+afterAll(async () => {
+  for (const page of opened) await page.close()
+  await browser?.close()
+  await receiver?.close()
+  await hub?.stop()
+})
+
+const open = async (options: Parameters<typeof openPage>[2] = {}) => {
+  const page = await openPage(browser, hub.baseUrl, { ...options, bypassCSP: true })
+  opened.push(page)
+  return page.page
+}
+
+/** axe's WCAG 2.1 A/AA violations on the page as it is now, as `rule: target` lines. */
+const violations = async (page: Page): Promise<ReadonlyArray<string>> => {
+  await page.addScriptTag({ content: axeSource })
+  const found: unknown = await page.evaluate(`axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } })
+    .then((result) => result.violations.flatMap((v) => v.nodes.map((n) => v.id + ": " + n.target.join(" ") + " — " + n.failureSummary)))`)
+  return Array.isArray(found) ? found.map(String) : [`axe gave no result: ${String(found)}`]
+}
+
+const signIn = async (page: Page, token: string) => {
+  await page.goto(`${hub.baseUrl}/dashboard`)
+  expect(await violations(page)).toEqual([])
+  await page.getByLabel("Token", { exact: true }).fill(token)
+  await page.getByRole("button", { name: "Sign in" }).click()
+  await page.getByRole("button", { name: "Sign out" }).waitFor()
+}
+
+const visit = async (page: Page, path: string, ready: (page: Page) => Promise<void>) => {
+  await page.goto(`${hub.baseUrl}/dashboard${path}`)
+  await ready(page)
+  expect(await violations(page), path).toEqual([])
+}
+
+describe("accessibility (axe-core, WCAG 2.1 AA)", () => {
+  for (const [screen, viewport] of [["a laptop", undefined], ["a phone", PHONE]] as const) {
+    it(`every page on ${screen}`, async () => {
+      const page = await open(viewport === undefined ? {} : { viewport, mobile: true })
+      await signIn(page, hub.sessionToken)
+      await visit(page, "/tokens", (p) => p.getByRole("cell", { name: "demo organization token" }).waitFor())
+      await page.getByRole("button", { name: "Sign out" }).click()
+
+      await signIn(page, hub.organizationToken)
+      await visit(page, "/instances", (p) => p.getByText(/in the last 24 h/).waitFor())
+      await visit(page, "/messages", async (p) => {
+        await p.getByRole("button", { name: /^Timeline of/ }).first().click()
+        await p.getByRole("region", { name: "Status timeline" }).waitFor()
+      })
+      await visit(page, "/webhooks", (p) => p.getByRole("link", { name: "receiver" }).waitFor())
+      await visit(page, "/sandbox", (p) => p.getByRole("button", { name: "Simulate inbound message" }).waitFor())
+      await visit(page, "/events", (p) => p.getByText("connected", { exact: true }).waitFor())
+      if (viewport !== undefined) {
+        await page.getByRole("button", { name: "Menu" }).click()
+        expect(await violations(page)).toEqual([])
+      }
+
+      await page.goto(`${hub.baseUrl}/dashboard/webhooks`)
+      await page.getByRole("link", { name: "receiver" }).click()
+      await page.getByRole("button", { name: "2 attempts" }).click()
+      await page.getByText("HTTP 500").waitFor()
+      await page.getByRole("button", { name: "Rotate secret" }).click()
+      expect(await violations(page)).toEqual([])
+    })
+  }
+})
