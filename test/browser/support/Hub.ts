@@ -27,7 +27,7 @@ export const startHub = async (env: Record<string, string> = {}): Promise<Runnin
   const folder = mkdtempSync(join(tmpdir(), "hub-browser-"))
   const child: ChildProcess = spawn(join(root, "node_modules", ".bin", "bun"), [join(root, "src", "main.ts"), "serve"], {
     cwd: folder,
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_DB: join(folder, "hub.sqlite"), HUB_LOG_LEVEL: "warn", ...env },
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_DB: join(folder, "hub.sqlite"), HUB_LOG_LEVEL: "warning", ...env },
     stdio: ["ignore", "pipe", "inherit"]
   })
   const output = await new Promise<string>((resolve, reject) => {
