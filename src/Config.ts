@@ -25,6 +25,8 @@ export interface HubSettings {
   /** Deliveries in flight at once, overall and per webhook. */
   readonly dispatchConcurrency: number
   readonly dispatchPerWebhook: number
+  /** Deliveries in flight at once per organization, so one organization's slow receivers cannot hold every slot. */
+  readonly dispatchPerOrganization: number
   /** Connections open at once to one origin (a webhook receiver, the Graph API); past it requests wait their turn. */
   readonly maxConnectionsPerOrigin: number
   /** On shutdown, how long in-flight deliveries may finish before the rest are released. */
@@ -187,6 +189,8 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   // webhook needs about 30 attempts in flight to keep up, and several busy numbers share the total.
   dispatchConcurrency: positiveInteger("HUB_DISPATCH_CONCURRENCY", 256),
   dispatchPerWebhook: positiveInteger("HUB_DISPATCH_PER_WEBHOOK", 32),
+  // Half the slots: an organization whose receivers all hang at the timeout leaves the other half to the rest.
+  dispatchPerOrganization: positiveInteger("HUB_DISPATCH_PER_ORGANIZATION", 128),
   maxConnectionsPerOrigin: positiveInteger("HUB_MAX_CONNECTIONS_PER_ORIGIN", 256),
   dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
   dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),

@@ -5,71 +5,87 @@
 import { describe, expect, it } from "@effect/vitest"
 import { makeAdmission } from "../src/Delivery/Admission.js"
 
+/** A delivery of this webhook, of organization "org" unless another is named. */
+const owned = (webhookId: string, organizationId = "org") => ({ webhook_id: webhookId, organization_id: organizationId })
+
 /** An admission whose first lease came back short, as the dispatcher's first round does on an empty queue. */
-const cleared = (limits: { readonly concurrency: number; readonly perWebhook: number }) => {
-  const admission = makeAdmission(limits)
+const cleared = (limits: { readonly concurrency: number; readonly perWebhook: number; readonly perOrganization?: number }) => {
+  const admission = makeAdmission({ perOrganization: limits.concurrency, ...limits })
   admission.leased(limits.concurrency, [])
   return admission
 }
 
 describe("admission", () => {
   it("nothing skips the queue until a lease has come back short; a lease that asked nothing tells nothing", () => {
-    const admission = makeAdmission({ concurrency: 4, perWebhook: 2 })
+    const admission = makeAdmission({ concurrency: 4, perWebhook: 2, perOrganization: 4 })
     expect(admission.queueEmpty()).toBe(false)
-    expect(admission.admit("a")).toBe(false)
+    expect(admission.admit("a", "org")).toBe(false)
     admission.leased(0, [])
-    expect(admission.admit("b")).toBe(false)
-    admission.leased(4, ["a"])
+    expect(admission.admit("b", "org")).toBe(false)
+    admission.leased(4, [owned("a")])
     expect(admission.queueEmpty()).toBe(true)
-    expect(admission.admit("b")).toBe(true)
+    expect(admission.admit("b", "org")).toBe(true)
     expect(admission.running()).toBe(2)
     expect(admission.inFlight()).toEqual(new Map([["a", 1], ["b", 1]]))
   })
 
   it("a webhook is admitted up to its share; a row queued then keeps its later rows queued until a short lease finds the webhook below its share", () => {
     const admission = cleared({ concurrency: 10, perWebhook: 2 })
-    expect([admission.admit("a"), admission.admit("a"), admission.admit("a")]).toEqual([true, true, false])
+    expect([admission.admit("a", "org"), admission.admit("a", "org"), admission.admit("a", "org")]).toEqual([true, true, false])
     expect(admission.queueEmpty()).toBe(false)
     // Room again, but the queued row is older: the next one queues behind it.
-    admission.finished("a")
-    expect(admission.admit("a")).toBe(false)
+    admission.finished(owned("a"))
+    expect(admission.admit("a", "org")).toBe(false)
     // Other webhooks are not held back.
-    expect(admission.admit("b")).toBe(true)
+    expect(admission.admit("b", "org")).toBe(true)
     // The lease takes a's queued rows up to its share: a may still have rows waiting.
-    admission.leased(7, ["a"])
-    admission.finished("a")
-    expect(admission.admit("a")).toBe(false)
+    admission.leased(7, [owned("a")])
+    admission.finished(owned("a"))
+    expect(admission.admit("a", "org")).toBe(false)
     // A short lease with a below its share: a has nothing waiting.
     admission.leased(7, [])
-    expect(admission.admit("a")).toBe(true)
+    expect(admission.admit("a", "org")).toBe(true)
   })
 
   it("once a row queues for want of room overall, no webhook skips the queue until a lease comes back short", () => {
     const admission = cleared({ concurrency: 2, perWebhook: 2 })
-    expect([admission.admit("a"), admission.admit("b"), admission.admit("c")]).toEqual([true, true, false])
-    admission.finished("a")
-    expect(admission.admit("d")).toBe(false)
+    expect([admission.admit("a", "org"), admission.admit("b", "org"), admission.admit("c", "org")]).toEqual([true, true, false])
+    admission.finished(owned("a"))
+    expect(admission.admit("d", "org")).toBe(false)
     admission.leased(1, [])
-    expect(admission.admit("d")).toBe(true)
+    expect(admission.admit("d", "org")).toBe(true)
   })
 
   it("a full lease may leave due rows, so the hand-off waits for a short one", () => {
     const admission = cleared({ concurrency: 4, perWebhook: 4 })
-    admission.leased(2, ["a", "b"])
+    admission.leased(2, [owned("a"), owned("b")])
     expect(admission.queueEmpty()).toBe(false)
-    expect(admission.admit("c")).toBe(false)
-    admission.leased(2, ["a"])
-    expect(admission.admit("c")).toBe(true)
+    expect(admission.admit("c", "org")).toBe(false)
+    admission.leased(2, [owned("a")])
+    expect(admission.admit("c", "org")).toBe(true)
   })
 
   it("once closed nothing is admitted, and attempts are counted until they finish", () => {
     const admission = cleared({ concurrency: 4, perWebhook: 4 })
-    expect(admission.admit("a")).toBe(true)
+    expect(admission.admit("a", "org")).toBe(true)
     admission.close()
-    expect(admission.admit("b")).toBe(false)
+    expect(admission.admit("b", "org")).toBe(false)
     expect(admission.running()).toBe(1)
-    admission.finished("a")
+    admission.finished(owned("a"))
     expect(admission.running()).toBe(0)
     expect(admission.inFlight()).toEqual(new Map())
+  })
+
+  it("an organization is admitted up to its share across its webhooks; others are not held back", () => {
+    const admission = cleared({ concurrency: 10, perWebhook: 4, perOrganization: 3 })
+    expect([admission.admit("a1", "A"), admission.admit("a2", "A"), admission.admit("a3", "A"), admission.admit("a4", "A")]).toEqual([true, true, true, false])
+    expect(admission.inFlightByOrganization()).toEqual(new Map([["A", 3]]))
+    // Organization B is below its share: its deliveries still start at once.
+    expect(admission.admit("b1", "B")).toBe(true)
+    // Room again in A, but its queued row is older: A's next one queues behind it until a short lease.
+    admission.finished(owned("a1", "A"))
+    expect(admission.admit("a5", "A")).toBe(false)
+    admission.leased(5, [])
+    expect(admission.admit("a5", "A")).toBe(true)
   })
 })

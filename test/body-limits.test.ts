@@ -128,8 +128,9 @@ describe("the hub's memory under oversized posts", () => {
       const answers = await Promise.all(Array.from({ length: 8 }, () => chunkedPost(hub.base, "/upstream/events", 60 * MB)))
       const after = await residentBytes(hub.pid)
       expect(answers.map((answer) => answer.head.split("\r\n")[0])).toEqual(Array.from({ length: 8 }, () => "HTTP/1.1 413 Payload Too Large"))
-      // Buffering the bodies would take 480 MB; the limits allow 64 MiB.
-      expect(after - before).toBeLessThan(8 * 8 * MB)
+      // Buffering the bodies would take 480 MB; the limits allow 64 MiB, plus room for the sockets'
+      // buffers and the allocator (the runtime's own, whatever the hub does).
+      expect(after - before, `grew ${Math.round((after - before) / MB)} MB`).toBeLessThan(8 * 8 * MB + 32 * MB)
     } finally {
       await hub.stop()
     }

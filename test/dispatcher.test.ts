@@ -601,7 +601,9 @@ describe("outbox leases", () => {
         leaseUntil: new Date(now + 60_000).toISOString(),
         limit,
         perWebhook,
-        inFlight
+        inFlight,
+        perOrganization: 1_000,
+        inFlightByOrganization: new Map()
       })
     }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
 
@@ -737,9 +739,9 @@ describe("outbox leases", () => {
       const queued = yield* planOf(queries.queuedWebhooks)
       expect(queued.filter((step) => step.includes("deliveries") && !step.includes("INDEX deliveries_webhook_due"))).toEqual([])
       expect(queued.filter((step) => step.startsWith("SCAN d") || step.startsWith("SCAN deliveries"))).toEqual([])
-      expect(yield* queries.queuedWebhooks).toEqual([{ webhook_id: "whk_a" }, { webhook_id: "whk_b" }])
+      expect((yield* queries.queuedWebhooks).map((row) => row.webhook_id)).toEqual(["whk_a", "whk_b"])
 
-      const input = { owner: "me", now: new Date().toISOString(), leaseUntil: new Date().toISOString(), limit: 4, perWebhook: 2, inFlight: new Map<string, number>() }
+      const input = { owner: "me", now: new Date().toISOString(), leaseUntil: new Date().toISOString(), limit: 4, perWebhook: 2, inFlight: new Map<string, number>(), perOrganization: 4, inFlightByOrganization: new Map<string, number>() }
       const perWebhook = yield* sql.unsafe<{ readonly detail: string }>(
         `EXPLAIN QUERY PLAN ${queries.dueOf(input, [["whk_b", 2]]).compile()[0]}`,
         queries.dueOf(input, [["whk_b", 2]]).compile()[1]

@@ -26,7 +26,7 @@ interface BareConfig {
 const config: BareConfig = JSON.parse(process.argv[2] ?? "{}")
 const db = new Database(config.dbFile)
 db.run("PRAGMA busy_timeout = 5000")
-db.run("PRAGMA synchronous = NORMAL")
+db.run("PRAGMA synchronous = FULL")
 db.run("PRAGMA foreign_keys = ON")
 
 const OWNER = "bare-events"

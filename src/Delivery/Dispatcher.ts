@@ -38,7 +38,11 @@ export const DispatcherLive = Layer.scopedDiscard(
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     const leaseMs = Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin)
-    const admission = makeAdmission({ concurrency: config.dispatchConcurrency, perWebhook: config.dispatchPerWebhook })
+    const admission = makeAdmission({
+      concurrency: config.dispatchConcurrency,
+      perWebhook: config.dispatchPerWebhook,
+      perOrganization: config.dispatchPerOrganization
+    })
     let stopping = false
     /** Attempts finished since the last round, waiting to be logged. */
     let finished: Array<AttemptRecord> = []
@@ -48,7 +52,7 @@ export const DispatcherLive = Layer.scopedDiscard(
     const retryTimers = new Set<ReturnType<typeof setTimeout>>()
 
     const settle = (d: LeasedDelivery, record: AttemptRecord | undefined) => {
-      admission.finished(d.webhook_id)
+      admission.finished(d)
       if (record !== undefined) finished.push(record)
       if (stopping && admission.running() === 0) Deferred.unsafeDone(idle, Effect.void)
       signal.unsafeWake()
@@ -125,18 +129,20 @@ export const DispatcherLive = Layer.scopedDiscard(
             leaseUntil: iso(nowMs + leaseMs),
             limit: free,
             perWebhook: config.dispatchPerWebhook,
-            inFlight: admission.inFlight()
+            inFlight: admission.inFlight(),
+            perOrganization: config.dispatchPerOrganization,
+            inFlightByOrganization: admission.inFlightByOrganization()
           })
           // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
           counted = leased.filter((d) => Boolean(d.webhook_active))
-          admission.leased(free, counted.map((d) => d.webhook_id))
+          admission.leased(free, counted)
           return [failing, leased, free] as const
         })).pipe(
           // Nothing of the round was committed: its attempts are logged by the next one.
           Effect.tapErrorCause(() => Effect.sync(() => {
             finished = [...records, ...finished]
             inactive = [...cancelled, ...inactive]
-            for (const d of counted) admission.finished(d.webhook_id)
+            for (const d of counted) admission.finished(d)
           })),
           Effect.orDie
         )

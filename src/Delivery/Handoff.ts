@@ -16,8 +16,8 @@ export interface Taker {
   readonly owner: string
   /** How long a lease lasts (see Dispatcher.ts). */
   readonly leaseMs: number
-  /** Reserves room for one attempt to this webhook, if its new row may skip the queue (Admission.admit). */
-  readonly admit: (webhookId: string) => boolean
+  /** Reserves room for one attempt to this webhook of this organization, if its new row may skip the queue (Admission.admit). */
+  readonly admit: (webhookId: string, organizationId: string) => boolean
   /** Starts admitted deliveries whose rows have committed. */
   readonly adopt: (deliveries: ReadonlyArray<LeasedDelivery>) => Effect.Effect<void>
   /** Gives back the room of admitted deliveries whose rows did not commit. */

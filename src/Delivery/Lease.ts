@@ -1,7 +1,9 @@
 /**
  * How the dispatcher finds rows to lease (see OutboxRepo.lease): the oldest due rows overall, each
- * webhook within its share of attempts in flight; and, when webhooks at their share hold the front
- * of that order, the other webhooks' first rows, one webhook at a time.
+ * webhook and each organization within its share of attempts in flight; and, when webhooks or
+ * organizations at their share hold the front of that order, the other webhooks' first rows, one
+ * webhook at a time. The candidates are read, the shares applied here, and the rows picked are
+ * then leased by id (the lease condition checked again on each).
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -17,12 +19,16 @@ export interface LeaseRequest {
   readonly perWebhook: number
   /** Attempts in flight per webhook id. */
   readonly inFlight: ReadonlyMap<string, number>
+  readonly perOrganization: number
+  /** Attempts in flight per organization id. */
+  readonly inFlightByOrganization: ReadonlyMap<string, number>
 }
 
 /** A due row, as the lease orders it: first attempts (phase 0) before retries (phase 1), each by due time. */
 interface DueRow {
   readonly id: string
   readonly webhook_id: string
+  readonly organization_id: string
   readonly phase: number
   readonly next_attempt_at: string
 }
@@ -33,22 +39,34 @@ const SCAN_PER_LEASED_ROW = 4
 /** Most webhooks read in one statement, a power of two (two compound terms each; SQLite allows 500). */
 const WEBHOOKS_PER_STATEMENT = 128
 
-/** The rows to lease, in order, at most `limit`, each webhook within what its share leaves; ids once each. */
-const pickWithinShares = (rows: ReadonlyArray<DueRow>, input: Pick<LeaseRequest, "limit" | "perWebhook" | "inFlight">) => {
+/** What picking needs of a lease request: how many rows, the shares and what is in flight. */
+type Shares = Pick<LeaseRequest, "limit" | "perWebhook" | "inFlight" | "perOrganization" | "inFlightByOrganization">
+
+/**
+ * The rows to lease, in order, at most `limit`, each webhook and each organization within what its
+ * share leaves; ids once each.
+ */
+const pickWithinShares = (rows: ReadonlyArray<DueRow>, input: Shares) => {
   const ordered = [...rows].sort((a, b) => a.phase - b.phase || a.next_attempt_at.localeCompare(b.next_attempt_at) || a.id.localeCompare(b.id))
-  const used = new Map(input.inFlight)
+  const byWebhook = new Map(input.inFlight)
+  const byOrganization = new Map(input.inFlightByOrganization)
   const seen = new Set<string>()
   const picked: Array<DueRow> = []
   for (const row of ordered) {
     if (picked.length >= input.limit) break
-    const n = used.get(row.webhook_id) ?? 0
-    if (seen.has(row.id) || n >= input.perWebhook) continue
+    const forWebhook = byWebhook.get(row.webhook_id) ?? 0
+    const forOrganization = byOrganization.get(row.organization_id) ?? 0
+    if (seen.has(row.id) || forWebhook >= input.perWebhook || forOrganization >= input.perOrganization) continue
     seen.add(row.id)
-    used.set(row.webhook_id, n + 1)
+    byWebhook.set(row.webhook_id, forWebhook + 1)
+    byOrganization.set(row.organization_id, forOrganization + 1)
     picked.push(row)
   }
   return picked
 }
+
+/** The keys whose count has reached `share`. */
+const atShare = (counts: ReadonlyMap<string, number>, share: number) => [...counts].flatMap(([key, n]) => (n >= share ? [key] : []))
 
 /**
  * The lease's statements (a test checks their plans): the oldest due rows overall, within each
@@ -68,41 +86,33 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
    * deliveries_webhook_due (see `lease`).
    */
   const dueRows = (input: LeaseRequest) => {
-    const full = [...input.inFlight].filter(([, n]) => n >= input.perWebhook).map(([id]) => id)
-    const phase = (status: "pending" | "failed") =>
-      sql`SELECT id, webhook_id, next_attempt_at FROM (
+    const full = atShare(input.inFlight, input.perWebhook)
+    const fullOrganizations = atShare(input.inFlightByOrganization, input.perOrganization)
+    // Enough of the front that, once the webhooks and organizations at their share are left out, the rows wanted are there.
+    const front = (input.limit + input.perWebhook * (full.length + 1) + input.perOrganization * fullOrganizations.length) * SCAN_PER_LEASED_ROW
+    const phase = (status: "pending" | "failed", rank: number) =>
+      sql`SELECT due.id, due.webhook_id, w.organization_id, ${rank} AS phase, due.next_attempt_at FROM (
           SELECT id, webhook_id, next_attempt_at FROM deliveries
            WHERE status = ${status} AND next_attempt_at <= ${input.now} AND ${unleased(input.now)}
-           ORDER BY next_attempt_at LIMIT ${(input.limit + input.perWebhook * (full.length + 1)) * SCAN_PER_LEASED_ROW}
-        ) AS front
-        WHERE NOT (${sql.in("webhook_id", padded(full))})
-        LIMIT ${input.limit}`
-    const busy = JSON.stringify(Object.fromEntries(input.inFlight))
-    return sql`SELECT id FROM (
-        SELECT id, webhook_id, phase, next_attempt_at,
-               ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY phase, next_attempt_at) AS nth
-          FROM (
-            SELECT id, webhook_id, 0 AS phase, next_attempt_at FROM (${phase("pending")}) AS first_attempts
-            UNION ALL
-            SELECT id, webhook_id, 1 AS phase, next_attempt_at FROM (${phase("failed")}) AS retries
-          ) AS due
-      ) AS ranked
-      WHERE nth <= ${input.perWebhook} - COALESCE((SELECT f.value FROM json_each(${busy}) AS f WHERE f.key = ranked.webhook_id), 0)
-      ORDER BY phase, next_attempt_at LIMIT ${input.limit}`
+           ORDER BY next_attempt_at LIMIT ${front}
+        ) AS due
+        JOIN webhooks w ON w.id = due.webhook_id
+        WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${sql.in("w.organization_id", padded(fullOrganizations))})`
+    return sql<DueRow>`${phase("pending", 0)} UNION ALL ${phase("failed", 1)}`
   }
 
-  /** The webhooks with queued rows: one seek of deliveries_webhook_due each (a test checks the plan). */
-  const queuedWebhooks = sql<{ readonly webhook_id: string }>`WITH RECURSIVE queued (webhook_id) AS (
+  /** The webhooks with queued rows, with their organizations: one seek of deliveries_webhook_due each (a test checks the plan). */
+  const queuedWebhooks = sql<{ readonly webhook_id: string; readonly organization_id: string }>`WITH RECURSIVE queued (webhook_id) AS (
       SELECT MIN(webhook_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
       UNION ALL
       SELECT (SELECT MIN(d.webhook_id) FROM deliveries d WHERE d.next_attempt_at IS NOT NULL AND d.webhook_id > queued.webhook_id)
         FROM queued WHERE queued.webhook_id IS NOT NULL
     )
-    SELECT webhook_id FROM queued WHERE webhook_id IS NOT NULL`
+    SELECT q.webhook_id, w.organization_id FROM queued q JOIN webhooks w ON w.id = q.webhook_id`
 
   /** Each webhook's first due rows of each phase, up to its share: one range of deliveries_webhook_due each. */
   const dueOf = (input: LeaseRequest, shares: ReadonlyArray<readonly [webhookId: string, share: number]>) =>
-    sql.unsafe<DueRow>(
+    sql.unsafe<Omit<DueRow, "organization_id">>(
       shares.flatMap(() =>
         [0, 1].map((rank) =>
           `SELECT * FROM (SELECT id, webhook_id, ${rank} AS phase, next_attempt_at FROM deliveries
@@ -130,18 +140,28 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
 
   /**
    * Rows of webhooks with share left beyond the front the first read covered, read one webhook at a
-   * time through deliveries_webhook_due: after a lease that took `taken` rows and fell short.
+   * time through deliveries_webhook_due: after a first pick of `taken` rows that fell short.
    */
-  const lookPast = (input: LeaseRequest, taken: ReadonlyArray<{ readonly webhook_id: string }>) =>
+  const lookPast = (input: LeaseRequest, taken: ReadonlyArray<DueRow>) =>
     Effect.gen(function*() {
       const inFlight = new Map(input.inFlight)
-      for (const row of taken) inFlight.set(row.webhook_id, (inFlight.get(row.webhook_id) ?? 0) + 1)
+      const inFlightByOrganization = new Map(input.inFlightByOrganization)
+      for (const row of taken) {
+        inFlight.set(row.webhook_id, (inFlight.get(row.webhook_id) ?? 0) + 1)
+        inFlightByOrganization.set(row.organization_id, (inFlightByOrganization.get(row.organization_id) ?? 0) + 1)
+      }
+      const organizationOf = new Map<string, string>()
       const shares = (yield* queries.queuedWebhooks).flatMap((row): ReadonlyArray<readonly [string, number]> => {
-        const share = input.perWebhook - (inFlight.get(row.webhook_id) ?? 0)
+        organizationOf.set(row.webhook_id, row.organization_id)
+        const share = Math.min(
+          input.perWebhook - (inFlight.get(row.webhook_id) ?? 0),
+          input.perOrganization - (inFlightByOrganization.get(row.organization_id) ?? 0)
+        )
         return share > 0 ? [[row.webhook_id, share]] : []
       })
       const rows = yield* Effect.forEach(powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT), (chunk) => queries.dueOf(input, chunk))
-      return pickWithinShares(rows.flat(), { limit: input.limit - taken.length, perWebhook: input.perWebhook, inFlight }).map((row) => row.id)
+      const owned = rows.flat().map((row) => ({ ...row, organization_id: organizationOf.get(row.webhook_id) ?? "" }))
+      return pickWithinShares(owned, { ...input, limit: input.limit - taken.length, inFlight, inFlightByOrganization })
     })
 
   /** Leases rows by id, if still free; the lease condition is checked again on the row itself. */
@@ -153,24 +173,27 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
 
   return (input: LeaseRequest): Effect.Effect<ReadonlyArray<LeasedDelivery>> =>
     Effect.gen(function*() {
-      // The lease condition is checked again on the row itself, so that a concurrent leaser (Postgres
-      // re-checks the outer WHERE after a row lock) can never take the same row twice.
-      const first = yield* sql<{ readonly id: string; readonly webhook_id: string }>`UPDATE deliveries
-        SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
-        WHERE id IN (${queries.dueRows(input)}) AND ${queries.unleased(input.now)}
-        RETURNING id, webhook_id`
-      // Short of the limit with some webhook at its share: the first read left that webhook's rows
-      // out (or stopped at its bound on them), so other webhooks' rows may wait further on. With
-      // no webhook at its share, every row read was eligible: there are no more due rows.
-      const used = new Map(input.inFlight)
-      for (const row of first) used.set(row.webhook_id, (used.get(row.webhook_id) ?? 0) + 1)
-      const lookFurther = first.length < input.limit && [...used.values()].some((n) => n >= input.perWebhook)
-      const taken = lookFurther ? [...first, ...(yield* Effect.flatMap(lookPast(input, first), (ids) => take(input, ids)))] : first
+      // The shares are applied to the front of the due order; the rows picked are then leased by id,
+      // the lease condition checked again on each (a concurrent leaser never takes a row twice).
+      const picked = pickWithinShares(yield* queries.dueRows(input), input)
+      // Short of the limit with some webhook or organization at its share: the first read left its
+      // rows out (or stopped at its bound on them), so other webhooks' rows may wait further on. With
+      // none at its share, every row read was eligible: there are no more due rows.
+      const byWebhook = new Map(input.inFlight)
+      const byOrganization = new Map(input.inFlightByOrganization)
+      for (const row of picked) {
+        byWebhook.set(row.webhook_id, (byWebhook.get(row.webhook_id) ?? 0) + 1)
+        byOrganization.set(row.organization_id, (byOrganization.get(row.organization_id) ?? 0) + 1)
+      }
+      const lookFurther = picked.length < input.limit &&
+        (atShare(byWebhook, input.perWebhook).length > 0 || atShare(byOrganization, input.perOrganization).length > 0)
+      const wanted = lookFurther ? [...picked, ...(yield* lookPast(input, picked))] : picked
+      const taken = yield* take(input, wanted.map((row) => row.id))
       if (taken.length === 0) return []
       // A row finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a
       // filtered webhook that takes only some of its event's changes carries its own body.
       const rows = yield* sql<LeasedDelivery>`
-        SELECT d.id, d.webhook_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
+        SELECT d.id, d.webhook_id, w.organization_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
                COALESCE(d.body, e.body) AS body, w.url,
                w.active AS webhook_active, w.failing_since AS webhook_failing_since,
                w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted

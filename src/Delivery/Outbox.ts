@@ -53,6 +53,7 @@ export type {
 /** An active webhook new deliveries are queued for, with what it takes to send one at once. */
 interface QueueingWebhook {
   readonly id: string
+  readonly organization_id: string
   readonly instance_id: string
   readonly url: string
   readonly failing_since: string | null
@@ -66,7 +67,7 @@ interface QueueingWebhook {
 }
 
 const queueingColumns =
-  "id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
+  "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
 
 /** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
 export type DisabledReason = "gone_410" | "failing_too_long" | "manual"
@@ -233,7 +234,7 @@ export const OutboxRepoLive = Layer.effect(
 
     /** A new delivery row of `event` to `webhook`, written leased to the hand-off's owner if it admits it. */
     const deliveryRow = (webhook: QueueingWebhook, event: EventRecord, body: string | null, now: string, handover: Handover | undefined, id = newId("dlv")) => {
-      const lease = handover !== undefined && handover.admit(webhook.id) ? handover : undefined
+      const lease = handover !== undefined && handover.admit(webhook.id, webhook.organization_id) ? handover : undefined
       const row = {
         id,
         webhook_id: webhook.id,
@@ -252,6 +253,7 @@ export const OutboxRepoLive = Layer.effect(
       lease?.admitted.push({
         id: row.id,
         webhook_id: webhook.id,
+        organization_id: webhook.organization_id,
         message_id: row.message_id,
         status: "pending",
         attempts: 0,

@@ -39,6 +39,8 @@ export interface UnroutedChange {
 export interface LeasedDelivery {
   readonly id: string
   readonly webhook_id: string
+  /** The webhook's organization: its attempts in flight count against the organization's share too. */
+  readonly organization_id: string
   readonly message_id: string
   readonly status: string
   readonly attempts: number
@@ -106,7 +108,7 @@ export interface AttemptRecord {
 export interface Handover {
   readonly owner: string
   readonly leaseUntil: string
-  readonly admit: (webhookId: string) => boolean
+  readonly admit: (webhookId: string, organizationId: string) => boolean
   /**
    * Each admitted row, with what it takes to send it, is added here as it is admitted: if its write
    * or the transaction then fails, the caller still knows which rows' room to give back.

@@ -18,7 +18,10 @@ const pragmas = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* sql.unsafe("PRAGMA busy_timeout = 5000")
   yield* sql.unsafe("PRAGMA foreign_keys = ON")
-  yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+  // In WAL mode NORMAL does not flush a commit to the disk: a post answered 200 or a send recorded
+  // could vanish with the machine's power. FULL flushes each commit before it returns; the group
+  // commit (Sql/WriteBatcher.ts) spreads one flush over every write of its batch.
+  yield* sql.unsafe("PRAGMA synchronous = FULL")
 })
 
 /**
