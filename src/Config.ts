@@ -10,7 +10,10 @@ export type LogFormat = "pretty" | "json"
 export interface HubSettings {
   readonly port: number
   readonly host: string
+  /** HUB_DB: a SQLite file (`:memory:` in tests), or a `postgres://` / `postgresql://` URL (see databaseEngine). */
   readonly databaseFile: string
+  /** Connections to PostgreSQL per process (HUB_DB_POOL_SIZE); SQLite always has one. */
+  readonly databasePoolSize: number
   readonly upstream: UpstreamMode
   readonly graphUrl: string
   readonly appSecret: Option.Option<Redacted.Redacted<string>>
@@ -81,6 +84,9 @@ export const parseDuration = (text: string): Option.Option<Duration.Duration> =>
       return Option.some(Duration.millis(amount))
   }
 }
+
+/** The engine HUB_DB names: a postgres:// or postgresql:// URL selects PostgreSQL, anything else is a SQLite file. */
+export const databaseEngine = (hubDb: string): "postgres" | "sqlite" => (/^postgres(ql)?:\/\//i.test(hubDb) ? "postgres" : "sqlite")
 
 const invalid = (name: string, expected: string) => ConfigError.InvalidData([name], `Expected ${name} to be ${expected}`)
 
@@ -175,7 +181,17 @@ const logLevel = Config.string("HUB_LOG_LEVEL").pipe(
 export const hubSettings: Config.Config<HubSettings> = Config.all({
   port,
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
-  databaseFile: Config.string("HUB_DB").pipe(Config.withDefault("./data/hub.sqlite")),
+  databaseFile: Config.string("HUB_DB").pipe(
+    Config.withDefault("./data/hub.sqlite"),
+    Config.validate({
+      message: "Expected HUB_DB to be a SQLite file path or a postgres://user:password@host:port/database URL",
+      validation: (text) => text.trim() !== "" && (databaseEngine(text) === "sqlite" || URL.canParse(text))
+    })
+  ),
+  databasePoolSize: Config.integer("HUB_DB_POOL_SIZE").pipe(
+    Config.withDefault(10),
+    Config.validate({ message: "Expected HUB_DB_POOL_SIZE to be a whole number of connections from 2 to 1000", validation: (n) => n >= 2 && n <= 1000 })
+  ),
   upstream: Config.literal("sandbox", "graph")("HUB_UPSTREAM").pipe(Config.withDefault<UpstreamMode>("sandbox")),
   graphUrl,
   appSecret: Config.option(Config.redacted("HUB_APP_SECRET")),

@@ -5,6 +5,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { jsonObjectInteger, placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import type { LeasedDelivery } from "./Outbox.js"
 
@@ -74,6 +75,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
           SELECT id, webhook_id, next_attempt_at FROM deliveries
            WHERE status = ${status} AND next_attempt_at <= ${input.now} AND ${unleased(input.now)}
            ORDER BY next_attempt_at LIMIT ${(input.limit + input.perWebhook * (full.length + 1)) * SCAN_PER_LEASED_ROW}
+           ${skipLocked(sql)}
         ) AS front
         WHERE NOT (${sql.in("webhook_id", padded(full))})
         LIMIT ${input.limit}`
@@ -87,7 +89,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
             SELECT id, webhook_id, 1 AS phase, next_attempt_at FROM (${phase("failed")}) AS retries
           ) AS due
       ) AS ranked
-      WHERE nth <= ${input.perWebhook} - COALESCE((SELECT f.value FROM json_each(${busy}) AS f WHERE f.key = ranked.webhook_id), 0)
+      WHERE nth <= ${input.perWebhook} - COALESCE(${jsonObjectInteger(sql, busy, "ranked.webhook_id")}, 0)
       ORDER BY phase, next_attempt_at LIMIT ${input.limit}`
   }
 
@@ -101,16 +103,17 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
     SELECT webhook_id FROM queued WHERE webhook_id IS NOT NULL`
 
   /** Each webhook's first due rows of each phase, up to its share: one range of deliveries_webhook_due each. */
+  const lockRows = skipLockedText(sql)
   const dueOf = (input: LeaseRequest, shares: ReadonlyArray<readonly [webhookId: string, share: number]>) =>
     sql.unsafe<DueRow>(
-      shares.flatMap(() =>
+      placeholders(sql, shares.flatMap(() =>
         [0, 1].map((rank) =>
           `SELECT * FROM (SELECT id, webhook_id, ${rank} AS phase, next_attempt_at FROM deliveries
             WHERE webhook_id = ? AND status = '${rank === 0 ? "pending" : "failed"}' AND next_attempt_at <= ?
               AND (lease_expires_at IS NULL OR lease_expires_at < ?)
-            ORDER BY next_attempt_at LIMIT ?) AS due_${rank}`
+            ORDER BY next_attempt_at LIMIT ?${lockRows === "" ? "" : ` ${lockRows}`}) AS due_${rank}`
         )
-      ).join(" UNION ALL "),
+      ).join(" UNION ALL ")),
       shares.flatMap(([webhookId, share]) => [webhookId, input.now, input.now, share, webhookId, input.now, input.now, share])
     )
 

@@ -217,12 +217,17 @@ export const OutboxRepoLive = Layer.effect(
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
           WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
-      acceptChanges: (changes, now) =>
-        acceptChange(changes.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now }))).pipe(
+      acceptChanges: (changes, now) => {
+        // In key order (a stable sort keeps a key given twice with its first event): two replicas
+        // storing the same changes at once then meet on the first key they share, and the later
+        // waits for the earlier's commit (then finds its keys taken) instead of deadlocking with it.
+        const ordered = [...changes].sort((a, b) => (a.dedupeKey < b.dedupeKey ? -1 : a.dedupeKey > b.dedupeKey ? 1 : 0))
+        return acceptChange(ordered.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now }))).pipe(
           // A key stored before, or given earlier in this call, returns no row.
-          Effect.map((results) => new Map(changes.flatMap((c, i) => ((results[i]?.length ?? 0) > 0 ? [[c.dedupeKey, c.eventId]] : [])))),
+          Effect.map((results) => new Map(ordered.flatMap((c, i) => ((results[i]?.length ?? 0) > 0 ? [[c.dedupeKey, c.eventId]] : [])))),
           Effect.orDie
-        ),
+        )
+      },
       insertEvents: (events, now) =>
         insertEvent(events.map((e) => ({ id: e.id, instance_id: e.instanceId, body: e.body, change_count: e.changeCount, received_at: now }))).pipe(
           Effect.asVoid,

@@ -6,6 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, type Exit, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { jsonArrayRows, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
@@ -131,15 +132,16 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
 
 /**
  * The records a group of changes names, by instance and upstream id: one lookup of the upstream id
- * index per pair (a test checks the plan).
+ * index per pair (a test checks the plan). On PostgreSQL the rows are locked as read, in id order, so
+ * a replica applying other changes to them waits and then plans from what this one wrote.
  */
 export const storedRecordsQuery = (
   sql: SqlClient.SqlClient,
   named: ReadonlyArray<{ readonly instanceId: string; readonly waMessageId: string }>
 ) =>
   sql<StoredRecord>`SELECT m.id, m.instance_id, m.wa_message_id, m.direction, m.status, m.error
-    FROM json_each(${JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId })))}) AS k
-    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'`
+    FROM ${jsonArrayRows(sql, JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId }))), "k")}
+    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${lockRead(sql, "m", "m.id")}`
 
 /** The outcome of `item`'s write through a group writer, once committed. */
 const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
@@ -179,13 +181,13 @@ export const MessagesRepoLive = Layer.effect(
      */
     const acceptAll = batcher.group((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
       Effect.gen(function*() {
-        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number }>`UPDATE messages
+        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number | boolean }>`UPDATE messages
             SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
-            FROM json_each(${JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId })))}) AS a
+            FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
             WHERE messages.id = a.value ->> 'id'
             RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
               WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
-        yield* Effect.forEach(rows, (row) => row.early === 1 ? applyEarly(row.id, row.wa_message_id) : Effect.void, { discard: true })
+        yield* Effect.forEach(rows, (row) => Boolean(row.early) ? applyEarly(row.id, row.wa_message_id) : Effect.void, { discard: true })
         return accepted.map(() => undefined)
       })
     )
@@ -225,7 +227,7 @@ export const MessagesRepoLive = Layer.effect(
           if (plan.moves.length > 0) {
             yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
                 error = c.value ->> 'error', updated_at = ${now}
-              FROM json_each(${JSON.stringify(plan.moves)}) AS c
+              FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
               WHERE messages.id = c.value ->> 'id'`
           }
           yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
