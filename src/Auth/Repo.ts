@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
+import { announce, channels } from "../Sql/Notify.js"
 import { API_TOKEN_PREFIX, generateSecret, hashSecret, SESSION_TOKEN_PREFIX, secretHint } from "./Secrets.js"
 
 export interface ApiTokenRow {
@@ -94,6 +95,9 @@ export const TokensRepoLive = Layer.effect(
           WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
           RETURNING token_hash`.pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.token_hash)),
+          // Every replica forgets the token as this commits (PostgreSQL; TokenResolver listens).
+          Effect.tap(Option.match({ onNone: () => Effect.void, onSome: (hash) => announce(sql, channels.credentials, hash) })),
+          sql.withTransaction,
           Effect.orDie
         ),
       createSession: (organizationId, ttlMillis) => {

@@ -1,13 +1,15 @@
 /**
  * Turns a Bearer secret into a Principal. Live credentials are cached in memory by hash so the hot
  * path does not query the database; revocation through the hub evicts at once, and entries expire
- * after a minute so a change made by another process is seen soon too.
+ * after a minute so a change made by another process is seen soon too. On PostgreSQL a revocation on
+ * any replica is announced as it commits and every replica evicts at once (Sql/Notify.ts).
  */
 import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
 import { Unauthorized } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import type { Principal } from "../Domain/Principal.js"
 import { type Credential, TokensRepo } from "./Repo.js"
+import { channels, subscribe } from "../Sql/Notify.js"
 import { hashSecret } from "./Secrets.js"
 
 const CACHE_TTL_MS = 60_000
@@ -41,7 +43,7 @@ const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
   cachedAt
 })
 
-export const TokenResolverLive = Layer.effect(
+export const TokenResolverLive = Layer.scoped(
   TokenResolver,
   Effect.gen(function*() {
     const repo = yield* TokensRepo
@@ -49,6 +51,8 @@ export const TokenResolverLive = Layer.effect(
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const cache = new Map<string, CacheEntry>()
     const touchedAt = new Map<string, number>()
+    // Revocations on other replicas; while not listening, announcements are missed: start over then.
+    yield* subscribe(channels.credentials, (hash) => cache.delete(hash), () => cache.clear())
 
     const load = (hash: string, now: number): Effect.Effect<CacheEntry | undefined> =>
       Effect.map(repo.findCredential(hash), (found) => {

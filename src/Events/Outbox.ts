@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { announce, channels } from "../Sql/Notify.js"
 import { insertRow, rowStatement } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/SqlShapes.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
@@ -287,6 +288,8 @@ export const OutboxRepoLive = Layer.effect(
             })
           )
           yield* insertDelivery(rows)
+          // Rows not handed to this process's dispatcher wait for a round: every replica's, on PostgreSQL.
+          if (rows.some((row) => row.lease_owner === null)) yield* announce(sql, channels.outbox, "queued")
           const counts = new Map<string, number>()
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
           return counts
@@ -297,13 +300,17 @@ export const OutboxRepoLive = Layer.effect(
             updated_at = ${nowIso()}
           WHERE ${sql.in("id", padded(ids))} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie),
       release: (owner, ids) =>
-        (ids === "all"
-          ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
-          : ids.length === 0
+        (ids !== "all" && ids.length === 0
           ? Effect.void
-          : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`).pipe(Effect.asVoid, Effect.orDie),
+          : Effect.zipRight(
+            ids === "all"
+              ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+                  WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
+              : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+                  WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`,
+            // Released rows are free at once: on PostgreSQL, the other replicas are told.
+            announce(sql, channels.outbox, "released")
+          )).pipe(Effect.orDie),
       recordAttempts: (owner, records) =>
         Effect.gen(function*() {
           if (records.length === 0) return new Map<string, string>()
@@ -384,6 +391,7 @@ export const OutboxRepoLive = Layer.effect(
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
               WHERE id = ${id}`
           }
+          yield* announce(sql, channels.outbox, "replayed")
           return "requeued"
         }).pipe(sql.withTransaction, Effect.orDie)
     })

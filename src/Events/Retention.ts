@@ -7,9 +7,10 @@
  * is never held long.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
+import { runForFleet } from "../Sql/FleetJobs.js"
 
 const BATCH = 500
 
@@ -85,7 +86,7 @@ export const RetentionLive = Layer.effect(
   })
 )
 
-/** Prunes a minute after start, then every hour, for as long as the server runs. */
+/** Prunes once an hour for the whole fleet (Sql/FleetJobs.ts), the first look a minute after start, for as long as the server runs. */
 export const RetentionScheduleLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* HubConfig
@@ -95,10 +96,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
       if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses > 0) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }
-    }).pipe(Effect.catchAllCause((cause) => Effect.logError("Retention pruning failed; it runs again within the hour", cause)))
-    yield* Effect.sleep("1 minute").pipe(
-      Effect.zipRight(Effect.repeat(pruneOnce, Schedule.spaced("1 hour"))),
-      Effect.forkScoped
-    )
+    })
+    yield* runForFleet("retention", { every: Duration.hours(1), firstAfter: Duration.minutes(1) }, pruneOnce)
   })
 )

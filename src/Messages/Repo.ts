@@ -187,7 +187,8 @@ export const MessagesRepoLive = Layer.effect(
             WHERE messages.id = a.value ->> 'id'
             RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
               WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
-        yield* Effect.forEach(rows, (row) => Boolean(row.early) ? applyEarly(row.id, row.wa_message_id) : Effect.void, { discard: true })
+        // EXISTS is 1 on SQLite, true on PostgreSQL.
+        yield* Effect.forEach(rows, (row) => row.early === 1 || row.early === true ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void, { discard: true })
         return accepted.map(() => undefined)
       })
     )
