@@ -30,6 +30,8 @@ export interface HubSettings {
   readonly dispatchPerWebhook: number
   /** On shutdown, how long in-flight deliveries may finish before the rest are released. */
   readonly dispatchDrainTimeout: Duration.Duration
+  /** On SIGTERM, how long the hub keeps serving (with /ready answering 503) before it begins to stop. */
+  readonly shutdownDelay: Duration.Duration
   /** A lease lasts the webhook timeout plus this; then another process may take the row (crash recovery). */
   readonly dispatchLeaseMargin: Duration.Duration
   /** A webhook failing without a single success for this long is disabled. */
@@ -206,6 +208,7 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   dispatchPerWebhook: positiveInteger("HUB_DISPATCH_PER_WEBHOOK", 32),
   dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
   dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),
+  shutdownDelay: duration("HUB_SHUTDOWN_DELAY", "0s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   retention: duration("HUB_RETENTION", "30d"),
   sendRatePerSecond: sendRate,

@@ -4,6 +4,7 @@
  */
 import { Command, Options, ValidationError } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
 import { TokensRepo } from "./Auth/Repo.js"
@@ -12,6 +13,7 @@ import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
 import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Events/Unrouted.js"
+import { ReadinessLive, ShutdownDelayLive } from "./Health/Readiness.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
@@ -44,6 +46,9 @@ const graphId = (name: string) =>
     )
   )
 
+/** The advisory lock the sandbox's demo is created under (any number unlike the hub's others). */
+const DEMO_LOCK = 0x6875_6202
+
 /**
  * Creates the demo tenancy and prints its tokens after the socket is bound but before the hub serves
  * (and logs "Listening on"), so a request sent on seeing that line finds the tenancy, and the curl line
@@ -52,7 +57,13 @@ const graphId = (name: string) =>
 const DemoLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const server = yield* HttpServer.HttpServer
-    const demo = yield* bootstrapSandbox
+    const sql = yield* SqlClient.SqlClient
+    // Replicas starting together on an empty PostgreSQL database: one creates the demo, the others
+    // wait for its commit under the lock, then find it and create nothing.
+    const demo = yield* sql.onDialectOrElse({
+      pg: () => sql.withTransaction(Effect.zipRight(sql`SELECT pg_advisory_xact_lock(${DEMO_LOCK})`, bootstrapSandbox)),
+      orElse: () => bootstrapSandbox
+    }).pipe(Effect.orDie)
     if (Option.isSome(demo)) yield* printDemoCredentials(demo.value, baseUrlOf(server.address))
   })
 )
@@ -60,7 +71,11 @@ const DemoLive = Layer.effectDiscard(
 const baseUrlOf = (address: HttpServer.Address) =>
   address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix://${address.path}`
 
-const serve = Command.make("serve", {}, () => Layer.launch(hubLayer(Layer.provideMerge(DemoLive, ServerLive)))).pipe(
+const serve = Command.make("serve", {}, () =>
+  Layer.launch(
+    // Readiness first (it hears the signal), the shutdown delay last (released first, while the hub still serves).
+    ShutdownDelayLive.pipe(Layer.provide(hubLayer(Layer.provideMerge(DemoLive, ServerLive))), Layer.provide(ReadinessLive))
+  )).pipe(
   Command.withDescription("Run the hub's HTTP server")
 )
 
