@@ -15,6 +15,7 @@ import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Events/Unrouted.js"
 import { ReadinessLive, ShutdownDelayLive } from "./Health/Readiness.js"
 import { InstancesRepo } from "./Instances/Repo.js"
+import { migrateData } from "./Sql/MigrateData.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
@@ -162,6 +163,16 @@ const eventsUnrouted = Command.make("unrouted", {
     yield* printJson({ data: changes })
   })).pipe(Command.withDescription("Upstream changes for phone numbers no instance is bound to, newest first"))
 
+const migrateDataCommand = Command.make("migrate-data", {
+  from: Options.text("from").pipe(Options.withDescription("the SQLite database file of the hub to move")),
+  to: Options.text("to").pipe(Options.withDescription("postgres://user:password@host:port/database: a database no hub has used"))
+}, (options) =>
+  migrateData(options).pipe(
+    Effect.catchAllDefect((defect) => Effect.fail(new CliError({ message: `migrate-data failed, nothing was kept: ${String(defect)}` }))),
+    Effect.mapError((e) => new CliError({ message: e.message })),
+    Effect.flatMap(printJson)
+  )).pipe(Command.withDescription("Copy every table of a SQLite hub into an empty PostgreSQL database"))
+
 const hub = Command.make("hub").pipe(
   Command.withDescription("Messaging Hub: an HTTP gateway in front of the WhatsApp Business Cloud API"),
   Command.withSubcommands([
@@ -171,7 +182,9 @@ const hub = Command.make("hub").pipe(
     Command.make("instance").pipe(Command.withSubcommands([instanceCreate]), Command.provide(ServicesLive)),
     Command.make("session").pipe(Command.withSubcommands([sessionCreate]), Command.provide(ServicesLive)),
     Command.make("token").pipe(Command.withSubcommands([tokenCreate]), Command.provide(ServicesLive)),
-    Command.make("events").pipe(Command.withSubcommands([eventsUnrouted]), Command.provide(ServicesLive))
+    Command.make("events").pipe(Command.withSubcommands([eventsUnrouted]), Command.provide(ServicesLive)),
+    // Opens the two databases it names, not HUB_DB.
+    migrateDataCommand
   ])
 )
 
