@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, type Exit, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
-import { jsonArrayRows, lockRead } from "../Sql/Dialect.js"
+import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
@@ -181,6 +181,9 @@ export const MessagesRepoLive = Layer.effect(
      */
     const acceptAll = batcher.group((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
       Effect.gen(function*() {
+        // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
+        // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
+        yield* lockNames(sql, accepted.map((r) => r.waMessageId))
         const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number | boolean }>`UPDATE messages
             SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
             FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
@@ -222,7 +225,10 @@ export const MessagesRepoLive = Layer.effect(
           if (changes.length === 0) return []
           // Read then write inside the caller's transaction: SQLite has one writer at a time (a
           // Postgres layer would lock the rows it reads with FOR UPDATE).
-          const stored = yield* storedRecordsQuery(sql, namedRecords(changes))
+          const named = namedRecords(changes)
+          // See acceptAll: an acceptance of one of these ids on another replica is ordered with this.
+          yield* lockNames(sql, named.map((r) => r.waMessageId))
+          const stored = yield* storedRecordsQuery(sql, named)
           const plan = planChanges(changes, stored)
           const now = nowIso()
           if (plan.moves.length > 0) {

@@ -3,7 +3,8 @@
  * once and ported with one call. Each piece renders, on SQLite, exactly the text the hub wrote before
  * PostgreSQL was supported (the SQLite path's statements, and so its measured costs, are unchanged).
  */
-import type { SqlClient, Statement } from "@effect/sql"
+import type { SqlClient, SqlError, Statement } from "@effect/sql"
+import { Effect } from "effect"
 
 /** Whether the client is PostgreSQL's (decided once, where a repository is built). */
 export const isPostgres = (sql: SqlClient.SqlClient): boolean => sql.onDialectOrElse({ pg: () => true, orElse: () => false })
@@ -52,3 +53,14 @@ export const placeholders = (sql: SqlClient.SqlClient, text: string): string => 
   let n = 0
   return text.replace(/\?/g, () => `$${++n}`)
 }
+
+/**
+ * Serializes, until the current transaction ends, with any other transaction locking one of the
+ * same names: on PostgreSQL transaction-scoped advisory locks, taken in one order (so two such calls
+ * never deadlock each other); nothing on SQLite, where transactions already run one at a time.
+ * For checks that span rows neither transaction can see yet (see Messages/Repo.ts: early statuses).
+ */
+export const lockNames = (sql: SqlClient.SqlClient, names: ReadonlyArray<string>): Effect.Effect<void, SqlError.SqlError> =>
+  !isPostgres(sql) || names.length === 0 ? Effect.void : Effect.asVoid(sql`SELECT pg_advisory_xact_lock(k.h)
+    FROM (SELECT DISTINCT hashtextextended(n.value, 0) AS h FROM json_array_elements_text(${JSON.stringify(names)}::json) AS n(value)) AS k
+    ORDER BY k.h`)
