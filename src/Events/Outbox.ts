@@ -8,7 +8,8 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import { announce, channels } from "../Sql/Notify.js"
-import { insertRow, rowStatement } from "../Sql/RowStatement.js"
+import { isPostgres } from "../Sql/Dialect.js"
+import { insertRows, rowStatement } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/SqlShapes.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
 
@@ -176,11 +177,11 @@ export const OutboxRepoLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
 
     const lease = makeLease(sql)
-    // The hot writes, one row at a time (see RowStatement.ts).
-    const acceptChange = insertRow(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
-    const insertEvent = insertRow(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
-    const insertUnrouted = insertRow(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at"])
-    const insertDelivery = insertRow(sql, "deliveries", [
+    // The hot writes: one row at a time on SQLite, in one statement on PostgreSQL (see RowStatement.ts).
+    const acceptChange = insertRows(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
+    const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
+    const insertUnrouted = insertRows(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at"])
+    const insertDelivery = insertRows(sql, "deliveries", [
       "id",
       "webhook_id",
       "event_id",
@@ -193,7 +194,7 @@ export const OutboxRepoLive = Layer.effect(
       "created_at",
       "updated_at"
     ])
-    const insertAttempt = insertRow(sql, "delivery_attempts", [
+    const insertAttempt = insertRows(sql, "delivery_attempts", [
       "id",
       "delivery_id",
       "attempt",
@@ -204,28 +205,51 @@ export const OutboxRepoLive = Layer.effect(
       "response_snippet"
     ])
     // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
-    const markSucceeded = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
+    const markSucceededEach = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
       sql`UPDATE deliveries SET status = 'succeeded', attempts = ${p("attempts")}, last_status_code = ${p("status_code")},
           last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ${p("at")}
         WHERE id = ${p("id")} AND lease_owner = ${p("owner")}`)
-    const markFailed = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
+    const markFailedEach = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
       sql`UPDATE deliveries SET status = ${p("status")}, next_attempt_at = ${p("next_attempt_at")}, attempts = ${p("attempts")},
           last_status_code = ${p("status_code")}, last_error = ${p("error")}, lease_owner = NULL, lease_expires_at = NULL,
           updated_at = ${p("at")}
         WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`)
+    // On PostgreSQL the same, every row in one statement (each statement is a round trip there).
+    const markSucceededAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly attempts: number; readonly status_code: number | null; readonly at: string }>) =>
+      rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts,
+          last_status_code = r.status_code, last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+          updated_at = r.at
+        FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
+        WHERE d.id = r.id AND d.lease_owner = r.owner`)
+    const markFailedAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly status: string; readonly next_attempt_at: string | null; readonly attempts: number; readonly status_code: number | null; readonly error: string | null; readonly at: string }>) =>
+      rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = r.status, next_attempt_at = r.next_attempt_at,
+          attempts = r.attempts, last_status_code = r.status_code, last_error = r.error, lease_owner = NULL, lease_expires_at = NULL,
+          updated_at = r.at
+        FROM json_to_recordset(${JSON.stringify(rows)}::json)
+          AS r(id text, owner text, status text, next_attempt_at text, attempts integer, status_code integer, error text, at text)
+        WHERE d.id = r.id AND d.lease_owner = r.owner AND d.status IN ('pending', 'failed')`)
+    const postgres = isPostgres(sql)
+    const markSucceeded = postgres ? markSucceededAll : markSucceededEach
+    const markFailed = postgres ? markFailedAll : markFailedEach
 
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
           WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
       acceptChanges: (changes, now) => {
-        // In key order (a stable sort keeps a key given twice with its first event): two replicas
-        // storing the same changes at once then meet on the first key they share, and the later
-        // waits for the earlier's commit (then finds its keys taken) instead of deadlocking with it.
-        const ordered = [...changes].sort((a, b) => (a.dedupeKey < b.dedupeKey ? -1 : a.dedupeKey > b.dedupeKey ? 1 : 0))
-        return acceptChange(ordered.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now }))).pipe(
-          // A key stored before, or given earlier in this call, returns no row.
-          Effect.map((results) => new Map(ordered.flatMap((c, i) => ((results[i]?.length ?? 0) > 0 ? [[c.dedupeKey, c.eventId]] : [])))),
+        // A key given twice is kept for its first event: later ones are not written at all.
+        const first = new Map<string, string>()
+        for (const c of changes) if (!first.has(c.dedupeKey)) first.set(c.dedupeKey, c.eventId)
+        // In key order: two replicas storing the same changes at once then meet on the first key they
+        // share, and the later waits for the earlier's commit (then finds its keys taken) instead of
+        // deadlocking with it.
+        const ordered = [...first].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        return acceptChange(ordered.map(([dedupe_key, event_id]) => ({ dedupe_key, event_id, received_at: now }))).pipe(
+          // A key stored before returns no row.
+          Effect.map((stored) => {
+            const fresh = new Set(stored.flatMap((row) => (typeof row === "object" && row !== null && "dedupe_key" in row ? [String(row.dedupe_key)] : [])))
+            return new Map(ordered.filter(([key]) => fresh.has(key)))
+          }),
           Effect.orDie
         )
       },
