@@ -2,7 +2,8 @@
  * A fleet of replicas on one PostgreSQL database, in this process: two complete hubs (each its own
  * HTTP server, pool, caches, dispatcher and pacing) on one database. What must hold for the fleet:
  * a change posted to both at once is stored and fanned out once; an Idempotency-Key sends once; a
- * revocation on one is refused by the other at once; the send rate holds for the fleet; periodic
+ * revocation on one is refused by the other at once; a webhook turned off on one gets nothing from
+ * the other; the send rate holds for the fleet; periodic
  * jobs are claimed once; a delivery queued anywhere wakes every dispatcher. The same with real
  * processes, a kill among them, is test/fleet-processes.test.ts.
  */
@@ -104,6 +105,20 @@ describe("a fleet of two replicas on PostgreSQL", () => {
         Effect.timeout(Duration.seconds(1))
       )
       expect(refused.body).toEqual({ statusCode: 401, message: "Unauthorized" })
+    }).pipe(Effect.scoped))
+
+  it.live("a webhook turned off on one replica gets nothing from the other: no replica keeps webhooks cached", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(a, tenant, receiver.url)
+      const post = (replica: Replica) =>
+        request(replica, "POST", "/upstream/events", { json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]]) })
+      expect((yield* post(b)).body).toMatchObject({ deliveries: 1 })
+      yield* receiver.waitFor("the delivery through b", (r) => r.length === 1)
+      expect((yield* request(a, "PATCH", `/api/webhooks/${hook}`, { token: tenant.instanceToken, json: { active: false } })).status).toBe(200)
+      expect((yield* post(b)).body).toMatchObject({ accepted: 1, deliveries: 0 })
     }).pipe(Effect.scoped))
 
   it.live("two replicas sending to one number at twice its rate get the number's rate between them", () =>

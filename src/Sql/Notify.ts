@@ -18,9 +18,7 @@ export const channels = {
   /** Deliveries were queued (not handed to the committing replica's dispatcher), or released: lease them. */
   outbox: "hub_outbox",
   /** A credential was revoked: its token hash is the payload; forget it. */
-  credentials: "hub_credentials",
-  /** A webhook changed: its id is the payload; forget what is kept of it. */
-  webhooks: "hub_webhooks"
+  credentials: "hub_credentials"
 } as const
 
 export type Channel = (typeof channels)[keyof typeof channels]
