@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
+import { compactMessageCounts } from "../Messages/Repo.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
 
 const BATCH = 500
@@ -98,5 +99,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
       }
     })
     yield* runForFleet("retention", { every: Duration.hours(1), firstAfter: Duration.minutes(1) }, pruneOnce)
+    // PostgreSQL's message counts are added rows (migration 0010): folded each minute, so a list's total sums a few.
+    yield* runForFleet("message-counts", { every: Duration.minutes(1), firstAfter: Duration.minutes(1) }, compactMessageCounts(yield* SqlClient.SqlClient))
   })
 )

@@ -143,6 +143,20 @@ export const storedRecordsQuery = (
     FROM ${jsonArrayRows(sql, JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId }))), "k")}
     JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${lockRead(sql, "m", "m.id")}`
 
+/**
+ * Folds each instance's count rows into one (PostgreSQL, where inserts add rows: migration 0010), in
+ * one statement: rows added meanwhile are not in its snapshot and stay, so no count is lost. SQLite
+ * keeps one row per instance and has nothing to fold.
+ */
+export const compactMessageCounts = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () =>
+      Effect.asVoid(sql`WITH folded AS (DELETE FROM message_counts RETURNING instance_id, organization_id, total)
+        INSERT INTO message_counts (instance_id, organization_id, total)
+        SELECT instance_id, organization_id, SUM(total) FROM folded GROUP BY instance_id, organization_id`),
+    orElse: () => Effect.void
+  })
+
 /** The outcome of `item`'s write through a group writer, once committed. */
 const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
   new Promise<Exit.Exit<A, SqlError>>((resolve) => write(item, resolve))
