@@ -227,6 +227,12 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
     settings.upstream === "graph" && Option.isNone(settings.secretKey)
       ? Either.left(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"))
       : Either.right(settings)
+  ),
+  // The sandbox keeps its generated key beside a SQLite file; replicas on PostgreSQL must share one key.
+  Config.mapOrFail((settings) =>
+    databaseEngine(settings.databaseFile) === "postgres" && Option.isNone(settings.secretKey)
+      ? Either.left(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_DB is a PostgreSQL URL: every replica must use the same key"))
+      : Either.right(settings)
   )
 )
 
