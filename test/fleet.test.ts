@@ -148,6 +148,22 @@ describe("a fleet of two replicas on PostgreSQL", () => {
       expect(accepted).toBeGreaterThanOrEqual(2 * rate)
       expect(fromA.includes(429) || fromB.includes(429)).toBe(true)
     }).pipe(Effect.scoped))
+
+  it.live("two replicas sending to one number below its rate between them are never refused", () =>
+    Effect.gen(function*() {
+      const rate = 400
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRatePerSecond: rate })
+      const tenant = yield* on(a, seedTenant())
+      // 60 % of the rate between them for two seconds, from slices of up to 20 sends each.
+      const perReplica = 0.3 * rate * 2
+      const offer = (replica: Replica) =>
+        Effect.forEach(Array.from({ length: perReplica }, (_, i) => i), (i) =>
+          Effect.zipRight(Effect.sleep(Duration.millis((i * 2000) / perReplica)), Effect.map(sendText(replica, tenant), (answer) => answer.status)), {
+          concurrency: "unbounded"
+        })
+      const answers = (yield* Effect.all([offer(a), offer(b)], { concurrency: 2 })).flat()
+      expect(answers.filter((s) => s !== 200)).toEqual([])
+    }).pipe(Effect.scoped))
 })
 
 describe("fleet machinery on PostgreSQL", () => {

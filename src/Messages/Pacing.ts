@@ -7,12 +7,13 @@
  * - PostgreSQL (a fleet of replicas): the budget is shared, so the rate holds for the fleet, not per
  *   replica. Each number's budget is one row of send_pacing holding its theoretical arrival time
  *   (GCRA: the budget is spent up to that instant; a burst may run it at most one second ahead of
- *   now, by the database's clock). A replica takes a slice of it, 1/20 of a second's sends, with one
- *   statement, and spends the slice from memory; a slice not spent within that twentieth of a second
- *   is dropped, so no replica sits on old budget. Sends that find the slice spent wait together for
- *   the next one. Cost: one statement (an upsert of one row, and its commit) per slice, not per send:
- *   at 80/s, one every 4 sends of a busy number; and the fleet can exceed the rate by at most one
- *   slice per replica in any second, 5 % per replica, never more (it never hands out more budget).
+ *   now, by the database's clock). A replica takes a slice of it with one statement (at most 1/20 of
+ *   a second's sends, sized to its own recent sends of the number) and spends it from memory for at
+ *   most that twentieth of a second; what it leaves unspent is given back with its next ask. Sends
+ *   that find the slice spent wait together for the next one. Cost: one statement (an upsert of one
+ *   row, and its commit) per slice, not per send: at 80/s, one every 4 sends of a busy number at
+ *   best. The fleet never hands out more than the budget; it can exceed the rate only by slices given
+ *   back after they expired unspent, at most one slice (5 % of the rate) per replica.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Runtime } from "effect"
@@ -73,14 +74,15 @@ interface Grant {
 }
 
 /**
- * Takes up to `want` sends of the number's shared budget, as one statement: the theoretical arrival
- * time moves on by what is granted, never more than one second (the burst) past now.
+ * Takes up to `want` sends of the number's shared budget, as one statement, after giving back
+ * `giveBack` sends of the replica's previous slice that were never made: the theoretical arrival time
+ * moves on by what is granted, never more than one second (the burst) past now.
  */
-export const grantQuery = (sql: SqlClient.SqlClient, phoneNumberId: string, want: number, ratePerSecond: number) => {
+export const grantQuery = (sql: SqlClient.SqlClient, phoneNumberId: string, want: number, giveBack: number, ratePerSecond: number) => {
   const interval = 1000 / ratePerSecond
   // The database's clock, shared by every replica.
   const now = sql.literal("(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)")
-  const base = sql`GREATEST(p.tat_ms, ${now})`
+  const base = sql`GREATEST(p.tat_ms - ${giveBack * interval}, ${now})`
   const fits = sql`GREATEST(0, LEAST(${want}, FLOOR((${now} + 1000 - ${base}) / ${interval})))`
   return sql<Grant>`INSERT INTO send_pacing AS p (phone_number_id, tat_ms, last_grant)
       VALUES (${phoneNumberId}, ${now} + ${want * interval}, ${want})
@@ -88,25 +90,50 @@ export const grantQuery = (sql: SqlClient.SqlClient, phoneNumberId: string, want
     RETURNING CAST(tat_ms AS DOUBLE PRECISION) AS tat_ms, last_grant AS granted, CAST(${now} AS DOUBLE PRECISION) AS now_ms`
 }
 
-/** Pacing from the budget all replicas share (PostgreSQL). */
+/** A replica's slice of one number's budget. */
+interface Slice {
+  /** Sends left in it. */
+  left: number
+  /** Until when it may be spent (local clock). */
+  until: number
+  /** How many it held, and how many of them were made. */
+  size: number
+  used: number
+  /** The ask for the next slice, under way. */
+  asking: Promise<Paced> | undefined
+}
+
+/**
+ * Pacing from the budget all replicas share (PostgreSQL). A slice is sized to the replica's own
+ * recent sends of the number (twice what it used when it ran out, what it used plus one when it did
+ * not, at most 1/20 of a second's budget), and what a slice leaves unspent is given back with the next
+ * ask: a replica never holds budget another needs for long, and N replicas sending a number below
+ * its rate between them are not refused for budget none of them used.
+ */
 export const makeSharedPacing = (
   ratePerSecond: number,
-  grant: (phoneNumberId: string, want: number) => Promise<Grant>
+  grant: (phoneNumberId: string, want: number, giveBack: number) => Promise<Grant>
 ): Pacing["Type"] => {
-  const sliceSize = Math.max(1, Math.ceil(ratePerSecond / SLICES_PER_SECOND))
+  const sliceMax = Math.max(1, Math.ceil(ratePerSecond / SLICES_PER_SECOND))
   const sliceMs = 1000 / SLICES_PER_SECOND
-  /** Each number's slice in hand: sends left, until when (local clock), and the ask under way. */
-  const slices = new Map<string, { left: number; until: number; asking: Promise<Paced> | undefined }>()
+  const slices = new Map<string, Slice>()
 
-  const ask = (phoneNumberId: string, slice: { left: number; until: number; asking: Promise<Paced> | undefined }): Promise<Paced> =>
-    grant(phoneNumberId, sliceSize).then(
+  const ask = (phoneNumberId: string, slice: Slice): Promise<Paced> => {
+    const ranOut = slice.used >= slice.size
+    const want = Math.min(sliceMax, Math.max(1, ranOut ? 2 * slice.used : slice.used + 1))
+    const giveBack = slice.left
+    slice.left = 0
+    return grant(phoneNumberId, want, giveBack).then(
       (granted) => {
         slice.asking = undefined
+        slice.size = granted.granted
+        slice.used = 0
         if (granted.granted < 1) {
           // The budget is spent up to tat_ms, at most a second ahead: one send is free once now reaches tat_ms - 1 s + one interval.
           return tooMany(phoneNumberId, ratePerSecond, (granted.tat_ms - 1000 + 1000 / ratePerSecond - granted.now_ms) / 1000)
         }
         slice.left = granted.granted - 1
+        slice.used = 1
         slice.until = Date.now() + sliceMs
         return undefined
       },
@@ -117,19 +144,20 @@ export const makeSharedPacing = (
         return undefined
       }
     )
+  }
 
   const takeAt = (phoneNumberId: string, _now: number): Paced | Promise<Paced> => {
     const nowMs = Date.now()
-    const slice = slices.get(phoneNumberId) ?? { left: 0, until: 0, asking: undefined }
+    const slice = slices.get(phoneNumberId) ?? { left: 0, until: 0, size: 0, used: 0, asking: undefined }
     slices.set(phoneNumberId, slice)
     if (slice.left > 0 && nowMs < slice.until) {
       slice.left--
+      slice.used++
       return undefined
     }
     // Sends that find the slice spent while one is asked for wait for it, then take from it in turn.
     const pending = slice.asking
     if (pending !== undefined) return pending.then((refused) => refused ?? takeAt(phoneNumberId, Date.now()))
-    slice.left = 0
     const asking = ask(phoneNumberId, slice)
     slice.asking = asking
     return asking
@@ -144,8 +172,8 @@ export const PacingLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     if (!isPostgres(sql)) return makePacing(config.sendRatePerSecond)
     const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
-    return makeSharedPacing(config.sendRatePerSecond, (phoneNumberId, want) =>
-      runPromise(grantQuery(sql, phoneNumberId, want, config.sendRatePerSecond).pipe(
+    return makeSharedPacing(config.sendRatePerSecond, (phoneNumberId, want, giveBack) =>
+      runPromise(grantQuery(sql, phoneNumberId, want, giveBack, config.sendRatePerSecond).pipe(
         Effect.flatMap((rows) => rows[0] === undefined ? Effect.dieMessage("the pacing upsert returned no row") : Effect.succeed(rows[0]))
       )))
   })
