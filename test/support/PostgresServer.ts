@@ -92,7 +92,7 @@ export const startPostgres = async (options: { readonly maxConnections?: number;
   try {
     await server.start()
   } catch (error) {
-    await server.stop().catch(() => undefined)
+    // start() fails only once the server has exited (stop() would wait for an exit already past).
     rmSync(parent, { recursive: true, force: true })
     throw why("start", error)
   }
