@@ -11,6 +11,7 @@ import { Context, Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
 import { compactMessageCounts } from "../Messages/Repo.js"
+import { isPostgres } from "../Sql/Dialect.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
 
 const BATCH = 500
@@ -100,6 +101,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
     })
     yield* runForFleet("retention", { every: Duration.hours(1), firstAfter: Duration.minutes(1) }, pruneOnce)
     // PostgreSQL's message counts are added rows (migration 0010): folded each minute, so a list's total sums a few.
-    yield* runForFleet("message-counts", { every: Duration.minutes(1), firstAfter: Duration.minutes(1) }, compactMessageCounts(yield* SqlClient.SqlClient))
+    const sql = yield* SqlClient.SqlClient
+    if (isPostgres(sql)) yield* runForFleet("message-counts", { every: Duration.minutes(1), firstAfter: Duration.minutes(1) }, compactMessageCounts(sql))
   })
 )
