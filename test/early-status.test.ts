@@ -28,39 +28,37 @@ const sendAnswering = (tenant: Tenant, waMessageId: string) =>
     return listed.body
   })
 
-for (const engine of engines) {
-  layer(testHubOnFakeGraph({ engine }), { excludeTestServices: true })(`status events that arrive before the send is recorded (${engine})`, (it) => {
-    it.effect("the best early status is applied when the send is accepted", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        for (const state of ["sent", "delivered"]) {
-          const posted = yield* hub.request("POST", "/upstream/events", { json: statusEvent(tenant, "wamid.EARLY1", state) })
-          expect(posted.status).toBe(200)
-        }
-        const listed = yield* sendAnswering(tenant, "wamid.EARLY1")
-        expect(listed).toMatchObject({ total: 1, data: [{ waMessageId: "wamid.EARLY1", status: "delivered", direction: "outbound" }] })
-      }))
+for (const engine of engines) layer(testHubOnFakeGraph({ engine }), { excludeTestServices: true })(`status events that arrive before the send is recorded (${engine})`, (it) => {
+  it.effect("the best early status is applied when the send is accepted", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      for (const state of ["sent", "delivered"]) {
+        const posted = yield* hub.request("POST", "/upstream/events", { json: statusEvent(tenant, "wamid.EARLY1", state) })
+        expect(posted.status).toBe(200)
+      }
+      const listed = yield* sendAnswering(tenant, "wamid.EARLY1")
+      expect(listed).toMatchObject({ total: 1, data: [{ waMessageId: "wamid.EARLY1", status: "delivered", direction: "outbound" }] })
+    }))
 
-    it.effect("without early events an accepted send stays pending, and a later event still moves it", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const listed = yield* sendAnswering(tenant, "wamid.LATER1")
-        expect(listed).toMatchObject({ data: [{ status: "pending" }] })
-        yield* hub.request("POST", "/upstream/events", { json: statusEvent(tenant, "wamid.LATER1", "read") })
-        const after = yield* hub.request("GET", "/api/messages?waMessageId=wamid.LATER1", { token: tenant.instanceToken })
-        expect(after.body).toMatchObject({ data: [{ status: "read" }] })
-      }))
+  it.effect("without early events an accepted send stays pending, and a later event still moves it", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const listed = yield* sendAnswering(tenant, "wamid.LATER1")
+      expect(listed).toMatchObject({ data: [{ status: "pending" }] })
+      yield* hub.request("POST", "/upstream/events", { json: statusEvent(tenant, "wamid.LATER1", "read") })
+      const after = yield* hub.request("GET", "/api/messages?waMessageId=wamid.LATER1", { token: tenant.instanceToken })
+      expect(after.body).toMatchObject({ data: [{ status: "read" }] })
+    }))
 
-    it.effect("an early event of another instance does not touch this instance's send", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const mine = yield* seedTenant()
-        const theirs = yield* seedTenant()
-        yield* hub.request("POST", "/upstream/events", { json: statusEvent(theirs, "wamid.SHARED1", "read") })
-        const listed = yield* sendAnswering(mine, "wamid.SHARED1")
-        expect(listed).toMatchObject({ data: [{ status: "pending" }] })
-      }))
-  })
-}
+  it.effect("an early event of another instance does not touch this instance's send", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const mine = yield* seedTenant()
+      const theirs = yield* seedTenant()
+      yield* hub.request("POST", "/upstream/events", { json: statusEvent(theirs, "wamid.SHARED1", "read") })
+      const listed = yield* sendAnswering(mine, "wamid.SHARED1")
+      expect(listed).toMatchObject({ data: [{ status: "pending" }] })
+    }))
+})

@@ -107,82 +107,80 @@ const forOwner = (changes: ReadonlyArray<MessageChange>, owner: Owner): Readonly
 
 const STORED: ReadonlyArray<readonly [string, string]> = [["wamid.A", "pending"], ["wamid.B", "sent"], ["wamid.C", "delivered"], ["wamid.D", "failed"]]
 
-for (const engine of engines) {
-  layer(testHub({ engine }))(`message changes applied as a group (${engine})`, (it) => {
-    it.effect("end as the same changes applied one by one, over many random groups", () =>
-      Effect.gen(function*() {
-        const repo = yield* MessagesRepo
-        const sql = yield* SqlClient.SqlClient
-        for (let seed = 1; seed <= 40; seed++) {
-          const reference = yield* seedTenant()
-          const grouped = yield* seedTenant()
-          yield* seedOutbound(reference, STORED)
-          yield* seedOutbound(grouped, STORED)
-          // wamid.E is someone's inbound message; wamid.F is unknown until a change names it.
-          const inboundE = { waMessageId: "wamid.E", from: "16505550000", type: "text", at: "2026-07-01T00:00:00.000Z" }
-          yield* applyOneByOne([{ _tag: "Inbound", message: { ...reference, ...inboundE } }])
-          yield* applyOneByOne([{ _tag: "Inbound", message: { ...grouped, ...inboundE } }])
+for (const engine of engines) layer(testHub({ engine }))(`message changes applied as a group (${engine})`, (it) => {
+  it.effect("end as the same changes applied one by one, over many random groups", () =>
+    Effect.gen(function*() {
+      const repo = yield* MessagesRepo
+      const sql = yield* SqlClient.SqlClient
+      for (let seed = 1; seed <= 40; seed++) {
+        const reference = yield* seedTenant()
+        const grouped = yield* seedTenant()
+        yield* seedOutbound(reference, STORED)
+        yield* seedOutbound(grouped, STORED)
+        // wamid.E is someone's inbound message; wamid.F is unknown until a change names it.
+        const inboundE = { waMessageId: "wamid.E", from: "16505550000", type: "text", at: "2026-07-01T00:00:00.000Z" }
+        yield* applyOneByOne([{ _tag: "Inbound", message: { ...reference, ...inboundE } }])
+        yield* applyOneByOne([{ _tag: "Inbound", message: { ...grouped, ...inboundE } }])
 
-          const changes = randomChanges(reference, seed)
-          yield* applyOneByOne(changes)
-          const outcomes = yield* sql.withTransaction(repo.applyChanges(forOwner(changes, grouped)))
-          expect(outcomes).toHaveLength(changes.length)
+        const changes = randomChanges(reference, seed)
+        yield* applyOneByOne(changes)
+        const outcomes = yield* sql.withTransaction(repo.applyChanges(forOwner(changes, grouped)))
+        expect(outcomes).toHaveLength(changes.length)
 
-          const expected = yield* stateOf(reference.instanceId)
-          const actual = yield* stateOf(grouped.instanceId)
-          expect({ seed, ...actual }).toEqual({ seed, ...expected })
+        const expected = yield* stateOf(reference.instanceId)
+        const actual = yield* stateOf(grouped.instanceId)
+        expect({ seed, ...actual }).toEqual({ seed, ...expected })
+      }
+    }))
+
+  it.effect("a failure's error survives a later read in the same group; a status before the inbound message of its id is kept early", () =>
+    Effect.gen(function*() {
+      const repo = yield* MessagesRepo
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* seedTenant()
+      yield* seedOutbound(owner, [["wamid.P", "sent"]])
+      const error = [{ code: 131026, title: "Message undeliverable" }]
+      const status = (waMessageId: string, s: StatusUpdate["status"], second: number, withError = false): MessageChange => ({
+        _tag: "Status",
+        update: { instanceId: owner.instanceId, waMessageId, status: s, at: `2026-07-02T00:00:0${second}.000Z`, ...(withError ? { error } : {}) }
+      })
+      const outcomes = yield* sql.withTransaction(repo.applyChanges([
+        status("wamid.P", "failed", 1, true),
+        status("wamid.P", "delivered", 2),
+        status("wamid.P", "read", 3),
+        status("wamid.P", "read", 4),
+        status("wamid.Q", "sent", 5),
+        status("wamid.Q", "sent", 6),
+        { _tag: "Inbound", message: { ...owner, waMessageId: "wamid.Q", from: "16505550001", type: "image", at: "2026-07-02T00:00:07.000Z" } },
+        { _tag: "Inbound", message: { ...owner, waMessageId: "wamid.Q", from: "16505550001", type: "image", at: "2026-07-02T00:00:08.000Z" } },
+        status("wamid.Q", "delivered", 9)
+      ]))
+      expect(outcomes).toEqual([true, false, true, false, false, false, true, false, false])
+      const state = yield* stateOf(owner.instanceId)
+      expect(state.messages).toEqual([
+        {
+          wa_message_id: "wamid.P",
+          direction: "outbound",
+          status: "read",
+          status_at: "2026-07-02T00:00:03.000Z",
+          error: JSON.stringify(error),
+          from_number: null,
+          type: "text",
+          created_at: "2026-07-01T00:00:00.000Z"
+        },
+        {
+          wa_message_id: "wamid.Q",
+          direction: "inbound",
+          status: "delivered",
+          status_at: "2026-07-02T00:00:07.000Z",
+          error: null,
+          from_number: "16505550001",
+          type: "image",
+          created_at: "2026-07-02T00:00:07.000Z"
         }
-      }))
-
-    it.effect("a failure's error survives a later read in the same group; a status before the inbound message of its id is kept early", () =>
-      Effect.gen(function*() {
-        const repo = yield* MessagesRepo
-        const sql = yield* SqlClient.SqlClient
-        const owner = yield* seedTenant()
-        yield* seedOutbound(owner, [["wamid.P", "sent"]])
-        const error = [{ code: 131026, title: "Message undeliverable" }]
-        const status = (waMessageId: string, s: StatusUpdate["status"], second: number, withError = false): MessageChange => ({
-          _tag: "Status",
-          update: { instanceId: owner.instanceId, waMessageId, status: s, at: `2026-07-02T00:00:0${second}.000Z`, ...(withError ? { error } : {}) }
-        })
-        const outcomes = yield* sql.withTransaction(repo.applyChanges([
-          status("wamid.P", "failed", 1, true),
-          status("wamid.P", "delivered", 2),
-          status("wamid.P", "read", 3),
-          status("wamid.P", "read", 4),
-          status("wamid.Q", "sent", 5),
-          status("wamid.Q", "sent", 6),
-          { _tag: "Inbound", message: { ...owner, waMessageId: "wamid.Q", from: "16505550001", type: "image", at: "2026-07-02T00:00:07.000Z" } },
-          { _tag: "Inbound", message: { ...owner, waMessageId: "wamid.Q", from: "16505550001", type: "image", at: "2026-07-02T00:00:08.000Z" } },
-          status("wamid.Q", "delivered", 9)
-        ]))
-        expect(outcomes).toEqual([true, false, true, false, false, false, true, false, false])
-        const state = yield* stateOf(owner.instanceId)
-        expect(state.messages).toEqual([
-          {
-            wa_message_id: "wamid.P",
-            direction: "outbound",
-            status: "read",
-            status_at: "2026-07-02T00:00:03.000Z",
-            error: JSON.stringify(error),
-            from_number: null,
-            type: "text",
-            created_at: "2026-07-01T00:00:00.000Z"
-          },
-          {
-            wa_message_id: "wamid.Q",
-            direction: "inbound",
-            status: "delivered",
-            status_at: "2026-07-02T00:00:07.000Z",
-            error: null,
-            from_number: "16505550001",
-            type: "image",
-            created_at: "2026-07-02T00:00:07.000Z"
-          }
-        ])
-        // The first `sent` for wamid.Q came before any record held that id; the `delivered` after the inbound record did not.
-        expect(state.early).toEqual([{ wa_message_id: "wamid.Q", status: "sent", status_rank: 1, status_at: "2026-07-02T00:00:05.000Z", error: null }])
-        expect(yield* repo.applyChanges([])).toEqual([])
-      }))
-  })
-}
+      ])
+      // The first `sent` for wamid.Q came before any record held that id; the `delivered` after the inbound record did not.
+      expect(state.early).toEqual([{ wa_message_id: "wamid.Q", status: "sent", status_rank: 1, status_at: "2026-07-02T00:00:05.000Z", error: null }])
+      expect(yield* repo.applyChanges([])).toEqual([])
+    }))
+})

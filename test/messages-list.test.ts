@@ -61,257 +61,253 @@ const recordInbound = (message: InboundMessage) =>
 const idsOf = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((record) => record.id)
 
 /** A second instance (and its instance token) in the tenant's organization. */
-for (const engine of engines) {
-  layer(testHub({ engine }))(`GET /api/messages (${engine})`, (it) => {
-    it.effect("answers the envelope with records newest first (ties broken by id), page 1 and limit 50 by default", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        yield* seedRecords(tenant, [
-          { id: "msg_a", createdAt: "2026-01-01T10:00:00.000Z", waMessageId: "wamid.A", to: "16505551111", type: "image", status: "read" },
-          { id: "msg_b", createdAt: "2026-01-02T10:00:00.000Z", direction: "inbound", waMessageId: "wamid.B", to: "16505552222" },
-          { id: "msg_c", createdAt: "2026-01-02T10:00:00.000Z", waMessageId: null, status: "failed" }
-        ])
-        const listed = yield* listMessages(tenant.instanceToken)
-        expect(listed.status).toBe(200)
-        expect(listed.body).toEqual({
-          data: [
-            { id: "msg_c", waMessageId: null, to: "16505551234", type: "text", status: "failed", direction: "outbound", createdAt: "2026-01-02T10:00:00.000Z" },
-            { id: "msg_b", waMessageId: "wamid.B", to: "16505552222", type: "text", status: "sent", direction: "inbound", createdAt: "2026-01-02T10:00:00.000Z" },
-            { id: "msg_a", waMessageId: "wamid.A", to: "16505551111", type: "image", status: "read", direction: "outbound", createdAt: "2026-01-01T10:00:00.000Z" }
-          ],
-          total: 3,
-          page: 1,
-          limit: 50
-        })
-      }))
+for (const engine of engines) layer(testHub({ engine }))(`GET /api/messages (${engine})`, (it) => {
+  it.effect("answers the envelope with records newest first (ties broken by id), page 1 and limit 50 by default", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [
+        { id: "msg_a", createdAt: "2026-01-01T10:00:00.000Z", waMessageId: "wamid.A", to: "16505551111", type: "image", status: "read" },
+        { id: "msg_b", createdAt: "2026-01-02T10:00:00.000Z", direction: "inbound", waMessageId: "wamid.B", to: "16505552222" },
+        { id: "msg_c", createdAt: "2026-01-02T10:00:00.000Z", waMessageId: null, status: "failed" }
+      ])
+      const listed = yield* listMessages(tenant.instanceToken)
+      expect(listed.status).toBe(200)
+      expect(listed.body).toEqual({
+        data: [
+          { id: "msg_c", waMessageId: null, to: "16505551234", type: "text", status: "failed", direction: "outbound", createdAt: "2026-01-02T10:00:00.000Z" },
+          { id: "msg_b", waMessageId: "wamid.B", to: "16505552222", type: "text", status: "sent", direction: "inbound", createdAt: "2026-01-02T10:00:00.000Z" },
+          { id: "msg_a", waMessageId: "wamid.A", to: "16505551111", type: "image", status: "read", direction: "outbound", createdAt: "2026-01-01T10:00:00.000Z" }
+        ],
+        total: 3,
+        page: 1,
+        limit: 50
+      })
+    }))
 
-    it.effect("pages with page and limit; total counts every match", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        yield* seedRecords(tenant, [1, 2, 3, 4, 5].map((n) => ({ id: `msg_p${n}`, createdAt: `2026-02-0${n}T00:00:00.000Z` })))
-        const first = yield* listMessages(tenant.instanceToken, "limit=2")
-        expect(idsOf(first.body)).toEqual(["msg_p5", "msg_p4"])
-        expect(first.body).toMatchObject({ total: 5, page: 1, limit: 2 })
-        const third = yield* listMessages(tenant.instanceToken, "page=3&limit=2")
-        expect(idsOf(third.body)).toEqual(["msg_p1"])
-        expect(third.body).toMatchObject({ total: 5, page: 3, limit: 2 })
-        const beyond = yield* listMessages(tenant.instanceToken, "page=4&limit=2")
-        expect(beyond.body).toEqual({ data: [], total: 5, page: 4, limit: 2 })
-        const all = yield* listMessages(tenant.instanceToken, "limit=100")
-        expect(idsOf(all.body)).toEqual(["msg_p5", "msg_p4", "msg_p3", "msg_p2", "msg_p1"])
-      }))
+  it.effect("pages with page and limit; total counts every match", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [1, 2, 3, 4, 5].map((n) => ({ id: `msg_p${n}`, createdAt: `2026-02-0${n}T00:00:00.000Z` })))
+      const first = yield* listMessages(tenant.instanceToken, "limit=2")
+      expect(idsOf(first.body)).toEqual(["msg_p5", "msg_p4"])
+      expect(first.body).toMatchObject({ total: 5, page: 1, limit: 2 })
+      const third = yield* listMessages(tenant.instanceToken, "page=3&limit=2")
+      expect(idsOf(third.body)).toEqual(["msg_p1"])
+      expect(third.body).toMatchObject({ total: 5, page: 3, limit: 2 })
+      const beyond = yield* listMessages(tenant.instanceToken, "page=4&limit=2")
+      expect(beyond.body).toEqual({ data: [], total: 5, page: 4, limit: 2 })
+      const all = yield* listMessages(tenant.instanceToken, "limit=100")
+      expect(idsOf(all.body)).toEqual(["msg_p5", "msg_p4", "msg_p3", "msg_p2", "msg_p1"])
+    }))
 
-    it.effect("filters by status, direction and upstream message id (camelCase or snake_case)", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        yield* seedRecords(tenant, [
-          { id: "msg_f1", createdAt: "2026-03-01T00:00:00.000Z", status: "delivered", waMessageId: "wamid.F1" },
-          { id: "msg_f2", createdAt: "2026-03-02T00:00:00.000Z", status: "failed", waMessageId: null },
-          { id: "msg_f3", createdAt: "2026-03-03T00:00:00.000Z", status: "delivered", direction: "inbound", waMessageId: "wamid.F3" },
-          { id: "msg_f4", createdAt: "2026-03-04T00:00:00.000Z", status: "pending", waMessageId: "wamid.F4" }
-        ])
-        const delivered = yield* listMessages(tenant.instanceToken, "status=delivered")
-        expect(idsOf(delivered.body)).toEqual(["msg_f3", "msg_f1"])
-        expect(delivered.body.total).toBe(2)
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "direction=inbound")).body)).toEqual(["msg_f3"])
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "direction=outbound&status=delivered")).body)).toEqual(["msg_f1"])
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "status=failed")).body)).toEqual(["msg_f2"])
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "waMessageId=wamid.F4")).body)).toEqual(["msg_f4"])
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "wa_message_id=wamid.F1")).body)).toEqual(["msg_f1"])
-        const none = yield* listMessages(tenant.instanceToken, "wa_message_id=wamid.unknown")
-        expect(none.body).toEqual({ data: [], total: 0, page: 1, limit: 50 })
-      }))
+  it.effect("filters by status, direction and upstream message id (camelCase or snake_case)", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [
+        { id: "msg_f1", createdAt: "2026-03-01T00:00:00.000Z", status: "delivered", waMessageId: "wamid.F1" },
+        { id: "msg_f2", createdAt: "2026-03-02T00:00:00.000Z", status: "failed", waMessageId: null },
+        { id: "msg_f3", createdAt: "2026-03-03T00:00:00.000Z", status: "delivered", direction: "inbound", waMessageId: "wamid.F3" },
+        { id: "msg_f4", createdAt: "2026-03-04T00:00:00.000Z", status: "pending", waMessageId: "wamid.F4" }
+      ])
+      const delivered = yield* listMessages(tenant.instanceToken, "status=delivered")
+      expect(idsOf(delivered.body)).toEqual(["msg_f3", "msg_f1"])
+      expect(delivered.body.total).toBe(2)
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "direction=inbound")).body)).toEqual(["msg_f3"])
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "direction=outbound&status=delivered")).body)).toEqual(["msg_f1"])
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "status=failed")).body)).toEqual(["msg_f2"])
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "waMessageId=wamid.F4")).body)).toEqual(["msg_f4"])
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "wa_message_id=wamid.F1")).body)).toEqual(["msg_f1"])
+      const none = yield* listMessages(tenant.instanceToken, "wa_message_id=wamid.unknown")
+      expect(none.body).toEqual({ data: [], total: 0, page: 1, limit: 50 })
+    }))
 
-    it.effect("filters by date: ISO 8601 timestamps or bare dates, a bare end date covering its whole day", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        yield* seedRecords(tenant, [
-          { id: "msg_d1", createdAt: "2026-04-01T23:59:59.999Z" },
-          { id: "msg_d2", createdAt: "2026-04-02T00:00:00.000Z" },
-          { id: "msg_d3", createdAt: "2026-04-02T12:00:00.000Z" },
-          { id: "msg_d4", createdAt: "2026-04-02T23:59:59.999Z" },
-          { id: "msg_d5", createdAt: "2026-04-03T00:00:00.000Z" }
-        ])
-        const oneDay = yield* listMessages(tenant.instanceToken, "startDate=2026-04-02&endDate=2026-04-02")
-        expect(idsOf(oneDay.body)).toEqual(["msg_d4", "msg_d3", "msg_d2"])
-        expect(oneDay.body.total).toBe(3)
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "start_date=2026-04-02T12:00:00Z")).body)).toEqual(["msg_d5", "msg_d4", "msg_d3"])
-        // A timestamp end is inclusive to the millisecond.
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "end_date=2026-04-02T12:00:00.000Z")).body)).toEqual(["msg_d3", "msg_d2", "msg_d1"])
-        // Offsets are honoured: 02:00 at +02:00 is midnight UTC.
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "startDate=2026-04-02T02:00:00%2B02:00&endDate=2026-04-02T11:59:59Z")).body)).toEqual([
-          "msg_d2"
-        ])
-        expect(idsOf((yield* listMessages(tenant.instanceToken, "endDate=2026-04-01")).body)).toEqual(["msg_d1"])
-      }))
+  it.effect("filters by date: ISO 8601 timestamps or bare dates, a bare end date covering its whole day", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [
+        { id: "msg_d1", createdAt: "2026-04-01T23:59:59.999Z" },
+        { id: "msg_d2", createdAt: "2026-04-02T00:00:00.000Z" },
+        { id: "msg_d3", createdAt: "2026-04-02T12:00:00.000Z" },
+        { id: "msg_d4", createdAt: "2026-04-02T23:59:59.999Z" },
+        { id: "msg_d5", createdAt: "2026-04-03T00:00:00.000Z" }
+      ])
+      const oneDay = yield* listMessages(tenant.instanceToken, "startDate=2026-04-02&endDate=2026-04-02")
+      expect(idsOf(oneDay.body)).toEqual(["msg_d4", "msg_d3", "msg_d2"])
+      expect(oneDay.body.total).toBe(3)
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "start_date=2026-04-02T12:00:00Z")).body)).toEqual(["msg_d5", "msg_d4", "msg_d3"])
+      // A timestamp end is inclusive to the millisecond.
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "end_date=2026-04-02T12:00:00.000Z")).body)).toEqual(["msg_d3", "msg_d2", "msg_d1"])
+      // Offsets are honoured: 02:00 at +02:00 is midnight UTC.
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "startDate=2026-04-02T02:00:00%2B02:00&endDate=2026-04-02T11:59:59Z")).body)).toEqual([
+        "msg_d2"
+      ])
+      expect(idsOf((yield* listMessages(tenant.instanceToken, "endDate=2026-04-01")).body)).toEqual(["msg_d1"])
+    }))
 
-    it.effect("refuses invalid values with a 400 naming every bad parameter", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
-          ["page=0", ["page"]],
-          ["page=two", ["page"]],
-          ["limit=101", ["limit"]],
-          ["limit=0", ["limit"]],
-          ["limit=1.5", ["limit"]],
-          ["status=archived", ["status"]],
-          ["direction=sideways", ["direction"]],
-          ["startDate=yesterday", ["startDate"]],
-          ["endDate=2026-02-30", ["endDate"]],
-          ["start_date=2026-13-01T00:00:00Z", ["start_date"]],
-          ["waMessageId=", ["waMessageId"]],
-          ["page=-1&limit=500&status=x&end_date=soon", ["page", "limit", "status", "end_date"]],
-          ["startDate=2026-04-02&start_date=2026-04-03", ["start_date"]],
-          ["waMessageId=wamid.A&wa_message_id=wamid.B", ["wa_message_id"]],
-          ["startDate=2026-04-03&endDate=2026-04-02", ["endDate"]]
-        ]
-        for (const [query, fields] of cases) {
-          const refused = yield* listMessages(tenant.instanceToken, query)
-          expect(refused.status, query).toBe(400)
-          expect(refused.body.error, query).toBe("validation_failed")
-          expect([...fieldsOf(refused.body)].sort(), query).toEqual([...fields].sort())
-        }
-      }))
+  it.effect("refuses invalid values with a 400 naming every bad parameter", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
+        ["page=0", ["page"]],
+        ["page=two", ["page"]],
+        ["limit=101", ["limit"]],
+        ["limit=0", ["limit"]],
+        ["limit=1.5", ["limit"]],
+        ["status=archived", ["status"]],
+        ["direction=sideways", ["direction"]],
+        ["startDate=yesterday", ["startDate"]],
+        ["endDate=2026-02-30", ["endDate"]],
+        ["start_date=2026-13-01T00:00:00Z", ["start_date"]],
+        ["waMessageId=", ["waMessageId"]],
+        ["page=-1&limit=500&status=x&end_date=soon", ["page", "limit", "status", "end_date"]],
+        ["startDate=2026-04-02&start_date=2026-04-03", ["start_date"]],
+        ["waMessageId=wamid.A&wa_message_id=wamid.B", ["wa_message_id"]],
+        ["startDate=2026-04-03&endDate=2026-04-02", ["endDate"]]
+      ]
+      for (const [query, fields] of cases) {
+        const refused = yield* listMessages(tenant.instanceToken, query)
+        expect(refused.status, query).toBe(400)
+        expect(refused.body.error, query).toBe("validation_failed")
+        expect([...fieldsOf(refused.body)].sort(), query).toEqual([...fields].sort())
+      }
+    }))
 
-    it.effect("an instance token sees only its instance; an organization token sees all its instances and may filter by instance_id", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const sibling = yield* addInstance(tenant)
-        const stranger = yield* seedTenant()
-        yield* seedRecords(tenant, [{ id: "msg_i1", createdAt: "2026-05-01T00:00:00.000Z" }])
-        yield* seedRecords(sibling, [{ id: "msg_i2", createdAt: "2026-05-02T00:00:00.000Z" }])
-        yield* seedRecords(stranger, [{ id: "msg_i3", createdAt: "2026-05-03T00:00:00.000Z", waMessageId: "wamid.I3" }])
+  it.effect("an instance token sees only its instance; an organization token sees all its instances and may filter by instance_id", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const sibling = yield* addInstance(tenant)
+      const stranger = yield* seedTenant()
+      yield* seedRecords(tenant, [{ id: "msg_i1", createdAt: "2026-05-01T00:00:00.000Z" }])
+      yield* seedRecords(sibling, [{ id: "msg_i2", createdAt: "2026-05-02T00:00:00.000Z" }])
+      yield* seedRecords(stranger, [{ id: "msg_i3", createdAt: "2026-05-03T00:00:00.000Z", waMessageId: "wamid.I3" }])
 
-        expect(idsOf((yield* listMessages(tenant.instanceToken)).body)).toEqual(["msg_i1"])
-        expect(idsOf((yield* listMessages(sibling.instanceToken)).body)).toEqual(["msg_i2"])
-        expect(idsOf((yield* listMessages(stranger.instanceToken)).body)).toEqual(["msg_i3"])
+      expect(idsOf((yield* listMessages(tenant.instanceToken)).body)).toEqual(["msg_i1"])
+      expect(idsOf((yield* listMessages(sibling.instanceToken)).body)).toEqual(["msg_i2"])
+      expect(idsOf((yield* listMessages(stranger.instanceToken)).body)).toEqual(["msg_i3"])
 
-        const all = yield* listMessages(tenant.orgToken)
-        expect(idsOf(all.body)).toEqual(["msg_i2", "msg_i1"])
-        expect(all.body.total).toBe(2)
-        expect(idsOf((yield* listMessages(tenant.orgToken, `instance_id=${sibling.instanceId}`)).body)).toEqual(["msg_i2"])
-        expect(idsOf((yield* listMessages(tenant.orgToken, `phone_number_id=${tenant.phoneNumberId}`)).body)).toEqual(["msg_i1"])
-        expect(idsOf((yield* listMessages(tenant.instanceToken, `instance_id=${tenant.instanceId}`)).body)).toEqual(["msg_i1"])
+      const all = yield* listMessages(tenant.orgToken)
+      expect(idsOf(all.body)).toEqual(["msg_i2", "msg_i1"])
+      expect(all.body.total).toBe(2)
+      expect(idsOf((yield* listMessages(tenant.orgToken, `instance_id=${sibling.instanceId}`)).body)).toEqual(["msg_i2"])
+      expect(idsOf((yield* listMessages(tenant.orgToken, `phone_number_id=${tenant.phoneNumberId}`)).body)).toEqual(["msg_i1"])
+      expect(idsOf((yield* listMessages(tenant.instanceToken, `instance_id=${tenant.instanceId}`)).body)).toEqual(["msg_i1"])
 
-        const foreign = yield* listMessages(tenant.orgToken, `instance_id=${stranger.instanceId}`)
-        expect(foreign.status).toBe(404)
-        expect(foreign.text).not.toContain("msg_i3")
-        const other = yield* listMessages(tenant.instanceToken, `instance_id=${sibling.instanceId}`)
-        expect(other.status).toBe(403)
-        expect(other.body.error).toBe("forbidden_instance")
-        // Filtering by another tenant's upstream id finds nothing.
-        expect((yield* listMessages(tenant.instanceToken, "waMessageId=wamid.I3")).body.total).toBe(0)
-        expect((yield* listMessages(tenant.orgToken, "waMessageId=wamid.I3")).body.total).toBe(0)
-        expect((yield* listMessages(stranger.orgToken, "waMessageId=wamid.I3")).body.total).toBe(1)
-      }))
+      const foreign = yield* listMessages(tenant.orgToken, `instance_id=${stranger.instanceId}`)
+      expect(foreign.status).toBe(404)
+      expect(foreign.text).not.toContain("msg_i3")
+      const other = yield* listMessages(tenant.instanceToken, `instance_id=${sibling.instanceId}`)
+      expect(other.status).toBe(403)
+      expect(other.body.error).toBe("forbidden_instance")
+      // Filtering by another tenant's upstream id finds nothing.
+      expect((yield* listMessages(tenant.instanceToken, "waMessageId=wamid.I3")).body.total).toBe(0)
+      expect((yield* listMessages(tenant.orgToken, "waMessageId=wamid.I3")).body.total).toBe(0)
+      expect((yield* listMessages(stranger.orgToken, "waMessageId=wamid.I3")).body.total).toBe(1)
+    }))
 
-    it.effect("a session token cannot list messages", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const refused = yield* listMessages(tenant.sessionToken)
-        expect(refused.status).toBe(403)
-      }))
-  })
-}
+  it.effect("a session token cannot list messages", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const refused = yield* listMessages(tenant.sessionToken)
+      expect(refused.status).toBe(403)
+    }))
+})
 
-for (const engine of engines) {
-  layer(testHub({ engine }))(`message records for the events feature (${engine})`, (it) => {
-    it.effect("status events move a record forward only, in one conditional update", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        yield* seedRecords(tenant, [{ id: "msg_s1", createdAt: "2026-06-01T00:00:00.000Z", status: "pending", waMessageId: "wamid.S1" }])
-        const apply = (status: "sent" | "delivered" | "read" | "failed") =>
-          applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.S1", status, at: "2026-06-01T00:00:05.000Z" })
-        const statusNow = Effect.map(listMessages(tenant.instanceToken, "waMessageId=wamid.S1"), (r) => itemsOf(r.body)[0]?.status)
+for (const engine of engines) layer(testHub({ engine }))(`message records for the events feature (${engine})`, (it) => {
+  it.effect("status events move a record forward only, in one conditional update", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [{ id: "msg_s1", createdAt: "2026-06-01T00:00:00.000Z", status: "pending", waMessageId: "wamid.S1" }])
+      const apply = (status: "sent" | "delivered" | "read" | "failed") =>
+        applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.S1", status, at: "2026-06-01T00:00:05.000Z" })
+      const statusNow = Effect.map(listMessages(tenant.instanceToken, "waMessageId=wamid.S1"), (r) => itemsOf(r.body)[0]?.status)
 
-        expect(yield* apply("sent")).toBe(true)
-        expect(yield* apply("sent")).toBe(false)
-        expect(yield* statusNow).toBe("sent")
-        expect(yield* apply("read")).toBe(true)
-        expect(yield* apply("delivered")).toBe(false)
-        expect(yield* apply("failed")).toBe(false)
-        expect(yield* statusNow).toBe("read")
-        // Unknown ids and other instances' ids change nothing.
-        expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.nope", status: "sent", at: "2026-06-01T00:00:00.000Z" })).toBe(
-          false
-        )
-        const other = yield* seedTenant()
-        expect(yield* applyStatus({ instanceId: other.instanceId, waMessageId: "wamid.S1", status: "failed", at: "2026-06-01T00:00:00.000Z" })).toBe(
-          false
-        )
-      }))
+      expect(yield* apply("sent")).toBe(true)
+      expect(yield* apply("sent")).toBe(false)
+      expect(yield* statusNow).toBe("sent")
+      expect(yield* apply("read")).toBe(true)
+      expect(yield* apply("delivered")).toBe(false)
+      expect(yield* apply("failed")).toBe(false)
+      expect(yield* statusNow).toBe("read")
+      // Unknown ids and other instances' ids change nothing.
+      expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.nope", status: "sent", at: "2026-06-01T00:00:00.000Z" })).toBe(
+        false
+      )
+      const other = yield* seedTenant()
+      expect(yield* applyStatus({ instanceId: other.instanceId, waMessageId: "wamid.S1", status: "failed", at: "2026-06-01T00:00:00.000Z" })).toBe(
+        false
+      )
+    }))
 
-    it.effect("failed is reached from any state but read, keeps the upstream error, and is never left for a lower state", () =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const tenant = yield* seedTenant()
-        yield* seedRecords(tenant, [
-          { id: "msg_x1", createdAt: "2026-06-02T00:00:00.000Z", status: "pending", waMessageId: "wamid.X1" },
-          { id: "msg_x2", createdAt: "2026-06-02T00:00:01.000Z", status: "delivered", waMessageId: "wamid.X2" }
-        ])
-        const error = [{ code: 131047, title: "Re-engagement message" }]
-        const fail = (waMessageId: string) =>
-          applyStatus({ instanceId: tenant.instanceId, waMessageId, status: "failed", at: "2026-06-02T00:01:00.000Z", error })
-        expect(yield* fail("wamid.X1")).toBe(true)
-        expect(yield* fail("wamid.X2")).toBe(true)
-        expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.X2", status: "delivered", at: "2026-06-02T00:02:00.000Z" })).toBe(
-          false
-        )
-        const failed = yield* listMessages(tenant.instanceToken, "status=failed")
-        expect(idsOf(failed.body)).toEqual(["msg_x2", "msg_x1"])
-        const stored = yield* sql<{ readonly error: string | null }>`SELECT error FROM messages WHERE id = 'msg_x2'`
-        expect(JSON.parse(stored[0]?.error ?? "null")).toEqual(error)
-      }))
+  it.effect("failed is reached from any state but read, keeps the upstream error, and is never left for a lower state", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [
+        { id: "msg_x1", createdAt: "2026-06-02T00:00:00.000Z", status: "pending", waMessageId: "wamid.X1" },
+        { id: "msg_x2", createdAt: "2026-06-02T00:00:01.000Z", status: "delivered", waMessageId: "wamid.X2" }
+      ])
+      const error = [{ code: 131047, title: "Re-engagement message" }]
+      const fail = (waMessageId: string) =>
+        applyStatus({ instanceId: tenant.instanceId, waMessageId, status: "failed", at: "2026-06-02T00:01:00.000Z", error })
+      expect(yield* fail("wamid.X1")).toBe(true)
+      expect(yield* fail("wamid.X2")).toBe(true)
+      expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.X2", status: "delivered", at: "2026-06-02T00:02:00.000Z" })).toBe(
+        false
+      )
+      const failed = yield* listMessages(tenant.instanceToken, "status=failed")
+      expect(idsOf(failed.body)).toEqual(["msg_x2", "msg_x1"])
+      const stored = yield* sql<{ readonly error: string | null }>`SELECT error FROM messages WHERE id = 'msg_x2'`
+      expect(JSON.parse(stored[0]?.error ?? "null")).toEqual(error)
+    }))
 
-    it.effect("an inbound message is recorded once, with the sender as `to`, and duplicates are ignored", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const other = yield* seedTenant()
-        const inbound = {
-          instanceId: tenant.instanceId,
-          organizationId: tenant.organizationId,
-          waMessageId: "wamid.IN1",
-          from: "16505559999",
-          type: "image",
-          at: "2026-06-03T08:30:00.000Z"
-        }
-        expect(yield* recordInbound(inbound)).toBe(true)
-        expect(yield* recordInbound(inbound)).toBe(false)
-        // The same upstream id on another instance is another message.
-        expect(yield* recordInbound({ ...inbound, instanceId: other.instanceId, organizationId: other.organizationId })).toBe(true)
+  it.effect("an inbound message is recorded once, with the sender as `to`, and duplicates are ignored", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      const inbound = {
+        instanceId: tenant.instanceId,
+        organizationId: tenant.organizationId,
+        waMessageId: "wamid.IN1",
+        from: "16505559999",
+        type: "image",
+        at: "2026-06-03T08:30:00.000Z"
+      }
+      expect(yield* recordInbound(inbound)).toBe(true)
+      expect(yield* recordInbound(inbound)).toBe(false)
+      // The same upstream id on another instance is another message.
+      expect(yield* recordInbound({ ...inbound, instanceId: other.instanceId, organizationId: other.organizationId })).toBe(true)
 
-        const listed = yield* listMessages(tenant.instanceToken, "direction=inbound")
-        expect(listed.body.total).toBe(1)
-        expect(itemsOf(listed.body)).toEqual([{
-          id: expect.stringMatching(/^msg_/),
-          waMessageId: "wamid.IN1",
-          to: "16505559999",
-          type: "image",
-          status: "delivered",
-          direction: "inbound",
-          createdAt: "2026-06-03T08:30:00.000Z"
-        }])
-        // Status events are about outbound messages; an inbound record ignores them.
-        expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.IN1", status: "read", at: "2026-06-03T08:31:00.000Z" })).toBe(
-          false
-        )
-      }))
+      const listed = yield* listMessages(tenant.instanceToken, "direction=inbound")
+      expect(listed.body.total).toBe(1)
+      expect(itemsOf(listed.body)).toEqual([{
+        id: expect.stringMatching(/^msg_/),
+        waMessageId: "wamid.IN1",
+        to: "16505559999",
+        type: "image",
+        status: "delivered",
+        direction: "inbound",
+        createdAt: "2026-06-03T08:30:00.000Z"
+      }])
+      // Status events are about outbound messages; an inbound record ignores them.
+      expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.IN1", status: "read", at: "2026-06-03T08:31:00.000Z" })).toBe(
+        false
+      )
+    }))
 
-    it.effect("a send through the hub is listed with the upstream id the send answered", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const sent = yield* hub.request("POST", "/api/messages", {
-          token: tenant.orgToken,
-          json: { phone_number_id: tenant.phoneNumberId, to: "+16505551234", type: "text", text: { body: "hello" } }
-        })
-        expect(sent.status).toBe(200)
-        const messages = Array.isArray(sent.body.messages) ? sent.body.messages : []
-        const listed = yield* listMessages(tenant.orgToken)
-        expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ waMessageId: messages[0]?.id, to: "16505551234", status: "pending" })])
-      }))
-  })
-}
+  it.effect("a send through the hub is listed with the upstream id the send answered", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const sent = yield* hub.request("POST", "/api/messages", {
+        token: tenant.orgToken,
+        json: { phone_number_id: tenant.phoneNumberId, to: "+16505551234", type: "text", text: { body: "hello" } }
+      })
+      expect(sent.status).toBe(200)
+      const messages = Array.isArray(sent.body.messages) ? sent.body.messages : []
+      const listed = yield* listMessages(tenant.orgToken)
+      expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ waMessageId: messages[0]?.id, to: "16505551234", status: "pending" })])
+    }))
+})
 
 /**
  * "A page stays fast with a million records": each list query must walk one index range (newest first

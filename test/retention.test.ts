@@ -39,53 +39,51 @@ const count = (table: string) =>
     Effect.orDie
   )
 
-for (const engine of engines) {
-  layer(testHub({ engine, webhookRetry: [Duration.hours(1)] }), { excludeTestServices: true })(`retention (${engine})`, (it) => {
-    it.scoped("deletes finished history past the cutoff and keeps what a waiting delivery needs", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const retention = yield* Retention
-        const tenant = yield* seedTenant()
-        const healthy = yield* makeReceiver()
-        const failing = yield* makeReceiver(() => ({ status: 500 }))
-        const delivered = yield* createWebhook(tenant, `${healthy.url}/hook`)
-        const waiting = yield* createWebhook(tenant, `${failing.url}/hook`)
+for (const engine of engines) layer(testHub({ engine, webhookRetry: [Duration.hours(1)] }), { excludeTestServices: true })(`retention (${engine})`, (it) => {
+  it.scoped("deletes finished history past the cutoff and keeps what a waiting delivery needs", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const retention = yield* Retention
+      const tenant = yield* seedTenant()
+      const healthy = yield* makeReceiver()
+      const failing = yield* makeReceiver(() => ({ status: 500 }))
+      const delivered = yield* createWebhook(tenant, `${healthy.url}/hook`)
+      const waiting = yield* createWebhook(tenant, `${failing.url}/hook`)
 
-        // A second instance whose only webhook succeeds: its event is needed by no delivery once pruned.
-        const other = yield* seedTenant()
-        const otherHook = yield* createWebhook(other, `${healthy.url}/other`)
-        for (const owner of [tenant, other]) {
-          const payload = envelope([owner.wabaId, [statusChange(owner, status(wamid(), "sent", Math.floor(Date.now() / 1000)))]])
-          expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
-        }
-        yield* until(other, otherHook, (s) => s.length === 1 && s[0] === "succeeded")
-        const unrouted = envelope(["999999", [statusChange({ phoneNumberId: "999999999", wabaId: "999999" }, status(wamid(), "sent", 1))]])
-        expect((yield* hub.request("POST", "/upstream/events", { json: unrouted })).status).toBe(200)
-        yield* until(tenant, delivered, (s) => s.length === 1 && s[0] === "succeeded")
-        yield* until(tenant, waiting, (s) => s.length === 1 && s[0] === "failed")
-        const eventsBefore = yield* count("events")
-        const unroutedBefore = yield* count("unrouted_events")
-        expect(unroutedBefore).toBeGreaterThan(0)
+      // A second instance whose only webhook succeeds: its event is needed by no delivery once pruned.
+      const other = yield* seedTenant()
+      const otherHook = yield* createWebhook(other, `${healthy.url}/other`)
+      for (const owner of [tenant, other]) {
+        const payload = envelope([owner.wabaId, [statusChange(owner, status(wamid(), "sent", Math.floor(Date.now() / 1000)))]])
+        expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
+      }
+      yield* until(other, otherHook, (s) => s.length === 1 && s[0] === "succeeded")
+      const unrouted = envelope(["999999", [statusChange({ phoneNumberId: "999999999", wabaId: "999999" }, status(wamid(), "sent", 1))]])
+      expect((yield* hub.request("POST", "/upstream/events", { json: unrouted })).status).toBe(200)
+      yield* until(tenant, delivered, (s) => s.length === 1 && s[0] === "succeeded")
+      yield* until(tenant, waiting, (s) => s.length === 1 && s[0] === "failed")
+      const eventsBefore = yield* count("events")
+      const unroutedBefore = yield* count("unrouted_events")
+      expect(unroutedBefore).toBeGreaterThan(0)
 
-        // A cutoff in the past deletes nothing.
-        expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0 })
+      // A cutoff in the past deletes nothing.
+      expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0 })
 
-        const pruned = yield* retention.prune(Date.now() + 120_000)
-        expect(pruned.deliveries).toBeGreaterThanOrEqual(1)
-        expect(pruned.unrouted).toBe(unroutedBefore)
-        // The status was for a message id no send of this hub claimed: kept as an early status until now.
-        expect(pruned.earlyStatuses).toBe(2)
-        expect(pruned.events).toBeGreaterThanOrEqual(1)
-        expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
-        expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])
-        expect(yield* deliveryStatuses(tenant, waiting)).toEqual(["failed"])
-        // The event the waiting delivery carries is kept; events no delivery needs are gone.
-        expect(yield* count("events")).toBe(eventsBefore - pruned.events)
-        const kept = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-          sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries d JOIN events e ON e.id = d.event_id`).pipe(Effect.orDie)
-        expect(kept[0]?.n).toBe(yield* count("deliveries"))
-        expect(yield* count("unrouted_events")).toBe(0)
-        expect(yield* count("delivery_attempts")).toBeGreaterThanOrEqual(1)
-      }))
-  })
-}
+      const pruned = yield* retention.prune(Date.now() + 120_000)
+      expect(pruned.deliveries).toBeGreaterThanOrEqual(1)
+      expect(pruned.unrouted).toBe(unroutedBefore)
+      // The status was for a message id no send of this hub claimed: kept as an early status until now.
+      expect(pruned.earlyStatuses).toBe(2)
+      expect(pruned.events).toBeGreaterThanOrEqual(1)
+      expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
+      expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])
+      expect(yield* deliveryStatuses(tenant, waiting)).toEqual(["failed"])
+      // The event the waiting delivery carries is kept; events no delivery needs are gone.
+      expect(yield* count("events")).toBe(eventsBefore - pruned.events)
+      const kept = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries d JOIN events e ON e.id = d.event_id`).pipe(Effect.orDie)
+      expect(kept[0]?.n).toBe(yield* count("deliveries"))
+      expect(yield* count("unrouted_events")).toBe(0)
+      expect(yield* count("delivery_attempts")).toBeGreaterThanOrEqual(1)
+    }))
+})

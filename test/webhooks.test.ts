@@ -12,194 +12,192 @@ const RECORD_KEYS = ["active", "created_at", "id", "instance_id", "name", "updat
 const createWebhook = (token: string, json: Record<string, unknown>) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/webhooks", { token, json }))
 
-for (const engine of engines) {
-  layer(testHub({ engine }), { excludeTestServices: true })(`webhooks API (${engine})`, (it) => {
-    it.effect("create answers 201 with the record and a whsec_ secret shown only once, stored encrypted", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const sql = yield* SqlClient.SqlClient
-        const tenant = yield* seedTenant()
-        const created = yield* createWebhook(tenant.orgToken, {
-          instance_id: tenant.instanceId,
-          url: "https://example.com/hooks/wa",
-          name: "orders"
-        })
-        expect(created.status).toBe(201)
-        expect(Object.keys(created.body).sort()).toEqual([...RECORD_KEYS, "secret"].sort())
-        expect(created.body).toMatchObject({ instance_id: tenant.instanceId, url: "https://example.com/hooks/wa", name: "orders", active: true })
-        expect(String(created.body.id)).toMatch(/^whk_/)
-        const secret = String(created.body.secret)
-        expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
-        expect(Buffer.from(secret.slice(6), "base64").length).toBe(24)
-        expect(created.body.created_at).toBe(created.body.updated_at)
+for (const engine of engines) layer(testHub({ engine }), { excludeTestServices: true })(`webhooks API (${engine})`, (it) => {
+  it.effect("create answers 201 with the record and a whsec_ secret shown only once, stored encrypted", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.orgToken, {
+        instance_id: tenant.instanceId,
+        url: "https://example.com/hooks/wa",
+        name: "orders"
+      })
+      expect(created.status).toBe(201)
+      expect(Object.keys(created.body).sort()).toEqual([...RECORD_KEYS, "secret"].sort())
+      expect(created.body).toMatchObject({ instance_id: tenant.instanceId, url: "https://example.com/hooks/wa", name: "orders", active: true })
+      expect(String(created.body.id)).toMatch(/^whk_/)
+      const secret = String(created.body.secret)
+      expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
+      expect(Buffer.from(secret.slice(6), "base64").length).toBe(24)
+      expect(created.body.created_at).toBe(created.body.updated_at)
 
-        const read = yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
-        expect(read.status).toBe(200)
-        expect(Object.keys(read.body).sort()).toEqual(RECORD_KEYS)
-        const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
-        expect(listed.body.data).toEqual([read.body])
-        expect(listed.text).not.toContain(secret)
-        const stored = JSON.stringify(yield* sql`SELECT * FROM webhooks`)
-        expect(stored).not.toContain(secret)
-        expect(stored).not.toContain(secret.slice(6))
-      }))
+      const read = yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
+      expect(read.status).toBe(200)
+      expect(Object.keys(read.body).sort()).toEqual(RECORD_KEYS)
+      const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+      expect(listed.body.data).toEqual([read.body])
+      expect(listed.text).not.toContain(secret)
+      const stored = JSON.stringify(yield* sql`SELECT * FROM webhooks`)
+      expect(stored).not.toContain(secret)
+      expect(stored).not.toContain(secret.slice(6))
+    }))
 
-    it.effect("instance tokens act for their own instance; organization tokens must name one of theirs", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const other = yield* seedTenant()
-        const byInstance = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/a", name: "a" })
-        expect(byInstance.status).toBe(201)
-        expect(byInstance.body.instance_id).toBe(tenant.instanceId)
-        const explicit = yield* createWebhook(tenant.instanceToken, { instance_id: tenant.instanceId, url: "https://example.com/b", name: "b" })
-        expect(explicit.status).toBe(201)
+  it.effect("instance tokens act for their own instance; organization tokens must name one of theirs", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      const byInstance = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/a", name: "a" })
+      expect(byInstance.status).toBe(201)
+      expect(byInstance.body.instance_id).toBe(tenant.instanceId)
+      const explicit = yield* createWebhook(tenant.instanceToken, { instance_id: tenant.instanceId, url: "https://example.com/b", name: "b" })
+      expect(explicit.status).toBe(201)
 
-        const sibling = yield* addInstance(tenant)
-        const foreign = yield* createWebhook(tenant.instanceToken, { instance_id: sibling.instanceId, url: "https://example.com/c", name: "c" })
-        expect(foreign.status).toBe(403)
-        expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
+      const sibling = yield* addInstance(tenant)
+      const foreign = yield* createWebhook(tenant.instanceToken, { instance_id: sibling.instanceId, url: "https://example.com/c", name: "c" })
+      expect(foreign.status).toBe(403)
+      expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
 
-        const unnamed = yield* createWebhook(tenant.orgToken, { url: "https://example.com/d", name: "d" })
-        expect(unnamed.status).toBe(400)
-        expect(unnamed.body).toMatchObject({ statusCode: 400, error: "instance_required" })
-        const theirs = yield* createWebhook(tenant.orgToken, { instance_id: other.instanceId, url: "https://example.com/e", name: "e" })
-        expect(theirs.status).toBe(404)
-        expect(theirs.body).toEqual({ statusCode: 404, message: `instance_id ${other.instanceId} was not found`, error: "not_found" })
-        const toSibling = yield* createWebhook(tenant.orgToken, { instance_id: sibling.instanceId, url: "https://example.com/f", name: "f" })
-        expect(toSibling.status).toBe(201)
+      const unnamed = yield* createWebhook(tenant.orgToken, { url: "https://example.com/d", name: "d" })
+      expect(unnamed.status).toBe(400)
+      expect(unnamed.body).toMatchObject({ statusCode: 400, error: "instance_required" })
+      const theirs = yield* createWebhook(tenant.orgToken, { instance_id: other.instanceId, url: "https://example.com/e", name: "e" })
+      expect(theirs.status).toBe(404)
+      expect(theirs.body).toEqual({ statusCode: 404, message: `instance_id ${other.instanceId} was not found`, error: "not_found" })
+      const toSibling = yield* createWebhook(tenant.orgToken, { instance_id: sibling.instanceId, url: "https://example.com/f", name: "f" })
+      expect(toSibling.status).toBe(201)
 
-        const bySession = yield* createWebhook(tenant.sessionToken, { instance_id: tenant.instanceId, url: "https://example.com/g", name: "g" })
-        expect(bySession.status).toBe(403)
-        expect(bySession.body).toMatchObject({ error: "forbidden_token_kind" })
-      }))
+      const bySession = yield* createWebhook(tenant.sessionToken, { instance_id: tenant.instanceId, url: "https://example.com/g", name: "g" })
+      expect(bySession.status).toBe(403)
+      expect(bySession.body).toMatchObject({ error: "forbidden_token_kind" })
+    }))
 
-    it.effect("listing: an organization sees all its instances' webhooks (instance_id filters), an instance only its own", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const sibling = yield* addInstance(tenant)
-        const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
-        const theirs = yield* createWebhook(sibling.instanceToken, { url: "https://example.com/theirs", name: "theirs" })
-        const ids = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((w) => String(w.id))
+  it.effect("listing: an organization sees all its instances' webhooks (instance_id filters), an instance only its own", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const sibling = yield* addInstance(tenant)
+      const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
+      const theirs = yield* createWebhook(sibling.instanceToken, { url: "https://example.com/theirs", name: "theirs" })
+      const ids = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((w) => String(w.id))
 
-        const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
-        expect(ids(all.body).sort()).toEqual([mine.body.id, theirs.body.id].sort())
-        const filtered = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.orgToken })
-        expect(ids(filtered.body)).toEqual([theirs.body.id])
-        const own = yield* hub.request("GET", "/api/webhooks", { token: tenant.instanceToken })
-        expect(ids(own.body)).toEqual([mine.body.id])
-        const naming = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.instanceToken })
-        expect(naming.status).toBe(403)
-        const stranger = yield* seedTenant()
-        const strangers = yield* hub.request("GET", `/api/webhooks?instance_id=${tenant.instanceId}`, { token: stranger.orgToken })
-        expect(strangers.status).toBe(404)
-      }))
+      const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+      expect(ids(all.body).sort()).toEqual([mine.body.id, theirs.body.id].sort())
+      const filtered = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.orgToken })
+      expect(ids(filtered.body)).toEqual([theirs.body.id])
+      const own = yield* hub.request("GET", "/api/webhooks", { token: tenant.instanceToken })
+      expect(ids(own.body)).toEqual([mine.body.id])
+      const naming = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.instanceToken })
+      expect(naming.status).toBe(403)
+      const stranger = yield* seedTenant()
+      const strangers = yield* hub.request("GET", `/api/webhooks?instance_id=${tenant.instanceId}`, { token: stranger.orgToken })
+      expect(strangers.status).toBe(404)
+    }))
 
-    it.effect("another tenant's or another instance's webhook is 404 on every route", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const sibling = yield* addInstance(tenant)
-        const stranger = yield* seedTenant()
-        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/x", name: "x" })
-        const id = String(created.body.id)
-        const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
-          ["GET", `/api/webhooks/${id}`],
-          ["PATCH", `/api/webhooks/${id}`, { name: "stolen" }],
-          ["DELETE", `/api/webhooks/${id}`],
-          ["GET", `/api/webhooks/${id}/deliveries`],
-          ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
-          ["POST", `/api/webhooks/${id}/rotate-secret`]
-        ]
-        for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
-          for (const [method, path, json] of routes) {
-            const answer = yield* hub.request(method, path, { token, ...(json === undefined ? {} : { json }) })
-            expect(answer.status, `${method} ${path}`).toBe(404)
-            expect(answer.body).toEqual({ statusCode: 404, message: `webhook ${id} was not found`, error: "not_found" })
-          }
+  it.effect("another tenant's or another instance's webhook is 404 on every route", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const sibling = yield* addInstance(tenant)
+      const stranger = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/x", name: "x" })
+      const id = String(created.body.id)
+      const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
+        ["GET", `/api/webhooks/${id}`],
+        ["PATCH", `/api/webhooks/${id}`, { name: "stolen" }],
+        ["DELETE", `/api/webhooks/${id}`],
+        ["GET", `/api/webhooks/${id}/deliveries`],
+        ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
+        ["POST", `/api/webhooks/${id}/rotate-secret`]
+      ]
+      for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
+        for (const [method, path, json] of routes) {
+          const answer = yield* hub.request(method, path, { token, ...(json === undefined ? {} : { json }) })
+          expect(answer.status, `${method} ${path}`).toBe(404)
+          expect(answer.body).toEqual({ statusCode: 404, message: `webhook ${id} was not found`, error: "not_found" })
         }
-        const still = yield* hub.request("GET", `/api/webhooks/${id}`, { token: tenant.orgToken })
-        expect(still.body).toMatchObject({ name: "x", active: true })
-      }))
+      }
+      const still = yield* hub.request("GET", `/api/webhooks/${id}`, { token: tenant.orgToken })
+      expect(still.body).toMatchObject({ name: "x", active: true })
+    }))
 
-    it.effect("PATCH changes url, name and active; needs at least one field; unknown ids are 404", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const created = yield* createWebhook(tenant.orgToken, { instance_id: tenant.instanceId, url: "https://example.com/1", name: "one" })
-        const path = `/api/webhooks/${created.body.id}`
-        const renamed = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { name: "  two  ", url: "http://example.org/2" } })
-        expect(renamed.status).toBe(200)
-        expect(renamed.body).toMatchObject({ id: created.body.id, name: "two", url: "http://example.org/2", active: true })
-        expect(Date.parse(String(renamed.body.updated_at))).toBeGreaterThanOrEqual(Date.parse(String(created.body.updated_at)))
-        const off = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: false } })
-        expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "deactivated by its owner" })
-        const on = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: true } })
-        expect(on.body).toMatchObject({ active: true })
-        expect(on.body.disabled_reason).toBeUndefined()
+  it.effect("PATCH changes url, name and active; needs at least one field; unknown ids are 404", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.orgToken, { instance_id: tenant.instanceId, url: "https://example.com/1", name: "one" })
+      const path = `/api/webhooks/${created.body.id}`
+      const renamed = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { name: "  two  ", url: "http://example.org/2" } })
+      expect(renamed.status).toBe(200)
+      expect(renamed.body).toMatchObject({ id: created.body.id, name: "two", url: "http://example.org/2", active: true })
+      expect(Date.parse(String(renamed.body.updated_at))).toBeGreaterThanOrEqual(Date.parse(String(created.body.updated_at)))
+      const off = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: false } })
+      expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "deactivated by its owner" })
+      const on = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: true } })
+      expect(on.body).toMatchObject({ active: true })
+      expect(on.body.disabled_reason).toBeUndefined()
 
-        const empty = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: {} })
-        expect(empty.status).toBe(400)
-        expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active" }] })
-        const bad = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { url: "ftp://example.com", active: "yes" } })
-        expect(bad.status).toBe(400)
-        expect(itemsOf(bad.body, "details").map((d) => String(d.field)).sort()).toEqual(["active", "url"])
-        const unknown = yield* hub.request("PATCH", "/api/webhooks/whk_unknown", { token: tenant.orgToken, json: { name: "n" } })
-        expect(unknown.status).toBe(404)
-      }))
+      const empty = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: {} })
+      expect(empty.status).toBe(400)
+      expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active" }] })
+      const bad = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { url: "ftp://example.com", active: "yes" } })
+      expect(bad.status).toBe(400)
+      expect(itemsOf(bad.body, "details").map((d) => String(d.field)).sort()).toEqual(["active", "url"])
+      const unknown = yield* hub.request("PATCH", "/api/webhooks/whk_unknown", { token: tenant.orgToken, json: { name: "n" } })
+      expect(unknown.status).toBe(404)
+    }))
 
-    it.effect("DELETE answers 204, after which the webhook is gone", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/bye", name: "bye" })
-        const removed = yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
-        expect(removed.status).toBe(204)
-        expect(removed.text).toBe("")
-        expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
-        expect((yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
-        const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
-        expect(listed.body.data).toEqual([])
-      }))
+  it.effect("DELETE answers 204, after which the webhook is gone", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/bye", name: "bye" })
+      const removed = yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
+      expect(removed.status).toBe(204)
+      expect(removed.text).toBe("")
+      expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
+      expect((yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
+      const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+      expect(listed.body.data).toEqual([])
+    }))
 
-    it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const both = yield* createWebhook(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
-        expect(both.status).toBe(400)
-        expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
-        expect(both.body.details).toEqual([
-          { field: "url", message: "must be an http or https URL" },
-          { field: "name", message: "must not be empty" }
-        ])
-        const long = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2030)}`, name: "n".repeat(101) })
-        expect(long.body.details).toEqual([
-          { field: "url", message: "must be at most 2048 characters" },
-          { field: "name", message: "must be at most 100 characters" }
-        ])
-        const missing = yield* createWebhook(tenant.instanceToken, {})
-        expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, { field: "name", message: "is missing" }])
-        const fits = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2048 - 20)}`, name: "n".repeat(100) })
-        expect(fits.status).toBe(201)
-      }))
+  it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const both = yield* createWebhook(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
+      expect(both.status).toBe(400)
+      expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+      expect(both.body.details).toEqual([
+        { field: "url", message: "must be an http or https URL" },
+        { field: "name", message: "must not be empty" }
+      ])
+      const long = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2030)}`, name: "n".repeat(101) })
+      expect(long.body.details).toEqual([
+        { field: "url", message: "must be at most 2048 characters" },
+        { field: "name", message: "must be at most 100 characters" }
+      ])
+      const missing = yield* createWebhook(tenant.instanceToken, {})
+      expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, { field: "name", message: "is missing" }])
+      const fits = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2048 - 20)}`, name: "n".repeat(100) })
+      expect(fits.status).toBe(201)
+    }))
 
-    it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/r", name: "r" })
-        const before = Date.now()
-        const rotated = yield* hub.request("POST", `/api/webhooks/${created.body.id}/rotate-secret`, { token: tenant.orgToken })
-        expect(rotated.status).toBe(200)
-        expect(Object.keys(rotated.body).sort()).toEqual(["previous_secret_expires_at", "secret"])
-        expect(String(rotated.body.secret)).toMatch(/^whsec_/)
-        expect(rotated.body.secret).not.toBe(created.body.secret)
-        const until = Date.parse(String(rotated.body.previous_secret_expires_at)) - before
-        expect(until).toBeGreaterThanOrEqual(24 * 3600_000 - 1000)
-        expect(until).toBeLessThanOrEqual(24 * 3600_000 + 60_000)
-      }))
-  })
-}
+  it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/r", name: "r" })
+      const before = Date.now()
+      const rotated = yield* hub.request("POST", `/api/webhooks/${created.body.id}/rotate-secret`, { token: tenant.orgToken })
+      expect(rotated.status).toBe(200)
+      expect(Object.keys(rotated.body).sort()).toEqual(["previous_secret_expires_at", "secret"])
+      expect(String(rotated.body.secret)).toMatch(/^whsec_/)
+      expect(rotated.body.secret).not.toBe(created.body.secret)
+      const until = Date.parse(String(rotated.body.previous_secret_expires_at)) - before
+      expect(until).toBeGreaterThanOrEqual(24 * 3600_000 - 1000)
+      expect(until).toBeLessThanOrEqual(24 * 3600_000 + 60_000)
+    }))
+})
 
 // A hub in front of the real Graph API refuses webhook URLs that reach internal addresses.
 layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) }), { excludeTestServices: true })(
