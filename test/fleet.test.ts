@@ -108,6 +108,45 @@ describe("a fleet of two replicas on PostgreSQL", () => {
       expect(refused.body).toEqual({ statusCode: 401, message: "Unauthorized" })
     }).pipe(Effect.scoped))
 
+  it.live("a replica whose listening connection is lost listens again, and forgets what it may have missed meanwhile", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const sql = yield* on(a, SqlClient.SqlClient)
+      const listeners = sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM pg_stat_activity
+        WHERE application_name = 'messaging-hub listener' AND datname = current_database()`
+      const untilListening = listeners.pipe(
+        Effect.filterOrFail((rows) => rows[0]?.n === 2, () => "not listening yet"),
+        Effect.retry(Schedule.spaced(Duration.millis(20))),
+        Effect.timeout(Duration.seconds(10))
+      )
+      const newToken = Effect.map(
+        request(a, "POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: { name: "cached" } }),
+        (created) => ({ id: String(created.body.id), token: String(created.body.token) })
+      )
+      const refusedBy = (replica: Replica, token: string, within: Duration.Duration) =>
+        request(replica, "GET", "/api/instances", { token }).pipe(
+          Effect.filterOrFail((answer) => answer.status === 401, () => "still admitted"),
+          Effect.retry(Schedule.spaced(Duration.millis(20))),
+          Effect.timeout(within)
+        )
+      yield* untilListening
+      const first = yield* newToken
+      expect((yield* request(b, "GET", "/api/instances", { token: first.token })).status).toBe(200)
+      // Both replicas' listening connections end (as in a failover); the revocation is announced while they are down.
+      yield* sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE application_name = 'messaging-hub listener' AND datname = current_database()`
+      expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${first.id}`, { token: tenant.sessionToken })).status).toBe(204)
+      // b listens again a second later and starts its cache over: the token is refused without waiting out the minute.
+      yield* refusedBy(b, first.token, Duration.seconds(5))
+      yield* untilListening
+      // And announcements reach it again.
+      const second = yield* newToken
+      expect((yield* request(b, "GET", "/api/instances", { token: second.token })).status).toBe(200)
+      expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${second.id}`, { token: tenant.sessionToken })).status).toBe(204)
+      yield* refusedBy(b, second.token, Duration.seconds(1))
+    }).pipe(Effect.scoped))
+
   it.live("a webhook turned off on one replica gets nothing from the other: no replica keeps webhooks cached", () =>
     Effect.gen(function*() {
       const { a, b } = yield* twoReplicas()

@@ -14,6 +14,7 @@ import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { databaseEngine, HubConfig } from "../Config.js"
 import { migrations } from "./migrations/index.js"
+import { pgListenerLayer } from "./Notify.js"
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
 
@@ -98,7 +99,7 @@ const migrateFleet = Effect.gen(function*() {
   }))
 })
 
-/** A migrated PostgreSQL database at `url`, with at most `poolSize` connections. */
+/** A migrated PostgreSQL database at `url`, with at most `poolSize` connections, and a listening connection besides. */
 export const postgresLayer = (url: Redacted.Redacted<string>, poolSize: number) => {
   const client = PgClient.layer({
     url,
@@ -108,7 +109,8 @@ export const postgresLayer = (url: Redacted.Redacted<string>, poolSize: number) 
     idleTimeout: Duration.minutes(5)
   })
   const prepare = Layer.effectDiscard(migrateFleet.pipe(Effect.withSpan("Sql.migrate")))
-  return Layer.provideMerge(prepare, client).pipe(Layer.orDie)
+  // The replica's own listening connection (Notify.ts), outside the pool.
+  return Layer.mergeAll(Layer.provideMerge(prepare, client), pgListenerLayer(url)).pipe(Layer.orDie)
 }
 
 /** The database named by HUB_DB: PostgreSQL for a postgres:// URL, SQLite otherwise. */
