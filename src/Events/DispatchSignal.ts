@@ -6,7 +6,7 @@
  * or when rows may be queued behind attempts in flight (see Admission.queueEmpty).
  * On PostgreSQL every replica's dispatcher is also notified when any replica queues or releases
  * deliveries (LISTEN/NOTIFY, see Sql/Notify.ts), so a row committed anywhere starts within
- * milliseconds without waiting for the poll.
+ * milliseconds without waiting for the poll (and, each time listening starts again, looks at once).
  */
 import { Context, Effect, Layer, Queue } from "effect"
 import { channels, subscribe } from "../Sql/Notify.js"
@@ -45,5 +45,5 @@ export const DispatchSignalLive = Layer.scoped(
       },
       wait: Queue.take(queue)
     })
-  }), (signal) => subscribe(channels.outbox, signal.unsafeNotify))
+  }), (signal) => subscribe(channels.outbox, signal.unsafeNotify, signal.unsafeNotify))
 )
