@@ -4,6 +4,7 @@
  * afterwards; a target that holds rows is refused; a source that does not exist is refused.
  */
 import { expect, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Exit, Layer, Option, Redacted, Schema, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -47,6 +48,18 @@ it.live("a SQLite hub's data moves to PostgreSQL and is served from there; a use
       expect(posted.status).toBe(200)
       yield* receiver.waitFor("the delivery", (r) => r.length === 1)
       const extra = yield* request("POST", "/api/auth/api-tokens", tenant.sessionToken, { name: "kept" })
+      // More rows than two reads of the source take (2,000 each), and text that must arrive unchanged.
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO unrouted_events ${
+        sql.insert(Array.from({ length: 4500 }, (_, i) => ({
+          id: `unr_${String(i).padStart(5, "0")}`,
+          phone_number_id: "999",
+          waba_id: null,
+          field: "messages",
+          change_json: JSON.stringify({ n: i, text: "é ✓ \"quoted\"" }),
+          received_at: new Date(1_750_000_000_000 + i).toISOString()
+        })))
+      }`
       return { tenant, messageId: String(itemsOf(sent.body, "messages")[0]?.id), webhookId: String(hook.body.id), extraToken: String(extra.body.token) }
     }), onSqlite)
     // The delivery's outcome is committed before the hub stops (the dispatcher logs it as it drains).
@@ -62,6 +75,7 @@ it.live("a SQLite hub's data moves to PostgreSQL and is served from there; a use
     expect(rowsOf("messages")).toBe(1)
     expect(rowsOf("deliveries")).toBe(1)
     expect(rowsOf("delivery_attempts")).toBe(1)
+    expect(rowsOf("unrouted_events")).toBe(4500)
     // Tables come after those they reference.
     const order = report.tables.map((t) => t.table)
     expect(order.indexOf("organizations")).toBeLessThan(order.indexOf("instances"))
@@ -78,6 +92,9 @@ it.live("a SQLite hub's data moves to PostgreSQL and is served from there; a use
       const deliveries = yield* request("GET", `/api/webhooks/${seeded.webhookId}/deliveries`, tenant.instanceToken)
       expect(itemsOf(deliveries.body).map((d) => d.status)).toEqual(["succeeded"])
       expect((yield* request("GET", "/api/instances", seeded.extraToken)).status).toBe(200)
+      const sql = yield* SqlClient.SqlClient
+      const unrouted = yield* sql<{ readonly change_json: string }>`SELECT change_json FROM unrouted_events WHERE id = 'unr_04499'`
+      expect(JSON.parse(unrouted[0]?.change_json ?? "null")).toEqual({ n: 4499, text: "é ✓ \"quoted\"" })
       // The webhook's secret still decrypts: a new event is delivered, signed.
       yield* request("POST", "/upstream/events", tenant.instanceToken, envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263774))]]))
       yield* receiver.waitFor("a delivery from the hub on PostgreSQL", (r) => r.length === 2)
