@@ -241,11 +241,14 @@ describe("fleet machinery on PostgreSQL", () => {
       const context = yield* Layer.build(DispatchSignalLive.pipe(Layer.provideMerge(testDatabase("postgres"))))
       const signal = Context.get(context, DispatchSignal)
       const sql = Context.get(context, SqlClient.SqlClient)
-      // The signal alone has no timer: only the announcement can wake it.
+      // The signal alone has no timer. Listening begins in the background as the layer is built, and
+      // once it listens, the dispatcher looks at once (rows may have been queued before).
+      yield* signal.wait.pipe(Effect.timeout(Duration.seconds(5)))
+      expect(signal.takeDue()).toBe(true)
       expect(signal.takeDue()).toBe(false)
-      // Listening begins in the background as the layer is built: announced until heard.
-      const announcing = Effect.repeat(sql.withTransaction(announce(sql, channels.outbox, "queued")), Schedule.spaced(Duration.millis(50)))
-      yield* Effect.raceFirst(signal.wait, Effect.andThen(announcing, Effect.never)).pipe(Effect.timeout(Duration.seconds(5)))
+      // Then only an announcement can wake it.
+      yield* sql.withTransaction(announce(sql, channels.outbox, "queued"))
+      yield* signal.wait.pipe(Effect.timeout(Duration.seconds(5)))
       expect(signal.takeDue()).toBe(true)
     }).pipe(Effect.scoped))
 })
