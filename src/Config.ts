@@ -10,7 +10,10 @@ export type LogFormat = "pretty" | "json"
 export interface HubSettings {
   readonly port: number
   readonly host: string
+  /** HUB_DB: a SQLite file (`:memory:` in tests), or a `postgres://` / `postgresql://` URL (see databaseEngine). */
   readonly databaseFile: string
+  /** Connections to PostgreSQL per process (HUB_DB_POOL_SIZE); SQLite always has one. */
+  readonly databasePoolSize: number
   readonly upstream: UpstreamMode
   readonly graphUrl: string
   readonly appSecret: Option.Option<Redacted.Redacted<string>>
@@ -31,6 +34,8 @@ export interface HubSettings {
   readonly maxConnectionsPerOrigin: number
   /** On shutdown, how long in-flight deliveries may finish before the rest are released. */
   readonly dispatchDrainTimeout: Duration.Duration
+  /** On SIGTERM, how long the hub keeps serving (with /ready answering 503) before it begins to stop. */
+  readonly shutdownDelay: Duration.Duration
   /** A lease lasts the webhook timeout plus this; then another process may take the row (crash recovery). */
   readonly dispatchLeaseMargin: Duration.Duration
   /** A webhook failing without a single success for this long is disabled. */
@@ -91,6 +96,9 @@ export const parseDuration = (text: string): Option.Option<Duration.Duration> =>
       return Option.some(Duration.millis(amount))
   }
 }
+
+/** The engine HUB_DB names: a postgres:// or postgresql:// URL selects PostgreSQL, anything else is a SQLite file. */
+export const databaseEngine = (hubDb: string): "postgres" | "sqlite" => (/^postgres(ql)?:\/\//i.test(hubDb) ? "postgres" : "sqlite")
 
 const invalid = (name: string, expected: string) => ConfigError.InvalidData([name], `Expected ${name} to be ${expected}`)
 
@@ -176,7 +184,17 @@ const logLevel = Config.string("HUB_LOG_LEVEL").pipe(
 export const hubSettings: Config.Config<HubSettings> = Config.all({
   port,
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
-  databaseFile: Config.string("HUB_DB").pipe(Config.withDefault("./data/hub.sqlite")),
+  databaseFile: Config.string("HUB_DB").pipe(
+    Config.withDefault("./data/hub.sqlite"),
+    Config.validate({
+      message: "Expected HUB_DB to be a SQLite file path or a postgres://user:password@host:port/database URL",
+      validation: (text) => text.trim() !== "" && (databaseEngine(text) === "sqlite" || URL.canParse(text))
+    })
+  ),
+  databasePoolSize: Config.integer("HUB_DB_POOL_SIZE").pipe(
+    Config.withDefault(10),
+    Config.validate({ message: "Expected HUB_DB_POOL_SIZE to be a whole number of connections from 2 to 1000", validation: (n) => n >= 2 && n <= 1000 })
+  ),
   upstream: Config.literal("sandbox", "graph")("HUB_UPSTREAM").pipe(Config.withDefault<UpstreamMode>("sandbox")),
   graphUrl,
   appSecret: Config.option(Config.redacted("HUB_APP_SECRET")),
@@ -194,6 +212,7 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   maxConnectionsPerOrigin: positiveInteger("HUB_MAX_CONNECTIONS_PER_ORIGIN", 256),
   dispatchDrainTimeout: duration("HUB_DISPATCH_DRAIN_TIMEOUT", "10s"),
   dispatchLeaseMargin: duration("HUB_DISPATCH_LEASE_MARGIN", "30s"),
+  shutdownDelay: duration("HUB_SHUTDOWN_DELAY", "0s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   webhooksPerInstance: positiveInteger("HUB_WEBHOOKS_PER_INSTANCE", 10),
   retention: duration("HUB_RETENTION", "30d"),
@@ -214,14 +233,19 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   memoryTargetMb: memoryTarget
 }).pipe(
   Config.mapOrFail((settings) => {
-    if (settings.upstream !== "graph") return Either.right(settings)
     const missing: Array<ConfigError.ConfigError> = []
-    // Real access tokens must be encrypted with a key the operator keeps; only the sandbox may make its own.
-    if (Option.isNone(settings.secretKey)) {
+    // Real access tokens must be encrypted with a key the operator keeps; only a sandbox on SQLite may
+    // make its own (kept beside the file): replicas on PostgreSQL must share one key.
+    if (Option.isNone(settings.secretKey) && settings.upstream === "graph") {
       missing.push(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"))
+    } else if (Option.isNone(settings.secretKey) && databaseEngine(settings.databaseFile) === "postgres") {
+      missing.push(ConfigError.MissingData(
+        ["HUB_SECRET_KEY"],
+        "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_DB is a PostgreSQL URL: every replica must use the same key"
+      ))
     }
     // Without it anyone could post forged messages and statuses to /upstream/events, fanned out signed.
-    if (Option.isNone(settings.appSecret)) {
+    if (settings.upstream === "graph" && Option.isNone(settings.appSecret)) {
       missing.push(ConfigError.MissingData(["HUB_APP_SECRET"], "HUB_APP_SECRET is required when HUB_UPSTREAM=graph (the Meta app secret that signs upstream posts)"))
     }
     const [first, ...rest] = missing

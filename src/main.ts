@@ -6,6 +6,7 @@
  */
 import { Args, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { Cause, ConfigError, Console, Data, Duration, Effect, Layer, Option } from "effect"
 import { text } from "node:stream/consumers"
@@ -17,8 +18,10 @@ import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
 import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Ingress/Unrouted.js"
+import { ReadinessLive, ShutdownDelayLive } from "./Health/Readiness.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 import { classifyAddress } from "./Net/AddressRanges.js"
+import { migrateData } from "./Sql/MigrateData.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
@@ -54,6 +57,9 @@ const graphId = (name: string, description: string) =>
 
 const orgOption = Options.text("org").pipe(Options.withDescription("The organization's id (org_…; see `hub org list`)"))
 
+/** The advisory lock the sandbox's demo is created under (any number unlike the hub's others). */
+const DEMO_LOCK = 0x6875_6202
+
 /**
  * The start banner, after the socket is bound but before the hub serves (and logs "Listening on"):
  * in the sandbox, the demo tenancy created on an empty database with its tokens (so a request sent
@@ -63,7 +69,13 @@ const orgOption = Options.text("org").pipe(Options.withDescription("The organiza
 const BannerLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const baseUrl = baseUrlOf((yield* HttpServer.HttpServer).address)
-    const start = yield* bootstrapSandbox
+    const sql = yield* SqlClient.SqlClient
+    // Replicas starting together on an empty PostgreSQL database: one creates the demo, the others
+    // wait for its commit under the lock, then find it and create nothing.
+    const start = yield* sql.onDialectOrElse({
+      pg: () => sql.withTransaction(Effect.zipRight(sql`SELECT pg_advisory_xact_lock(${DEMO_LOCK})`, bootstrapSandbox)),
+      orElse: () => bootstrapSandbox
+    }).pipe(Effect.orDie)
     if (start._tag === "Created") yield* printDemoCredentials(start.demo, baseUrl)
     if (start._tag === "Existing") yield* printNewTokensHint(start.organizationId)
     yield* printDocsLine(baseUrl)
@@ -92,7 +104,11 @@ const UnsignedIngressWarningLive = Layer.effectDiscard(
 )
 
 const serve = Command.make("serve", {}, () =>
-  Layer.launch(Layer.merge(UnsignedIngressWarningLive, hubLayer(Layer.provideMerge(BannerLive, ServerLive))))).pipe(
+  Layer.launch(Layer.merge(
+    UnsignedIngressWarningLive,
+    // Readiness first (it hears the signal), the shutdown delay last (released first, while the hub still serves).
+    ShutdownDelayLive.pipe(Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive))), Layer.provide(ReadinessLive))
+  ))).pipe(
   Command.withDescription(
     "Run the hub's HTTP server on HOST:PORT (settings from the environment: see the README). In sandbox mode an empty " +
       "database gets a demo organization, instance and tokens, printed once."
@@ -283,6 +299,16 @@ const eventsUnrouted = Command.make("unrouted", {
     yield* printJson({ data: changes })
   })).pipe(Command.withDescription("Upstream changes for phone numbers no instance is bound to, newest first"))
 
+const migrateDataCommand = Command.make("migrate-data", {
+  from: Options.text("from").pipe(Options.withDescription("the SQLite database file of the hub to move")),
+  to: Options.text("to").pipe(Options.withDescription("postgres://user:password@host:port/database: a database no hub has used"))
+}, (options) =>
+  migrateData(options).pipe(
+    Effect.catchAllDefect((defect) => Effect.fail(new CliError({ message: `migrate-data failed, nothing was kept: ${String(defect)}` }))),
+    Effect.mapError((e) => new CliError({ message: e.message })),
+    Effect.flatMap(printJson)
+  )).pipe(Command.withDescription("Copy every table of a SQLite hub into an empty PostgreSQL database"))
+
 const hub = Command.make("hub").pipe(
   Command.withDescription("Messaging Hub: an HTTP gateway in front of the WhatsApp Business Cloud API"),
   Command.withSubcommands([
@@ -312,7 +338,9 @@ const hub = Command.make("hub").pipe(
       Command.withDescription("Upstream events the hub keeps aside"),
       Command.withSubcommands([eventsUnrouted]),
       Command.provide(ServicesLive)
-    )
+    ),
+    // Opens the two databases it names, not HUB_DB.
+    migrateDataCommand
   ])
 )
 

@@ -10,10 +10,11 @@ import { hashSecret } from "../src/Auth/Secrets.js"
 import { TokenResolver, TokenResolverLive } from "../src/Auth/TokenResolver.js"
 import { OrganizationId } from "../src/Domain/Ids.js"
 import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
+import { engines } from "./support/Databases.js"
 
 const UNAUTHORIZED = { statusCode: 401, message: "Unauthorized" }
 
-layer(testHub())("api tokens", (it) => {
+for (const engine of engines) layer(testHub({ engine }))(`api tokens (${engine})`, (it) => {
   it.effect("a session creates an organization token whose secret is shown once and works at once", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub

@@ -18,8 +18,8 @@ import { type LeasedDelivery, OutboxRepo, OutboxRepoLive } from "../src/Delivery
 import { afterFailure } from "../src/Delivery/RetryPolicy.js"
 import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { hubLayer } from "../src/Http.js"
-import { sqliteLayer } from "../src/Sql/Client.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
+import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub, testHubConfig, TestHubLive, itemsOf } from "./support/TestHub.js"
@@ -85,13 +85,14 @@ const verify = (secret: string, request: ReceivedRequest | undefined) =>
     "webhook-signature": request?.headers["webhook-signature"] ?? ""
   })
 
-const dispatcherHub = testHub({
+const dispatcherHub = (engine: Engine) => testHub({
+  engine,
   webhookTimeout: Duration.millis(TIMEOUT_MS),
   webhookRetry: [Duration.millis(10), Duration.millis(20)],
   dispatchPerWebhook: 2
 })
 
-layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
+for (const engine of engines) layer(dispatcherHub(engine), { excludeTestServices: true })(`dispatcher (${engine})`, (it) => {
   it.scoped("fan-out to three webhooks: a 500 that recovers, a 410 that disables, a receiver that times out", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
@@ -423,10 +424,24 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
       yield* postEvent(tenant)
       yield* receiver.waitFor("the first delivery", (r) => r.length === 1)
       // As if the disk filled up: the delivery rows cannot be written, after the dispatcher admitted them.
+      const dropTrigger = sql.onDialectOrElse({
+        pg: () => sql.unsafe("DROP TRIGGER IF EXISTS refuse_deliveries ON deliveries"),
+        orElse: () => sql.unsafe("DROP TRIGGER IF EXISTS refuse_deliveries")
+      })
       yield* Effect.acquireRelease(
-        sql.unsafe(`CREATE TRIGGER refuse_deliveries BEFORE INSERT ON deliveries WHEN NEW.webhook_id = '${hook.id}'
-          BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`),
-        () => Effect.orDie(sql.unsafe("DROP TRIGGER IF EXISTS refuse_deliveries"))
+        sql.onDialectOrElse({
+          pg: () =>
+            Effect.zipRight(
+              sql.unsafe(`CREATE FUNCTION refuse_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'database or disk is full'; END $$`),
+              sql.unsafe(`CREATE TRIGGER refuse_deliveries BEFORE INSERT ON deliveries FOR EACH ROW
+                WHEN (NEW.webhook_id = '${hook.id}') EXECUTE FUNCTION refuse_deliveries()`)
+            ),
+          orElse: () =>
+            sql.unsafe(`CREATE TRIGGER refuse_deliveries BEFORE INSERT ON deliveries WHEN NEW.webhook_id = '${hook.id}'
+              BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`)
+        }),
+        () => Effect.orDie(dropTrigger)
       )
       // As many as the webhook's share (2 here): were their room kept, nothing more could start.
       for (let i = 0; i < 2; i++) {
@@ -434,10 +449,10 @@ layer(dispatcherHub, { excludeTestServices: true })("dispatcher", (it) => {
         expect(failed.status).toBe(500)
       }
       expect(forgone.map((d) => d.webhook_id)).toEqual([hook.id, hook.id])
-      yield* sql.unsafe("DROP TRIGGER refuse_deliveries")
+      yield* dropTrigger
       yield* postEvent(tenant)
       yield* receiver.waitFor("the next delivery", (r) => r.length === 2)
-      const stored = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries WHERE webhook_id = ${hook.id}`
+      const stored = yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries WHERE webhook_id = ${hook.id}`
       expect(stored[0]?.n).toBe(2)
     }))
 
@@ -502,7 +517,10 @@ layer(
       const hook = yield* createWebhook(tenant, `http://127.0.0.1:${receiver.port}/hooks`)
       for (let i = 0; i < 3; i++) yield* postEvent(tenant)
       yield* untilDeliveries(tenant, hook.id, "3 delivered", (d) => d.length === 3 && d.every((x) => x.status === "succeeded"))
-      expect(receiver.peakConnections()).toBe(1)
+      // One connection while the first attempt hung, then one kept for the rest: uncapped, each delivery
+      // posted meanwhile would have opened its own. (Counted as opened, not as open at once: the
+      // receiver may see the hung connection's close a moment after the hub has let it go.)
+      expect(receiver.connections()).toBe(2)
       expect(receiver.requests.length).toBeGreaterThanOrEqual(4)
     }))
 })
@@ -544,7 +562,7 @@ describe("retry policy", () => {
   })
 })
 
-describe("outbox leases", () => {
+for (const engine of engines) describe(`outbox leases (${engine})`, () => {
   const seed = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const now = new Date().toISOString()
@@ -607,7 +625,7 @@ describe("outbox leases", () => {
       })
     }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
 
-  const outboxLayer = OutboxRepoLive.pipe(Layer.provideMerge(sqliteLayer(":memory:")))
+  const outboxLayer = OutboxRepoLive.pipe(Layer.provideMerge(testDatabase(engine)))
 
   plain.effect("first attempts go before retries; expired leases are taken again, live ones and future retries are not", () =>
     Effect.gen(function*() {
@@ -728,7 +746,8 @@ describe("outbox leases", () => {
       expect(yield* lease(2, inFlight, 10)).toEqual(["queued0000", "queued0001"])
     }).pipe(Effect.provide(outboxLayer)))
 
-  plain.effect("the lease reads webhooks' queues through indexes: no table scan, and no read past a queue", () =>
+  // SQLite's plans; PostgreSQL's planner chooses by statistics, which a test's few rows do not settle.
+  if (engine === "sqlite") plain.effect("the lease reads webhooks' queues through indexes: no table scan, and no read past a queue", () =>
     Effect.gen(function*() {
       yield* seed
       const sql = yield* SqlClient.SqlClient
@@ -758,14 +777,15 @@ describe("outbox leases", () => {
     }).pipe(Effect.provide(outboxLayer)))
 })
 
-describe("graceful shutdown", () => {
+for (const engine of engines) describe(`graceful shutdown (${engine})`, () => {
   // Live services: the drain bound and the receivers run on the real clock.
   plain.live("in-flight deliveries finish, the rest are released and the next start sends them at once", () =>
     Effect.gen(function*() {
       const folder = mkdtempSync(join(tmpdir(), "hub-drain-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
       const settings = {
-        databaseFile: join(folder, "hub.sqlite"),
+        databaseFile: engine === "sqlite" ? join(folder, "hub.sqlite") : yield* testDatabaseUrl(engine),
+        secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(5))),
         webhookTimeout: Duration.seconds(20),
         dispatchDrainTimeout: Duration.millis(300)
       }

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
 import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
+import { engines } from "./support/Databases.js"
 
 const statusEvent = (tenant: Tenant, waMessageId: string, state: string) =>
   envelope([tenant.wabaId, [statusChange(tenant, status(waMessageId, state, 1750263773))]])
@@ -27,7 +28,7 @@ const sendAnswering = (tenant: Tenant, waMessageId: string) =>
     return listed.body
   })
 
-layer(testHubOnFakeGraph(), { excludeTestServices: true })("status events that arrive before the send is recorded", (it) => {
+for (const engine of engines) layer(testHubOnFakeGraph({ engine }), { excludeTestServices: true })(`status events that arrive before the send is recorded (${engine})`, (it) => {
   it.effect("the best early status is applied when the send is accepted", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub

@@ -16,13 +16,15 @@ import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { type Engine, engines, testDatabase } from "./support/Databases.js"
 import { seedTenant, type Tenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "app-secret-for-tests"
 const VERIFY_TOKEN = "verify-token-3f9a"
 
-const signedHub = testHub({
+const signedHub = (engine: Engine) => testHub({
+  engine,
   appSecret: Option.some(Redacted.make(APP_SECRET)),
   verifyToken: Option.some(Redacted.make(VERIFY_TOKEN)),
   // Sends get no sandbox status events during these tests; the tests post their own.
@@ -71,7 +73,7 @@ const messageByWamid = (tenant: Tenant, id: string) =>
     return data[0] ?? {}
   })
 
-layer(signedHub, { excludeTestServices: true })("upstream events with an app secret and a verify token", (it) => {
+for (const engine of engines) layer(signedHub(engine), { excludeTestServices: true })(`upstream events with an app secret and a verify token (${engine})`, (it) => {
   it.effect("the handshake echoes hub.challenge as text only for mode subscribe and the right token", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
@@ -371,7 +373,7 @@ layer(signedHub, { excludeTestServices: true })("upstream events with an app sec
     }))
 })
 
-layer(testHub(), { excludeTestServices: true })("upstream events without app secret or verify token", (it) => {
+for (const engine of engines) layer(testHub({ engine }), { excludeTestServices: true })(`upstream events without app secret or verify token (${engine})`, (it) => {
   it.effect("unsigned posts are accepted; the handshake is refused since nothing can be verified", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
@@ -387,7 +389,7 @@ layer(testHub(), { excludeTestServices: true })("upstream events without app sec
     }))
 })
 
-layer(testHub(immediateSandbox), { excludeTestServices: true })("sandbox end to end", (it) => {
+for (const engine of engines) layer(testHub({ ...immediateSandbox, engine }), { excludeTestServices: true })(`sandbox end to end (${engine})`, (it) => {
   it.scoped("a send produces sent, delivered and read events that reach the webhook and the message record", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
@@ -425,7 +427,7 @@ const ingressAlone = IngressLive.pipe(
   Layer.provide(WriteBatcherLive)
 )
 
-layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress when the hub stops", (it) => {
+for (const engine of engines) layer(testDatabase(engine), { excludeTestServices: true })(`the ingress when the hub stops (${engine})`, (it) => {
   it.effect("a payload still waiting for its group is answered as interrupted and not stored; one submitted after is answered so at once", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -439,7 +441,7 @@ layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress when 
       yield* Scope.close(scope, Exit.void)
       ingress.submit(checked.right, (outcome) => outcomes.push(outcome))
       expect(outcomes.map(Exit.isInterrupted)).toEqual([true, true])
-      expect(yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM unrouted_events`).toEqual([{ n: 0 }])
+      expect(yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM unrouted_events`).toEqual([{ n: 0 }])
     }))
 })
 

@@ -10,6 +10,7 @@ import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
 import type { MessageChange } from "../src/Messages/ChangePlan.js"
 import { MessagesRepo, type StatusUpdate } from "../src/Messages/Repo.js"
 import { seedTenant, testHub } from "./support/TestHub.js"
+import { engines } from "./support/Databases.js"
 
 type Owner = { readonly organizationId: OrganizationId; readonly instanceId: InstanceId }
 
@@ -106,7 +107,7 @@ const forOwner = (changes: ReadonlyArray<MessageChange>, owner: Owner): Readonly
 
 const STORED: ReadonlyArray<readonly [string, string]> = [["wamid.A", "pending"], ["wamid.B", "sent"], ["wamid.C", "delivered"], ["wamid.D", "failed"]]
 
-layer(testHub())("message changes applied as a group", (it) => {
+for (const engine of engines) layer(testHub({ engine }))(`message changes applied as a group (${engine})`, (it) => {
   it.effect("end as the same changes applied one by one, over many random groups", () =>
     Effect.gen(function*() {
       const repo = yield* MessagesRepo

@@ -10,6 +10,7 @@ import { type InboundMessage, type ListFilter, listQueries, MessagesRepo, type S
 import { encodeCursor, MAX_OFFSET, SCAN_WINDOW } from "../src/Domain/Paging.js"
 import { fieldsOf, listMessages } from "./support/Messages.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
+import { engines } from "./support/Databases.js"
 
 interface Seed {
   readonly id: string
@@ -68,7 +69,7 @@ const recordInbound = (message: InboundMessage) =>
 const idsOf = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((record) => record.id)
 
 /** A second instance (and its instance token) in the tenant's organization. */
-layer(testHub())("GET /api/messages", (it) => {
+for (const engine of engines) layer(testHub({ engine }))(`GET /api/messages (${engine})`, (it) => {
   it.effect("answers the envelope with records newest first (ties broken by id), page 1 and limit 50 by default", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
@@ -305,7 +306,7 @@ layer(testHub())("GET /api/messages", (it) => {
     }))
 })
 
-layer(testHub())("message records for the events feature", (it) => {
+for (const engine of engines) layer(testHub({ engine }))(`message records for the events feature (${engine})`, (it) => {
   it.effect("status events move a record forward only, in one conditional update", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
@@ -472,7 +473,7 @@ layer(testHub())("list query plans", (it) => {
       expect(page.map((row) => row.id)).toEqual(["msg_p29", "msg_p28"])
       expect((yield* listQueries(sql, base).total)[0]?.total).toBe(30)
       expect((yield* listQueries(sql, { ...base, instanceId: undefined }).total)[0]?.total).toBe(60)
-      const counted = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM messages WHERE organization_id = ${tenant.organizationId}`
+      const counted = yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM messages WHERE organization_id = ${tenant.organizationId}`
       expect(counted[0]?.n).toBe(60)
     }))
 

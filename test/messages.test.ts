@@ -12,12 +12,13 @@ import { sqliteLayer } from "../src/Sql/Client.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { fieldsOf, listMessages, sendMessage, sendsTo, typeCases, untilSendsReach, waIdOf, whileAcceptanceRefused } from "./support/Messages.js"
 import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
+import { engines } from "./support/Databases.js"
 
 const RECIPIENT = "16505551234"
 const common = { messaging_product: "whatsapp", recipient_type: "individual", to: RECIPIENT }
 
 
-layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("POST /api/messages on the Graph API", (it) => {
+for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1) }))(`POST /api/messages on the Graph API (${engine})`, (it) => {
   for (const typeCase of typeCases) {
     it.effect(`sends ${typeCase.name} as the exact upstream body and records it`, () =>
       Effect.gen(function*() {
@@ -507,7 +508,7 @@ layer(testHubOnFakeGraph())("POST /api/messages validation", (it) => {
     }))
 })
 
-layer(testHubOnFakeGraph({ graphTimeout: Duration.seconds(1) }))("Idempotency-Key", (it) => {
+for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1) }))(`Idempotency-Key (${engine})`, (it) => {
   const body = { to: "16505551234", type: "text", text: { body: "only once" } }
 
   it.effect("the same key and body return the first answer and send nothing more", () =>

@@ -8,6 +8,7 @@ import { Duration, Effect, Schedule } from "effect"
 import { Retention } from "../src/Delivery/Retention.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { engines } from "./support/Databases.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const createWebhook = (tenant: Tenant, url: string) =>
@@ -33,12 +34,12 @@ const until = (tenant: Tenant, webhookId: string, condition: (statuses: Readonly
   )
 
 const count = (table: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM ${sql(table)}`).pipe(
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM ${sql(table)}`).pipe(
     Effect.map((rows) => rows[0]?.n ?? 0),
     Effect.orDie
   )
 
-layer(testHub({ webhookRetry: [Duration.hours(1)] }), { excludeTestServices: true })("retention", (it) => {
+for (const engine of engines) layer(testHub({ engine, webhookRetry: [Duration.hours(1)] }), { excludeTestServices: true })(`retention (${engine})`, (it) => {
   it.scoped("deletes finished history past the cutoff and keeps what a waiting delivery needs", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
@@ -82,7 +83,7 @@ layer(testHub({ webhookRetry: [Duration.hours(1)] }), { excludeTestServices: tru
       // The event the waiting delivery carries is kept; events no delivery needs are gone.
       expect(yield* count("events")).toBe(eventsBefore - pruned.events)
       const kept = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries d JOIN events e ON e.id = d.event_id`).pipe(Effect.orDie)
+        sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries d JOIN events e ON e.id = d.event_id`).pipe(Effect.orDie)
       expect(kept[0]?.n).toBe(yield* count("deliveries"))
       expect(yield* count("unrouted_events")).toBe(0)
       expect(yield* count("delivery_attempts")).toBeGreaterThanOrEqual(1)

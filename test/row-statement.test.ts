@@ -8,7 +8,8 @@ import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Exit, Layer } from "effect"
 import { sqliteLayer } from "../src/Sql/Client.js"
-import { insertRow, rowStatement } from "../src/Sql/RowStatement.js"
+import { insertRow, insertRows, rowStatement } from "../src/Sql/RowStatement.js"
+import { engines, testDatabase } from "./support/Databases.js"
 
 const Tables = Layer.effectDiscard(
   SqlClient.SqlClient.pipe(
@@ -49,5 +50,26 @@ layer(Db)("row statements", (it) => {
       const outcome = yield* Effect.exit(wrong([{ name: "z" }]))
       expect(Exit.isFailure(outcome) && Cause.isDie(outcome.cause)).toBe(true)
       expect(yield* sql`SELECT name FROM rs_items WHERE name = 'z'`).toEqual([])
+    }))
+})
+
+for (const engine of engines) layer(Tables.pipe(Layer.provideMerge(testDatabase(engine))))(`rows inserted together (${engine})`, (it) => {
+  it.effect("insertRows writes every row (one statement on PostgreSQL) and answers the RETURNING rows of all; a repeated key is not written", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const insert = insertRows(sql, "rs_items", ["note", "value", "name"], "ON CONFLICT (name) DO NOTHING RETURNING name")
+      const returned = yield* sql.withTransaction(insert([
+        { name: "a", value: 1, note: null },
+        { name: "b", value: 2, note: "second" },
+        { name: "a", value: 3, note: "again" }
+      ]))
+      expect(returned).toEqual([{ name: "a" }, { name: "b" }])
+      expect(yield* insert([{ name: "b", value: 9, note: null }, { name: "c", value: 4, note: "third" }])).toEqual([{ name: "c" }])
+      expect(yield* sql`SELECT name, value, note FROM rs_items ORDER BY name`).toEqual([
+        { name: "a", value: 1, note: null },
+        { name: "b", value: 2, note: "second" },
+        { name: "c", value: 4, note: "third" }
+      ])
+      expect(yield* insert([])).toEqual([])
     }))
 })

@@ -5,6 +5,7 @@ import { padded, powerOfTwoChunks } from "../src/Sql/SqlShapes.js"
 import { AddressRefused, classifyAddress, HostResolver, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+import { engines } from "./support/Databases.js"
 
 const RECORD_KEYS = [
   "active",
@@ -27,7 +28,7 @@ const RECORD_KEYS = [
 const createWebhook = (token: string, json: Record<string, unknown>) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/webhooks", { token, json }))
 
-layer(testHub(), { excludeTestServices: true })("webhooks API", (it) => {
+for (const engine of engines) layer(testHub({ engine }), { excludeTestServices: true })(`webhooks API (${engine})`, (it) => {
   it.effect("create answers 201 with the record and a whsec_ secret shown only once, stored encrypted", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub

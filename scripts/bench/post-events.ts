@@ -1,7 +1,8 @@
 /**
  * Posts signed upstream status events to the hub at a fixed offered rate, from its own process.
  * Usage: bun scripts/bench/post-events.ts '<json config>' → one JSON line of results.
- * Config: { url, appSecret, rate (events/s), seconds, numbers: [{ phoneNumberId, wabaId }], maxInFlight? }
+ * Config: { url, urls?, appSecret, rate (events/s), seconds, numbers: [{ phoneNumberId, wabaId }], maxInFlight? }
+ * With urls (hub replicas), posts go to each in turn, as a load balancer would spread them.
  * Posts go over kept-alive connections, one per post in flight (the hub's own webhook sender):
  * Bun's fetch keeps at most 64 idle sockets, and beyond that would open a connection per post,
  * measuring TCP handshakes on both sides rather than the hub.
@@ -11,6 +12,7 @@ import { makeSender, NoAnswer } from "../../src/Delivery/Sender.js"
 
 interface PostConfig {
   readonly url: string
+  readonly urls?: ReadonlyArray<string>
   readonly appSecret: string
   readonly rate: number
   readonly seconds: number
@@ -21,7 +23,7 @@ interface PostConfig {
 const config: PostConfig = JSON.parse(process.argv[2] ?? "{}")
 const maxInFlight = config.maxInFlight ?? 256
 const sender = makeSender({ maxIdlePerOrigin: maxInFlight, maxPerOrigin: maxInFlight })
-const target = { url: config.url, hostHeader: new URL(config.url).host, serverName: undefined }
+const targets = (config.urls ?? [config.url]).map((url) => ({ url, hostHeader: new URL(url).host, serverName: undefined }))
 // The hub answers every post; no per-post timer (60,000 of them would pile up each second in overload).
 const never = new AbortController().signal
 let sent = 0
@@ -55,7 +57,7 @@ const post = async (n: number) => {
   inFlight++
   try {
     const answer = await sender.send({
-      target,
+      target: targets[n % targets.length]!,
       headers: { "content-type": "application/json", "x-hub-signature-256": `sha256=${signature}` },
       body,
       timeoutMs: 60_000,

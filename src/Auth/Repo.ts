@@ -8,6 +8,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
 import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
+import { announce, channels } from "../Sql/Notify.js"
 import { API_TOKEN_PREFIX, generateSecret, hashSecret, SESSION_TOKEN_PREFIX, secretHint } from "./Secrets.js"
 
 export interface ApiTokenRow {
@@ -103,6 +104,8 @@ export const TokensRepoLive = Layer.effect(
         const hashes = (yield* update(now)).map((row) => row.token_hash)
         if (hashes.length > 0) {
           yield* sql`INSERT INTO revocations ${sql.insert(hashes.map((token_hash) => ({ token_hash, revoked_at: now })))}`
+          // On PostgreSQL every replica hears it as this commits and evicts at once; the feed is the 1 s bound.
+          yield* Effect.forEach(hashes, (hash) => announce(sql, channels.credentials, hash), { discard: true })
         }
         return hashes
       }).pipe(sql.withTransaction, Effect.orDie)

@@ -1,14 +1,16 @@
 /**
  * Turns a Bearer secret into a Principal. Live credentials are cached in memory by hash so the hot
- * path does not query the database. A revocation evicts at once in the process that makes it, and
- * within about a second in every other process on the database (RevocationFeed.ts); entries also
- * expire after a minute.
+ * path does not query the database. A revocation evicts at once in the process that makes it; on
+ * PostgreSQL every replica hears it as it commits (Sql/Notify.ts), and every process on the database
+ * reads it within about a second from the revocation feed (RevocationFeed.ts); entries also expire
+ * after a minute.
  */
 import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
 import { Unauthorized } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import type { Principal } from "../Domain/Principal.js"
 import { type Credential, TokensRepo } from "./Repo.js"
+import { channels, subscribe } from "../Sql/Notify.js"
 import { hashSecret } from "./Secrets.js"
 
 const CACHE_TTL_MS = 60_000
@@ -42,7 +44,7 @@ const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
   cachedAt
 })
 
-export const TokenResolverLive = Layer.effect(
+export const TokenResolverLive = Layer.scoped(
   TokenResolver,
   Effect.gen(function*() {
     const repo = yield* TokensRepo
@@ -56,6 +58,14 @@ export const TokenResolverLive = Layer.effect(
      * (any revocation, not only its own: they are rare, and the next request reads again).
      */
     let revocations = 0
+    // On PostgreSQL, revocations on other replicas as they commit; while not listening, announcements are missed: start over then.
+    yield* subscribe(channels.credentials, (hash) => {
+      revocations++
+      cache.delete(hash)
+    }, () => {
+      revocations++
+      cache.clear()
+    })
 
     const load = (hash: string, now: number): Effect.Effect<CacheEntry | undefined> =>
       Effect.suspend(() => {

@@ -4,8 +4,12 @@
  * wait to be logged. Wake-ups coalesce (a sliding queue of one), so a burst costs one round, and none
  * is lost while the dispatcher is busy. A round leases only when rows may be due: after a `notify`,
  * or when rows may be queued behind attempts in flight (see Admission.queueEmpty).
+ * On PostgreSQL every replica's dispatcher is also notified when any replica queues or releases
+ * deliveries (LISTEN/NOTIFY, see Sql/Notify.ts), so a row committed anywhere starts within
+ * milliseconds without waiting for the poll (and, each time listening starts again, looks at once).
  */
 import { Context, Effect, Layer, Queue } from "effect"
+import { channels, subscribe } from "../Sql/Notify.js"
 
 export class DispatchSignal extends Context.Tag("DispatchSignal")<DispatchSignal, {
   readonly notify: Effect.Effect<void>
@@ -19,9 +23,9 @@ export class DispatchSignal extends Context.Tag("DispatchSignal")<DispatchSignal
   readonly wait: Effect.Effect<void>
 }>() {}
 
-export const DispatchSignalLive = Layer.effect(
+export const DispatchSignalLive = Layer.scoped(
   DispatchSignal,
-  Effect.map(Queue.sliding<void>(1), (queue) => {
+  Effect.tap(Effect.map(Queue.sliding<void>(1), (queue) => {
     let due = false
     const unsafeWake = () => {
       queue.unsafeOffer(undefined)
@@ -41,5 +45,5 @@ export const DispatchSignalLive = Layer.effect(
       },
       wait: Queue.take(queue)
     })
-  })
+  }), (signal) => subscribe(channels.outbox, signal.unsafeNotify, signal.unsafeNotify))
 )

@@ -7,6 +7,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import type { LeasedDelivery } from "./Records.js"
 
@@ -95,6 +96,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
           SELECT id, webhook_id, next_attempt_at FROM deliveries
            WHERE status = ${status} AND next_attempt_at <= ${input.now} AND ${unleased(input.now)}
            ORDER BY next_attempt_at LIMIT ${front}
+           ${skipLocked(sql)}
         ) AS due
         JOIN webhooks w ON w.id = due.webhook_id
         WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${sql.in("w.organization_id", padded(fullOrganizations))})`
@@ -111,16 +113,17 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
     SELECT q.webhook_id, w.organization_id FROM queued q JOIN webhooks w ON w.id = q.webhook_id`
 
   /** Each webhook's first due rows of each phase, up to its share: one range of deliveries_webhook_due each. */
+  const lockRows = skipLockedText(sql)
   const dueOf = (input: LeaseRequest, shares: ReadonlyArray<readonly [webhookId: string, share: number]>) =>
     sql.unsafe<Omit<DueRow, "organization_id">>(
-      shares.flatMap(() =>
+      placeholders(sql, shares.flatMap(() =>
         [0, 1].map((rank) =>
           `SELECT * FROM (SELECT id, webhook_id, ${rank} AS phase, next_attempt_at FROM deliveries
             WHERE webhook_id = ? AND status = '${rank === 0 ? "pending" : "failed"}' AND next_attempt_at <= ?
               AND (lease_expires_at IS NULL OR lease_expires_at < ?)
-            ORDER BY next_attempt_at LIMIT ?) AS due_${rank}`
+            ORDER BY next_attempt_at LIMIT ?${lockRows === "" ? "" : ` ${lockRows}`}) AS due_${rank}`
         )
-      ).join(" UNION ALL "),
+      ).join(" UNION ALL ")),
       shares.flatMap(([webhookId, share]) => [webhookId, input.now, input.now, share, webhookId, input.now, input.now, share])
     )
 

@@ -11,7 +11,9 @@
 import { SqlClient, type Statement } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { insertRow, rowStatement } from "../Sql/RowStatement.js"
+import { isPostgres } from "../Sql/Dialect.js"
+import { announce, channels } from "../Sql/Notify.js"
+import { insertRows, rowStatement } from "../Sql/RowStatement.js"
 import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { kindsOf, parseFilter, selectChanges } from "./EventKinds.js"
 import { deliveryColumns, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
@@ -144,10 +146,10 @@ export const OutboxRepoLive = Layer.effect(
 
     const lease = makeLease(sql)
     // The hot writes, one row at a time (see RowStatement.ts).
-    const acceptChange = insertRow(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
-    const insertEvent = insertRow(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
-    const insertUnrouted = insertRow(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at"])
-    const insertDelivery = insertRow(sql, "deliveries", [
+    const acceptChange = insertRows(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
+    const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
+    const insertUnrouted = insertRows(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at"])
+    const insertDelivery = insertRows(sql, "deliveries", [
       "id",
       "webhook_id",
       "event_id",
@@ -161,7 +163,7 @@ export const OutboxRepoLive = Layer.effect(
       "updated_at",
       "body"
     ])
-    const insertAttempt = insertRow(sql, "delivery_attempts", [
+    const insertAttempt = insertRows(sql, "delivery_attempts", [
       "id",
       "delivery_id",
       "attempt",
@@ -172,15 +174,32 @@ export const OutboxRepoLive = Layer.effect(
       "response_snippet"
     ])
     // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
-    const markSucceeded = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
+    const markSucceededEach = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
       sql`UPDATE deliveries SET status = 'succeeded', attempts = ${p("attempts")}, last_status_code = ${p("status_code")},
           last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ${p("at")}
         WHERE id = ${p("id")} AND lease_owner = ${p("owner")}`)
-    const markFailed = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
+    const markFailedEach = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
       sql`UPDATE deliveries SET status = ${p("status")}, next_attempt_at = ${p("next_attempt_at")}, attempts = ${p("attempts")},
           last_status_code = ${p("status_code")}, last_error = ${p("error")}, lease_owner = NULL, lease_expires_at = NULL,
           updated_at = ${p("at")}
         WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`)
+    // On PostgreSQL the same, every row in one statement (each statement is a round trip there).
+    const markSucceededAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly attempts: number; readonly status_code: number | null; readonly at: string }>) =>
+      rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts,
+          last_status_code = r.status_code, last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+          updated_at = r.at
+        FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
+        WHERE d.id = r.id AND d.lease_owner = r.owner`)
+    const markFailedAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly status: string; readonly next_attempt_at: string | null; readonly attempts: number; readonly status_code: number | null; readonly error: string | null; readonly at: string }>) =>
+      rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = r.status, next_attempt_at = r.next_attempt_at,
+          attempts = r.attempts, last_status_code = r.status_code, last_error = r.error, lease_owner = NULL, lease_expires_at = NULL,
+          updated_at = r.at
+        FROM json_to_recordset(${JSON.stringify(rows)}::json)
+          AS r(id text, owner text, status text, next_attempt_at text, attempts integer, status_code integer, error text, at text)
+        WHERE d.id = r.id AND d.lease_owner = r.owner AND d.status IN ('pending', 'failed')`)
+    const postgres = isPostgres(sql)
+    const markSucceeded = postgres ? markSucceededAll : markSucceededEach
+    const markFailed = postgres ? markFailedAll : markFailedEach
     // One row per webhook, outcome and hour; a round adds its counts to it.
     const countDeliveries = rowStatement(sql, ["webhook_id", "outcome", "hour", "deliveries", "last_at"], (p) =>
       sql`INSERT INTO webhook_delivery_hours (webhook_id, outcome, hour, deliveries, last_at)
@@ -198,7 +217,10 @@ export const OutboxRepoLive = Layer.effect(
       sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
           final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
           lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-        WHERE ${where} RETURNING id`
+        WHERE ${where} RETURNING id`.pipe(
+        // Queued again: on PostgreSQL every replica's dispatcher is told.
+        Effect.tap((rows) => (rows.length === 0 ? Effect.void : announce(sql, channels.outbox, "replayed")))
+      )
 
     /** Parsed event filters, by their stored text (a handful of distinct ones). */
     const filters = new Map<string, ReadonlySet<string>>()
@@ -276,12 +298,23 @@ export const OutboxRepoLive = Layer.effect(
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
           WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
-      acceptChanges: (changes, now) =>
-        acceptChange(changes.map((c) => ({ dedupe_key: c.dedupeKey, event_id: c.eventId, received_at: now }))).pipe(
-          // A key stored before, or given earlier in this call, returns no row.
-          Effect.map((results) => new Map(changes.flatMap((c, i) => ((results[i]?.length ?? 0) > 0 ? [[c.dedupeKey, c.eventId]] : [])))),
+      acceptChanges: (changes, now) => {
+        // A key given twice is kept for its first event: later ones are not written at all.
+        const first = new Map<string, string>()
+        for (const c of changes) if (!first.has(c.dedupeKey)) first.set(c.dedupeKey, c.eventId)
+        // In key order: two replicas storing the same changes at once then meet on the first key they
+        // share, and the later waits for the earlier's commit (then finds its keys taken) instead of
+        // deadlocking with it.
+        const ordered = [...first].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        return acceptChange(ordered.map(([dedupe_key, event_id]) => ({ dedupe_key, event_id, received_at: now }))).pipe(
+          // A key stored before returns no row.
+          Effect.map((stored) => {
+            const fresh = new Set(stored.flatMap((row) => (typeof row === "object" && row !== null && "dedupe_key" in row ? [String(row.dedupe_key)] : [])))
+            return new Map(ordered.filter(([key]) => fresh.has(key)))
+          }),
           Effect.orDie
-        ),
+        )
+      },
       insertEvents: (events, now) =>
         insertEvent(events.map((e) => ({ id: e.id, instance_id: e.instanceId, body: e.body, change_count: e.changeCount, received_at: now }))).pipe(
           Effect.asVoid,
@@ -313,6 +346,8 @@ export const OutboxRepoLive = Layer.effect(
             })
           })
           yield* insertDelivery(rows)
+          // Rows not handed to this process's dispatcher wait for a round: every replica's, on PostgreSQL.
+          if (rows.some((row) => row.lease_owner === null)) yield* announce(sql, channels.outbox, "queued")
           const counts = new Map<string, number>()
           for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
           return counts
@@ -322,7 +357,9 @@ export const OutboxRepoLive = Layer.effect(
           const [webhook] = yield* sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
             WHERE id = ${webhookId} AND active = 1 AND deleted_at IS NULL`
           if (webhook === undefined) return false
-          yield* insertDelivery([deliveryRow(webhook, event, null, now, handover, deliveryId)])
+          const row = deliveryRow(webhook, event, null, now, handover, deliveryId)
+          yield* insertDelivery([row])
+          if (row.lease_owner === null) yield* announce(sql, channels.outbox, "queued")
           return true
         }).pipe(Effect.orDie),
       lease,
@@ -331,13 +368,17 @@ export const OutboxRepoLive = Layer.effect(
             updated_at = ${nowIso()}
           WHERE ${sql.in("id", padded(ids))} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie),
       release: (owner, ids) =>
-        (ids === "all"
-          ? Effect.asVoid(sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`)
-          : ids.length === 0
+        (ids !== "all" && ids.length === 0
           ? Effect.void
-          : Effect.asVoid(sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-              WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`)).pipe(Effect.orDie),
+          : Effect.zipRight(
+            ids === "all"
+              ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+                  WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
+              : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+                  WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`,
+            // Released rows are free at once: on PostgreSQL, the other replicas are told.
+            announce(sql, channels.outbox, "released")
+          )).pipe(Effect.orDie),
       recordAttempts: (owner, records) =>
         Effect.gen(function*() {
           if (records.length === 0) return new Map<string, string>()

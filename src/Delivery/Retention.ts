@@ -8,9 +8,12 @@
  * is never held long.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
+import { compactMessageCounts } from "../Messages/Repo.js"
+import { isPostgres } from "../Sql/Dialect.js"
+import { runForFleet } from "../Sql/FleetJobs.js"
 
 const BATCH = 500
 
@@ -42,22 +45,26 @@ export const RetentionLive = Layer.effect(
         body: (state) => Effect.map(batch, (last) => ({ total: state.total + last, last }))
       }).pipe(Effect.map((state) => state.total))
 
+    // Each batch reads its ids once and deletes by them: read twice (once per DELETE), a row finished
+    // meanwhile by another process could be in the second read only, its attempts left behind.
     const deliveries = (below: string) =>
       sql.withTransaction(Effect.gen(function*() {
-        const finished = sql`SELECT id FROM deliveries WHERE id < ${below} AND status IN ('succeeded', 'dead', 'cancelled')
-          ORDER BY id LIMIT ${BATCH}`
-        yield* sql`DELETE FROM delivery_attempts WHERE delivery_id IN (${finished})`
-        return (yield* sql<{ readonly id: string }>`DELETE FROM deliveries WHERE id IN (${finished}) RETURNING id`).length
+        const finished = (yield* sql<{ readonly id: string }>`SELECT id FROM deliveries
+          WHERE id < ${below} AND status IN ('succeeded', 'dead', 'cancelled') ORDER BY id LIMIT ${BATCH}`).map((row) => row.id)
+        if (finished.length === 0) return 0
+        yield* sql`DELETE FROM delivery_attempts WHERE ${sql.in("delivery_id", finished)}`
+        return (yield* sql<{ readonly id: string }>`DELETE FROM deliveries WHERE ${sql.in("id", finished)} RETURNING id`).length
       }))
 
     const events = (below: string, deliveriesBelow: string) =>
       sql.withTransaction(Effect.gen(function*() {
         // Deliveries left below the cutoff are the unfinished ones, few: the check walks only those.
-        const unreferenced = sql`SELECT e.id FROM events e WHERE e.id < ${below}
+        const unreferenced = (yield* sql<{ readonly id: string }>`SELECT e.id FROM events e WHERE e.id < ${below}
           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id < ${deliveriesBelow} AND d.event_id = e.id)
-          ORDER BY e.id LIMIT ${BATCH}`
-        yield* sql`DELETE FROM event_changes WHERE event_id IN (${unreferenced})`
-        return (yield* sql<{ readonly id: string }>`DELETE FROM events WHERE id IN (${unreferenced}) RETURNING id`).length
+          ORDER BY e.id LIMIT ${BATCH}`).map((row) => row.id)
+        if (unreferenced.length === 0) return 0
+        yield* sql`DELETE FROM event_changes WHERE ${sql.in("event_id", unreferenced)}`
+        return (yield* sql<{ readonly id: string }>`DELETE FROM events WHERE ${sql.in("id", unreferenced)} RETURNING id`).length
       }))
 
     const unrouted = (below: string) =>
@@ -91,7 +98,7 @@ export const RetentionLive = Layer.effect(
   })
 )
 
-/** Prunes a minute after start, then every hour, for as long as the server runs. */
+/** Prunes once an hour for the whole fleet (Sql/FleetJobs.ts), the first look a minute after start, for as long as the server runs. */
 export const RetentionScheduleLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* HubConfig
@@ -101,10 +108,10 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
       if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts > 0) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }
-    }).pipe(Effect.catchAllCause((cause) => Effect.logError("Retention pruning failed; it runs again within the hour", cause)))
-    yield* Effect.sleep("1 minute").pipe(
-      Effect.zipRight(Effect.repeat(pruneOnce, Schedule.spaced("1 hour"))),
-      Effect.forkScoped
-    )
+    })
+    yield* runForFleet("retention", { every: Duration.hours(1), firstAfter: Duration.minutes(1) }, pruneOnce)
+    // PostgreSQL's message counts are added rows (migration 0010): folded each minute, so a list's total sums a few.
+    const sql = yield* SqlClient.SqlClient
+    if (isPostgres(sql)) yield* runForFleet("message-counts", { every: Duration.minutes(1), firstAfter: Duration.minutes(1) }, compactMessageCounts(sql))
   })
 )

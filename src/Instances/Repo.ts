@@ -76,7 +76,8 @@ export const InstancesRepoLive = Layer.effect(
           Effect.orDie
         ),
       countOrganizations: sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM organizations`.pipe(
-        Effect.map((rows) => rows[0]?.n ?? 0),
+        // PostgreSQL answers COUNT(*) as a bigint, which arrives as text.
+        Effect.map((rows) => Number(rows[0]?.n ?? 0)),
         Effect.orDie
       ),
       listOrganizations: sql<OrganizationRow>`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`.pipe(Effect.orDie),

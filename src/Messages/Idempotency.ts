@@ -5,10 +5,11 @@
  * still running, is a 409.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { Conflict, ServiceUnavailable } from "../Domain/Errors.js"
 import { type InstanceId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { runForFleet } from "../Sql/FleetJobs.js"
 import type { Json } from "../Upstream/Upstream.js"
 
 export const IDEMPOTENCY_TTL = Duration.hours(24)
@@ -58,11 +59,11 @@ export const IdempotencyKeysLive = Layer.scoped(
     const sql = yield* SqlClient.SqlClient
     const cutoff = () => new Date(Date.now() - Duration.toMillis(IDEMPOTENCY_TTL)).toISOString()
 
-    // Expired keys are dropped hourly; a claim also replaces an expired row for its own key.
+    // Expired keys are dropped hourly, by one replica of the fleet; a claim also replaces an expired row for its own key.
     const purge = Effect.suspend(() => sql`DELETE FROM idempotency_keys WHERE created_at < ${cutoff()}`).pipe(
       Effect.catchAll((e) => Effect.logWarning("Could not purge expired idempotency keys", e))
     )
-    yield* Effect.forkScoped(Effect.repeat(purge, Schedule.spaced(Duration.hours(1))))
+    yield* runForFleet("idempotency-purge", { every: Duration.hours(1), firstAfter: Duration.zero }, purge)
 
     const claim = (input: KeyRef & { readonly instanceId: InstanceId; readonly requestHash: string }) =>
       Effect.gen(function*() {

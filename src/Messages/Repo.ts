@@ -8,6 +8,7 @@ import { Context, Effect, type Exit, Layer } from "effect"
 import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
@@ -51,15 +52,30 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
 
 /**
  * The records a group of changes names, by instance and upstream id: one lookup of the upstream id
- * index per pair (a test checks the plan).
+ * index per pair (a test checks the plan). On PostgreSQL the rows are locked as read, in id order, so
+ * a replica applying other changes to them waits and then plans from what this one wrote.
  */
 export const storedRecordsQuery = (
   sql: SqlClient.SqlClient,
   named: ReadonlyArray<{ readonly instanceId: string; readonly waMessageId: string }>
 ) =>
   sql<StoredRecord>`SELECT m.id, m.instance_id, m.wa_message_id, m.direction, m.status, m.error
-    FROM json_each(${JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId })))}) AS k
-    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'`
+    FROM ${jsonArrayRows(sql, JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId }))), "k")}
+    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${lockRead(sql, "m", "m.id")}`
+
+/**
+ * Folds each instance's count rows into one (PostgreSQL, where inserts add rows: migration 0010), in
+ * one statement: rows added meanwhile are not in its snapshot and stay, so no count is lost. SQLite
+ * keeps one row per instance and has nothing to fold.
+ */
+export const compactMessageCounts = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () =>
+      Effect.asVoid(sql`WITH folded AS (DELETE FROM message_counts RETURNING instance_id, organization_id, total)
+        INSERT INTO message_counts (instance_id, organization_id, total)
+        SELECT instance_id, organization_id, SUM(total) FROM folded GROUP BY instance_id, organization_id`),
+    orElse: () => Effect.void
+  })
 
 /** The outcome of `item`'s write through a group writer, once committed. */
 const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
@@ -99,13 +115,17 @@ export const MessagesRepoLive = Layer.effect(
      */
     const acceptAll = batcher.group((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
       Effect.gen(function*() {
-        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number }>`UPDATE messages
+        // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
+        // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
+        yield* lockNames(sql, accepted.map((r) => r.waMessageId))
+        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number | boolean }>`UPDATE messages
             SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
-            FROM json_each(${JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId })))}) AS a
+            FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
             WHERE messages.id = a.value ->> 'id'
             RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
               WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
-        yield* Effect.forEach(rows, (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
+        // EXISTS is 1 on SQLite, true on PostgreSQL.
+        yield* Effect.forEach(rows, (row) => (row.early === 1 || row.early === true ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
         return accepted.map(() => undefined)
       })
     )
@@ -144,12 +164,15 @@ export const MessagesRepoLive = Layer.effect(
           if (changes.length === 0) return all.map(() => true)
           // Read then write inside the caller's transaction: SQLite has one writer at a time (a
           // Postgres layer would lock the rows it reads with FOR UPDATE).
-          const stored = yield* storedRecordsQuery(sql, namedRecords(changes))
+          const named = namedRecords(changes)
+          // See acceptAll: an acceptance of one of these ids on another replica is ordered with this.
+          yield* lockNames(sql, named.map((r) => r.waMessageId))
+          const stored = yield* storedRecordsQuery(sql, named)
           const plan = planChanges(changes, stored)
           if (plan.moves.length > 0) {
             yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
                 error = c.value ->> 'error', updated_at = ${now}
-              FROM json_each(${JSON.stringify(plan.moves)}) AS c
+              FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
               WHERE messages.id = c.value ->> 'id'`
           }
           yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>

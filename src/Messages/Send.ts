@@ -120,7 +120,9 @@ export const MessageSenderLive = Layer.scoped(
 
     /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
     const deliver = async (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within): Promise<Either.Either<SendMessageResponse, SendError>> => {
-      const paced = pacing.takeAt(instance.phoneNumberId, clock.unsafeCurrentTimeMillis())
+      // A promise only on PostgreSQL, when this replica must ask the fleet's shared budget (Pacing.ts).
+      const taken = pacing.takeAt(instance.phoneNumberId, clock.unsafeCurrentTimeMillis())
+      const paced = taken instanceof Promise ? await taken : taken
       if (paced !== undefined) return Either.left(paced)
       const target = await targetOf(instance, within)
       if (Either.isLeft(target)) return Either.left(target.left)

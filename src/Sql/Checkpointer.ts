@@ -10,7 +10,7 @@ import { Duration, Effect, Layer, Runtime } from "effect"
 import { existsSync } from "node:fs"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
-import { HubConfig } from "../Config.js"
+import { databaseEngine, HubConfig } from "../Config.js"
 
 /**
  * The worker's module: beside this one when running from source; in the single binary this module
@@ -40,7 +40,8 @@ const said = (message: unknown): WorkerSays =>
 export const checkpointer = (walLimitBytes: number) => Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* HubConfig
-    if (config.databaseFile === ":memory:") return
+    // SQLite files only: PostgreSQL checkpoints itself.
+    if (config.databaseFile === ":memory:" || databaseEngine(config.databaseFile) === "postgres") return
     const sql = yield* SqlClient.SqlClient
     const automatic = Effect.ignoreLogged(sql.unsafe("PRAGMA wal_autocheckpoint = 1000"))
     const fallBack = (reason: string) =>

@@ -1,16 +1,20 @@
 /**
- * The database: SQLite (via @effect/sql-sqlite-bun) with WAL, a busy timeout and foreign keys,
- * migrated at start from migrations compiled into the code, so the single binary migrates itself.
+ * The database, chosen by HUB_DB: a file path is SQLite (via @effect/sql-sqlite-bun) with WAL, a busy
+ * timeout and foreign keys; a postgres:// URL is PostgreSQL (via @effect/sql-pg) with a pool of
+ * HUB_DB_POOL_SIZE connections, shared by a fleet of replicas. Both are migrated at start by the same
+ * migrations, compiled into the code, so the single binary migrates itself.
  */
 import { Migrator, SqlClient } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
+import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Database } from "bun:sqlite"
-import { Effect, Layer, Scope } from "effect"
+import { Duration, Effect, Layer, Redacted, Scope } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
-import { HubConfig } from "../Config.js"
+import { databaseEngine, HubConfig } from "../Config.js"
 import { migrations } from "./migrations/index.js"
+import { pgListenerLayer } from "./Notify.js"
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
 
@@ -75,5 +79,45 @@ export const sqliteLayer = (filename: string) => {
   return Layer.provideMerge(prepare, client).pipe(Layer.provide(Layer.merge(ensureFolder, cacheSize)), Layer.orDie)
 }
 
-/** The database named by HUB_DB. */
-export const SqlLive = Layer.unwrapEffect(Effect.map(HubConfig, (config) => sqliteLayer(config.databaseFile)))
+/** Any number, to name the advisory lock the fleet's migrations take (the hub's other locks use others). */
+export const MIGRATION_LOCK = 0x6875_6201
+
+/**
+ * Migrations run once for the fleet, even when replicas start together: each takes a transaction-scoped
+ * advisory lock first, so the others wait and then find every migration applied. (@effect/sql's own
+ * migrator locks its table, but creates that table before, outside any lock: two replicas starting on
+ * an empty database would both try, and one fail.) The migrations table is created here, inside the
+ * lock, with the migrator's own definition; the migrator's transaction is then a savepoint of this one.
+ */
+const migrateFleet = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
+    yield* sql`CREATE TABLE IF NOT EXISTS effect_sql_migrations (
+      migration_id integer primary key,
+      created_at timestamp with time zone not null default now(),
+      name text not null
+    )`
+    yield* runMigrations
+  }))
+})
+
+/** A migrated PostgreSQL database at `url`, with at most `poolSize` connections, and a listening connection besides. */
+export const postgresLayer = (url: Redacted.Redacted<string>, poolSize: number) => {
+  const client = PgClient.layer({
+    url,
+    maxConnections: poolSize,
+    applicationName: "messaging-hub",
+    connectTimeout: Duration.seconds(10),
+    idleTimeout: Duration.minutes(5)
+  })
+  const prepare = Layer.effectDiscard(migrateFleet.pipe(Effect.withSpan("Sql.migrate")))
+  // The replica's own listening connection (Notify.ts), outside the pool.
+  return Layer.mergeAll(Layer.provideMerge(prepare, client), pgListenerLayer(url)).pipe(Layer.orDie)
+}
+
+/** The database named by HUB_DB: PostgreSQL for a postgres:// URL, SQLite otherwise. */
+export const SqlLive = Layer.unwrapEffect(Effect.map(HubConfig, (config) =>
+  databaseEngine(config.databaseFile) === "postgres"
+    ? postgresLayer(Redacted.make(config.databaseFile), config.databasePoolSize)
+    : sqliteLayer(config.databaseFile)))

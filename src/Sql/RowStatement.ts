@@ -9,6 +9,7 @@
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { Effect, Option } from "effect"
+import { isPostgres } from "./Dialect.js"
 
 /** A value a row binds to a parameter. */
 export type Param = string | number | bigint | boolean | null
@@ -59,3 +60,34 @@ export const insertRow = <const K extends string>(sql: SqlClient.SqlClient, tabl
     for (const column of columns) record[column] = param(column)
     return sql`INSERT INTO ${sql(table)} ${sql.insert(record)} ${sql.literal(tail)}`
   })
+
+/** Rows per statement on PostgreSQL: one JSON parameter carries them. */
+const ROWS_PER_JSON_INSERT = 1000
+
+/**
+ * As insertRow, answering every row the `tail`'s RETURNING gave, in one list. On PostgreSQL, whose
+ * every statement is a round trip on the network (SQLite's is a call), the rows go in one
+ * statement per thousand, as one JSON parameter (`json_populate_recordset`, typed by the table's
+ * own row type); on SQLite, one statement per row, as insertRow.
+ */
+export const insertRows = <const K extends string>(sql: SqlClient.SqlClient, table: string, columns: ReadonlyArray<K>, tail = "") => {
+  if (!isPostgres(sql)) {
+    const each = insertRow(sql, table, columns, tail)
+    return (rows: ReadonlyArray<{ readonly [k in K]: Param }>) => Effect.map(each(rows), (results) => results.flat())
+  }
+  const list = columns.map((column) => `"${column}"`).join(", ")
+  return (rows: ReadonlyArray<{ readonly [k in K]: Param }>): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> =>
+    Effect.map(
+      Effect.forEach(chunksOf(rows, ROWS_PER_JSON_INSERT), (chunk) =>
+        sql`INSERT INTO ${sql(table)} (${sql.literal(list)})
+          SELECT ${sql.literal(list)} FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(chunk, bigintsAsNumbers)}::json)
+          ${sql.literal(tail)}`),
+      (results) => results.flat()
+    )
+}
+
+const chunksOf = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> =>
+  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size))
+
+/** JSON has no bigint: written as a number. */
+const bigintsAsNumbers = (_key: string, value: unknown) => (typeof value === "bigint" ? Number(value) : value)

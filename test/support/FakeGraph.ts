@@ -6,8 +6,7 @@
  */
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import type { HubSettings } from "../../src/Config.js"
-import { testHub } from "./TestHub.js"
+import { testHub, type TestHubOptions } from "./TestHub.js"
 
 export interface FormFile {
   readonly filename: string
@@ -368,7 +367,7 @@ const TEST_SECRET_KEY = Option.some(Redacted.make(Uint8Array.from({ length: 32 }
  * A hub whose upstream is GraphUpstream pointed at a FakeGraph (both provided; HUB_SECRET_KEY set).
  * Timeouts and retry delays are short so failure tests finish quickly.
  */
-export const testHubOnFakeGraph = (settings: Partial<HubSettings> = {}, logging?: Layer.Layer<never>) =>
+export const testHubOnFakeGraph = (settings: TestHubOptions = {}, logging?: Layer.Layer<never>) =>
   Layer.unwrapEffect(
     Effect.map(FakeGraph, (fake) =>
       testHub({

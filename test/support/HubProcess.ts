@@ -1,45 +1,78 @@
-/** `hub serve` as a real process of its own (for what only a process shows: its memory, its exit). */
+/**
+ * A hub replica as a real process (`bun src/main.ts serve`, PORT=0), for fleet tests: started with
+ * the given environment, its address read from its "Listening on" log line, its output kept for the
+ * failure message, and stopped (SIGTERM) or killed (SIGKILL) on demand; killed when the scope closes.
+ */
+import { type Subprocess } from "bun"
+import { Duration, Effect, type Scope } from "effect"
 import { join } from "node:path"
 
 const main = join(import.meta.dirname, "..", "..", "src", "main.ts")
 
 export interface HubProcess {
-  readonly base: string
+  readonly baseUrl: string
   readonly pid: number
-  /** Stops the hub; answers everything it printed. */
-  readonly stop: () => Promise<string>
+  /** Everything it printed so far. */
+  readonly output: () => string
+  readonly kill: (signal: "SIGKILL" | "SIGTERM") => void
+  /** Resolves with the exit code once the process has ended. */
+  readonly exited: Promise<number>
 }
 
-/**
- * Starts `hub serve` on a free port it picks itself; answers once it logs the address it listens
- * on (probing for a free port first would race other test files' servers).
- */
-export const startHubProcess = async (env: Record<string, string>): Promise<HubProcess> => {
-  const server = Bun.spawn([process.execPath, main, "serve"], {
-    env: { ...process.env, PORT: "0", HUB_LOG_LEVEL: "info", HUB_LOG_FORMAT: "json", ...env },
-    stdout: "pipe"
-  })
-  const reader = server.stdout.getReader()
-  const decoder = new TextDecoder()
-  let output = ""
-  let port: string | undefined
-  while (port === undefined) {
-    const { value, done } = await reader.read()
-    if (done) throw new Error(`the hub stopped before listening: ${output}`)
-    output += decoder.decode(value, { stream: true })
-    port = /Listening on http:\/\/[^\s"]+:(\d+)/.exec(output)?.[1]
-  }
-  return {
-    base: `http://127.0.0.1:${port}`,
-    pid: server.pid,
-    stop: async () => {
-      server.kill()
-      await server.exited
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) output += decoder.decode(chunk.value, { stream: true })
-      return output
-    }
-  }
-}
+/** Starts a replica and waits (up to `startTimeout`) until it listens. */
+export const startHubProcess = (
+  env: Record<string, string>,
+  startTimeout: Duration.Duration = Duration.seconds(30)
+): Effect.Effect<HubProcess, Error, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly child: Subprocess<"ignore", "pipe", "pipe">; readonly hub: HubProcess }, Error>((resume) => {
+      let output = ""
+      let answered = false
+      const child = Bun.spawn([process.execPath, main, "serve"], {
+        env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_LOG_FORMAT: "pretty", ...env },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe"
+      })
+      const hub = (baseUrl: string): HubProcess => ({
+        baseUrl,
+        pid: child.pid,
+        output: () => output,
+        kill: (signal) => child.kill(signal),
+        exited: child.exited
+      })
+      const read = async (stream: ReadableStream<Uint8Array>) => {
+        const decoder = new TextDecoder()
+        const reader = stream.getReader()
+        for (;;) {
+          const chunk = await reader.read()
+          if (chunk.done) return
+          output += decoder.decode(chunk.value, { stream: true })
+          // The pretty logger may colour the line: only the address itself is taken.
+          const listening = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
+          if (!answered && listening?.[1] !== undefined) {
+            answered = true
+            resume(Effect.succeed({ child, hub: hub(listening[1]) }))
+          }
+        }
+      }
+      void read(child.stdout)
+      void read(child.stderr)
+      void child.exited.then((code) => {
+        if (!answered) {
+          answered = true
+          resume(Effect.fail(new Error(`the hub exited with ${code} before listening:\n${output}`)))
+        }
+      })
+    }).pipe(
+      Effect.timeoutFail({ duration: startTimeout, onTimeout: () => new Error("the hub did not listen in time") })
+    ),
+    ({ child }) =>
+      Effect.promise(async () => {
+        child.kill("SIGKILL")
+        await child.exited
+      })
+  ).pipe(Effect.map(({ hub }) => hub))
 
 /** A process's resident memory in bytes, from /proc (Linux). */
 export const residentBytes = async (pid: number): Promise<number> => {

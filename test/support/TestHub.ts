@@ -4,13 +4,14 @@
  */
 import { HttpServer } from "@effect/platform"
 import { hubServer } from "../../src/Edge/FastLane.js"
-import { Context, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { TokensRepo } from "../../src/Auth/Repo.js"
 import { type HubSettings, hubConfigWith } from "../../src/Config.js"
 import { hubLayer } from "../../src/Http.js"
 import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
 import { InstancesRepo } from "../../src/Instances/Repo.js"
 import { expectDocumented } from "./OpenApiCheck.js"
+import { type Engine, testDatabaseUrl } from "./Databases.js"
 
 export interface HttpResult {
   readonly status: number
@@ -82,12 +83,31 @@ export const testHubConfig = (settings: Partial<HubSettings>) =>
   // Many hubs share the test process, whose memory says nothing about any one of them.
   hubConfigWith({ memoryTargetMb: 0, ...settings })
 
-export const testHub = (settings: Partial<HubSettings> = {}, logging: Layer.Layer<never> = Logger.minimumLogLevel(LogLevel.None)) =>
-  TestHubLive.pipe(
-    Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
-    Layer.provideMerge(testHubConfig({ databaseFile: ":memory:", ...settings })),
-    Layer.provide(logging)
-  )
+/** Settings of a test hub, and the engine its database runs on (SQLite unless told). */
+export interface TestHubOptions extends Partial<HubSettings> {
+  readonly engine?: Engine
+}
+
+/** The key test hubs on PostgreSQL share (the sandbox's generated key lives beside a SQLite file). */
+const TEST_SECRET_KEY = Redacted.make(new Uint8Array(32).fill(7))
+
+/**
+ * A hub on 127.0.0.1 port 0, on an in-memory SQLite database or, with `engine: "postgres"`, a fresh
+ * database of its own on the run's PostgreSQL server (dropped when the layer is released).
+ */
+export const testHub = (options: TestHubOptions = {}, logging: Layer.Layer<never> = Logger.minimumLogLevel(LogLevel.None)) => {
+  const { engine = "sqlite", ...settings } = options
+  return Layer.unwrapScoped(Effect.map(testDatabaseUrl(engine), (databaseFile) =>
+    TestHubLive.pipe(
+      Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+      Layer.provideMerge(testHubConfig({
+        databaseFile,
+        ...(engine === "postgres" ? { secretKey: Option.some(TEST_SECRET_KEY) } : {}),
+        ...settings
+      })),
+      Layer.provide(logging)
+    )))
+}
 
 export interface Tenant {
   readonly organizationId: OrganizationId

@@ -8,6 +8,7 @@ import migration0006 from "./0006_revocation_feed.js"
 import migration0007 from "./0007_calls.js"
 import migration0008 from "./0008_message_status_indexes.js"
 import migration0009 from "./0009_webhook_operations.js"
+import migration0010 from "./0010_fleet.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -18,5 +19,6 @@ export const migrations = {
   "0006_revocation_feed": migration0006,
   "0007_calls": migration0007,
   "0008_message_status_indexes": migration0008,
-  "0009_webhook_operations": migration0009
+  "0009_webhook_operations": migration0009,
+  "0010_fleet": migration0010
 }

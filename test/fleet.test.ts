@@ -1,0 +1,254 @@
+/**
+ * A fleet of replicas on one PostgreSQL database, in this process: two complete hubs (each its own
+ * HTTP server, pool, caches, dispatcher and pacing) on one database. What must hold for the fleet:
+ * a change posted to both at once is stored and fanned out once; an Idempotency-Key sends once; a
+ * revocation on one is refused by the other at once; a webhook turned off on one gets nothing from
+ * the other; the send rate holds for the fleet; periodic
+ * jobs are claimed once; a delivery queued anywhere wakes every dispatcher. The same with real
+ * processes, a kill among them, is test/fleet-processes.test.ts.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { DispatchSignal, DispatchSignalLive } from "../src/Delivery/DispatchSignal.js"
+import { compactMessageCounts } from "../src/Messages/Repo.js"
+import { claimFleetJob } from "../src/Sql/FleetJobs.js"
+import { announce, channels } from "../src/Sql/Notify.js"
+import { immediateSandbox } from "../src/Upstream/Sandbox.js"
+import { freshPostgresDatabase, testDatabase } from "./support/Databases.js"
+import { makeReceiver } from "./support/Receivers.js"
+import { itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+
+/** Two replicas on one fresh database: their contexts (TestHub, repositories, SqlClient). */
+const twoReplicas = (settings: Parameters<typeof testHub>[0] = {}) =>
+  Effect.gen(function*() {
+    const url = yield* freshPostgresDatabase
+    const replica = () => Layer.build(testHub({ ...settings, engine: "postgres", databaseFile: url }))
+    const a = yield* replica()
+    const b = yield* replica()
+    return { a, b }
+  })
+
+type Replica = Context.Context<TestHub>
+
+const on = <A, E, R>(replica: Context.Context<R>, effect: Effect.Effect<A, E, R>) => Effect.provide(effect, replica)
+
+const request = (replica: Replica, method: string, path: string, options: Parameters<TestHub["Type"]["request"]>[2] = {}) =>
+  on(replica, Effect.flatMap(TestHub, (hub) => hub.request(method, path, options)))
+
+const createWebhook = (replica: Replica, tenant: Tenant, url: string) =>
+  Effect.map(request(replica, "POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "fleet" } }), (created) => {
+    expect(created.status).toBe(201)
+    return String(created.body.id)
+  })
+
+const sendText = (replica: Replica, tenant: Tenant, headers: Record<string, string> = {}) =>
+  request(replica, "POST", "/api/messages", {
+    token: tenant.instanceToken,
+    headers,
+    json: { messaging_product: "whatsapp", to: "16505551234", type: "text", text: { body: "hi" } }
+  })
+
+describe("a fleet of two replicas on PostgreSQL", () => {
+  it.live("a change posted to both replicas at the same moment is stored and fanned out once", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const receiver = yield* makeReceiver()
+      yield* createWebhook(a, tenant, receiver.url)
+      for (let round = 0; round < 5; round++) {
+        const payload = envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773 + round))]])
+        const answers = yield* Effect.all([
+          request(a, "POST", "/upstream/events", { json: payload }),
+          request(b, "POST", "/upstream/events", { json: payload })
+        ], { concurrency: 2 })
+        expect(answers.map((x) => x.status)).toEqual([200, 200])
+        expect(answers.map((x) => Number(x.body.accepted)).sort()).toEqual([0, 1])
+        expect(answers.map((x) => Number(x.body.duplicates)).sort()).toEqual([0, 1])
+      }
+      yield* receiver.waitFor("five deliveries", (r) => r.length >= 5)
+      const sql = yield* on(a, SqlClient.SqlClient)
+      expect(yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries`).toEqual([{ n: 5 }])
+      expect(receiver.distinctIds().size).toBe(5)
+    }).pipe(Effect.scoped))
+
+  it.live("an Idempotency-Key sent to both replicas at once sends one message; the other answer is the same or a 409", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas(immediateSandbox)
+      const tenant = yield* on(a, seedTenant())
+      const key = { "idempotency-key": `fleet-${wamid()}` }
+      const [first, second] = yield* Effect.all([sendText(a, tenant, key), sendText(b, tenant, key)], { concurrency: 2 })
+      const statuses = [first.status, second.status].sort()
+      expect([[200, 200], [200, 409]]).toContainEqual(statuses)
+      const ids = [first, second].filter((x) => x.status === 200).map((x) => itemsOf(x.body, "messages")[0]?.id)
+      expect(new Set(ids).size).toBe(1)
+      // Once the first has answered, either replica replays it.
+      const again = yield* sendText(b, tenant, key)
+      expect(itemsOf(again.body, "messages")[0]?.id).toBe(ids[0])
+      const sql = yield* on(a, SqlClient.SqlClient)
+      expect(yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM messages`).toEqual([{ n: 1 }])
+    }).pipe(Effect.scoped))
+
+  it.live("a token revoked on one replica is refused by the other at once, though it had the token cached", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const created = yield* request(a, "POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: { name: "short-lived" } })
+      const token = String(created.body.token)
+      // Replica b caches the token (for a minute, were it not told).
+      expect((yield* request(b, "GET", "/api/instances", { token })).status).toBe(200)
+      expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${created.body.id}`, { token: tenant.sessionToken })).status).toBe(204)
+      // The announcement reaches b within milliseconds; the bound is the documented 1 s.
+      const refused = yield* request(b, "GET", "/api/instances", { token }).pipe(
+        Effect.filterOrFail((answer) => answer.status === 401, () => "still admitted"),
+        Effect.retry(Schedule.spaced(Duration.millis(20))),
+        Effect.timeout(Duration.seconds(1))
+      )
+      expect(refused.body).toEqual({ statusCode: 401, message: "Unauthorized" })
+    }).pipe(Effect.scoped))
+
+  it.live("a replica whose listening connection is lost listens again, and forgets what it may have missed meanwhile", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const sql = yield* on(a, SqlClient.SqlClient)
+      const listeners = sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM pg_stat_activity
+        WHERE application_name = 'messaging-hub listener' AND datname = current_database()`
+      const untilListening = listeners.pipe(
+        Effect.filterOrFail((rows) => rows[0]?.n === 2, () => "not listening yet"),
+        Effect.retry(Schedule.spaced(Duration.millis(20))),
+        Effect.timeout(Duration.seconds(10))
+      )
+      const newToken = Effect.map(
+        request(a, "POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: { name: "cached" } }),
+        (created) => ({ id: String(created.body.id), token: String(created.body.token) })
+      )
+      const refusedBy = (replica: Replica, token: string, within: Duration.Duration) =>
+        request(replica, "GET", "/api/instances", { token }).pipe(
+          Effect.filterOrFail((answer) => answer.status === 401, () => "still admitted"),
+          Effect.retry(Schedule.spaced(Duration.millis(20))),
+          Effect.timeout(within)
+        )
+      yield* untilListening
+      const first = yield* newToken
+      expect((yield* request(b, "GET", "/api/instances", { token: first.token })).status).toBe(200)
+      // Both replicas' listening connections end (as in a failover); the revocation is announced while they are down.
+      yield* sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE application_name = 'messaging-hub listener' AND datname = current_database()`
+      expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${first.id}`, { token: tenant.sessionToken })).status).toBe(204)
+      // b listens again a second later and starts its cache over: the token is refused without waiting out the minute.
+      yield* refusedBy(b, first.token, Duration.seconds(5))
+      yield* untilListening
+      // And announcements reach it again.
+      const second = yield* newToken
+      expect((yield* request(b, "GET", "/api/instances", { token: second.token })).status).toBe(200)
+      expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${second.id}`, { token: tenant.sessionToken })).status).toBe(204)
+      yield* refusedBy(b, second.token, Duration.seconds(1))
+    }).pipe(Effect.scoped))
+
+  it.live("a webhook turned off on one replica gets nothing from the other: no replica keeps webhooks cached", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(a, tenant, receiver.url)
+      const post = (replica: Replica) =>
+        request(replica, "POST", "/upstream/events", { json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]]) })
+      expect((yield* post(b)).body).toMatchObject({ deliveries: 1 })
+      yield* receiver.waitFor("the delivery through b", (r) => r.length === 1)
+      expect((yield* request(a, "PATCH", `/api/webhooks/${hook}`, { token: tenant.instanceToken, json: { active: false } })).status).toBe(200)
+      expect((yield* post(b)).body).toMatchObject({ accepted: 1, deliveries: 0 })
+    }).pipe(Effect.scoped))
+
+  it.live("two replicas sending to one number at twice its rate get the number's rate between them", () =>
+    Effect.gen(function*() {
+      const rate = 10
+      // No sandbox status events: the sends alone, at the pace offered.
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRatePerSecond: rate })
+      const tenant = yield* on(a, seedTenant())
+      // Each replica offers the full rate for two seconds, each send at its time whatever the others
+      // take: 40 sends at twice the rate.
+      const offer = (replica: Replica) =>
+        Effect.forEach(Array.from({ length: 2 * rate }, (_, i) => i), (i) =>
+          Effect.zipRight(Effect.sleep(Duration.millis((i * 1000) / rate)), Effect.map(sendText(replica, tenant), (answer) => answer.status)), {
+          concurrency: "unbounded"
+        })
+      const began = Date.now()
+      const [fromA, fromB] = yield* Effect.all([offer(a), offer(b)], { concurrency: 2 })
+      const seconds = (Date.now() - began) / 1000
+      const all = [...fromA, ...fromB]
+      expect(all.every((s) => s === 200 || s === 429)).toBe(true)
+      const accepted = all.filter((s) => s === 200).length
+      // The fleet's budget over the time the sends took: a second's burst and the rate since, plus at
+      // most one slice (here one send) per replica. Each replica pacing alone would take all 20 of its own.
+      expect(accepted).toBeLessThanOrEqual(Math.floor(rate + rate * seconds) + 2)
+      expect(accepted).toBeLessThan(all.length)
+      expect(accepted).toBeGreaterThanOrEqual(2 * rate)
+      expect(fromA.includes(429) || fromB.includes(429)).toBe(true)
+    }).pipe(Effect.scoped))
+
+  it.live("two replicas sending to one number below its rate between them are never refused", () =>
+    Effect.gen(function*() {
+      const rate = 400
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRatePerSecond: rate })
+      const tenant = yield* on(a, seedTenant())
+      // 60 % of the rate between them for two seconds, from slices of up to 20 sends each.
+      const perReplica = 0.3 * rate * 2
+      const offer = (replica: Replica) =>
+        Effect.forEach(Array.from({ length: perReplica }, (_, i) => i), (i) =>
+          Effect.zipRight(Effect.sleep(Duration.millis((i * 2000) / perReplica)), Effect.map(sendText(replica, tenant), (answer) => answer.status)), {
+          concurrency: "unbounded"
+        })
+      const answers = (yield* Effect.all([offer(a), offer(b)], { concurrency: 2 })).flat()
+      expect(answers.filter((s) => s !== 200)).toEqual([])
+    }).pipe(Effect.scoped))
+})
+
+describe("fleet machinery on PostgreSQL", () => {
+  it.live("message counts are rows added by each insert, folded into one per instance without losing any", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1) })
+      const tenant = yield* on(a, seedTenant())
+      const sends = Array.from({ length: 6 }, (_, i) => sendText(i % 2 === 0 ? a : b, tenant))
+      expect((yield* Effect.all(sends, { concurrency: 6 })).map((x) => x.status)).toEqual([200, 200, 200, 200, 200, 200])
+      const sql = yield* on(a, SqlClient.SqlClient)
+      const rows = sql<{ readonly n: number; readonly total: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n, CAST(SUM(total) AS INTEGER) AS total
+        FROM message_counts WHERE instance_id = ${tenant.instanceId}`
+      const before = yield* rows
+      expect(before[0]?.total).toBe(6)
+      // Two replicas wrote them, in two statements at least.
+      expect(before[0]?.n).toBeGreaterThanOrEqual(2)
+      yield* compactMessageCounts(sql)
+      expect(yield* rows).toEqual([{ n: 1, total: 6 }])
+      const listed = yield* request(b, "GET", "/api/messages", { token: tenant.instanceToken })
+      expect(listed.body.total).toBe(6)
+    }).pipe(Effect.scoped))
+
+  it.live("a periodic job's period is claimed by one replica only, whoever asks at the same moment", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const now = Date.now()
+      const claims = yield* Effect.all(Array.from({ length: 6 }, () => claimFleetJob(sql, "test-job", Duration.hours(1), now)), { concurrency: 6 })
+      expect(claims.filter(Boolean)).toHaveLength(1)
+      expect(yield* claimFleetJob(sql, "test-job", Duration.hours(1), now + 1000)).toBe(false)
+      // Once the period is over, the next claim wins again.
+      expect(yield* claimFleetJob(sql, "test-job", Duration.hours(1), now + 3_600_000)).toBe(true)
+    }).pipe(Effect.provide(testDatabase("postgres"))))
+
+  it.live("deliveries queued by another replica wake this one's dispatcher, without waiting for any poll", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(DispatchSignalLive.pipe(Layer.provideMerge(testDatabase("postgres"))))
+      const signal = Context.get(context, DispatchSignal)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      // The signal alone has no timer. Listening begins in the background as the layer is built, and
+      // once it listens, the dispatcher looks at once (rows may have been queued before).
+      yield* signal.wait.pipe(Effect.timeout(Duration.seconds(5)))
+      expect(signal.takeDue()).toBe(true)
+      expect(signal.takeDue()).toBe(false)
+      // Then only an announcement can wake it.
+      yield* sql.withTransaction(announce(sql, channels.outbox, "queued"))
+      yield* signal.wait.pipe(Effect.timeout(Duration.seconds(5)))
+      expect(signal.takeDue()).toBe(true)
+    }).pipe(Effect.scoped))
+})
