@@ -12,6 +12,7 @@ import { type HotRoutes, hubServer, installPlainHotRoute } from "./Edge/FastLane
 import { makeUpstreamPostPlainRoute } from "./Ingress/FastRoute.js"
 import { makeSendPlainRoute } from "./Messages/FastRoute.js"
 import { HealthHttpLive } from "./Health/Http.js"
+import { ReadinessLive } from "./Health/Readiness.js"
 import { HttpEdgeLive } from "./Edge/Middleware.js"
 import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
@@ -53,6 +54,7 @@ export const ServicesLive = TokenResolverLive.pipe(
   Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive, WebhooksRepoLive)),
   Layer.provideMerge(AccessTokenCipherLive),
   Layer.provideMerge(WriteBatcherLive),
+  Layer.provideMerge(ReadinessLive),
   Layer.provideMerge(SqlLive)
 )
 

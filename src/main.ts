@@ -18,7 +18,7 @@ import { HubConfig, HubConfigLive, parseDuration } from "./Config.js"
 import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Ingress/Unrouted.js"
-import { ReadinessLive, ShutdownDelayLive } from "./Health/Readiness.js"
+import { ShutdownDelayLive, StopSignalsLive } from "./Health/Readiness.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 import { classifyAddress } from "./Net/AddressRanges.js"
 import { migrateData } from "./Sql/MigrateData.js"
@@ -106,8 +106,8 @@ const UnsignedIngressWarningLive = Layer.effectDiscard(
 const serve = Command.make("serve", {}, () =>
   Layer.launch(Layer.merge(
     UnsignedIngressWarningLive,
-    // Readiness first (it hears the signal), the shutdown delay last (released first, while the hub still serves).
-    ShutdownDelayLive.pipe(Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive))), Layer.provide(ReadinessLive))
+    // The stop signals are heard first (the hub turns not ready); the shutdown delay is released first, while the hub still serves.
+    ShutdownDelayLive.pipe(Layer.merge(StopSignalsLive), Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive))))
   ))).pipe(
   Command.withDescription(
     "Run the hub's HTTP server on HOST:PORT (settings from the environment: see the README). In sandbox mode an empty " +

@@ -4,11 +4,13 @@
  * at least once (receivers count distinct webhook-id values). Then SIGTERM stops it gracefully.
  */
 import { expect, it } from "@effect/vitest"
+import { Database } from "bun:sqlite"
 import { Duration, Effect, Schedule } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DEMO_PHONE_NUMBER_ID, DEMO_WABA_ID } from "../src/Bootstrap.js"
+import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { itemsOf, parseObject } from "./support/TestHub.js"
 import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
@@ -19,51 +21,7 @@ const EVENTS = 40
 const IN_FLIGHT = 4
 const DEADLINE = Duration.seconds(20)
 
-interface HubProcess {
-  readonly baseUrl: string
-  readonly output: () => string
-  readonly process: ReturnType<typeof Bun.spawn>
-}
-
-const LISTENING = /Listening on (http:\/\/\S+?)["\s]/
 const INSTANCE_TOKEN = /instance token\s+(mhk_\S+)/
-
-/** Starts `bun src/main.ts serve` and waits (bounded) until its output shows every pattern. */
-const startHub = (env: Record<string, string>, patterns: ReadonlyArray<RegExp>) =>
-  Effect.acquireRelease(
-    Effect.tryPromise(async () => {
-      const child = Bun.spawn([process.execPath, "src/main.ts", "serve"], {
-        cwd: new URL("..", import.meta.url).pathname,
-        env,
-        stdout: "pipe",
-        stderr: "pipe"
-      })
-      let text = ""
-      const decoder = new TextDecoder()
-      const reader = child.stdout.getReader()
-      const pump = (async () => {
-        for (;;) {
-          const { done, value } = await reader.read()
-          if (done) return
-          text += decoder.decode(value)
-        }
-      })()
-      const deadline = Date.now() + Duration.toMillis(DEADLINE)
-      // Polls the child's output: the address line is the signal the child gives.
-      while (!patterns.every((pattern) => pattern.test(text))) {
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`hub did not start:\n${text}`)
-        await Promise.race([pump, Bun.sleep(20)])
-      }
-      const baseUrl = LISTENING.exec(text)?.[1] ?? ""
-      const hub: HubProcess = { baseUrl, output: () => text, process: child }
-      return hub
-    }),
-    (hub) =>
-      Effect.promise(async () => {
-        if (hub.process.exitCode === null && hub.process.signalCode === null) hub.process.kill(9)
-        await hub.process.exited
-      })
-  ).pipe(Effect.orDie)
 
 const call = (hub: HubProcess, method: string, path: string, options: { readonly token?: string; readonly json?: unknown } = {}) =>
   Effect.promise(async () => {
@@ -83,10 +41,6 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
     const folder = mkdtempSync(join(tmpdir(), "hub-crash-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
     const env = {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? folder,
-      HOST: "127.0.0.1",
-      PORT: "0",
       HUB_DB: join(folder, "hub.sqlite"),
       HUB_UPSTREAM: "sandbox",
       HUB_WEBHOOK_ALLOW_PRIVATE: "true",
@@ -102,7 +56,7 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
     const reply = () => (crashed ? { status: 200 } : "hang" as const)
     const receivers = [yield* makeReceiver(reply), yield* makeReceiver(reply)]
 
-    const first = yield* startHub(env, [LISTENING, INSTANCE_TOKEN])
+    const first = yield* startHubProcess(env).pipe(Effect.orDie)
     // The sandbox's first start prints ready-to-use tokens.
     const token = INSTANCE_TOKEN.exec(first.output())?.[1] ?? ""
     for (const receiver of receivers) {
@@ -118,16 +72,24 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
     }
     for (const receiver of receivers) yield* receiver.waitFor("deliveries in flight", (r) => r.length === IN_FLIGHT, DEADLINE)
 
-    first.process.kill(9)
-    expect(yield* Effect.promise(() => first.process.exited)).not.toBe(0)
-    expect(first.process.signalCode).toBe("SIGKILL")
+    first.kill("SIGKILL")
+    // Killed, not exited: a signal's exit status is 128 + its number (9).
+    expect(yield* Effect.promise(() => first.exited)).toBe(137)
     crashed = true
-    for (const receiver of receivers) expect(receiver.distinctIds().size).toBe(IN_FLIGHT)
+    // What was in flight at the kill: leased by the dead process, never answered.
+    const inFlightAtKill = receivers.map((receiver) => new Set(receiver.distinctIds()))
+    const receivedBeforeRestart = receivers.map((receiver) => receiver.requests.length)
+    for (const ids of inFlightAtKill) expect(ids.size).toBe(IN_FLIGHT)
 
-    const second = yield* startHub(env, [LISTENING])
+    const second = yield* startHubProcess(env).pipe(Effect.orDie)
     for (const receiver of receivers) {
       yield* receiver.waitFor("every event", () => receiver.distinctIds().size === EVENTS, DEADLINE)
     }
+    // The restart recovered the deliveries the dead process held: each arrived again, with the same webhook-id.
+    receivers.forEach((receiver, i) => {
+      const resent = new Set(receiver.requests.slice(receivedBeforeRestart[i]).map((request) => request.headers["webhook-id"]))
+      for (const id of inFlightAtKill[i] ?? []) expect(resent.has(id), id).toBe(true)
+    })
 
     // Every delivery ends succeeded (the hub records it just after the receiver answers).
     const webhooks = yield* call(second, "GET", "/api/webhooks", { token })
@@ -139,9 +101,15 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
         Effect.orDie
       )
     }
-    // SIGTERM then stops the hub gracefully and promptly.
-    second.process.kill("SIGTERM")
-    const stopped = yield* Effect.promise(() => second.process.exited).pipe(Effect.timeout(Duration.seconds(10)))
-    expect(stopped).toBeDefined()
-    expect(second.output()).toContain("Dispatcher stopped")
+    // SIGTERM then stops the hub gracefully and promptly: a clean exit, nothing left leased.
+    second.kill("SIGTERM")
+    const code = yield* Effect.promise(() => second.exited).pipe(
+      Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("the hub did not stop within 10 s") }),
+      Effect.orDie
+    )
+    expect(code).toBe(0)
+    const database = new Database(env.HUB_DB, { readonly: true })
+    const leased = database.query("SELECT COUNT(*) AS n FROM deliveries WHERE lease_owner IS NOT NULL").get()
+    database.close()
+    expect(leased).toEqual({ n: 0 })
   }).pipe(Effect.scoped), 30_000)

@@ -13,6 +13,7 @@
 import { Deferred, Duration, Effect, Fiber, Layer, Schedule } from "effect"
 import { hostname } from "node:os"
 import { HubConfig } from "../Config.js"
+import { Readiness } from "../Health/Readiness.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { makeAdmission } from "./Admission.js"
 import { type Credentials, makeDeliveries } from "./Attempt.js"
@@ -32,6 +33,7 @@ export const DispatcherLive = Layer.scopedDiscard(
     const signal = yield* DispatchSignal
     const batcher = yield* WriteBatcher
     const handoff = yield* Handoff
+    const readiness = yield* Readiness
     const deliveries = yield* makeDeliveries
     const watch = yield* DeliveryWatch
 
@@ -182,6 +184,7 @@ export const DispatcherLive = Layer.scopedDiscard(
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         stopping = true
+        readiness.drain()
         admission.close()
         yield* Fiber.interrupt(ticker)
         yield* Fiber.interrupt(loop)

@@ -1,6 +1,6 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { Readiness } from "./Readiness.js"
@@ -8,14 +8,12 @@ import { Readiness } from "./Readiness.js"
 export const HealthHttpLive = HttpApiBuilder.group(HubApi, "health", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    // Provided by `hub serve` (signals); a hub embedded without it is never draining.
-    const readiness = yield* Effect.serviceOption(Readiness)
-    const draining = () => Option.isSome(readiness) && readiness.value.draining()
+    const readiness = yield* Readiness
     const ok = { status: "ok" } as const
     return handlers
       .handle("health", () => Effect.succeed(ok))
       .handle("ready", () =>
-        draining()
+        readiness.draining()
           ? Effect.fail(new ServiceUnavailable({ message: "The hub is stopping (draining); send requests to another replica", error: "draining" }))
           : sql`SELECT 1 AS one`.pipe(
           Effect.as({ status: "ready", database: "ok" } as const),

@@ -6,37 +6,48 @@
  * With HUB_SHUTDOWN_DELAY the hub first keeps serving everything for that long, /ready aside, so a
  * load balancer's next probes see it not ready and move its traffic before it stops answering.
  */
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Deferred, Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 
 export class Readiness extends Context.Tag("Readiness")<Readiness, {
   /** Whether the hub is stopping. */
   readonly draining: () => boolean
-  /** Marks the hub as stopping. */
+  /** Marks the hub as stopping (a stop signal, or the dispatcher beginning its drain). */
   readonly drain: () => void
+  /** Succeeds once the hub is stopping. */
+  readonly whenDraining: Effect.Effect<void>
 }>() {}
 
-/** Readiness, turned to draining by SIGTERM or SIGINT (the runtime's own handlers then stop the hub). */
-export const ReadinessLive = Layer.scoped(
+/** Readiness, turned to draining when the hub begins to stop. */
+export const ReadinessLive = Layer.effect(
   Readiness,
-  Effect.gen(function*() {
+  Effect.map(Deferred.make<void>(), (stopping) => {
     let draining = false
-    const drain = () => {
-      draining = true
-    }
-    yield* Effect.acquireRelease(
+    return Readiness.of({
+      draining: () => draining,
+      drain: () => {
+        draining = true
+        Deferred.unsafeDone(stopping, Effect.void)
+      },
+      whenDraining: Deferred.await(stopping)
+    })
+  })
+)
+
+/** SIGTERM or SIGINT turn the hub to draining at once (the runtime's own handlers then stop it). */
+export const StopSignalsLive = Layer.scopedDiscard(
+  Effect.flatMap(Readiness, (readiness) =>
+    Effect.acquireRelease(
       Effect.sync(() => {
-        process.on("SIGTERM", drain)
-        process.on("SIGINT", drain)
+        process.on("SIGTERM", readiness.drain)
+        process.on("SIGINT", readiness.drain)
       }),
       () =>
         Effect.sync(() => {
-          process.off("SIGTERM", drain)
-          process.off("SIGINT", drain)
+          process.off("SIGTERM", readiness.drain)
+          process.off("SIGINT", readiness.drain)
         })
-    )
-    return Readiness.of({ draining: () => draining, drain })
-  })
+    ))
 )
 
 /**
