@@ -19,6 +19,7 @@ import { UpstreamEventsApi } from "./Ingress/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
 import { LiveEventsApi } from "./LiveEvents/Api.js"
+import { isRecord } from "./Domain/Json.js"
 
 const DESCRIPTION = [
   "HTTP gateway in front of the WhatsApp Business Cloud API.",
@@ -28,7 +29,6 @@ const DESCRIPTION = [
   "Every error answer is an ErrorBody `{statusCode, message, error?, details?}`; a 429 carries `Retry-After`."
 ].join("\n\n")
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const ERROR_BODY = "#/components/schemas/ErrorBody"
 /** HttpApi declares its own decode error on every endpoint; the edge answers it as an ErrorBody 400 (validation_failed). */

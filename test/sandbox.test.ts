@@ -7,7 +7,7 @@ import { Clock, Context, Duration, Effect, Layer, Queue, Redacted, Stream, TestC
 import { createHash } from "node:crypto"
 import { hubConfigWith } from "../src/Config.js"
 import { INBOUND_MESSAGE_TYPES, inboundMessagePayload, RESERVED_FAILURES, SandboxUpstream } from "../src/Upstream/Sandbox.js"
-import { isJsonObject } from "../src/Upstream/Json.js"
+import { isJsonObject } from "../src/Domain/Json.js"
 import { SandboxEvents } from "../src/Upstream/SandboxEvents.js"
 import { type Json, type JsonObject, Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { sendVia } from "./support/UpstreamSend.js"

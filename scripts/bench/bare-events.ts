@@ -16,7 +16,7 @@ import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../.
 import { makeSender, NoAnswer } from "../../src/Delivery/Sender.js"
 import { webhookSignature } from "../../src/Delivery/Signing.js"
 import { verifyHubSignature } from "../../src/Ingress/HubSignature.js"
-import { parseJsonObject } from "../../src/Upstream/Json.js"
+import { parseJsonObject } from "../../src/Domain/Json.js"
 
 interface BareConfig {
   readonly dbFile: string

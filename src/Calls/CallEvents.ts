@@ -6,6 +6,7 @@
  */
 import type { InstanceId } from "../Domain/Ids.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import { isJsonObject } from "../Domain/Json.js"
 
 export const callStates = ["ringing", "connected", "accepted", "rejected", "ended"] as const
 export type CallState = (typeof callStates)[number]
@@ -32,11 +33,10 @@ export interface CallChange {
   readonly event: CallEvent
 }
 
-const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
   const list = value[key]
-  return Array.isArray(list) ? list.filter(isObject) : []
+  return Array.isArray(list) ? list.filter(isJsonObject) : []
 }
 
 const text = (value: Json | undefined): string | undefined =>
@@ -55,7 +55,7 @@ const isoFromUnix = (value: Json | undefined, fallback: string): string => {
 const directionOf = (call: JsonObject): CallDirection => {
   if (call.direction === "BUSINESS_INITIATED" || call.direction === "USER_INITIATED") return call.direction
   const session = call.session
-  return isObject(session) && session.sdp_type === "answer" ? "BUSINESS_INITIATED" : "USER_INITIATED"
+  return isJsonObject(session) && session.sdp_type === "answer" ? "BUSINESS_INITIATED" : "USER_INITIATED"
 }
 
 const stateOfStatus = (status: string): CallState =>

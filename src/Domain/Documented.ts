@@ -6,6 +6,7 @@
 import { type HttpApiEndpoint, type HttpMethod, OpenApi } from "@effect/platform"
 import type { TokenKind } from "./Principal.js"
 import { AccessPolicy } from "./Access.js"
+import { isRecord } from "./Json.js"
 
 const kindNames: Record<TokenKind, string> = {
   session: "a session token (from `hub session create`)",
@@ -20,7 +21,6 @@ export const accessText = (method: string, path: string): string => {
   return `Accepts ${kinds.map((kind) => kindNames[kind]).join(" or ")} as \`Authorization: Bearer <token>\`.`
 }
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** The request body's example, set on each of its media types (the example Swagger UI fills in). */
 const withRequestExample = (example: unknown) => <Operation extends object>(operation: Operation): Operation => {

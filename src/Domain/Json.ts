@@ -10,6 +10,29 @@ export interface JsonObject {
   readonly [key: string]: Json
 }
 
+/**
+ * The one JSON guard. Values that come from JSON.parse are JSON already (it makes nothing else), so
+ * only their shape is asked: whether a value is an object. Values of unknown origin are checked with
+ * the schemas below (JsonValue), which walk the whole value: about 35 µs for an upstream post,
+ * against 3 µs for its JSON.parse, so the hot paths parse and ask the shape instead.
+ */
+export const isJsonObject = (value: Json | undefined): value is JsonObject =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Whether an unknown value is a plain object (not an array, not null): its fields are then readable. */
+export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** Parses text as a JSON object; anything else (invalid JSON, an array, a scalar) is undefined. */
+export const parseJsonObject = (text: string): JsonObject | undefined => {
+  try {
+    // JSON.parse yields JSON values only: its result is typed as what it is.
+    const parsed: Json = JSON.parse(text)
+    return isJsonObject(parsed) ? parsed : undefined
+  } catch {
+    return undefined
+  }
+}
+
 export const JsonValue: Schema.Schema<Json> = Schema.suspend(() =>
   Schema.Union(Schema.Null, Schema.Boolean, Schema.Number, Schema.String, Schema.Array(JsonValue), JsonObjectSchema)
 ).annotations({ identifier: "JsonValue" })

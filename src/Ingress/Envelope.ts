@@ -7,6 +7,7 @@ import { createHash } from "node:crypto"
 import { Either } from "effect"
 import type { FieldIssue } from "../Domain/Errors.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import { isJsonObject } from "../Domain/Json.js"
 
 export interface UpstreamChange {
   /** `entry[].id`: the business account (WABA) id. */
@@ -26,8 +27,6 @@ export interface Envelope {
   readonly changes: ReadonlyArray<UpstreamChange>
 }
 
-const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
-
 const stringAt = (o: JsonObject, key: string): string | undefined => {
   const v = o[key]
   return typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined
@@ -35,7 +34,7 @@ const stringAt = (o: JsonObject, key: string): string | undefined => {
 
 /** Checks the envelope's shape (every entry and every change), naming each part that is wrong. */
 export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyArray<FieldIssue>> => {
-  if (!isObject(payload)) return Either.left([{ field: "body", message: "must be a JSON object" }])
+  if (!isJsonObject(payload)) return Either.left([{ field: "body", message: "must be a JSON object" }])
   const issues: Array<FieldIssue> = []
   const object = payload.object
   if (object !== undefined && typeof object !== "string") issues.push({ field: "object", message: "must be a string" })
@@ -43,12 +42,12 @@ export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyAr
   if (!Array.isArray(entries)) return Either.left([...issues, { field: "entry", message: "must be an array" }])
   const changes: Array<UpstreamChange> = []
   entries.forEach((entry: Json, e) => {
-    const list = isObject(entry) ? entry.changes : undefined
-    if (!isObject(entry)) issues.push({ field: `entry.${e}`, message: "must be an object" })
+    const list = isJsonObject(entry) ? entry.changes : undefined
+    if (!isJsonObject(entry)) issues.push({ field: `entry.${e}`, message: "must be an object" })
     else if (!Array.isArray(list)) issues.push({ field: `entry.${e}.changes`, message: "must be an array" })
     else {
       list.forEach((change: Json, c) => {
-        if (!isObject(change) || !isObject(change.value)) {
+        if (!isJsonObject(change) || !isJsonObject(change.value)) {
           issues.push({ field: `entry.${e}.changes.${c}.value`, message: "must be an object" })
           return
         }
@@ -60,7 +59,7 @@ export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyAr
           field: stringAt(change, "field"),
           change,
           value: change.value,
-          phoneNumberId: isObject(metadata) ? stringAt(metadata, "phone_number_id") : undefined
+          phoneNumberId: isJsonObject(metadata) ? stringAt(metadata, "phone_number_id") : undefined
         })
       })
     }
@@ -73,7 +72,7 @@ export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyAr
 /** JSON with object keys sorted, so equal values always give the same text. */
 export const canonicalJson = (value: Json): string => {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
-  if (isObject(value)) {
+  if (isJsonObject(value)) {
     return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] ?? null)}`).join(",")}}`
   }
   return JSON.stringify(value)
@@ -93,8 +92,8 @@ const itemsOf = (value: JsonObject) => {
     const items = value[key]
     if (!Array.isArray(items)) return
     for (const item of items) {
-      identities.push((isObject(item) ? identify(item) : undefined) ?? `${key}:${canonicalJson(item)}`)
-      const seconds = isObject(item) ? stringAt(item, "timestamp") : undefined
+      identities.push((isJsonObject(item) ? identify(item) : undefined) ?? `${key}:${canonicalJson(item)}`)
+      const seconds = isJsonObject(item) ? stringAt(item, "timestamp") : undefined
       if (seconds === undefined || !SECONDS.test(seconds)) continue
       const padded = seconds.padStart(10, "0")
       if (earliest === undefined || padded < earliest) earliest = padded

@@ -9,15 +9,15 @@ import type { MessageChange } from "../Messages/ChangePlan.js"
 import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
+import { isJsonObject } from "../Domain/Json.js"
 
 /** `played` (a voice message listened to) is as far as `read`. */
 const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "played", "failed"])
 
-const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
   const list = value[key]
-  return Array.isArray(list) ? list.filter(isObject) : []
+  return Array.isArray(list) ? list.filter(isJsonObject) : []
 }
 
 /** Unix seconds as a string (the upstream's form) to ISO 8601; the receipt time when absent or odd. */

@@ -13,6 +13,7 @@ import type { JsonObject } from "../Upstream/Upstream.js"
 import { absent, Audio, Contacts, Document, Image, Location, NonEmpty, optional, Reaction, Sticker, Text, Video } from "./Content.js"
 import { Interactive } from "./Interactive.js"
 import { Template } from "./Template.js"
+import { isRecord } from "../Domain/Json.js"
 
 export const messageTypes = [
   "text",
@@ -129,7 +130,6 @@ const TypedMessage = Schema.Union(...typedMembers).annotations({
   parseOptions: { errors: "all", onExcessProperty: "ignore" }
 })
 
-const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** The upstream's default: `text` without `type` is a text message. */
 const withDefaultType = (input: unknown): unknown =>

@@ -4,11 +4,11 @@
  * by its index, e.g. `components.1.text`, and the rule it breaks.
  */
 import type { Schema } from "effect"
+import { isRecord } from "../Domain/Json.js"
 
 type Issue = Schema.FilterIssue
 type Obj = Readonly<Record<string, unknown>>
 
-const isObject = (u: unknown): u is Obj => typeof u === "object" && u !== null && !Array.isArray(u)
 const upper = (u: unknown) => (typeof u === "string" ? u.toUpperCase() : "")
 const isStringArray = (u: unknown): u is ReadonlyArray<string> => Array.isArray(u) && u.every((s) => typeof s === "string")
 
@@ -51,7 +51,7 @@ const checkHeader = (at: At, header: Obj, authentication: boolean) => {
     if (text === undefined) return
     const found = placeholders(text)
     if (found.length > 1 || found.some((n) => n !== 1)) at.fail("may hold at most one placeholder, written {{1}}", "text")
-    const example = isObject(header.example) ? header.example.header_text : undefined
+    const example = isRecord(header.example) ? header.example.header_text : undefined
     if (example !== undefined && (!isStringArray(example) || example.length !== found.length)) {
       at.fail(`must be an array of ${found.length} string(s), one per placeholder`, "example", "header_text")
     }
@@ -59,7 +59,7 @@ const checkHeader = (at: At, header: Obj, authentication: boolean) => {
   }
   if (MEDIA_FORMATS.has(format)) {
     if (authentication) return at.fail("an AUTHENTICATION template cannot have a media header", "format")
-    const handles = isObject(header.example) ? header.example.header_handle : undefined
+    const handles = isRecord(header.example) ? header.example.header_handle : undefined
     if (!isStringArray(handles) || handles.length === 0) {
       at.fail(`a header of format ${format} needs an example media handle (example.header_handle: [<handle>])`, "example", "header_handle")
     }
@@ -82,7 +82,7 @@ const checkBody = (at: At, body: Obj, authentication: boolean) => {
   if (numbers.some((n, i) => n !== i + 1)) {
     return at.fail(`placeholders must be numbered {{1}} to {{${numbers.length}}} without gaps; found ${numbers.map((n) => `{{${n}}}`).join(", ")}`, "text")
   }
-  const example = isObject(body.example) ? body.example.body_text : undefined
+  const example = isRecord(body.example) ? body.example.body_text : undefined
   if (body.example !== undefined && example === undefined) return at.fail("must be an object with body_text", "example")
   if (example === undefined) return
   const first: unknown = Array.isArray(example) ? example[0] : undefined
@@ -122,7 +122,7 @@ const checkButtons = (at: At, component: Obj, authentication: boolean) => {
   if (buttons.length > 10) at.fail("must hold at most 10 buttons", "buttons")
   buttons.forEach((button: unknown, i) => {
     const b = at.at("buttons", i)
-    if (!isObject(button)) return b.fail("must be an object")
+    if (!isRecord(button)) return b.fail("must be an object")
     const type = upper(button.type)
     if (!BUTTON_TYPES.has(type)) return b.fail(`must be one of ${[...BUTTON_TYPES].join(", ")}`, "type")
     if (type === "OTP") {
@@ -155,7 +155,7 @@ export const componentIssues = (category: string, components: ReadonlyArray<unkn
   const counts = new Map<string, number>()
   components.forEach((component, i) => {
     const at = root.at(i)
-    if (!isObject(component)) return at.fail("must be an object")
+    if (!isRecord(component)) return at.fail("must be an object")
     const type = upper(component.type)
     const check = checkers[type]
     if (check === undefined) return at.fail("must be one of HEADER, BODY, FOOTER, BUTTONS", "type")

@@ -1,7 +1,7 @@
 /** Reading Graph's answers: the error envelope, and what a call's caller relies on. */
 import { Schema } from "effect"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
-import { parseJsonObject } from "./Json.js"
+import { parseJsonObject } from "../Domain/Json.js"
 import { graphError, type UpstreamError } from "./UpstreamError.js"
 
 /** The User-Agent of every Graph call: lookaside media downloads are unreliable through fetch without one (research §3.2). */

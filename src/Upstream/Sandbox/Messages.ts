@@ -7,6 +7,7 @@ import type { Json, JsonObject, SendMessageResponse, UpstreamTarget } from "../U
 import type { UpstreamError } from "../UpstreamError.js"
 import { ASYNC_WINDOW_PREFIX, checkReserved, invalidParameter, SYNC_WINDOW_PREFIX, templateMissing, windowClosed } from "./Failures.js"
 import { wamid } from "./Ids.js"
+import { isJsonObject } from "../../Domain/Json.js"
 
 const MESSAGE_TYPES = ["text", "image", "audio", "video", "document", "sticker", "location", "contacts", "interactive", "template", "reaction"]
 const MEDIA_TYPES = ["image", "audio", "video", "document", "sticker"]
@@ -26,7 +27,6 @@ const INTERACTIVE_TYPES = [
   "voice_call"
 ]
 
-const isObject = (j: Json | undefined): j is JsonObject => typeof j === "object" && j !== null && !Array.isArray(j)
 const isText = (j: Json | undefined): j is string => typeof j === "string" && j.trim() !== ""
 
 const required = (name: string) => invalidParameter(`The parameter ${name} is required.`)
@@ -56,15 +56,15 @@ const checkInteractive = (interactive: JsonObject): UpstreamError | undefined =>
   if (typeof kind !== "string" || !INTERACTIVE_TYPES.includes(kind)) {
     return invalidParameter(`Param interactive.type must be one of {${INTERACTIVE_TYPES.join(", ")}}`)
   }
-  const action = isObject(interactive.action) ? interactive.action : undefined
-  const body = isObject(interactive.body) ? interactive.body : undefined
+  const action = isJsonObject(interactive.action) ? interactive.action : undefined
+  const body = isJsonObject(interactive.body) ? interactive.body : undefined
   if (action === undefined) return required("interactive.action")
   if ((kind === "product" || kind === "product_list" || kind === "catalog_message") && !isText(body?.text)) return required("interactive.body.text")
   if (kind === "product" && (!isText(action.catalog_id) || !isText(action.product_retailer_id))) {
     return required("interactive.action.catalog_id and interactive.action.product_retailer_id")
   }
   if (kind === "product_list") {
-    const header = isObject(interactive.header) ? interactive.header : undefined
+    const header = isJsonObject(interactive.header) ? interactive.header : undefined
     if (header?.type !== "text" || !isText(header.text)) return required("interactive.header (type text)")
     if (!isText(action.catalog_id) || !Array.isArray(action.sections) || action.sections.length === 0) {
       return required("interactive.action.catalog_id and interactive.action.sections")
@@ -77,7 +77,7 @@ const checkInteractive = (interactive: JsonObject): UpstreamError | undefined =>
 /** The content checks that do not need state; undefined when the body is acceptable. */
 const checkContent = (type: string, content: Json | undefined): UpstreamError | undefined => {
   if (type === "contacts") return Array.isArray(content) && content.length > 0 ? undefined : required("contacts")
-  if (!isObject(content)) return required(type)
+  if (!isJsonObject(content)) return required(type)
   if (type === "text") {
     if (!isText(content.body)) return required("text.body")
     return content.body.length > 4096 ? invalidParameter("Param text.body must be at most 4096 characters") : undefined
@@ -89,7 +89,7 @@ const checkContent = (type: string, content: Json | undefined): UpstreamError | 
   if (type === "reaction") return isText(content.message_id) ? undefined : required("reaction.message_id")
   if (type === "interactive") return checkInteractive(content)
   if (type === "template") {
-    const language = isObject(content.language) ? content.language : undefined
+    const language = isJsonObject(content.language) ? content.language : undefined
     if (!isText(content.name)) return required("template.name")
     if (!isText(language?.code)) return required("template.language.code")
   }
@@ -116,7 +116,7 @@ export const acceptSend = (
     if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
       return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
     }
-    if (body.context !== undefined && !(isObject(body.context) && isText(body.context.message_id))) {
+    if (body.context !== undefined && !(isJsonObject(body.context) && isText(body.context.message_id))) {
       return yield* Effect.fail(required("context.message_id"))
     }
     const problem = checkContent(type, body[type])
@@ -126,7 +126,7 @@ export const acceptSend = (
 
     let templateCategory: string | undefined = undefined
     const template = body.template
-    if (type === "template" && isObject(template) && isText(template.name) && isObject(template.language) && isText(template.language.code)) {
+    if (type === "template" && isJsonObject(template) && isText(template.name) && isJsonObject(template.language) && isText(template.language.code)) {
       const found = yield* approvedTemplate(template.name, template.language.code)
       if (found === undefined) return yield* Effect.fail(templateMissing(template.name, template.language.code))
       templateCategory = found.category.toLowerCase()

@@ -7,11 +7,11 @@ import type { Json, JsonObject, UpstreamTarget } from "../Upstream.js"
 import type { UpstreamError } from "../UpstreamError.js"
 import { checkReserved, invalidParameter } from "./Failures.js"
 import { hex, sha256Hex } from "./Ids.js"
+import { isJsonObject } from "../../Domain/Json.js"
 
 const SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"]
 const SIP_SECRET_KEYS = ["sip_user_password", "password"]
 
-const isObject = (j: Json | undefined): j is JsonObject => typeof j === "object" && j !== null && !Array.isArray(j)
 
 const defaults = (): Record<string, JsonObject> => ({
   calling: {
@@ -37,9 +37,9 @@ const defaults = (): Record<string, JsonObject> => ({
 /** The SIP servers without their passwords. */
 const withoutSipSecrets = (calling: JsonObject): JsonObject => {
   const sip = calling.sip
-  if (!isObject(sip) || !Array.isArray(sip.servers)) return calling
+  if (!isJsonObject(sip) || !Array.isArray(sip.servers)) return calling
   const servers = sip.servers.map((server: Json) =>
-    isObject(server) ? Object.fromEntries(Object.entries(server).filter(([key]) => !SIP_SECRET_KEYS.includes(key))) : server
+    isJsonObject(server) ? Object.fromEntries(Object.entries(server).filter(([key]) => !SIP_SECRET_KEYS.includes(key))) : server
   )
   return { ...calling, sip: { ...sip, servers } }
 }
@@ -87,7 +87,7 @@ export const makeSettingsStore = () => {
         return yield* Effect.fail(invalidParameter("One feature setting must be specified", `Give exactly one of ${SECTIONS.join(", ")}; got ${given.length}`))
       }
       const value = body[section]
-      if (!isObject(value)) return yield* Effect.fail(invalidParameter(`Param ${section} must be an object`))
+      if (!isJsonObject(value)) return yield* Effect.fail(invalidParameter(`Param ${section} must be an object`))
       const settings = settingsOf(target.phoneNumberId)
       const previous = settings[section] ?? {}
       const next = stored(section, value)
