@@ -5,6 +5,7 @@
  * reads it within about a second from the revocation feed (RevocationFeed.ts); entries also expire
  * after a minute.
  */
+import { LRUCache } from "lru-cache"
 import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
 import { Unauthorized } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
@@ -50,8 +51,8 @@ export const TokenResolverLive = Layer.scoped(
     const repo = yield* TokensRepo
     // The touch is a hint written in the background, from the plain path too (resolveCached).
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    const cache = new Map<string, CacheEntry>()
-    const touchedAt = new Map<string, number>()
+    const cache = new LRUCache<string, CacheEntry>({ max: CACHE_CAPACITY })
+    const touchedAt = new LRUCache<string, number>({ max: CACHE_CAPACITY })
     /**
      * Counts revocations. A lookup that read a credential before a revocation committed and finishes
      * after its eviction must not put it back: it caches only if no revocation happened meanwhile
@@ -77,9 +78,6 @@ export const TokenResolverLive = Layer.scoped(
           }
           const entry = toEntry(found.value, now)
           if (revocations !== revocationsBefore) return entry
-          cache.delete(hash)
-          // Map keeps insertion order: dropping the first key drops the oldest entry.
-          if (cache.size >= CACHE_CAPACITY) cache.delete(cache.keys().next().value ?? "")
           cache.set(hash, entry)
           return entry
         })

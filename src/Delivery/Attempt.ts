@@ -4,6 +4,7 @@
  * addresses fail) into the attempt to log; after logging, 410 or days of failures disable the webhook.
  * The exchange itself is a plain promise: the dispatcher runs many at once without a fiber each.
  */
+import { LRUCache } from "lru-cache"
 import { Duration, Effect, FiberRef, LogLevel } from "effect"
 import { HubConfig } from "../Config.js"
 import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
@@ -84,7 +85,7 @@ export const makeDeliveries = Effect.gen(function*() {
   // Decrypting once per secret rather than once per attempt keeps the hot path cheap. A key is
   // remembered with the slot it was decrypted for: the same ciphertext met in another row or column
   // is decrypted there (and fails), never answered from here.
-  const keys = new Map<string, { readonly key: Uint8Array; readonly slot: SecretSlot }>()
+  const keys = new LRUCache<string, { readonly key: Uint8Array; readonly slot: SecretSlot }>({ max: 10_000 })
   const knownKey = (encrypted: string, slot: SecretSlot) => {
     const known = keys.get(encrypted)
     return known !== undefined && known.slot.rowId === slot.rowId && known.slot.column === slot.column ? known.key : undefined
@@ -94,7 +95,6 @@ export const makeDeliveries = Effect.gen(function*() {
       const known = knownKey(encrypted, slot)
       if (known !== undefined) return Effect.succeed(known)
       return Effect.map(Effect.orDie(cipher.decrypt(encrypted, slot)), (secret) => {
-        if (keys.size > 10_000) keys.clear()
         const key = webhookSecretKey(secret)
         keys.set(encrypted, { key, slot })
         return key
@@ -109,7 +109,7 @@ export const makeDeliveries = Effect.gen(function*() {
   }
 
   // Custom headers as sent, by what is stored (decrypted once, like the keys; the row id is part of the key).
-  const headerSets = new Map<string, Readonly<Record<string, string>>>()
+  const headerSets = new LRUCache<string, Readonly<Record<string, string>>>({ max: 10_000 })
   const storedHeaders = (d: LeasedDelivery) => `${d.webhook_id}\u0000${d.headers}\u0000${d.headers_encrypted ?? ""}`
   const customHeaders = (d: LeasedDelivery): Effect.Effect<Readonly<Record<string, string>>> => {
     if (d.headers === null) return Effect.succeed(NO_HEADERS)
@@ -120,7 +120,6 @@ export const makeDeliveries = Effect.gen(function*() {
       ? Effect.succeed(null)
       : Effect.orDie(cipher.decrypt(d.headers_encrypted, SecretSlot.webhookHeaders(d.webhook_id)))
     return Effect.map(secret, (decrypted) => {
-      if (headerSets.size > 10_000) headerSets.clear()
       const headers = sentHeaders(d.headers, decrypted)
       headerSets.set(stored, headers)
       return headers

@@ -8,6 +8,7 @@
  * more). Each dispatcher round adds its outcomes to one count per webhook, outcome and hour (the
  * webhooks' health), whatever the number of attempts.
  */
+import { LRUCache } from "lru-cache"
 import { SqlClient, type Statement } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
@@ -223,11 +224,10 @@ export const OutboxRepoLive = Layer.effect(
       )
 
     /** Parsed event filters, by their stored text (a handful of distinct ones). */
-    const filters = new Map<string, ReadonlySet<string>>()
+    const filters = new LRUCache<string, ReadonlySet<string>>({ max: 1_000 })
     const filterOf = (stored: string) => {
       const known = filters.get(stored)
       if (known !== undefined) return known
-      if (filters.size > 1_000) filters.clear()
       const parsed: ReadonlySet<string> = new Set(parseFilter(stored) ?? [])
       filters.set(stored, parsed)
       return parsed

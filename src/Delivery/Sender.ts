@@ -6,6 +6,7 @@
  * was no answer. The head is written by src/Net/RequestHead.ts, which refuses a header that would
  * break the request's framing before anything is sent.
  */
+import { LRUCache } from "lru-cache"
 import { Data } from "effect"
 import { makeKeepAlivePool, type Origin, originOf, type PoolOptions } from "../Net/KeepAlive.js"
 import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
@@ -42,7 +43,7 @@ const utf8 = new TextDecoder()
 
 export const makeSender = (options: PoolOptions): Sender => {
   const pool = makeKeepAlivePool(options)
-  const origins = new Map<string, { readonly origin: Origin; readonly path: string }>()
+  const origins = new LRUCache<string, { readonly origin: Origin; readonly path: string }>({ max: 10_000 })
 
   /** The pinned URL's origin and path, parsed once; the name is part of the key (one address may serve many). */
   const originOfTarget = (target: ConnectTarget) => {
@@ -51,7 +52,6 @@ export const makeSender = (options: PoolOptions): Sender => {
     if (known !== undefined) return known
     const url = new URL(target.url)
     const parsed = { origin: originOf(url, target.serverName), path: `${url.pathname}${url.search}` }
-    if (origins.size >= 10_000) origins.clear()
     origins.set(cacheKey, parsed)
     return parsed
   }

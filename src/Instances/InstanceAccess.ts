@@ -3,6 +3,7 @@
  * An instance token acts for its own instance; an organization token names one of its instances
  * by `instance_id` or `phone_number_id`. Other tenants' instances are 404, never revealed.
  */
+import { LRUCache } from "lru-cache"
 import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { BadRequest, Forbidden, NotFound, UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef, Principal } from "../Domain/Principal.js"
@@ -39,15 +40,14 @@ export const InstanceAccessLive = Layer.effect(
   InstanceAccess,
   Effect.gen(function*() {
     const repo = yield* InstancesRepo
-    const targets = new Map<string, { readonly target: UpstreamTarget; readonly at: number }>()
+    const targets = new LRUCache<string, { readonly target: UpstreamTarget; readonly at: number }>({ max: KNOWN_INSTANCES })
     // Instances found for organization tokens, by id and by phone number id. An instance is never
     // changed or removed once created (no endpoint or command does), so what was found stays true;
     // what was not found is not kept, since the CLI may create it at any time.
-    const found = new Map<string, InstanceRef>()
+    const found = new LRUCache<string, InstanceRef>({ max: KNOWN_INSTANCES })
     const keyOf = (selector: InstanceSelector) =>
       selector.instanceId !== undefined ? `id ${selector.instanceId}` : `phone ${selector.phoneNumberId}`
     const remember = (instance: InstanceRef) => {
-      if (found.size >= KNOWN_INSTANCES) found.clear()
       found.set(`id ${instance.id}`, instance)
       found.set(`phone ${instance.phoneNumberId}`, instance)
     }

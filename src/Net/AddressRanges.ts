@@ -3,6 +3,7 @@
  * is not globally reachable, as data, matched with ipaddr.js (parsing, CIDR matching). Only "public"
  * may be connected to under the policy, and "metadata" never, whatever the settings.
  */
+import { LRUCache } from "lru-cache"
 import ipaddr from "ipaddr.js"
 
 export type AddressClass =
@@ -140,14 +141,13 @@ const classify = (address: string): AddressClass => {
 }
 
 /** Every delivery checks its addresses; a receiver's few addresses are classified once. */
-const known = new Map<string, AddressClass>()
+const known = new LRUCache<string, AddressClass>({ max: 10_000 })
 
 /** What kind of address an IP literal is (an IPv6 one may be bracketed or carry a zone). */
 export const classifyAddress = (address: string): AddressClass => {
   const cached = known.get(address)
   if (cached !== undefined) return cached
   const kind = classify(address)
-  if (known.size >= 10_000) known.clear()
   known.set(address, kind)
   return kind
 }

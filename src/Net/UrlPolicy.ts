@@ -7,6 +7,7 @@
  * https, as the TLS server name), so a DNS answer that changes between the check and the connection
  * (rebinding) cannot redirect it. Refusals never echo a resolved address: they would reveal internal DNS.
  */
+import { LRUCache } from "lru-cache"
 import { Context, Data, Duration, Effect, Layer } from "effect"
 import { lookup as systemLookup } from "node:dns/promises"
 import { isIPv4, isIPv6 } from "node:net"
@@ -70,12 +71,11 @@ export class HostResolver extends Context.Reference<HostResolver>()("HostResolve
 
 /** A name's addresses, from a short cache; concurrent lookups of one name share one query. */
 const makeCachedLookup = (lookup: HostLookup, clock: () => number): HostLookup => {
-  const cache = new Map<string, { readonly addresses: Promise<ReadonlyArray<string> | AddressRefused>; readonly until: number }>()
+  const cache = new LRUCache<string, { readonly addresses: Promise<ReadonlyArray<string> | AddressRefused>; readonly until: number }>({ max: DNS_CACHE_SIZE })
   return (host) => {
     const now = clock()
     const cached = cache.get(host)
     if (cached !== undefined && cached.until > now) return cached.addresses
-    if (cache.size >= DNS_CACHE_SIZE) cache.clear()
     const addresses = settled(host, lookup)
     cache.set(host, { addresses, until: now + DNS_CACHE_MS })
     // A failed lookup is not remembered: the next delivery asks again.
@@ -158,13 +158,12 @@ export const makeUrlPolicy = (
   const resolve = makeCachedLookup(lookup, options.clock ?? Date.now)
   const lookupTimeout = options.lookupTimeout ?? Duration.seconds(20)
   // A webhook's URL is the same text on every delivery: parse it once.
-  const parsedUrls = new Map<string, URL | null>()
+  const parsedUrls = new LRUCache<string, { readonly url: URL | null }>({ max: DNS_CACHE_SIZE })
   const parseUrl = (text: string): URL | null => {
     const known = parsedUrls.get(text)
-    if (known !== undefined) return known
-    if (parsedUrls.size >= DNS_CACHE_SIZE) parsedUrls.clear()
+    if (known !== undefined) return known.url
     const url = URL.parse(text)
-    parsedUrls.set(text, url)
+    parsedUrls.set(text, { url })
     return url
   }
   const resolveTarget = async (text: string, signal: AbortSignal): Promise<ConnectTarget | AddressRefused> => {
