@@ -2,34 +2,21 @@
  * Logging: one line per record, either for people (`pretty`: time, level, message, then the fields
  * as key=value in a stable order, the request id first; an answered request reads
  * `POST /api/messages 200 3.1ms requestId=…`) or for machines (`json`: Effect's structured record).
- * Lines are buffered and written once per event-loop turn, so a busy hub does not pay one stdout
- * write per log line.
+ * Lines are batched by Effect's own Logger.batched and written together every few milliseconds, so a
+ * busy hub does not pay one stdout write per log line; what is pending is written when the hub stops.
  */
-import { Cause, Effect, HashMap, Layer, Logger, LogLevel } from "effect"
+import { Cause, Duration, Effect, HashMap, Layer, Logger, LogLevel } from "effect"
 import { HubConfig } from "./Config.js"
 
-const pending: Array<string> = []
-let flushScheduled = false
+/** How long lines wait to be written together. */
+const BATCH_WINDOW = Duration.millis(10)
 
-const flush = () => {
-  flushScheduled = false
-  if (pending.length === 0) return
-  process.stdout.write(pending.join(""))
-  pending.length = 0
-}
-
-process.once("exit", flush)
-
-const writeLine = (line: string) => {
-  pending.push(line + "\n")
-  if (!flushScheduled) {
-    flushScheduled = true
-    setImmediate(flush)
-  }
-}
+/** A logger whose lines are written to stdout in batches. */
+const batchedToStdout = (lines: Logger.Logger<unknown, string>) =>
+  Logger.batched(lines, BATCH_WINDOW, (batch) => Effect.sync(() => process.stdout.write(`${batch.join("\n")}\n`)))
 
 /** Effect's structured log record as one JSON line. */
-export const bufferedJsonLogger = Logger.map(Logger.structuredLogger, (record) => writeLine(JSON.stringify(record)))
+export const jsonLine = Logger.map(Logger.structuredLogger, (record) => JSON.stringify(record))
 
 /** A value as a field shows it: bare when it reads unambiguously, JSON otherwise. */
 const show = (value: unknown): string => {
@@ -95,15 +82,15 @@ export const prettyLine = (
   return parts.join(" ")
 }
 
-/** The pretty logger: prettyLine through the buffered writer; coloured levels only on a terminal. */
-export const bufferedPrettyLogger = Logger.make((record) => writeLine(prettyLine(record, process.stdout.isTTY === true)))
+/** The pretty logger's line: coloured levels only on a terminal. */
+export const prettyLogLine = Logger.make((record) => prettyLine(record, process.stdout.isTTY === true))
 
 /** Log format and level from the config; `quiet` keeps stdout for a command's own output (warnings only). */
 export const loggingLayer = (quiet: boolean) =>
   Layer.unwrapEffect(
     Effect.map(HubConfig, (config) =>
       Layer.merge(
-        Logger.replace(Logger.defaultLogger, config.logFormat === "json" ? bufferedJsonLogger : bufferedPrettyLogger),
+        Logger.replaceScoped(Logger.defaultLogger, batchedToStdout(config.logFormat === "json" ? jsonLine : prettyLogLine)),
         Logger.minimumLogLevel(quiet ? LogLevel.Warning : config.logLevel)
       ))
   )
