@@ -194,7 +194,7 @@ describe("the dashboard in Chromium", () => {
     await page.getByRole("button", { name: "Add webhook" }).click()
     const secret = await page.getByLabel("Secret", { exact: true }).inputValue()
     expect(secret).toMatch(/^whsec_/)
-    await screenshot(page, "webhooks")
+    await screenshot(page, "webhooks-secret-once")
     await page.getByRole("link", { name: "Open “local receiver”" }).click()
     await page.getByRole("heading", { level: 1, name: /local receiver/ }).waitFor()
 
@@ -278,8 +278,7 @@ describe("the dashboard in Chromium", () => {
       await form.getByRole("button", { name: "Add a header" }).click()
       await form.getByLabel("Header 2 Name").fill("Authorization")
       await form.getByLabel("Header 2 Value").fill("Bearer s3cret")
-      await form.getByRole("checkbox", { name: "statuses", exact: true }).scrollIntoViewIfNeeded()
-      await screenshot(page, "webhook-filters")
+      await screenshot(page, "webhook-filters", true)
       await form.getByRole("button", { name: "Add webhook" }).click()
       await page.getByLabel("Secret", { exact: true }).waitFor()
       await page.getByRole("link", { name: "Open “filtered”" }).click()
@@ -394,7 +393,7 @@ describe("the dashboard in Chromium", () => {
       expect(arrived?.headers["x-keep"]).toBe("2")
       // A second test within the second is refused: the API's message, and when to try again.
       await test.getByRole("button", { name: "Send a test event" }).click()
-      await test.getByRole("alert").getByText(/tested less than a second ago; at most one test per webhook a second Try again in 1 s\./).waitFor()
+      await test.getByRole("alert").getByText(/tested less than a second ago; at most one test per webhook a second\. Try again in 1 s\./).waitFor()
       await test.scrollIntoViewIfNeeded()
       await screenshot(page, "webhook-test")
       // The test delivery shows in the log.
@@ -501,8 +500,9 @@ describe("the dashboard in Chromium", () => {
       }, { timeout: 10_000, interval: 200 }).toBe("gone_410")
       await page.reload()
       const row = page.getByRole("row").filter({ hasText: "gone" })
-      await row.getByText("inactive · the receiver answered 410 Gone").waitFor()
+      await row.getByText("inactive · receiver gone (410)").waitFor()
       await row.getByText("1 dead").waitFor()
+      await screenshot(page, "webhooks", true)
       await page.getByRole("link", { name: "gone", exact: true }).click()
       await page.getByText("The receiver answered 410 Gone, so the hub turned the webhook off. Activate it under Settings to deliver again.").waitFor()
     } finally {
@@ -610,6 +610,20 @@ describe("the dashboard in Chromium", () => {
     await page.getByRole("cell", { name: "15551234567" }).first().waitFor()
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width)
     await screenshot(page, "messages-phone")
+
+    // A webhook's page: its health, filters and headers fit the screen too.
+    await page.getByRole("button", { name: "Menu" }).click()
+    await go(page, "Webhooks")
+    await page.getByRole("link", { name: "local receiver" }).click()
+    const health = page.getByRole("region", { name: "Health" })
+    await health.getByText("Attempts in the last 24 hours").waitFor()
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width)
+    await health.scrollIntoViewIfNeeded()
+    await screenshot(page, "webhook-phone")
+    await page.getByRole("button", { name: "Menu" }).click()
+    await go(page, "Deliveries")
+    await page.locator("tbody.delivery").first().waitFor()
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width)
   })
 
   it("signs out: the token leaves the tab, and the dashboard asks for one again", async () => {

@@ -45,9 +45,9 @@ export const usePolling = (active: boolean, reload: () => Promise<void>, ms: num
   }, [active, after])
 }
 
-/** When a refusal says to come back (its Retry-After), in words. */
+/** When a refusal says to come back (its Retry-After), in words, after its message. */
 export const retryAfterText = (error: ApiError) =>
-  error.retryAfterSeconds === undefined ? "" : ` Try again in ${error.retryAfterSeconds} s.`
+  error.retryAfterSeconds === undefined ? "" : `${/[.!?]$/.test(error.message) ? "" : "."} Try again in ${error.retryAfterSeconds} s.`
 
 /** An API failure, as its message (and when to try again, if it says). Announced at once to screen readers. */
 export const ErrorNote = (props: { readonly error: ApiError | undefined; readonly prefix?: string }) =>
@@ -214,6 +214,10 @@ export const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone
 
 export const Time = (props: { readonly iso: string | null | undefined }) =>
   props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso}>{formatTime(props.iso)}</time>
+
+/** How long ago, for narrow columns; the time itself in its title. */
+export const Ago = (props: { readonly iso: string | null | undefined }) =>
+  props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso} title={formatTime(props.iso)}>{ago(props.iso)}</time>
 
 export type Tone = "ok" | "warn" | "bad" | "info" | "neutral"
 

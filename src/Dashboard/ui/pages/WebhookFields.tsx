@@ -143,10 +143,12 @@ export const HeadersField = (props: {
         <ul class="header-rows">
           {rows.map((row, index) => {
             const which = `Header ${index + 1} `
+            // On a wide screen the first row's labels head the columns; the others' are read out, not shown again.
+            const shown = index === 0 ? undefined : "repeat-label"
             return (
               <li key={row.key} class="header-row">
                 <div class="field">
-                  <label for={`${id}-name-${row.key}`}><span class="visually-hidden">{which}</span>Name</label>
+                  <label for={`${id}-name-${row.key}`} class={shown}><span class="visually-hidden">{which}</span>Name</label>
                   <input
                     id={`${id}-name-${row.key}`}
                     class="mono"
@@ -159,7 +161,7 @@ export const HeadersField = (props: {
                   />
                 </div>
                 <div class="field">
-                  <label for={`${id}-value-${row.key}`}><span class="visually-hidden">{which}</span>Value</label>
+                  <label for={`${id}-value-${row.key}`} class={shown}><span class="visually-hidden">{which}</span>Value</label>
                   {row.redacted
                     ? (
                       <div class="redacted">

@@ -14,7 +14,7 @@ const QUEUED_LIMIT: typeof QUEUED_CAP = 1_000
 /** Why a webhook is inactive, in words: short for a badge, long for its page. */
 export const disabledReasons: Readonly<Record<DisabledReason, { readonly short: string; readonly long: string }>> = {
   gone_410: {
-    short: "the receiver answered 410 Gone",
+    short: "receiver gone (410)",
     long: "The receiver answered 410 Gone, so the hub turned the webhook off."
   },
   failing_too_long: {

@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
 import { type ApiError, call } from "../api.js"
-import { ErrorNote, Outcome, PageTitle, Resource, SecretOnce, Time, useResource } from "../components.js"
+import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useResource } from "../components.js"
 import { eventsSummary, FIELD_KINDS, MESSAGE_KINDS } from "../eventKinds.js"
 import { Link } from "../router.js"
 import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
@@ -62,9 +62,11 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
             type="url"
             required
             placeholder="https://example.com/hooks/whatsapp"
+            aria-describedby="webhook-url-help"
             value={url}
             onInput={(e) => setUrl(e.currentTarget.value)}
           />
+          <p id="webhook-url-help" class="help">Each delivery is posted here, signed (Standard Webhooks), and retried until the receiver answers 2xx.</p>
         </div>
         {props.instances === undefined ? null : (
           <div class="field">
@@ -76,7 +78,6 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
           </div>
         )}
       </div>
-      <p class="help">Each delivery is posted to the URL, signed (Standard Webhooks), and retried until the receiver answers 2xx.</p>
       <EventKindsField id="create-kinds" value={kinds} onChange={setKinds} />
       <HeadersField id="create-headers" rows={headers} onChange={setHeaders} />
       <ErrorNote error={error} prefix="Not created:" />
@@ -94,6 +95,8 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
   const instances = useInstances(props.kind)
   const [created, setCreated] = useState<WebhookWithSecret | undefined>(undefined)
   const choices = props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined
+  // An instance token's webhooks are all of its own instance.
+  const showInstance = props.kind !== "instance"
   const instanceLabel = (id: string) => {
     const instance = choices?.find((i) => i.id === id)
     return instance === undefined ? id : instance.name
@@ -138,7 +141,7 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
                   <tr>
                     <th scope="col">Name</th>
                     <th scope="col">URL</th>
-                    <th scope="col">Instance</th>
+                    {showInstance ? <th scope="col">Instance</th> : null}
                     <th scope="col">State</th>
                     <th scope="col">Receives</th>
                     <th scope="col">Last 24 hours</th>
@@ -151,12 +154,12 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
                     <tr key={webhook.id}>
                       <td data-label="Name"><Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link></td>
                       <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
-                      <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td>
+                      {showInstance ? <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td> : null}
                       <td data-label="State">{webhookState(webhook)}</td>
                       <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>{eventsSummary(webhook.events)}</td>
                       <td data-label="Last 24 hours">{recentSummary(webhook)}</td>
                       <td data-label="Queued">{queuedSummary(webhook)}</td>
-                      <td data-label="Last success"><Time iso={webhook.last_success_at} /></td>
+                      <td data-label="Last success"><Ago iso={webhook.last_success_at} /></td>
                     </tr>
                   ))}
                 </tbody>
