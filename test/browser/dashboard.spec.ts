@@ -30,8 +30,7 @@ afterAll(async () => {
   await hub?.stop()
 })
 
-afterEach(async (context) => {
-  if (context.task.result?.state === "fail") for (const [i, o] of opened.entries()) await o.page.screenshot({ path: `/tmp/dashops-fail-${context.task.name.slice(0, 20).replace(/\W/g, "_")}-${i}.png`, fullPage: true })
+afterEach(async () => {
   // Every page kept to the hub's origin, and nothing was refused by its Content-Security-Policy or thrown.
   for (const page of opened.splice(0)) {
     await page.close()
