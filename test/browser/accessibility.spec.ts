@@ -1,6 +1,8 @@
 /**
  * Every page of the dashboard checked by axe-core (WCAG 2.1 A and AA rules: names and labels,
- * contrast, landmarks, ARIA use), on a laptop screen and a phone screen, with content on each page.
+ * contrast, landmarks, ARIA use), on a laptop screen and a phone screen, with content on each page
+ * and its forms open: the webhook operations (kinds, headers, health, test, recover), the delivery
+ * search, the sandbox's simulated changes.
  */
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -15,23 +17,39 @@ const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/
 let hub: RunningHub
 let browser: Browser
 let receiver: Receiver
+let filteredReceiver: Receiver
+let filteredId = ""
 const opened: Array<OpenedPage> = []
 
 beforeAll(async () => {
   hub = await startHub({ HUB_SANDBOX_STATUS_DELAY: "100ms", HUB_WEBHOOK_RETRY: "200ms" })
   browser = await launchBrowser()
   receiver = await startReceiver((index) => (index === 0 ? 500 : 200))
-  // Content for every page: a webhook with a delivery of two attempts, messages both ways.
+  filteredReceiver = await startReceiver(() => 200)
+  // Content for every page: a webhook with a delivery of two attempts, messages both ways, and a
+  // webhook that takes some kinds, with custom headers (one secret) and a delivery.
   expect((await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: receiver.url, name: "receiver" })).status).toBe(201)
+  const filtered = await hub.api("POST", "/api/webhooks", hub.instanceToken, {
+    url: filteredReceiver.url,
+    name: "filtered hook",
+    events: ["messages", "account_update"],
+    headers: { authorization: "Bearer a11y", "x-tenant": "acme" }
+  })
+  expect(filtered.status).toBe(201)
+  const body: unknown = filtered.body
+  filteredId = typeof body === "object" && body !== null && "id" in body ? String(body.id) : ""
   expect((await hub.api("POST", "/api/messages", hub.instanceToken, { to: "15551234567", type: "text", text: { body: "hi" } })).status).toBe(200)
   expect((await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { from: "16505551234", type: "text", text: { body: "hello" } })).status).toBe(200)
+  // "receiver" is refused once and then receives it; "filtered hook" receives it at once.
   await receiver.received(2)
+  await filteredReceiver.received(1)
 })
 
 afterAll(async () => {
   for (const page of opened) await page.close()
   await browser?.close()
   await receiver?.close()
+  await filteredReceiver?.close()
   await hub?.stop()
 })
 
@@ -77,8 +95,36 @@ describe("accessibility (axe-core, WCAG 2.1 AA)", () => {
         await p.getByRole("button", { name: /^Timeline of/ }).first().click()
         await p.getByRole("region", { name: "Status timeline" }).waitFor()
       })
-      await visit(page, "/webhooks", (p) => p.getByRole("link", { name: "receiver" }).waitFor())
-      await visit(page, "/sandbox", (p) => p.getByRole("button", { name: "Simulate inbound message" }).waitFor())
+      // The webhook list, with the create form's kinds and headers open.
+      await visit(page, "/webhooks", async (p) => {
+        await p.getByRole("link", { name: "receiver" }).waitFor()
+        await p.getByLabel("Only the kinds chosen").check()
+        await p.getByRole("checkbox", { name: "statuses", exact: true }).check()
+        await p.getByRole("button", { name: "Add a header" }).click()
+        await p.getByRole("button", { name: "Add a header" }).click()
+      })
+      await visit(page, "/deliveries", async (p) => {
+        await p.getByRole("button", { name: "2 attempts" }).click()
+        await p.getByText("HTTP 500").waitFor()
+      })
+      // A webhook's page with every section in use: a test's outcome, a recover's, the filter and its headers.
+      await visit(page, `/webhooks/${filteredId}`, async (p) => {
+        await p.getByRole("region", { name: "Health" }).getByText("Attempts in the last 24 hours").waitFor()
+        await p.getByRole("button", { name: "Send a test event" }).click()
+        await p.getByText(/^Delivered: the receiver answered HTTP 200/).waitFor()
+        await p.getByRole("button", { name: "Recover failed deliveries" }).click()
+        await p.getByText("Nothing to recover").waitFor()
+        const headers = p.getByRole("region", { name: "Custom headers" })
+        await headers.getByRole("button", { name: "Add a header" }).click()
+        await headers.getByLabel("Header 3 Name").fill("x-extra")
+        await headers.getByRole("button", { name: "Save headers" }).click()
+        await headers.getByRole("alert").getByText("The hub never shows the value of authorization").waitFor()
+        await headers.getByRole("button", { name: "Replace the value of authorization" }).click()
+      })
+      await visit(page, "/sandbox", async (p) => {
+        await p.getByRole("button", { name: "Simulate inbound message" }).waitFor()
+        await p.getByRole("button", { name: "Add a change" }).click()
+      })
       await visit(page, "/events", (p) => p.getByText("connected", { exact: true }).waitFor())
       if (viewport !== undefined) {
         await page.getByRole("button", { name: "Menu" }).click()

@@ -66,6 +66,9 @@ const sendText = async (body: string) => {
   return String(Array.isArray(messages) ? record(messages[0]).id : "")
 }
 
+/** The upstream ids of the message history's rows, top to bottom. */
+const upstreamIds = (page: Page) => page.locator("td[data-label='Upstream id']").allTextContents()
+
 const simulateInbound = async (text: string) => {
   const simulated = await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { from: "16505551234", type: "text", text: { body: text } })
   expect(simulated.status).toBe(200)
@@ -190,7 +193,7 @@ describe("the dashboard in Chromium", () => {
     await page.getByRole("button", { name: "Add webhook" }).click()
     const secret = await page.getByLabel("Secret", { exact: true }).inputValue()
     expect(secret).toMatch(/^whsec_/)
-    await screenshot(page, "webhooks")
+    await screenshot(page, "webhooks-secret-once")
     await page.getByRole("link", { name: "Open “local receiver”" }).click()
     await page.getByRole("heading", { level: 1, name: /local receiver/ }).waitFor()
 
@@ -252,6 +255,260 @@ describe("the dashboard in Chromium", () => {
     expect((await hub.api("GET", `/api/webhooks/${String(record(created.body).id)}`, hub.instanceToken)).status).toBe(404)
   })
 
+  it("creates a webhook that takes only some kinds and sends custom headers: of simulated changes of several kinds it receives its kinds alone", async () => {
+    const filtered = await startReceiver(() => 200)
+    try {
+      const page = await open()
+      await signIn(page, hub.organizationToken)
+      await go(page, "Webhooks")
+      const form = page.getByRole("form", { name: "Add a webhook" })
+      await form.getByLabel("Name", { exact: true }).fill("filtered")
+      await form.getByLabel("URL", { exact: true }).fill(filtered.url)
+      await form.getByLabel("Instance", { exact: true }).selectOption({ label: "Demo instance (100000000000001)" })
+      await form.getByLabel("Only the kinds chosen").check()
+      await form.getByRole("checkbox", { name: "account_update", exact: true }).check()
+      await form.getByRole("checkbox", { name: "statuses", exact: true }).check()
+      await form.getByText("2 chosen: statuses, account_update.").waitFor()
+      await form.getByRole("button", { name: "Add a header" }).click()
+      // The new row's name takes the focus.
+      await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute("placeholder"))).toBe("x-tenant")
+      await page.keyboard.type("X-Tenant")
+      await form.getByLabel("Header 1 Value").fill("acme")
+      await form.getByRole("button", { name: "Add a header" }).click()
+      await form.getByLabel("Header 2 Name").fill("Authorization")
+      await form.getByLabel("Header 2 Value").fill("Bearer s3cret")
+      await screenshot(page, "webhook-filters", true)
+      await form.getByRole("button", { name: "Add webhook" }).click()
+      await page.getByLabel("Secret", { exact: true }).waitFor()
+      await page.getByRole("link", { name: "Open “filtered”" }).click()
+      await page.getByRole("heading", { level: 1, name: /filtered/ }).waitFor()
+      const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop() ?? "")
+
+      // The record as the API answers it: the kinds, and the secret header redacted.
+      const kinds = page.getByRole("region", { name: "Event filter" })
+      expect(await kinds.getByRole("checkbox", { name: "account_update", exact: true }).isChecked()).toBe(true)
+      expect(await kinds.getByRole("checkbox", { name: "messages", exact: true }).isChecked()).toBe(false)
+      const headers = page.getByRole("region", { name: "Custom headers" })
+      expect(await headers.getByLabel("Header 1 Name").inputValue()).toBe("x-tenant")
+      expect(await headers.getByLabel("Header 1 Value").inputValue()).toBe("acme")
+      expect(await headers.getByLabel("Header 2 Name").inputValue()).toBe("authorization")
+      expect(await headers.getByLabel("Header 2 Value").inputValue()).toBe("[redacted]")
+      expect(await page.content()).not.toContain("s3cret")
+
+      // The sandbox posts changes of three kinds in one envelope, then one of a fourth kind.
+      await go(page, "Sandbox")
+      const changes = page.getByRole("form", { name: "Simulate upstream changes" })
+      await changes.getByLabel("Instance", { exact: true }).selectOption({ label: "Demo instance (100000000000001)" })
+      await changes.getByLabel("Change 1 field").selectOption("phone_number_quality_update")
+      await changes.getByLabel("Change 1 value (JSON)").fill('{"event": "FLAGGED", "current_limit": "TIER_1K"}')
+      await changes.getByRole("button", { name: "Add a change" }).click()
+      await changes.getByLabel("Change 2 field").selectOption("account_update")
+      await changes.getByLabel("Change 2 value (JSON)").fill('{"event": "VERIFIED_ACCOUNT"}')
+      await changes.getByRole("button", { name: "Add a change" }).click()
+      await changes.getByLabel("Change 3 field").selectOption("message_template_status_update")
+      await changes.getByLabel("Change 3 value (JSON)").fill('{"event": "APPROVED", "message_template_id": 1}')
+      await changes.getByRole("button", { name: "Simulate changes" }).click()
+      await changes.getByText(/^3 changes accepted: \d+ webhook deliveries queued\.$/).waitFor()
+      await screenshot(page, "sandbox-changes")
+      await changes.getByRole("button", { name: "Remove change 3" }).click()
+      await changes.getByRole("button", { name: "Remove change 2" }).click()
+      await changes.getByLabel("Change 1 field").selectOption("account_alerts")
+      await changes.getByLabel("Change 1 value (JSON)").fill("not json")
+      await changes.getByRole("button", { name: "Simulate changes" }).click()
+      await changes.getByRole("alert").getByText("must be a JSON object").waitFor()
+      await changes.getByLabel("Change 1 value (JSON)").fill('{"entity_type": "WABA"}')
+      await changes.getByRole("button", { name: "Simulate changes" }).click()
+      await changes.getByText(/^1 change accepted: \d+ webhook deliver(y|ies) queued\.$/).waitFor()
+
+      // One delivery in all, holding the account_update change alone, unaltered, with the custom headers.
+      const [arrived] = await filtered.received(1)
+      const envelope = record(JSON.parse(arrived?.body ?? "{}"))
+      const entry = record(Array.isArray(envelope.entry) ? envelope.entry[0] : undefined)
+      const fields = Array.isArray(entry.changes) ? entry.changes.map((change) => record(change).field) : []
+      expect(fields).toEqual(["account_update"])
+      expect(record(record(Array.isArray(entry.changes) ? entry.changes[0] : undefined).value).event).toBe("VERIFIED_ACCOUNT")
+      expect(arrived?.headers["x-tenant"]).toBe("acme")
+      expect(arrived?.headers.authorization).toBe("Bearer s3cret")
+      const log = await hub.api("GET", `/api/webhooks/${id}/deliveries`, hub.organizationToken)
+      expect(record(log.body).total).toBe(1)
+
+      // The list finds it by a kind it takes, and not by one it does not.
+      await go(page, "Webhooks")
+      await page.getByLabel("Receiving", { exact: true }).selectOption("account_update")
+      await page.getByRole("row").filter({ hasText: "filtered" }).getByText("statuses, account_update").waitFor()
+      await page.getByLabel("Receiving", { exact: true }).selectOption("account_alerts")
+      await page.getByRole("link", { name: "filtered" }).waitFor({ state: "detached" })
+      await page.locator("caption", { hasText: "Webhooks receiving account_alerts" }).waitFor({ state: "attached" })
+      await page.getByRole("link", { name: "local receiver" }).waitFor()
+    } finally {
+      await filtered.close()
+    }
+  })
+
+  it("edits custom headers (a secret typed again, a refused one shown as the API's message), and a test event carries them and shows its outcome", async () => {
+    const listener = await startReceiver(() => 200)
+    try {
+      const created = await hub.api("POST", "/api/webhooks", hub.instanceToken, {
+        url: listener.url,
+        name: "with headers",
+        events: ["account_alerts"],
+        headers: { authorization: "Bearer old", "x-keep": "1" }
+      })
+      expect(created.status).toBe(201)
+      const id = String(record(created.body).id)
+      const page = await open()
+      await signIn(page, hub.instanceToken)
+      await page.goto(`${hub.baseUrl}/dashboard/webhooks/${id}`)
+      const headers = page.getByRole("region", { name: "Custom headers" })
+      expect(await headers.getByLabel("Header 1 Value").inputValue()).toBe("[redacted]")
+
+      await headers.getByLabel("Header 2 Value").fill("2")
+      await headers.getByRole("button", { name: "Save headers" }).click()
+      // Saving replaces every header, and the hub never shows a secret's value: the dashboard asks for it.
+      await headers.getByRole("alert").getByText("The hub never shows the value of authorization").waitFor()
+      await headers.getByRole("button", { name: "Replace the value of authorization" }).click()
+      // The value field takes the focus, empty.
+      await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toMatch(/^edit-headers-value-/)
+      await page.keyboard.type("Bearer new")
+      await headers.getByRole("button", { name: "Add a header" }).click()
+      await headers.getByLabel("Header 3 Name").fill("Host")
+      await headers.getByLabel("Header 3 Value").fill("elsewhere.example")
+      await headers.getByRole("button", { name: "Save headers" }).click()
+      await headers.getByRole("alert").getByText("header host is set by the hub or changes how the request is sent; it cannot be a custom header").waitFor()
+      await headers.getByRole("button", { name: "Remove header 3 (Host)" }).click()
+      await headers.getByRole("button", { name: "Save headers" }).click()
+      await headers.getByText("Saved: 2 custom headers.").waitFor()
+      expect(await headers.getByLabel("Header 1 Value").inputValue()).toBe("[redacted]")
+      expect(await headers.getByLabel("Header 2 Value").inputValue()).toBe("2")
+      await headers.scrollIntoViewIfNeeded()
+      await screenshot(page, "webhook-headers")
+
+      const test = page.getByRole("region", { name: "Test" })
+      await test.getByRole("button", { name: "Send a test event" }).click()
+      await test.getByText(/^Delivered: the receiver answered HTTP 200 in \d+ ms\.$/).waitFor()
+      const [arrived] = await listener.received(1)
+      expect(record(JSON.parse(arrived?.body ?? "{}")).object).toBe("hub.test")
+      expect(arrived?.headers.authorization).toBe("Bearer new")
+      expect(arrived?.headers["x-keep"]).toBe("2")
+      // A second test within the second is refused: the API's message, and when to try again.
+      await test.getByRole("button", { name: "Send a test event" }).click()
+      await test.getByRole("alert").getByText(/tested less than a second ago; at most one test per webhook a second\. Try again in 1 s\./).waitFor()
+      await test.scrollIntoViewIfNeeded()
+      await screenshot(page, "webhook-test")
+      // The test delivery shows in the log.
+      await page.getByRole("region", { name: "Deliveries" }).locator("tbody.delivery").filter({ hasText: String(arrived?.headers["webhook-id"]) }).getByText("succeeded").waitFor()
+    } finally {
+      await listener.close()
+    }
+  })
+
+  it("counts a failing receiver's dead deliveries in its health, finds them in the delivery search by status, and recovers them once it is back", async () => {
+    let up = false
+    const flaky = await startReceiver(() => (up ? 200 : 503))
+    try {
+      const created = await hub.api("POST", "/api/webhooks", hub.organizationToken, {
+        instance_id: hub.instanceId,
+        url: flaky.url,
+        name: "flaky",
+        events: ["account_review_update"]
+      })
+      expect(created.status).toBe(201)
+      const id = String(record(created.body).id)
+      const page = await open()
+      await signIn(page, hub.organizationToken)
+      await page.goto(`${hub.baseUrl}/dashboard/webhooks/${id}`)
+      const health = page.getByRole("region", { name: "Health" })
+      await health.getByText("None recorded").waitFor()
+      await health.locator("li.stat-bad").filter({ hasText: /^0 dead/ }).waitFor()
+
+      for (const decision of ["APPROVED", "REJECTED"]) {
+        const simulated = await hub.api("POST", "/sandbox/changes", hub.organizationToken, {
+          instance_id: hub.instanceId,
+          changes: [{ field: "account_review_update", value: { decision } }]
+        })
+        expect(simulated.status).toBe(200)
+      }
+      // Two deliveries, each tried four times (three retries), then dead.
+      const refused = await flaky.received(8)
+      const webhookIds = new Set(refused.map((r) => String(r.headers["webhook-id"])))
+      expect(webhookIds.size).toBe(2)
+      await health.locator("li.stat-bad").filter({ hasText: /^2 dead/ }).waitFor()
+      await health.locator("li.stat-warn").filter({ hasText: /^6 retried/ }).waitFor()
+      await health.getByText("active · failing").waitFor()
+      expect(await health.getByText("Not failing").count()).toBe(0)
+      await health.scrollIntoViewIfNeeded()
+      await screenshot(page, "webhook-health")
+
+      // The delivery search, by status and webhook.
+      await go(page, "Deliveries")
+      await page.getByLabel("Status", { exact: true }).selectOption("dead")
+      await page.getByLabel("Webhook", { exact: true }).selectOption({ label: "flaky" })
+      await page.getByRole("button", { name: "Apply filters" }).click()
+      await page.waitForURL(/status=dead/)
+      await page.getByText("Page 1 of 1 · 2 deliveries").waitFor()
+      const rows = page.locator("tbody.delivery")
+      expect(await rows.count()).toBe(2)
+      for (const webhookId of webhookIds) await rows.filter({ hasText: webhookId }).getByText("dead", { exact: true }).waitFor()
+      await rows.first().getByRole("button", { name: "4 attempts" }).click()
+      await rows.first().getByRole("table", { name: /Attempts of/ }).getByText("HTTP 503").first().waitFor()
+      await screenshot(page, "delivery-search")
+      await page.getByLabel("Status", { exact: true }).selectOption("succeeded")
+      await page.getByLabel("Webhook", { exact: true }).selectOption("")
+      await page.getByRole("button", { name: "Apply filters" }).click()
+      await page.waitForURL(/status=succeeded/)
+      // Every row found succeeded (those of the other webhooks: the flaky one's are dead).
+      await expect.poll(async () => [...new Set(await page.locator("tbody.delivery td[data-label='Status']").allTextContents())]).toEqual(["succeeded"])
+
+      // The receiver is back: recover the window, and both arrive again with their webhook-ids.
+      up = true
+      await page.goto(`${hub.baseUrl}/dashboard/webhooks/${id}`)
+      const recover = page.getByRole("region", { name: "Recover" })
+      await recover.getByRole("button", { name: "Recover failed deliveries" }).click()
+      await recover.getByText("Queued 2 deliveries again, each with its original webhook-id.").waitFor()
+      const again = (await flaky.received(10)).slice(8)
+      expect(new Set(again.map((r) => String(r.headers["webhook-id"])))).toEqual(webhookIds)
+      await health.locator("li.stat-ok").filter({ hasText: /^2 succeeded/ }).waitFor()
+      await health.getByText("Not failing").waitFor()
+      expect(await health.getByText("None recorded").count()).toBe(0)
+      await recover.scrollIntoViewIfNeeded()
+      await screenshot(page, "webhook-recover")
+      // A repeat queues nothing: what was recovered succeeded.
+      await recover.getByRole("button", { name: "Recover failed deliveries" }).click()
+      await recover.getByText("Nothing to recover").waitFor()
+    } finally {
+      await flaky.close()
+    }
+  })
+
+  it("says in words why the hub turned a webhook off (a receiver that answered 410 Gone)", async () => {
+    const gone = await startReceiver(() => 410)
+    try {
+      const created = await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: gone.url, name: "gone", events: ["security"] })
+      expect(created.status).toBe(201)
+      const id = String(record(created.body).id)
+      const page = await open()
+      await signIn(page, hub.instanceToken)
+      await go(page, "Webhooks")
+      const simulated = await hub.api("POST", "/sandbox/changes", hub.instanceToken, { changes: [{ field: "security", value: { event: "PIN_CHANGED" } }] })
+      expect(simulated.status).toBe(200)
+      await gone.received(1)
+      // The list reads the record again on the event (the live feed), or on a reload.
+      await expect.poll(async () => {
+        const answer = await hub.api("GET", `/api/webhooks/${id}`, hub.instanceToken)
+        return record(answer.body).disabled_reason
+      }, { timeout: 10_000, interval: 200 }).toBe("gone_410")
+      await page.reload()
+      const row = page.getByRole("row").filter({ hasText: "gone" })
+      await row.getByText("inactive · receiver gone (410)").waitFor()
+      await row.getByText("1 dead").waitFor()
+      await screenshot(page, "webhooks", true)
+      await page.getByRole("link", { name: "gone", exact: true }).click()
+      await page.getByText("The receiver answered 410 Gone, so the hub turned the webhook off. Activate it under Settings to deliver again.").waitFor()
+    } finally {
+      await gone.close()
+    }
+  })
+
   it("filters the message history, pages through it, and shows a message's status timeline", async () => {
     const page = await open()
     await signIn(page, hub.instanceToken)
@@ -261,7 +518,8 @@ describe("the dashboard in Chromium", () => {
     await go(page, "Messages")
     const wamid = await sendText("track me")
     await simulateInbound("an inbound one")
-    for (let i = 0; i < 10; i++) await sendText(`filler ${i}`)
+    // More than two pages of ten.
+    for (let i = 0; i < 20; i++) await sendText(`filler ${i}`)
 
     await page.getByLabel("Direction", { exact: true }).selectOption("inbound")
     await page.getByRole("button", { name: "Apply filters" }).click()
@@ -273,9 +531,25 @@ describe("the dashboard in Chromium", () => {
     await page.getByLabel("Per page", { exact: true }).selectOption("10")
     await page.getByRole("button", { name: "Apply filters" }).click()
     await page.getByText(/Page 1 of \d+ · \d+ messages/).waitFor()
+    const firstPage = await upstreamIds(page)
+    // Next and Previous follow the answers' cursors; Previous from the second page is the plain first page.
     await page.getByRole("button", { name: "Next →" }).click()
     await page.getByText(/Page 2 of \d+/).waitFor()
     expect(new URL(page.url()).searchParams.get("page")).toBe("2")
+    expect(new URL(page.url()).searchParams.get("before")).toMatch(/^[A-Za-z0-9_-]+$/)
+    const secondPage = await upstreamIds(page)
+    expect(secondPage).toHaveLength(10)
+    expect(secondPage.filter((id) => firstPage.includes(id))).toEqual([])
+    await page.getByRole("button", { name: "Next →" }).click()
+    await page.getByText(/Page 3 of \d+/).waitFor()
+    await page.getByRole("button", { name: "← Previous" }).click()
+    await page.getByText(/Page 2 of \d+/).waitFor()
+    expect(new URL(page.url()).searchParams.get("after")).toMatch(/^[A-Za-z0-9_-]+$/)
+    await expect.poll(() => upstreamIds(page)).toEqual(secondPage)
+    await page.getByRole("button", { name: "← Previous" }).click()
+    await page.getByText(/Page 1 of \d+/).waitFor()
+    expect([...new URL(page.url()).searchParams.keys()].sort()).toEqual(["limit"])
+    await expect.poll(() => upstreamIds(page)).toEqual(firstPage)
 
     await page.getByRole("button", { name: "Reset" }).click()
     await page.getByLabel("Status", { exact: true }).selectOption("read")
@@ -335,6 +609,20 @@ describe("the dashboard in Chromium", () => {
     await page.getByRole("cell", { name: "15551234567" }).first().waitFor()
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width)
     await screenshot(page, "messages-phone")
+
+    // A webhook's page: its health, filters and headers fit the screen too.
+    await page.getByRole("button", { name: "Menu" }).click()
+    await go(page, "Webhooks")
+    await page.getByRole("link", { name: "local receiver" }).click()
+    const health = page.getByRole("region", { name: "Health" })
+    await health.getByText("Attempts in the last 24 hours").waitFor()
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width)
+    await health.scrollIntoViewIfNeeded()
+    await screenshot(page, "webhook-phone")
+    await page.getByRole("button", { name: "Menu" }).click()
+    await go(page, "Deliveries")
+    await page.locator("tbody.delivery").first().waitFor()
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width)
   })
 
   it("signs out: the token leaves the tab, and the dashboard asks for one again", async () => {

@@ -3,6 +3,7 @@ import type { ComponentChildren } from "preact"
 import { useEffect, useState } from "preact/hooks"
 import { setToken, whenUnauthorized } from "./api.js"
 import { liveFeed } from "./live.js"
+import { DeliverySearchPage } from "./pages/Deliveries.js"
 import { InstancesPage } from "./pages/Instances.js"
 import { LiveEventsPage } from "./pages/LiveEvents.js"
 import { MessagesPage } from "./pages/Messages.js"
@@ -27,6 +28,7 @@ const pages: ReadonlyArray<Page> = [
   { path: "/instances", title: "Instances", allowed: can.listInstances, render: (s) => <InstancesPage kind={s.kind} /> },
   { path: "/messages", title: "Messages", allowed: can.readMessages, render: (s) => <MessagesPage kind={s.kind} /> },
   { path: "/webhooks", title: "Webhooks", allowed: can.manageWebhooks, render: (s) => <WebhooksPage kind={s.kind} /> },
+  { path: "/deliveries", title: "Deliveries", allowed: can.manageWebhooks, render: (s) => <DeliverySearchPage kind={s.kind} /> },
   { path: "/events", title: "Live events", allowed: can.watchEvents, render: (s) => <LiveEventsPage kind={s.kind} /> },
   { path: "/sandbox", title: "Sandbox", allowed: (kind) => can.simulateInbound(kind) && isSandbox(), render: (s) => <SandboxPage kind={s.kind} /> }
 ]

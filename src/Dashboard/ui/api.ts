@@ -8,6 +8,8 @@ export interface ApiError {
   readonly status: number
   readonly message: string
   readonly code: string | undefined
+  /** A refusal's Retry-After header (a 429 or 503), in seconds. */
+  readonly retryAfterSeconds?: number
 }
 
 export type ApiResult<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ApiError }
@@ -22,12 +24,23 @@ export const whenUnauthorized = (handler: (message: string) => void) => {
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** Retry-After as seconds (the hub writes whole seconds; an HTTP date is read too). */
+const retryAfterOf = (header: string | null): number | undefined => {
+  if (header === null || header.trim() === "") return undefined
+  const seconds = Number(header)
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds)
+  const at = Date.parse(header)
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000))
+}
+
 /** The API's error body `{statusCode, message, error?}`, or a message for an answer that is not one. */
-const errorOf = (status: number, body: unknown): ApiError => {
+const errorOf = (status: number, body: unknown, retryAfter: string | null): ApiError => {
+  const seconds = retryAfterOf(retryAfter)
+  const wait = seconds === undefined ? {} : { retryAfterSeconds: seconds }
   if (isRecord(body) && typeof body.message === "string") {
-    return { status, message: body.message, code: typeof body.error === "string" ? body.error : undefined }
+    return { status, message: body.message, code: typeof body.error === "string" ? body.error : undefined, ...wait }
   }
-  return { status, message: `The hub answered ${status} without an error message`, code: undefined }
+  return { status, message: `The hub answered ${status} without an error message`, code: undefined, ...wait }
 }
 
 export const pathWith = (path: string, query: Query = {}) => {
@@ -65,7 +78,7 @@ export const callWith = async <A>(
     return { ok: false, error: { status: 0, message: `Could not reach the hub: ${String(cause)}`, code: undefined } }
   }
   const text = await response.text()
-  if (!response.ok) return { ok: false, error: errorOf(response.status, parse(text)) }
+  if (!response.ok) return { ok: false, error: errorOf(response.status, parse(text), response.headers.get("retry-after")) }
   // A 204 has no body; its callers ask for `void`.
   const value: A = text === "" ? undefined : JSON.parse(text)
   return { ok: true, value }

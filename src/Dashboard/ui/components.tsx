@@ -2,14 +2,19 @@
 import type { ComponentChildren } from "preact"
 import { useCallback, useEffect, useRef, useState } from "preact/hooks"
 import type { ApiError, ApiResult } from "./api.js"
+import { newerPage, olderPage, type PagePlace, pageText } from "./paging.js"
 import { routedInPlace } from "./router.js"
+import type { PageCursors } from "./types.js"
 
 export type Loaded<A> =
   | { readonly state: "loading" }
   | { readonly state: "ready"; readonly value: A }
   | { readonly state: "failed"; readonly error: ApiError }
 
-/** Loads with `load` whenever `key` changes; `reload` loads again in place (the old value stays shown meanwhile). */
+/**
+ * Loads with `load` whenever `key` changes; `reload` loads again in place (the old value stays shown
+ * meanwhile); `replace` shows a value an action answered (a PATCH's record) without asking again.
+ */
 export const useResource = <A,>(load: () => Promise<ApiResult<A>>, key: string) => {
   const [loaded, setLoaded] = useState<Loaded<A>>({ state: "loading" })
   const latest = useRef(0)
@@ -20,18 +25,35 @@ export const useResource = <A,>(load: () => Promise<ApiResult<A>>, key: string) 
     if (run !== latest.current) return
     setLoaded(result.ok ? { state: "ready", value: result.value } : { state: "failed", error: result.error })
   }, [key])
+  const replace = useCallback((value: A) => {
+    ++latest.current
+    setLoaded({ state: "ready", value })
+  }, [])
   useEffect(() => {
     setLoaded({ state: "loading" })
     void reload()
   }, [reload])
-  return { loaded, reload }
+  return { loaded, reload, replace }
 }
 
-/** An API failure, as its message. Announced at once to screen readers. */
+/** Calls `reload` every `ms` while `active` (queued deliveries change on their own). */
+export const usePolling = (active: boolean, reload: () => Promise<void>, ms: number, after: unknown) => {
+  useEffect(() => {
+    if (!active) return
+    const timer = setTimeout(() => void reload(), ms)
+    return () => clearTimeout(timer)
+  }, [active, after])
+}
+
+/** When a refusal says to come back (its Retry-After), in words, after its message. */
+export const retryAfterText = (error: ApiError) =>
+  error.retryAfterSeconds === undefined ? "" : `${/[.!?]$/.test(error.message) ? "" : "."} Try again in ${error.retryAfterSeconds} s.`
+
+/** An API failure, as its message (and when to try again, if it says). Announced at once to screen readers. */
 export const ErrorNote = (props: { readonly error: ApiError | undefined; readonly prefix?: string }) =>
   props.error === undefined ? null : (
     <p class="note note-error" role="alert">
-      {props.prefix === undefined ? null : <strong>{props.prefix}</strong>} {props.error.message}
+      {props.prefix === undefined ? null : <strong>{props.prefix}</strong>} {props.error.message}{retryAfterText(props.error)}
     </p>
   )
 
@@ -133,20 +155,23 @@ export const ConfirmButton = (props: {
   )
 }
 
-/** Previous and next over a paged list; `noun` is its item's name, one and many. */
+/**
+ * Previous and next over a paged list, by the answer's cursors (see paging.ts); `noun` is its item's
+ * name, one and many. A capped total shows as what it is, a lower bound ("10,000+").
+ */
 export const Pager = (props: {
-  readonly page: number
-  readonly limit: number
-  readonly total: number
+  readonly place: PagePlace
+  readonly list: { readonly total: number; readonly limit: number; readonly total_capped?: boolean | undefined; readonly cursors: PageCursors }
   readonly noun: readonly [string, string]
-  readonly onPage: (page: number) => void
+  readonly onPage: (place: PagePlace) => void
 }) => {
-  const pages = Math.max(1, Math.ceil(props.total / props.limit))
+  const newer = newerPage(props.place, props.list.cursors)
+  const older = olderPage(props.place, props.list.cursors)
   return (
     <nav class="pager" aria-label={`Pages of ${props.noun[1]}`}>
-      <button type="button" class="secondary" disabled={props.page <= 1} onClick={() => props.onPage(props.page - 1)}>← Previous</button>
-      <span aria-live="polite">Page {props.page} of {pages} · {props.total} {props.total === 1 ? props.noun[0] : props.noun[1]}</span>
-      <button type="button" class="secondary" disabled={props.page >= pages} onClick={() => props.onPage(props.page + 1)}>Next →</button>
+      <button type="button" class="secondary" disabled={newer === undefined} onClick={() => newer !== undefined && props.onPage(newer)}>← Previous</button>
+      <span aria-live="polite">{pageText(props.place, props.list, props.noun)}</span>
+      <button type="button" class="secondary" disabled={older === undefined} onClick={() => older !== undefined && props.onPage(older)}>Next →</button>
     </nav>
   )
 }
@@ -168,8 +193,31 @@ export const ago = (iso: string, now: number = Date.now()) => {
   return `${Math.floor(seconds / 86_400)} d ago`
 }
 
+const pad = (n: number) => String(n).padStart(2, "0")
+
+/** An instant as `<input type="datetime-local">` writes it: local time, to the minute. */
+export const localInputOf = (iso: string) => {
+  const at = new Date(iso)
+  if (Number.isNaN(at.getTime())) return ""
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`
+}
+
+/** What a datetime-local input holds (local time), as an ISO 8601 instant; undefined when empty or not a time. */
+export const isoOfLocalInput = (value: string): string | undefined => {
+  if (value.trim() === "") return undefined
+  const at = new Date(value)
+  return Number.isNaN(at.getTime()) ? undefined : at.toISOString()
+}
+
+/** The browser's time zone, which datetime-local inputs are in. */
+export const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone
+
 export const Time = (props: { readonly iso: string | null | undefined }) =>
   props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso}>{formatTime(props.iso)}</time>
+
+/** How long ago, for narrow columns; the time itself in its title. */
+export const Ago = (props: { readonly iso: string | null | undefined }) =>
+  props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso} title={formatTime(props.iso)}>{ago(props.iso)}</time>
 
 export type Tone = "ok" | "warn" | "bad" | "info" | "neutral"
 

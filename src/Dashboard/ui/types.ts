@@ -6,8 +6,9 @@
 import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary } from "../../Auth/Api.js"
 import type { InstanceRecord } from "../../Instances/Api.js"
 import type { MessageList, MessageRecord } from "../../Messages/Api.js"
-import type { Attempt, Delivery, SecretRotated, WebhookCreated, WebhookRecord } from "../../Webhooks/Api.js"
-import type { InboundAccepted } from "../../Sandbox/Api.js"
+import type { Cursors } from "../../Domain/Paging.js"
+import type { Attempt, Delivery, DeliveryList, Recovered, SecretRotated, WebhookCreated, WebhookRecord } from "../../Webhooks/Api.js"
+import type { ChangesAccepted, InboundAccepted } from "../../Sandbox/Api.js"
 
 export type TokenSummary = typeof ApiTokenSummary.Type
 export type TokenList = typeof ApiTokenList.Type
@@ -17,17 +18,15 @@ export type Message = typeof MessageRecord.Type
 export type Messages = typeof MessageList.Type
 export type Webhook = typeof WebhookRecord.Type
 export type WebhookWithSecret = typeof WebhookCreated.Type
+export type DisabledReason = NonNullable<Webhook["disabled_reason"]>
 export type Rotated = typeof SecretRotated.Type
 export type WebhookDelivery = typeof Delivery.Type
 export type DeliveryAttempt = typeof Attempt.Type
+export type Deliveries = typeof DeliveryList.Type
+export type RecoverOutcome = typeof Recovered.Type
+export type PageCursors = typeof Cursors.Type
 export type Inbound = typeof InboundAccepted.Type
-
-export interface Deliveries {
-  readonly data: ReadonlyArray<WebhookDelivery>
-  readonly total: number
-  readonly page: number
-  readonly limit: number
-}
+export type ChangesSimulated = typeof ChangesAccepted.Type
 
 /** What a token may do, learned from the API's own answers at sign-in. */
 export type TokenKind = "session" | "organization" | "instance"

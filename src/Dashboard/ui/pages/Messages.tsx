@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks"
 import { call, pathWith } from "../api.js"
 import { Badge, PageTitle, Pager, Resource, Time, type Tone, useResource } from "../components.js"
 import { type SeenStatus, seenStatuses, useLiveFeed } from "../live.js"
+import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { navigate, useLocation } from "../router.js"
 import type { Instance, Message, Messages, TokenKind } from "../types.js"
 
@@ -164,16 +165,16 @@ const Timeline = (props: { readonly message: Message; readonly onClose: () => vo
 export const MessagesPage = (props: { readonly kind: TokenKind }) => {
   const location = useLocation()
   const filters = filtersOf(location.query)
-  const page = wholeNumber(location.query.get("page"), 1)
+  const place = placeOf(location.query)
   const limit = wholeNumber(location.query.get("limit"), 50)
-  const query = { ...filters, page, limit }
+  const query = { ...filters, ...pageQuery(place), limit }
   const messages = useResource(() => call<Messages>("GET", "/api/messages", { query }), JSON.stringify(query))
   const instances = useResource(
     async () => props.kind === "organization" ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances") : { ok: true, value: { data: [] } },
     props.kind
   )
   const [selected, setSelected] = useState<Message | undefined>(undefined)
-  const goTo = (next: number) => navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, page: next }))
+  const goTo = (next: PagePlace) => navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, ...placeParams(next) }))
   return (
     <main id="main">
       <PageTitle lead="Every message sent and received, newest first.">Messages</PageTitle>
@@ -228,9 +229,9 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
                     ))}
                   </tbody>
                 </table>
-                {list.data.length === 0 ? <p class="muted">No messages match.</p> : null}
+                {list.data.length === 0 ? <p class="muted">{place.position > 1 ? "No messages on this page." : "No messages match."}</p> : null}
               </div>
-              <Pager page={list.page} limit={list.limit} total={list.total} noun={["message", "messages"]} onPage={goTo} />
+              <Pager place={place} list={list} noun={["message", "messages"]} onPage={goTo} />
             </div>
           )}
         </Resource>

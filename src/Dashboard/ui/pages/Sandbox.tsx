@@ -1,9 +1,125 @@
 import { useState } from "preact/hooks"
 import { type ApiError, call } from "../api.js"
 import { ErrorNote, Outcome, PageTitle } from "../components.js"
+import { SIMULATED_FIELDS } from "../eventKinds.js"
 import { Link } from "../router.js"
-import type { Inbound, TokenKind } from "../types.js"
+import type { ChangesSimulated, Inbound, Instance, TokenKind } from "../types.js"
 import { useInstances } from "./Webhooks.js"
+
+/** The most changes one simulated post holds (POST /sandbox/changes). */
+const MAX_CHANGES = 20
+
+interface ChangeRow {
+  readonly key: number
+  readonly field: string
+  readonly value: string
+}
+
+let nextChange = 0
+const newChange = (field = "account_update", value = "{}"): ChangeRow => ({ key: nextChange++, field, value })
+
+const parseObject = (text: string): Record<string, unknown> | undefined => {
+  try {
+    const parsed: unknown = JSON.parse(text === "" ? "{}" : text)
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? { ...parsed } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Changes of any kind, posted by the sandbox upstream as one envelope for the instance's number
+ * (POST /sandbox/changes): to watch webhooks' event filters at work without a Meta account.
+ */
+const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | undefined }) => {
+  const [rows, setRows] = useState<ReadonlyArray<ChangeRow>>(() => [newChange()])
+  const [instanceId, setInstanceId] = useState("")
+  const [error, setError] = useState<ApiError | undefined>(undefined)
+  const [outcome, setOutcome] = useState<string | undefined>(undefined)
+  const [busy, setBusy] = useState(false)
+  const update = (key: number, change: Partial<ChangeRow>) => setRows(rows.map((row) => (row.key === key ? { ...row, ...change } : row)))
+
+  const submit = async (event: Event) => {
+    event.preventDefault()
+    setError(undefined)
+    setOutcome(undefined)
+    const changes = rows.map((row, index) => ({ index, field: row.field, value: parseObject(row.value.trim()) }))
+    const bad = changes.find((change) => change.value === undefined)
+    if (bad !== undefined) {
+      return setError({ status: 0, code: undefined, message: `The value of change ${bad.index + 1} must be a JSON object, such as {"event": "VERIFIED_ACCOUNT"}.` })
+    }
+    setBusy(true)
+    const result = await call<ChangesSimulated>("POST", "/sandbox/changes", {
+      json: { changes: changes.map(({ field, value }) => ({ field, value })), ...(instanceId === "" ? {} : { instance_id: instanceId }) }
+    })
+    setBusy(false)
+    if (!result.ok) return setError(result.error)
+    const { accepted, deliveries } = result.value
+    setOutcome(
+      `${accepted} ${accepted === 1 ? "change" : "changes"} accepted: ${deliveries} webhook ${deliveries === 1 ? "delivery" : "deliveries"} queued.`
+    )
+  }
+
+  return (
+    <form class="card stack" onSubmit={submit} aria-labelledby="changes-title">
+      <h2 id="changes-title">Simulate upstream changes</h2>
+      <p class="help">
+        Posted as one upstream envelope for the instance's number, each change with its field and value, as Meta would post it. Webhooks that take
+        some kinds receive only those changes.
+      </p>
+      {props.instances === undefined ? null : (
+        <div class="field narrow">
+          <label for="changes-instance">Instance</label>
+          <select id="changes-instance" required value={instanceId} onChange={(e) => setInstanceId(e.currentTarget.value)}>
+            <option value="">Choose…</option>
+            {props.instances.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
+          </select>
+        </div>
+      )}
+      <ol class="change-rows">
+        {rows.map((row, index) => (
+          <li key={row.key} class="change-row">
+            <div class="field">
+              <label for={`change-field-${row.key}`}>Change {index + 1} field</label>
+              <select id={`change-field-${row.key}`} value={row.field} onChange={(e) => update(row.key, { field: e.currentTarget.value })}>
+                {SIMULATED_FIELDS.map((field) => <option key={field} value={field}>{field}</option>)}
+              </select>
+            </div>
+            <div class="field wide">
+              <label for={`change-value-${row.key}`}>Change {index + 1} value (JSON)</label>
+              <textarea
+                id={`change-value-${row.key}`}
+                class="mono"
+                rows={2}
+                spellcheck={false}
+                value={row.value}
+                onInput={(e) => update(row.key, { value: e.currentTarget.value })}
+              />
+            </div>
+            <button
+              type="button"
+              class="danger-outline"
+              disabled={rows.length === 1}
+              aria-label={`Remove change ${index + 1}`}
+              onClick={() => setRows(rows.filter((r) => r.key !== row.key))}
+            >
+              Remove
+            </button>
+          </li>
+        ))}
+      </ol>
+      <div class="actions-row">
+        <button type="button" class="secondary" disabled={rows.length >= MAX_CHANGES} onClick={() => setRows([...rows, newChange("phone_number_quality_update")])}>
+          Add a change
+        </button>
+        <span class="help">{rows.length} of {MAX_CHANGES}.</span>
+      </div>
+      <ErrorNote error={error} prefix="Not simulated:" />
+      <Outcome text={outcome} />
+      <div><button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate changes"}</button></div>
+    </form>
+  )
+}
 
 /** The inbound message types of the sandbox; the content of those other than text gets plausible values there. */
 const TYPES = ["text", "image", "document", "audio", "video", "sticker", "location", "contacts", "interactive", "reaction", "order"]
@@ -41,8 +157,9 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
 
   return (
     <main id="main">
-      <PageTitle lead="The sandbox stands in for Meta's platform: simulate a customer's message to one of your numbers.">Sandbox</PageTitle>
-      <form class="card stack" onSubmit={submit} aria-label="Simulate an inbound message">
+      <PageTitle lead="The sandbox stands in for Meta's platform: simulate a customer's message to one of your numbers, or changes of any kind.">Sandbox</PageTitle>
+      <form class="card stack" onSubmit={submit} aria-labelledby="inbound-title">
+        <h2 id="inbound-title">Simulate an inbound message</h2>
         <div class="row">
           <div class="field">
             <label for="sandbox-from">From (the customer's number)</label>
@@ -78,9 +195,10 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
         <Outcome text={outcome} />
         <div><button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate inbound message"}</button></div>
       </form>
+      <SimulateChanges instances={choices} />
       <p>
-        It arrives like a real one: recorded in <Link to="/messages">Messages</Link>, shown in <Link to="/events">Live events</Link>, and delivered
-        to the instance's <Link to="/webhooks">webhooks</Link>.
+        Both arrive like real ones: shown in <Link to="/events">Live events</Link> and delivered to the instance's{" "}
+        <Link to="/webhooks">webhooks</Link>; inbound messages are recorded in <Link to="/messages">Messages</Link> too.
       </p>
     </main>
   )

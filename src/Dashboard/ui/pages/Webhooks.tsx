@@ -1,13 +1,13 @@
 import { useState } from "preact/hooks"
 import { type ApiError, call } from "../api.js"
-import { Badge, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, Time, useResource } from "../components.js"
+import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useResource } from "../components.js"
+import { eventsSummary, FIELD_KINDS, MESSAGE_KINDS } from "../eventKinds.js"
 import { Link } from "../router.js"
 import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
+import { EVERY_KIND, EventKindsField, eventsOf, type HeaderRow, headersOf, HeadersField, type KindsChoice } from "./WebhookFields.js"
+import { queuedSummary, recentSummary, webhookState } from "./WebhookHealth.js"
 
-export const webhookState = (webhook: Webhook) =>
-  webhook.active
-    ? <Badge tone="ok">active</Badge>
-    : <Badge tone="warn">inactive{webhook.disabled_reason === undefined ? "" : ` · ${webhook.disabled_reason}`}</Badge>
+export { webhookState }
 
 /** Organization tokens choose among their instances; an instance token always acts for its own. */
 export const useInstances = (kind: TokenKind) =>
@@ -20,19 +20,31 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
   const [name, setName] = useState("")
   const [url, setUrl] = useState("")
   const [instanceId, setInstanceId] = useState("")
+  const [kinds, setKinds] = useState<KindsChoice>(EVERY_KIND)
+  const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow>>([])
   const [error, setError] = useState<ApiError | undefined>(undefined)
   const [busy, setBusy] = useState(false)
   const submit = async (event: Event) => {
     event.preventDefault()
     setBusy(true)
     setError(undefined)
+    const custom = headersOf(headers)
     const result = await call<WebhookWithSecret>("POST", "/api/webhooks", {
-      json: { name, url, ...(instanceId === "" ? {} : { instance_id: instanceId }) }
+      json: {
+        name,
+        url,
+        ...(instanceId === "" ? {} : { instance_id: instanceId }),
+        // Every kind is the API's default: only a choice is sent.
+        ...(kinds.every ? {} : { events: eventsOf(kinds) }),
+        ...(Object.keys(custom).length === 0 ? {} : { headers: custom })
+      }
     })
     setBusy(false)
     if (!result.ok) return setError(result.error)
     setName("")
     setUrl("")
+    setKinds(EVERY_KIND)
+    setHeaders([])
     props.onCreated(result.value)
   }
   return (
@@ -50,9 +62,11 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
             type="url"
             required
             placeholder="https://example.com/hooks/whatsapp"
+            aria-describedby="webhook-url-help"
             value={url}
             onInput={(e) => setUrl(e.currentTarget.value)}
           />
+          <p id="webhook-url-help" class="help">Each delivery is posted here, signed (Standard Webhooks), and retried until the receiver answers 2xx.</p>
         </div>
         {props.instances === undefined ? null : (
           <div class="field">
@@ -64,7 +78,8 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
           </div>
         )}
       </div>
-      <p class="help">Every upstream event of the instance is posted there, signed (Standard Webhooks), and retried until the receiver answers 2xx.</p>
+      <EventKindsField id="create-kinds" value={kinds} onChange={setKinds} />
+      <HeadersField id="create-headers" rows={headers} onChange={setHeaders} />
       <ErrorNote error={error} prefix="Not created:" />
       <div><button type="submit" disabled={busy}>{busy ? "Adding…" : "Add webhook"}</button></div>
     </form>
@@ -72,17 +87,23 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
 }
 
 export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
-  const webhooks = useResource(() => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks"), "webhooks")
+  const [receives, setReceives] = useState("")
+  const webhooks = useResource(
+    () => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks", { query: { event: receives } }),
+    `webhooks ${receives}`
+  )
   const instances = useInstances(props.kind)
   const [created, setCreated] = useState<WebhookWithSecret | undefined>(undefined)
   const choices = props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined
+  // An instance token's webhooks are all of its own instance.
+  const showInstance = props.kind !== "instance"
   const instanceLabel = (id: string) => {
     const instance = choices?.find((i) => i.id === id)
     return instance === undefined ? id : instance.name
   }
   return (
     <main id="main">
-      <PageTitle lead="The URLs that receive the upstream events of an instance, and what was delivered to them.">Webhooks</PageTitle>
+      <PageTitle lead="The URLs that receive the upstream events of an instance, their health, and what was delivered to them.">Webhooks</PageTitle>
       {created === undefined
         ? <CreateWebhook instances={choices} onCreated={(webhook) => {
           setCreated(webhook)
@@ -97,19 +118,35 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
         )}
       <Outcome text={created === undefined ? undefined : `Webhook “${created.name}” added.`} />
       <section aria-labelledby="webhook-list-title">
-        <h2 id="webhook-list-title">Webhooks</h2>
+        <div class="toolbar">
+          <h2 id="webhook-list-title">Webhooks</h2>
+          <div class="actions-row">
+            <div class="field inline">
+              <label for="webhook-receives">Receiving</label>
+              <select id="webhook-receives" value={receives} onChange={(e) => setReceives(e.currentTarget.value)}>
+                <option value="">Any kind</option>
+                <optgroup label="Messages">{MESSAGE_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}</optgroup>
+                <optgroup label="Other changes">{FIELD_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}</optgroup>
+              </select>
+            </div>
+            <Link to="/deliveries">Search all deliveries</Link>
+          </div>
+        </div>
         <Resource loaded={webhooks.loaded} what="the webhooks">
           {(list) => (
             <div class="table-wrap">
               <table class="responsive">
-                <caption class="visually-hidden">Webhooks</caption>
+                <caption class="visually-hidden">Webhooks{receives === "" ? "" : ` receiving ${receives}`}</caption>
                 <thead>
                   <tr>
                     <th scope="col">Name</th>
                     <th scope="col">URL</th>
-                    <th scope="col">Instance</th>
+                    {showInstance ? <th scope="col">Instance</th> : null}
                     <th scope="col">State</th>
-                    <th scope="col">Created</th>
+                    <th scope="col">Receives</th>
+                    <th scope="col">Last 24 hours</th>
+                    <th scope="col">Queued</th>
+                    <th scope="col">Last success</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -117,14 +154,17 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
                     <tr key={webhook.id}>
                       <td data-label="Name"><Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link></td>
                       <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
-                      <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td>
+                      {showInstance ? <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td> : null}
                       <td data-label="State">{webhookState(webhook)}</td>
-                      <td data-label="Created"><Time iso={webhook.created_at} /></td>
+                      <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>{eventsSummary(webhook.events)}</td>
+                      <td data-label="Last 24 hours">{recentSummary(webhook)}</td>
+                      <td data-label="Queued">{queuedSummary(webhook)}</td>
+                      <td data-label="Last success"><Ago iso={webhook.last_success_at} /></td>
                     </tr>
                   ))}
                 </tbody>
               </table>
-              {list.data.length === 0 ? <p class="muted">No webhooks yet.</p> : null}
+              {list.data.length === 0 ? <p class="muted">{receives === "" ? "No webhooks yet." : `No webhook receives ${receives}.`}</p> : null}
             </div>
           )}
         </Resource>
