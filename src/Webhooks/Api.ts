@@ -26,7 +26,11 @@ const kindRule = `must be "*" or one of ${EVENT_KINDS.join(", ")}`
 
 /** One kind of change: a refinement rather than a Literal union, so a wrong name is one issue. */
 export const EventKindName = Schema.String.pipe(
-  Schema.filter((s) => s === ALL_KINDS || isEventKind(s), { message: () => kindRule })
+  Schema.filter((s) => s === ALL_KINDS || isEventKind(s), {
+    message: () => kindRule,
+    // The document lists the kinds, so generated clients and the dashboard know them.
+    jsonSchema: { enum: [ALL_KINDS, ...EVENT_KINDS] }
+  })
 ).annotations({ description: `A kind of change, or "*" for all: ${EVENT_KINDS.join(", ")}` })
 
 export const EventFilter = Schema.Array(EventKindName).pipe(
