@@ -3,7 +3,7 @@
  * rows the outbox holds (millions: finished deliveries stay for the retention period).
  *
  * - Queued rows (pending or failed) are read through deliveries_due, which holds only them; each
- *   count stops at STATE_COUNT_CAP rows, so a backlog of millions costs what 10,000 do.
+ *   count stops at OUTBOX_COUNT_CAP rows, so a backlog of millions costs what 10,000 do.
  * - Dead rows are not in that index. They are counted per webhook through deliveries_webhook_failures
  *   (the partial index of failed, dead and cancelled rows, led by webhook_id): one seek per webhook,
  *   the whole count stopping at the cap, never a walk over the finished rows.
@@ -14,9 +14,7 @@
  */
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
-
-/** Most rows counted for each state: past it a count says "at least this many". */
-export const STATE_COUNT_CAP = 10_000
+import { OUTBOX_COUNT_CAP } from "../Metrics/Metrics.js"
 
 export interface OutboxStateCounts {
   /** Due now and not leased (pending and failed rows, each counted up to the cap). */
@@ -40,7 +38,7 @@ interface Row {
 /** The statement (a test checks its plan) and its reading at `now`. */
 export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
   const unleased = (now: string) => sql`(lease_expires_at IS NULL OR lease_expires_at < ${now})`
-  const capped = (rows: Statement.Fragment) => sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${STATE_COUNT_CAP}) AS counted)`
+  const capped = (rows: Statement.Fragment) => sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${OUTBOX_COUNT_CAP}) AS counted)`
   const due = (status: "pending" | "failed", now: string) =>
     capped(sql`SELECT 1 AS one FROM deliveries
       WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND ${unleased(now)}`)
@@ -63,7 +61,7 @@ export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
     Effect.map(statement(now), ([row]) => {
       const oldest = [row?.oldest_pending ?? null, row?.oldest_failed ?? null].filter((at): at is string => at !== null).sort()[0]
       return {
-        due: Math.min(STATE_COUNT_CAP, Number(row?.due_pending ?? 0) + Number(row?.due_failed ?? 0)),
+        due: Math.min(OUTBOX_COUNT_CAP, Number(row?.due_pending ?? 0) + Number(row?.due_failed ?? 0)),
         failed: Number(row?.failed ?? 0),
         dead: Number(row?.dead ?? 0),
         oldestDueAt: oldest ?? null

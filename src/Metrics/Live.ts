@@ -19,6 +19,7 @@ import {
   type HubMetrics,
   Metrics,
   noMetrics,
+  OUTBOX_COUNT_CAP,
   type OutboxReading,
   type RouteRecorder,
   type SendResult
@@ -91,7 +92,8 @@ export const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
     })
     const outbox = new Gauge({
       name: "hub_outbox_deliveries",
-      help: "Deliveries in the outbox by state (due, leased by this process, failed awaiting a retry, dead), each counted up to 10,000",
+      help: "Deliveries in the outbox by state (due, leased by this process, failed awaiting a retry, dead), " +
+        `each counted up to ${OUTBOX_COUNT_CAP}`,
       labelNames: ["state"],
       registers
     })

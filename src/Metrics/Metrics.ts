@@ -52,10 +52,10 @@ export interface IngestCounts {
   readonly deliveries: number
 }
 
-/**
- * The outbox as a scrape reads it (Delivery/OutboxStates.ts). Counts stop at a cap: past it they
- * say "at least this many".
- */
+/** Most rows a scrape counts for each outbox state: past it a count says "at least this many". */
+export const OUTBOX_COUNT_CAP = 10_000
+
+/** The outbox as a scrape reads it (Delivery/OutboxStates.ts), each count stopping at OUTBOX_COUNT_CAP. */
 export interface OutboxReading {
   /** Queued deliveries whose attempt time has come and that nobody holds (waiting for a dispatcher). */
   readonly due: number
