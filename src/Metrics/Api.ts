@@ -8,7 +8,10 @@ import { Wire } from "../Domain/Errors.js"
 
 /** The scraper's credential: HUB_METRICS_TOKEN as a Bearer token, when the hub sets one. */
 export class MetricsAuthorization extends HttpApiMiddleware.Tag<MetricsAuthorization>()("MetricsAuthorization", {
-  failure: Wire.Unauthorized,
+  failure: Wire.Unauthorized.annotations({
+    description: "HUB_METRICS_TOKEN is set and the request does not carry it as its Bearer token (the body is exactly " +
+      "{statusCode: 401, message: \"Unauthorized\"})"
+  }),
   security: {
     metricsToken: HttpApiSecurity.bearer.pipe(
       HttpApiSecurity.annotate(OpenApi.Description, "HUB_METRICS_TOKEN, the operator's scrape token; needed only when the hub sets it")
@@ -26,7 +29,7 @@ export class MetricsApi extends HttpApiGroup.make("metrics")
   .add(
     HttpApiEndpoint.get("metrics", "/metrics")
       .addSuccess(Exposition)
-      .addError(Wire.NotFound)
+      .addError(Wire.NotFound.annotations({ description: "The hub keeps no metrics: HUB_METRICS=false (metrics_disabled)" }))
       .pipe(documented(
         "Metrics",
         "Requests by route, status and duration; sends by result; Graph calls by call, outcome and latency; upstream posts, " +
