@@ -128,8 +128,10 @@ describe("the hub's memory under oversized posts", () => {
       const answers = await Promise.all(Array.from({ length: 8 }, () => chunkedPost(hub.base, "/upstream/events", 60 * MB)))
       const after = await residentBytes(hub.pid)
       expect(answers.map((answer) => answer.head.split("\r\n")[0])).toEqual(Array.from({ length: 8 }, () => "HTTP/1.1 413 Payload Too Large"))
-      // Buffering the bodies would take 480 MB; the limits allow 64 MiB.
-      expect(after - before).toBeLessThan(8 * 8 * MB)
+      // Buffering the bodies would take 480 MB, and twice their limits 128 MiB; the limits allow 64 MiB. The
+      // margin is the runtime's garbage not yet collected, which grows with the heap: measured at 60-65 MiB
+      // in all, a few MB more of heap (a library loaded at start) moving it by 2 MB.
+      expect(after - before).toBeLessThan(8 * 8 * MB + 8 * MB)
     } finally {
       await hub.stop()
     }
