@@ -6,7 +6,8 @@
  *
  * Every label set an observation may take is bound when the hub starts (statuses as they first
  * occur), so an observation is a call on a bound child: about 0.1 µs for a counter and 0.3 µs for
- * a histogram, against the 150-200 µs of CPU a send costs.
+ * a histogram; a send's three (its request, its result, its Graph call) about 0.9 µs together,
+ * against the 130-160 µs of CPU a send costs (scripts/bench.ts).
  */
 import { Effect, Layer } from "effect"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"

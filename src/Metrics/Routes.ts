@@ -2,7 +2,8 @@
  * A request's route pattern (`/api/webhooks/:id`, never the path with its ids), for the request
  * metrics. The edge wraps HttpApi's router, so the route it matched is not known there; the same
  * patterns are matched again by the router HttpApi itself uses (find-my-way-ts, with its default
- * settings, as HttpRouter's), so both agree on every path. About a microsecond a request.
+ * settings, as HttpRouter's), so both agree on every path. About 0.15 µs a request (measured over
+ * HubApi's 48 routes).
  */
 import { HttpApi, type HttpApiGroup } from "@effect/platform"
 import * as FindMyWay from "find-my-way-ts"
