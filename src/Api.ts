@@ -20,6 +20,7 @@ import { SandboxApi } from "./Sandbox/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
 import { LiveEventsApi } from "./LiveEvents/Api.js"
 import { isRecord } from "./Domain/Json.js"
+import { MetricsApi } from "./Metrics/Api.js"
 
 const DESCRIPTION = [
   "HTTP gateway in front of the WhatsApp Business Cloud API.",
@@ -107,6 +108,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(UpstreamEventsApi)
   .add(SandboxApi)
   .add(LiveEventsApi)
+  .add(MetricsApi)
   .addError(Wire.BadRequest)
   .addError(Wire.InternalServerError)
   .annotate(OpenApi.Title, "Messaging Hub")

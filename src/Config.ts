@@ -61,6 +61,10 @@ export interface HubSettings {
   readonly logFormat: LogFormat
   /** Resident memory above which the hub collects garbage early (MemoryTarget.ts); 0 turns that off. */
   readonly memoryTargetMb: number
+  /** Whether the hub keeps metrics and serves them at GET /metrics (false: no observation is made at all). */
+  readonly metrics: boolean
+  /** When set, GET /metrics needs `Authorization: Bearer <this>`; otherwise it is open. */
+  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
 }
 
 export class HubConfig extends Context.Tag("HubConfig")<HubConfig, HubSettings>() {}
@@ -181,6 +185,13 @@ const logLevel = Config.string("HUB_LOG_LEVEL").pipe(
   })
 )
 
+const metricsToken = Config.option(Config.redacted("HUB_METRICS_TOKEN")).pipe(
+  Config.validate({
+    message: "Expected HUB_METRICS_TOKEN to be a non-empty secret (or unset, for an open /metrics)",
+    validation: Option.match({ onNone: () => true, onSome: (token) => Redacted.value(token).trim() !== "" })
+  })
+)
+
 export const hubSettings: Config.Config<HubSettings> = Config.all({
   port,
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
@@ -230,7 +241,9 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   sandboxStatusDelay: duration("HUB_SANDBOX_STATUS_DELAY", "1s"),
   logLevel,
   logFormat: Config.literal("pretty", "json")("HUB_LOG_FORMAT").pipe(Config.withDefault<LogFormat>("pretty")),
-  memoryTargetMb: memoryTarget
+  memoryTargetMb: memoryTarget,
+  metrics: Config.boolean("HUB_METRICS").pipe(Config.withDefault(true)),
+  metricsToken
 }).pipe(
   Config.mapOrFail((settings) => {
     const missing: Array<ConfigError.ConfigError> = []

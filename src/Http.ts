@@ -43,6 +43,9 @@ import { WebhooksHttpLive } from "./Webhooks/Http.js"
 import { DashboardHttpLive } from "./Dashboard/Http.js"
 import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
 import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
+import { MetricsHttpLive } from "./Metrics/Http.js"
+import { metricsLayer } from "./Metrics/Live.js"
+import { apiRoutes, type RouteOf } from "./Metrics/Routes.js"
 
 /** Repositories and services over the database named by the config. */
 export const ServicesLive = TokenResolverLive.pipe(
@@ -63,9 +66,21 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide(MessagesHttpLive),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive]),
-  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive]),
+  Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
   Layer.provide(AuthenticationLive)
 )
+
+/** What the server answers beside HubApi's endpoints (HttpLive below): the request metrics' routes besides those. */
+const PLAIN_ROUTES: ReadonlyArray<RouteOf> = [
+  { method: "GET", path: "/" },
+  { method: "GET", path: "/dashboard" },
+  { method: "GET", path: "/dashboard/*" },
+  { method: "GET", path: "/docs" },
+  { method: "GET", path: "/openapi.json" }
+]
+
+/** The hub's metrics (HUB_METRICS), the routes its request metrics know. */
+const MetricsLive = metricsLayer([...apiRoutes(HubApi), ...PLAIN_ROUTES])
 
 /** The server bound to HOST and PORT from the config, with the fast lane's routes. */
 export const ServerLive = Layer.unwrapEffect(
@@ -102,6 +117,8 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     Layer.merge(RevocationFeedServerLive),
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
+    // Beneath everything that observes: services read Metrics as they are built (without it, they keep nothing).
+    Layer.provideMerge(MetricsLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
     Layer.provide(Layer.setTracerEnabled(false)),
     HttpMiddleware.withTracerDisabledWhen(() => true)

@@ -7,6 +7,7 @@
 import { LRUCache } from "lru-cache"
 import { Duration, Effect, FiberRef, LogLevel } from "effect"
 import { HubConfig } from "../Config.js"
+import { Metrics } from "../Metrics/Metrics.js"
 import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
 import { Deadline } from "../Net/Deadline.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
@@ -71,6 +72,7 @@ const logAttempts = (records: ReadonlyArray<AttemptRecord>) =>
 
 export const makeDeliveries = Effect.gen(function*() {
   const config = yield* HubConfig
+  const metrics = yield* Metrics
   const outbox = yield* OutboxRepo
   const policy = yield* UrlPolicy
   const cipher = yield* AccessTokenCipher
@@ -174,6 +176,7 @@ export const makeDeliveries = Effect.gen(function*() {
       nowMs: finishedMs,
       random: Math.random()
     })
+    metrics.attempt(result._tag === "Succeeded" ? "succeeded" : result._tag === "RetryAt" ? "failed" : "dead", (finishedMs - startedMs) / 1000)
     return {
       delivery: d,
       attempt: d.attempts + 1,
@@ -202,7 +205,9 @@ export const makeDeliveries = Effect.gen(function*() {
           : undefined
         if (reason === undefined) continue
         disabled.add(webhookId)
-        yield* outbox.disableWebhook(webhookId, reason)
+        // Another attempt may have disabled it already (one that finished in an earlier round).
+        if (!(yield* outbox.disableWebhook(webhookId, reason))) continue
+        metrics.webhookDisabled(reason)
         yield* Effect.logError("Webhook disabled").pipe(Effect.annotateLogs({ webhookId, reason }))
       }
     })

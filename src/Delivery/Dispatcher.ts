@@ -10,10 +10,12 @@
  * On shutdown it stops leasing, lets in-flight attempts finish for up to HUB_DISPATCH_DRAIN_TIMEOUT,
  * logs them, and releases the rest so the next start takes them at once.
  */
+import { SqlClient } from "@effect/sql"
 import { Deferred, Duration, Effect, Fiber, Layer, Schedule } from "effect"
 import { hostname } from "node:os"
 import { HubConfig } from "../Config.js"
 import { Readiness } from "../Health/Readiness.js"
+import { Metrics } from "../Metrics/Metrics.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { makeAdmission } from "./Admission.js"
 import { type Credentials, makeDeliveries } from "./Attempt.js"
@@ -21,6 +23,7 @@ import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
 import { Handoff } from "./Handoff.js"
 import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
+import { outboxStateQueries } from "./OutboxStates.js"
 
 const POLL_INTERVAL = Duration.seconds(1)
 
@@ -52,6 +55,19 @@ export const DispatcherLive = Layer.scopedDiscard(
     const shutdown = new AbortController()
     const idle = yield* Deferred.make<void>()
     const retryTimers = new Set<ReturnType<typeof setTimeout>>()
+
+    // A scrape reads the outbox; the rows leased are this process's own, which only it knows.
+    const states = outboxStateQueries(yield* SqlClient.SqlClient)
+    yield* (yield* Metrics).outboxAtScrape(Effect.suspend(() => {
+      const nowMs = Date.now()
+      return Effect.map(states.read(iso(nowMs)), (counts) => ({
+        due: counts.due,
+        leased: admission.running(),
+        failed: counts.failed,
+        dead: counts.dead,
+        oldestDueAgeSeconds: counts.oldestDueAt === null ? 0 : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
+      }))
+    }))
 
     const settle = (d: LeasedDelivery, record: AttemptRecord | undefined) => {
       admission.finished(d)

@@ -120,7 +120,8 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   readonly find: (webhookId: string, id: string) => Effect.Effect<DeliveryRow | undefined>
   readonly findAttempts: (id: string) => Effect.Effect<ReadonlyArray<AttemptRow>>
   /** Deactivates a webhook with the reason shown to its owner (410, days of failures), cancelling its queued deliveries. */
-  readonly disableWebhook: (id: string, reason: DisabledReason) => Effect.Effect<void>
+  /** Turns an active webhook off and cancels its queued deliveries; false when it was not active. */
+  readonly disableWebhook: (id: string, reason: DisabledReason) => Effect.Effect<boolean>
   /**
    * Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry
    * waiting is due now. Either way it is pending again, due from its creation.
@@ -449,10 +450,11 @@ export const OutboxRepoLive = Layer.effect(
       disableWebhook: (id, reason) =>
         Effect.gen(function*() {
           const now = nowIso()
-          yield* sql`UPDATE webhooks SET active = 0, disabled_reason = ${reason}, updated_at = ${now}
-            WHERE id = ${id} AND active = 1`
+          const disabled = yield* sql`UPDATE webhooks SET active = 0, disabled_reason = ${reason}, updated_at = ${now}
+            WHERE id = ${id} AND active = 1 RETURNING id`
           yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
             WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
+          return disabled.length > 0
         }).pipe(sql.withTransaction, Effect.orDie),
       replay: (webhookId, id, now) =>
         Effect.gen(function*() {

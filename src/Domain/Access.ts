@@ -62,6 +62,12 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   "GET /api/events/stream": apiTokens
 }
 
+/** Endpoints for the operator's tools, which take no api token: the credential each takes instead, in words. */
+export const OperatorAccess: Readonly<Record<string, string>> = {
+  "GET /metrics": "Takes no api token: when the hub sets HUB_METRICS_TOKEN, it needs that token as `Authorization: Bearer <token>` " +
+    "(401 otherwise); when it does not, it is open."
+}
+
 const kindNames: Record<TokenKind, string> = {
   session: "a session token",
   organization: "an organization token",

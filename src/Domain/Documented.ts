@@ -5,7 +5,7 @@
  */
 import { type HttpApiEndpoint, type HttpMethod, OpenApi } from "@effect/platform"
 import type { TokenKind } from "./Principal.js"
-import { AccessPolicy } from "./Access.js"
+import { AccessPolicy, OperatorAccess } from "./Access.js"
 import { isRecord } from "./Json.js"
 
 const kindNames: Record<TokenKind, string> = {
@@ -14,10 +14,10 @@ const kindNames: Record<TokenKind, string> = {
   instance: "an instance token"
 }
 
-/** The sentence naming who may call `method path`: its access policy's token kinds, or no token. */
+/** The sentence naming who may call `method path`: its access policy's token kinds, the operator's credential, or no token. */
 export const accessText = (method: string, path: string): string => {
   const kinds = AccessPolicy[`${method} ${path}`]
-  if (kinds === undefined) return "Needs no Bearer token."
+  if (kinds === undefined) return OperatorAccess[`${method} ${path}`] ?? "Needs no Bearer token."
   return `Accepts ${kinds.map((kind) => kindNames[kind]).join(" or ")} as \`Authorization: Bearer <token>\`.`
 }
 

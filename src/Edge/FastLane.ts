@@ -13,6 +13,7 @@ import { BunHttpServer } from "@effect/platform-bun"
 import { Cause, Context, Effect, FiberSet, Layer, type Scope } from "effect"
 import { HubConfig } from "../Config.js"
 import type { HotRoute, PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
+import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { MAX_BODY_BYTES } from "./BodyLimits.js"
 import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
 
@@ -70,8 +71,13 @@ const atEdgeOn = <R>(
   run: (effect: Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>) => Promise<HttpServerResponse.HttpServerResponse>,
   line: RequestLine,
   logRequests: boolean,
-  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
-) => run(Effect.catchAllCause(atEdge(line, logRequests, answer), () => Effect.succeed(interrupted))).then((response) => HttpServerResponse.toWeb(response))
+  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>,
+  recorder: RouteRecorder,
+  startedAt: number
+) =>
+  run(Effect.catchAllCause(atEdge(line, logRequests, answer, recorder, startedAt), () => Effect.succeed(interrupted))).then((response) =>
+    HttpServerResponse.toWeb(response)
+  )
 
 /**
  * Installs a plain async handler for `route`, without a fiber per request: for upstream posts, where
@@ -83,6 +89,7 @@ const atEdgeOn = <R>(
 export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, route }: PlainRoute) =>
   Effect.gen(function*() {
     const logRequests = logsRequests(yield* HubConfig)
+    const recorder = (yield* Metrics).route(route.slice(0, route.indexOf(" ")), route.slice(route.indexOf(" ") + 1))
     const run = yield* FiberSet.makeRuntimePromise<never>()
     const runFork = yield* FiberSet.makeRuntime<never>()
     // Finalizers run last first: the route is removed, then this waits, then the fibers stop.
@@ -96,14 +103,15 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
         const startedAt = performance.now()
         const edge: PlainEdge = {
           json: (body, log) => {
+            recorder.observe(200, (performance.now() - startedAt) / 1000)
             if (log !== undefined || logRequests) {
               const accessLine = logRequests ? logRequest(line, 200, startedAt) : Effect.void
               runFork(Effect.annotateLogs(log === undefined ? accessLine : Effect.zipRight(log, accessLine), "requestId", requestId))
             }
             return new Response(JSON.stringify(body), { headers: { "content-type": "application/json", "x-request-id": requestId } })
           },
-          fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause)),
-          run: (answer) => atEdgeOn(run, line, logRequests, answer),
+          fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause), recorder, startedAt),
+          run: (answer) => atEdgeOn(run, line, logRequests, answer, recorder, startedAt),
           within: (effect) => run(Effect.annotateLogs(effect, "requestId", requestId))
         }
         return handler(request, edge).catch((defect: unknown) => edge.fail(Cause.die(defect)))

@@ -17,6 +17,7 @@ import {
   type TooManyRequests,
   type UpstreamFailure
 } from "../Domain/Errors.js"
+import { type HubMetrics, Metrics, noMetrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 
@@ -171,17 +172,22 @@ export const logRequest = (request: RequestLine, status: number, startedAt: numb
 
 /**
  * The edge of one request: failures rendered as JSON, an `x-request-id` (the caller's when sane),
- * and, when info logs are on, one access-log line (never the query string or headers, which may
- * carry secrets). Handler logs carry the request id. Fails only when interrupted.
+ * its route's metrics (status, and the time until its answer begins, from `started`), and, when info
+ * logs are on, one access-log line (never the query string or headers, which may carry secrets).
+ * Handler logs carry the request id. Fails only when interrupted.
  */
 export const atEdge = <E, R>(
   request: RequestLine,
   logRequests: boolean,
-  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  recorder: RouteRecorder,
+  started: number = performance.now()
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> => {
   const requestId = requestIdFor(request.requestId)
-  const started = performance.now()
-  const respond = Effect.map(renderFailures(answer, request), (response) => HttpServerResponse.setHeader(response, "x-request-id", requestId))
+  const respond = Effect.map(renderFailures(answer, request), (response) => {
+    recorder.observe(response.status, (performance.now() - started) / 1000)
+    return HttpServerResponse.setHeader(response, "x-request-id", requestId)
+  })
   if (!logRequests) return Effect.annotateLogs(respond, "requestId", requestId)
   return Effect.annotateLogs(Effect.tap(respond, (response) => logRequest(request, response.status, started)), "requestId", requestId)
 }
@@ -191,21 +197,27 @@ export const atEdge = <E, R>(
  * declared length over the route's limit is refused at once, and a body of no declared length is
  * counted as it streams (Edge/BodyLimits.ts).
  */
-export const edge = (logRequests: boolean) => (app: HttpApp.Default): HttpApp.Default =>
+export const edge = (logRequests: boolean, metrics: HubMetrics = noMetrics) => (app: HttpApp.Default): HttpApp.Default =>
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
     const line: RequestLine = { method: request.method, url: request.url, requestId: request.headers["x-request-id"] }
+    const recorder = metrics.routeOf(request.method, request.url)
     const limit = bodyLimitOf(request.method, request.url.split("?")[0] ?? "")
     const declared = declaredLength(request.headers["content-length"])
-    if (declared !== undefined && declared > limit.bytes) return atEdge(line, logRequests, Effect.fail(limit.tooLarge(declared)))
+    if (declared !== undefined && declared > limit.bytes) return atEdge(line, logRequests, Effect.fail(limit.tooLarge(declared)), recorder)
     const source = request.source
     const streamed = declared === undefined && source instanceof Request && source.body !== null
-    return atEdge(line, logRequests, streamed ? Effect.provideService(app, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(boundedRequest(source, limit.bytes))) : app)
+    return atEdge(
+      line,
+      logRequests,
+      streamed ? Effect.provideService(app, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(boundedRequest(source, limit.bytes))) : app,
+      recorder
+    )
   })
 
 /** Whether the access log is on: info-level logging. */
 export const logsRequests = (config: { readonly logLevel: LogLevel.LogLevel }) => LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel)
 
 export const HttpEdgeLive = Layer.unwrapEffect(
-  Effect.map(HubConfig, (config) => HttpApiBuilder.middleware(edge(logsRequests(config))))
+  Effect.zipWith(HubConfig, Metrics, (config, metrics) => HttpApiBuilder.middleware(edge(logsRequests(config), metrics)))
 )

@@ -17,6 +17,7 @@ import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer, Option } from 
 import { HubConfig } from "../Config.js"
 import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
 import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
+import { Metrics } from "../Metrics/Metrics.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -146,6 +147,7 @@ export const IngressLive = Layer.scoped(
     const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
     const { ingressMaxPending } = yield* HubConfig
+    const metrics = yield* Metrics
     const runFork = yield* FiberSet.makeRuntime<never>()
     // Optional, so the ingress also runs alone (its own tests); the hub provides it.
     const live = yield* Effect.serviceOption(LiveEvents)
@@ -258,6 +260,7 @@ export const IngressLive = Layer.scoped(
               }),
             onSuccess: (answers) =>
               Effect.gen(function*() {
+                metrics.ingested(answers)
                 if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
                 if (Option.isSome(live)) live.value.publish(committed)
                 // Queued rows wait for a dispatcher round.

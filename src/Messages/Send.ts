@@ -20,6 +20,7 @@ import { type Conflict, errorBody, ServiceUnavailable, type TooManyRequests, typ
 import type { InstanceRef } from "../Domain/Principal.js"
 import type { Within } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type JsonObject, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
@@ -73,6 +74,22 @@ const keepsAnswer = (e: SendError) =>
   e._tag === "UpstreamFailure" &&
   ((e.status < 500 && e.error === "upstream_error") || e.error === "upstream_timeout" || e.error === "upstream_unreachable")
 
+/** A send's outcome as the metrics count it (hub_sends_total's result). */
+export const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): SendResult => {
+  if (Either.isRight(outcome)) return "sent"
+  const e = outcome.left
+  switch (e._tag) {
+    case "TooManyRequests":
+      return e.error === "upstream_rate_limited" ? "upstream_throttled" : "throttled"
+    case "UpstreamFailure":
+      return e.status < 500 && e.error === "upstream_error" ? "refused" : "failed"
+    case "ServiceUnavailable":
+      return e.error === "overloaded" ? "overloaded" : "not_recorded"
+    case "Conflict":
+      return "failed"
+  }
+}
+
 /** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
 const UPDATE_RETRIES = 2
 
@@ -87,6 +104,7 @@ export const MessageSenderLive = Layer.scoped(
     const access = yield* InstanceAccess
     const upstream = yield* Upstream
     const { sendMaxInFlight } = yield* HubConfig
+    const metrics = yield* Metrics
     // Pacing reads the clock the layer was built with (a test's TestClock in tests).
     const clock = yield* Effect.clock
 
@@ -144,10 +162,12 @@ export const MessageSenderLive = Layer.scoped(
     // the sends in flight have finished (each is bounded by the upstream call's deadline).
     let inFlight = 0
     let waiting: Array<() => void> = []
-    const tracked = async <A>(run: () => Promise<A>): Promise<A> => {
+    const tracked = async (run: () => Promise<Either.Either<SendMessageResponse, SendError>>) => {
       inFlight++
       try {
-        return await run()
+        const outcome = await run()
+        metrics.send(sendResultOf(outcome))
+        return outcome
       } finally {
         inFlight--
         if (inFlight === 0) {
@@ -175,10 +195,11 @@ export const MessageSenderLive = Layer.scoped(
         error: "overloaded",
         retryAfterSeconds: 1
       })
-    const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within) =>
-      inFlight >= sendMaxInFlight
-        ? Promise.resolve(Either.left(overloaded()))
-        : tracked(() => deliver(instance, request, body, within))
+    const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within) => {
+      if (inFlight < sendMaxInFlight) return tracked(() => deliver(instance, request, body, within))
+      metrics.send("overloaded")
+      return Promise.resolve(Either.left(overloaded()))
+    }
 
     const settle = (ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
       Exit.match(exit, {

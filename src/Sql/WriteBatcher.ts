@@ -16,6 +16,7 @@
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Array as Arr, type Cause, Context, Effect, Exit, FiberSet, Layer, Option } from "effect"
+import { Metrics } from "../Metrics/Metrics.js"
 
 /** Most jobs per shared transaction: bounds how long other queries wait for the connection. */
 const MAX_BATCH = 256
@@ -74,6 +75,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
   WriteBatcher,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const metrics = yield* Metrics
     const runFork = yield* FiberSet.makeRuntime<never>()
     let waiting: Array<Job> = []
     let scheduled = false
@@ -81,6 +83,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
 
     const commitBatch = (jobs: ReadonlyArray<Job>) => {
       const settles: Array<Settle> = []
+      const startedAt = performance.now()
       return sql.withTransaction(Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })).pipe(
         Effect.exit,
         // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
@@ -88,6 +91,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
         // between would join the doomed transaction. "No transaction is active" is fine here.
         Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
         Effect.map((committed) => {
+          metrics.commit((performance.now() - startedAt) / 1000)
           const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
           for (const settle of settles) settle(failure)
           // Jobs the transaction never reached (it failed to begin) get its failure too.

@@ -8,13 +8,14 @@ import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@ef
 import type { HttpClientError } from "@effect/platform/HttpClientError"
 import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
 import { HubConfig } from "../Config.js"
+import { type GraphRecorder, Metrics } from "../Metrics/Metrics.js"
 import { makeKeepAlivePool } from "../Net/KeepAlive.js"
 import { isTimeout, makeFetchClient } from "./FetchClient.js"
 import { usesProxy } from "./PooledClient.js"
 import { parseJsonObject } from "../Domain/Json.js"
 import { type MultipartField, multipartBody } from "./Multipart.js"
 import { type GraphQuery, type JsonObject, type MediaInfo, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
-import { decodeGraphError, malformed, USER_AGENT } from "./GraphAnswer.js"
+import { decodeGraphError, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { makeGraphSend } from "./GraphSend.js"
 import { noAnswer, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
@@ -44,9 +45,38 @@ interface Deadlined {
   readonly timeout: Duration.Duration
 }
 
+/** Each Graph call but the send (GraphSend.ts), named as the Upstream method that makes it (the metrics' call label). */
+type GraphCall = Exclude<keyof Upstream["Type"], "sendMessage">
+
+/** What each call is called in error messages. */
+const WHAT: Readonly<Record<GraphCall, string>> = {
+  uploadMedia: "the media upload",
+  getMedia: "the media lookup",
+  downloadMedia: "the media download",
+  createTemplate: "the template creation",
+  listTemplates: "the template list",
+  getTemplate: "the template lookup",
+  getSettings: "the settings read",
+  updateSettings: "the settings update",
+  listPhoneNumbers: "the phone number list",
+  callAction: "the call action",
+  listActivities: "the activity list",
+  getComplianceInfo: "the compliance info",
+  listQrCodes: "the QR code list",
+  getQrCode: "the QR code lookup",
+  listFlows: "the flow list",
+  listFlowAssets: "the flow asset list",
+  uploadFlowAsset: "the flow asset upload",
+  deprecateFlow: "the flow deprecation",
+  getGroup: "the group lookup",
+  getBusinessProfile: "the business profile"
+}
+
 type Call = {
   readonly request: HttpClientRequest.HttpClientRequest
   readonly what: string
+  /** Where the call's outcome and duration are recorded. */
+  readonly recorder: GraphRecorder
   /** Reads are retried on transient failures; writes never are. */
   readonly retry: boolean
   readonly via: Deadlined
@@ -54,6 +84,7 @@ type Call = {
 
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
+  const metrics = yield* Metrics
   // Calls go over kept-alive connections (PooledClient.ts), as many as are in flight at once, unless
   // a proxy is configured: fetch honours it, the pool connects directly.
   const pool = usesProxy(process.env)
@@ -81,31 +112,35 @@ export const makeGraphUpstream = Effect.gen(function*() {
     return HttpClientRequest.setUrlParams(params)
   }
 
-  const get = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, query: GraphQuery = {}): Call => ({
+  const get = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, query: GraphQuery = {}): Call => ({
     request: authorized(target, HttpClientRequest.get(url(...path)).pipe(withQuery(query), HttpClientRequest.acceptJson)),
-    what,
+    what: WHAT[call],
+    recorder: metrics.graphCall(call),
     retry: true,
     via: calls
   })
 
-  const postJson = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, body: JsonObject): Call => ({
+  const postJson = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, body: JsonObject): Call => ({
     request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.bodyUnsafeJson(body), HttpClientRequest.acceptJson)),
-    what,
+    what: WHAT[call],
+    recorder: metrics.graphCall(call),
     retry: false,
     via: calls
   })
 
   /** A POST without a body (actions such as deprecate). */
-  const postAction = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>): Call => ({
+  const postAction = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>): Call => ({
     request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.acceptJson)),
-    what,
+    what: WHAT[call],
+    recorder: metrics.graphCall(call),
     retry: false,
     via: calls
   })
 
-  const postForm = (target: UpstreamTarget, what: string, path: ReadonlyArray<string>, fields: ReadonlyArray<MultipartField>): Call => ({
+  const postForm = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, fields: ReadonlyArray<MultipartField>): Call => ({
     request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.setBody(multipartBody(fields)), HttpClientRequest.acceptJson)),
-    what,
+    what: WHAT[call],
+    recorder: metrics.graphCall(call),
     retry: false,
     via: uploads
   })
@@ -135,7 +170,18 @@ export const makeGraphUpstream = Effect.gen(function*() {
   const attempts = <A>(call: Call, once: Effect.Effect<A, UpstreamError>) =>
     call.retry ? Effect.withClock(Effect.retry(once, { schedule: retrySchedule, while: isTransient }), wallClock) : once
 
-  const json = (call: Call): Effect.Effect<JsonObject, UpstreamError> =>
+  /** The call's outcome and duration recorded, its retries included (an interrupted call is not). */
+  const observed = <A>(call: Call, made: Effect.Effect<A, UpstreamError>): Effect.Effect<A, UpstreamError> =>
+    Effect.suspend(() => {
+      const started = performance.now()
+      const seconds = () => (performance.now() - started) / 1000
+      return Effect.tapBoth(made, {
+        onSuccess: () => Effect.sync(() => call.recorder.observe("ok", seconds())),
+        onFailure: (e) => Effect.sync(() => call.recorder.observe(graphOutcomeOf(e), seconds()))
+      })
+    })
+
+  const unobservedJson = (call: Call): Effect.Effect<JsonObject, UpstreamError> =>
     attempts(
       call,
       answer(call, call.via.client).pipe(
@@ -147,27 +193,35 @@ export const makeGraphUpstream = Effect.gen(function*() {
       )
     )
 
+  const json = (call: Call): Effect.Effect<JsonObject, UpstreamError> => observed(call, unobservedJson(call))
+
   /** The body itself (extra fields kept), once it has the fields the caller relies on. */
   const checked = <A>(call: Call, is: (u: unknown) => u is A): Effect.Effect<A, UpstreamError> =>
-    Effect.flatMap(json(call), (body) => (is(body) ? Effect.succeed(body) : Effect.fail(malformed(call.what))))
+    observed(call, Effect.flatMap(unobservedJson(call), (body) => (is(body) ? Effect.succeed(body) : Effect.fail(malformed(call.what)))))
 
   const filePart = (file: UploadFile): MultipartField => ({ name: "file", filename: file.filename, contentType: file.mimeType, content: file.content })
 
   return Upstream.of({
-    sendMessage: makeGraphSend({ graphUrl: config.graphUrl, timeout: config.graphTimeout, pool }),
+    sendMessage: makeGraphSend({ graphUrl: config.graphUrl, timeout: config.graphTimeout, pool, recorder: metrics.graphCall("sendMessage") }),
     uploadMedia: (target, file) => {
       const fields = [{ name: "messaging_product", value: "whatsapp" }, { name: "type", value: file.mimeType }, filePart(file)]
-      return checked(postForm(target, "the media upload", [target.phoneNumberId, "media"], fields), isUploadResponse)
+      return checked(postForm(target, "uploadMedia", [target.phoneNumberId, "media"], fields), isUploadResponse)
     },
     getMedia: (target, mediaId) =>
-      checked<MediaInfo>(get(target, "the media lookup", [mediaId], { phone_number_id: target.phoneNumberId }), isMediaInfo),
+      checked<MediaInfo>(get(target, "getMedia", [mediaId], { phone_number_id: target.phoneNumberId }), isMediaInfo),
     downloadMedia: (target, mediaUrl) => {
-      const call: Call = { request: authorized(target, HttpClientRequest.get(mediaUrl)), what: "the media download", retry: true, via: uploads }
+      const call: Call = {
+        request: authorized(target, HttpClientRequest.get(mediaUrl)),
+        what: WHAT.downloadMedia,
+        recorder: metrics.graphCall("downloadMedia"),
+        retry: true,
+        via: uploads
+      }
       const headersInTime = Effect.timeoutFail(answer(call, downloads), {
         duration: call.via.timeout,
         onTimeout: () => timedOut(call.what, call.via.timeout)
       })
-      return attempts(call, headersInTime).pipe(
+      return observed(call, attempts(call, headersInTime)).pipe(
         Effect.map((response) => {
           const length = Number(response.headers["content-length"])
           return {
@@ -178,20 +232,20 @@ export const makeGraphUpstream = Effect.gen(function*() {
         })
       )
     },
-    createTemplate: (target, body) => json(postJson(target, "the template creation", [target.wabaId, "message_templates"], body)),
-    listTemplates: (target, query) => json(get(target, "the template list", [target.wabaId, "message_templates"], query)),
-    getTemplate: (target, templateId) => json(get(target, "the template lookup", [templateId])),
+    createTemplate: (target, body) => json(postJson(target, "createTemplate", [target.wabaId, "message_templates"], body)),
+    listTemplates: (target, query) => json(get(target, "listTemplates", [target.wabaId, "message_templates"], query)),
+    getTemplate: (target, templateId) => json(get(target, "getTemplate", [templateId])),
     getSettings: (target, includeSipCredentials) =>
-      json(get(target, "the settings read", [target.phoneNumberId, "settings"], { include_sip_credentials: String(includeSipCredentials) })),
-    updateSettings: (target, body) => json(postJson(target, "the settings update", [target.phoneNumberId, "settings"], body)),
-    listPhoneNumbers: (target, query) => json(get(target, "the phone number list", [target.wabaId, "phone_numbers"], query)),
-    callAction: (target, body) => json(postJson(target, "the call action", [target.phoneNumberId, "calls"], body)),
-    listActivities: (target, query) => json(get(target, "the activity list", [target.wabaId, "activities"], query)),
-    getComplianceInfo: (target) => json(get(target, "the compliance info", [target.phoneNumberId, "business_compliance_info"])),
-    listQrCodes: (target, query) => json(get(target, "the QR code list", [target.phoneNumberId, "message_qrdls"], query)),
-    getQrCode: (target, code, query) => json(get(target, "the QR code lookup", [target.phoneNumberId, "message_qrdls", code], query)),
-    listFlows: (target, query) => json(get(target, "the flow list", [target.wabaId, "flows"], query)),
-    listFlowAssets: (target, flowId) => json(get(target, "the flow asset list", [flowId, "assets"])),
+      json(get(target, "getSettings", [target.phoneNumberId, "settings"], { include_sip_credentials: String(includeSipCredentials) })),
+    updateSettings: (target, body) => json(postJson(target, "updateSettings", [target.phoneNumberId, "settings"], body)),
+    listPhoneNumbers: (target, query) => json(get(target, "listPhoneNumbers", [target.wabaId, "phone_numbers"], query)),
+    callAction: (target, body) => json(postJson(target, "callAction", [target.phoneNumberId, "calls"], body)),
+    listActivities: (target, query) => json(get(target, "listActivities", [target.wabaId, "activities"], query)),
+    getComplianceInfo: (target) => json(get(target, "getComplianceInfo", [target.phoneNumberId, "business_compliance_info"])),
+    listQrCodes: (target, query) => json(get(target, "listQrCodes", [target.phoneNumberId, "message_qrdls"], query)),
+    getQrCode: (target, code, query) => json(get(target, "getQrCode", [target.phoneNumberId, "message_qrdls", code], query)),
+    listFlows: (target, query) => json(get(target, "listFlows", [target.wabaId, "flows"], query)),
+    listFlowAssets: (target, flowId) => json(get(target, "listFlowAssets", [flowId, "assets"])),
     uploadFlowAsset: (target, flowId, asset) => {
       const fields = [
         { name: "messaging_product", value: "whatsapp" },
@@ -199,11 +253,11 @@ export const makeGraphUpstream = Effect.gen(function*() {
         { name: "asset_type", value: asset.assetType },
         filePart(asset.file)
       ]
-      return json(postForm(target, "the flow asset upload", [flowId, "assets"], fields))
+      return json(postForm(target, "uploadFlowAsset", [flowId, "assets"], fields))
     },
-    deprecateFlow: (target, flowId) => json(postAction(target, "the flow deprecation", [flowId, "deprecate"])),
-    getGroup: (target, groupId) => json(get(target, "the group lookup", [groupId])),
-    getBusinessProfile: (target, query) => json(get(target, "the business profile", [target.phoneNumberId, "whatsapp_business_profile"], query))
+    deprecateFlow: (target, flowId) => json(postAction(target, "deprecateFlow", [flowId, "deprecate"])),
+    getGroup: (target, groupId) => json(get(target, "getGroup", [groupId])),
+    getBusinessProfile: (target, query) => json(get(target, "getBusinessProfile", [target.phoneNumberId, "whatsapp_business_profile"], query))
   })
 })
 

@@ -1,8 +1,9 @@
 /** Reading Graph's answers: the error envelope, and what a call's caller relies on. */
 import { Schema } from "effect"
+import type { GraphOutcome } from "../Metrics/Metrics.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { parseJsonObject } from "../Domain/Json.js"
-import { graphError, type UpstreamError } from "./UpstreamError.js"
+import { graphError, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
 /** The User-Agent of every Graph call: lookaside media downloads are unreliable through fetch without one (research §3.2). */
 export const USER_AGENT = "messaging-hub/0.1"
@@ -40,3 +41,10 @@ export const decodeGraphError = (status: number, headers: Readonly<Record<string
 
 /** A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502. */
 export const malformed = (what: string) => graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
+
+/** A failed call's outcome, as the metrics count Graph calls. */
+export const graphOutcomeOf = (e: UpstreamError): GraphOutcome => {
+  if (e.kind !== "graph") return e.kind === "timeout" ? "timeout" : "network_error"
+  if (e.status === 429 || THROTTLING_CODES.has(e.code)) return "throttled"
+  return e.status >= 500 ? "upstream_error" : "refused"
+}

@@ -7,11 +7,12 @@
  * honours it), and the same reading of the answer (GraphAnswer.ts).
  */
 import { Duration, Either, Redacted, Schema } from "effect"
+import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
 import { Deadline } from "../Net/Deadline.js"
 import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { headerRecord } from "./FetchClient.js"
-import { decodeGraphError, malformed, USER_AGENT } from "./GraphAnswer.js"
+import { decodeGraphError, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { parseJsonObject } from "../Domain/Json.js"
 import { joinedHeaders, WHOLE_ANSWER } from "./PooledClient.js"
 import type { JsonObject, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
@@ -46,7 +47,10 @@ export const makeGraphSend = (options: {
   readonly timeout: Duration.Duration
   /** Kept-alive connections; undefined: fetch. */
   readonly pool: KeepAlivePool | undefined
+  /** Where each send's outcome and duration are recorded (nowhere if not given). */
+  readonly recorder?: GraphRecorder
 }): GraphSend => {
+  const recorder = options.recorder ?? noMetrics.graphCall("sendMessage")
   const timeoutMillis = Duration.toMillis(options.timeout)
   const timedOut = () => noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
   const pool = options.pool
@@ -99,6 +103,13 @@ export const makeGraphSend = (options: {
     return answered
   }
 
+  const outcomeOf = (answered: Answered | UpstreamError): Either.Either<SendMessageResponse, UpstreamError> => {
+    if (answered._tag === "UpstreamError") return Either.left(answered)
+    if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
+    const parsed = parseJsonObject(answered.text)
+    return parsed !== undefined && isSendMessageResponse(parsed) ? Either.right(parsed) : Either.left(malformed("the send"))
+  }
+
   return async (target, message) => {
     const url = new URL(`${options.graphUrl}/${encodeURIComponent(target.phoneNumberId)}/messages`)
     const headers = {
@@ -107,10 +118,9 @@ export const makeGraphSend = (options: {
       "content-type": "application/json",
       accept: "application/json"
     }
-    const answered = await exchange(url, headers, JSON.stringify(message))
-    if (answered._tag === "UpstreamError") return Either.left(answered)
-    if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
-    const parsed = parseJsonObject(answered.text)
-    return parsed !== undefined && isSendMessageResponse(parsed) ? Either.right(parsed) : Either.left(malformed("the send"))
+    const startedAt = performance.now()
+    const outcome = outcomeOf(await exchange(url, headers, JSON.stringify(message)))
+    recorder.observe(Either.isRight(outcome) ? "ok" : graphOutcomeOf(outcome.left), (performance.now() - startedAt) / 1000)
+    return outcome
   }
 }

@@ -1,0 +1,72 @@
+/**
+ * The outbox by state, as a metrics scrape reads it: ONE statement of bounded reads, however many
+ * rows the outbox holds (millions: finished deliveries stay for the retention period).
+ *
+ * - Queued rows (pending or failed) are read through deliveries_due, which holds only them; each
+ *   count stops at OUTBOX_COUNT_CAP rows, so a backlog of millions costs what 10,000 do.
+ * - Dead rows are not in that index. They are counted per webhook through deliveries_webhook_failures
+ *   (the partial index of failed, dead and cancelled rows, led by webhook_id): one seek per webhook,
+ *   the whole count stopping at the cap, never a walk over the finished rows.
+ * - The oldest due row is the first of each status's due range not leased (passing over the few
+ *   rows in flight).
+ *
+ * Leased rows are not counted here: no index finds them, and the dispatcher knows its own (Dispatcher.ts).
+ */
+import type { SqlClient, Statement } from "@effect/sql"
+import { Effect } from "effect"
+import { OUTBOX_COUNT_CAP } from "../Metrics/Metrics.js"
+
+export interface OutboxStateCounts {
+  /** Due now and not leased (pending and failed rows, each counted up to the cap). */
+  readonly due: number
+  /** Failed, their next attempt not yet due. */
+  readonly failed: number
+  readonly dead: number
+  /** When the oldest due row not leased became due (ISO 8601), if any is. */
+  readonly oldestDueAt: string | null
+}
+
+interface Row {
+  readonly due_pending: number
+  readonly due_failed: number
+  readonly failed: number
+  readonly dead: number
+  readonly oldest_pending: string | null
+  readonly oldest_failed: string | null
+}
+
+/** The statement (a test checks its plan) and its reading at `now`. */
+export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
+  const unleased = (now: string) => sql`(lease_expires_at IS NULL OR lease_expires_at < ${now})`
+  const capped = (rows: Statement.Fragment) => sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${OUTBOX_COUNT_CAP}) AS counted)`
+  const due = (status: "pending" | "failed", now: string) =>
+    capped(sql`SELECT 1 AS one FROM deliveries
+      WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND ${unleased(now)}`)
+  const oldest = (status: "pending" | "failed", now: string) =>
+    sql`(SELECT next_attempt_at FROM deliveries
+      WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND ${unleased(now)}
+      ORDER BY next_attempt_at LIMIT 1)`
+
+  const statement = (now: string) =>
+    sql<Row>`SELECT ${due("pending", now)} AS due_pending, ${due("failed", now)} AS due_failed,
+        ${capped(sql`SELECT 1 AS one FROM deliveries WHERE status = 'failed' AND next_attempt_at IS NOT NULL AND next_attempt_at > ${now}`)} AS failed,
+        ${
+      // CROSS JOIN: SQLite keeps the webhooks as the outer loop (a seek each), whatever its statistics say.
+      capped(sql`SELECT 1 AS one FROM webhooks w CROSS JOIN deliveries d
+          WHERE d.webhook_id = w.id AND d.status = 'dead' AND d.status IN ('failed', 'dead', 'cancelled')`)
+    } AS dead,
+        ${oldest("pending", now)} AS oldest_pending, ${oldest("failed", now)} AS oldest_failed`
+
+  const read = (now: string): Effect.Effect<OutboxStateCounts> =>
+    Effect.map(statement(now), ([row]) => {
+      const oldest = [row?.oldest_pending ?? null, row?.oldest_failed ?? null].filter((at): at is string => at !== null).sort()[0]
+      return {
+        due: Math.min(OUTBOX_COUNT_CAP, Number(row?.due_pending ?? 0) + Number(row?.due_failed ?? 0)),
+        failed: Number(row?.failed ?? 0),
+        dead: Number(row?.dead ?? 0),
+        oldestDueAt: oldest ?? null
+      }
+    }).pipe(Effect.orDie)
+
+  return { statement, read }
+}
