@@ -325,7 +325,7 @@ describe("the credential cache and revocation", () => {
       const answers = yield* Fiber.join(lookups)
       expect(answers.map((principal) => principal.credentialId)).toEqual(["ses_race", "ses_race"])
       // …but neither left the token in the cache: the next request reads the database and is refused.
-      expect(resolver.resolveCached(secret)).toBeUndefined()
+      expect(resolver.resolveNow(secret)).toBeUndefined()
       const next = yield* Effect.either(resolver.resolve(secret))
       expect(Either.isLeft(next)).toBe(true)
       expect(reads).toBe(3)

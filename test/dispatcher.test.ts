@@ -351,11 +351,11 @@ for (const engine of engines) layer(dispatcherHub(engine), { excludeTestServices
   it.scoped("a new delivery that overtakes nothing queued is handed to the dispatcher and starts without being leased by a round", () =>
     Effect.gen(function*() {
       const handoff = yield* Handoff
-      const dispatcher = handoff.taker()
+      const dispatcher = handoff.intake()
       if (dispatcher === undefined) return yield* Effect.dieMessage("the dispatcher serves no hand-off")
       const adopted: Array<LeasedDelivery> = []
-      // The dispatcher's own taker, watched.
-      yield* handoff.serve({ ...dispatcher, adopt: (handed) => Effect.zipRight(Effect.sync(() => adopted.push(...handed)), dispatcher.adopt(handed)) })
+      // The dispatcher's own intake, watched.
+      yield* handoff.serve({ ...dispatcher, startCommitted: (handed) => Effect.zipRight(Effect.sync(() => adopted.push(...handed)), dispatcher.startCommitted(handed)) })
       const tenant = yield* seedTenant()
       const receiver = yield* makeReceiver()
       const hook = yield* createWebhook(tenant, receiver.url)
@@ -381,13 +381,13 @@ for (const engine of engines) layer(dispatcherHub(engine), { excludeTestServices
       const admittedHook = yield* createWebhook(tenant, admittedReceiver.url)
       const queuedHook = yield* createWebhook(tenant, queuedReceiver.url)
       const adopted: Array<LeasedDelivery> = []
-      // A taker that never starts what it adopts, so the row stays as the ingress wrote it.
+      // An intake that never starts what it is handed, so the row stays as the ingress wrote it.
       yield* handoff.serve({
-        owner: "test-taker",
+        owner: "test-intake",
         leaseMs: 60_000,
         admit: (webhookId) => webhookId === admittedHook.id,
-        adopt: (handed) => Effect.sync(() => adopted.push(...handed)),
-        forgo: () => {}
+        startCommitted: (handed) => Effect.sync(() => adopted.push(...handed)),
+        releaseUncommitted: () => {}
       })
       const before = Date.now()
       yield* postEvent(tenant)
@@ -398,11 +398,11 @@ for (const engine of engines) layer(dispatcherHub(engine), { excludeTestServices
         SELECT d.webhook_id, d.message_id, d.lease_owner, d.lease_expires_at, e.body FROM deliveries d JOIN events e ON e.id = d.event_id
          WHERE d.webhook_id IN (${admittedHook.id}, ${queuedHook.id})`
       const admittedRow = rows.find((r) => r.webhook_id === admittedHook.id)
-      expect(admittedRow?.lease_owner).toBe("test-taker")
+      expect(admittedRow?.lease_owner).toBe("test-intake")
       expect(Date.parse(admittedRow?.lease_expires_at ?? "")).toBeGreaterThanOrEqual(before + 60_000)
       expect(adopted[0]).toMatchObject({ id: expect.any(String), message_id: admittedRow?.message_id, body: admittedRow?.body, url: admittedReceiver.url })
       expect(sent?.body).toBe(admittedRow?.body)
-      expect(rows.find((r) => r.webhook_id === queuedHook.id)?.lease_owner).not.toBe("test-taker")
+      expect(rows.find((r) => r.webhook_id === queuedHook.id)?.lease_owner).not.toBe("test-intake")
       expect(admittedReceiver.requests).toEqual([])
     }))
 
@@ -411,12 +411,12 @@ for (const engine of engines) layer(dispatcherHub(engine), { excludeTestServices
       const sql = yield* SqlClient.SqlClient
       const hub = yield* TestHub
       const handoff = yield* Handoff
-      const dispatcher = handoff.taker()
+      const dispatcher = handoff.intake()
       if (dispatcher === undefined) return yield* Effect.dieMessage("the dispatcher serves no hand-off")
       const forgone: Array<LeasedDelivery> = []
-      yield* handoff.serve({ ...dispatcher, forgo: (handed) => {
+      yield* handoff.serve({ ...dispatcher, releaseUncommitted: (handed) => {
         forgone.push(...handed)
-        dispatcher.forgo(handed)
+        dispatcher.releaseUncommitted(handed)
       } })
       const tenant = yield* seedTenant()
       const receiver = yield* makeReceiver()

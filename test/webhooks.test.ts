@@ -1,7 +1,7 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Exit, Layer, Option, Redacted, Schedule } from "effect"
-import { padded, powerOfTwoChunks } from "../src/Sql/SqlShapes.js"
+import { padded, powerOfTwoChunks } from "../src/Sql/StatementShapes.js"
 import { AddressRefused, classifyAddress, HostResolver, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -488,16 +488,16 @@ describe("delivery-time connection pinning", () => {
     Effect.gen(function*() {
       const open = makeUrlPolicy(false, { lookup: tableLookup({ "metadata.google.internal": ["169.254.169.254"], "lan.example": ["10.0.0.2"] }) })
       yield* open.check("http://metadata.google.internal/computeMetadata/v1/")
-      const refused = yield* Effect.promise(() => open.resolveTarget("http://metadata.google.internal/computeMetadata/v1/", signal))
+      const refused = yield* Effect.promise(() => open.connectTargetNow("http://metadata.google.internal/computeMetadata/v1/", signal))
       expect(refused).toEqual(new AddressRefused({ message: "metadata.google.internal resolves to a non-public address; webhooks must reach a public address" }))
-      expect(yield* Effect.promise(() => open.resolveTarget("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
+      expect(yield* Effect.promise(() => open.connectTargetNow("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
     }))
 
   plain.effect("a lookup that never answers is given up when the attempt's signal aborts, with the abort's reason", () =>
     Effect.gen(function*() {
       const policy = makeUrlPolicy(true, { lookup: NEVER_ANSWERS })
       const controller = new AbortController()
-      const pending = policy.resolveTarget("https://slow.example.com/hook", controller.signal)
+      const pending = policy.connectTargetNow("https://slow.example.com/hook", controller.signal)
       controller.abort(new DOMException("no answer within 50 ms", "TimeoutError"))
       expect(yield* Effect.promise(() => pending)).toEqual(
         new AddressRefused({ message: "the host slow.example.com could not be resolved: no answer within 50 ms" })
@@ -529,29 +529,29 @@ describe("delivery-time address cache", () => {
       const dns = countingLookup({ "hooks.example.com": ["93.184.216.34"], "rebound.example.com": ["93.184.216.35", "10.0.0.7"] })
       const policy = makeUrlPolicy(true, { lookup: dns.lookup, clock: () => now })
 
-      const first = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in", signal))
-      const second = yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/other", signal))
+      const first = yield* Effect.promise(() => policy.connectTargetNow("https://hooks.example.com/in", signal))
+      const second = yield* Effect.promise(() => policy.connectTargetNow("https://hooks.example.com/other", signal))
       expect(first).toEqual({ url: "https://93.184.216.34/in", hostHeader: "hooks.example.com", serverName: "hooks.example.com" })
       expect(second).toMatchObject({ url: "https://93.184.216.34/other" })
       expect(dns.asked).toEqual(["hooks.example.com"])
 
       // A cached answer holding a private address is refused on every delivery, not only the first.
       for (let i = 0; i < 2; i++) {
-        const refused = yield* Effect.promise(() => policy.resolveTarget("http://rebound.example.com/", signal))
+        const refused = yield* Effect.promise(() => policy.connectTargetNow("http://rebound.example.com/", signal))
         expect(refused).toBeInstanceOf(AddressRefused)
         expect(refused).toMatchObject({ message: "rebound.example.com resolves to a non-public address; webhooks must reach a public address" })
       }
       expect(dns.asked).toEqual(["hooks.example.com", "rebound.example.com"])
 
       // IP literals need no lookup; an unresolvable name is asked again next time.
-      expect(yield* Effect.promise(() => policy.resolveTarget("http://93.184.216.36:8080/x", signal))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
-      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/", signal))
-      yield* Effect.promise(() => policy.resolveTarget("http://gone.example.com/", signal))
+      expect(yield* Effect.promise(() => policy.connectTargetNow("http://93.184.216.36:8080/x", signal))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
+      yield* Effect.promise(() => policy.connectTargetNow("http://gone.example.com/", signal))
+      yield* Effect.promise(() => policy.connectTargetNow("http://gone.example.com/", signal))
       expect(dns.asked.filter((h) => h === "gone.example.com").length).toBe(2)
 
       // Once the cache time has passed the name is resolved again.
       now += 5_001
-      yield* Effect.promise(() => policy.resolveTarget("https://hooks.example.com/in", signal))
+      yield* Effect.promise(() => policy.connectTargetNow("https://hooks.example.com/in", signal))
       expect(dns.asked.filter((h) => h === "hooks.example.com").length).toBe(2)
     }))
 

@@ -63,7 +63,7 @@ const recordingGroup = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const batcher = yield* WriteBatcher
   const statements: Array<ReadonlyArray<string>> = []
-  const submit = batcher.group((items: ReadonlyArray<Item>) =>
+  const submit = batcher.groupNow((items: ReadonlyArray<Item>) =>
     Effect.gen(function*() {
       statements.push(items.map((i) => i.name))
       const rows = yield* sql<{ readonly name: string; readonly tenfold: number }>`INSERT INTO wb_items ${

@@ -7,7 +7,7 @@ import { Schema } from "effect"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
-import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { GraphList, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 
@@ -54,7 +54,7 @@ export class AnalyticsApi extends HttpApiGroup.make("analytics")
   .add(
     HttpApiEndpoint.get("activities", "/api/analytics/activities")
       .setUrlParams(ActivitiesQuery)
-      .addSuccess(Envelope(Activity))
+      .addSuccess(GraphList(Activity))
       .pipe(documented(
         "List business account activities",
         "The upstream's activity log of the instance's business account, passed through with its paging cursors " +
@@ -65,7 +65,7 @@ export class AnalyticsApi extends HttpApiGroup.make("analytics")
   .add(
     HttpApiEndpoint.get("compliance", "/api/analytics/compliance")
       .setUrlParams(ComplianceQuery)
-      .addSuccess(Envelope(JsonObjectSchema))
+      .addSuccess(GraphList(JsonObjectSchema))
       .pipe(documented(
         "Read compliance info",
         "The phone number's compliance info from the upstream, passed through. An organization token names the instance " +

@@ -1,7 +1,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
-import { Envelope, JsonObjectSchema, limitText } from "../Domain/Json.js"
+import { GraphList, JsonObjectSchema, limitText } from "../Domain/Json.js"
 import { requestTarget, selectorOf } from "../Instances/RequestTarget.js"
 import { decodeAnswer } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -27,7 +27,7 @@ export const AnalyticsHttpLive = HttpApiBuilder.group(HubApi, "analytics", (hand
           }
           return yield* upstream.listActivities(target, query).pipe(
             Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Envelope(Activity), "the activity list"))
+            Effect.flatMap(decodeAnswer(GraphList(Activity), "the activity list"))
           )
         }))
       .handle("compliance", ({ urlParams }) =>
@@ -35,7 +35,7 @@ export const AnalyticsHttpLive = HttpApiBuilder.group(HubApi, "analytics", (hand
           const target = yield* requestTarget(selectorOf(urlParams))
           return yield* upstream.getComplianceInfo(target).pipe(
             Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Envelope(JsonObjectSchema), "the compliance info"))
+            Effect.flatMap(decodeAnswer(GraphList(JsonObjectSchema), "the compliance info"))
           )
         }))
   }))

@@ -41,12 +41,12 @@ export const authenticateBearer = (resolver: TokenResolver["Type"]) =>
   return Effect.flatMap(resolver.resolve(secret), (principal) => admitKind(principal, allowed))
 }
 
-/** authenticateBearer's answer when it needs no database read (see TokenResolver.resolveCached); undefined when it does. */
-export const authenticateBearerCached = (resolver: TokenResolver["Type"]) =>
+/** authenticateBearer's answer when it needs no database read (see TokenResolver.resolveNow); undefined when it does. */
+export const authenticateBearerNow = (resolver: TokenResolver["Type"]) =>
 (authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Either.Either<Principal, Unauthorized | Forbidden> | undefined => {
   const secret = bearerSecret(authorization)
   if (secret === undefined) return Either.left(new Unauthorized())
-  const resolved = resolver.resolveCached(secret)
+  const resolved = resolver.resolveNow(secret)
   return resolved === undefined ? undefined : Either.flatMap(resolved, (principal) => admitKind(principal, allowed))
 }
 

@@ -29,7 +29,7 @@ interface CacheEntry {
 export class TokenResolver extends Context.Tag("TokenResolver")<TokenResolver, {
   readonly resolve: (secret: string) => Effect.Effect<Principal, Unauthorized>
   /** resolve's answer when it needs no database read; undefined when it does (a credential not cached). */
-  readonly resolveCached: (secret: string) => Either.Either<Principal, Unauthorized> | undefined
+  readonly resolveNow: (secret: string) => Either.Either<Principal, Unauthorized> | undefined
   /** Forgets credentials at once, after their revocation has committed. */
   readonly forget: (...tokenHashes: ReadonlyArray<string>) => Effect.Effect<void>
 }>() {}
@@ -49,7 +49,7 @@ export const TokenResolverLive = Layer.scoped(
   TokenResolver,
   Effect.gen(function*() {
     const repo = yield* TokensRepo
-    // The touch is a hint written in the background, from the plain path too (resolveCached).
+    // The touch is a hint written in the background, from the plain path too (resolveNow).
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const cache = new LRUCache<string, CacheEntry>({ max: CACHE_CAPACITY })
     const touchedAt = new LRUCache<string, number>({ max: CACHE_CAPACITY })
@@ -103,7 +103,7 @@ export const TokenResolverLive = Layer.scoped(
     }
 
     return TokenResolver.of({
-      resolveCached: (secret) => (malformed(secret) ? Either.left(new Unauthorized()) : cachedAnswer(hashSecret(secret), Date.now())),
+      resolveNow: (secret) => (malformed(secret) ? Either.left(new Unauthorized()) : cachedAnswer(hashSecret(secret), Date.now())),
       resolve: (secret) => {
         if (malformed(secret)) return Effect.fail(new Unauthorized())
         const now = Date.now()

@@ -138,7 +138,7 @@ export const makeDeliveries = Effect.gen(function*() {
   }
 
   const exchange = async (d: LeasedDelivery, { headers, keys }: Credentials, signal: AbortSignal, timestamp: number) => {
-    const target = await policy.resolveTarget(d.url, signal)
+    const target = await policy.connectTargetNow(d.url, signal)
     if (target instanceof AddressRefused) return target
     return sender.send({
       target,

@@ -1,6 +1,6 @@
 /**
  * Wakes the dispatcher: `notify` when deliveries may have become due (the ingress queued rows, a
- * near retry or a replay is due, the periodic poll), `unsafeWake` when attempts only finished and
+ * near retry or a replay is due, the periodic poll), `wakeNow` when attempts only finished and
  * wait to be logged. Wake-ups coalesce (a sliding queue of one), so a burst costs one round, and none
  * is lost while the dispatcher is busy. A round leases only when rows may be due: after a `notify`,
  * or when rows may be queued behind attempts in flight (see Admission.queueEmpty).
@@ -14,9 +14,9 @@ import { channels, subscribe } from "../Sql/Notify.js"
 export class DispatchSignal extends Context.Tag("DispatchSignal")<DispatchSignal, {
   readonly notify: Effect.Effect<void>
   /** The same from plain callbacks (a timer), without running an effect. */
-  readonly unsafeNotify: () => void
+  readonly notifyNow: () => void
   /** Wakes the dispatcher without saying that rows became due (an attempt finished). */
-  readonly unsafeWake: () => void
+  readonly wakeNow: () => void
   /** Whether a notify came since the last call; clears it. */
   readonly takeDue: () => boolean
   /** Waits for the next wake-up (or returns at once if one arrived since the last wait). */
@@ -27,17 +27,17 @@ export const DispatchSignalLive = Layer.scoped(
   DispatchSignal,
   Effect.tap(Effect.map(Queue.sliding<void>(1), (queue) => {
     let due = false
-    const unsafeWake = () => {
+    const wakeNow = () => {
       queue.unsafeOffer(undefined)
     }
-    const unsafeNotify = () => {
+    const notifyNow = () => {
       due = true
-      unsafeWake()
+      wakeNow()
     }
     return DispatchSignal.of({
-      notify: Effect.sync(unsafeNotify),
-      unsafeNotify,
-      unsafeWake,
+      notify: Effect.sync(notifyNow),
+      notifyNow,
+      wakeNow,
       takeDue: () => {
         const was = due
         due = false
@@ -45,5 +45,5 @@ export const DispatchSignalLive = Layer.scoped(
       },
       wait: Queue.take(queue)
     })
-  }), (signal) => subscribe(channels.outbox, signal.unsafeNotify, signal.unsafeNotify))
+  }), (signal) => subscribe(channels.outbox, signal.notifyNow, signal.notifyNow))
 )

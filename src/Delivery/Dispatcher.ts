@@ -6,7 +6,7 @@
  * (due retries, leases expired by a crashed process). Each round logs every finished attempt and,
  * when rows may be due, leases them (first attempts before retries) in ONE shared transaction, then
  * starts the leased attempts within bounded concurrency overall and per webhook. Attempts are plain
- * promises: no fiber or Effect timer per delivery, only the signed fetch.
+ * promises: no fiber or Effect timer per delivery, only the exchange over the kept-alive pool.
  * On shutdown it stops leasing, lets in-flight attempts finish for up to HUB_DISPATCH_DRAIN_TIMEOUT,
  * logs them, and releases the rest so the next start takes them at once.
  */
@@ -73,7 +73,7 @@ export const DispatcherLive = Layer.scopedDiscard(
       admission.finished(d)
       if (record !== undefined) finished.push(record)
       if (stopping && admission.running() === 0) Deferred.unsafeDone(idle, Effect.void)
-      signal.unsafeWake()
+      signal.wakeNow()
     }
 
     /** Starts an attempt already counted in flight (leased by a round, or admitted by the hand-off). */
@@ -92,7 +92,7 @@ export const DispatcherLive = Layer.scopedDiscard(
       if (soonest < Duration.toMillis(POLL_INTERVAL)) {
         const timer = setTimeout(() => {
           retryTimers.delete(timer)
-          signal.unsafeNotify()
+          signal.notifyNow()
         }, Math.max(0, soonest))
         retryTimers.add(timer)
       }
@@ -185,14 +185,14 @@ export const DispatcherLive = Layer.scopedDiscard(
       owner,
       leaseMs,
       admit: admission.admit,
-      adopt: (handed) =>
+      startCommitted: (handed) =>
         Effect.forEach(handed, (d) =>
           // Stopping: not started. The row stays leased to this process until the shutdown's release
           // below frees it, or, if it committed after that, until its lease expires.
           stopping ? Effect.sync(() => settle(d, undefined)) : Effect.map(deliveries.credentials(d, Date.now()), (credentials) => start(d, credentials)), {
           discard: true
         }),
-      forgo: (handed) => {
+      releaseUncommitted: (handed) => {
         for (const d of handed) settle(d, undefined)
       }
     })

@@ -11,7 +11,7 @@ import { Context, Effect, Layer, type Scope } from "effect"
 import type { LeasedDelivery } from "./Outbox.js"
 
 /** What the dispatcher offers the ingress while it runs. */
-export interface Taker {
+export interface DispatcherIntake {
   /** The lease owner to write on handed-off rows. */
   readonly owner: string
   /** How long a lease lasts (see Dispatcher.ts). */
@@ -19,33 +19,33 @@ export interface Taker {
   /** Reserves room for one attempt to this webhook of this organization, if its new row may skip the queue (Admission.admit). */
   readonly admit: (webhookId: string, organizationId: string) => boolean
   /** Starts admitted deliveries whose rows have committed. */
-  readonly adopt: (deliveries: ReadonlyArray<LeasedDelivery>) => Effect.Effect<void>
+  readonly startCommitted: (deliveries: ReadonlyArray<LeasedDelivery>) => Effect.Effect<void>
   /** Gives back the room of admitted deliveries whose rows did not commit. */
-  readonly forgo: (deliveries: ReadonlyArray<LeasedDelivery>) => void
+  readonly releaseUncommitted: (deliveries: ReadonlyArray<LeasedDelivery>) => void
 }
 
 export class Handoff extends Context.Tag("Handoff")<Handoff, {
-  /** Offers `taker` to the ingress until the scope closes; then the one it replaced, if any, again. */
-  readonly serve: (taker: Taker) => Effect.Effect<void, never, Scope.Scope>
-  /** The dispatcher's taker, if one runs. */
-  readonly taker: () => Taker | undefined
+  /** Offers `intake` to the ingress until the scope closes; then the one it replaced, if any, again. */
+  readonly serve: (intake: DispatcherIntake) => Effect.Effect<void, never, Scope.Scope>
+  /** The dispatcher's intake, if one runs. */
+  readonly intake: () => DispatcherIntake | undefined
 }>() {}
 
 export const HandoffLive = Layer.sync(Handoff, () => {
-  let current: Taker | undefined
+  let current: DispatcherIntake | undefined
   return Handoff.of({
-    serve: (taker) =>
+    serve: (intake) =>
       Effect.acquireRelease(
         Effect.sync(() => {
           const replaced = current
-          current = taker
+          current = intake
           return replaced
         }),
         (replaced) =>
           Effect.sync(() => {
-            if (current === taker) current = replaced
+            if (current === intake) current = replaced
           })
       ),
-    taker: () => current
+    intake: () => current
   })
 })

@@ -8,7 +8,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
-import { padded, powerOfTwoChunks } from "../Sql/SqlShapes.js"
+import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import type { LeasedDelivery } from "./Records.js"
 
 /** What a dispatcher round asks of the lease: rows for `owner` until `leaseUntil`, within the shares. */

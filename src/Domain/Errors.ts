@@ -6,7 +6,7 @@
  * `{statusCode, message, error?, details?}` (the interface fixes it). The `Wire` schemas transform
  * between the two and carry the HTTP status, so the endpoints declare their errors with them: the
  * OpenAPI document then shows ErrorBody under each error status, and HttpApiClient decodes a real
- * answer into the typed error. The edge (HttpMiddleware.ts) renders every failure with `errorBody`,
+ * answer into the typed error. The edge (Edge/Middleware.ts) renders every failure with `errorBody`,
  * the same function the schemas encode with.
  */
 import { HttpApiSchema } from "@effect/platform"

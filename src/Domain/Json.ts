@@ -48,7 +48,7 @@ const Cursors = Schema.Struct({ before: Schema.optional(Schema.String), after: S
 export const Paging = Schema.Struct({ cursors: Schema.optional(Cursors) }, OtherKeys)
 
 /** A Graph list envelope `{data[], paging?}` passed through unchanged (other keys too). */
-export const Envelope = <A extends JsonObject, I, R>(item: Schema.Schema<A, I, R>) =>
+export const GraphList = <A extends JsonObject, I, R>(item: Schema.Schema<A, I, R>) =>
   Schema.Struct({ data: Schema.Array(item), paging: Schema.optional(Paging) }, OtherKeys)
 
 /** A Graph object described by some known fields; every other field is passed through. */

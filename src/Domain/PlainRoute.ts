@@ -13,7 +13,7 @@ import { BadRequest, PayloadTooLarge } from "./Errors.js"
 export type HotRoute = "POST /api/messages" | "POST /upstream/events"
 
 /** How a plain hot route answers (see Edge/FastLane.ts installPlainHotRoute). */
-export interface PlainEdge {
+export interface PlainResponder {
   /** A 200 with `body` as JSON, as the edge answers it: `x-request-id`, and the access log; `log` runs first, in the request's log context. */
   readonly json: (body: unknown, log?: Effect.Effect<void>) => Response
   /** The answer to a failure, rendered by the edge itself (a 500 for a defect, a 503 while stopping). */
@@ -21,16 +21,16 @@ export interface PlainEdge {
   /** The answer of an effect run behind the edge, in a fiber: for the requests the plain way does not serve. */
   readonly run: (answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) => Promise<Response>
   /** Runs `effect` in a fiber, in the request's log context (its logs carry the request's id). */
-  readonly within: Within
+  readonly inRequest: RunInRequest
 }
 
 /** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */
-export type Within = <A>(effect: Effect.Effect<A>) => Promise<A>
+export type RunInRequest = <A>(effect: Effect.Effect<A>) => Promise<A>
 
 /** A feature's plain handler for one hot route, with what the edge waits for before it stops. */
 export interface PlainRoute {
   readonly route: HotRoute
-  readonly handle: (request: Request, edge: PlainEdge) => Promise<Response>
+  readonly handle: (request: Request, edge: PlainResponder) => Promise<Response>
   /** What to wait for when the route is removed, before the edge's fibers stop (work its requests left running). */
   readonly drained?: Effect.Effect<void>
 }

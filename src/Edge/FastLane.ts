@@ -12,7 +12,7 @@ import { HttpServerResponse } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { Cause, Context, Effect, FiberSet, Layer, type Scope } from "effect"
 import { HubConfig } from "../Config.js"
-import type { HotRoute, PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
+import type { HotRoute, PlainResponder, PlainRoute } from "../Domain/PlainRoute.js"
 import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { MAX_BODY_BYTES } from "./BodyLimits.js"
 import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
@@ -97,11 +97,11 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
     yield* Effect.flatMap(HotRoutes, (routes) =>
       routes.install(route, (request) => {
         const offered = lineOf(route, request)
-        // Fixed at once, so that logs made while the request runs (`within`) carry the id it is answered with.
+        // Fixed at once, so that logs made while the request runs (`inRequest`) carry the id it is answered with.
         const requestId = requestIdFor(offered.requestId)
         const line: RequestLine = { ...offered, requestId }
         const startedAt = performance.now()
-        const edge: PlainEdge = {
+        const edge: PlainResponder = {
           json: (body, log) => {
             recorder.observe(200, (performance.now() - startedAt) / 1000)
             if (log !== undefined || logRequests) {
@@ -112,7 +112,7 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
           },
           fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause), recorder, startedAt),
           run: (answer) => atEdgeOn(run, line, logRequests, answer, recorder, startedAt),
-          within: (effect) => run(Effect.annotateLogs(effect, "requestId", requestId))
+          inRequest: (effect) => run(Effect.annotateLogs(effect, "requestId", requestId))
         }
         return handler(request, edge).catch((defect: unknown) => edge.fail(Cause.die(defect)))
       }))

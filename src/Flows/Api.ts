@@ -5,7 +5,7 @@ import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
-import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { GraphList, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
 export const FlowListQuery = RequestStruct({
@@ -52,13 +52,13 @@ export class FlowsApi extends HttpApiGroup.make("flows")
   .add(
     HttpApiEndpoint.get("list", "/flows")
       .setUrlParams(FlowListQuery)
-      .addSuccess(Envelope(Flow))
+      .addSuccess(GraphList(Flow))
       .pipe(documented("List flows", "The business account's flows, with the upstream's paging cursors."))
   )
   .add(
     HttpApiEndpoint.get("assets", "/flows/:flowId/assets")
       .setPath(FlowPath)
-      .addSuccess(Envelope(FlowAsset))
+      .addSuccess(GraphList(FlowAsset))
       .pipe(documented("List a flow's assets", "The flow's files (its flow.json and images), each with a download URL."))
   )
   .add(

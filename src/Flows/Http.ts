@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
-import { Envelope, JsonObjectSchema, limitText, PassThrough } from "../Domain/Json.js"
+import { GraphList, JsonObjectSchema, limitText, PassThrough } from "../Domain/Json.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
 import { decodeAnswer, SuccessAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -10,7 +10,7 @@ import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import { Flow, FlowAsset } from "./Api.js"
 import { checkFlowAsset } from "./Assets.js"
 
-const FlowIds = Envelope(PassThrough({ id: Schema.String }))
+const FlowIds = GraphList(PassThrough({ id: Schema.String }))
 
 /** Graph may leave validation_errors out when there are none. */
 const UploadAnswer = Schema.Struct({
@@ -53,7 +53,7 @@ export const FlowsHttpLive = HttpApiBuilder.group(HubApi, "flows", (handlers) =>
           const query = { ...urlParams, limit: limitText(urlParams.limit) }
           return yield* upstream.listFlows(target, query).pipe(
             Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Envelope(Flow), "the flow list"))
+            Effect.flatMap(decodeAnswer(GraphList(Flow), "the flow list"))
           )
         }))
       .handle("assets", ({ path }) =>
@@ -61,7 +61,7 @@ export const FlowsHttpLive = HttpApiBuilder.group(HubApi, "flows", (handlers) =>
           const target = yield* flowTarget(path.flowId)
           return yield* upstream.listFlowAssets(target, path.flowId).pipe(
             Effect.mapError(toHubErrorOrNotFound(`flow ${path.flowId}`)),
-            Effect.flatMap(decodeAnswer(Envelope(FlowAsset), "the flow asset list"))
+            Effect.flatMap(decodeAnswer(GraphList(FlowAsset), "the flow asset list"))
           )
         }))
       .handle("uploadAsset", ({ path, payload }) =>

@@ -4,7 +4,7 @@
  * has committed; every refusal and failure is rendered by the edge.
  */
 import { Cause, Effect, Either, Exit } from "effect"
-import type { PlainEdge, PlainRoute } from "../Domain/PlainRoute.js"
+import type { PlainResponder, PlainRoute } from "../Domain/PlainRoute.js"
 import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
 import { MAX_UPSTREAM_BODY, makeUpstreamPostCheck } from "./Http.js"
 import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
@@ -12,7 +12,7 @@ import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
 export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
   const post = yield* makeUpstreamPostCheck
   const ingress = yield* Ingress
-  const handle = async (request: Request, edge: PlainEdge): Promise<Response> => {
+  const handle = async (request: Request, edge: PlainResponder): Promise<Response> => {
     if (post.declaredTooLarge(request.headers.get("content-length") ?? undefined)) return edge.fail(Cause.fail(post.tooLarge))
     // Refused before the body is read, and again just before it joins a group (other posts were read meanwhile).
     const busy = ingress.overloaded()
@@ -23,7 +23,7 @@ export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
     if (Either.isLeft(envelope)) return edge.fail(Cause.fail(envelope.left))
     const stillBusy = ingress.overloaded()
     if (stillBusy !== undefined) return edge.fail(Cause.fail(stillBusy))
-    const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.submit(envelope.right, resolve))
+    const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.ingestNow(envelope.right, resolve))
     if (Exit.isFailure(outcome)) return edge.fail(outcome.cause)
     const answer = outcome.value
     return answer.unrouted > 0 ? edge.json(summaryOf(answer), ingress.warnUnrouted(answer)) : edge.json(summaryOf(answer))

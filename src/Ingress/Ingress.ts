@@ -24,8 +24,8 @@ import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { dedupeKey, type Envelope, envelopeFor, parseEnvelope, type UpstreamChange } from "./Envelope.js"
-import { Handoff, type Taker } from "../Delivery/Handoff.js"
-import { messageEffects } from "./MessageEffects.js"
+import { Handoff, type DispatcherIntake } from "../Delivery/Handoff.js"
+import { recordChangesOf } from "./RecordChanges.js"
 import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "../Delivery/Outbox.js"
 
 export interface IngestResult {
@@ -59,14 +59,14 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
   readonly ingestEnvelope: (envelope: Envelope) => Effect.Effect<IngestResult>
   /**
    * Checks the envelope's shape: the envelope, or the 400 that names every part that is wrong.
-   * With `submit`, what `ingest` does, for a caller without a fiber (the fast lane).
+   * With `ingestNow`, what `ingest` does, for a caller without a fiber (the fast lane).
    */
   readonly check: (payload: Json) => Either.Either<Envelope, BadRequest>
   /** Queues a checked envelope for the next group; `done` is called once that group has committed (or failed). */
-  readonly submit: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
+  readonly ingestNow: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
   /**
    * The 503 to answer an upstream post with while HUB_INGRESS_MAX_PENDING posts already wait for
-   * their commit; undefined when there is room. Checked by the public endpoint before `submit`, in
+   * their commit; undefined when there is room. Checked by the public endpoint before `ingestNow`, in
    * the same turn, so the bound holds; the sandbox's own events are not bounded.
    */
   readonly overloaded: () => ServiceUnavailable | undefined
@@ -168,7 +168,7 @@ export const IngressLive = Layer.scoped(
      * Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer,
      * in order. Deliveries the dispatcher admits are written leased to it and added to `handedOver`.
      */
-    const write = (group: ReadonlyArray<Queued>, taker: Taker | undefined, handedOver: Array<LeasedDelivery>, committed: Array<CommittedEvent>) =>
+    const write = (group: ReadonlyArray<Queued>, intake: DispatcherIntake | undefined, handedOver: Array<LeasedDelivery>, committed: Array<CommittedEvent>) =>
       Effect.gen(function*() {
         const now = nowIso()
         const routeOf = yield* routesFor(group.flatMap((q) => q.envelope.changes))
@@ -194,14 +194,14 @@ export const IngressLive = Layer.scoped(
           now
         )
         yield* messages.applyChanges(events.flatMap((e) =>
-          e.changes.flatMap((r) => messageEffects({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now))
+          e.changes.flatMap((r) => recordChangesOf({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now))
         ))
         const queued = yield* outbox.enqueue(
           events,
           now,
-          taker === undefined
+          intake === undefined
             ? undefined
-            : { owner: taker.owner, leaseUntil: new Date(Date.now() + taker.leaseMs).toISOString(), admit: taker.admit, admitted: handedOver }
+            : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString(), admit: intake.admit, admitted: handedOver }
         )
         return plans.map((p, i) => {
           const payloadEvents = eventsPerPayload[i] ?? []
@@ -234,7 +234,7 @@ export const IngressLive = Layer.scoped(
       writing = true
       const handedOver: Array<LeasedDelivery> = []
       const committed: Array<CommittedEvent> = []
-      let taker: Taker | undefined
+      let intake: DispatcherIntake | undefined
       let group: ReadonlyArray<Queued> | undefined
       /** The group: taken as its transaction begins, or, if that failed to begin, the payloads it would have taken. */
       const take = () => {
@@ -245,8 +245,8 @@ export const IngressLive = Layer.scoped(
         return group
       }
       const written = batcher.gather(Effect.suspend(() => {
-        taker = handoff.taker()
-        return write(take(), taker, handedOver, committed)
+        intake = handoff.intake()
+        return write(take(), intake, handedOver, committed)
       }))
       const answered = written.pipe(
         Effect.orDie,
@@ -255,13 +255,13 @@ export const IngressLive = Layer.scoped(
           Exit.match(exit, {
             onFailure: (cause) =>
               Effect.sync(() => {
-                taker?.forgo(handedOver)
+                intake?.releaseUncommitted(handedOver)
                 for (const q of take()) q.done(Exit.failCause(cause))
               }),
             onSuccess: (answers) =>
               Effect.gen(function*() {
                 metrics.ingested(answers)
-                if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
+                if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
                 if (Option.isSome(live)) live.value.publish(committed)
                 // Queued rows wait for a dispatcher round.
                 if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
@@ -298,7 +298,7 @@ export const IngressLive = Layer.scoped(
           details
         }))
 
-    const submit = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
+    const ingestNow = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
       if (closed) return done(Exit.interrupt(FiberId.none))
       // A caller answered twice (its group failed, then was interrupted) hears only the first.
       let answered = false
@@ -326,14 +326,14 @@ export const IngressLive = Layer.scoped(
       )
 
     const ingestEnvelope = (envelope: Envelope) =>
-      Effect.async<IngestAnswer>((resume) => submit(envelope, resume)).pipe(
+      Effect.async<IngestAnswer>((resume) => ingestNow(envelope, resume)).pipe(
         Effect.tap(warnUnrouted),
         Effect.map(summaryOf)
       )
 
     return Ingress.of({
       check,
-      submit,
+      ingestNow,
       overloaded,
       warnUnrouted,
       ingestEnvelope,

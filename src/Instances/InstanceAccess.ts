@@ -27,10 +27,10 @@ export class InstanceAccess extends Context.Tag("InstanceAccess")<InstanceAccess
    * What resolve answers when it needs no lookup (an instance token, a selector missing, or an
    * instance found before); undefined otherwise.
    */
-  readonly resolveKnown: (principal: Principal, selector: InstanceSelector) => Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined
+  readonly resolveNow: (principal: Principal, selector: InstanceSelector) => Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined
   readonly target: (instance: InstanceRef) => Effect.Effect<UpstreamTarget, UpstreamFailure>
   /** The target if it is cached (see TARGET_TTL_MS), undefined otherwise: then `target` loads it. */
-  readonly cachedTarget: (instance: InstanceRef) => UpstreamTarget | undefined
+  readonly targetNow: (instance: InstanceRef) => UpstreamTarget | undefined
 }>() {}
 
 const describe = (selector: InstanceSelector) =>
@@ -61,7 +61,7 @@ export const InstanceAccessLive = Layer.effect(
     const find = (selector: InstanceSelector) =>
       selector.instanceId !== undefined ? repo.findById(selector.instanceId) : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
 
-    const resolveKnown = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
+    const resolveNow = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
       if (principal.instance !== undefined) {
         const own = principal.instance
         if (
@@ -90,17 +90,17 @@ export const InstanceAccessLive = Layer.effect(
       return ownedBy(principal, selector, known) ? Either.right(known) : Either.left(notFound(selector))
     }
 
-    const cachedTarget = (instance: InstanceRef) => {
+    const targetNow = (instance: InstanceRef) => {
       const cached = targets.get(instance.id)
       return cached !== undefined && Date.now() - cached.at < TARGET_TTL_MS ? cached.target : undefined
     }
 
     return InstanceAccess.of({
-      resolveKnown,
-      cachedTarget,
+      resolveNow,
+      targetNow,
       resolve: (principal, selector) => {
         // Plain effects, no generator: this runs on every send.
-        const known = resolveKnown(principal, selector)
+        const known = resolveNow(principal, selector)
         if (known !== undefined) return known
         return Effect.flatMap(find(selector), (row) => {
           if (Option.isNone(row)) return Effect.fail(notFound(selector))
@@ -110,7 +110,7 @@ export const InstanceAccessLive = Layer.effect(
         })
       },
       target: (instance) => {
-        const cached = cachedTarget(instance)
+        const cached = targetNow(instance)
         if (cached !== undefined) return Effect.succeed(cached)
         return Effect.flatMap(repo.accessToken(instance.id), (token) => {
           if (Option.isNone(token)) {

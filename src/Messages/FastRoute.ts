@@ -7,9 +7,9 @@
 import { HttpApiError } from "@effect/platform"
 import { Cause, Effect, Either, Schema } from "effect"
 import { AccessPolicy } from "../Domain/Access.js"
-import { authenticateBearer, authenticateBearerCached } from "../Auth/Middleware.js"
+import { authenticateBearer, authenticateBearerNow } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
-import { declaresJson, decodeWith, jsonBodyLimit, malformedJson, type PlainEdge, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
+import { declaresJson, decodeWith, jsonBodyLimit, malformedJson, type PlainResponder, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
 import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { SendHeaders } from "./Api.js"
@@ -25,7 +25,7 @@ export const makeSendPlainRoute = Effect.gen(function*() {
   const access = yield* InstanceAccess
   const resolver = yield* TokenResolver
   const authenticate = authenticateBearer(resolver)
-  const authenticateCached = authenticateBearerCached(resolver)
+  const authenticateCached = authenticateBearerNow(resolver)
   const allowed = AccessPolicy["POST /api/messages"] ?? []
   const decodeHeaders = decodeWith(SendHeaders)
   const decodePayload = decodeWith(SendMessageRequest)
@@ -41,7 +41,7 @@ export const makeSendPlainRoute = Effect.gen(function*() {
       return yield* sendMessage(principal, payload, headers["idempotency-key"])
     })
 
-  const handle = async (request: Request, edge: PlainEdge): Promise<Response> => {
+  const handle = async (request: Request, edge: PlainResponder): Promise<Response> => {
     const authenticated = authenticateCached(request.headers.get("authorization") ?? undefined, allowed)
     if (authenticated === undefined || request.headers.has("idempotency-key") || !declaresJson(request)) return edge.run(asEffect(request))
     if (Either.isLeft(authenticated)) return edge.fail(Cause.fail(authenticated.left))
@@ -57,10 +57,10 @@ export const makeSendPlainRoute = Effect.gen(function*() {
     if (Either.isLeft(payload)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(payload.left))
     const selector = { phoneNumberId: payload.right.phone_number_id }
     // An instance token's instance is known, and so is an organization token's once found; a first lookup is an effect.
-    const instance = access.resolveKnown(authenticated.right, selector) ??
-      await edge.within(Effect.either(access.resolve(authenticated.right, selector)))
+    const instance = access.resolveNow(authenticated.right, selector) ??
+      await edge.inRequest(Effect.either(access.resolve(authenticated.right, selector)))
     if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
-    const sent = await sender.sendNow(instance.right, payload.right, edge.within)
+    const sent = await sender.sendNow(instance.right, payload.right, edge.inRequest)
     return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
   }
   return { route: "POST /api/messages", drained: sender.drained, handle } satisfies PlainRoute

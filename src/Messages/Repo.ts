@@ -9,7 +9,7 @@ import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
-import { powerOfTwoChunks } from "../Sql/SqlShapes.js"
+import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
@@ -25,16 +25,16 @@ export { type ListFilter, listQueries, type MessageRow } from "./ListQueries.js"
 export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   /**
    * A `pending` outbound record without upstream id, written before the upstream is called. This and
-   * markAccepted are plain promises of their outcome, for the send core (see Send.ts).
+   * markAcceptedNow are plain promises of their outcome, for the send core (see Send.ts).
    */
-  readonly createOutbound: (input: {
+  readonly createOutboundNow: (input: {
     readonly organizationId: OrganizationId
     readonly instanceId: InstanceId
     readonly to: string
     readonly type: string
   }) => Promise<Exit.Exit<MessageRow, SqlError>>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
-  readonly markAccepted: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
+  readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
   /** The upstream refused the send. */
   readonly markRefused: (id: string, error: Json) => Effect.Effect<void, SqlError>
   /** The outcome is unknown (no answer): the record stays pending, with the error noted. */
@@ -104,7 +104,7 @@ export const MessagesRepoLive = Layer.effect(
             AND ${rankOf("messages.status")} < b.status_rank`
 
     /** Sends' records, many per statement (see WriteBatcher: the group writers). */
-    const insertOutbound = batcher.group((rows: ReadonlyArray<MessageRow>) =>
+    const insertOutbound = batcher.groupNow((rows: ReadonlyArray<MessageRow>) =>
       Effect.as(sql`INSERT INTO messages ${sql.insert(rows.map((row) => ({ ...row, updated_at: row.created_at })))}`, rows)
     )
 
@@ -113,7 +113,7 @@ export const MessagesRepoLive = Layer.effect(
      * also says for which records any did, and only those get a second one (applyEarly), inside the
      * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
      */
-    const acceptAll = batcher.group((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
+    const acceptAll = batcher.groupNow((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
       Effect.gen(function*() {
         // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
         // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
@@ -131,7 +131,7 @@ export const MessagesRepoLive = Layer.effect(
     )
 
     return MessagesRepo.of({
-      createOutbound: (input) => {
+      createOutboundNow: (input) => {
         const now = nowIso()
         return written(insertOutbound, {
           id: newId("msg"),
@@ -147,7 +147,7 @@ export const MessagesRepoLive = Layer.effect(
           created_at: now
         })
       },
-      markAccepted: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
+      markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       markRefused: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),

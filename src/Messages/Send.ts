@@ -18,7 +18,7 @@ import { Cause, Context, Effect, Either, Exit, Layer, Option, Runtime, Schedule 
 import { HubConfig } from "../Config.js"
 import { type Conflict, errorBody, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef } from "../Domain/Principal.js"
-import type { Within } from "../Domain/PlainRoute.js"
+import type { RunInRequest } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -45,11 +45,11 @@ export class MessageSender extends Context.Tag("MessageSender")<MessageSender, {
   /**
    * A send without Idempotency-Key, as a plain promise of its outcome (the refusal on the left): the
    * fast lane's way for most sends, without a fiber (see the top of this file). The rare effects it
-   * runs (a target to load, a failure to record, an error to log) run through `within`, so that
+   * runs (a target to load, a failure to record, an error to log) run through `inRequest`, so that
    * their logs name the request.
    */
-  readonly sendNow: (instance: InstanceRef, request: SendMessageRequest, within: Within) => Promise<Either.Either<SendMessageResponse, SendError>>
-  /** Succeeds once no send is in flight: for whoever must stop only after them (`within` must work until then). */
+  readonly sendNow: (instance: InstanceRef, request: SendMessageRequest, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>
+  /** Succeeds once no send is in flight: for whoever must stop only after them (`inRequest` must work until then). */
   readonly drained: Effect.Effect<void>
 }>() {}
 
@@ -114,15 +114,15 @@ export const MessageSenderLive = Layer.scoped(
         Effect.catchAll((cause) => Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause }))
       )
 
-    const recordAcceptance = async (messageId: string, response: SendMessageResponse, within: Within) => {
+    const recordAcceptance = async (messageId: string, response: SendMessageResponse, inRequest: RunInRequest) => {
       const waMessageId = response.messages[0]?.id
       if (waMessageId === undefined) {
-        return within(Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId }))
+        return inRequest(Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId }))
       }
-      let marked = await repo.markAccepted(messageId, waMessageId)
-      for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) marked = await repo.markAccepted(messageId, waMessageId)
+      let marked = await repo.markAcceptedNow(messageId, waMessageId)
+      for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) marked = await repo.markAcceptedNow(messageId, waMessageId)
       if (Exit.isFailure(marked)) {
-        return within(Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
+        return inRequest(Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
           messageId,
           waMessageId,
           cause: marked.cause
@@ -131,30 +131,30 @@ export const MessageSenderLive = Layer.scoped(
     }
 
     /** The target from the cache, or loaded (a fiber then, once a minute per instance). */
-    const targetOf = (instance: InstanceRef, within: Within): Either.Either<UpstreamTarget, UpstreamFailure> | Promise<Either.Either<UpstreamTarget, UpstreamFailure>> => {
-      const cached = access.cachedTarget(instance)
-      return cached === undefined ? within(Effect.either(access.target(instance))) : Either.right(cached)
+    const targetOf = (instance: InstanceRef, inRequest: RunInRequest): Either.Either<UpstreamTarget, UpstreamFailure> | Promise<Either.Either<UpstreamTarget, UpstreamFailure>> => {
+      const cached = access.targetNow(instance)
+      return cached === undefined ? inRequest(Effect.either(access.target(instance))) : Either.right(cached)
     }
 
     /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
-    const deliver = async (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within): Promise<Either.Either<SendMessageResponse, SendError>> => {
+    const deliver = async (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, inRequest: RunInRequest): Promise<Either.Either<SendMessageResponse, SendError>> => {
       // A promise only on PostgreSQL, when this replica must ask the fleet's shared budget (Pacing.ts).
       const taken = pacing.takeAt(instance.phoneNumberId, clock.unsafeCurrentTimeMillis())
       const paced = taken instanceof Promise ? await taken : taken
       if (paced !== undefined) return Either.left(paced)
-      const target = await targetOf(instance, within)
+      const target = await targetOf(instance, inRequest)
       if (Either.isLeft(target)) return Either.left(target.left)
-      const record = await repo.createOutbound({ organizationId: instance.organizationId, instanceId: instance.id, to: request.to, type: request.type })
+      const record = await repo.createOutboundNow({ organizationId: instance.organizationId, instanceId: instance.id, to: request.to, type: request.type })
       if (Exit.isFailure(record)) {
-        await within(Effect.logError("Could not record a send; nothing was sent", record.cause))
+        await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
         return Either.left(notRecorded)
       }
       const sent = await upstream.sendMessage(target.right, body)
       if (Either.isLeft(sent)) {
-        await within(recordFailure(record.value.id, sent.left))
+        await inRequest(recordFailure(record.value.id, sent.left))
         return Either.left(toHubError(sent.left))
       }
-      await recordAcceptance(record.value.id, sent.right, within)
+      await recordAcceptance(record.value.id, sent.right, inRequest)
       return Either.right(sent.right)
     }
 
@@ -195,8 +195,8 @@ export const MessageSenderLive = Layer.scoped(
         error: "overloaded",
         retryAfterSeconds: 1
       })
-    const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, within: Within) => {
-      if (inFlight < sendMaxInFlight) return tracked(() => deliver(instance, request, body, within))
+    const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, inRequest: RunInRequest) => {
+      if (inFlight < sendMaxInFlight) return tracked(() => deliver(instance, request, body, inRequest))
       metrics.send("overloaded")
       return Promise.resolve(Either.left(overloaded()))
     }
@@ -213,7 +213,7 @@ export const MessageSenderLive = Layer.scoped(
       })
 
     return MessageSender.of({
-      sendNow: (instance, request, within) => sendWith(instance, request, toUpstreamBody(request), within),
+      sendNow: (instance, request, inRequest) => sendWith(instance, request, toUpstreamBody(request), inRequest),
       drained,
       send: (instance, request, idempotencyKey) => {
         const body = toUpstreamBody(request)

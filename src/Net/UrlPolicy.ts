@@ -41,7 +41,7 @@ export class UrlPolicy extends Context.Tag("UrlPolicy")<UrlPolicy, {
    * attempt's: when it aborts, a lookup still waiting is given up (the answer is a refusal naming the
    * abort's reason), so a resolver that never answers holds the attempt no longer than its deadline.
    */
-  readonly resolveTarget: (url: string, signal: AbortSignal) => Promise<ConnectTarget | AddressRefused>
+  readonly connectTargetNow: (url: string, signal: AbortSignal) => Promise<ConnectTarget | AddressRefused>
 }>() {}
 
 /** How long a host name's addresses are reused; every address is still checked on every delivery. */
@@ -166,7 +166,7 @@ export const makeUrlPolicy = (
     parsedUrls.set(text, { url })
     return url
   }
-  const resolveTarget = async (text: string, signal: AbortSignal): Promise<ConnectTarget | AddressRefused> => {
+  const connectTargetNow = async (text: string, signal: AbortSignal): Promise<ConnectTarget | AddressRefused> => {
     const url = parseUrl(text)
     if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
       return new AddressRefused({ message: "the webhook URL is not an http or https URL" })
@@ -198,8 +198,8 @@ export const makeUrlPolicy = (
           checkedAddresses(host, enforced, lookup, AbortSignal.any([interrupted, AbortSignal.timeout(Duration.toMillis(lookupTimeout))]))
         )
       }),
-    connectTarget: (text) => fromPromise((signal) => resolveTarget(text, signal)),
-    resolveTarget
+    connectTarget: (text) => fromPromise((signal) => connectTargetNow(text, signal)),
+    connectTargetNow
   }
 }
 

@@ -8,7 +8,7 @@ import { Schema } from "effect"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
-import { Envelope, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
+import { GraphList, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SettingsUpdate } from "./Settings.js"
@@ -59,7 +59,7 @@ export class PhoneNumbersApi extends HttpApiGroup.make("phoneNumbers")
   .add(
     HttpApiEndpoint.get("list", "/phone-numbers/list")
       .setUrlParams(PhoneNumberListQuery)
-      .addSuccess(Envelope(PhoneNumber))
+      .addSuccess(GraphList(PhoneNumber))
       .pipe(documented(
         "List business phone numbers",
         "The phone numbers of the instance's business account, from the upstream, with its paging cursors. An organization " +

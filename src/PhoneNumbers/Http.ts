@@ -1,7 +1,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
-import { Envelope, limitText } from "../Domain/Json.js"
+import { GraphList, limitText } from "../Domain/Json.js"
 import { requestTarget, selectorOf } from "../Instances/RequestTarget.js"
 import { decodeAnswer, SuccessAnswer } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -45,7 +45,7 @@ export const PhoneNumbersHttpLive = HttpApiBuilder.group(HubApi, "phoneNumbers",
           }
           return yield* upstream.listPhoneNumbers(target, query).pipe(
             Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Envelope(PhoneNumber), "the phone number list"))
+            Effect.flatMap(decodeAnswer(GraphList(PhoneNumber), "the phone number list"))
           )
         }))
   }))

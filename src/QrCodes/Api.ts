@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
-import { Envelope, GraphPagingFields, PassThrough } from "../Domain/Json.js"
+import { GraphList, GraphPagingFields, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
 const Fields = Schema.String.pipe(Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\))?(,[a-z_]+(\.format\((SVG|PNG)\))?)*$/, {
@@ -28,7 +28,7 @@ export class QrCodesApi extends HttpApiGroup.make("qrCodes")
   .add(
     HttpApiEndpoint.get("list", "/qr-codes")
       .setUrlParams(QrCodeListQuery)
-      .addSuccess(Envelope(QrCode))
+      .addSuccess(GraphList(QrCode))
       .pipe(documented("List QR codes", "The phone number's QR codes from the upstream, with its paging cursors; `fields` picks the fields."))
   )
   .add(

@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
-import { Envelope, limitText } from "../Domain/Json.js"
+import { GraphList, limitText } from "../Domain/Json.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
 import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -19,7 +19,7 @@ export const QrCodesHttpLive = HttpApiBuilder.group(HubApi, "qrCodes", (handlers
           const query = { ...urlParams, limit: limitText(urlParams.limit) }
           return yield* upstream.listQrCodes(target, query).pipe(
             Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Envelope(QrCode), "the QR code list"))
+            Effect.flatMap(decodeAnswer(GraphList(QrCode), "the QR code list"))
           )
         }))
       .handle("get", ({ path, urlParams }) =>
@@ -29,7 +29,7 @@ export const QrCodesHttpLive = HttpApiBuilder.group(HubApi, "qrCodes", (handlers
           // Graph wraps the one code in data[]; the hub answers the object itself.
           const found = yield* upstream.getQrCode(target, path.qrCodeId, urlParams).pipe(
             Effect.mapError(toHubErrorOrNotFound(what)),
-            Effect.flatMap(decodeAnswer(Envelope(QrCode), "the QR code lookup"))
+            Effect.flatMap(decodeAnswer(GraphList(QrCode), "the QR code lookup"))
           )
           const code = found.data[0]
           if (code === undefined) return yield* new NotFound({ message: `${what} was not found`, error: "not_found" })

@@ -7,7 +7,7 @@
  *
  * - `runStatement`: a write that is one SQL statement skips its savepoint (SQLite already undoes a
  *   failing statement alone, and the savepoint's two extra statements cost more than the write).
- * - `group`: the hot writes (a send's record and its acceptance) are made through a group writer; a
+ * - `groupNow`: the hot writes (a send's record and its acceptance) are made through a group writer; a
  *   batch hands all items waiting in a group to one multi-row statement, since each statement has a fixed cost
  *   (about 15 µs through @effect/sql) well above a row's. If that statement fails, the group's
  *   items are retried one by one so that only the bad one fails.
@@ -59,7 +59,7 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
    * transaction has committed. A callback, not an effect: the send core that uses it runs without a
    * fiber (see Messages/Send.ts).
    */
-  readonly group: <I, A>(
+  readonly groupNow: <I, A>(
     writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
   ) => GroupWriter<I, A>
 }>() {}
@@ -147,7 +147,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
         })
       })
 
-    const group = <I, A>(writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>): GroupWriter<I, A> => {
+    const groupNow = <I, A>(writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>): GroupWriter<I, A> => {
       interface Member {
         readonly item: I
         readonly resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void
@@ -191,7 +191,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Lay
       run: (write) => single(sql.withTransaction(write)),
       gather: (write) => single(sql.withTransaction(write), true),
       runStatement: single,
-      group
+      groupNow
     })
   })
 )

@@ -5,7 +5,7 @@ import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
-import { Envelope, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
+import { GraphList, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 import { componentIssues } from "./Components.js"
 
@@ -84,7 +84,7 @@ export class TemplatesApi extends HttpApiGroup.make("templates")
   .add(
     HttpApiEndpoint.get("list", "/templates")
       .setUrlParams(TemplateListQuery)
-      .addSuccess(Envelope(Template))
+      .addSuccess(GraphList(Template))
       .pipe(documented("List message templates", "The business account's templates, with the upstream's paging cursors; filter by `name` and `status`."))
   )
   .add(

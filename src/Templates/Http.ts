@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
-import { Envelope, limitText, PassThrough } from "../Domain/Json.js"
+import { GraphList, limitText, PassThrough } from "../Domain/Json.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
 import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -10,7 +10,7 @@ import { Upstream } from "../Upstream/Upstream.js"
 import { Template } from "./Api.js"
 
 const Created = PassThrough({ id: Schema.String, status: Schema.optional(Schema.String), category: Schema.optional(Schema.String) })
-const Names = Envelope(PassThrough({ id: Schema.String }))
+const Names = GraphList(PassThrough({ id: Schema.String }))
 
 export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (handlers) =>
   Effect.gen(function*() {
@@ -34,7 +34,7 @@ export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (hand
           const query = { ...urlParams, limit: limitText(urlParams.limit) }
           return yield* upstream.listTemplates(target, query).pipe(
             Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Envelope(Template), "the template list"))
+            Effect.flatMap(decodeAnswer(GraphList(Template), "the template list"))
           )
         }))
       .handle("get", ({ path }) =>

@@ -109,7 +109,7 @@ export const makeTestEvents = Effect.gen(function*() {
     }
     const start = Effect.gen(function*() {
       const handedOver: Array<LeasedDelivery> = []
-      const taker = handoff.taker()
+      const intake = handoff.intake()
       const written = yield* Effect.exit(batcher.run(Effect.zipRight(
         outbox.insertEvents([event], now),
         outbox.enqueueTo(
@@ -117,16 +117,16 @@ export const makeTestEvents = Effect.gen(function*() {
           event,
           deliveryId,
           now,
-          taker === undefined
+          intake === undefined
             ? undefined
-            : { owner: taker.owner, leaseUntil: new Date(Date.now() + taker.leaseMs).toISOString(), admit: taker.admit, admitted: handedOver }
+            : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString(), admit: intake.admit, admitted: handedOver }
         )
       )))
       if (Exit.isFailure(written)) {
-        taker?.forgo(handedOver)
+        intake?.releaseUncommitted(handedOver)
         return yield* Effect.orDie(written)
       }
-      if (taker !== undefined && handedOver.length > 0) yield* taker.adopt(handedOver)
+      if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
       else if (written.value) yield* signal.notify
       return written.value
     })

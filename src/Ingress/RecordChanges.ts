@@ -27,7 +27,7 @@ const isoFromUnix = (value: Json | undefined, fallback: string): string => {
 }
 
 /** The status moves and inbound messages carried by an instance's new change (its statuses first, as listed), or its call events. */
-export const messageEffects = (
+export const recordChangesOf = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   change: UpstreamChange,
   receivedAt: string
