@@ -6,7 +6,7 @@ import { AuthHttpLive } from "./Auth/Http.js"
 import { AuthenticationLive } from "./Auth/Middleware.js"
 import { TokensRepoLive } from "./Auth/Repo.js"
 import { RevocationFeedServerLive } from "./Auth/RevocationFeed.js"
-import { TokenResolverLive } from "./Auth/TokenResolver.js"
+import { TokenResolver } from "./Auth/TokenResolver.js"
 import { HubConfig } from "./Config.js"
 import { type HotRoutes, hubServer, installPlainHotRoute } from "./Edge/FastLane.js"
 import { makeUpstreamPostPlainRoute } from "./Ingress/FastRoute.js"
@@ -16,7 +16,7 @@ import { ReadinessLive } from "./Health/Readiness.js"
 import { HttpEdgeLive } from "./Edge/Middleware.js"
 import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
-import { InstanceAccessLive } from "./Instances/InstanceAccess.js"
+import { InstanceAccess } from "./Instances/InstanceAccess.js"
 import { InstancesRepoLive } from "./Instances/Repo.js"
 import { AnalyticsHttpLive } from "./Analytics/Http.js"
 import { BusinessProfileHttpLive } from "./BusinessProfile/Http.js"
@@ -25,7 +25,7 @@ import { FlowsHttpLive } from "./Flows/Http.js"
 import { GroupsHttpLive } from "./Groups/Http.js"
 import { MediaHttpLive } from "./Media/Http.js"
 import { MessagesHttpLive } from "./Messages/Http.js"
-import { MessagesServicesLive } from "./Messages/Layer.js"
+import { MessageSender } from "./Messages/Send.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
@@ -47,18 +47,33 @@ import { MetricsHttpLive } from "./Metrics/Http.js"
 import { metricsLayer } from "./Metrics/Live.js"
 import { apiRoutes, type RouteOf } from "./Metrics/Routes.js"
 
-/** Repositories and services over the database named by the config. */
-export const ServicesLive = TokenResolverLive.pipe(
-  Layer.provideMerge(MessagesServicesLive),
-  Layer.provideMerge(InstanceAccessLive),
-  Layer.provideMerge(UpstreamLive.pipe(Layer.provide(SandboxEventsLive))),
-  Layer.provideMerge(IngressServicesLive),
+/**
+ * What every service stands on: the database named by the config, its group commit, the key for
+ * secrets at rest, readiness. Provided beneath everything, once.
+ */
+const FoundationLive = Layer.mergeAll(WriteBatcherLive, AccessTokenCipherLive).pipe(
+  Layer.provideMerge(Layer.merge(SqlLive, ReadinessLive))
+)
+
+/** The upstream (Graph or the sandbox, whose events enter through the ingress like the real upstream's). */
+const UpstreamServicesLive = UpstreamLive.pipe(Layer.provide(SandboxEventsLive), Layer.provideMerge(IngressServicesLive))
+
+/**
+ * The hub's services. Each declares its own dependencies (Effect.Service's `dependencies`, or the
+ * feature's layer); a layer named twice is built once (layers are memoized by reference).
+ */
+export const ServicesLive = Layer.mergeAll(
+  TokenResolver.Default,
+  InstanceAccess.Default,
+  MessageSender.Default,
+  TokensRepoLive,
+  InstancesRepoLive,
+  WebhooksRepoLive
+).pipe(
+  Layer.provideMerge(UpstreamServicesLive),
+  // Beneath the ingress, which publishes what it commits to the live streams when they exist.
   Layer.provideMerge(LiveEventsLive),
-  Layer.provideMerge(Layer.mergeAll(TokensRepoLive, InstancesRepoLive, WebhooksRepoLive)),
-  Layer.provideMerge(AccessTokenCipherLive),
-  Layer.provideMerge(WriteBatcherLive),
-  Layer.provideMerge(ReadinessLive),
-  Layer.provideMerge(SqlLive)
+  Layer.provideMerge(FoundationLive)
 )
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(

@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { type Credential, TokensRepo } from "../src/Auth/Repo.js"
 import { POLL_INTERVAL, RevocationFeed } from "../src/Auth/RevocationFeed.js"
 import { hashSecret } from "../src/Auth/Secrets.js"
-import { TokenResolver, TokenResolverLive } from "../src/Auth/TokenResolver.js"
+import { TokenResolver } from "../src/Auth/TokenResolver.js"
 import { OrganizationId } from "../src/Domain/Ids.js"
 import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { engines } from "./support/Databases.js"
@@ -313,7 +313,7 @@ describe("the credential cache and revocation", () => {
         touchApiToken: () => Effect.void,
         findCredential
       })
-      const resolver = yield* Effect.provide(TokenResolver, TokenResolverLive.pipe(Layer.provide(Layer.succeed(TokensRepo, repo))))
+      const resolver = yield* Effect.provide(TokenResolver, TokenResolver.DefaultWithoutDependencies.pipe(Layer.provide(Layer.succeed(TokensRepo, repo))))
 
       const lookups = yield* Effect.fork(Effect.all([resolver.resolve(secret), resolver.resolve(secret)], { concurrency: "unbounded" }))
       yield* Deferred.await(bothReading)

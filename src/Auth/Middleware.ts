@@ -34,7 +34,7 @@ const admitKind = (principal: Principal, allowed: ReadonlyArray<TokenKind>): Eit
     : Either.left(new Forbidden({ message: refusal(principal.kind, allowed), error: "forbidden_token_kind" }))
 
 /** The principal behind an Authorization header, if its token kind may use an endpoint allowing `allowed`. */
-export const authenticateBearer = (resolver: TokenResolver["Type"]) =>
+export const authenticateBearer = (resolver: TokenResolver) =>
 (authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Effect.Effect<Principal, Unauthorized | Forbidden> => {
   const secret = bearerSecret(authorization)
   if (secret === undefined) return Effect.fail(new Unauthorized())
@@ -42,7 +42,7 @@ export const authenticateBearer = (resolver: TokenResolver["Type"]) =>
 }
 
 /** authenticateBearer's answer when it needs no database read (see TokenResolver.resolveNow); undefined when it does. */
-export const authenticateBearerNow = (resolver: TokenResolver["Type"]) =>
+export const authenticateBearerNow = (resolver: TokenResolver) =>
 (authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Either.Either<Principal, Unauthorized | Forbidden> | undefined => {
   const secret = bearerSecret(authorization)
   if (secret === undefined) return Either.left(new Unauthorized())

@@ -6,11 +6,11 @@
  * after a minute.
  */
 import { LRUCache } from "lru-cache"
-import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
+import { Effect, Either, Option, Runtime } from "effect"
 import { Unauthorized } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import type { Principal } from "../Domain/Principal.js"
-import { type Credential, TokensRepo } from "./Repo.js"
+import { type Credential, TokensRepo, TokensRepoLive } from "./Repo.js"
 import { channels, subscribe } from "../Sql/Notify.js"
 import { hashSecret } from "./Secrets.js"
 
@@ -26,13 +26,13 @@ interface CacheEntry {
   readonly cachedAt: number
 }
 
-export class TokenResolver extends Context.Tag("TokenResolver")<TokenResolver, {
+export interface TokenResolverShape {
   readonly resolve: (secret: string) => Effect.Effect<Principal, Unauthorized>
   /** resolve's answer when it needs no database read; undefined when it does (a credential not cached). */
   readonly resolveNow: (secret: string) => Either.Either<Principal, Unauthorized> | undefined
   /** Forgets credentials at once, after their revocation has committed. */
   readonly forget: (...tokenHashes: ReadonlyArray<string>) => Effect.Effect<void>
-}>() {}
+}
 
 const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
   credential,
@@ -45,9 +45,8 @@ const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
   cachedAt
 })
 
-export const TokenResolverLive = Layer.scoped(
-  TokenResolver,
-  Effect.gen(function*() {
+export class TokenResolver extends Effect.Service<TokenResolver>()("TokenResolver", {
+  scoped: Effect.gen(function*() {
     const repo = yield* TokensRepo
     // The touch is a hint written in the background, from the plain path too (resolveNow).
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
@@ -102,7 +101,7 @@ export const TokenResolverLive = Layer.scoped(
       return hit !== undefined && now - hit.cachedAt < CACHE_TTL_MS ? admit(hit, now) : undefined
     }
 
-    return TokenResolver.of({
+    const service: TokenResolverShape = {
       resolveNow: (secret) => (malformed(secret) ? Either.left(new Unauthorized()) : cachedAnswer(hashSecret(secret), Date.now())),
       resolve: (secret) => {
         if (malformed(secret)) return Effect.fail(new Unauthorized())
@@ -116,6 +115,8 @@ export const TokenResolverLive = Layer.scoped(
           revocations++
           for (const hash of hashes) cache.delete(hash)
         })
-    })
-  })
-)
+    }
+    return service
+  }),
+  dependencies: [TokensRepoLive]
+}) {}

@@ -4,11 +4,11 @@
  * by `instance_id` or `phone_number_id`. Other tenants' instances are 404, never revealed.
  */
 import { LRUCache } from "lru-cache"
-import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Effect, Either, Option, Redacted } from "effect"
 import { BadRequest, Forbidden, NotFound, UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef, Principal } from "../Domain/Principal.js"
 import type { UpstreamTarget } from "../Upstream/Upstream.js"
-import { InstancesRepo, toInstanceRef } from "./Repo.js"
+import { InstancesRepo, InstancesRepoLive, toInstanceRef } from "./Repo.js"
 
 export interface InstanceSelector {
   readonly instanceId?: string | undefined
@@ -21,7 +21,7 @@ const TARGET_TTL_MS = 60_000
 /** Most instances kept found (an organization token's lookups); past it the cache starts over. */
 const KNOWN_INSTANCES = 10_000
 
-export class InstanceAccess extends Context.Tag("InstanceAccess")<InstanceAccess, {
+export interface InstanceAccessShape {
   readonly resolve: (principal: Principal, selector: InstanceSelector) => Effect.Effect<InstanceRef, BadRequest | Forbidden | NotFound>
   /**
    * What resolve answers when it needs no lookup (an instance token, a selector missing, or an
@@ -31,14 +31,13 @@ export class InstanceAccess extends Context.Tag("InstanceAccess")<InstanceAccess
   readonly target: (instance: InstanceRef) => Effect.Effect<UpstreamTarget, UpstreamFailure>
   /** The target if it is cached (see TARGET_TTL_MS), undefined otherwise: then `target` loads it. */
   readonly targetNow: (instance: InstanceRef) => UpstreamTarget | undefined
-}>() {}
+}
 
 const describe = (selector: InstanceSelector) =>
   selector.instanceId !== undefined ? `instance_id ${selector.instanceId}` : `phone_number_id ${selector.phoneNumberId}`
 
-export const InstanceAccessLive = Layer.effect(
-  InstanceAccess,
-  Effect.gen(function*() {
+export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAccess", {
+  effect: Effect.gen(function*() {
     const repo = yield* InstancesRepo
     const targets = new LRUCache<string, { readonly target: UpstreamTarget; readonly at: number }>({ max: KNOWN_INSTANCES })
     // Instances found for organization tokens, by id and by phone number id. An instance is never
@@ -95,7 +94,7 @@ export const InstanceAccessLive = Layer.effect(
       return cached !== undefined && Date.now() - cached.at < TARGET_TTL_MS ? cached.target : undefined
     }
 
-    return InstanceAccess.of({
+    const service: InstanceAccessShape = {
       resolveNow,
       targetNow,
       resolve: (principal, selector) => {
@@ -131,6 +130,8 @@ export const InstanceAccessLive = Layer.effect(
           return Effect.succeed(target)
         })
       }
-    })
-  })
-)
+    }
+    return service
+  }),
+  dependencies: [InstancesRepoLive]
+}) {}

@@ -14,7 +14,7 @@
  * services' plain entries (pacing, the cached target, the group writers, the Upstream's send); the
  * Effect API (`send`, for keyed sends and HubApi's handler) runs that same code.
  */
-import { Cause, Context, Effect, Either, Exit, Layer, Option, Runtime, Schedule } from "effect"
+import { Cause, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
 import { HubConfig } from "../Config.js"
 import { type Conflict, errorBody, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef } from "../Domain/Principal.js"
@@ -24,10 +24,10 @@ import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type JsonObject, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
-import { type Claim, IdempotencyKeys, type KeyRef, requestHash } from "./Idempotency.js"
+import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "./Idempotency.js"
 import { type SendMessageRequest, toUpstreamBody } from "./MessageSchemas.js"
-import { Pacing } from "./Pacing.js"
-import { MessagesRepo } from "./Repo.js"
+import { Pacing, PacingLive } from "./Pacing.js"
+import { MessagesRepo, MessagesRepoLive } from "./Repo.js"
 
 export type SendOutcome =
   | { readonly _tag: "Sent"; readonly response: SendMessageResponse }
@@ -35,7 +35,7 @@ export type SendOutcome =
 
 type SendError = Conflict | ServiceUnavailable | TooManyRequests | UpstreamFailure
 
-export class MessageSender extends Context.Tag("MessageSender")<MessageSender, {
+export interface MessageSenderShape {
   /** A send, with its Idempotency-Key if given. */
   readonly send: (
     instance: InstanceRef,
@@ -51,7 +51,7 @@ export class MessageSender extends Context.Tag("MessageSender")<MessageSender, {
   readonly sendNow: (instance: InstanceRef, request: SendMessageRequest, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>
   /** Succeeds once no send is in flight: for whoever must stop only after them (`inRequest` must work until then). */
   readonly drained: Effect.Effect<void>
-}>() {}
+}
 
 /** The upstream error as kept in the record's `error` column. */
 const errorRecord = (e: UpstreamError): JsonObject => ({
@@ -95,9 +95,8 @@ const UPDATE_RETRIES = 2
 
 const notRecorded = new ServiceUnavailable({ message: "The message could not be recorded, so it was not sent", error: "storage_unavailable" })
 
-export const MessageSenderLive = Layer.scoped(
-  MessageSender,
-  Effect.gen(function*() {
+export class MessageSender extends Effect.Service<MessageSender>()("MessageSender", {
+  scoped: Effect.gen(function*() {
     const repo = yield* MessagesRepo
     const keys = yield* IdempotencyKeys
     const pacing = yield* Pacing
@@ -212,7 +211,7 @@ export const MessageSenderLive = Layer.scoped(
         }
       })
 
-    return MessageSender.of({
+    const service: MessageSenderShape = {
       sendNow: (instance, request, inRequest) => sendWith(instance, request, toUpstreamBody(request), inRequest),
       drained,
       send: (instance, request, idempotencyKey) => {
@@ -232,6 +231,9 @@ export const MessageSenderLive = Layer.scoped(
           Effect.uninterruptible
         )
       }
-    })
-  })
-)
+    }
+    return service
+  }),
+  // The Upstream, the config and the WriteBatcher are the hub's, provided beneath every service.
+  dependencies: [MessagesRepoLive, IdempotencyKeysLive, PacingLive, InstanceAccess.Default]
+}) {}
