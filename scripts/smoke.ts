@@ -1,6 +1,7 @@
 /**
  * Smoke test of the compiled binary: start `dist/hub serve` on a free port with a fresh database,
- * wait for GET /health, run one CLI command against the same database, and stop the server.
+ * wait for GET /health, check that the dashboard and the metrics are served from the binary, run
+ * one CLI command against the same database, and stop the server.
  * Usage: bun scripts/smoke.ts [path-to-binary]
  */
 import { mkdtempSync, rmSync } from "node:fs"
@@ -34,6 +35,17 @@ try {
   }
   if (JSON.stringify(health) !== JSON.stringify({ status: "ok" })) fail(`GET /health answered ${JSON.stringify(health)}`)
   console.log(`smoke: GET /health -> ${JSON.stringify(health)}`)
+
+  // The dashboard's assets and the metrics are inside the binary, not read from the source tree.
+  const dashboard = await fetch(`http://127.0.0.1:${port}/dashboard`)
+  const page = await dashboard.text()
+  if (dashboard.status !== 200 || !page.includes("<script")) fail(`GET /dashboard answered ${dashboard.status}`)
+  const script = /src="(\/dashboard\/[^"]+\.js)"/.exec(page)?.[1]
+  if (script === undefined || (await fetch(`http://127.0.0.1:${port}${script}`)).status !== 200) fail(`the dashboard's script ${script} is not served`)
+  console.log(`smoke: GET /dashboard -> 200, ${script} -> 200`)
+  const metrics = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())
+  if (!metrics.includes("hub_http_request_duration_seconds")) fail("GET /metrics has no request metrics")
+  console.log("smoke: GET /metrics -> Prometheus text")
 
   const cli = Bun.spawnSync([binary, "org", "create", "--name", "Smoke"], { env })
   const created: unknown = JSON.parse(cli.stdout.toString() || "null")
