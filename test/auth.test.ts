@@ -5,7 +5,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type Credential, TokensRepo } from "../src/Auth/Repo.js"
-import { POLL_INTERVAL, RevocationFeed } from "../src/Auth/RevocationFeed.js"
+import { POLL_INTERVAL, RevocationFeed, RevocationFeedLive } from "../src/Auth/RevocationFeed.js"
 import { hashSecret } from "../src/Auth/Secrets.js"
 import { TokenResolver } from "../src/Auth/TokenResolver.js"
 import { OrganizationId } from "../src/Domain/Ids.js"
@@ -329,5 +329,45 @@ describe("the credential cache and revocation", () => {
       const next = yield* Effect.either(resolver.resolve(secret))
       expect(Either.isLeft(next)).toBe(true)
       expect(reads).toBe(3)
+    }))
+})
+
+describe("the revocation feed", () => {
+  plain.effect("a revocation committed under a lower number after a read passed it is still evicted, once", () =>
+    Effect.gen(function*() {
+      // The feed's table as the reads see it: on PostgreSQL a transaction that took number 2 may commit after 3 was read.
+      const rows: Array<{ readonly seq: number; readonly token_hash: string }> = [{ seq: 1, token_hash: "h1" }]
+      const forgotten: Array<string> = []
+      const die = () => Effect.die("unused")
+      const repo = TokensRepo.of({
+        createApiToken: die,
+        listApiTokens: die,
+        findApiToken: die,
+        revokeApiToken: die,
+        revokeSession: die,
+        revokeOrganizationSessions: die,
+        createSession: die,
+        findCredential: die,
+        touchApiToken: () => Effect.void,
+        lastRevocation: Effect.succeed(1),
+        revocationsAfter: (seq) => Effect.sync(() => rows.filter((row) => row.seq > seq).sort((a, b) => a.seq - b.seq)),
+        pruneRevocations: () => Effect.void
+      })
+      const resolver = TokenResolver.make({
+        resolve: die,
+        resolveNow: () => undefined,
+        forget: (...hashes) => Effect.sync(() => forgotten.push(...hashes))
+      })
+      const feed = yield* Effect.provide(
+        RevocationFeed,
+        RevocationFeedLive.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(TokensRepo, repo), Layer.succeed(TokenResolver, resolver))))
+      )
+      rows.push({ seq: 3, token_hash: "h3" })
+      yield* feed.poll
+      rows.push({ seq: 2, token_hash: "h2" })
+      yield* feed.poll
+      yield* feed.poll
+      // h1 was committed before the feed started (nothing cached then); h2 arrived behind the position.
+      expect(forgotten.filter((hash) => hash !== "h1")).toEqual(["h3", "h2"])
     }))
 })

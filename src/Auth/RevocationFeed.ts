@@ -6,8 +6,9 @@
  * once in the process that makes it and within about a second in every other one.
  *
  * On PostgreSQL, sequence numbers are handed out before commit, so a transaction may commit a lower
- * number after a reader has passed it; a reader there should re-read a short window behind its
- * position. SQLite commits one writer at a time, so the order of numbers is the order of commits.
+ * number after a reader has passed it: each read therefore goes REREAD numbers behind the position
+ * and evicts only what it has not seen (on PostgreSQL a revocation is also announced to every replica
+ * as it commits: Sql/Notify.ts). SQLite commits one writer at a time, so there the window finds nothing new.
  */
 import { Context, Duration, Effect, Layer, Schedule, SubscriptionRef } from "effect"
 import { TokensRepo } from "./Repo.js"
@@ -16,6 +17,8 @@ import { TokenResolver } from "./TokenResolver.js"
 export const POLL_INTERVAL = Duration.seconds(1)
 /** Feed rows are kept this long: far longer than any cache entry lives (a minute). */
 const KEEP_ROWS = Duration.hours(1)
+/** How far behind its position a read looks for rows committed late (numbers taken by transactions still open). */
+const REREAD = 100
 /** Old rows are pruned every this many polls (about ten minutes). */
 const PRUNE_EVERY = 600
 
@@ -41,13 +44,16 @@ export const RevocationFeedLive = Layer.effect(
         : Effect.void
     )
 
+    /** The numbers read within the window behind the position. */
+    let seen = new Set<number>()
+
     const poll = Effect.gen(function*() {
-      const rows = yield* repo.revocationsAfter(yield* SubscriptionRef.get(position))
-      const last = rows.at(-1)
-      if (last !== undefined) {
-        yield* resolver.forget(...rows.map((row) => row.token_hash))
-        yield* SubscriptionRef.set(position, last.seq)
-      }
+      const at = yield* SubscriptionRef.get(position)
+      const rows = (yield* repo.revocationsAfter(Math.max(0, at - REREAD))).filter((row) => row.seq > at || !seen.has(row.seq))
+      const last = Math.max(at, ...rows.map((row) => row.seq))
+      seen = new Set([...seen, ...rows.map((row) => row.seq)].filter((seq) => seq > last - REREAD))
+      if (rows.length > 0) yield* resolver.forget(...rows.map((row) => row.token_hash))
+      if (last !== at) yield* SubscriptionRef.set(position, last)
       yield* prune
       return rows.length
     }).pipe(Effect.withSpan("RevocationFeed.poll"))
