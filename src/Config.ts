@@ -28,7 +28,10 @@ export interface HubSettings {
   /** Deliveries in flight at once, overall and per webhook. */
   readonly dispatchConcurrency: number
   readonly dispatchPerWebhook: number
-  /** Deliveries in flight at once per organization, so one organization's slow receivers cannot hold every slot. */
+  /**
+   * Deliveries in flight at once per organization while slots are scarce, so one organization's slow
+   * receivers cannot hold every slot; past it, idle slots up to three quarters of the concurrency.
+   */
   readonly dispatchPerOrganization: number
   /** Connections open at once to one origin (a webhook receiver, the Graph API); past it requests wait their turn. */
   readonly maxConnectionsPerOrigin: number

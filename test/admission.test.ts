@@ -1,6 +1,7 @@
 /**
  * The hand-off rule (Admission.ts): a new delivery skips the queue only when it overtakes nothing
- * this process knows to be queued and fits within the concurrency overall and its webhook's share.
+ * this process knows to be queued and fits within the concurrency overall, its webhook's share and
+ * its organization's (or the idle slots an organization past its share may take).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeAdmission } from "../src/Delivery/Admission.js"
@@ -76,16 +77,40 @@ describe("admission", () => {
     expect(admission.inFlight()).toEqual(new Map())
   })
 
-  it("an organization is admitted up to its share across its webhooks; others are not held back", () => {
-    const admission = cleared({ concurrency: 10, perWebhook: 4, perOrganization: 3 })
+  it("an organization is admitted up to its share while slots are scarce; others are not held back", () => {
+    const admission = cleared({ concurrency: 4, perWebhook: 4, perOrganization: 2 })
+    // Four slots: a quarter (one) stays free of organizations past their share, so A may take three.
     expect([admission.admit("a1", "A"), admission.admit("a2", "A"), admission.admit("a3", "A"), admission.admit("a4", "A")]).toEqual([true, true, true, false])
     expect(admission.inFlightByOrganization()).toEqual(new Map([["A", 3]]))
-    // Organization B is below its share: its deliveries still start at once.
+    // Organization B is within its share: its delivery still starts at once.
     expect(admission.admit("b1", "B")).toBe(true)
     // Room again in A, but its queued row is older: A's next one queues behind it until a short lease.
     admission.finished(owned("a1", "A"))
     expect(admission.admit("a5", "A")).toBe(false)
-    admission.leased(5, [])
+    admission.leased(1, [])
+    expect(admission.admit("a5", "A")).toBe(false)
+    admission.finished(owned("a2", "A"))
+    admission.leased(2, [])
     expect(admission.admit("a5", "A")).toBe(true)
+  })
+
+  it("an organization past its share takes idle slots while a quarter of all slots stays free", () => {
+    const admission = cleared({ concurrency: 8, perWebhook: 8, perOrganization: 3 })
+    // Alone, A passes its share of three up to six attempts: two of the eight slots stay free.
+    expect(Array.from({ length: 7 }, (_, i) => admission.admit(`a${i}`, "A"))).toEqual([true, true, true, true, true, true, false])
+    expect(admission.overShareRoom()).toBe(0)
+    // The free quarter is for organizations within their share.
+    expect([admission.admit("b1", "B"), admission.admit("b2", "B")]).toEqual([true, true])
+    admission.finished(owned("a0", "A"))
+    expect(admission.overShareRoom()).toBe(0)
+    // A short lease at seven in flight (past six): A, at its share then, may have rows waiting.
+    admission.leased(1, [])
+    expect(admission.admit("a7", "A")).toBe(false)
+    // Below six after a short lease: A had nothing left waiting, and takes an idle slot again.
+    admission.finished(owned("a1", "A"))
+    admission.finished(owned("a2", "A"))
+    admission.leased(3, [])
+    expect(admission.overShareRoom()).toBe(1)
+    expect(admission.admit("a7", "A")).toBe(true)
   })
 })

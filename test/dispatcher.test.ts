@@ -23,7 +23,7 @@ import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
-import { seedTenant, type Tenant, TestHub, testHub, testHubConfig, TestHubLive, itemsOf } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub, testHub, testHubConfig, TestHubLive, itemsOf, createWebhook } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const TIMEOUT_MS = 500
@@ -48,14 +48,6 @@ const DeliveryView = Schema.Struct({
 })
 type DeliveryView = typeof DeliveryView.Type
 const deliveryViews = (body: Readonly<Record<string, unknown>>) => Schema.decodeUnknownSync(Schema.Array(DeliveryView))(body.data)
-
-const createWebhook = (tenant: Tenant, url: string) =>
-  Effect.gen(function*() {
-    const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
-    expect(created.status).toBe(201)
-    return { id: String(created.body.id), secret: String(created.body.secret) }
-  })
 
 const postEvent = (tenant: Tenant, messageId: string = wamid()) =>
   Effect.gen(function*() {
@@ -622,7 +614,8 @@ for (const engine of engines) describe(`outbox leases (${engine})`, () => {
         perWebhook,
         inFlight,
         perOrganization: 1_000,
-        inFlightByOrganization: new Map()
+        inFlightByOrganization: new Map(),
+        overShareRoom: 0
       })
     }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
 
@@ -704,6 +697,49 @@ for (const engine of engines) describe(`outbox leases (${engine})`, () => {
       expect(yield* lease(5, new Map(), 4)).toEqual(["slow0000", "slow0001", "slow0002", "slow0003", "fast0000"])
     }).pipe(Effect.provide(outboxLayer)))
 
+  plain.effect("an organization past its share takes idle slots only after every organization within its share, and only as many as it may", () =>
+    Effect.gen(function*() {
+      yield* seed
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM deliveries`
+      const now = new Date().toISOString()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_2", name: "o2", created_at: now })}`
+      yield* sql`INSERT INTO instances ${sql.insert({ id: "ins_2", organization_id: "org_2", name: "i2", phone_number_id: "3", waba_id: "4", created_at: now })}`
+      yield* sql`INSERT INTO webhooks ${
+        sql.insert({ id: "whk_c", organization_id: "org_2", instance_id: "ins_2", name: "c", url: "http://127.0.0.1:9/", secret_encrypted: "x", active: 1, created_at: now, updated_at: now })
+      }`
+      // org_1's queue is older than anything of org_2.
+      yield* queue("whk_a", "a", 6, 60_000)
+      yield* queue("whk_c", "c", 2, 30_000)
+      const leaseFor = (limit: number, overShareRoom: number, inFlightByOrganization: ReadonlyMap<string, number> = new Map()) =>
+        Effect.flatMap(OutboxRepo, (outbox) =>
+          outbox.lease({
+            owner: "me",
+            now: new Date().toISOString(),
+            leaseUntil: new Date(Date.now() + 60_000).toISOString(),
+            limit,
+            perWebhook: 10,
+            inFlight: new Map(),
+            perOrganization: 3,
+            inFlightByOrganization,
+            overShareRoom
+          })).pipe(Effect.map((rows) => rows.map((r) => r.id)))
+      const releaseAll = Effect.flatMap(OutboxRepo, (outbox) => outbox.release("me", "all"))
+      // Room for five: org_1 its share of three, then org_2's two, although org_1 may take idle slots and its rows are older.
+      expect(yield* leaseFor(5, 5)).toEqual(["a0000", "a0001", "a0002", "c0000", "c0001"])
+      yield* releaseAll
+      // No idle slots to take: org_1 stops at its share whatever the room.
+      expect(yield* leaseFor(10, 0)).toEqual(["a0000", "a0001", "a0002", "c0000", "c0001"])
+      yield* releaseAll
+      // Two idle slots: org_1 takes two past its share, in due order.
+      expect(yield* leaseFor(10, 2)).toEqual(["a0000", "a0001", "a0002", "a0003", "a0004", "c0000", "c0001"])
+      yield* releaseAll
+      // org_1 already at its share: only org_2's rows, or one more of org_1's when one idle slot may be taken.
+      expect(yield* leaseFor(10, 0, new Map([["org_1", 3]]))).toEqual(["c0000", "c0001"])
+      yield* releaseAll
+      expect(yield* leaseFor(10, 1, new Map([["org_1", 3]]))).toEqual(["a0000", "c0000", "c0001"])
+    }).pipe(Effect.provide(outboxLayer)))
+
   /** More active webhooks of the seeded instance. */
   const addWebhooks = (ids: ReadonlyArray<string>) =>
     Effect.flatMap(SqlClient.SqlClient, (sql) => {
@@ -761,7 +797,7 @@ for (const engine of engines) describe(`outbox leases (${engine})`, () => {
       expect(queued.filter((step) => step.startsWith("SCAN d") || step.startsWith("SCAN deliveries"))).toEqual([])
       expect((yield* queries.queuedWebhooks).map((row) => row.webhook_id)).toEqual(["whk_a", "whk_b"])
 
-      const input = { owner: "me", now: new Date().toISOString(), leaseUntil: new Date().toISOString(), limit: 4, perWebhook: 2, inFlight: new Map<string, number>(), perOrganization: 4, inFlightByOrganization: new Map<string, number>() }
+      const input = { owner: "me", now: new Date().toISOString(), leaseUntil: new Date().toISOString(), limit: 4, perWebhook: 2, inFlight: new Map<string, number>(), perOrganization: 4, inFlightByOrganization: new Map<string, number>(), overShareRoom: 0 }
       const perWebhook = yield* sql.unsafe<{ readonly detail: string }>(
         `EXPLAIN QUERY PLAN ${queries.dueOf(input, [["whk_b", 2]]).compile()[0]}`,
         queries.dueOf(input, [["whk_b", 2]]).compile()[1]

@@ -149,7 +149,8 @@ export const DispatcherLive = Layer.scopedDiscard(
             perWebhook: config.dispatchPerWebhook,
             inFlight: admission.inFlight(),
             perOrganization: config.dispatchPerOrganization,
-            inFlightByOrganization: admission.inFlightByOrganization()
+            inFlightByOrganization: admission.inFlightByOrganization(),
+            overShareRoom: admission.overShareRoom()
           })
           // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
           counted = leased.filter((d) => Boolean(d.webhook_active))

@@ -1,9 +1,10 @@
 /**
  * How the dispatcher finds rows to lease (see OutboxRepo.lease): the oldest due rows overall, each
- * webhook and each organization within its share of attempts in flight; and, when webhooks or
- * organizations at their share hold the front of that order, the other webhooks' first rows, one
- * webhook at a time. The candidates are read, the shares applied here, and the rows picked are
- * then leased by id (the lease condition checked again on each).
+ * webhook and each organization within its share of attempts in flight, then the idle slots an
+ * organization past its share may take (Admission.ts); and, when webhooks or organizations at their
+ * share hold the front of that order, the other webhooks' first rows, one webhook at a time. The
+ * candidates are read, the shares applied here, and the rows picked are then leased by id (the
+ * lease condition checked again on each).
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -23,6 +24,8 @@ export interface LeaseRequest {
   readonly perOrganization: number
   /** Attempts in flight per organization id. */
   readonly inFlightByOrganization: ReadonlyMap<string, number>
+  /** How many rows organizations past their share may take in all (Admission's overShareRoom). */
+  readonly overShareRoom: number
 }
 
 /** A due row, as the lease orders it: first attempts (phase 0) before retries (phase 1), each by due time. */
@@ -41,29 +44,36 @@ const SCAN_PER_LEASED_ROW = 4
 const WEBHOOKS_PER_STATEMENT = 128
 
 /** What picking needs of a lease request: how many rows, the shares and what is in flight. */
-type Shares = Pick<LeaseRequest, "limit" | "perWebhook" | "inFlight" | "perOrganization" | "inFlightByOrganization">
+type Shares = Pick<LeaseRequest, "limit" | "perWebhook" | "inFlight" | "perOrganization" | "inFlightByOrganization" | "overShareRoom">
 
 /**
- * The rows to lease, in order, at most `limit`, each webhook and each organization within what its
- * share leaves; ids once each.
+ * The rows to lease, at most `limit`, ids once each, each webhook within what its share leaves: in
+ * due order every organization within its share first, then organizations past it, in due order,
+ * up to `overShareRoom` rows. `overShare` says how many of the picked rows were those.
  */
 const pickWithinShares = (rows: ReadonlyArray<DueRow>, input: Shares) => {
   const ordered = [...rows].sort((a, b) => a.phase - b.phase || a.next_attempt_at.localeCompare(b.next_attempt_at) || a.id.localeCompare(b.id))
   const byWebhook = new Map(input.inFlight)
   const byOrganization = new Map(input.inFlightByOrganization)
-  const seen = new Set<string>()
   const picked: Array<DueRow> = []
-  for (const row of ordered) {
-    if (picked.length >= input.limit) break
-    const forWebhook = byWebhook.get(row.webhook_id) ?? 0
-    const forOrganization = byOrganization.get(row.organization_id) ?? 0
-    if (seen.has(row.id) || forWebhook >= input.perWebhook || forOrganization >= input.perOrganization) continue
-    seen.add(row.id)
-    byWebhook.set(row.webhook_id, forWebhook + 1)
-    byOrganization.set(row.organization_id, forOrganization + 1)
-    picked.push(row)
+  const seen = new Set<string>()
+  const pass = (mayTake: (row: DueRow) => boolean, most: number) => {
+    let taken = 0
+    for (const row of ordered) {
+      if (picked.length >= input.limit || taken >= most) return taken
+      const forWebhook = byWebhook.get(row.webhook_id) ?? 0
+      if (seen.has(row.id) || forWebhook >= input.perWebhook || !mayTake(row)) continue
+      seen.add(row.id)
+      byWebhook.set(row.webhook_id, forWebhook + 1)
+      byOrganization.set(row.organization_id, (byOrganization.get(row.organization_id) ?? 0) + 1)
+      picked.push(row)
+      taken++
+    }
+    return taken
   }
-  return picked
+  pass((row) => (byOrganization.get(row.organization_id) ?? 0) < input.perOrganization, input.limit)
+  const overShare = pass(() => true, input.overShareRoom)
+  return { picked, overShare }
 }
 
 /** The keys whose count has reached `share`. */
@@ -88,7 +98,8 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
    */
   const dueRows = (input: LeaseRequest) => {
     const full = atShare(input.inFlight, input.perWebhook)
-    const fullOrganizations = atShare(input.inFlightByOrganization, input.perOrganization)
+    // Organizations at their share are left out only when none may take idle slots.
+    const fullOrganizations = input.overShareRoom > 0 ? [] : atShare(input.inFlightByOrganization, input.perOrganization)
     // Enough of the front that, once the webhooks and organizations at their share are left out, the rows wanted are there.
     const front = (input.limit + input.perWebhook * (full.length + 1) + input.perOrganization * fullOrganizations.length) * SCAN_PER_LEASED_ROW
     const phase = (status: "pending" | "failed", rank: number) =>
@@ -145,7 +156,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
    * Rows of webhooks with share left beyond the front the first read covered, read one webhook at a
    * time through deliveries_webhook_due: after a first pick of `taken` rows that fell short.
    */
-  const lookPast = (input: LeaseRequest, taken: ReadonlyArray<DueRow>) =>
+  const lookPast = (input: LeaseRequest, taken: ReadonlyArray<DueRow>, overShareTaken: number) =>
     Effect.gen(function*() {
       const inFlight = new Map(input.inFlight)
       const inFlightByOrganization = new Map(input.inFlightByOrganization)
@@ -153,18 +164,17 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
         inFlight.set(row.webhook_id, (inFlight.get(row.webhook_id) ?? 0) + 1)
         inFlightByOrganization.set(row.organization_id, (inFlightByOrganization.get(row.organization_id) ?? 0) + 1)
       }
+      const overShareRoom = input.overShareRoom - overShareTaken
       const organizationOf = new Map<string, string>()
       const shares = (yield* queries.queuedWebhooks).flatMap((row): ReadonlyArray<readonly [string, number]> => {
         organizationOf.set(row.webhook_id, row.organization_id)
-        const share = Math.min(
-          input.perWebhook - (inFlight.get(row.webhook_id) ?? 0),
-          input.perOrganization - (inFlightByOrganization.get(row.organization_id) ?? 0)
-        )
+        const organizationLeft = input.perOrganization - (inFlightByOrganization.get(row.organization_id) ?? 0)
+        const share = Math.min(input.perWebhook - (inFlight.get(row.webhook_id) ?? 0), Math.max(organizationLeft, overShareRoom))
         return share > 0 ? [[row.webhook_id, share]] : []
       })
       const rows = yield* Effect.forEach(powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT), (chunk) => queries.dueOf(input, chunk))
       const owned = rows.flat().map((row) => ({ ...row, organization_id: organizationOf.get(row.webhook_id) ?? "" }))
-      return pickWithinShares(owned, { ...input, limit: input.limit - taken.length, inFlight, inFlightByOrganization })
+      return pickWithinShares(owned, { ...input, limit: input.limit - taken.length, inFlight, inFlightByOrganization, overShareRoom }).picked
     })
 
   /** Leases rows by id, if still free; the lease condition is checked again on the row itself. */
@@ -178,7 +188,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
     Effect.gen(function*() {
       // The shares are applied to the front of the due order; the rows picked are then leased by id,
       // the lease condition checked again on each (a concurrent leaser never takes a row twice).
-      const picked = pickWithinShares(yield* queries.dueRows(input), input)
+      const { picked, overShare } = pickWithinShares(yield* queries.dueRows(input), input)
       // Short of the limit with some webhook or organization at its share: the first read left its
       // rows out (or stopped at its bound on them), so other webhooks' rows may wait further on. With
       // none at its share, every row read was eligible: there are no more due rows.
@@ -190,7 +200,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       }
       const lookFurther = picked.length < input.limit &&
         (atShare(byWebhook, input.perWebhook).length > 0 || atShare(byOrganization, input.perOrganization).length > 0)
-      const wanted = lookFurther ? [...picked, ...(yield* lookPast(input, picked))] : picked
+      const wanted = lookFurther ? [...picked, ...(yield* lookPast(input, picked, overShare))] : picked
       const taken = yield* take(input, wanted.map((row) => row.id))
       if (taken.length === 0) return []
       // A row finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a

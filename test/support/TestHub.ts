@@ -151,6 +151,18 @@ export const seedTenant = (options: { readonly phoneNumberId?: string; readonly 
     } satisfies Tenant
   })
 
+/** A webhook of the tenant's instance for `url`, created through the API: its id and signing secret. */
+export const createWebhook = (tenant: Tenant, url: string) =>
+  Effect.gen(function*() {
+    const hub = yield* TestHub
+    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
+    if (created.status !== 201) return yield* Effect.dieMessage(`creating a webhook answered ${created.status}: ${JSON.stringify(created.body)}`)
+    return { id: String(created.body.id), secret: String(created.body.secret) }
+  })
+
+/** The id of a new webhook of the tenant's instance for `url`. */
+export const createWebhookId = (tenant: Tenant, url: string) => Effect.map(createWebhook(tenant, url), (webhook) => webhook.id)
+
 /** A second instance (and an instance token for it) in the tenant's organization and business account. */
 export const addInstance = (tenant: Tenant) =>
   Effect.gen(function*() {
