@@ -1,13 +1,14 @@
 /** The `hub` command line, run as a real process against a temporary database. */
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
-import { Effect, Either } from "effect"
+import { Effect, Either, Exit, Scope } from "effect"
 import { createHmac } from "node:crypto"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { parseSecretKey } from "../src/Config.js"
 import { makeCipher, SecretSlot } from "../src/Instances/AccessTokenCipher.js"
+import { startHubProcess } from "./support/HubProcess.js"
 import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const main = join(import.meta.dirname, "..", "src", "main.ts")
@@ -36,32 +37,15 @@ const json = (text: string): Record<string, unknown> => {
 
 const freshDb = () => ({ HUB_DB: join(mkdtempSync(join(tmpdir(), "hub-cli-")), "hub.sqlite") })
 
-/**
- * `hub serve` in its own process, on a free port it picks itself; answers once it logs the address it
- * listens on, with that port on 127.0.0.1. (Probing for a free port first raced the other test files'
- * servers: one took the port, answered /health, and this hub never started.)
- */
+/** `hub serve` in its own process on a port it picks, until `stop` (which answers everything it printed). */
 const startServe = async (env: Record<string, string>) => {
-  const server = Bun.spawn([process.execPath, main, "serve"], {
-    env: { ...process.env, PORT: "0", HUB_LOG_LEVEL: "info", HUB_LOG_FORMAT: "json", ...env },
-    stdout: "pipe"
-  })
-  const reader = server.stdout.getReader()
-  const decoder = new TextDecoder()
-  let output = ""
-  let port: string | undefined
-  while (port === undefined) {
-    const { value, done } = await reader.read()
-    if (done) throw new Error(`the hub stopped before listening: ${output}`)
-    output += decoder.decode(value, { stream: true })
-    port = /Listening on http:\/\/[^\s"]+:(\d+)/.exec(output)?.[1]
-  }
+  const scope = Effect.runSync(Scope.make())
+  const hub = await Effect.runPromise(Scope.extend(startHubProcess({ HUB_LOG_LEVEL: "info", HUB_LOG_FORMAT: "json", ...env }), scope))
   return {
-    base: `http://127.0.0.1:${port}`,
+    base: hub.baseUrl,
     stop: async () => {
-      server.kill()
-      await server.exited
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) output += decoder.decode(chunk.value, { stream: true })
+      const output = await hub.stop()
+      await Effect.runPromise(Scope.close(scope, Exit.void))
       return output
     }
   }

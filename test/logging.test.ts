@@ -8,7 +8,7 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import { Cause, Duration, Effect, HashMap, Layer, Logger, LogLevel, Schedule } from "effect"
 import { prettyLine } from "../src/Logging.js"
 import { makeReceiver } from "./support/Receivers.js"
-import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 interface Line {
@@ -33,14 +33,6 @@ const lineWhere = (what: string, condition: (line: Line) => boolean) =>
     Effect.orDie
   )
 
-const createWebhook = (tenant: Tenant, url: string) =>
-  Effect.gen(function*() {
-    const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
-    expect(created.status).toBe(201)
-    return String(created.body.id)
-  })
-
 const postEvent = (tenant: Tenant) =>
   Effect.flatMap(TestHub, (hub) =>
     hub.request("POST", "/upstream/events", { json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]]) }))
@@ -57,9 +49,9 @@ layer(loggingHub, { excludeTestServices: true })("operator logs", (it) => {
       const fine = yield* makeReceiver(() => ({ status: 204 }))
       const failing = yield* makeReceiver(() => ({ status: 500 }))
       const gone = yield* makeReceiver(() => ({ status: 410 }))
-      const fineHook = yield* createWebhook(tenant, fine.url)
-      const failingHook = yield* createWebhook(tenant, failing.url)
-      const goneHook = yield* createWebhook(tenant, gone.url)
+      const fineHook = yield* createWebhookId(tenant, fine.url)
+      const failingHook = yield* createWebhookId(tenant, failing.url)
+      const goneHook = yield* createWebhookId(tenant, gone.url)
       expect((yield* postEvent(tenant)).body).toMatchObject({ deliveries: 3 })
 
       const succeeded = yield* lineWhere("a success", (l) => l.fields.webhookId === fineHook)

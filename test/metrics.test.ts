@@ -13,7 +13,7 @@ import { OUTBOX_COUNT_CAP } from "../src/Metrics/Metrics.js"
 import { testHubOnFakeGraph, FakeGraph } from "./support/FakeGraph.js"
 import { sendMessage } from "./support/Messages.js"
 import { makeReceiver } from "./support/Receivers.js"
-import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES } from "./support/UpstreamPayloads.js"
 
 /** One sample of the exposition: its metric name and labels. */
@@ -68,14 +68,6 @@ type Scrape = Effect.Effect.Success<ReturnType<typeof scrape>>
 const moved = (before: Scrape, after: Scrape, name: string, labels: Readonly<Record<string, string>> = {}) =>
   after.value(name, labels) - before.value(name, labels)
 
-const createWebhook = (tenant: Tenant, url: string) =>
-  Effect.gen(function*() {
-    const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
-    expect(created.status).toBe(201)
-    return String(created.body.id)
-  })
-
 /** Polls until `condition` holds of the webhook's record (the dispatcher disables it after logging its attempt). */
 const untilWebhook = (tenant: Tenant, webhookId: string, condition: (body: Readonly<Record<string, unknown>>) => boolean) =>
   Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })).pipe(
@@ -108,9 +100,9 @@ layer(testHubOnFakeGraph({ webhookRetry: [Duration.hours(1)], webhookAllowPrivat
       const fine = yield* makeReceiver(() => ({ status: 200 }))
       const failing = yield* makeReceiver(() => ({ status: 500 }))
       const gone = yield* makeReceiver(() => ({ status: 410 }))
-      const fineHook = yield* createWebhook(tenant, fine.url)
-      const failingHook = yield* createWebhook(tenant, failing.url)
-      const goneHook = yield* createWebhook(tenant, gone.url)
+      const fineHook = yield* createWebhookId(tenant, fine.url)
+      const failingHook = yield* createWebhookId(tenant, failing.url)
+      const goneHook = yield* createWebhookId(tenant, gone.url)
       const before = yield* scrape()
 
       // One send the upstream accepts, one it refuses.
@@ -181,7 +173,7 @@ layer(testHubOnFakeGraph({ webhookRetry: [Duration.hours(1)], webhookAllowPrivat
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const webhookId = yield* createWebhook(tenant, (yield* makeReceiver()).url)
+      const webhookId = yield* createWebhookId(tenant, (yield* makeReceiver()).url)
       expect((yield* hub.request("GET", `/api/webhooks/${webhookId}?x=1`, { token: tenant.instanceToken })).status).toBe(200)
       expect((yield* hub.request("GET", "/api/webhooks/whk_unknown123", { token: tenant.instanceToken })).status).toBe(404)
       expect((yield* hub.request("GET", "/no/such/path/abc123")).status).toBe(404)
@@ -233,7 +225,7 @@ layer(testHub(), { excludeTestServices: true })("the outbox's scrape-time read",
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const tenant = yield* seedTenant()
-      const hooks = [yield* createWebhook(tenant, "https://example.com/a"), yield* createWebhook(tenant, "https://example.com/b")]
+      const hooks = [yield* createWebhookId(tenant, "https://example.com/a"), yield* createWebhookId(tenant, "https://example.com/b")]
       // Turned off so the dispatcher leaves the rows below alone.
       yield* sql`UPDATE webhooks SET active = 0 WHERE ${sql.in("id", hooks)}`.pipe(Effect.orDie)
       yield* sql`INSERT INTO events (id, instance_id, body, change_count, received_at)

@@ -7,17 +7,9 @@ import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Schedule } from "effect"
 import { Retention } from "../src/Delivery/Retention.js"
 import { makeReceiver } from "./support/Receivers.js"
-import { itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { itemsOf, seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { engines } from "./support/Databases.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
-
-const createWebhook = (tenant: Tenant, url: string) =>
-  Effect.gen(function*() {
-    const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
-    expect(created.status).toBe(201)
-    return String(created.body.id)
-  })
 
 const deliveryStatuses = (tenant: Tenant, webhookId: string) =>
   Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token: tenant.instanceToken })).pipe(
@@ -47,12 +39,12 @@ for (const engine of engines) layer(testHub({ engine, webhookRetry: [Duration.ho
       const tenant = yield* seedTenant()
       const healthy = yield* makeReceiver()
       const failing = yield* makeReceiver(() => ({ status: 500 }))
-      const delivered = yield* createWebhook(tenant, `${healthy.url}/hook`)
-      const waiting = yield* createWebhook(tenant, `${failing.url}/hook`)
+      const delivered = yield* createWebhookId(tenant, `${healthy.url}/hook`)
+      const waiting = yield* createWebhookId(tenant, `${failing.url}/hook`)
 
       // A second instance whose only webhook succeeds: its event is needed by no delivery once pruned.
       const other = yield* seedTenant()
-      const otherHook = yield* createWebhook(other, `${healthy.url}/other`)
+      const otherHook = yield* createWebhookId(other, `${healthy.url}/other`)
       for (const owner of [tenant, other]) {
         const payload = envelope([owner.wabaId, [statusChange(owner, status(wamid(), "sent", Math.floor(Date.now() / 1000)))]])
         expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)

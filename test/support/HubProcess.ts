@@ -1,7 +1,8 @@
 /**
- * A hub replica as a real process (`bun src/main.ts serve`, PORT=0), for fleet tests: started with
- * the given environment, its address read from its "Listening on" log line, its output kept for the
- * failure message, and stopped (SIGTERM) or killed (SIGKILL) on demand; killed when the scope closes.
+ * A hub as a real process (`bun src/main.ts serve`, PORT=0), for fleet, crash and command-line tests:
+ * started with the given environment, its port read from its "Listening on" log line (reached on
+ * 127.0.0.1 whatever HOST it binds), its output kept, and stopped (SIGTERM) or killed (SIGKILL) on
+ * demand; killed when the scope closes.
  */
 import { type Subprocess } from "bun"
 import { Duration, Effect, type Scope } from "effect"
@@ -17,6 +18,8 @@ export interface HubProcess {
   readonly kill: (signal: "SIGKILL" | "SIGTERM") => void
   /** Resolves with the exit code once the process has ended. */
   readonly exited: Promise<number>
+  /** Stops it with SIGTERM and resolves with everything it printed, to its last line. */
+  readonly stop: () => Promise<string>
 }
 
 /** Starts a replica and waits (up to `startTimeout`) until it listens. */
@@ -39,7 +42,12 @@ export const startHubProcess = (
         pid: child.pid,
         output: () => output,
         kill: (signal) => child.kill(signal),
-        exited: child.exited
+        exited: child.exited,
+        stop: async () => {
+          child.kill("SIGTERM")
+          await Promise.all([child.exited, drained])
+          return output
+        }
       })
       const read = async (stream: ReadableStream<Uint8Array>) => {
         const decoder = new TextDecoder()
@@ -48,16 +56,15 @@ export const startHubProcess = (
           const chunk = await reader.read()
           if (chunk.done) return
           output += decoder.decode(chunk.value, { stream: true })
-          // The pretty logger may colour the line: only the address itself is taken.
-          const listening = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-          if (!answered && listening?.[1] !== undefined) {
+          // The pretty logger may colour the line: only the port itself is taken.
+          const port = /Listening on http:\/\/[\d.]+:(\d+)/.exec(output)?.[1]
+          if (!answered && port !== undefined) {
             answered = true
-            resume(Effect.succeed({ child, hub: hub(listening[1]) }))
+            resume(Effect.succeed({ child, hub: hub(`http://127.0.0.1:${port}`) }))
           }
         }
       }
-      void read(child.stdout)
-      void read(child.stderr)
+      const drained = Promise.all([read(child.stdout), read(child.stderr)])
       void child.exited.then((code) => {
         if (!answered) {
           answered = true
