@@ -36,6 +36,26 @@ export const useResource = <A,>(load: () => Promise<ApiResult<A>>, key: string) 
   return { loaded, reload, replace }
 }
 
+/**
+ * A form's or a button's action: `run` makes its API call with `busy` set, then shows the outcome
+ * `done` words (undefined: none) or the API's refusal.
+ */
+export const useAction = () => {
+  const [error, setError] = useState<ApiError | undefined>(undefined)
+  const [outcome, setOutcome] = useState<string | undefined>(undefined)
+  const [busy, setBusy] = useState(false)
+  const run = async <A,>(action: () => Promise<ApiResult<A>>, done: (value: A) => string | undefined) => {
+    setBusy(true)
+    setError(undefined)
+    setOutcome(undefined)
+    const result = await action()
+    setBusy(false)
+    if (!result.ok) return setError(result.error)
+    setOutcome(done(result.value))
+  }
+  return { error, outcome, busy, run, setError, setOutcome }
+}
+
 /** Calls `reload` every `ms` while `active` (queued deliveries change on their own). */
 export const usePolling = (active: boolean, reload: () => Promise<void>, ms: number, after: unknown) => {
   useEffect(() => {

@@ -4,7 +4,7 @@
  * the token list is open to session and organization tokens, the message history to organization
  * and instance tokens.
  */
-import { type ApiError, callWith } from "./api.js"
+import { type ApiError, type ApiResult, callWith } from "./api.js"
 import type { TokenKind } from "./types.js"
 
 export interface Session {
@@ -36,13 +36,13 @@ export const forgetSession = () => {
 const forbidden = (error: ApiError) => error.status === 403
 
 /** The token's kind, from two reads the API answers by kind; the API's refusal otherwise. */
-export const signIn = async (token: string): Promise<{ readonly ok: true; readonly session: Session } | { readonly ok: false; readonly error: ApiError }> => {
+export const signIn = async (token: string): Promise<ApiResult<Session>> => {
   const tokens = await callWith<unknown>(token, "GET", "/api/auth/api-tokens")
   if (!tokens.ok && !forbidden(tokens.error)) return tokens
-  if (!tokens.ok) return { ok: true, session: { token, kind: "instance" } }
+  if (!tokens.ok) return { ok: true, value: { token, kind: "instance" } }
   const messages = await callWith<unknown>(token, "GET", "/api/messages", { query: { limit: 1 } })
-  if (messages.ok) return { ok: true, session: { token, kind: "organization" } }
-  return forbidden(messages.error) ? { ok: true, session: { token, kind: "session" } } : messages
+  if (messages.ok) return { ok: true, value: { token, kind: "organization" } }
+  return forbidden(messages.error) ? { ok: true, value: { token, kind: "session" } } : messages
 }
 
 /** What each page needs of the token (the API's access policy, as the sign-in learned it). */

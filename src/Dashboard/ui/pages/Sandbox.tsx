@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
-import { type ApiError, call } from "../api.js"
-import { ErrorNote, Outcome, PageTitle } from "../components.js"
+import { call } from "../api.js"
+import { ErrorNote, Outcome, PageTitle, useAction } from "../components.js"
 import { SIMULATED_FIELDS } from "../eventKinds.js"
 import { Link } from "../router.js"
 import type { ChangesSimulated, Inbound, Instance, TokenKind } from "../types.js"
@@ -34,9 +34,7 @@ const parseObject = (text: string): Record<string, unknown> | undefined => {
 const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | undefined }) => {
   const [rows, setRows] = useState<ReadonlyArray<ChangeRow>>(() => [newChange()])
   const [instanceId, setInstanceId] = useState("")
-  const [error, setError] = useState<ApiError | undefined>(undefined)
-  const [outcome, setOutcome] = useState<string | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
+  const { error, outcome, busy, run, setError, setOutcome } = useAction()
   const update = (key: number, change: Partial<ChangeRow>) => setRows(rows.map((row) => (row.key === key ? { ...row, ...change } : row)))
 
   const submit = async (event: Event) => {
@@ -48,15 +46,11 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
     if (bad !== undefined) {
       return setError({ status: 0, code: undefined, message: `The value of change ${bad.index + 1} must be a JSON object, such as {"event": "VERIFIED_ACCOUNT"}.` })
     }
-    setBusy(true)
-    const result = await call<ChangesSimulated>("POST", "/sandbox/changes", {
-      json: { changes: changes.map(({ field, value }) => ({ field, value })), ...(instanceId === "" ? {} : { instance_id: instanceId }) }
-    })
-    setBusy(false)
-    if (!result.ok) return setError(result.error)
-    const { accepted, deliveries } = result.value
-    setOutcome(
-      `${accepted} ${accepted === 1 ? "change" : "changes"} accepted: ${deliveries} webhook ${deliveries === 1 ? "delivery" : "deliveries"} queued.`
+    const json = { changes: changes.map(({ field, value }) => ({ field, value })), ...(instanceId === "" ? {} : { instance_id: instanceId }) }
+    return run(
+      () => call<ChangesSimulated>("POST", "/sandbox/changes", { json }),
+      ({ accepted, deliveries }) =>
+        `${accepted} ${accepted === 1 ? "change" : "changes"} accepted: ${deliveries} webhook ${deliveries === 1 ? "delivery" : "deliveries"} queued.`
     )
   }
 
@@ -131,28 +125,22 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
   const [type, setType] = useState("text")
   const [body, setBody] = useState("Hello from the sandbox")
   const [instanceId, setInstanceId] = useState("")
-  const [error, setError] = useState<ApiError | undefined>(undefined)
-  const [outcome, setOutcome] = useState<string | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
+  const { error, outcome, busy, run } = useAction()
   const choices = props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined
 
-  const submit = async (event: Event) => {
+  const submit = (event: Event) => {
     event.preventDefault()
-    setBusy(true)
-    setError(undefined)
-    setOutcome(undefined)
-    const result = await call<Inbound>("POST", "/sandbox/inbound", {
-      json: {
-        from,
-        type,
-        ...(name.trim() === "" ? {} : { name }),
-        ...(type === "text" ? { text: { body } } : {}),
-        ...(instanceId === "" ? {} : { instance_id: instanceId })
-      }
-    })
-    setBusy(false)
-    if (!result.ok) return setError(result.error)
-    setOutcome(`Simulated ${result.value.id}: ${result.value.deliveries} webhook ${result.value.deliveries === 1 ? "delivery" : "deliveries"} queued.`)
+    const json = {
+      from,
+      type,
+      ...(name.trim() === "" ? {} : { name }),
+      ...(type === "text" ? { text: { body } } : {}),
+      ...(instanceId === "" ? {} : { instance_id: instanceId })
+    }
+    void run(
+      () => call<Inbound>("POST", "/sandbox/inbound", { json }),
+      (inbound) => `Simulated ${inbound.id}: ${inbound.deliveries} webhook ${inbound.deliveries === 1 ? "delivery" : "deliveries"} queued.`
+    )
   }
 
   return (

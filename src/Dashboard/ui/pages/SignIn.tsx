@@ -1,20 +1,16 @@
 import { useState } from "preact/hooks"
-import type { ApiError } from "../api.js"
-import { ErrorNote, PageTitle } from "../components.js"
+import { ErrorNote, PageTitle, useAction } from "../components.js"
 import { type Session, signIn } from "../session.js"
 
 export const SignInPage = (props: { readonly onSignedIn: (session: Session) => void; readonly notice: string | undefined }) => {
   const [token, setToken] = useState("")
-  const [error, setError] = useState<ApiError | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
-  const submit = async (event: Event) => {
+  const { error, busy, run } = useAction()
+  const submit = (event: Event) => {
     event.preventDefault()
-    setBusy(true)
-    setError(undefined)
-    const result = await signIn(token.trim())
-    setBusy(false)
-    if (result.ok) props.onSignedIn(result.session)
-    else setError(result.error)
+    void run(() => signIn(token.trim()), (session) => {
+      props.onSignedIn(session)
+      return undefined
+    })
   }
   return (
     <main id="main" class="sign-in">

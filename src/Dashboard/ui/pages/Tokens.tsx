@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
 import { type ApiError, call } from "../api.js"
-import { Badge, ConfirmButton, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, Time, useResource } from "../components.js"
+import { Badge, ConfirmButton, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, Time, useAction, useResource } from "../components.js"
 import { can } from "../session.js"
 import type { Instance, TokenCreated, TokenKind, TokenList, TokenSummary } from "../types.js"
 
@@ -13,20 +13,15 @@ const instanceName = (instances: ReadonlyArray<Instance>, id: string | undefined
 const CreateToken = (props: { readonly instances: ReadonlyArray<Instance>; readonly onCreated: (token: TokenCreated) => void }) => {
   const [name, setName] = useState("")
   const [instanceId, setInstanceId] = useState("")
-  const [error, setError] = useState<ApiError | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
-  const submit = async (event: Event) => {
+  const { error, busy, run } = useAction()
+  const submit = (event: Event) => {
     event.preventDefault()
-    setBusy(true)
-    setError(undefined)
-    const result = await call<TokenCreated>("POST", "/api/auth/api-tokens", {
-      json: instanceId === "" ? { name } : { name, instance_id: instanceId }
+    void run(() => call<TokenCreated>("POST", "/api/auth/api-tokens", { json: instanceId === "" ? { name } : { name, instance_id: instanceId } }), (created) => {
+      setName("")
+      setInstanceId("")
+      props.onCreated(created)
+      return undefined
     })
-    setBusy(false)
-    if (!result.ok) return setError(result.error)
-    setName("")
-    setInstanceId("")
-    props.onCreated(result.value)
   }
   return (
     <form class="card stack" onSubmit={submit} aria-labelledby="create-token-title">

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from "preact"
 import { useEffect, useState } from "preact/hooks"
 import type { RECOVER_MAX } from "../../../Webhooks/Api.js"
-import { type ApiError, call } from "../api.js"
+import { call } from "../api.js"
 import {
   Badge,
   ConfirmButton,
@@ -14,6 +14,7 @@ import {
   Resource,
   SecretOnce,
   Time,
+  useAction,
   usePolling,
   useResource
 } from "../components.js"
@@ -46,23 +47,6 @@ export interface WebhookSection {
   readonly id: string
   readonly title: string
   readonly render: (props: SectionProps) => ComponentChildren
-}
-
-/** A section's action: its API call, then its outcome or the API's refusal. */
-const useAction = () => {
-  const [error, setError] = useState<ApiError | undefined>(undefined)
-  const [outcome, setOutcome] = useState<string | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
-  const run = async <A,>(action: () => Promise<{ readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ApiError }>, done: (value: A) => string | undefined) => {
-    setBusy(true)
-    setError(undefined)
-    setOutcome(undefined)
-    const result = await action()
-    setBusy(false)
-    if (!result.ok) return setError(result.error)
-    setOutcome(done(result.value))
-  }
-  return { error, outcome, busy, run, setError, setOutcome }
 }
 
 const Settings = (props: SectionProps) => {

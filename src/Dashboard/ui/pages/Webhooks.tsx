@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
-import { type ApiError, call } from "../api.js"
-import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useResource } from "../components.js"
+import { call } from "../api.js"
+import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useAction, useResource } from "../components.js"
 import { eventsSummary, FIELD_KINDS, MESSAGE_KINDS } from "../eventKinds.js"
 import { Link } from "../router.js"
 import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
@@ -22,30 +22,26 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
   const [instanceId, setInstanceId] = useState("")
   const [kinds, setKinds] = useState<KindsChoice>(EVERY_KIND)
   const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow>>([])
-  const [error, setError] = useState<ApiError | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
-  const submit = async (event: Event) => {
+  const { error, busy, run } = useAction()
+  const submit = (event: Event) => {
     event.preventDefault()
-    setBusy(true)
-    setError(undefined)
     const custom = headersOf(headers)
-    const result = await call<WebhookWithSecret>("POST", "/api/webhooks", {
-      json: {
-        name,
-        url,
-        ...(instanceId === "" ? {} : { instance_id: instanceId }),
-        // Every kind is the API's default: only a choice is sent.
-        ...(kinds.every ? {} : { events: eventsOf(kinds) }),
-        ...(Object.keys(custom).length === 0 ? {} : { headers: custom })
-      }
+    const json = {
+      name,
+      url,
+      ...(instanceId === "" ? {} : { instance_id: instanceId }),
+      // Every kind is the API's default: only a choice is sent.
+      ...(kinds.every ? {} : { events: eventsOf(kinds) }),
+      ...(Object.keys(custom).length === 0 ? {} : { headers: custom })
+    }
+    void run(() => call<WebhookWithSecret>("POST", "/api/webhooks", { json }), (created) => {
+      setName("")
+      setUrl("")
+      setKinds(EVERY_KIND)
+      setHeaders([])
+      props.onCreated(created)
+      return undefined
     })
-    setBusy(false)
-    if (!result.ok) return setError(result.error)
-    setName("")
-    setUrl("")
-    setKinds(EVERY_KIND)
-    setHeaders([])
-    props.onCreated(result.value)
   }
   return (
     <form class="card stack" onSubmit={submit} aria-labelledby="create-webhook-title">
