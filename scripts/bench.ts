@@ -599,7 +599,9 @@ console.log(line(header))
 for (const r of rows) console.log(line(r))
 const send = results.send ?? results["send sqlite"]
 if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubToDirect" in send) {
-  console.log(`\nsend path: ${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
+  // The /health share exists only when the baseline scenario ran in the same run.
+  const ofHealth = Number.isFinite(Number(send.hubToHealth)) ? `${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ` : ""
+  console.log(`\nsend path: ${ofHealth}${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
 }
 const bareEvents = results.eventsMaxBare
 if (typeof bareEvents === "object" && bareEvents !== null && "hubToBare" in bareEvents) {
