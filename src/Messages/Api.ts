@@ -4,7 +4,7 @@ import { ParseResult, Schema } from "effect"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
-import { Cursor, PageFields } from "../Domain/Paging.js"
+import { Cursor, PageFields, SCAN_WINDOW } from "../Domain/Paging.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
@@ -154,7 +154,9 @@ export class MessagesApi extends HttpApiGroup.make("messages")
         "List the message history",
         "Messages sent and received, newest first, in pages (`page`, `limit` up to 100), filtered by status, direction, " +
           "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive) and upstream message id. " +
-          "An instance token sees its instance; an organization token sees all of its instances unless it names one."
+          "An instance token sees its instance; an organization token sees all of its instances unless it names one. " +
+          `A \`direction\` or \`status=pending\` filter, which no index serves, examines at most ${SCAN_WINDOW} records a page: ` +
+          "the page may then hold fewer matches than `limit`, `total_capped` is true and `cursors.before` goes on."
       ))
   )
   .middleware(Authentication)

@@ -1,8 +1,9 @@
 /**
  * The message history's queries (GET /api/messages), each bounded whatever the number of records
  * (see Domain/Paging.ts): the page walks one index range newest first and stops at its LIMIT; a
- * status filter has its own index (migration 0008), an upstream id is a seek per instance, dates are
- * ranges of either index; only `direction` is served by no index, so a page filtered by it examines
+ * status filter has its own index (migrations 0008 and 0011), an upstream id is a seek per instance,
+ * dates are ranges of either index; `direction` and `status=pending` are served by no index (pending
+ * records are left out of the status index to spare every send), so a page filtered by them examines
  * at most SCAN_WINDOW records. Plans are checked in test/messages-list.test.ts.
  */
 import type { SqlClient, Statement } from "@effect/sql"
@@ -60,9 +61,13 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
     : filter.instanceId === undefined
     ? sql`organization_id = ${filter.organizationId}`
     : sql`instance_id = ${filter.instanceId}`
+  // The status index leaves out pending records: a query uses it only when it repeats that condition.
+  const indexedStatus = filter.status !== undefined && filter.status !== "pending"
+    ? [sql`status = ${filter.status}`, "status <> 'pending'"]
+    : []
   const indexed = [
     scope,
-    ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
+    ...indexedStatus,
     ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
     ...(filter.createdUntil === undefined
       ? []
@@ -76,8 +81,11 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
     ? [sql`created_at >= ${page.at.createdAt}`, sql`(created_at > ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id > ${page.at.id}))`]
     : []
   // A lookup by upstream id reads a row per instance at most: everything else filters those.
-  const residual = filter.direction !== undefined && filter.waMessageId === undefined
-  const directionMatch = filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`]
+  const residualMatch = [
+    ...(filter.status === "pending" ? [sql`status = ${filter.status}`] : []),
+    ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`])
+  ]
+  const residual = residualMatch.length > 0 && filter.waMessageId === undefined
   const order = sql.literal(page._tag === "After" ? "ORDER BY created_at, id" : "ORDER BY created_at DESC, id DESC")
   const offset = page._tag === "Offset" ? page.offset : 0
   // One row more than the page says whether more may follow it.
@@ -85,8 +93,8 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
   const pageQuery = residual
     ? sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM (
         SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT ${SCAN_WINDOW}
-      ) AS examined WHERE ${sql.and(directionMatch)} ${order} LIMIT ${take} OFFSET ${offset}`
-    : sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset, ...directionMatch])}
+      ) AS examined WHERE ${sql.and(residualMatch)} ${order} LIMIT ${take} OFFSET ${offset}`
+    : sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset, ...residualMatch])}
       ${order} LIMIT ${take} OFFSET ${offset}`
   /** The last record a residual page examined, when it examined a whole window: older matches may lie past it. */
   const windowEnd = sql<{ readonly created_at: string; readonly id: string }>`SELECT created_at, id FROM messages
@@ -98,9 +106,9 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
       ? sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE organization_id = ${filter.organizationId}`
       : sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE instance_id = ${filter.instanceId}`
     : residual
-    ? sql`SELECT COALESCE(SUM(CASE WHEN direction = ${filter.direction ?? null} THEN 1 ELSE 0 END), 0) AS total, COUNT(*) AS examined
-        FROM (SELECT direction FROM messages WHERE ${sql.and(indexed)} ORDER BY created_at DESC, id DESC LIMIT ${SCAN_WINDOW}) AS examined`
-    : sql`SELECT COUNT(*) AS total, 0 AS examined FROM (SELECT 1 AS one FROM messages WHERE ${sql.and([...indexed, ...directionMatch])} LIMIT ${COUNT_CAP + 1}) AS matched`
+    ? sql`SELECT COALESCE(SUM(CASE WHEN ${sql.and(residualMatch)} THEN 1 ELSE 0 END), 0) AS total, COUNT(*) AS examined
+        FROM (SELECT direction, status FROM messages WHERE ${sql.and(indexed)} ORDER BY created_at DESC, id DESC LIMIT ${SCAN_WINDOW}) AS examined`
+    : sql`SELECT COUNT(*) AS total, 0 AS examined FROM (SELECT 1 AS one FROM messages WHERE ${sql.and([...indexed, ...residualMatch])} LIMIT ${COUNT_CAP + 1}) AS matched`
   const totalKind: "kept" | "window" | "counted" = unfiltered ? "kept" : residual ? "window" : "counted"
   return { page: pageQuery, windowEnd, total, residual, totalKind }
 }

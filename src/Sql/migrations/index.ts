@@ -9,6 +9,7 @@ import migration0007 from "./0007_calls.js"
 import migration0008 from "./0008_message_status_indexes.js"
 import migration0009 from "./0009_webhook_operations.js"
 import migration0010 from "./0010_fleet.js"
+import migration0011 from "./0011_message_status_partial.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -20,5 +21,6 @@ export const migrations = {
   "0007_calls": migration0007,
   "0008_message_status_indexes": migration0008,
   "0009_webhook_operations": migration0009,
-  "0010_fleet": migration0010
+  "0010_fleet": migration0010,
+  "0011_message_status_partial": migration0011
 }
