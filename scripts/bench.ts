@@ -8,6 +8,9 @@
  *   bun scripts/bench.ts --seconds 20 --out bench-results.json
  *   bun scripts/bench.ts --warmup 0      no warm-up (default 2 s, 0 with --quick)
  *   bun scripts/bench.ts --hub dist/hub  measure this binary (default: the source, compiled first)
+ *   bun scripts/bench.ts --scenarios send,events,metrics
+ *                                        also the send path and events with HUB_METRICS=false, in the
+ *                                        order off, on, on, off, and the share of those rates kept with metrics
  *   bun scripts/bench.ts --db postgres [--replicas 2]
  *                                        send path and events on SQLite (one process), then on PostgreSQL
  *                                        with one hub process and with N replicas behind a round-robin
@@ -353,8 +356,18 @@ const labelOf = (label: string, engine: Engine) => (engines.length > 1 ? `[${eng
 /** Where a scenario's figures go in the JSON: as before on SQLite alone, under the engine's name otherwise. */
 const resultKey = (key: string, engine: Engine) => (engines.length > 1 ? `${key} ${engineLabel(engine)}` : key)
 
+/** A scenario run again with other settings (the `metrics` scenario: HUB_METRICS=false), tagged in its labels and keys. */
+interface Variant {
+  readonly env: Record<string, string>
+  readonly tag: string
+}
+const asIs: Variant = { env: {}, tag: "" }
+const metricsOff: Variant = { env: { HUB_METRICS: "false" }, tag: " metrics off" }
+const metricsOnAgain: Variant = { env: {}, tag: " metrics on, 2nd" }
+const metricsOffAgain: Variant = { env: { HUB_METRICS: "false" }, tag: " metrics off, 2nd" }
+
 // --- send path: POST /api/messages (text, instance tokens) against a fake upstream in its own process
-const sendScenario = async (engine: Engine) => {
+const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
   const upstream = await startScript("fake-upstream.ts")
   const hub = await startHub({
     HUB_UPSTREAM: "graph",
@@ -362,7 +375,8 @@ const sendScenario = async (engine: Engine) => {
     HUB_SECRET_KEY: randomBytes(32).toString("hex"),
     // Graph mode refuses to start without it (upstream posts must be signed); this scenario posts none.
     HUB_APP_SECRET: randomBytes(16).toString("hex"),
-    HUB_SEND_RATE: "1000"
+    HUB_SEND_RATE: "1000",
+    ...variant.env
   }, engine)
   // Several busy numbers: the upstream paces each number at up to 1,000 messages/s.
   const org = String(hub.cli("org", "create", "--name", "bench").id)
@@ -387,12 +401,12 @@ const sendScenario = async (engine: Engine) => {
   await warmUp("load.ts", viaHubLoad)
   const [viaHub, usage] = await watchProcess(hub.pids, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
   const cpuUs = cpuPer(usage, viaHub.requests)
-  const label = labelOf("POST /api/messages (hub)", engine)
+  const label = labelOf(`POST /api/messages (hub${variant.tag === "" ? "" : `,${variant.tag}`})`, engine)
   countFailures(label, notOk(viaHub))
   rows.push([label, fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs), dbCpuPer(engine, usage, viaHub.requests)])
   const figures: Record<string, unknown> = { viaHub, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs }
   if (engine.kind === "postgres") figures.dbCpuUsPerRequest = (usage.dbCpuSeconds * 1e6) / Math.max(1, viaHub.requests)
-  if (engine.kind === "sqlite") {
+  if (engine.kind === "sqlite" && variant === asIs) {
     const directLoad = {
       url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
       method: "POST",
@@ -406,16 +420,16 @@ const sendScenario = async (engine: Engine) => {
     Object.assign(figures, { direct, hubToDirect: viaHub.rps / direct.rps, hubToHealth: viaHub.rps / Number(results.healthRps) })
     rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-", "-", "-"])
   }
-  results[resultKey("send", engine)] = figures
+  results[resultKey(`send${variant.tag}`, engine)] = figures
   upstream.process.kill()
   await hub.stop()
 }
 
 // --- events: signed upstream posts, 3 webhooks per instance, fast receivers
-const eventsScenario = async (engine: Engine) => {
+const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   const appSecret = randomBytes(16).toString("hex")
   const receivers = await startScript("receivers.ts")
-  const hub = await startHub({ HUB_APP_SECRET: appSecret, HUB_WEBHOOK_ALLOW_PRIVATE: "true", HUB_SANDBOX_STATUS_DELAY: "0" }, engine)
+  const hub = await startHub({ HUB_APP_SECRET: appSecret, HUB_WEBHOOK_ALLOW_PRIVATE: "true", HUB_SANDBOX_STATUS_DELAY: "0", ...variant.env }, engine)
   const org = String(hub.cli("org", "create", "--name", "bench-events").id)
   const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
   const instanceCount = quick ? 1 : 4
@@ -458,11 +472,11 @@ const eventsScenario = async (engine: Engine) => {
     return result
   })
   const fixed = await receiverStats()
-  const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt`, engine)
+  const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt${variant.tag === "" ? "" : `,${variant.tag}`}`, engine)
   countFailures(`${fixedLabel}: upstream posts`, Number(posted.errors))
   countLost(fixedLabel, Number(posted.ok), fixed)
   const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
-  results[resultKey("eventsFixedRate", engine)] = {
+  results[resultKey(`eventsFixedRate${variant.tag}`, engine)] = {
     offeredPerSecond: fixedRate,
     posted,
     receivers: fixed,
@@ -508,13 +522,13 @@ const eventsScenario = async (engine: Engine) => {
       ...(engine.kind === "sqlite" ? {} : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
     }
   }
-  const hubMax = await overload(labelOf(`events max (offered ${fmt(maxRate)}/s)`, engine), hub.pids, urls)
+  const hubMax = await overload(labelOf(`events max (offered ${fmt(maxRate)}/s${variant.tag === "" ? "" : `,${variant.tag}`})`, engine), hub.pids, urls)
   // Named as the hub's other figures are.
   const { peakRssMb: hubPeakRssMb, cpuUsPerDelivery: hubCpuUsPerDelivery, ...hubRates } = hubMax
-  results[resultKey("eventsMax", engine)] = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
+  results[resultKey(`eventsMax${variant.tag}`, engine)] = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
   await hub.stop()
 
-  if (engine.kind === "sqlite") {
+  if (engine.kind === "sqlite" && variant === asIs) {
     // The same overload against the bare pipeline, on the database the hub just used: what this
     // machine does with the hub's work minus its layers (see scripts/bench/bare-events.ts).
     const bare = await startScript("bare-events.ts", { dbFile: hub.dbFile, appSecret })
@@ -575,8 +589,20 @@ const listsScenario = async () => {
 }
 
 if (scenarios.has("lists")) await listsScenario()
-if (scenarios.has("send")) for (const engine of engines) await sendScenario(engine)
-if (scenarios.has("events")) for (const engine of engines) await eventsScenario(engine)
+// The metrics scenario runs each path on SQLite without metrics, with, with, without (ABBA): on this
+// machine a hub started second in a pair measured 10-15 % slower sends whichever it was, so a single
+// pair measured its order, not metrics.
+const withMetricsOff = scenarios.has("metrics")
+if (scenarios.has("send") || withMetricsOff) {
+  if (withMetricsOff) await sendScenario({ kind: "sqlite" }, metricsOff)
+  for (const engine of engines) await sendScenario(engine)
+  if (withMetricsOff) for (const variant of [metricsOnAgain, metricsOffAgain]) await sendScenario({ kind: "sqlite" }, variant)
+}
+if (scenarios.has("events") || withMetricsOff) {
+  if (withMetricsOff) await eventsScenario({ kind: "sqlite" }, metricsOff)
+  for (const engine of engines) await eventsScenario(engine)
+  if (withMetricsOff) for (const variant of [metricsOnAgain, metricsOffAgain]) await eventsScenario({ kind: "sqlite" }, variant)
+}
 await postgresServer?.stop()
 
 const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", memoryGb: Math.round(totalmem() / 2 ** 30), bun: Bun.version, platform: process.platform }
@@ -606,6 +632,18 @@ if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubTo
 const bareEvents = results.eventsMaxBare
 if (typeof bareEvents === "object" && bareEvents !== null && "hubToBare" in bareEvents) {
   console.log(`events in overload: the hub drained ${fmt(Number(bareEvents.hubToBare) * 100)} % of the bare pipeline's deliveries/s`)
+}
+/** The rate a result names, with metrics on and off: requests/s for sends, deliveries/s in overload. */
+const rateOf = (key: string): number => {
+  const figures = results[engines.length > 1 ? `${key} sqlite` : key]
+  if (typeof figures !== "object" || figures === null) return Number.NaN
+  if ("viaHub" in figures && typeof figures.viaHub === "object" && figures.viaHub !== null && "rps" in figures.viaHub) return Number(figures.viaHub.rps)
+  return "deliveriesPerSecond" in figures ? Number(figures.deliveriesPerSecond) : Number.NaN
+}
+if (withMetricsOff) {
+  const share = (key: string) =>
+    `${fmt(((rateOf(key) + rateOf(`${key}${metricsOnAgain.tag}`)) / (rateOf(`${key}${metricsOff.tag}`) + rateOf(`${key}${metricsOffAgain.tag}`))) * 100)} %`
+  console.log(`with metrics on, of the rate with HUB_METRICS=false (two runs each): send path ${share("send")}, events in overload ${share("eventsMax")}`)
 }
 console.log(`figures written to ${outFile}`)
 if (failures.length > 0) {
