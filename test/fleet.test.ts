@@ -161,6 +161,33 @@ describe("a fleet of two replicas on PostgreSQL", () => {
       expect((yield* post(b)).body).toMatchObject({ accepted: 1, deliveries: 0 })
     }).pipe(Effect.scoped))
 
+  it.live("a webhook test with one Idempotency-Key on both replicas sends one test event; the one-a-second bound is the fleet's", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* twoReplicas()
+      const tenant = yield* on(a, seedTenant())
+      const receiver = yield* makeReceiver()
+      const hook = yield* createWebhook(a, tenant, receiver.url)
+      const test = (replica: Replica, key: string) =>
+        request(replica, "POST", `/api/webhooks/${hook}/test`, { token: tenant.instanceToken, headers: { "idempotency-key": key } })
+      // At the same moment: one sends, the other answers the same delivery or is told to wait.
+      const [first, second] = yield* Effect.all([test(a, "fleet-k1"), test(b, "fleet-k1")], { concurrency: 2 })
+      const sent = [first, second].filter((answer) => answer.status === 200)
+      expect([[200, 200], [200, 429]]).toContainEqual([first.status, second.status].sort())
+      expect(new Set(sent.map((answer) => answer.body.id)).size).toBe(1)
+      // Another key within the second is refused, by the replica that did not send the first test too.
+      const other = first.status === 200 ? b : a
+      const soon = yield* test(other, "fleet-k2")
+      expect(soon.status).toBe(429)
+      expect(soon.headers.get("retry-after")).toBe("1")
+      // Once it has answered, the key answers the same delivery on either replica.
+      const again = yield* test(b, "fleet-k1")
+      expect(again.status).toBe(200)
+      expect(again.body.id).toBe(sent[0]?.body.id)
+      expect(receiver.requests.length).toBe(1)
+      const sql = yield* on(a, SqlClient.SqlClient)
+      expect(yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries WHERE webhook_id = ${hook}`).toEqual([{ n: 1 }])
+    }).pipe(Effect.scoped))
+
   it.live("two replicas sending to one number at twice its rate get the number's rate between them", () =>
     Effect.gen(function*() {
       const rate = 10

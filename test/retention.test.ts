@@ -58,8 +58,11 @@ for (const engine of engines) layer(testHub({ engine, webhookRetry: [Duration.ho
       const unroutedBefore = yield* count("unrouted_events")
       expect(unroutedBefore).toBeGreaterThan(0)
 
+      // A webhook test's Idempotency-Key, left by a test made before the cutoff.
+      yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql`INSERT INTO webhook_tests ${sql.insert({ webhook_id: delivered, idempotency_key: "k", delivery_id: "dlv_test", created_at: new Date().toISOString() })}`).pipe(Effect.orDie)
       // A cutoff in the past deletes nothing.
-      expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0, deliveryCounts: 0 })
+      expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0, deliveryCounts: 0, testKeys: 0 })
       const lastSuccess = (yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })).body.last_success_at
       expect(lastSuccess).toEqual(expect.any(String))
 
@@ -68,6 +71,7 @@ for (const engine of engines) layer(testHub({ engine, webhookRetry: [Duration.ho
       expect(pruned.unrouted).toBe(unroutedBefore)
       // The status was for a message id no send of this hub claimed: kept as an early status until now.
       expect(pruned.earlyStatuses).toBe(2)
+      expect(pruned.testKeys).toBe(1)
       expect(pruned.events).toBeGreaterThanOrEqual(1)
       expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
       expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])

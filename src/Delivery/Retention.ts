@@ -26,6 +26,8 @@ export interface PruneCounts {
   readonly unrouted: number
   readonly earlyStatuses: number
   readonly deliveryCounts: number
+  /** Idempotency-Keys of webhook tests (kept 10 minutes; each new test drops its webhook's older ones, this the rest). */
+  readonly testKeys: number
 }
 
 export class Retention extends Context.Tag("Retention")<Retention, {
@@ -85,6 +87,9 @@ export const RetentionLive = Layer.effect(
            WHERE latest.webhook_id = webhook_delivery_hours.webhook_id AND latest.outcome = 'succeeded'))
         RETURNING webhook_id`.pipe(Effect.map((rows) => rows.length))
 
+    const testKeys = (before: string) =>
+      sql<{ readonly n: number }>`DELETE FROM webhook_tests WHERE created_at < ${before} RETURNING 1 AS n`.pipe(Effect.map((rows) => rows.length))
+
     return Retention.of({
       prune: (cutoffMillis) =>
         Effect.all({
@@ -92,7 +97,8 @@ export const RetentionLive = Layer.effect(
           events: inBatches(events(idFloor("evt", cutoffMillis - EVENT_MARGIN_MS), idFloor("dlv", cutoffMillis))),
           unrouted: inBatches(unrouted(idFloor("unr", cutoffMillis))),
           earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString()),
-          deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13))
+          deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
+          testKeys: testKeys(new Date(cutoffMillis).toISOString())
         }).pipe(Effect.orDie)
     })
   })
@@ -105,7 +111,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
     const retention = yield* Retention
     const pruneOnce = Effect.gen(function*() {
       const counts = yield* retention.prune(Date.now() - Duration.toMillis(config.retention))
-      if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts > 0) {
+      if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts + counts.testKeys > 0) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }
     })

@@ -245,20 +245,22 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
         Effect.gen(function*() {
           const webhook = yield* findOwn(path.id)
           if (!webhook.active) return yield* inactive(webhook.id, "testing it")
-          const admitted = tests.admit(webhook.id, headers["idempotency-key"], Date.now())
-          if (admitted._tag === "Repeat") {
-            yield* tests.awaitFirst(admitted.deliveryId, Effect.map(outbox.findAttempts(admitted.deliveryId), (attempts) => attempts.length > 0))
-            return yield* deliveryOf(webhook.id, admitted.deliveryId)
+          const outcome = yield* tests.test(webhook, headers["idempotency-key"])
+          switch (outcome._tag) {
+            case "Repeat":
+              yield* tests.awaitFirst(outcome.deliveryId, Effect.map(outbox.findAttempts(outcome.deliveryId), (attempts) => attempts.length > 0))
+              return yield* deliveryOf(webhook.id, outcome.deliveryId)
+            case "TooSoon":
+              return yield* new TooManyRequests({
+                message: `webhook ${webhook.id} was tested less than a second ago; at most one test per webhook a second`,
+                error: "rate_limited",
+                retryAfterSeconds: Math.max(1, Math.ceil(outcome.retryAfterMs / 1000))
+              })
+            case "Inactive":
+              return yield* inactive(webhook.id, "testing it")
+            case "Sent":
+              return yield* deliveryOf(webhook.id, outcome.deliveryId)
           }
-          if (admitted._tag === "TooSoon") {
-            return yield* new TooManyRequests({
-              message: `webhook ${webhook.id} was tested less than a second ago; at most one test per webhook a second`,
-              error: "rate_limited",
-              retryAfterSeconds: Math.max(1, Math.ceil(admitted.retryAfterMs / 1000))
-            })
-          }
-          if (!(yield* tests.send(webhook, admitted.deliveryId))) return yield* inactive(webhook.id, "testing it")
-          return yield* deliveryOf(webhook.id, admitted.deliveryId)
         }))
       .handle("rotateSecret", ({ path }) =>
         Effect.gen(function*() {

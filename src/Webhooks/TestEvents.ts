@@ -4,12 +4,14 @@
  * attempted and logged like any other), answered with the delivery once its first attempt is
  * logged, or as it stands after the webhook timeout. At most one test per webhook a second; an
  * Idempotency-Key repeated within 10 minutes answers the first test's delivery instead of sending
- * another (kept in memory: a restart forgets the keys).
+ * another. Both are kept in the database (`webhooks.last_test_at`, `webhook_tests`: migration 0012)
+ * and decided in the transaction that writes the test, so they hold for a fleet of replicas.
  *
  * The body: {"object":"hub.test","entry":[{"id":"<instance id>","time":<unix seconds>,"changes":[{"field":"hub.test",
  * "value":{"webhook_id":"whk_…","instance_id":"ins_…","event_id":"evt_…","message":"…","sent_at":"<ISO 8601>"}}]}]}
  */
-import { Duration, Effect, Exit } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Cause, Data, Duration, Effect, Exit, Option } from "effect"
 import { HubConfig } from "../Config.js"
 import { newId } from "../Domain/Ids.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
@@ -23,8 +25,6 @@ export const TEST_EVENT_KIND = "hub.test"
 
 const MIN_INTERVAL_MS = 1_000
 const KEY_WINDOW_MS = 10 * 60_000
-/** Most webhooks and keys remembered; past it the oldest are forgotten first. */
-const REMEMBERED = 10_000
 
 export const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
   JSON.stringify({
@@ -45,74 +45,83 @@ export const testEventBody = (input: { readonly webhookId: string; readonly inst
     }]
   })
 
-/** What a test call may do now: answer an earlier test's delivery, wait `retryAfterMs`, or send. */
-export type TestAdmission =
+/** What a test call did: answered an earlier test's delivery, was refused for `retryAfterMs`, or sent one. */
+export type TestOutcome =
   | { readonly _tag: "Repeat"; readonly deliveryId: string }
   | { readonly _tag: "TooSoon"; readonly retryAfterMs: number }
-  | { readonly _tag: "Send"; readonly deliveryId: string }
+  | { readonly _tag: "Sent"; readonly deliveryId: string }
+  /** The webhook was deactivated or deleted meanwhile: nothing was written. */
+  | { readonly _tag: "Inactive" }
 
-/** Drops the oldest entries of a Map (insertion order) beyond REMEMBERED. */
-const bounded = <K, V>(map: Map<K, V>) => {
-  for (const key of map.keys()) {
-    if (map.size <= REMEMBERED) return
-    map.delete(key)
-  }
-}
+/** Rolls the test's transaction back when its webhook can no longer take a delivery. */
+class WebhookGone extends Data.TaggedError("WebhookGone") {}
 
 export const makeTestEvents = Effect.gen(function*() {
   const config = yield* HubConfig
+  const sql = yield* SqlClient.SqlClient
   const outbox = yield* OutboxRepo
   const batcher = yield* WriteBatcher
   const handoff = yield* Handoff
   const signal = yield* DispatchSignal
   const watch = yield* DeliveryWatch
-  const lastTest = new Map<string, number>()
-  const keys = new Map<string, { readonly deliveryId: string; readonly at: number }>()
   // The attempt is bounded by the webhook timeout; the second covers the round that logs it.
   const waitBound = Duration.sum(config.webhookTimeout, Duration.seconds(1))
 
-  const admit = (webhookId: string, key: string | undefined, nowMs: number): TestAdmission => {
-    const known = key === undefined ? undefined : keys.get(`${webhookId} ${key}`)
-    if (known !== undefined && nowMs - known.at < KEY_WINDOW_MS) return { _tag: "Repeat", deliveryId: known.deliveryId }
-    const last = lastTest.get(webhookId)
-    if (last !== undefined && nowMs - last < MIN_INTERVAL_MS) return { _tag: "TooSoon", retryAfterMs: MIN_INTERVAL_MS - (nowMs - last) }
-    const deliveryId = newId("dlv")
-    lastTest.delete(webhookId)
-    lastTest.set(webhookId, nowMs)
-    bounded(lastTest)
-    if (key !== undefined) {
-      keys.set(`${webhookId} ${key}`, { deliveryId, at: nowMs })
-      bounded(keys)
-    }
-    return { _tag: "Send", deliveryId }
-  }
+  /**
+   * Decides, inside the transaction that would write the test: a key seen within its window answers
+   * its delivery; a webhook tested within the second is refused (its row's update also makes two
+   * replicas' concurrent tests take turns, the second then refused).
+   */
+  const admit = (webhookId: string, key: string | undefined, at: Date) =>
+    Effect.gen(function*() {
+      const nowMs = at.getTime()
+      if (key !== undefined) {
+        const [known] = yield* sql<{ readonly delivery_id: string; readonly created_at: string }>`SELECT delivery_id, created_at
+          FROM webhook_tests WHERE webhook_id = ${webhookId} AND idempotency_key = ${key}`
+        if (known !== undefined && nowMs - Date.parse(known.created_at) < KEY_WINDOW_MS) {
+          return { _tag: "Repeat", deliveryId: known.delivery_id } satisfies TestOutcome
+        }
+      }
+      const claimed = yield* sql`UPDATE webhooks SET last_test_at = ${at.toISOString()}
+        WHERE id = ${webhookId} AND (last_test_at IS NULL OR last_test_at <= ${new Date(nowMs - MIN_INTERVAL_MS).toISOString()}) RETURNING id`
+      if (claimed.length > 0) return undefined
+      const [last] = yield* sql<{ readonly last_test_at: string | null }>`SELECT last_test_at FROM webhooks WHERE id = ${webhookId}`
+      const lastMs = last?.last_test_at == null ? nowMs : Date.parse(last.last_test_at)
+      return { _tag: "TooSoon", retryAfterMs: Math.max(1, MIN_INTERVAL_MS - (nowMs - lastMs)) } satisfies TestOutcome
+    })
 
-  /** Waits (bounded) for the next logged attempt of a delivery that `start` queues; false if `start` queued nothing. */
-  const sendAndWait = (deliveryId: string, start: Effect.Effect<boolean>) =>
+  /** Remembers the key for its window; a webhook's keys past their window go at the same time. */
+  const rememberKey = (webhookId: string, key: string, deliveryId: string, at: Date) =>
+    Effect.zipRight(
+      sql`DELETE FROM webhook_tests WHERE webhook_id = ${webhookId} AND created_at < ${new Date(at.getTime() - KEY_WINDOW_MS).toISOString()}`,
+      sql`INSERT INTO webhook_tests ${sql.insert({ webhook_id: webhookId, idempotency_key: key, delivery_id: deliveryId, created_at: at.toISOString() })}`
+    )
+
+  /**
+   * Admits the test and writes it with its event and delivery in one transaction, hands the delivery
+   * to the dispatcher if it admits it, and waits (bounded) for its first logged attempt.
+   */
+  const test = (webhook: { readonly id: string; readonly instance_id: string }, key: string | undefined) =>
     Effect.scoped(Effect.gen(function*() {
+      const at = new Date()
+      const now = at.toISOString()
+      const deliveryId = newId("dlv")
+      const eventId = newId("evt")
+      const event: EventRecord = {
+        id: eventId,
+        instanceId: webhook.instance_id,
+        body: testEventBody({ webhookId: webhook.id, instanceId: webhook.instance_id, eventId, at }),
+        changeCount: 1
+      }
       const logged = yield* watch.watch(deliveryId)
-      if (!(yield* start)) return false
-      yield* Effect.timeoutOption(logged, waitBound)
-      return true
-    }))
-
-  /** Writes the test event and its delivery, hands it to the dispatcher if it admits it, and waits for its attempt. */
-  const send = (webhook: { readonly id: string; readonly instance_id: string }, deliveryId: string) => {
-    const at = new Date()
-    const now = at.toISOString()
-    const eventId = newId("evt")
-    const event: EventRecord = {
-      id: eventId,
-      instanceId: webhook.instance_id,
-      body: testEventBody({ webhookId: webhook.id, instanceId: webhook.instance_id, eventId, at }),
-      changeCount: 1
-    }
-    const start = Effect.gen(function*() {
       const handedOver: Array<LeasedDelivery> = []
       const intake = handoff.intake()
-      const written = yield* Effect.exit(batcher.run(Effect.zipRight(
-        outbox.insertEvents([event], now),
-        outbox.enqueueTo(
+      const written = yield* Effect.exit(batcher.run(Effect.gen(function*() {
+        const refused = yield* admit(webhook.id, key, at)
+        if (refused !== undefined) return refused
+        if (key !== undefined) yield* rememberKey(webhook.id, key, deliveryId, at)
+        yield* outbox.insertEvents([event], now)
+        const queued = yield* outbox.enqueueTo(
           webhook.id,
           event,
           deliveryId,
@@ -121,21 +130,29 @@ export const makeTestEvents = Effect.gen(function*() {
             ? undefined
             : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString(), admit: intake.admit, admitted: handedOver }
         )
-      )))
+        if (!queued) return yield* Effect.fail(new WebhookGone())
+        return { _tag: "Sent", deliveryId } satisfies TestOutcome
+      })))
       if (Exit.isFailure(written)) {
         intake?.releaseUncommitted(handedOver)
+        if (Option.exists(Cause.failureOption(written.cause), (error) => error instanceof WebhookGone)) return { _tag: "Inactive" } satisfies TestOutcome
         return yield* Effect.orDie(written)
       }
+      const outcome: TestOutcome = written.value
+      if (outcome._tag !== "Sent") return outcome
       if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
-      else if (written.value) yield* signal.notify
-      return written.value
-    })
-    return sendAndWait(deliveryId, start)
-  }
+      else yield* signal.notify
+      yield* Effect.timeoutOption(logged, waitBound)
+      return outcome
+    }))
 
   /** For a repeated key: waits (bounded) for the delivery's first attempt unless `attempted` says one is logged. */
   const awaitFirst = (deliveryId: string, attempted: Effect.Effect<boolean>) =>
-    sendAndWait(deliveryId, Effect.map(attempted, (logged) => !logged)).pipe(Effect.asVoid)
+    Effect.scoped(Effect.gen(function*() {
+      const logged = yield* watch.watch(deliveryId)
+      if (yield* attempted) return
+      yield* Effect.timeoutOption(logged, waitBound)
+    }))
 
-  return { admit, send, awaitFirst }
+  return { test, awaitFirst }
 })

@@ -10,6 +10,7 @@ import migration0008 from "./0008_message_status_indexes.js"
 import migration0009 from "./0009_webhook_operations.js"
 import migration0010 from "./0010_fleet.js"
 import migration0011 from "./0011_message_status_partial.js"
+import migration0012 from "./0012_webhook_tests.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -22,5 +23,6 @@ export const migrations = {
   "0008_message_status_indexes": migration0008,
   "0009_webhook_operations": migration0009,
   "0010_fleet": migration0010,
-  "0011_message_status_partial": migration0011
+  "0011_message_status_partial": migration0011,
+  "0012_webhook_tests": migration0012
 }
