@@ -39,6 +39,9 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine }), { excludeTes
       }
       const listed = yield* sendAnswering(tenant, "wamid.EARLY1")
       expect(listed).toMatchObject({ total: 1, data: [{ waMessageId: "wamid.EARLY1", status: "delivered", direction: "outbound" }] })
+      // Each early step keeps its time on the record's timeline.
+      const at = new Date(1750263773 * 1000).toISOString()
+      expect(listed).toMatchObject({ data: [{ statusTimes: { sent: at, delivered: at } }] })
     }))
 
   it.effect("without early events an accepted send stays pending, and a later event still moves it", () =>

@@ -32,7 +32,7 @@ const applyOneByOne = (changes: ReadonlyArray<MessageChange>) =>
       }
       const u = change.update
       const error = u.error === undefined ? null : JSON.stringify(u.error)
-      const moved = yield* sql`UPDATE messages SET status = ${u.status}, status_at = ${u.at}, error = COALESCE(${error}, error)
+      const moved = yield* sql`UPDATE messages SET status = ${u.status}, status_at = ${u.at}, ${sql.literal(`${u.status}_at`)} = ${u.at}, error = COALESCE(${error}, error)
         WHERE instance_id = ${u.instanceId} AND wa_message_id = ${u.waMessageId} AND direction = 'outbound'
           AND ${sql.literal(RANK)} < ${ranks[u.status]} RETURNING id`
       if (moved.length > 0) continue
@@ -47,7 +47,7 @@ const applyOneByOne = (changes: ReadonlyArray<MessageChange>) =>
 const stateOf = (instanceId: InstanceId) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const messages = yield* sql`SELECT wa_message_id, direction, status, status_at, error, from_number, type, created_at
+    const messages = yield* sql`SELECT wa_message_id, direction, status, status_at, sent_at, delivered_at, read_at, failed_at, error, from_number, type, created_at
       FROM messages WHERE instance_id = ${instanceId} ORDER BY wa_message_id, direction`
     const early = yield* sql`SELECT wa_message_id, status, status_rank, status_at, error
       FROM message_status_backlog WHERE instance_id = ${instanceId} ORDER BY wa_message_id, status`
@@ -163,6 +163,11 @@ for (const engine of engines) layer(testHub({ engine }))(`message changes applie
           direction: "outbound",
           status: "read",
           status_at: "2026-07-02T00:00:03.000Z",
+          // Both moves of the group keep their step's time; the refused `delivered` none.
+          sent_at: null,
+          delivered_at: null,
+          read_at: "2026-07-02T00:00:03.000Z",
+          failed_at: "2026-07-02T00:00:01.000Z",
           error: JSON.stringify(error),
           from_number: null,
           type: "text",
@@ -173,6 +178,10 @@ for (const engine of engines) layer(testHub({ engine }))(`message changes applie
           direction: "inbound",
           status: "delivered",
           status_at: "2026-07-02T00:00:07.000Z",
+          sent_at: null,
+          delivered_at: null,
+          read_at: null,
+          failed_at: null,
           error: null,
           from_number: "16505550001",
           type: "image",

@@ -7,6 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
 import { type InboundMessage, type ListFilter, listQueries, MessagesRepo, type StatusUpdate, storedRecordsQuery } from "../src/Messages/Repo.js"
+import type { MessageChange } from "../src/Messages/ChangePlan.js"
 import { encodeCursor, MAX_OFFSET, SCAN_WINDOW } from "../src/Domain/Paging.js"
 import { fieldsOf, listMessages } from "./support/Messages.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
@@ -82,9 +83,10 @@ for (const engine of engines) layer(testHub({ engine }))(`GET /api/messages (${e
       expect(listed.status).toBe(200)
       expect(listed.body).toEqual({
         data: [
-          { id: "msg_c", waMessageId: null, to: "16505551234", type: "text", status: "failed", direction: "outbound", createdAt: "2026-01-02T10:00:00.000Z" },
-          { id: "msg_b", waMessageId: "wamid.B", to: "16505552222", type: "text", status: "sent", direction: "inbound", createdAt: "2026-01-02T10:00:00.000Z" },
-          { id: "msg_a", waMessageId: "wamid.A", to: "16505551111", type: "image", status: "read", direction: "outbound", createdAt: "2026-01-01T10:00:00.000Z" }
+          // Seeded without status times: the timeline knows no step's time.
+          { id: "msg_c", waMessageId: null, to: "16505551234", type: "text", status: "failed", direction: "outbound", createdAt: "2026-01-02T10:00:00.000Z", statusTimes: {} },
+          { id: "msg_b", waMessageId: "wamid.B", to: "16505552222", type: "text", status: "sent", direction: "inbound", createdAt: "2026-01-02T10:00:00.000Z", statusTimes: {} },
+          { id: "msg_a", waMessageId: "wamid.A", to: "16505551111", type: "image", status: "read", direction: "outbound", createdAt: "2026-01-01T10:00:00.000Z", statusTimes: {} }
         ],
         total: 3,
         page: 1,
@@ -313,6 +315,35 @@ for (const engine of engines) layer(testHub({ engine }))(`GET /api/messages (${e
 })
 
 for (const engine of engines) layer(testHub({ engine }))(`message records for the events feature (${engine})`, (it) => {
+  it.effect("each step's time is kept for the status timeline, several steps of one group included", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      yield* seedRecords(tenant, [
+        { id: "msg_t1", createdAt: "2026-06-01T00:00:00.000Z", status: "pending", waMessageId: "wamid.T1" },
+        { id: "msg_t2", createdAt: "2026-06-01T00:00:01.000Z", status: "pending", waMessageId: "wamid.T2" }
+      ])
+      const update = (waMessageId: string, status: "sent" | "delivered" | "read" | "failed", second: number): MessageChange => ({
+        _tag: "Status",
+        update: { instanceId: tenant.instanceId, waMessageId, status, at: `2026-06-01T00:00:${String(second).padStart(2, "0")}.000Z` }
+      })
+      const timesOf = (waMessageId: string) =>
+        Effect.map(listMessages(tenant.instanceToken, `waMessageId=${waMessageId}`), (r) => itemsOf(r.body)[0]?.statusTimes)
+      expect(yield* timesOf("wamid.T1")).toEqual({})
+      // One group: sent and delivered of T1 (both kept, not only the last), sent of T2.
+      const repo = yield* MessagesRepo
+      yield* repo.applyChanges([update("wamid.T1", "sent", 5), update("wamid.T2", "sent", 6), update("wamid.T1", "delivered", 7)])
+      // Later groups: read skips nothing for T1; T2 fails, then a late delivered is refused and leaves no time.
+      yield* repo.applyChanges([update("wamid.T1", "read", 9), update("wamid.T2", "failed", 10)])
+      yield* repo.applyChanges([update("wamid.T2", "delivered", 11)])
+      expect(yield* timesOf("wamid.T1")).toEqual({ sent: "2026-06-01T00:00:05.000Z", delivered: "2026-06-01T00:00:07.000Z", read: "2026-06-01T00:00:09.000Z" })
+      expect(yield* timesOf("wamid.T2")).toEqual({ sent: "2026-06-01T00:00:06.000Z", failed: "2026-06-01T00:00:10.000Z" })
+      // A record from before the step times (migration 0013) shows its current status's time.
+      yield* seedRecords(tenant, [{ id: "msg_t3", createdAt: "2026-06-01T00:00:02.000Z", status: "delivered", waMessageId: "wamid.T3" }])
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE messages SET status_at = '2026-06-01T00:00:12.000Z' WHERE id = 'msg_t3'`
+      expect(yield* timesOf("wamid.T3")).toEqual({ delivered: "2026-06-01T00:00:12.000Z" })
+    }))
+
   it.effect("status events move a record forward only, in one conditional update", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
@@ -386,7 +417,8 @@ for (const engine of engines) layer(testHub({ engine }))(`message records for th
         type: "image",
         status: "delivered",
         direction: "inbound",
-        createdAt: "2026-06-03T08:30:00.000Z"
+        createdAt: "2026-06-03T08:30:00.000Z",
+        statusTimes: { delivered: "2026-06-03T08:30:00.000Z" }
       }])
       // Status events are about outbound messages; an inbound record ignores them.
       expect(yield* applyStatus({ instanceId: tenant.instanceId, waMessageId: "wamid.IN1", status: "read", at: "2026-06-03T08:31:00.000Z" })).toBe(

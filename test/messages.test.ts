@@ -44,7 +44,9 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: D
           type: typeCase.request.type,
           status: "pending",
           direction: "outbound",
-          createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+          createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
+          // Pending: no step yet (its time is createdAt).
+          statusTimes: {}
         }])
       }))
   }
@@ -195,6 +197,9 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: D
       })
       const listed = yield* listMessages(tenant.instanceToken)
       expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ status: "failed", waMessageId: null, to: "16505551234", type: "text" })])
+      // A refused send failed when the upstream refused it: that is its only step.
+      const [record] = itemsOf(listed.body)
+      expect(record?.statusTimes).toEqual({ failed: expect.stringMatching(/^\d{4}-/) })
     }))
 
   it.effect("maps 131030 (recipient not allowed) to a 400 and leaves a failed record in the history", () =>

@@ -101,7 +101,16 @@ export const MessageRecord = Schema.Struct({
   type: Schema.String,
   status: Schema.Literal(...messageStatuses),
   direction: Schema.Literal("inbound", "outbound"),
-  createdAt: IsoTimestamp
+  createdAt: IsoTimestamp,
+  statusTimes: Schema.Struct({
+    sent: Schema.optional(IsoTimestamp),
+    delivered: Schema.optional(IsoTimestamp),
+    read: Schema.optional(IsoTimestamp),
+    failed: Schema.optional(IsoTimestamp)
+  }).annotations({
+    description: "When the message reached each status step, as the upstream's status events say (a refused send: when the hub " +
+      "was refused). A step the upstream skipped, or that arrived before an earlier step's event, has no time; `pending` is `createdAt`."
+  })
 })
 
 export const MessageList = Schema.Struct({

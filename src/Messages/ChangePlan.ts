@@ -4,7 +4,8 @@
  * about 15 µs through @effect/sql, far more than a row). The outcome is exactly that of applying the
  * changes one by one, in the order received:
  * - a status moves an outbound record forward only (see statusRank); each move sets the status and
- *   its time, and the move's upstream error if it has one (an earlier error is otherwise kept);
+ *   its time, the time of that step (sent, delivered, read, failed: every step the group makes, not
+ *   only its last), and the move's upstream error if it has one (an earlier error is otherwise kept);
  * - a status for an id no record has yet is kept as early (its send is still being recorded);
  * - an inbound message is recorded once per instance and upstream id.
  */
@@ -38,6 +39,11 @@ export interface RecordMove {
   readonly statusAt: string
   /** The upstream error as JSON text. */
   readonly error: string | null
+  /** When the group moved the record to each step (null: not in this group). */
+  readonly sentAt: string | null
+  readonly deliveredAt: string | null
+  readonly readAt: string | null
+  readonly failedAt: string | null
 }
 
 /** A status for an id no record has yet. */
@@ -75,6 +81,7 @@ interface Outbound {
   rank: number
   move: RecordMove | undefined
   error: string | null
+  readonly steps: Partial<Record<MessageStatus, string>>
 }
 
 export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: ReadonlyArray<StoredRecord>): ChangePlan => {
@@ -84,7 +91,7 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
   for (const record of stored) {
     const key = keyOf(record.instance_id, record.wa_message_id)
     held.add(key)
-    if (record.direction === "outbound") outbound.set(key, { id: record.id, rank: statusRank[record.status], move: undefined, error: record.error })
+    if (record.direction === "outbound") outbound.set(key, { id: record.id, rank: statusRank[record.status], move: undefined, error: record.error, steps: {} })
   }
   const early = new Map<string, EarlyStatus>()
   const inbound: Array<InboundMessage> = []
@@ -105,7 +112,17 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
       if (rank <= record.rank) return false
       record.rank = rank
       record.error = error ?? record.error
-      record.move = { id: record.id, status: update.status, statusAt: update.at, error: record.error }
+      record.steps[update.status] = update.at
+      record.move = {
+        id: record.id,
+        status: update.status,
+        statusAt: update.at,
+        error: record.error,
+        sentAt: record.steps.sent ?? null,
+        deliveredAt: record.steps.delivered ?? null,
+        readAt: record.steps.read ?? null,
+        failedAt: record.steps.failed ?? null
+      }
       return true
     }
     // The first early event per id and status is kept, as the backlog's key does.

@@ -11,6 +11,17 @@ import { type ListFilter, type MessageRow, MessagesRepo } from "./Repo.js"
 import type { SendMessageRequest } from "./MessageSchemas.js"
 import { MessageSender } from "./Send.js"
 
+/** Each step's time the hub knows; the current status's from `status_at` for records older than the step columns. */
+const statusTimesOf = (row: MessageRow) => {
+  const times: { sent?: string; delivered?: string; read?: string; failed?: string } = {}
+  if (row.sent_at !== null) times.sent = row.sent_at
+  if (row.delivered_at !== null) times.delivered = row.delivered_at
+  if (row.read_at !== null) times.read = row.read_at
+  if (row.failed_at !== null) times.failed = row.failed_at
+  if (row.status !== "pending" && times[row.status] === undefined && row.status_at !== null) times[row.status] = row.status_at
+  return times
+}
+
 const toRecord = (row: MessageRow) => ({
   id: row.id,
   waMessageId: row.wa_message_id,
@@ -19,7 +30,8 @@ const toRecord = (row: MessageRow) => ({
   type: row.type,
   status: row.status,
   direction: row.direction,
-  createdAt: row.created_at
+  createdAt: row.created_at,
+  statusTimes: statusTimesOf(row)
 })
 
 /** The camelCase name or its snake_case alias; both given with different values is a 400. */

@@ -24,9 +24,16 @@ export interface MessageRow {
   readonly status: MessageStatus
   readonly error: string | null
   readonly created_at: string
+  /** When the current status was reached; and each step's time, when the hub saw it (migration 0013). */
+  readonly status_at: string | null
+  readonly sent_at: string | null
+  readonly delivered_at: string | null
+  readonly read_at: string | null
+  readonly failed_at: string | null
 }
 
-export const messageColumns = "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at"
+export const messageColumns =
+  "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at, status_at, sent_at, delivered_at, read_at, failed_at"
 
 export interface ListFilter {
   readonly organizationId: OrganizationId

@@ -87,6 +87,16 @@ export const MessagesRepoLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
 
+    /** Each step's time column, and the time an early status of the record's upstream id gives it. */
+    const stepColumns = [
+      { status: "sent", name: "sent_at", field: "sentAt" },
+      { status: "delivered", name: "delivered_at", field: "deliveredAt" },
+      { status: "read", name: "read_at", field: "readAt" },
+      { status: "failed", name: "failed_at", field: "failedAt" }
+    ] as const
+    const earlyStepAt = (status: string) =>
+      `(SELECT x.status_at FROM message_status_backlog x WHERE x.instance_id = messages.instance_id AND x.wa_message_id = messages.wa_message_id AND x.status = '${status}')`
+
     /** A record's status as its rank (statusRank), in SQL. */
     const rankWhens = messageStatuses.map((status) => `WHEN '${status}' THEN ${statusRank[status]}`).join(" ")
     const rankOf = (column: string) => sql.literal(`(CASE ${column} ${rankWhens} END)`)
@@ -96,7 +106,8 @@ export const MessagesRepoLive = Layer.effect(
      * arrived between the acceptance and this statement has already moved the record itself.
      */
     const applyEarly = (id: string, waMessageId: string) =>
-      sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()}
+      sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()},
+            ${sql.literal(stepColumns.map((column) => `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`).join(", "))}
           FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
                 WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
                 ORDER BY status_rank DESC LIMIT 1) AS b
@@ -105,7 +116,8 @@ export const MessagesRepoLive = Layer.effect(
 
     /** Sends' records, many per statement (see WriteBatcher: the group writers). */
     const insertOutbound = batcher.groupNow((rows: ReadonlyArray<MessageRow>) =>
-      Effect.as(sql`INSERT INTO messages ${sql.insert(rows.map((row) => ({ ...row, updated_at: row.created_at })))}`, rows)
+      // A new record has no status time yet: the columns keep their NULL default, off the statement.
+      Effect.as(sql`INSERT INTO messages ${sql.insert(rows.map(({ status_at, sent_at, delivered_at, read_at, failed_at, ...row }) => ({ ...row, updated_at: row.created_at })))}`, rows)
     )
 
     /**
@@ -144,13 +156,21 @@ export const MessagesRepoLive = Layer.effect(
           type: input.type,
           status: "pending",
           error: null,
-          created_at: now
+          created_at: now,
+          status_at: null,
+          sent_at: null,
+          delivered_at: null,
+          read_at: null,
+          failed_at: null
         })
       },
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       markRefused: (id, error) =>
-        batcher.runStatement(sql`UPDATE messages SET status = 'failed', error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
-          WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
+        Effect.suspend(() => {
+          const now = nowIso()
+          return batcher.runStatement(sql`UPDATE messages SET status = 'failed', status_at = ${now}, failed_at = ${now}, error = ${JSON.stringify(error)}, updated_at = ${now}
+            WHERE id = ${id} AND wa_message_id IS NULL`)
+        }).pipe(Effect.asVoid),
       noteError: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
@@ -171,7 +191,8 @@ export const MessagesRepoLive = Layer.effect(
           const plan = planChanges(changes, stored)
           if (plan.moves.length > 0) {
             yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
-                error = c.value ->> 'error', updated_at = ${now}
+                error = c.value ->> 'error', updated_at = ${now},
+                ${sql.literal(stepColumns.map((column) => `${column.name} = COALESCE(c.value ->> '${column.field}', messages.${column.name})`).join(", "))}
               FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
               WHERE messages.id = c.value ->> 'id'`
           }

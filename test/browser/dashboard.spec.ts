@@ -566,7 +566,10 @@ describe("the dashboard in Chromium", () => {
     await row.getByRole("button", { name: `Timeline of ${wamid}` }).click()
     const timeline = page.getByRole("region", { name: "Status timeline" })
     for (const step of ["pending", "sent", "delivered", "read"]) await timeline.getByText(step, { exact: true }).waitFor()
-    await timeline.getByText("Status event seen on the live feed").first().waitFor()
+    // Each step's time comes from the record: sent, delivered and read each show theirs.
+    await timeline.getByText("Status event recorded").first().waitFor()
+    expect(await timeline.getByText("Status event recorded").count()).toBe(3)
+    expect(await timeline.locator("time").count()).toBe(4)
     // The timeline stays open while the filters change.
     await page.getByRole("button", { name: "Reset" }).click()
     await page.getByLabel("Per page", { exact: true }).selectOption("10")

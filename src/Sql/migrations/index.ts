@@ -11,6 +11,7 @@ import migration0009 from "./0009_webhook_operations.js"
 import migration0010 from "./0010_fleet.js"
 import migration0011 from "./0011_message_status_partial.js"
 import migration0012 from "./0012_webhook_tests.js"
+import migration0013 from "./0013_message_status_times.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -24,5 +25,6 @@ export const migrations = {
   "0009_webhook_operations": migration0009,
   "0010_fleet": migration0010,
   "0011_message_status_partial": migration0011,
-  "0012_webhook_tests": migration0012
+  "0012_webhook_tests": migration0012,
+  "0013_message_status_times": migration0013
 }

@@ -107,28 +107,33 @@ interface Step {
   readonly at: string | undefined
 }
 
-/** A message's steps: what its record says (its status now, when it was recorded), and the status events seen live. */
+/** A message's steps: each step's time as the record keeps it (`statusTimes`), and status events seen live since. */
 export const timelineOf = (message: Message, seen: ReadonlyArray<SeenStatus>): ReadonlyArray<Step> => {
   if (message.direction === "inbound") {
     return [{ status: "received", reached: true, detail: "Received from the customer and recorded", at: message.createdAt }]
   }
-  const path = message.status === "failed" ? ["pending", "failed"] : ["pending", "sent", "delivered", "read"]
-  const reachedUpTo = path.indexOf(message.status)
-  return path.map((status, index): Step => {
-    if (status === "pending") return { status, reached: true, detail: "Accepted by the hub and sent upstream", at: message.createdAt }
+  // A failed send shows the steps it is known to have made before failing (a refused one: none).
+  const failedAfter = (["sent", "delivered"] as const).filter((status) => message.statusTimes[status] !== undefined)
+  const path = message.status === "failed" ? [...failedAfter, "failed" as const] : (["sent", "delivered", "read"] as const)
+  const reachedUpTo = path.findIndex((status) => status === message.status)
+  const pending: Step = { status: "pending", reached: true, detail: "Accepted by the hub and sent upstream", at: message.createdAt }
+  return [pending, ...path.map((status, index): Step => {
+    const recorded = message.statusTimes[status]
     const event = seen.find((s) => s.status === status)
-    const reached = index <= reachedUpTo || event !== undefined
+    const reached = index <= reachedUpTo || recorded !== undefined || event !== undefined
     return {
       status,
       reached,
-      at: event?.at ?? event?.receivedAt,
-      detail: event !== undefined
+      at: recorded ?? event?.at ?? event?.receivedAt,
+      detail: recorded !== undefined
+        ? "Status event recorded"
+        : event !== undefined
         ? "Status event seen on the live feed"
         : reached
-        ? "Reached (the hub keeps the current status, not when each step happened)"
+        ? "Reached (the upstream sent no event for this step, or sent it after a later one)"
         : "Not reached yet"
     }
-  })
+  })]
 }
 
 const Timeline = (props: { readonly message: Message; readonly onClose: () => void }) => {
@@ -155,8 +160,8 @@ const Timeline = (props: { readonly message: Message; readonly onClose: () => vo
         ))}
       </ol>
       <p class="help">
-        The API keeps each message's current status and when it was recorded. The time of a step between is shown when its
-        status event arrived on the live feed while you were signed in.
+        Each step's time is the one its upstream status event carries. The upstream may skip a step (a read receipt
+        without a delivered one) or send it after a later one: such a step shows as reached, without a time.
       </p>
     </section>
   )
