@@ -167,6 +167,11 @@ layer(testHubOnFakeGraph({ webhookRetry: [Duration.hours(1)], webhookAllowPrivat
       expect(moved(before, after, "hub_sql_commit_duration_seconds_count")).toBeGreaterThan(0)
       expect(after.value("process_resident_memory_bytes")).toBeGreaterThan(0)
       expect(after.value("nodejs_heap_size_used_bytes")).toBeGreaterThan(0)
+      // Under Bun the heap's size is JavaScriptCore's: at least what is in use, and far below the
+      // address space prom-client's process_heap_bytes reported (left out).
+      expect(after.value("nodejs_heap_size_total_bytes")).toBeGreaterThanOrEqual(after.value("nodejs_heap_size_used_bytes"))
+      expect(after.value("nodejs_heap_size_total_bytes")).toBeLessThan(after.value("process_resident_memory_bytes") * 4)
+      expect(after.text).not.toContain("process_heap_bytes")
     }))
 
   it.scoped("route labels are patterns: no id from a path is ever a label", () =>
