@@ -235,11 +235,27 @@ layer(
       const twice = yield* create(tenant.instanceToken, { url: receiver.url, name: "twice", headers: { "X-A": "1", "x-a": "2" } })
       expect(String(itemsOf(twice.body, "details")[0]?.message)).toBe("header x-a is given twice")
 
+      // A secret given back as "[redacted]" keeps its stored value; the rest is replaced as given.
+      const patchHeaders = (headers: Record<string, string>) =>
+        hub.request("PATCH", `/api/webhooks/${hook.id}`, { token: tenant.instanceToken, json: { headers } })
+      const kept = yield* patchHeaders({ Authorization: "[redacted]", "x-tenant": "globex" })
+      expect(kept.status).toBe(200)
+      expect(kept.body).toMatchObject({ headers: { authorization: "[redacted]", "x-tenant": "globex" } })
+      yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
+      const [, keptSent] = yield* receiver.waitFor("a delivery with the kept secret", (r) => r.length === 2)
+      expect(keptSent?.headers).toMatchObject({ authorization: "Bearer s3cret-value", "x-tenant": "globex" })
+      expect(keptSent?.headers["x-api-key"]).toBeUndefined()
+      // A placeholder for a secret the webhook does not have is refused, and nothing changes.
+      const nothingToKeep = yield* patchHeaders({ authorization: "[redacted]", "x-api-key": "[redacted]" })
+      expect(nothingToKeep.status).toBe(400)
+      expect(nothingToKeep.body).toMatchObject({ error: "validation_failed", details: [{ field: "headers.x-api-key" }] })
+      expect((yield* read(tenant, hook.id)).headers).toEqual({ authorization: "[redacted]", "x-tenant": "globex" })
+
       // PATCH replaces them all: {} removes them.
-      const cleared = yield* hub.request("PATCH", `/api/webhooks/${hook.id}`, { token: tenant.instanceToken, json: { headers: {} } })
+      const cleared = yield* patchHeaders({})
       expect(cleared.body).toMatchObject({ headers: {} })
       yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
-      const [, plain] = yield* receiver.waitFor("a delivery without headers", (r) => r.length === 2)
+      const [, , plain] = yield* receiver.waitFor("a delivery without headers", (r) => r.length === 3)
       expect(plain?.headers.authorization).toBeUndefined()
       expect(plain?.headers["x-tenant"]).toBeUndefined()
     }))

@@ -90,7 +90,8 @@ export const CustomHeadersInput = Schema.Record({ key: Schema.String, value: Sch
     "Names are HTTP tokens (case-insensitive, stored lower-case) other than host, content-*, transfer-encoding, connection, " +
     "keep-alive, te, trailer, upgrade, expect, user-agent, proxy-*, sec-* and webhook-*; values have no control characters, " +
     `at most ${MAX_VALUE} characters. Headers named like secrets (authorization, cookie, *token*, *secret*, *key*, *password*, ` +
-    `*auth*, *session*, *credential*) are stored encrypted and shown as "${REDACTED}". On PATCH the given object replaces them all ({} removes them).`
+    `*auth*, *session*, *credential*) are stored encrypted and shown as "${REDACTED}". On PATCH the given object replaces them all ({} removes them); ` +
+    `a secret header given as "${REDACTED}" keeps its stored value, so a record read and sent back changes nothing.`
 })
 
 /** Headers as stored: the plain ones as JSON (secret names with a null value) and the secret ones apart, to encrypt. */

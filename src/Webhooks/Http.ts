@@ -13,7 +13,7 @@ import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { UrlPolicy } from "../Net/UrlPolicy.js"
 import { RECOVER_MAX } from "./Api.js"
-import { shownHeaders } from "../Delivery/CustomHeaders.js"
+import { REDACTED, shownHeaders } from "../Delivery/CustomHeaders.js"
 import { ALL_KINDS } from "../Delivery/EventKinds.js"
 import { type WebhookRow, type WebhookScope, WebhooksRepo } from "./Repo.js"
 import { makeTestEvents } from "./TestEvents.js"
@@ -179,7 +179,16 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           if (payload.url !== undefined) yield* allowedUrl(payload.url)
-          const row = yield* repo.update(scopeOf(principal), path.id, payload)
+          const row = yield* repo.update(scopeOf(principal), path.id, payload).pipe(Effect.catchTag("NoSecretToKeep", ({ names }) =>
+            Effect.fail(
+              new BadRequest({
+                message: `Invalid request: headers: ${names.join(", ")} ${names.length === 1 ? "has" : "have"} no stored value to keep; give ${
+                  names.length === 1 ? "its value" : "their values"
+                } instead of "${REDACTED}"`,
+                error: "validation_failed",
+                details: names.map((name) => ({ field: `headers.${name}`, message: `no stored value to keep; give its value instead of "${REDACTED}"` }))
+              })
+            )))
           return yield* recordOf(yield* Option.match(row, { onNone: () => Effect.fail(notFound(path.id)), onSome: Effect.succeed }))
         }))
       .handle("remove", ({ path }) =>

@@ -11,7 +11,7 @@ import { Context, Data, Effect, Layer, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import type { DisabledReason } from "../Delivery/Outbox.js"
 import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
-import { splitHeaders } from "../Delivery/CustomHeaders.js"
+import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "../Delivery/CustomHeaders.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Delivery/EventKinds.js"
 
 export interface WebhookRow {
@@ -56,6 +56,9 @@ export interface WebhookPatch {
 /** The instance already has as many webhooks as it may. */
 export class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
 
+/** A PATCH kept a secret header ("[redacted]") the webhook does not have. */
+export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{ readonly names: ReadonlyArray<string> }> {}
+
 export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly create: (input: {
     readonly organizationId: string
@@ -71,7 +74,8 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   /** The scope's webhooks, oldest first: of one instance, and taking one kind of event, when given. */
   readonly list: (scope: WebhookScope, filter: { readonly instanceId?: string | undefined; readonly event?: string | undefined }) => Effect.Effect<ReadonlyArray<WebhookRow>>
   readonly find: (scope: WebhookScope, id: string) => Effect.Effect<Option.Option<WebhookRow>>
-  readonly update: (scope: WebhookScope, id: string, patch: WebhookPatch) => Effect.Effect<Option.Option<WebhookRow>>
+  /** A secret header given as "[redacted]" keeps its stored value (a record read and sent back stays as it was). */
+  readonly update: (scope: WebhookScope, id: string, patch: WebhookPatch) => Effect.Effect<Option.Option<WebhookRow>, NoSecretToKeep>
   /** Removes a webhook (kept for its delivery log, never shown again); false when there was none. */
   readonly remove: (scope: WebhookScope, id: string) => Effect.Effect<boolean>
   /** Replaces the secret; the current one keeps signing as the previous secret until `previousUntil`. */
@@ -110,6 +114,21 @@ export const WebhooksRepoLive = Layer.effect(
     const cancelQueued = (webhookId: string, now: string) =>
       sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
         WHERE webhook_id = ${webhookId} AND status IN ('pending', 'failed')`
+
+    /** `headers` with each secret one given as "[redacted]" replaced by its stored value. */
+    const keepingSecrets = (webhookId: string, headers: Readonly<Record<string, string>>) =>
+      Effect.gen(function*() {
+        const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
+        if (kept.length === 0) return headers
+        const [row] = yield* sql<{ readonly headers: string | null; readonly headers_encrypted: string | null }>`SELECT headers, headers_encrypted
+          FROM webhooks WHERE id = ${webhookId}`
+        const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(webhookId)))
+        // Names are case-insensitive; stored ones are lower case.
+        const stored = new Map(Object.entries(sentHeaders(row?.headers ?? null, secret)).map(([name, value]) => [name.toLowerCase(), value]))
+        const missing = kept.filter((name) => !stored.has(name.toLowerCase()))
+        if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing })
+        return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored.get(name.toLowerCase()) ?? ""])) }
+      })
 
     /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
     const headerColumns = (webhookId: string, headers: Readonly<Record<string, string>>) => {
@@ -174,6 +193,7 @@ export const WebhooksRepoLive = Layer.effect(
           const current = yield* find(scope, id)
           if (Option.isNone(current)) return current
           const now = nowIso()
+          const headers = patch.headers === undefined ? undefined : yield* keepingSecrets(id, patch.headers)
           const reactivated = patch.active === true && !current.value.active
           const deactivated = patch.active === false && current.value.active
           yield* sql`UPDATE webhooks SET ${
@@ -183,7 +203,7 @@ export const WebhooksRepoLive = Layer.effect(
               active: (patch.active ?? current.value.active) ? 1 : 0,
               updated_at: now,
               ...(patch.events === undefined ? {} : { events: storedFilter(patch.events) }),
-              ...(patch.headers === undefined ? {} : headerColumns(id, patch.headers)),
+              ...(headers === undefined ? {} : headerColumns(id, headers)),
               // Turning a webhook back on starts a fresh record: no reason, no failure streak.
               ...(reactivated ? { disabled_reason: null, failing_since: null } : {}),
               ...(deactivated ? { disabled_reason: "manual" } : {})
@@ -191,7 +211,7 @@ export const WebhooksRepoLive = Layer.effect(
           } WHERE id = ${id}`
           if (deactivated) yield* cancelQueued(id, now)
           return yield* find(scope, id)
-        }).pipe(sql.withTransaction, Effect.orDie),
+        }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
       remove: (scope, id) =>
         Effect.gen(function*() {
           const now = nowIso()

@@ -24,7 +24,7 @@ import { countText } from "../paging.js"
 import { Link, navigate } from "../router.js"
 import type { RecoverOutcome, Rotated, Webhook, WebhookDelivery } from "../types.js"
 import { answerOf, DeliveryLog, deliveryTone } from "./Deliveries.js"
-import { choiceOf, EventKindsField, eventsOf, type HeaderRow, headersOf, HeadersField, type KindsChoice, rowsOf, sameEvents, unknownSecrets } from "./WebhookFields.js"
+import { choiceOf, EventKindsField, eventsOf, type HeaderRow, headersOf, HeadersField, type KindsChoice, rowsOf, sameEvents } from "./WebhookFields.js"
 import { HealthPanel, webhookState } from "./WebhookHealth.js"
 
 /** Most deliveries one recover call queues (the type checks it is the hub's value). */
@@ -154,7 +154,7 @@ const CustomHeaders = (props: SectionProps) => {
   const { webhook } = props
   const [rows, setRows] = useState<ReadonlyArray<HeaderRow>>(() => rowsOf(webhook.headers))
   const [edited, setEdited] = useState(false)
-  const { error, outcome, busy, run, setError, setOutcome } = useAction()
+  const { error, outcome, busy, run, setError } = useAction()
   const shown = JSON.stringify(webhook.headers)
   useEffect(() => {
     setRows(rowsOf(webhook.headers))
@@ -162,18 +162,7 @@ const CustomHeaders = (props: SectionProps) => {
   }, [shown])
   const save = (event: Event) => {
     event.preventDefault()
-    const secrets = unknownSecrets(rows)
-    if (secrets.length > 0) {
-      setOutcome(undefined)
-      // Checked here: the API would store the placeholder as the value.
-      return setError({
-        status: 0,
-        code: undefined,
-        message: `The hub never shows the value of ${secrets.join(", ")}, and saving replaces every header: replace ${
-          secrets.length === 1 ? "its value" : "their values"
-        } or remove ${secrets.length === 1 ? "it" : "them"}.`
-      })
-    }
+    // A secret header left redacted is sent as the placeholder, which keeps its stored value.
     void run(() => call<Webhook>("PATCH", `/api/webhooks/${webhook.id}`, { json: { headers: headersOf(rows) } }), (record) => {
       props.onChanged(record)
       setRows(rowsOf(record.headers))

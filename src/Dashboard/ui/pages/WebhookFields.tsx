@@ -99,12 +99,6 @@ export const rowsOf = (headers: Readonly<Record<string, string>>): ReadonlyArray
 export const headersOf = (rows: ReadonlyArray<HeaderRow>): Readonly<Record<string, string>> =>
   Object.fromEntries(rows.filter((row) => row.name.trim() !== "" || row.value !== "").map((row) => [row.name.trim(), row.value]))
 
-/**
- * The secret headers whose value was not typed again. The API shows them redacted and a PATCH of
- * `headers` replaces them all, so sending them back would store the placeholder as their value.
- */
-export const unknownSecrets = (rows: ReadonlyArray<HeaderRow>) => rows.filter((row) => row.redacted).map((row) => row.name)
-
 /** Up to HEADER_LIMIT name and value pairs; a secret one's value is shown redacted until replaced. */
 export const HeadersField = (props: {
   readonly id: string
