@@ -590,8 +590,8 @@ const listsScenario = async () => {
 
 if (scenarios.has("lists")) await listsScenario()
 // The metrics scenario runs each path on SQLite without metrics, with, with, without (ABBA): on this
-// machine a hub started second in a pair measured 10-15 % slower sends whichever it was, so a single
-// pair measured its order, not metrics.
+// machine one hub's send rate moves 10-15 % from run to run (in three pairs the hub started second
+// was the slower, whichever it was), more than metrics cost, so one pair would measure little.
 const withMetricsOff = scenarios.has("metrics")
 if (scenarios.has("send") || withMetricsOff) {
   if (withMetricsOff) await sendScenario({ kind: "sqlite" }, metricsOff)
