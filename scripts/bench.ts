@@ -362,6 +362,8 @@ interface Variant {
   readonly tag: string
 }
 const asIs: Variant = { env: {}, tag: "" }
+/** A variant's tag, as the end of its rows' labels. */
+const tagOf = (variant: Variant) => (variant.tag === "" ? "" : `,${variant.tag}`)
 const metricsOff: Variant = { env: { HUB_METRICS: "false" }, tag: " metrics off" }
 const metricsOnAgain: Variant = { env: {}, tag: " metrics on, 2nd" }
 const metricsOffAgain: Variant = { env: { HUB_METRICS: "false" }, tag: " metrics off, 2nd" }
@@ -401,7 +403,7 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
   await warmUp("load.ts", viaHubLoad)
   const [viaHub, usage] = await watchProcess(hub.pids, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
   const cpuUs = cpuPer(usage, viaHub.requests)
-  const label = labelOf(`POST /api/messages (hub${variant.tag === "" ? "" : `,${variant.tag}`})`, engine)
+  const label = labelOf(`POST /api/messages (hub${tagOf(variant)})`, engine)
   countFailures(label, notOk(viaHub))
   rows.push([label, fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs), dbCpuPer(engine, usage, viaHub.requests)])
   const figures: Record<string, unknown> = { viaHub, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs }
@@ -472,7 +474,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     return result
   })
   const fixed = await receiverStats()
-  const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt${variant.tag === "" ? "" : `,${variant.tag}`}`, engine)
+  const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt${tagOf(variant)}`, engine)
   countFailures(`${fixedLabel}: upstream posts`, Number(posted.errors))
   countLost(fixedLabel, Number(posted.ok), fixed)
   const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
@@ -522,7 +524,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
       ...(engine.kind === "sqlite" ? {} : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
     }
   }
-  const hubMax = await overload(labelOf(`events max (offered ${fmt(maxRate)}/s${variant.tag === "" ? "" : `,${variant.tag}`})`, engine), hub.pids, urls)
+  const hubMax = await overload(labelOf(`events max (offered ${fmt(maxRate)}/s${tagOf(variant)})`, engine), hub.pids, urls)
   // Named as the hub's other figures are.
   const { peakRssMb: hubPeakRssMb, cpuUsPerDelivery: hubCpuUsPerDelivery, ...hubRates } = hubMax
   results[resultKey(`eventsMax${variant.tag}`, engine)] = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
@@ -635,7 +637,7 @@ if (typeof bareEvents === "object" && bareEvents !== null && "hubToBare" in bare
 }
 /** The rate a result names, with metrics on and off: requests/s for sends, deliveries/s in overload. */
 const rateOf = (key: string): number => {
-  const figures = results[engines.length > 1 ? `${key} sqlite` : key]
+  const figures = results[resultKey(key, { kind: "sqlite" })]
   if (typeof figures !== "object" || figures === null) return Number.NaN
   if ("viaHub" in figures && typeof figures.viaHub === "object" && figures.viaHub !== null && "rps" in figures.viaHub) return Number(figures.viaHub.rps)
   return "deliveriesPerSecond" in figures ? Number(figures.deliveriesPerSecond) : Number.NaN

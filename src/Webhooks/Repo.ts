@@ -115,19 +115,20 @@ export const WebhooksRepoLive = Layer.effect(
       sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
         WHERE webhook_id = ${webhookId} AND status IN ('pending', 'failed')`
 
-    /** `headers` with each secret one given as "[redacted]" replaced by its stored value. */
-    const keepingSecrets = (webhookId: string, headers: Readonly<Record<string, string>>) =>
+    /**
+     * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
+     * lower case (CustomHeadersInput), as they are stored.
+     */
+    const keepingSecrets = (current: WebhookRow, headers: Readonly<Record<string, string>>) =>
       Effect.gen(function*() {
         const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
         if (kept.length === 0) return headers
-        const [row] = yield* sql<{ readonly headers: string | null; readonly headers_encrypted: string | null }>`SELECT headers, headers_encrypted
-          FROM webhooks WHERE id = ${webhookId}`
-        const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(webhookId)))
-        // Names are case-insensitive; stored ones are lower case.
-        const stored = new Map(Object.entries(sentHeaders(row?.headers ?? null, secret)).map(([name, value]) => [name.toLowerCase(), value]))
-        const missing = kept.filter((name) => !stored.has(name.toLowerCase()))
+        const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
+        const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
+        const stored = sentHeaders(current.headers, secret)
+        const missing = kept.filter((name) => stored[name] === undefined)
         if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing })
-        return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored.get(name.toLowerCase()) ?? ""])) }
+        return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored[name] ?? ""])) }
       })
 
     /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
@@ -193,7 +194,7 @@ export const WebhooksRepoLive = Layer.effect(
           const current = yield* find(scope, id)
           if (Option.isNone(current)) return current
           const now = nowIso()
-          const headers = patch.headers === undefined ? undefined : yield* keepingSecrets(id, patch.headers)
+          const headers = patch.headers === undefined ? undefined : yield* keepingSecrets(current.value, patch.headers)
           const reactivated = patch.active === true && !current.value.active
           const deactivated = patch.active === false && current.value.active
           yield* sql`UPDATE webhooks SET ${

@@ -97,15 +97,24 @@ export const makeTestEvents = Effect.gen(function*() {
       sql`INSERT INTO webhook_tests ${sql.insert({ webhook_id: webhookId, idempotency_key: key, delivery_id: deliveryId, created_at: at.toISOString() })}`
     )
 
+  /** Runs `start` with the delivery's next logged attempt watched, then waits for it (bounded) if `coming` says one is. */
+  const watching = <A>(deliveryId: string, start: Effect.Effect<A>, coming: (started: A) => boolean) =>
+    Effect.scoped(Effect.gen(function*() {
+      const logged = yield* watch.watch(deliveryId)
+      const started = yield* start
+      if (coming(started)) yield* Effect.timeoutOption(logged, waitBound)
+      return started
+    }))
+
   /**
    * Admits the test and writes it with its event and delivery in one transaction, hands the delivery
    * to the dispatcher if it admits it, and waits (bounded) for its first logged attempt.
    */
-  const test = (webhook: { readonly id: string; readonly instance_id: string }, key: string | undefined) =>
-    Effect.scoped(Effect.gen(function*() {
+  const test = (webhook: { readonly id: string; readonly instance_id: string }, key: string | undefined) => {
+    const deliveryId = newId("dlv")
+    const start = Effect.gen(function*() {
       const at = new Date()
       const now = at.toISOString()
-      const deliveryId = newId("dlv")
       const eventId = newId("evt")
       const event: EventRecord = {
         id: eventId,
@@ -113,7 +122,6 @@ export const makeTestEvents = Effect.gen(function*() {
         body: testEventBody({ webhookId: webhook.id, instanceId: webhook.instance_id, eventId, at }),
         changeCount: 1
       }
-      const logged = yield* watch.watch(deliveryId)
       const handedOver: Array<LeasedDelivery> = []
       const intake = handoff.intake()
       const written = yield* Effect.exit(batcher.run(Effect.gen(function*() {
@@ -142,17 +150,14 @@ export const makeTestEvents = Effect.gen(function*() {
       if (outcome._tag !== "Sent") return outcome
       if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
       else yield* signal.notify
-      yield* Effect.timeoutOption(logged, waitBound)
       return outcome
-    }))
+    })
+    return watching(deliveryId, start, (outcome) => outcome._tag === "Sent")
+  }
 
   /** For a repeated key: waits (bounded) for the delivery's first attempt unless `attempted` says one is logged. */
   const awaitFirst = (deliveryId: string, attempted: Effect.Effect<boolean>) =>
-    Effect.scoped(Effect.gen(function*() {
-      const logged = yield* watch.watch(deliveryId)
-      if (yield* attempted) return
-      yield* Effect.timeoutOption(logged, waitBound)
-    }))
+    Effect.asVoid(watching(deliveryId, attempted, (logged) => !logged))
 
   return { test, awaitFirst }
 })
