@@ -265,7 +265,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(WebhookRecord)
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented("Update a webhook", "Changes its `url` or `name`, or turns it off and on with `active`.", { example: { active: false } }))
+      .pipe(documented("Update a webhook", "Changes its `url`, `name`, `events` or `headers` (a secret header given as \"[redacted]\" keeps its value), or turns it off and on with `active`.", { example: { active: false } }))
   )
   .add(
     HttpApiEndpoint.del("remove", "/api/webhooks/:id")
