@@ -50,6 +50,18 @@ export interface HubSettings {
   readonly ingressMaxPending: number
   /** Sends in flight beyond which new sends are refused with 503 (backpressure). */
   readonly sendMaxInFlight: number
+  /** Sends in flight of one organization beyond which its new sends are refused with 503 (one tenant cannot take them all). */
+  readonly sendMaxInFlightPerOrganization: number
+  /**
+   * Bytes held at once, over all of them, by upstream posts whose signature is not yet checked;
+   * past it a new post is answered 503 with Retry-After before its body is read.
+   */
+  readonly ingressUnverifiedMaxBytes: number
+  /** Open live event streams (GET /api/events/stream) per token, and per organization; beyond them 429. */
+  readonly streamsPerToken: number
+  readonly streamsPerOrganization: number
+  /** Media downloads streaming at once per organization; beyond it they wait their turn. */
+  readonly mediaDownloadsPerOrganization: number
   readonly sessionTtl: Duration.Duration
   /** Total time for one Graph call (connect, answer and body); uploads use graphUploadTimeout. */
   readonly graphTimeout: Duration.Duration
@@ -236,6 +248,17 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   ingressMaxPending: positiveInteger("HUB_INGRESS_MAX_PENDING", 2_000),
   // At a Graph latency of 0.3 s, 1,000 sends in flight is over 3,000 sends/s.
   sendMaxInFlight: positiveInteger("HUB_SEND_MAX_IN_FLIGHT", 1_000),
+  // Half of the global bound: one organization's slow Graph calls leave the other half to the rest.
+  sendMaxInFlightPerOrganization: positiveInteger("HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION", 500),
+  // 8 posts of the 8 MiB limit; Meta's posts are a few KiB, so this only binds on what is not Meta.
+  ingressUnverifiedMaxBytes: Config.integer("HUB_INGRESS_UNVERIFIED_MB").pipe(
+    Config.withDefault(64),
+    Config.validate({ message: "Expected HUB_INGRESS_UNVERIFIED_MB to be a whole number of megabytes of at least 8 (one post's limit)", validation: (n) => n >= 8 }),
+    Config.map((mb) => mb * 1024 * 1024)
+  ),
+  streamsPerToken: positiveInteger("HUB_STREAMS_PER_TOKEN", 5),
+  streamsPerOrganization: positiveInteger("HUB_STREAMS_PER_ORGANIZATION", 50),
+  mediaDownloadsPerOrganization: positiveInteger("HUB_MEDIA_DOWNLOADS_PER_ORGANIZATION", 8),
   sessionTtl: duration("HUB_SESSION_TTL", "12h"),
   graphTimeout: duration("HUB_GRAPH_TIMEOUT", "30s"),
   graphUploadTimeout: duration("HUB_GRAPH_UPLOAD_TIMEOUT", "120s"),
