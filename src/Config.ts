@@ -2,7 +2,7 @@
  * Every setting of the hub, read from the environment once at start and validated there:
  * a bad value stops the hub with a message naming the variable and what it expects.
  */
-import { Config, ConfigError, Context, Duration, Either, Effect, Layer, LogLevel, Option, Redacted } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Duration, Either, Effect, Layer, LogLevel, Option, Redacted } from "effect"
 
 export type UpstreamMode = "sandbox" | "graph"
 export type LogFormat = "pretty" | "json"
@@ -121,7 +121,38 @@ export const databaseEngine = (hubDb: string): "postgres" | "sqlite" => (/^postg
 
 const invalid = (name: string, expected: string) => ConfigError.InvalidData([name], `Expected ${name} to be ${expected}`)
 
-const secretKey = Config.option(Config.redacted("HUB_SECRET_KEY")).pipe(
+/**
+ * The settings that hold a secret. One given empty or blank (what an unset variable of a compose file
+ * yields) is an error naming it, never "set": an empty app secret would verify posts signed with the
+ * empty key, an empty metrics token would leave /metrics open while the operator believes it closed.
+ */
+export const SECRET_SETTINGS = ["HUB_APP_SECRET", "HUB_VERIFY_TOKEN", "HUB_METRICS_TOKEN", "HUB_SECRET_KEY"] as const
+
+const isBlank = (text: string) => text.trim() === ""
+
+/** An optional secret: absent, or a value that is not blank. */
+const optionalSecret = (name: (typeof SECRET_SETTINGS)[number]) =>
+  Config.option(Config.redacted(name)).pipe(
+    Config.mapOrFail((value) =>
+      Option.isSome(value) && isBlank(Redacted.value(value.value))
+        ? Either.left(invalid(name, "a non-empty secret: it is set but empty or blank (unset it, or give it its value)"))
+        : Either.right(value)
+    )
+  )
+
+/**
+ * The environment as the settings read it: a variable given empty or blank is as if unset (its default
+ * applies), except the secrets, which `optionalSecret` refuses when blank.
+ */
+export const hubEnvironment = (env: Readonly<Record<string, string | undefined>>): ConfigProvider.ConfigProvider => {
+  const secrets: ReadonlySet<string> = new Set(SECRET_SETTINGS)
+  const entries = Object.entries(env).flatMap(([name, value]): ReadonlyArray<[string, string]> =>
+    value === undefined || (isBlank(value) && !secrets.has(name)) ? [] : [[name, value]]
+  )
+  return ConfigProvider.fromMap(new Map(entries), { pathDelim: "_", seqDelim: "," })
+}
+
+const secretKey = optionalSecret("HUB_SECRET_KEY").pipe(
   Config.mapOrFail(Option.match({
     onNone: () => Either.right(Option.none<Redacted.Redacted<Uint8Array>>()),
     onSome: (value) =>
@@ -187,25 +218,31 @@ const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
   Config.map((url) => url.replace(/\/+$/, ""))
 )
 
+/** Other names most tools use for Effect's levels. */
+const LEVEL_ALIASES: Readonly<Record<string, string>> = { warn: "warning" }
+
 /** The log level names, the same as the command line's `--log-level` (Effect's own: LogLevel.allLevels). */
-export const LOG_LEVEL_NAMES: ReadonlyArray<string> = LogLevel.allLevels.map((level) => level._tag.toLowerCase())
+export const LOG_LEVEL_NAMES: ReadonlyArray<string> = [...LogLevel.allLevels.map((level) => level._tag.toLowerCase()), ...Object.keys(LEVEL_ALIASES)]
+
+
+/** The level a name means (Effect's own names, or `warn`), case-insensitive. */
+export const logLevelNamed = (text: string): LogLevel.LogLevel | undefined => {
+  const name = text.trim().toLowerCase()
+  const canonical = LEVEL_ALIASES[name] ?? name
+  return LogLevel.allLevels.find((candidate) => candidate._tag.toLowerCase() === canonical)
+}
 
 const logLevel = Config.string("HUB_LOG_LEVEL").pipe(
   Config.withDefault("info"),
   Config.mapOrFail((text) => {
-    const level = LogLevel.allLevels.find((candidate) => candidate._tag.toLowerCase() === text.trim())
+    const level = logLevelNamed(text)
     return level === undefined
       ? Either.left(invalid("HUB_LOG_LEVEL", `one of ${LOG_LEVEL_NAMES.join(", ")}`))
       : Either.right(level)
   })
 )
 
-const metricsToken = Config.option(Config.redacted("HUB_METRICS_TOKEN")).pipe(
-  Config.validate({
-    message: "Expected HUB_METRICS_TOKEN to be a non-empty secret (or unset, for an open /metrics)",
-    validation: Option.match({ onNone: () => true, onSome: (token) => Redacted.value(token).trim() !== "" })
-  })
-)
+const metricsToken = optionalSecret("HUB_METRICS_TOKEN")
 
 export const hubSettings: Config.Config<HubSettings> = Config.all({
   port,
@@ -223,8 +260,8 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   ),
   upstream: Config.literal("sandbox", "graph")("HUB_UPSTREAM").pipe(Config.withDefault<UpstreamMode>("sandbox")),
   graphUrl,
-  appSecret: Config.option(Config.redacted("HUB_APP_SECRET")),
-  verifyToken: Config.option(Config.redacted("HUB_VERIFY_TOKEN")),
+  appSecret: optionalSecret("HUB_APP_SECRET"),
+  verifyToken: optionalSecret("HUB_VERIFY_TOKEN"),
   secretKey,
   webhookTimeout,
   webhookRetry,
@@ -292,8 +329,8 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   })
 )
 
-/** Reads the settings from the current ConfigProvider (the environment by default). */
-export const HubConfigLive = Layer.effect(HubConfig, hubSettings)
+/** Reads the settings from the process's environment (blank values as unset: hubEnvironment). */
+export const HubConfigLive = Layer.effect(HubConfig, Effect.withConfigProvider(hubSettings, hubEnvironment(process.env)))
 
 /** Settings for tests and embedding: defaults overridden by the given values. */
 export const hubConfigWith = (overrides: Partial<HubSettings>) =>

@@ -15,11 +15,24 @@ const BATCH_WINDOW = Duration.millis(10)
 const batchedToStdout = (lines: Logger.Logger<unknown, string>) =>
   Logger.batched(lines, BATCH_WINDOW, (batch) => Effect.sync(() => process.stdout.write(`${batch.join("\n")}\n`)))
 
-/** Effect's structured log record as one JSON line. */
-export const jsonLine = Logger.map(Logger.structuredLogger, (record) => JSON.stringify(record))
+/**
+ * Control characters a logged value may carry (from a request path, a header, an upstream message):
+ * C0, DEL, C1 and the two Unicode line separators. Written raw they could forge a log line or drive
+ * a terminal (ANSI escapes), so every line writes them as `\uXXXX`.
+ */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g
 
-/** A value as a field shows it: bare when it reads unambiguously, JSON otherwise. */
-const show = (value: unknown): string => {
+/** Text with every control character written as `\uXXXX`. */
+export const escapeControl = (text: string): string =>
+  text.replace(CONTROL, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/** Effect's structured log record as one JSON line (JSON.stringify leaves DEL, C1 and U+2028/9 raw). */
+export const jsonLine = Logger.map(Logger.structuredLogger, (record) => escapeControl(JSON.stringify(record)))
+
+/** A value as a field shows it: bare when it reads unambiguously, JSON otherwise (control characters escaped). */
+const show = (value: unknown): string => escapeControl(showRaw(value))
+
+const showRaw = (value: unknown): string => {
   if (typeof value === "string") return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value)
   if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value)
   if (value instanceof Error) return JSON.stringify(value.message)
@@ -30,7 +43,7 @@ const show = (value: unknown): string => {
   }
 }
 
-const text = (part: unknown) => (typeof part === "string" ? part : show(part))
+const text = (part: unknown) => (typeof part === "string" ? escapeControl(part) : show(part))
 
 const pad2 = (n: number) => String(n).padStart(2, "0")
 const clockTime = (date: Date) =>
@@ -78,7 +91,7 @@ export const prettyLine = (
     parts.push(messages.map(text).join(" "))
     for (const [key, value] of fields) parts.push(`${key}=${show(value)}`)
   }
-  if (!Cause.isEmpty(record.cause)) parts.push(`cause=${JSON.stringify(Cause.pretty(record.cause, { renderErrorCause: true }))}`)
+  if (!Cause.isEmpty(record.cause)) parts.push(`cause=${escapeControl(JSON.stringify(Cause.pretty(record.cause, { renderErrorCause: true })))}`)
   return parts.join(" ")
 }
 

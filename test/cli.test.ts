@@ -333,6 +333,26 @@ describe("hub CLI", () => {
     expect(await hub.stop()).not.toContain(UNSIGNED_WARNING)
   }, CLI_TEST_TIMEOUT)
 
+  it("a secret given empty or blank is a configuration error naming it, not a secret that is set; other blank settings take their default", async () => {
+    const graph = { ...freshDb(), HUB_UPSTREAM: "graph", HUB_SECRET_KEY: "ab".repeat(32), HUB_APP_SECRET: "meta-app-secret" }
+    const blankProblem = (name: string) => `Configuration error: Expected ${name} to be a non-empty secret: it is set but empty or blank (unset it, or give it its value)`
+    // What `HUB_APP_SECRET: ${HUB_APP_SECRET}` in a compose file yields when the variable is unset: the hub must not start.
+    for (const [name, value] of [["HUB_APP_SECRET", ""], ["HUB_APP_SECRET", "  \t"], ["HUB_VERIFY_TOKEN", ""], ["HUB_METRICS_TOKEN", " "], ["HUB_SECRET_KEY", ""]] as const) {
+      const refused = await run({ ...graph, [name]: value }, "serve")
+      expect(refused.exitCode).toBe(1)
+      expect(refused.stderr).toBe(`${JSON.stringify({ error: blankProblem(name) })}\n`)
+    }
+    // Blank non-secret settings are as if unset: the sandbox starts on its defaults.
+    const hub = await startServe({ ...freshDb(), HUB_SEND_RATE: "", HUB_RETENTION: " " })
+    expect((await fetch(`${hub.base}/health`)).status).toBe(200)
+    await hub.stop()
+    // `warn`, the name most tools use, is the warning level; an unknown name is refused with the list.
+    expect((await run({ ...freshDb(), HUB_LOG_LEVEL: "warn" }, "org", "list")).exitCode).toBe(0)
+    const unknown = await run({ ...freshDb(), HUB_LOG_LEVEL: "loud" }, "org", "list")
+    expect(unknown.exitCode).toBe(1)
+    expect(unknown.stderr).toContain("warning, error, fatal, none, warn")
+  }, CLI_TEST_TIMEOUT)
+
   it("sandbox mode without HUB_APP_SECRET warns at start when HOST is not a loopback address, and still takes unsigned posts", async () => {
     const hub = await startServe({ ...freshDb(), HOST: "0.0.0.0" })
     const posted = await fetch(`${hub.base}/upstream/events`, {

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Cause, Duration, Effect, HashMap, Layer, Logger, LogLevel, Schedule } from "effect"
-import { prettyLine } from "../src/Logging.js"
+import { jsonLine, prettyLine } from "../src/Logging.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -122,4 +122,33 @@ describe("the pretty format", () => {
     expect(failure.split("\n")).toHaveLength(1)
     expect(failure).toMatch(/^\[09:05:07\.042\] INFO  Unhandled failure cause=".*boom/)
   })
+
+  it("escapes control characters in every part of the line (a forged line or a terminal escape stays one line of text)", () => {
+    const forged = "x\n[09:05:07.042] INFO  POST /api/admin 200 1ms\u001b[2J\u2028\u0085\u007f"
+    const access = prettyLine(record("request", { status: 200, durationMs: 1, path: `/api/${forged}`, requestId: forged, method: "GET" }), false)
+    const other = prettyLine(record(`Upstream said ${forged}`, { error: forged, user: "a\u0007b" }), false)
+    for (const line of [access, other]) {
+      expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/)
+      expect(line).toContain("\\u001b[2J")
+    }
+    expect(other).toContain("Upstream said x\\u000a[09:05:07.042]")
+    expect(other).toContain("user=a\\u0007b")
+  })
+})
+
+describe("the json format", () => {
+  it.effect("escapes what JSON leaves raw (DEL, C1, U+2028/9), and stays JSON that reads back the same value", () =>
+    Effect.gen(function*() {
+      const written: Array<string> = []
+      const value = "a\u001b[31m\u007f\u0085\u2028\u2029\nz"
+      yield* Effect.logInfo(value).pipe(
+        Effect.annotateLogs({ error: value }),
+        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.map(jsonLine, (line) => written.push(line))))
+      )
+      expect(written).toHaveLength(1)
+      const line = written[0] ?? ""
+      expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/)
+      const parsed: unknown = JSON.parse(line)
+      expect(parsed).toMatchObject({ message: value, annotations: { error: value } })
+    }))
 })
