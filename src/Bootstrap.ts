@@ -4,8 +4,11 @@
  * to get new tokens (the first ones were shown only once).
  */
 import { Console, Duration, Effect, Option } from "effect"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
 import { TokensRepo } from "./Auth/Repo.js"
-import { HubConfig } from "./Config.js"
+import { databaseEngine, HubConfig } from "./Config.js"
 import { InstancesRepo } from "./Instances/Repo.js"
 
 export const DEMO_PHONE_NUMBER_ID = "100000000000001"
@@ -64,19 +67,49 @@ export const printNewTokensHint = (organizationId: string) =>
 /** Where the API's documentation is: the start banner's last line. */
 export const printDocsLine = (baseUrl: string) => Console.log(`API docs: ${baseUrl}/docs (Swagger UI); the OpenAPI document: ${baseUrl}/openapi.json`)
 
-export const printDemoCredentials = (demo: DemoCredentials, baseUrl: string) =>
-  Console.log(
-    [
-      "",
-      "Sandbox ready: a demo organization and instance were created. These secrets are shown only now.",
-      `  organization id   ${demo.organizationId}`,
-      `  instance id       ${demo.instanceId}`,
-      `  session token     ${demo.sessionToken}`,
-      `  org token         ${demo.organizationToken}`,
-      `  instance token    ${demo.instanceToken}`,
-      "",
-      "Try it:",
-      `  curl -s ${baseUrl}/api/instances -H "Authorization: Bearer ${demo.organizationToken}"`,
-      ""
-    ].join("\n")
-  )
+/** The demo's secrets, as shown once. */
+const credentialLines = (demo: DemoCredentials) => [
+  `  organization id   ${demo.organizationId}`,
+  `  instance id       ${demo.instanceId}`,
+  `  session token     ${demo.sessionToken}`,
+  `  org token         ${demo.organizationToken}`,
+  `  instance token    ${demo.instanceToken}`
+]
+
+/** Where the demo's tokens are written when standard output is not a terminal: beside a SQLite file, or a private temporary folder. */
+const demoTokensFile = (databaseFile: string) =>
+  join(databaseEngine(databaseFile) === "sqlite" && databaseFile !== ":memory:" ? dirname(databaseFile) : mkdtempSync(join(tmpdir(), "hub-demo-")), "demo-tokens.txt")
+
+/**
+ * The demo's tokens, shown once. On a terminal they are printed; otherwise standard output is a log
+ * stream (a container's, a journal's) that others read and keep, so they are written once to a file
+ * only the hub's user can read, and only its path is printed.
+ */
+export const printDemoCredentials = (demo: DemoCredentials, baseUrl: string, databaseFile: string, terminal: boolean = process.stdout.isTTY === true) =>
+  Effect.suspend(() => {
+    if (terminal) {
+      return Console.log(
+        [
+          "",
+          "Sandbox ready: a demo organization and instance were created. These secrets are shown only now.",
+          ...credentialLines(demo),
+          "",
+          "Try it:",
+          `  curl -s ${baseUrl}/api/instances -H "Authorization: Bearer ${demo.organizationToken}"`,
+          ""
+        ].join("\n")
+      )
+    }
+    const file = demoTokensFile(databaseFile)
+    // A file left from a database since deleted holds dead tokens; the new one is created afresh, so
+    // its mode is 0600 whatever the old one's was ("wx": never written through a file put there meanwhile).
+    rmSync(file, { force: true })
+    writeFileSync(file, [...credentialLines(demo), `  try it: curl -s ${baseUrl}/api/instances -H "Authorization: Bearer <org token>"`, ""].join("\n"), {
+      mode: 0o600,
+      flag: "wx"
+    })
+    return Console.log(
+      `Sandbox ready: a demo organization (${demo.organizationId}) and instance (${demo.instanceId}) were created. ` +
+        `Standard output is not a terminal, so their tokens are kept out of it: they were written once to ${file} (readable by this user only)`
+    )
+  })

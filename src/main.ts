@@ -76,7 +76,7 @@ const BannerLive = Layer.effectDiscard(
       pg: () => sql.withTransaction(Effect.zipRight(sql`SELECT pg_advisory_xact_lock(${DEMO_LOCK})`, bootstrapSandbox)),
       orElse: () => bootstrapSandbox
     }).pipe(Effect.orDie)
-    if (start._tag === "Created") yield* printDemoCredentials(start.demo, baseUrl)
+    if (start._tag === "Created") yield* printDemoCredentials(start.demo, baseUrl, (yield* HubConfig).databaseFile)
     if (start._tag === "Existing") yield* printNewTokensHint(start.organizationId)
     yield* printDocsLine(baseUrl)
   })

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DEMO_PHONE_NUMBER_ID, DEMO_WABA_ID } from "../src/Bootstrap.js"
-import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
+import { demoTokensText, type HubProcess, startHubProcess } from "./support/HubProcess.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { itemsOf, parseObject } from "./support/TestHub.js"
 import { envelope, status, statusChange } from "./support/UpstreamPayloads.js"
@@ -58,7 +58,7 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
 
     const first = yield* startHubProcess(env).pipe(Effect.orDie)
     // The sandbox's first start prints ready-to-use tokens.
-    const token = INSTANCE_TOKEN.exec(first.output())?.[1] ?? ""
+    const token = INSTANCE_TOKEN.exec(demoTokensText(first.output()))?.[1] ?? ""
     for (const receiver of receivers) {
       const created = yield* call(first, "POST", "/api/webhooks", { token, json: { url: receiver.url, name: "crash" } })
       expect(created.status).toBe(201)

@@ -8,7 +8,7 @@
 import { expect, it } from "@effect/vitest"
 import { Duration, Effect, Schedule } from "effect"
 import { freshPostgresDatabase } from "./support/Databases.js"
-import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
+import { demoTokensText, type HubProcess, startHubProcess } from "./support/HubProcess.js"
 import { makeReceiver, type ReceivedRequest, type Reply } from "./support/Receivers.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
@@ -70,7 +70,7 @@ it.live("three replicas on one database: every change reaches every webhook, a k
     const replicas = yield* Effect.all([0, 1, 2].map(() => startHubProcess(env)), { concurrency: 3 })
     const printed = replicas.filter((r) => r.output().includes("Sandbox ready"))
     expect(printed).toHaveLength(1)
-    const token = /instance token\s+(\S+)/.exec(printed[0]?.output() ?? "")?.[1] ?? ""
+    const token = /instance token\s+(\S+)/.exec(demoTokensText(printed[0]?.output() ?? ""))?.[1] ?? ""
     const [r0, r1, r2] = replicas
     if (r0 === undefined || r1 === undefined || r2 === undefined) return yield* Effect.dieMessage("three replicas")
 

@@ -150,7 +150,7 @@ const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError
         onRight: Effect.succeed
       })
     }
-    mkdirSync(dirname(file), { recursive: true })
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
     const key = randomBytes(32)
     writeFileSync(file, key.toString("hex"), { mode: 0o600 })
     return Effect.succeed(Uint8Array.from(key))

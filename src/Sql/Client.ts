@@ -10,7 +10,7 @@ import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Database } from "bun:sqlite"
 import { Duration, Effect, Layer, Redacted, Scope } from "effect"
-import { mkdirSync } from "node:fs"
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs"
 import { dirname } from "node:path"
 import { databaseEngine, HubConfig } from "../Config.js"
 import { migrations } from "./migrations/index.js"
@@ -62,6 +62,20 @@ const beginningImmediately = (sql: SqlClient.SqlClient) => {
   return Object.assign(sql, { withTransaction })
 }
 
+/**
+ * The database holds message metadata, token hashes and encrypted secrets: it is for the hub's user
+ * alone. Its folder is created 0700 and the file 0600 before SQLite opens it; SQLite gives the WAL and
+ * shared-memory files it creates the database file's mode, and those left by an older version are
+ * narrowed here. A folder that already exists is the operator's and is left as it is.
+ */
+export const ownerOnlyDatabase = (filename: string) => {
+  mkdirSync(dirname(filename), { recursive: true, mode: 0o700 })
+  closeSync(openSync(filename, "a", 0o600))
+  for (const file of [filename, `${filename}-wal`, `${filename}-shm`]) {
+    if (existsSync(file)) chmodSync(file, 0o600)
+  }
+}
+
 /** A migrated SQLite database in the given file (`:memory:` for tests). */
 export const sqliteLayer = (filename: string) => {
   const cacheSize = Layer.effectDiscard(Effect.sync(() => {
@@ -74,7 +88,7 @@ export const sqliteLayer = (filename: string) => {
     Effect.zipRight(pragmas, runMigrations).pipe(Effect.withSpan("Sql.migrate"))
   )
   const ensureFolder = Layer.effectDiscard(Effect.sync(() => {
-    if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+    if (filename !== ":memory:") ownerOnlyDatabase(filename)
   }))
   return Layer.provideMerge(prepare, client).pipe(Layer.provide(Layer.merge(ensureFolder, cacheSize)), Layer.orDie)
 }
