@@ -40,7 +40,7 @@ import { WebhooksRepoLive } from "./Webhooks/Repo.js"
 import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
-import { DashboardHttpLive } from "./Dashboard/Http.js"
+import { DashboardHttpLive, DocsSecurityHeadersLive } from "./Dashboard/Http.js"
 import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
 import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
 import { MetricsHttpLive } from "./Metrics/Http.js"
@@ -113,6 +113,7 @@ const FastLaneLive = Layer.scopedDiscard(
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
 export const HttpLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+  Layer.provide(DocsSecurityHeadersLive),
   Layer.provide(DashboardHttpLive),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HttpEdgeLive),

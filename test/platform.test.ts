@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServer } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { expect, it, layer } from "@effect/vitest"
@@ -49,6 +50,18 @@ layer(testHub())("platform endpoints", (it) => {
       expect(docs.text).toContain("SwaggerUIBundle")
       expect(docs.text).not.toMatch(/<script[^>]+src=["']https?:/)
       expect(docs.text).not.toMatch(/<link[^>]+href=["']https?:/)
+      // The dashboard's security headers, its policy allowing exactly the page's own inline script and style.
+      const dashboard = yield* Effect.promise(() => fetch(`${hub.baseUrl}/dashboard`))
+      for (const header of ["x-content-type-options", "referrer-policy", "x-frame-options"]) {
+        expect(docs.headers.get(header), header).toBe(dashboard.headers.get(header))
+      }
+      const hashOf = (block: string | undefined) => `'sha256-${createHash("sha256").update(block ?? "").digest("base64")}'`
+      const script = /<script>([\s\S]*?)<\/script>/.exec(docs.text)?.[1]
+      const style = /<style>([\s\S]*?)<\/style>/.exec(docs.text)?.[1]
+      expect(docs.headers.get("content-security-policy")).toBe(
+        (dashboard.headers.get("content-security-policy") ?? "").replace("script-src 'self'", `script-src ${hashOf(script)}`).replace("style-src 'self'", `style-src ${hashOf(style)}`)
+      )
+      expect(docs.headers.get("content-security-policy")).toContain("default-src 'none'")
     }))
 })
 

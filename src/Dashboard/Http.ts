@@ -3,9 +3,10 @@
  * answers the page, /dashboard/assets/ the script and stylesheet built into the binary
  * (src/Dashboard/build.ts), and GET / redirects to /dashboard. The page talks to the public API only,
  * with the token its user signs in with. Nothing is fetched from elsewhere: the Content-Security-Policy
- * allows this origin only, and no inline script or style.
+ * allows this origin only, and no inline script or style. /docs answers with the same headers.
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import { HubConfig } from "../Config.js"
 import { script, stylesheet, version } from "./generated/assets.js"
@@ -44,12 +45,47 @@ const pageHtml = (upstream: string) =>
 </html>
 `
 
+/** Every page the hub serves a browser (the dashboard's, the API docs') answers with these. */
 const securityHeaders = {
   "content-security-policy": CONTENT_SECURITY_POLICY,
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY"
 }
+
+/** The executable inline blocks of a page (`<script>` that is not JSON data, `<style>`), each as a CSP source. */
+const inlineSources = (html: string, tag: "script" | "style") =>
+  [...html.matchAll(new RegExp(`<${tag}(?![^>]*type="application/json")[^>]*>([\\s\\S]*?)</${tag}>`, "g"))].map((match) =>
+    `'sha256-${createHash("sha256").update(match[1] ?? "").digest("base64")}'`
+  )
+
+/**
+ * The security headers of a page whose script and style are inline (Swagger UI at /docs, as
+ * @effect/platform writes it): the dashboard's policy, with exactly those blocks allowed by their
+ * hash instead of 'self' files, so no other inline script can run.
+ */
+export const inlinePageSecurityHeaders = (html: string): Record<string, string> => ({
+  ...securityHeaders,
+  "content-security-policy": CONTENT_SECURITY_POLICY
+    .replace("script-src 'self'", `script-src ${inlineSources(html, "script").join(" ")}`)
+    .replace("style-src 'self'", `style-src ${inlineSources(html, "style").join(" ")}`)
+})
+
+/**
+ * /docs with the dashboard's security headers: the page HttpApiSwagger serves (static for the
+ * process), its headers computed from its body once.
+ */
+export const DocsSecurityHeadersLive = HttpApiBuilder.middleware(Effect.sync(() => {
+  let docsHeaders: Record<string, string> | undefined
+  return (app: HttpApp.Default) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const response = yield* app
+      if (request.url.split("?")[0] !== "/docs" || response.status !== 200 || response.body._tag !== "Uint8Array") return response
+      docsHeaders ??= inlinePageSecurityHeaders(new TextDecoder().decode(response.body.body))
+      return HttpServerResponse.setHeaders(response, docsHeaders)
+    })
+}))
 
 /** Assets are named by their content's hash, so a browser may keep them for good. */
 const asset = (body: string, contentType: string) =>
