@@ -17,9 +17,23 @@ import { envelope, status, statusChange, wamid } from "./support/UpstreamPayload
 const main = join(import.meta.dirname, "..", "src", "main.ts")
 const secretKey = Option.some(Redacted.make(new Uint8Array(32).fill(11)))
 
-const cli = (...args: ReadonlyArray<string>) => {
-  const result = Bun.spawnSync([process.execPath, main, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, HUB_LOG_LEVEL: "warning" } })
+const cliWith = (input: { readonly env?: Record<string, string>; readonly stdin?: string }, ...args: ReadonlyArray<string>) => {
+  const result = Bun.spawnSync([process.execPath, main, ...args], {
+    stdout: "pipe",
+    stderr: "pipe",
+    stdin: input.stdin === undefined ? "ignore" : Buffer.from(input.stdin),
+    env: { ...process.env, HUB_LOG_LEVEL: "warning", ...input.env }
+  })
   return { exitCode: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() }
+}
+const cli = (...args: ReadonlyArray<string>) => cliWith({}, ...args)
+
+/** The URL without its password, and the password. */
+const withoutPassword = (url: string) => {
+  const parsed = new URL(url)
+  const password = decodeURIComponent(parsed.password)
+  parsed.password = ""
+  return { url: parsed.toString(), password }
 }
 
 /** What the command prints. */
@@ -66,7 +80,10 @@ it.live("a SQLite hub's data moves to PostgreSQL and is served from there; a use
     yield* Scope.close(sqliteScope, Exit.void)
 
     const url = yield* freshPostgresDatabase
-    const moved = cli("migrate-data", "--from", file, "--to", url)
+    // The password is read from standard input (kept out of `ps` and the shell's history).
+    const target = withoutPassword(url)
+    expect(target.url).not.toContain(target.password)
+    const moved = cliWith({ stdin: `${target.password}\n` }, "migrate-data", "--from", file, "--to", target.url, "--password-stdin")
     expect(moved.stderr).toBe("")
     expect(moved.exitCode).toBe(0)
     const report = Schema.decodeUnknownSync(Report)(JSON.parse(moved.stdout))
@@ -100,11 +117,16 @@ it.live("a SQLite hub's data moves to PostgreSQL and is served from there; a use
       yield* receiver.waitFor("a delivery from the hub on PostgreSQL", (r) => r.length === 2)
     }), onPostgres)
 
-    // Run again: the target now holds rows, and is refused.
-    const again = cli("migrate-data", "--from", file, "--to", url)
+    // Run again, the password from PGPASSWORD as libpq takes it: the target now holds rows, and is refused.
+    const again = cliWith({ env: { PGPASSWORD: target.password } }, "migrate-data", "--from", file, "--to", target.url)
     expect(again.exitCode).toBe(1)
     expect(JSON.parse(again.stderr).error).toMatch(/^the target is not empty \(table \w+ has \d+ rows\)/)
     const missing = cli("migrate-data", "--from", join(folder, "none.sqlite"), "--to", url)
     expect(missing.exitCode).toBe(1)
     expect(JSON.parse(missing.stderr)).toEqual({ error: `--from ${join(folder, "none.sqlite")}: no such SQLite file` })
+    // Without a password anywhere the server refuses the connection, and the command says so.
+    const noPassword = cliWith({ env: { PGPASSWORD: "" } }, "migrate-data", "--from", file, "--to", target.url)
+    expect(noPassword.exitCode).toBe(1)
+    const bothPasswords = cliWith({ stdin: "x" }, "migrate-data", "--from", file, "--to", url, "--password-stdin")
+    expect(JSON.parse(bothPasswords.stderr)).toEqual({ error: "give the password in --to or with --password-stdin, not both" })
   }).pipe(Effect.scoped), { timeout: 60_000 })
