@@ -4,7 +4,8 @@
  * own limit is checked on the file), every JSON API route 1 MiB. Bun's own limit is the largest.
  */
 import { PayloadTooLarge } from "../Domain/Errors.js"
-import { MAX_UPSTREAM_BODY, upstreamBodyTooLarge } from "../Ingress/Http.js"
+import { upstreamBodyTooLarge } from "../Ingress/Http.js"
+import { MAX_UPSTREAM_BODY } from "../Ingress/Ingress.js"
 import { describeSize, MAX_FLOW_ASSET_BYTES, MAX_UPLOAD_BYTES, MULTIPART_FRAMING_BYTES } from "../Media/MediaKinds.js"
 import { jsonBodyLimit } from "../Domain/PlainRoute.js"
 

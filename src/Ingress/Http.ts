@@ -2,14 +2,13 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Option, Redacted } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
-import { BadRequest, Forbidden, PayloadTooLarge, Unauthorized } from "../Domain/Errors.js"
+import { BadRequest, Forbidden, PayloadTooLarge, ServiceUnavailable, Unauthorized } from "../Domain/Errors.js"
+import { declaredLength } from "../Net/BodyLimit.js"
 import { parseJsonObject } from "../Domain/Json.js"
 import type { Envelope } from "./Envelope.js"
-import { Ingress } from "./Ingress.js"
+import { Ingress, MAX_UPSTREAM_BODY } from "./Ingress.js"
 import { constantTimeEqual, verifyHubSignature } from "./HubSignature.js"
 
-/** Upstream webhook posts are small (a few KB, batches well under 1 MB); anything far larger is refused. */
-export const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
 
 const utf8 = new TextDecoder()
 
@@ -49,7 +48,9 @@ export const makeReceiveUpstream = Effect.gen(function*() {
       if (post.declaredTooLarge(contentLength)) return yield* upstreamBodyTooLarge
       const busy = ingress.overloaded()
       if (busy !== undefined) return yield* busy
-      const envelope = yield* post.check(new Uint8Array(yield* readBody), signature)
+      const release = ingress.holdUnverified(declaredLength(contentLength))
+      if (release instanceof ServiceUnavailable) return yield* release
+      const envelope = yield* Effect.flatMap(readBody, (body) => post.check(new Uint8Array(body), signature)).pipe(Effect.ensuring(Effect.sync(release)))
       const stillBusy = ingress.overloaded()
       if (stillBusy !== undefined) return yield* stillBusy
       return HttpServerResponse.unsafeJson(yield* ingress.ingestEnvelope(envelope))

@@ -72,7 +72,16 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
   readonly overloaded: () => ServiceUnavailable | undefined
   /** The warning an answer with unrouted changes is logged with (in the request's log context). */
   readonly warnUnrouted: (answer: IngestAnswer) => Effect.Effect<void>
+  /**
+   * Holds room for an upstream post's body until its signature is checked (HUB_INGRESS_UNVERIFIED_MB
+   * over all posts): the release, to call once it is checked or given up, or the 503 to answer at
+   * once, before a byte of the body is read. A post of no declared length is held at the largest a post may be.
+   */
+  readonly holdUnverified: (declaredBytes: number | undefined) => (() => void) | ServiceUnavailable
 }>() {}
+
+/** The largest upstream post: Meta's are a few KB, batches well under 1 MB; anything far larger is refused. */
+export const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
 
 /** Most payloads written in one transaction. */
 const MAX_GROUP = 256
@@ -146,7 +155,7 @@ export const IngressLive = Layer.scoped(
     const signal = yield* DispatchSignal
     const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
-    const { ingressMaxPending } = yield* HubConfig
+    const { ingressMaxPending, ingressUnverifiedMaxBytes } = yield* HubConfig
     const metrics = yield* Metrics
     const runFork = yield* FiberSet.makeRuntime<never>()
     // Optional, so the ingress also runs alone (its own tests); the hub provides it.
@@ -320,6 +329,29 @@ export const IngressLive = Layer.scoped(
         retryAfterSeconds: 1
       })
 
+    /**
+     * Bytes held by posts whose signature is not checked yet: anyone may open such a post, so without a
+     * bound a few held connections of 8 MiB each pin the hub's memory (five: +41 MB, measured).
+     */
+    let unverifiedBytes = 0
+    const holdUnverified = (declaredBytes: number | undefined) => {
+      const bytes = Math.min(declaredBytes ?? MAX_UPSTREAM_BODY, MAX_UPSTREAM_BODY)
+      if (unverifiedBytes + bytes > ingressUnverifiedMaxBytes) {
+        return new ServiceUnavailable({
+          message: "The hub holds as many unverified upstream posts as it may (HUB_INGRESS_UNVERIFIED_MB); retry shortly",
+          error: "overloaded",
+          retryAfterSeconds: 1
+        })
+      }
+      unverifiedBytes += bytes
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        unverifiedBytes -= bytes
+      }
+    }
+
     const warnUnrouted = (answer: IngestAnswer) =>
       answer.unrouted === 0 ? Effect.void : Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
         Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
@@ -336,6 +368,7 @@ export const IngressLive = Layer.scoped(
       ingestNow,
       overloaded,
       warnUnrouted,
+      holdUnverified,
       ingestEnvelope,
       ingest: (payload) => Effect.flatMap(check(payload), ingestEnvelope)
     })
