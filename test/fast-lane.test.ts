@@ -464,8 +464,8 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
       // Nothing was ingested: the same change, validly signed now, is new (and then a duplicate).
       const accepted = yield* bothWays("POST", "/upstream/events", signedEvents(body))
       expect(accepted.fastLaneHits.fast).toEqual({ ...NO_HITS, [HOT_EVENTS]: 1 })
-      expect(accepted.fast.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0 })
-      expect(accepted.plain.body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0 })
+      expect(accepted.fast.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
+      expect(accepted.plain.body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0, stale: 0 })
     }))
 
   it.effect("a malformed body: 400 malformed_body; an envelope of the wrong shape: 400 validation_failed", () =>
@@ -514,13 +514,13 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
       const accepted = expectAlike(fresh, HOT_EVENTS)
       expect(accepted.status).toBe(200)
       expect(accepted.headers.get("content-type")).toBe("application/json")
-      expect(accepted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0 })
+      expect(accepted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
 
       // Then each way gets the other's: both are duplicates.
       const repeated = yield* bothWays("POST", "/upstream/events", delivered(second), delivered(first))
       const duplicate = expectAlike(repeated, HOT_EVENTS)
       expect(duplicate.status).toBe(200)
-      expect(duplicate.body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0 })
+      expect(duplicate.body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0, stale: 0 })
 
       // Both statuses were committed before the answers.
       const listed = yield* fastHub.request("GET", "/api/messages", { token: tenant.instanceToken })
@@ -530,7 +530,7 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
       const stranger = { phoneNumberId: "999000111222333", wabaId: "888000111222333" }
       const unknown = (id: string) => signedEvents(JSON.stringify(envelope([stranger.wabaId, [statusChange(stranger, status(id, "read", 1750263795))]])))
       const unrouted = expectAlike(yield* bothWays("POST", "/upstream/events", unknown("wamid.stranger.1"), unknown("wamid.stranger.2")), HOT_EVENTS)
-      expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0 })
+      expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0, stale: 0 })
     }))
 
   it.effect("x-request-id: a sane caller's id is echoed on the fast lane's answers too", () =>
@@ -598,7 +598,7 @@ layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the f
 
       const ok = yield* hub.request("POST", "/upstream/events", signedEvents(JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status("wamid.logs.1", "sent", 1750263790))]]))))
       expect(ok.status).toBe(200)
-      expect(ok.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0 })
+      expect(ok.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
       const okId = ok.headers.get("x-request-id")
       expect(okId).toMatch(/^[0-9a-f]{8}-[0-9a-z]+$/)
       expect(logs.linesFor(okId).map((line) => [line.message, line.annotations.method, line.annotations.path, line.annotations.status]))
@@ -607,7 +607,7 @@ layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the f
       const stranger = { phoneNumberId: "999000111222444", wabaId: "888000111222444" }
       const strangerPost = signedEvents(JSON.stringify(envelope([stranger.wabaId, [statusChange(stranger, status("wamid.logs.2", "read", 1750263795))]])))
       const unrouted = yield* hub.request("POST", "/upstream/events", { ...strangerPost, headers: { ...strangerPost.headers, "x-request-id": "meta-post-42" } })
-      expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0 })
+      expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0, stale: 0 })
       expect(unrouted.headers.get("x-request-id")).toBe("meta-post-42")
       const warned = logs.linesFor("meta-post-42")
       expect(warned.map((line) => line.message)).toEqual(["Upstream changes for unknown numbers were kept aside (unrouted_events)", "request"])

@@ -3,10 +3,13 @@
  * unverified posts hold are bounded together (HUB_INGRESS_UNVERIFIED_MB), and past the bound a post is
  * answered 503 with Retry-After at once, its body never read; room comes back as posts finish.
  */
-import { expect, layer } from "@effect/vitest"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
 import { connect, type Socket } from "node:net"
-import { TestHub, testHub } from "./support/TestHub.js"
+import { makeReceiver } from "./support/Receivers.js"
+import { createWebhookId, itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { envelope, inboundChange, type JsonObject, META_MESSAGES, wamid } from "./support/UpstreamPayloads.js"
 
 const MB = 1024 * 1024
 
@@ -81,4 +84,83 @@ layer(testHub({ ingressUnverifiedMaxBytes: 2 * MB }, Layer.merge(Logger.replace(
       expect(logged.filter((line) => line.message.startsWith("An upstream post was aborted")).map((line) => line.level)).toEqual(["WARN"])
       expect(logged.filter((line) => line.level === "ERROR")).toEqual([])
     }))
+})
+
+/** A Unix time of an hour ago, as the upstream writes it. */
+const RECENT = String(Math.floor(Date.now() / 1000) - 3600)
+
+/** Inbound text messages from `from`, at Unix time `seconds` (as text, the upstream's form). */
+const textAt = (id: string, seconds: string) => ({ ...META_MESSAGES.text, id, timestamp: seconds })
+
+describe.each(["sqlite", "postgres"] as const)("what the upstream sends, validated and clamped (%s)", (engine) => {
+  layer(testHub({ engine, sandboxStatusDelay: Duration.hours(1), retention: Duration.days(30) }), { excludeTestServices: true })("", (it) => {
+    it.scoped("one change with a time out of range fails nothing: both tenants' changes are stored, recorded and delivered; no 500", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const [a, b] = [yield* seedTenant(), yield* seedTenant()]
+        const receiverA = yield* makeReceiver()
+        const receiverB = yield* makeReceiver()
+        yield* createWebhookId(a, receiverA.url)
+        yield* createWebhookId(b, receiverB.url)
+        const [odd, fine] = [wamid(), wamid()]
+        // One post carrying both organizations' changes, the first with a time Date cannot hold.
+        const posted = yield* hub.request("POST", "/upstream/events", {
+          json: envelope([a.wabaId, [inboundChange(a, textAt(odd, "99999999999999"))]], [b.wabaId, [inboundChange(b, textAt(fine, RECENT))]])
+        })
+        expect(posted.status).toBe(200)
+        expect(posted.body).toEqual({ changes: 2, accepted: 2, duplicates: 0, unrouted: 0, deliveries: 2, stale: 0 })
+        // Delivered as received, the odd time unchanged.
+        const [toA] = yield* receiverA.waitFor("A's delivery", (r) => r.length === 1)
+        expect(toA?.body).toContain("\"99999999999999\"")
+        yield* receiverB.waitFor("B's delivery", (r) => r.length === 1)
+        // Recorded: the odd time is not believed, the record carries its receipt time instead.
+        const listA = yield* hub.request("GET", `/api/messages?waMessageId=${odd}`, { token: a.instanceToken })
+        const recordA = itemsOf(listA.body)[0]
+        expect(recordA).toMatchObject({ direction: "inbound", waMessageId: odd })
+        expect(Date.parse(String(recordA?.createdAt))).toBeGreaterThan(Date.now() - 60_000)
+        const listB = yield* hub.request("GET", `/api/messages?waMessageId=${fine}`, { token: b.instanceToken })
+        expect(itemsOf(listB.body)[0]).toMatchObject({ waMessageId: fine, createdAt: new Date(Number(RECENT) * 1000).toISOString() })
+      }))
+
+    it.effect("a post nested deeper than 64 levels is a 400 for that post alone", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        let deep: JsonObject = { end: true }
+        for (let i = 0; i < 5000; i++) deep = { a: deep }
+        const refused = yield* hub.request("POST", "/upstream/events", {
+          json: envelope([tenant.wabaId, [{ field: "messages", value: { metadata: { phone_number_id: tenant.phoneNumberId }, extra: deep } }]])
+        })
+        expect(refused.status).toBe(400)
+        expect(refused.body).toMatchObject({ statusCode: 400, error: "validation_failed", details: [{ field: "body", message: "must not nest deeper than 64 levels" }] })
+        const ok = yield* hub.request("POST", "/upstream/events", { json: envelope([tenant.wabaId, [inboundChange(tenant, textAt(wamid(), RECENT))]]) })
+        expect(ok.body).toMatchObject({ accepted: 1 })
+      }))
+
+    it.scoped("a post whose changes are all older than HUB_RETENTION is a replay: 200, kept aside as stale, not delivered", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const receiver = yield* makeReceiver()
+        yield* createWebhookId(tenant, receiver.url)
+        const old = String(Math.floor((Date.now() - 31 * 24 * 3600_000) / 1000))
+        const replayed = wamid()
+        const replay = yield* hub.request("POST", "/upstream/events", { json: envelope([tenant.wabaId, [inboundChange(tenant, textAt(replayed, old))]]) })
+        expect(replay.status).toBe(200)
+        expect(replay.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 0, deliveries: 0, stale: 1 })
+        const sql = yield* SqlClient.SqlClient
+        const kept = yield* sql<{ readonly reason: string; readonly change_json: string }>`SELECT reason, change_json FROM unrouted_events WHERE reason = 'stale' AND change_json LIKE ${`%${replayed}%`}`
+        expect(kept).toHaveLength(1)
+        expect(kept[0]?.change_json).toContain(replayed)
+        const listed = yield* hub.request("GET", `/api/messages?waMessageId=${replayed}`, { token: tenant.instanceToken })
+        expect(itemsOf(listed.body)).toEqual([])
+        // A post with one recent change among old ones is not a replay: it is delivered.
+        const mixed = yield* hub.request("POST", "/upstream/events", {
+          json: envelope([tenant.wabaId, [inboundChange(tenant, textAt(wamid(), old)), inboundChange(tenant, textAt(wamid(), String(Math.floor(Date.now() / 1000))))]])
+        })
+        expect(mixed.body).toMatchObject({ accepted: 2, deliveries: 1, stale: 0 })
+        const [delivered] = yield* receiver.waitFor("the mixed post", (r) => r.length >= 1)
+        expect(delivered?.body).not.toContain(replayed)
+      }))
+  })
 })

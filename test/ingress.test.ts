@@ -126,7 +126,7 @@ for (const engine of engines) layer(signedHub(engine), { excludeTestServices: tr
 
       const accepted = yield* postEvents(body)
       expect(accepted.status).toBe(200)
-      expect(accepted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 1 })
+      expect(accepted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 1, stale: 0 })
       yield* receiver.waitFor("the delivery", (r) => r.length === 1)
       expect(bodyOf(receiver.requests[0])).toEqual(payload)
     }))
@@ -184,7 +184,7 @@ for (const engine of engines) layer(signedHub(engine), { excludeTestServices: tr
       )
       const answer = yield* postEvents(payload)
       expect(answer.status).toBe(200)
-      expect(answer.body).toEqual({ changes: 5, accepted: 4, duplicates: 0, unrouted: 1, deliveries: 2 })
+      expect(answer.body).toEqual({ changes: 5, accepted: 4, duplicates: 0, unrouted: 1, deliveries: 2, stale: 0 })
 
       const [aliceGot] = yield* aliceHook.waitFor("alice's delivery", (r) => r.length === 1)
       const [bobGot] = yield* bobHook.waitFor("bob's delivery", (r) => r.length === 1)
@@ -222,11 +222,11 @@ for (const engine of engines) layer(signedHub(engine), { excludeTestServices: tr
       const first = statusChange(tenant, status(wamid(), "sent", 1750263773))
       const payload = envelope([tenant.wabaId, [first]])
       expect((yield* postEvents(payload)).body).toMatchObject({ accepted: 1, deliveries: 1 })
-      expect((yield* postEvents(payload)).body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0 })
+      expect((yield* postEvents(payload)).body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0, stale: 0 })
 
       const second = inboundChange(tenant, { ...META_MESSAGES.listReply, id: wamid() })
       const mixed = yield* postEvents(envelope([tenant.wabaId, [first, second, second]]))
-      expect(mixed.body).toEqual({ changes: 3, accepted: 1, duplicates: 2, unrouted: 0, deliveries: 1 })
+      expect(mixed.body).toEqual({ changes: 3, accepted: 1, duplicates: 2, unrouted: 0, deliveries: 1, stale: 0 })
 
       const got = yield* receiver.waitFor("two deliveries", (r) => r.length === 2)
       expect(got.map(bodyOf)).toEqual([payload, envelope([tenant.wabaId, [second]])])

@@ -116,11 +116,11 @@ layer(testHubOnFakeGraph({ webhookRetry: [Duration.hours(1)], webhookAllowPrivat
       // A new inbound message (three deliveries), then a post with it again and a change for an unknown number.
       const change = inboundChange(tenant, META_MESSAGES.text)
       const first = yield* hub.request("POST", "/upstream/events", { json: envelope([tenant.wabaId, [change]]) })
-      expect(first.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 3 })
+      expect(first.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 3, stale: 0 })
       const second = yield* hub.request("POST", "/upstream/events", {
         json: envelope([tenant.wabaId, [change]], [stranger.wabaId, [inboundChange(stranger, META_MESSAGES.text)]])
       })
-      expect(second.body).toEqual({ changes: 2, accepted: 0, duplicates: 1, unrouted: 1, deliveries: 0 })
+      expect(second.body).toEqual({ changes: 2, accepted: 0, duplicates: 1, unrouted: 1, deliveries: 0, stale: 0 })
 
       yield* untilDelivery(tenant, fineHook, "succeeded")
       yield* untilDelivery(tenant, failingHook, "failed")

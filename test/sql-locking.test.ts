@@ -101,7 +101,7 @@ it.live("an upstream post that arrives while another connection holds the lock i
       })
       expect(yield* Effect.promise(() => other.done)).toBe(0)
       expect(posted.status).toBe(200)
-      expect(posted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0 })
+      expect(posted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
       const inbound = yield* hub.request("GET", "/api/messages?direction=inbound", { token: tenant.instanceToken })
       expect(itemsOf(inbound.body).map((m) => m.waMessageId)).toEqual([id])
     }).pipe(Effect.provide(testHub({ databaseFile: file, appSecret: Option.some(Redacted.make(APP_SECRET)) })))))

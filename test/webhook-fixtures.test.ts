@@ -108,7 +108,7 @@ const checkFixture = (fixture: Fixture) =>
     const posted = yield* post(JSON.stringify(withChangeFirst(payload, otherChange)))
     const changes = changesOf(payload).length
     expect(posted.status).toBe(200)
-    expect(posted.body).toEqual({ changes: changes + 1, accepted: changes + 1, duplicates: 0, unrouted: 0, deliveries: 2 })
+    expect(posted.body).toEqual({ changes: changes + 1, accepted: changes + 1, duplicates: 0, unrouted: 0, deliveries: 2, stale: 0 })
 
     // The tenant gets the upstream's envelope as posted, byte for byte once parsed and written
     // again, less the other tenant's change; the other tenant gets only its own.

@@ -7,6 +7,7 @@
 import type { InstanceId } from "../Domain/Ids.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import { isJsonObject } from "../Domain/Json.js"
+import { isoFromUnix } from "../Domain/UpstreamTime.js"
 
 export const callStates = ["ringing", "connected", "accepted", "rejected", "ended"] as const
 export type CallState = (typeof callStates)[number]
@@ -42,11 +43,6 @@ const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
 const text = (value: Json | undefined): string | undefined =>
   typeof value === "string" && value !== "" ? value : typeof value === "number" ? String(value) : undefined
 
-/** Unix seconds (a string or a number) to ISO 8601; the receipt time when absent or odd. */
-const isoFromUnix = (value: Json | undefined, fallback: string): string => {
-  const seconds = typeof value === "string" ? Number(value) : typeof value === "number" ? value : Number.NaN
-  return Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : fallback
-}
 
 /**
  * A `connect` names its direction; older payloads without it are told apart by their SDP: an

@@ -150,7 +150,7 @@ export const OutboxRepoLive = Layer.effect(
     // The hot writes, one row at a time (see RowStatement.ts).
     const acceptChange = insertRows(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
     const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
-    const insertUnrouted = insertRows(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at"])
+    const insertUnrouted = insertRows(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at", "reason"])
     const insertDelivery = insertRows(sql, "deliveries", [
       "id",
       "webhook_id",
@@ -328,7 +328,8 @@ export const OutboxRepoLive = Layer.effect(
           waba_id: c.wabaId,
           field: c.field,
           change_json: c.changeJson,
-          received_at: now
+          received_at: now,
+          reason: c.reason ?? null
         }))).pipe(Effect.asVoid, Effect.orDie),
       enqueue: (events, now, handover) =>
         Effect.gen(function*() {

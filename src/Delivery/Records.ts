@@ -33,6 +33,8 @@ export interface UnroutedChange {
   readonly wabaId: string | null
   readonly field: string | null
   readonly changeJson: string
+  /** Why it is kept aside: undefined for a number no instance is bound to, `stale` for a replay older than the dedupe horizon. */
+  readonly reason?: "stale"
 }
 
 /** A delivery leased by a dispatcher, with what it needs to send it. */

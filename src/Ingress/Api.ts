@@ -13,7 +13,10 @@ export const IngestSummary = Schema.Struct({
   accepted: Schema.Number,
   duplicates: Schema.Number,
   unrouted: Schema.Number,
-  deliveries: Schema.Number
+  deliveries: Schema.Number,
+  stale: Schema.Number.annotations({
+    description: "Changes of a replay kept aside, not delivered: a post whose changes are all older than HUB_RETENTION"
+  })
 })
 
 /** A status event for the sandbox's demo number, as the upstream posts it. */

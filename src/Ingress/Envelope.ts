@@ -32,9 +32,31 @@ const stringAt = (o: JsonObject, key: string): string | undefined => {
   return typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined
 }
 
+/**
+ * How deep an upstream post may nest. Meta's are about 8 levels deep; the hub's recursive steps (the
+ * dedupe key's canonical form, the envelopes' text) would overflow the stack on a post nested
+ * thousands deep, failing the group it is written with, so such a post is refused alone, with a 400.
+ */
+export const MAX_PAYLOAD_DEPTH = 64
+
+/** Whether a value nests deeper than `limit` (walked without recursion, so any depth is measured safely). */
+export const nestsDeeperThan = (value: Json, limit: number): boolean => {
+  const stack: Array<readonly [Json, number]> = [[value, 1]]
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [at, depth] = next
+    if (typeof at !== "object" || at === null) continue
+    if (depth > limit) return true
+    for (const child of Array.isArray(at) ? at : Object.values(at)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
 /** Checks the envelope's shape (every entry and every change), naming each part that is wrong. */
 export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyArray<FieldIssue>> => {
   if (!isJsonObject(payload)) return Either.left([{ field: "body", message: "must be a JSON object" }])
+  if (nestsDeeperThan(payload, MAX_PAYLOAD_DEPTH)) return Either.left([{ field: "body", message: `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels` }])
   const issues: Array<FieldIssue> = []
   const object = payload.object
   if (object !== undefined && typeof object !== "string") issues.push({ field: "object", message: "must be a string" })
@@ -83,11 +105,12 @@ const SECONDS = /^\d{1,10}$/
 
 /**
  * In one pass over a change's messages, statuses and calls: what identifies each, and the earliest
- * of their `timestamp`s, zero-padded to sort as text (undefined if none is usable).
+ * and latest of their `timestamp`s, zero-padded to sort as text (undefined if none is usable).
  */
 const itemsOf = (value: JsonObject) => {
   const identities: Array<string> = []
   let earliest: string | undefined
+  let latest: string | undefined
   const of = (key: string, identify: (item: JsonObject) => string | undefined) => {
     const items = value[key]
     if (!Array.isArray(items)) return
@@ -97,14 +120,26 @@ const itemsOf = (value: JsonObject) => {
       if (seconds === undefined || !SECONDS.test(seconds)) continue
       const padded = seconds.padStart(10, "0")
       if (earliest === undefined || padded < earliest) earliest = padded
+      if (latest === undefined || padded > latest) latest = padded
     }
   }
   const id = (item: JsonObject) => stringAt(item, "id")
   of("messages", (m) => (id(m) === undefined ? undefined : `message:${id(m)}`))
   of("statuses", (s) => (id(s) === undefined ? undefined : `status:${id(s)}:${stringAt(s, "status")}:${stringAt(s, "timestamp")}`))
   of("calls", (c) => (id(c) === undefined ? undefined : `call:${id(c)}:${stringAt(c, "event")}:${stringAt(c, "timestamp")}`))
-  return { identities, earliest }
+  return { identities, earliest, latest }
 }
+
+/**
+ * Whether every change of a post is older than `horizonMs` by its items' times (messages, statuses,
+ * calls): a replay of what the dedupe keys, pruned after that horizon, no longer remember. A change
+ * without such a time (an account or template update) is never judged old.
+ */
+export const isReplayBefore = (changes: ReadonlyArray<UpstreamChange>, horizonMs: number): boolean =>
+  changes.length > 0 && changes.every((change) => {
+    const { latest } = itemsOf(change.value)
+    return latest !== undefined && Number(latest) * 1000 < horizonMs
+  })
 
 /**
  * What makes a change the same change when the upstream sends it again, for one instance: the ids

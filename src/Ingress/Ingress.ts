@@ -13,7 +13,7 @@
  * Callers wait on a plain callback rather than a Deferred and a Queue, and the fast lane submits
  * without a fiber of its own: this is on every upstream post's path.
  */
-import { Context, Effect, Either, Exit, FiberId, FiberSet, Layer, Option } from "effect"
+import { Context, Duration, Effect, Either, Exit, FiberId, FiberSet, Layer, Option } from "effect"
 import { HubConfig } from "../Config.js"
 import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
 import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
@@ -23,9 +23,9 @@ import { MessagesRepo } from "../Messages/Repo.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { dedupeKey, type Envelope, envelopeFor, parseEnvelope, type UpstreamChange } from "./Envelope.js"
+import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, parseEnvelope, type UpstreamChange } from "./Envelope.js"
 import { Handoff, type DispatcherIntake } from "../Delivery/Handoff.js"
-import { recordChangesOf } from "./RecordChanges.js"
+import { recordChangesOrNone } from "./RecordChanges.js"
 import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "../Delivery/Outbox.js"
 
 export interface IngestResult {
@@ -36,6 +36,8 @@ export interface IngestResult {
   readonly duplicates: number
   readonly unrouted: number
   readonly deliveries: number
+  /** Changes of a replay (every change older than HUB_RETENTION), kept aside and not delivered. */
+  readonly stale: number
 }
 
 /** What a submitted payload is answered: its summary, and the numbers of its changes no instance is bound to. */
@@ -49,7 +51,8 @@ export const summaryOf = (answer: IngestAnswer): IngestResult => ({
   accepted: answer.accepted,
   duplicates: answer.duplicates,
   unrouted: answer.unrouted,
-  deliveries: answer.deliveries
+  deliveries: answer.deliveries,
+  stale: answer.stale
 })
 
 export class Ingress extends Context.Tag("Ingress")<Ingress, {
@@ -155,7 +158,8 @@ export const IngressLive = Layer.scoped(
     const signal = yield* DispatchSignal
     const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
-    const { ingressMaxPending, ingressUnverifiedMaxBytes } = yield* HubConfig
+    const { ingressMaxPending, ingressUnverifiedMaxBytes, retention } = yield* HubConfig
+    const retentionMs = Duration.toMillis(retention)
     const metrics = yield* Metrics
     const runFork = yield* FiberSet.makeRuntime<never>()
     // Optional, so the ingress also runs alone (its own tests); the hub provides it.
@@ -180,31 +184,50 @@ export const IngressLive = Layer.scoped(
     const write = (group: ReadonlyArray<Queued>, intake: DispatcherIntake | undefined, handedOver: Array<LeasedDelivery>, committed: Array<CommittedEvent>) =>
       Effect.gen(function*() {
         const now = nowIso()
-        const routeOf = yield* routesFor(group.flatMap((q) => q.envelope.changes))
-        const plans = group.map((q) => plan(q.envelope.changes, routeOf))
+        // A replay older than the dedupe horizon would be taken for new: it is kept aside instead.
+        const horizon = Date.now() - retentionMs
+        const replays = group.map((q) => isReplayBefore(q.envelope.changes, horizon))
+        const fresh = group.filter((_, i) => replays[i] !== true)
+        const routeOf = yield* routesFor(fresh.flatMap((q) => q.envelope.changes))
+        const plans = group.map((q, i) => plan(replays[i] === true ? [] : q.envelope.changes, routeOf))
         const routed = plans.flatMap((p) => p.routed)
         // A key new to the store is kept for the first event naming it, even across payloads of the group.
-        const fresh = routed.length === 0
+        const firstNamed = routed.length === 0
           ? new Map<string, string>()
           : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
         const eventsPerPayload = plans.map((p, i) =>
-          eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => fresh.get(r.key) === r.eventId))
+          eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => firstNamed.get(r.key) === r.eventId))
         )
         const events = eventsPerPayload.flat()
         committed.push(...events)
         yield* outbox.insertEvents(events, now)
+        const keptAside = (change: UpstreamChange, reason?: "stale") => ({
+          phoneNumberId: change.phoneNumberId ?? null,
+          wabaId: change.entryId ?? null,
+          field: change.field ?? null,
+          changeJson: JSON.stringify(change.change),
+          ...(reason === undefined ? {} : { reason })
+        })
         yield* outbox.insertUnrouted(
-          plans.flatMap((p) => p.unrouted).map((c) => ({
-            phoneNumberId: c.phoneNumberId ?? null,
-            wabaId: c.entryId ?? null,
-            field: c.field ?? null,
-            changeJson: JSON.stringify(c.change)
-          })),
+          [
+            ...plans.flatMap((p) => p.unrouted).map((c) => keptAside(c)),
+            ...group.flatMap((q, i) => (replays[i] === true ? q.envelope.changes.map((c) => keptAside(c, "stale")) : []))
+          ],
           now
         )
+        const unapplied: Array<string> = []
         yield* messages.applyChanges(events.flatMap((e) =>
-          e.changes.flatMap((r) => recordChangesOf({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now))
+          e.changes.flatMap((r) =>
+            recordChangesOrNone({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now, (error) => {
+              unapplied.push(`${r.eventId}: ${String(error)}`)
+            })
+          )
         ))
+        if (unapplied.length > 0) {
+          yield* Effect.logWarning("Upstream changes were stored and delivered as received, but not applied to message records").pipe(
+            Effect.annotateLogs({ changes: unapplied.join("; ") })
+          )
+        }
         const queued = yield* outbox.enqueue(
           events,
           now,
@@ -221,6 +244,7 @@ export const IngressLive = Layer.scoped(
             duplicates: p.routed.length - accepted + p.repeats,
             unrouted: p.unrouted.length,
             deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
+            stale: replays[i] === true ? group[i]?.envelope.changes.length ?? 0 : 0,
             unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
           }
         })

@@ -7,9 +7,10 @@ import { type CallChange, callEvents } from "../Calls/CallEvents.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
 import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
-import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import type { JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
 import { isJsonObject } from "../Domain/Json.js"
+import { isoFromUnix } from "../Domain/UpstreamTime.js"
 
 /** `played` (a voice message listened to) is as far as `read`. */
 const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "played", "failed"])
@@ -20,11 +21,6 @@ const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
   return Array.isArray(list) ? list.filter(isJsonObject) : []
 }
 
-/** Unix seconds as a string (the upstream's form) to ISO 8601; the receipt time when absent or odd. */
-const isoFromUnix = (value: Json | undefined, fallback: string): string => {
-  const seconds = typeof value === "string" ? Number(value) : typeof value === "number" ? value : Number.NaN
-  return Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : fallback
-}
 
 /** The status moves and inbound messages carried by an instance's new change (its statuses first, as listed), or its call events. */
 export const recordChangesOf = (
@@ -63,4 +59,23 @@ export const recordChangesOf = (
     ...statuses.map((update): MessageChange => ({ _tag: "Status", update })),
     ...inbound.map((message): MessageChange => ({ _tag: "Inbound", message }))
   ]
+}
+
+/**
+ * recordChangesOf, or none when the change cannot be applied to the records (a shape nothing
+ * expected): the change is still stored and delivered as received, and one bad change never fails
+ * the group of posts it is written with.
+ */
+export const recordChangesOrNone = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  change: UpstreamChange,
+  receivedAt: string,
+  onFailure: (error: unknown) => void
+): ReadonlyArray<MessageChange | CallChange> => {
+  try {
+    return recordChangesOf(target, change, receivedAt)
+  } catch (error) {
+    onFailure(error)
+    return []
+  }
 }

@@ -1,4 +1,7 @@
-/** Upstream changes for phone numbers no instance is bound to, kept aside for the operator (`hub events unrouted`). */
+/**
+ * Upstream changes kept aside for the operator (`hub events unrouted`): for phone numbers no instance
+ * is bound to (`reason` null), and replays older than the dedupe horizon (`reason` "stale").
+ */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 
@@ -7,6 +10,7 @@ export interface UnroutedChange {
   readonly phone_number_id: string | null
   readonly waba_id: string | null
   readonly field: string | null
+  readonly reason: string | null
   readonly change: unknown
   readonly received_at: string
 }
@@ -16,6 +20,7 @@ interface UnroutedRow {
   readonly phone_number_id: string | null
   readonly waba_id: string | null
   readonly field: string | null
+  readonly reason: string | null
   readonly change_json: string
   readonly received_at: string
 }
@@ -30,7 +35,7 @@ export const UnroutedRepoLive = Layer.effect(
   Effect.map(SqlClient.SqlClient, (sql) =>
     UnroutedRepo.of({
       list: (limit) =>
-        sql<UnroutedRow>`SELECT id, phone_number_id, waba_id, field, change_json, received_at
+        sql<UnroutedRow>`SELECT id, phone_number_id, waba_id, field, reason, change_json, received_at
           FROM unrouted_events ORDER BY id DESC LIMIT ${limit}`.pipe(
           Effect.map((rows) =>
             rows.map(({ change_json, ...row }) => ({ ...row, change: JSON.parse(change_json) }))

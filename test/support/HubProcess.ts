@@ -33,7 +33,8 @@ export const startHubProcess = (
       let output = ""
       let answered = false
       const child = Bun.spawn([process.execPath, main, "serve"], {
-        env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_LOG_FORMAT: "pretty", ...env },
+        // The tests' upstream payloads are of 2023-2025: a century's retention keeps them from being replays (TestHub.ts).
+        env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_LOG_FORMAT: "pretty", HUB_RETENTION: "36500d", ...env },
         stdin: "ignore",
         stdout: "pipe",
         stderr: "pipe"

@@ -4,7 +4,7 @@
  */
 import { HttpServer } from "@effect/platform"
 import { hubServer } from "../../src/Edge/FastLane.js"
-import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { TokensRepo } from "../../src/Auth/Repo.js"
 import { type HubSettings, hubConfigWith } from "../../src/Config.js"
 import { hubLayer } from "../../src/Http.js"
@@ -80,8 +80,13 @@ export const TestHubLive = Layer.effect(
 /** A hub with test settings (in-memory database, sandbox upstream) merged with the given ones. */
 /** A hub's settings in tests: the environment's, with these overrides and no memory target. */
 export const testHubConfig = (settings: Partial<HubSettings>) =>
-  // Many hubs share the test process, whose memory says nothing about any one of them.
-  hubConfigWith({ memoryTargetMb: 0, ...settings })
+  // Many hubs share the test process, whose memory says nothing about any one of them. The upstream
+  // payloads of the tests are Meta's examples and others' fixtures, of 2023-2025: a retention of a
+  // century keeps them from being taken for replays older than the dedupe horizon (its own test sets one).
+  hubConfigWith({ memoryTargetMb: 0, retention: TEST_RETENTION, ...settings })
+
+/** See testHubConfig. */
+export const TEST_RETENTION = Duration.days(36_500)
 
 /** Settings of a test hub, and the engine its database runs on (SQLite unless told). */
 export interface TestHubOptions extends Partial<HubSettings> {

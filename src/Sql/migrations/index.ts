@@ -12,6 +12,7 @@ import migration0010 from "./0010_fleet.js"
 import migration0011 from "./0011_message_status_partial.js"
 import migration0012 from "./0012_webhook_tests.js"
 import migration0013 from "./0013_message_status_times.js"
+import migration0014 from "./0014_stale_changes.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -26,5 +27,6 @@ export const migrations = {
   "0010_fleet": migration0010,
   "0011_message_status_partial": migration0011,
   "0012_webhook_tests": migration0012,
-  "0013_message_status_times": migration0013
+  "0013_message_status_times": migration0013,
+  "0014_stale_changes": migration0014
 }
