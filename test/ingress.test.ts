@@ -17,7 +17,7 @@ import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/Wr
 import { immediateSandbox } from "../src/Upstream/Sandbox.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { type Engine, engines, testDatabase } from "./support/Databases.js"
-import { seedTenant, type Tenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TEST_RETENTION, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "app-secret-for-tests"
@@ -423,7 +423,7 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 
 /** The ingress alone over an in-memory database, built in a scope the test closes itself. */
 const ingressAlone = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({}))),
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }))),
   Layer.provide(WriteBatcherLive)
 )
 
@@ -447,7 +447,7 @@ for (const engine of engines) layer(testDatabase(engine), { excludeTestServices:
 
 /** The ingress over a batcher whose gathering time no test outlasts, with that batcher. */
 const ingressGathering = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({}))),
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }))),
   Layer.provideMerge(writeBatcherLayer({ gatherMs: 60_000 }))
 )
 

@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { fieldsOf, listMessages, sendMessage, sendsTo, typeCases, untilSendsReach, waIdOf, whileAcceptanceRefused } from "./support/Messages.js"
-import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
+import { addInstance, seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
 import { engines } from "./support/Databases.js"
 
 const RECIPIENT = "16505551234"
@@ -542,14 +542,24 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: D
       expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
     }))
 
-  it.effect("keys are scoped per organization", () =>
+  it.effect("keys are scoped per instance: another organization's, or another instance of the same organization, never collide", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const other = yield* seedTenant()
+      const sibling = yield* addInstance(tenant)
       expect((yield* sendMessage(tenant.instanceToken, body, { "idempotency-key": "shared-key" })).status).toBe(200)
       expect((yield* sendMessage(other.instanceToken, body, { "idempotency-key": "shared-key" })).status).toBe(200)
-      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+      // The same organization's other number, with the same key and another body: sent, not a 409.
+      const fromSibling = yield* sendMessage(sibling.instanceToken, { ...body, text: { body: "from the sibling" } }, { "idempotency-key": "shared-key" })
+      expect(fromSibling.status).toBe(200)
+      expect(fromSibling.headers.get("idempotent-replayed")).toBeNull()
+      // Through the organization token too, naming each number.
+      const viaOrg = yield* sendMessage(tenant.orgToken, { ...body, phone_number_id: sibling.phoneNumberId }, { "idempotency-key": "org-key" })
+      expect(viaOrg.status).toBe(200)
+      expect((yield* sendMessage(tenant.orgToken, { ...body, phone_number_id: tenant.phoneNumberId }, { "idempotency-key": "org-key" })).status).toBe(200)
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(2)
       expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(1)
+      expect(yield* sendsTo(sibling.phoneNumberId)).toHaveLength(2)
     }))
 
   it.effect("an upstream refusal is replayed as it was, without calling the upstream again", () =>

@@ -1,5 +1,5 @@
 /**
- * Idempotency-Key answers of sends, scoped per organization and kept 24 hours. The first request with
+ * Idempotency-Key answers of sends, scoped per instance (the sending number) and kept 24 hours. The first request with
  * a key claims it (a row without answer); the answer is stored when it is final, and a repeat with the
  * same body gets that answer again without sending. A different body, or a repeat while the first is
  * still running, is a 409.
@@ -16,6 +16,8 @@ export const IDEMPOTENCY_TTL = Duration.hours(24)
 
 export interface KeyRef {
   readonly organizationId: OrganizationId
+  /** The key's scope: one instance's keys never meet another's. */
+  readonly instanceId: InstanceId
   readonly key: string
 }
 
@@ -45,7 +47,7 @@ export const requestHash = (instanceId: InstanceId, body: Json): string =>
 
 export class IdempotencyKeys extends Context.Tag("IdempotencyKeys")<IdempotencyKeys, {
   readonly begin: (
-    input: KeyRef & { readonly instanceId: InstanceId; readonly requestHash: string }
+    input: KeyRef & { readonly requestHash: string }
   ) => Effect.Effect<Claim, Conflict | ServiceUnavailable>
   /** Stores the final answer of a claimed key (its body as JSON). */
   readonly complete: (ref: KeyRef, statusCode: number, body: unknown) => Effect.Effect<void>
@@ -65,7 +67,7 @@ export const IdempotencyKeysLive = Layer.scoped(
     )
     yield* runForFleet("idempotency-purge", { every: Duration.hours(1), firstAfter: Duration.zero }, purge)
 
-    const claim = (input: KeyRef & { readonly instanceId: InstanceId; readonly requestHash: string }) =>
+    const claim = (input: KeyRef & { readonly requestHash: string }) =>
       Effect.gen(function*() {
         const now = nowIso()
         const inserted = yield* sql<{ readonly created_at: string }>`INSERT INTO idempotency_keys ${
@@ -78,17 +80,17 @@ export const IdempotencyKeysLive = Layer.scoped(
             response: null,
             created_at: now
           })
-        } ON CONFLICT (organization_id, idempotency_key) DO NOTHING RETURNING created_at`
+        } ON CONFLICT (instance_id, idempotency_key) DO NOTHING RETURNING created_at`
         if (inserted.length > 0) return { _tag: "Claimed" } as const
         const existing = (yield* sql<KeyRow>`SELECT request_hash, status_code, response, created_at FROM idempotency_keys
-          WHERE organization_id = ${input.organizationId} AND idempotency_key = ${input.key}`)[0]
+          WHERE instance_id = ${input.instanceId} AND idempotency_key = ${input.key}`)[0]
         if (existing === undefined) return { _tag: "Busy" } as const
         if (existing.created_at < cutoff()) {
           // Expired: take it over, unless another request did so first.
           const taken = yield* sql<{ readonly created_at: string }>`UPDATE idempotency_keys
-            SET instance_id = ${input.instanceId}, request_hash = ${input.requestHash}, status_code = NULL, response = NULL,
+            SET request_hash = ${input.requestHash}, status_code = NULL, response = NULL,
                 created_at = ${now}
-            WHERE organization_id = ${input.organizationId} AND idempotency_key = ${input.key} AND created_at = ${existing.created_at}
+            WHERE instance_id = ${input.instanceId} AND idempotency_key = ${input.key} AND created_at = ${existing.created_at}
             RETURNING created_at`
           return taken.length > 0 ? { _tag: "Claimed" } as const : { _tag: "Busy" } as const
         }
@@ -125,13 +127,13 @@ export const IdempotencyKeysLive = Layer.scoped(
         ),
       complete: (ref, statusCode, body) =>
         sql`UPDATE idempotency_keys SET status_code = ${statusCode}, response = ${JSON.stringify(body)}
-          WHERE organization_id = ${ref.organizationId} AND idempotency_key = ${ref.key}`.pipe(
+          WHERE instance_id = ${ref.instanceId} AND idempotency_key = ${ref.key}`.pipe(
           Effect.asVoid,
           Effect.catchAll((e) => Effect.logError("Could not store the answer of an Idempotency-Key; retries with it get 409 until it expires", e))
         ),
       release: (ref) =>
         sql`DELETE FROM idempotency_keys
-          WHERE organization_id = ${ref.organizationId} AND idempotency_key = ${ref.key} AND status_code IS NULL`.pipe(
+          WHERE instance_id = ${ref.instanceId} AND idempotency_key = ${ref.key} AND status_code IS NULL`.pipe(
           Effect.asVoid,
           Effect.catchAll((e) => Effect.logError("Could not release an Idempotency-Key; retries with it get 409 until it expires", e))
         )

@@ -220,9 +220,9 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         const sent = Effect.flatMap(Effect.runtime<never>(), (runtime) =>
           Effect.flatMap(Effect.promise(() => sendWith(instance, request, body, Runtime.runPromise(runtime))), (outcome) => outcome))
         if (idempotencyKey === undefined) return Effect.map(sent, (response): SendOutcome => ({ _tag: "Sent", response }))
-        const ref: KeyRef = { organizationId: instance.organizationId, key: idempotencyKey }
+        const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
         return Effect.gen(function*() {
-          const claim = yield* keys.begin({ ...ref, instanceId: instance.id, requestHash: requestHash(instance.id, body) })
+          const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
           if (claim._tag === "Replay") return claim
           const response = yield* Effect.onExit(sent, settle(ref))
           return { _tag: "Sent", response } as const

@@ -13,6 +13,7 @@ import migration0011 from "./0011_message_status_partial.js"
 import migration0012 from "./0012_webhook_tests.js"
 import migration0013 from "./0013_message_status_times.js"
 import migration0014 from "./0014_stale_changes.js"
+import migration0015 from "./0015_idempotency_per_instance.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -28,5 +29,6 @@ export const migrations = {
   "0011_message_status_partial": migration0011,
   "0012_webhook_tests": migration0012,
   "0013_message_status_times": migration0013,
-  "0014_stale_changes": migration0014
+  "0014_stale_changes": migration0014,
+  "0015_idempotency_per_instance": migration0015
 }
