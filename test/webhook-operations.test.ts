@@ -183,6 +183,55 @@ layer(
       expect((yield* create(sibling.instanceToken, { url: "https://example.com/y", name: "y" })).status).toBe(201)
     }))
 
+  it.scoped("a URL moved to another origin drops the secret headers unless given again; credentials in a URL are refused", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const owners = yield* makeReceiver()
+      const attacker = yield* makeReceiver()
+      // The organization's webhook, with its organization token as a secret header.
+      const created = yield* create(tenant.orgToken, {
+        url: `${owners.url}/hooks`,
+        name: "owner's",
+        instance_id: tenant.instanceId,
+        headers: { authorization: `Bearer ${tenant.orgToken}`, "x-tenant": "acme" }
+      })
+      expect(created.status).toBe(201)
+      const id = String(created.body.id)
+      const patch = (json: Record<string, unknown>) => hub.request("PATCH", `/api/webhooks/${id}`, { token: tenant.instanceToken, json })
+      // Another path on the same origin keeps them.
+      expect((yield* patch({ url: `${owners.url}/other` })).body).toMatchObject({ headers: { authorization: "[redacted]", "x-tenant": "acme" } })
+      // "[redacted]" cannot carry a secret to another origin: 400 naming it, nothing changed.
+      const carried = yield* patch({ url: attacker.url, headers: { authorization: "[redacted]", "x-tenant": "acme" } })
+      expect(carried.status).toBe(400)
+      expect(carried.body).toMatchObject({
+        error: "validation_failed",
+        details: [{ field: "headers.authorization", message: "the url moves to another origin, so no stored value is kept; give its value instead of \"[redacted]\"" }]
+      })
+      expect((yield* read(tenant, id)).url).toBe(`${owners.url}/other`)
+      // An instance token points it at its own receiver: the secret header is dropped, the plain one kept.
+      const moved = yield* patch({ url: attacker.url })
+      expect(moved.status).toBe(200)
+      expect(moved.body).toMatchObject({ url: attacker.url, headers: { "x-tenant": "acme" } })
+      expect(moved.body.headers).not.toHaveProperty("authorization")
+      expect((yield* hub.request("POST", `/api/webhooks/${id}/test`, { token: tenant.instanceToken })).status).toBe(200)
+      const [received] = yield* attacker.waitFor("the test event", (r) => r.length === 1)
+      expect(received?.headers.authorization).toBeUndefined()
+      expect(JSON.stringify(received?.headers)).not.toContain(tenant.orgToken)
+      expect(received?.headers["x-tenant"]).toBe("acme")
+      // Given again in the same request, a secret goes along.
+      const regiven = yield* patch({ url: `${owners.url}/hooks`, headers: { authorization: "Bearer new-value" } })
+      expect(regiven.body).toMatchObject({ headers: { authorization: "[redacted]" } })
+      // Credentials in the URL itself are refused, at creation and on PATCH.
+      const withCredentials = `${owners.url.replace("http://", "http://user:pa55@")}/hooks`
+      for (const answer of [yield* create(tenant.instanceToken, { url: withCredentials, name: "creds" }), yield* patch({ url: withCredentials })]) {
+        expect(answer.status).toBe(400)
+        expect(answer.body).toMatchObject({
+          details: [{ field: "url", message: "must not carry credentials (user:password@): give them in a custom header such as authorization, which is stored encrypted" }]
+        })
+      }
+    }))
+
   it.scoped("custom headers arrive at the receiver; secret ones are stored encrypted and shown redacted; denied ones are refused", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub

@@ -17,8 +17,10 @@ export const WebhookUrl = Schema.Trim.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),
   Schema.filter((s) => {
     const url = URL.parse(s)
-    return (url !== null && (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "") ||
-      "must be an http or https URL"
+    if (url === null || (url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return "must be an http or https URL"
+    // Credentials in a URL show wherever the URL does (records, logs, the dashboard); headers keep them secret.
+    return (url.username === "" && url.password === "") ||
+      "must not carry credentials (user:password@): give them in a custom header such as authorization, which is stored encrypted"
   })
 ).annotations({ description: "http(s) URL that receives the events", examples: ["https://example.com/hooks/whatsapp"] })
 

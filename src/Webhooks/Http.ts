@@ -179,16 +179,16 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           if (payload.url !== undefined) yield* allowedUrl(payload.url)
-          const row = yield* repo.update(scopeOf(principal), path.id, payload).pipe(Effect.catchTag("NoSecretToKeep", ({ names }) =>
-            Effect.fail(
+          const row = yield* repo.update(scopeOf(principal), path.id, payload).pipe(Effect.catchTag("NoSecretToKeep", ({ names, originChanged }) => {
+            const why = originChanged ? "the url moves to another origin, so no stored value is kept" : "no stored value to keep"
+            return Effect.fail(
               new BadRequest({
-                message: `Invalid request: headers: ${names.join(", ")} ${names.length === 1 ? "has" : "have"} no stored value to keep; give ${
-                  names.length === 1 ? "its value" : "their values"
-                } instead of "${REDACTED}"`,
+                message: `Invalid request: headers: ${names.join(", ")}: ${why}; give ${names.length === 1 ? "its value" : "their values"} instead of "${REDACTED}"`,
                 error: "validation_failed",
-                details: names.map((name) => ({ field: `headers.${name}`, message: `no stored value to keep; give its value instead of "${REDACTED}"` }))
+                details: names.map((name) => ({ field: `headers.${name}`, message: `${why}; give its value instead of "${REDACTED}"` }))
               })
-            )))
+            )
+          }))
           return yield* recordOf(yield* Option.match(row, { onNone: () => Effect.fail(notFound(path.id)), onSome: Effect.succeed }))
         }))
       .handle("remove", ({ path }) =>

@@ -57,7 +57,18 @@ export interface WebhookPatch {
 export class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
 
 /** A PATCH kept a secret header ("[redacted]") the webhook does not have. */
-export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{ readonly names: ReadonlyArray<string> }> {}
+/**
+ * Secret headers given as "[redacted]" whose stored value cannot be kept: there is none, or the
+ * webhook moves to another origin (its secrets are for the receiver they were given for).
+ */
+export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
+  readonly names: ReadonlyArray<string>
+  readonly originChanged: boolean
+}> {}
+
+/** Whether a webhook's URL moves to another origin (scheme, host, port). */
+export const movesOrigin = (from: string, to: string | undefined): boolean =>
+  to !== undefined && URL.parse(from)?.origin !== URL.parse(to)?.origin
 
 export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly create: (input: {
@@ -119,15 +130,16 @@ export const WebhooksRepoLive = Layer.effect(
      * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
      * lower case (CustomHeadersInput), as they are stored.
      */
-    const keepingSecrets = (current: WebhookRow, headers: Readonly<Record<string, string>>) =>
+    const keepingSecrets = (current: WebhookRow, headers: Readonly<Record<string, string>>, originChanged: boolean) =>
       Effect.gen(function*() {
         const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
         if (kept.length === 0) return headers
+        if (originChanged) return yield* new NoSecretToKeep({ names: kept, originChanged })
         const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
         const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
         const stored = sentHeaders(current.headers, secret)
         const missing = kept.filter((name) => stored[name] === undefined)
-        if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing })
+        if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing, originChanged })
         return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored[name] ?? ""])) }
       })
 
@@ -194,7 +206,14 @@ export const WebhooksRepoLive = Layer.effect(
           const current = yield* find(scope, id)
           if (Option.isNone(current)) return current
           const now = nowIso()
-          const headers = patch.headers === undefined ? undefined : yield* keepingSecrets(current.value, patch.headers)
+          // A secret header is for the receiver it was given for: moved to another origin, it is dropped
+          // unless this request gives it again (else anyone who may PATCH could read it at their own URL).
+          const originChanged = movesOrigin(current.value.url, patch.url)
+          const headers = patch.headers !== undefined
+            ? yield* keepingSecrets(current.value, patch.headers, originChanged)
+            : originChanged
+            ? sentHeaders(current.value.headers, null)
+            : undefined
           const reactivated = patch.active === true && !current.value.active
           const deactivated = patch.active === false && current.value.active
           yield* sql`UPDATE webhooks SET ${
