@@ -315,7 +315,17 @@ layer(testHub({ ...GRAPH, webhookAllowPrivate: true }), { excludeTestServices: t
       const tenant = yield* seedTenant()
       const answer = yield* createWebhook(tenant.instanceToken, { url: "http://127.0.0.1:9/hook", name: "local" })
       expect(answer.status).toBe(201)
-      for (const url of ["http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.170.2]/v2/credentials", "http://[fd00:ec2::254]/", "http://100.100.100.200/"]) {
+      for (
+        const url of [
+          "http://169.254.169.254/latest/meta-data/",
+          "http://[::ffff:169.254.170.2]/v2/credentials",
+          "http://[fd00:ec2::254]/",
+          "http://100.100.100.200/",
+          "http://[::ffff:0:a9fe:a9fe]/",
+          "http://[64:ff9b:1::a9fe:a9fe]/",
+          "http://[2002:a9fe:a9fe::1]/"
+        ]
+      ) {
         const refused = yield* createWebhook(tenant.instanceToken, { url, name: "metadata" })
         expect(refused.status, url).toBe(400)
         expect(String(refused.body.message), url).toContain("is not a public address (cloud metadata)")
@@ -421,7 +431,7 @@ describe("address classifier", () => {
     ["::ffff:169.254.169.254", "metadata"],
     ["::10.0.0.1", "private"],
     ["::8.8.8.8", "public"],
-    ["::ffff:0:10.0.0.1", "reserved"],
+    ["::ffff:0:10.0.0.1", "private"], // IPv4-translated: judged by the IPv4 address it carries,
     ["64:ff9b::10.0.0.1", "private"],
     ["64:ff9b::8.8.8.8", "public"],
     ["64:ff9b::a9fe:a9fe", "metadata"],
@@ -450,6 +460,18 @@ describe("address classifier", () => {
     ["ff02::1", "multicast"],
     ["fd00:ec2::254", "metadata"],
     ["fd00:ec2::23", "metadata"],
+    // Metadata carried inside IPv6, in every form that embeds IPv4: mapped, translated (SIIT),
+    // NAT64 well-known and local-use (both layouts), 6to4, Teredo's server and (inverted) client.
+    ["::ffff:169.254.169.254", "metadata"],
+    ["::ffff:0:a9fe:a9fe", "metadata"],
+    ["::ffff:0:169.254.170.2", "metadata"],
+    ["64:ff9b::a9fe:a9fe", "metadata"],
+    ["64:ff9b:1::a9fe:a9fe", "metadata"],
+    ["64:ff9b:1:a9fe:a9:fe00::", "metadata"],
+    ["64:ff9b:1::1", "translation"],
+    ["2002:a9fe:a9fe::1", "metadata"],
+    ["2001:0:a9fe:a9fe::1", "metadata"],
+    ["2001:0:4136:e378:8000:63bf:5601:5601", "metadata"],
     ["fd20:ce::254", "metadata"],
     ["4000::1", "reserved"],
     ["1::1", "reserved"],
@@ -482,6 +504,13 @@ describe("delivery-time connection pinning", () => {
       expect(JSON.stringify(refused)).not.toContain("127.0.0.1")
       const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
       expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
+    }))
+
+  plain.effect("a host that resolves to no address is refused, never sent by name (its connection would resolve it afresh)", () =>
+    Effect.gen(function*() {
+      const open = makeUrlPolicy(false, { lookup: async () => [] })
+      const refused = yield* Effect.flip(open.connectTarget("https://empty.example.com/hook"))
+      expect(refused.message).toBe("the host empty.example.com has no checked address to connect to")
     }))
 
   plain.effect("without enforcement a name leading to cloud metadata is still refused at delivery", () =>

@@ -88,6 +88,7 @@ const SPECIAL_V6: ReadonlyArray<readonly [cidr: string, rule: AddressClass | Emb
   ["::/128", "unspecified"], // RFC 4291
   ["::1/128", "loopback"], // RFC 4291
   ["::ffff:0:0/96", { embeddedAt: 6 }], // IPv4-mapped (RFC 4291)
+  ["::ffff:0:0:0/96", { embeddedAt: 6 }], // IPv4-translated (SIIT, RFC 2765)
   ["::/96", { embeddedAt: 6 }], // IPv4-compatible (deprecated, RFC 4291)
   ["64:ff9b::/96", { embeddedAt: 6 }], // NAT64 well-known prefix (RFC 6052)
   ["64:ff9b:1::/48", "translation"], // local-use IPv4/IPv6 translation (RFC 8215), not globally reachable
@@ -110,6 +111,8 @@ const SPECIAL_V6: ReadonlyArray<readonly [cidr: string, rule: AddressClass | Emb
 ]
 
 const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR("2000::/3")
+const SIX_TO_FOUR = ipaddr.IPv6.parseCIDR("2002::/16")
+const TEREDO = ipaddr.IPv6.parseCIDR("2001::/32")
 
 const rangesV4 = SPECIAL_V4.map(([cidr, kind]) => ({ range: ipaddr.IPv4.parseCIDR(cidr), kind }))
 const rangesV6 = SPECIAL_V6.map(([cidr, rule]) => ({ range: ipaddr.IPv6.parseCIDR(cidr), rule }))
@@ -121,8 +124,33 @@ const classifyV4 = (address: ipaddr.IPv4): AddressClass => {
   return rangesV4.find(({ range }) => address.match(range))?.kind ?? "public"
 }
 
+const v4Of = (high: number, low: number) => new ipaddr.IPv4([(high >> 8) & 255, high & 255, (low >> 8) & 255, low & 255])
+
+/**
+ * Every place an IPv6 address may carry an IPv4 one: the last 32 bits (mapped, translated, NAT64 /96
+ * and most local-use NAT64 prefixes), bits 16-47 (6to4), RFC 6052's /48 layout (bits 48-63 and 72-87,
+ * as RFC 8215's local-use 64:ff9b:1::/48 may use), Teredo's server (bits 32-63) and its client
+ * (the last 32 bits inverted). A metadata address in any of them makes the address a metadata one:
+ * a translator or relay would connect there, and metadata is refused whatever the settings.
+ */
+const embedsMetadata = (address: ipaddr.IPv6): boolean => {
+  const p = address.parts
+  const at = (i: number) => p[i] ?? 0
+  const candidates = [
+    v4Of(at(6), at(7)),
+    v4Of(at(1), at(2)),
+    v4Of(at(3), ((at(4) & 255) << 8) | (at(5) >> 8)),
+    v4Of(at(2), at(3)),
+    v4Of(~at(6) & 0xffff, ~at(7) & 0xffff)
+  ]
+  return candidates.some((v4) => metadataV4.some((m) => v4.match(m, 32)))
+}
+
 const classifyV6 = (address: ipaddr.IPv6): AddressClass => {
   if (metadataV6.some((m) => address.match(m, 128))) return "metadata"
+  if (!address.match(GLOBAL_UNICAST_V6) || address.match(SIX_TO_FOUR) || address.match(TEREDO)) {
+    if (embedsMetadata(address)) return "metadata"
+  }
   const special = rangesV6.find(({ range }) => address.match(range))
   if (special !== undefined) {
     if (typeof special.rule === "string") return special.rule

@@ -176,7 +176,9 @@ export const makeUrlPolicy = (
     if (addresses instanceof AddressRefused) return addresses
     const [address] = addresses
     const hostHeader = url.host
-    if (address === undefined || address === host) return { url: url.href, hostHeader, serverName: undefined }
+    // Sent by name, the connection would resolve the host again, to whatever it names then: never.
+    if (address === undefined) return new AddressRefused({ message: `the host ${host} has no checked address to connect to` })
+    if (address === host) return { url: url.href, hostHeader, serverName: undefined }
     const pinned = new URL(url.href)
     pinned.hostname = isIPv6(address) ? `[${address}]` : address
     return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
