@@ -356,7 +356,8 @@ describe("the revocation feed", () => {
       const resolver = TokenResolver.make({
         resolve: die,
         resolveNow: () => undefined,
-        forget: (...hashes) => Effect.sync(() => forgotten.push(...hashes))
+        forget: (...hashes) => Effect.sync(() => forgotten.push(...hashes)),
+        watch: () => () => {}
       })
       const feed = yield* Effect.provide(
         RevocationFeed,

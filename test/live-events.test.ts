@@ -74,7 +74,7 @@ describe("LiveEvents, a slow stream", () => {
   plain.scoped("keeps at most its buffer, then tells how many events it dropped, after what it kept; later events flow again", () =>
     Effect.gen(function*() {
       const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-      const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined })
+      const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined, credentialId: "test" })
       const pull = yield* Stream.toPull(frames)
       live.publish([committed(1), committed(2), committed(3), committed(4), committed(5, "ins_b")])
       expect(idsOf(yield* pull)).toEqual(["evt_1", "evt_2", "dropped 3"])
@@ -86,7 +86,7 @@ describe("LiveEvents, a slow stream", () => {
     Effect.gen(function*() {
       const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
       yield* Effect.scoped(Effect.gen(function*() {
-        const pull = yield* Stream.toPull(yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a" }))
+        const pull = yield* Stream.toPull(yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a", credentialId: "test" }))
         expect(live.openStreams("org_a")).toBe(1)
         live.publish([committed(1, "ins_b"), committed(2, "ins_b"), committed(3, "ins_b"), committed(4)])
         expect(idsOf(yield* pull)).toEqual(["evt_4"])
@@ -98,7 +98,7 @@ describe("LiveEvents, a slow stream", () => {
     Effect.gen(function*() {
       const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
       const decoder = new TextDecoder()
-      const pull = yield* Stream.toPull(Stream.map(eventStream(live, { organizationId: "org_a", instanceId: undefined }), (bytes) => decoder.decode(bytes)))
+      const pull = yield* Stream.toPull(Stream.map(eventStream(live, { organizationId: "org_a", instanceId: undefined, credentialId: "test" }), (bytes) => decoder.decode(bytes)))
       expect(Chunk.toReadonlyArray(yield* pull)).toEqual(["retry: 3000\nevent: ready\ndata: {\"instance_id\":null}\n\n"])
       const next = yield* Effect.fork(pull)
       yield* TestClock.adjust("4999 millis")

@@ -32,6 +32,12 @@ export interface TokenResolverShape {
   readonly resolveNow: (secret: string) => Either.Either<Principal, Unauthorized> | undefined
   /** Forgets credentials at once, after their revocation has committed. */
   readonly forget: (...tokenHashes: ReadonlyArray<string>) => Effect.Effect<void>
+  /**
+   * Calls `recheck` whenever the credential of this hash may have been revoked (by this process, an
+   * announcement from another replica, or the revocation feed; every credential after the listener
+   * reconnects), until the returned function is called. For holders of long requests (event streams).
+   */
+  readonly watch: (tokenHash: string, recheck: () => void) => () => void
 }
 
 const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
@@ -40,7 +46,8 @@ const toEntry = (credential: Credential, cachedAt: number): CacheEntry => ({
     kind: credential.kind,
     credentialId: credential.credentialId,
     organizationId: credential.organizationId,
-    instance: credential.instance
+    instance: credential.instance,
+    ...(credential.expiresAt === undefined ? {} : { expiresAt: credential.expiresAt })
   }),
   cachedAt
 })
@@ -58,13 +65,19 @@ export class TokenResolver extends Effect.Service<TokenResolver>()("TokenResolve
      * (any revocation, not only its own: they are rare, and the next request reads again).
      */
     let revocations = 0
+    /** Who holds a long request on a credential, by its hash (see watch). */
+    const watchers = new Map<string, Set<() => void>>()
+    const recheck = (hash: string) => watchers.get(hash)?.forEach((call) => call())
+    const recheckAll = () => watchers.forEach((calls) => calls.forEach((call) => call()))
     // On PostgreSQL, revocations on other replicas as they commit; while not listening, announcements are missed: start over then.
     yield* subscribe(channels.credentials, (hash) => {
       revocations++
       cache.delete(hash)
+      recheck(hash)
     }, () => {
       revocations++
       cache.clear()
+      recheckAll()
     })
 
     const load = (hash: string, now: number): Effect.Effect<CacheEntry | undefined> =>
@@ -114,7 +127,17 @@ export class TokenResolver extends Effect.Service<TokenResolver>()("TokenResolve
         Effect.sync(() => {
           revocations++
           for (const hash of hashes) cache.delete(hash)
-        })
+          for (const hash of hashes) recheck(hash)
+        }),
+      watch: (hash, call) => {
+        const calls = watchers.get(hash) ?? new Set<() => void>()
+        calls.add(call)
+        watchers.set(hash, calls)
+        return () => {
+          calls.delete(call)
+          if (calls.size === 0 && watchers.get(hash) === calls) watchers.delete(hash)
+        }
+      }
     }
     return service
   }),

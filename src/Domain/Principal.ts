@@ -18,6 +18,8 @@ export interface Principal {
   readonly organizationId: OrganizationId
   /** Set for instance tokens only. */
   readonly instance: InstanceRef | undefined
+  /** When the credential stops being valid (sessions), in epoch milliseconds; api tokens do not expire. */
+  readonly expiresAt?: number
 }
 
 export class CurrentPrincipal extends Context.Tag("CurrentPrincipal")<CurrentPrincipal, Principal>() {}

@@ -21,11 +21,14 @@ export class LiveEventsApi extends HttpApiGroup.make("liveEvents")
       .addSuccess(EventStream)
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
+      .addError(Wire.TooManyRequests)
       .pipe(documented(
         "Stream live events",
         "The upstream changes committed for the caller's instances, as server-sent events. Organization tokens see every " +
           "instance of the organization (or the one named by instance_id or phone_number_id); instance tokens their own. " +
-          "Nothing is replayed: a stream sees what commits while it is open."
+          "Nothing is replayed: a stream sees what commits while it is open. A stream ends when its token is revoked or " +
+          "its session expires or is revoked (on every replica, within about a second). At most HUB_STREAMS_PER_TOKEN streams " +
+          "per token and HUB_STREAMS_PER_ORGANIZATION per organization are open at once; beyond them 429."
       ))
   )
   .middleware(Authentication)

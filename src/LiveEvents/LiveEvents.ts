@@ -10,6 +10,7 @@
  * drops without telling the client.)
  */
 import { Chunk, Context, Effect, Layer, Queue, type Scope, Stream } from "effect"
+import { TooManyRequests } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 
 /** What the ingress committed for one instance from one upstream post (its events table row). */
@@ -22,11 +23,19 @@ export interface CommittedEvent {
   readonly changes: ReadonlyArray<{ readonly route: { readonly organization_id: string } }>
 }
 
-/** Who a stream is for: an organization's instances, or one of them. */
+/** Who a stream is for: an organization's instances, or one of them, through one credential. */
 export interface Audience {
   readonly organizationId: string
   /** One instance only (an instance token, or an organization token naming one); all when undefined. */
   readonly instanceId: string | undefined
+  /** The token or session the stream was opened with: its streams are counted against HUB_STREAMS_PER_TOKEN. */
+  readonly credentialId: string
+}
+
+/** How many streams may be open at once, per credential and per organization. */
+export interface StreamLimits {
+  readonly perToken: number
+  readonly perOrganization: number
 }
 
 /** One item of a stream: an event as it committed, or how many events this stream lost. */
@@ -39,10 +48,15 @@ type EventFrame = Extract<LiveFrame, { readonly _tag: "Event" }>
 export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
   /** Hands committed events to the open streams; returns at once (cheap when no stream is open). */
   readonly publish: (events: ReadonlyArray<CommittedEvent>) => void
-  /** The audience's frames from now on, until the scope closes (subscribed when this succeeds). */
-  readonly subscribe: (audience: Audience) => Effect.Effect<Stream.Stream<LiveFrame>, never, Scope.Scope>
+  /**
+   * The audience's frames from now on, until the scope closes (subscribed when this succeeds), or a
+   * 429 when its credential or organization has as many streams open as `limits` allow.
+   */
+  readonly subscribe: (audience: Audience, limits?: StreamLimits) => Effect.Effect<Stream.Stream<LiveFrame>, TooManyRequests, Scope.Scope>
   /** The organization's streams open now. */
   readonly openStreams: (organizationId: string) => number
+  /** The 429 a new stream of the audience would be refused with now; undefined when there is room. */
+  readonly refusal: (audience: Audience, limits: StreamLimits) => TooManyRequests | undefined
 }>() {}
 
 interface Subscriber {
@@ -58,6 +72,7 @@ export const STREAM_BUFFER = 256
 export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
   Layer.sync(LiveEvents, () => {
     const byOrganization = new Map<string, Set<Subscriber>>()
+    const perCredential = new Map<string, number>()
     let open = 0
 
     const publish = (events: ReadonlyArray<CommittedEvent>) => {
@@ -98,20 +113,58 @@ export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
         return dropped === 0 ? frames : Chunk.append(frames, { _tag: "Dropped", count: dropped })
       })
 
-    const subscribe = (audience: Audience) =>
+    /** The 429 for a stream past its limits; undefined when there is room (checked and taken in one step). */
+    const refusal = (audience: Audience, limits: StreamLimits | undefined): TooManyRequests | undefined => {
+      if (limits === undefined) return undefined
+      if ((perCredential.get(audience.credentialId) ?? 0) >= limits.perToken) {
+        return new TooManyRequests({
+          message: `This token has ${limits.perToken} event streams open, as many as it may (HUB_STREAMS_PER_TOKEN); close one first`,
+          error: "too_many_streams",
+          retryAfterSeconds: 5
+        })
+      }
+      if ((byOrganization.get(audience.organizationId)?.size ?? 0) >= limits.perOrganization) {
+        return new TooManyRequests({
+          message: `The organization has ${limits.perOrganization} event streams open, as many as it may (HUB_STREAMS_PER_ORGANIZATION); close one first`,
+          error: "too_many_streams",
+          retryAfterSeconds: 5
+        })
+      }
+      return undefined
+    }
+
+    const countCredential = (credentialId: string, by: number) => {
+      const n = (perCredential.get(credentialId) ?? 0) + by
+      if (n > 0) perCredential.set(credentialId, n)
+      else perCredential.delete(credentialId)
+    }
+
+    const subscribe = (audience: Audience, limits?: StreamLimits) =>
       Effect.map(
         Effect.acquireRelease(
-          Effect.map(Queue.dropping<EventFrame>(buffer), (queue) => {
-            const subscriber: Subscriber = { instanceId: audience.instanceId, queue, dropped: 0 }
-            add(audience.organizationId, subscriber)
-            return subscriber
-          }),
-          (subscriber) => Effect.zipRight(Effect.sync(() => remove(audience.organizationId, subscriber)), Queue.shutdown(subscriber.queue))
+          Effect.flatMap(Queue.dropping<EventFrame>(buffer), (queue) =>
+            Effect.suspend(() => {
+              // Checked and counted in one synchronous step, so concurrent openings cannot both pass.
+              const refused = refusal(audience, limits)
+              if (refused !== undefined) return Effect.fail(refused)
+              const subscriber: Subscriber = { instanceId: audience.instanceId, queue, dropped: 0 }
+              add(audience.organizationId, subscriber)
+              countCredential(audience.credentialId, 1)
+              return Effect.succeed(subscriber)
+            })),
+          (subscriber) =>
+            Effect.zipRight(
+              Effect.sync(() => {
+                remove(audience.organizationId, subscriber)
+                countCredential(audience.credentialId, -1)
+              }),
+              Queue.shutdown(subscriber.queue)
+            )
         ),
         (subscriber) => Stream.repeatEffectChunk(next(subscriber))
       )
 
-    return LiveEvents.of({ publish, subscribe, openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0 })
+    return LiveEvents.of({ publish, subscribe, refusal, openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0 })
   })
 
 export const LiveEventsLive = liveEventsLayer()
