@@ -124,3 +124,32 @@ layer(testHubOnFakeGraph({ sendMaxInFlight: 2 }), { excludeTestServices: true })
       expect((yield* send(4)).status).toBe(200)
     }))
 })
+
+layer(testHubOnFakeGraph({ sendMaxInFlight: 10, sendMaxInFlightPerOrganization: 2 }), { excludeTestServices: true })(
+  "sends past HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION",
+  (it) => {
+    it.effect("one organization at its bound gets 503 while another organization's send goes through", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const busy = yield* seedTenant()
+        const other = yield* seedTenant()
+        const gate = Promise.withResolvers<void>()
+        const accepted = () => ({ messaging_product: "whatsapp", contacts: [{ input: "x", wa_id: "x" }], messages: [{ id: wamid() }] })
+        yield* fake.respond({ method: "POST", path: `/${busy.phoneNumberId}/messages` }, { after: gate.promise, body: accepted() }, 2)
+        const send = (tenant: typeof busy, n: number) =>
+          hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { to: `1650555${String(n).padStart(4, "0")}`, text: { body: `m ${n}` } } })
+        const held = yield* Effect.fork(Effect.all([send(busy, 1), send(busy, 2)], { concurrency: "unbounded" }))
+        yield* fake.waitForRequests(2)
+        const refused = yield* send(busy, 3)
+        expect(refused.status).toBe(503)
+        expect(refused.headers.get("retry-after")).toBe("1")
+        expect(refused.body).toMatchObject({ error: "overloaded", message: expect.stringContaining("HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION") })
+        // The other organization is not held back by the first one's slow calls.
+        expect((yield* send(other, 4)).status).toBe(200)
+        gate.resolve()
+        expect((yield* Fiber.join(held)).map((answer) => answer.status)).toEqual([200, 200])
+        expect((yield* send(busy, 5)).status).toBe(200)
+      }))
+  }
+)

@@ -102,7 +102,7 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     const pacing = yield* Pacing
     const access = yield* InstanceAccess
     const upstream = yield* Upstream
-    const { sendMaxInFlight } = yield* HubConfig
+    const { sendMaxInFlight, sendMaxInFlightPerOrganization } = yield* HubConfig
     const metrics = yield* Metrics
     // Pacing reads the clock the layer was built with (a test's TestClock in tests).
     const clock = yield* Effect.clock
@@ -160,15 +160,21 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     // A send runs to its end once begun, whoever waits for it: the layer's scope closes only after
     // the sends in flight have finished (each is bounded by the upstream call's deadline).
     let inFlight = 0
+    /** Sends in flight per organization: one tenant's slow Graph calls cannot take every place. */
+    const inFlightOf = new Map<string, number>()
     let waiting: Array<() => void> = []
-    const tracked = async (run: () => Promise<Either.Either<SendMessageResponse, SendError>>) => {
+    const tracked = async (organizationId: string, run: () => Promise<Either.Either<SendMessageResponse, SendError>>) => {
       inFlight++
+      inFlightOf.set(organizationId, (inFlightOf.get(organizationId) ?? 0) + 1)
       try {
         const outcome = await run()
         metrics.send(sendResultOf(outcome))
         return outcome
       } finally {
         inFlight--
+        const left = (inFlightOf.get(organizationId) ?? 1) - 1
+        if (left > 0) inFlightOf.set(organizationId, left)
+        else inFlightOf.delete(organizationId)
         if (inFlight === 0) {
           const woken = waiting
           waiting = []
@@ -187,17 +193,26 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     )
     yield* Effect.addFinalizer(() => drained)
 
-    /** Past HUB_SEND_MAX_IN_FLIGHT a send is refused at once rather than queued behind the others. */
-    const overloaded = () =>
-      new ServiceUnavailable({
-        message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`,
+    /**
+     * Past HUB_SEND_MAX_IN_FLIGHT, or HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION for the sender's
+     * organization, a send is refused at once rather than queued behind the others.
+     */
+    const overloaded = (organizationId: string): ServiceUnavailable | undefined => {
+      if (inFlight >= sendMaxInFlight) {
+        return new ServiceUnavailable({ message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`, error: "overloaded", retryAfterSeconds: 1 })
+      }
+      const own = inFlightOf.get(organizationId) ?? 0
+      return own < sendMaxInFlightPerOrganization ? undefined : new ServiceUnavailable({
+        message: `This organization has ${own} sends in flight, as many as it may (HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION); retry shortly`,
         error: "overloaded",
         retryAfterSeconds: 1
       })
+    }
     const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, inRequest: RunInRequest) => {
-      if (inFlight < sendMaxInFlight) return tracked(() => deliver(instance, request, body, inRequest))
+      const refused = overloaded(instance.organizationId)
+      if (refused === undefined) return tracked(instance.organizationId, () => deliver(instance, request, body, inRequest))
       metrics.send("overloaded")
-      return Promise.resolve(Either.left(overloaded()))
+      return Promise.resolve(Either.left(refused))
     }
 
     const settle = (ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
