@@ -1,5 +1,6 @@
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect, Fiber } from "effect"
+import { isMediaHost } from "../src/Upstream/Graph.js"
 import { baseMimeType, kindFor, matchesSignature, MAX_UPLOAD_BYTES, MEDIA_KINDS } from "../src/Media/MediaKinds.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { declaredOnly, fileBytes, form, JPEG_HEAD, MP3_HEAD, MP4_HEAD, OGG_HEAD, PDF_HEAD, PNG_HEAD, sha256, WEBP_HEAD } from "./support/Files.js"
@@ -318,6 +319,63 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
       expect((yield* fake.requests).length).toBe(4)
     }))
 })
+
+layer(testHubOnFakeGraph({ graphUploadTimeout: Duration.millis(600), mediaDownloadsPerOrganization: 1 }), { excludeTestServices: true })(
+  "media downloads: deadline, share and hosts",
+  (it) => {
+    it.effect("a body that stalls ends within HUB_GRAPH_UPLOAD_TIMEOUT; meanwhile the organization's share waits and another organization is served", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const slow = yield* seedTenant({ accessToken: "EAAG-slow" })
+        const other = yield* seedTenant({ accessToken: "EAAG-other" })
+        yield* fake.respond({ method: "GET", path: "/lookaside/701" }, { stallAfter: "first bytes" })
+        const began = Date.now()
+        const stalled = yield* Effect.fork(Effect.promise(async () => {
+          const answer = await fetch(`${hub.baseUrl}/media/701/download`, { headers: { authorization: `Bearer ${slow.instanceToken}` } })
+          // The answer began (200), then its body is cut at the deadline.
+          const body = await answer.text().then(() => "complete", () => "cut off")
+          return { status: answer.status, body, ms: Date.now() - began }
+        }))
+        yield* fake.waitForRequests(2)
+        // The slow organization's share (1) is held: its next download waits; another organization's does not.
+        const queued = yield* Effect.fork(hub.request("GET", "/media/702/download", { token: slow.instanceToken }))
+        const served = yield* hub.request("GET", "/media/703/download", { token: other.instanceToken })
+        expect(served.status).toBe(200)
+        expect(served.text).toBe("fake media 703")
+        expect(queued.unsafePoll()).toBeNull()
+        const outcome = yield* Fiber.join(stalled)
+        expect(outcome).toMatchObject({ status: 200, body: "cut off" })
+        expect(outcome.ms).toBeLessThan(5_000)
+        // The place is given back when the stalled download ends: the waiting one is then served.
+        const next = yield* Fiber.join(queued)
+        expect(next.status).toBe(200)
+        expect(next.text).toBe("fake media 702")
+      }))
+
+    it.effect("the access token goes only to Meta's media hosts: a media URL elsewhere is not fetched (502)", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        yield* fake.reset
+        const tenant = yield* seedTenant({ accessToken: "EAAG-keep" })
+        const elsewhere = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("stolen") })
+        yield* Effect.addFinalizer(() => Effect.promise(() => elsewhere.stop(true)))
+        yield* fake.respond({ method: "GET", path: "/v23.0/704" }, {
+          body: { url: `http://127.0.0.1:${elsewhere.port}/lookaside/704`, mime_type: "image/jpeg", sha256: "x", file_size: 5, id: "704", messaging_product: "whatsapp" }
+        })
+        const refused = yield* hub.request("GET", "/media/704/download", { token: tenant.instanceToken })
+        expect(refused.status).toBe(502)
+        expect(refused.text).not.toContain("EAAG-keep")
+        expect((yield* fake.requests).map((r) => r.path)).toEqual(["/v23.0/704"])
+        expect(isMediaHost("https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1", "https://graph.facebook.com/v25.0")).toBe(true)
+        expect(isMediaHost("https://scontent.xx.fbcdn.net/v/t1", "https://graph.facebook.com/v25.0")).toBe(true)
+        for (const url of ["http://lookaside.fbsbx.com/x", "https://fbsbx.com.evil.example/x", "https://evilfbsbx.com/x", "https://user@lookaside.fbsbx.com/x", "not a url"]) {
+          expect(isMediaHost(url, "https://graph.facebook.com/v25.0"), url).toBe(false)
+        }
+      }).pipe(Effect.scoped))
+  }
+)
 
 describe("media limits table", () => {
   it("documents are PDF, text and office formats up to 100 MB; the parser cuts at the largest limit", () => {

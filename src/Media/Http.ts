@@ -1,5 +1,7 @@
 import { HttpApiBuilder, HttpServerResponse, type Multipart } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
+import { HubConfig } from "../Config.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
 import { HubApi } from "../Api.js"
 import { UpstreamFailure } from "../Domain/Errors.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
@@ -27,6 +29,19 @@ const isStaleUrl = (e: { readonly status: number }) => e.status === 401 || e.sta
 export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
   Effect.gen(function*() {
     const upstream = yield* Upstream
+    const { mediaDownloadsPerOrganization } = yield* HubConfig
+    /**
+     * Each organization's share of downloads streaming at once (HUB_MEDIA_DOWNLOADS_PER_ORGANIZATION):
+     * past it its downloads wait their turn, so one tenant's slow downloads never hold every connection.
+     */
+    const shares = new Map<string, Effect.Semaphore>()
+    const shareOf = (organizationId: string) => {
+      const known = shares.get(organizationId)
+      if (known !== undefined) return known
+      const share = Effect.unsafeMakeSemaphore(mediaDownloadsPerOrganization)
+      shares.set(organizationId, share)
+      return share
+    }
 
     const upload = ({ payload }: {
       readonly payload: { readonly file: Multipart.PersistedFile; readonly type: string; readonly kind?: MediaKind | undefined }
@@ -51,15 +66,24 @@ export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
       .handle("download", ({ path }) =>
         Effect.gen(function*() {
           const target = yield* requestTarget()
+          const share = shareOf((yield* CurrentPrincipal).organizationId)
+          // The place is held from the lookup to the body's last byte (or the client going away).
+          yield* share.take(1)
+          const release = share.release(1)
           // The URL lives about 5 minutes, so each download asks for a current one, and once more if it went stale.
-          const media = yield* info(target, path.mediaId)
-          const download = yield* upstream.downloadMedia(target, media.url).pipe(
-            Effect.catchIf(isStaleUrl, () => Effect.flatMap(info(target, path.mediaId), (fresh) => upstream.downloadMedia(target, fresh.url))),
-            Effect.mapError((e) => e._tag === "UpstreamError" ? toHubErrorOrNotFound(`media ${path.mediaId}`)(e) : e)
+          const download = yield* info(target, path.mediaId).pipe(
+            Effect.flatMap((media) =>
+              upstream.downloadMedia(target, media.url).pipe(
+                Effect.catchIf(isStaleUrl, () => Effect.flatMap(info(target, path.mediaId), (fresh) => upstream.downloadMedia(target, fresh.url))),
+                Effect.mapError((e) => e._tag === "UpstreamError" ? toHubErrorOrNotFound(`media ${path.mediaId}`)(e) : e),
+                Effect.map((answer) => ({ ...answer, contentType: answer.contentType || media.mime_type }))
+              )
+            ),
+            Effect.onError(() => release)
           )
           // Set as a header too, for servers that honour it; Bun 1.4 drops it from streams (oven-sh/bun#10507).
-          return HttpServerResponse.stream(download.body, {
-            contentType: download.contentType || media.mime_type,
+          return HttpServerResponse.stream(Stream.ensuring(download.body, release), {
+            contentType: download.contentType,
             ...(download.contentLength === undefined
               ? {}
               : { contentLength: download.contentLength, headers: { "content-length": String(download.contentLength) } })

@@ -82,6 +82,20 @@ type Call = {
   readonly via: Deadlined
 }
 
+/** The hosts Meta serves media downloads from (the `url` of a media object). */
+const META_MEDIA_HOSTS = ["fbsbx.com", "fbcdn.net", "facebook.com", "whatsapp.net"]
+
+/**
+ * Whether a media URL may be sent the instance's access token: https on one of Meta's media hosts
+ * (or one below them), or the origin of HUB_GRAPH_URL itself (where the operator points the hub).
+ */
+export const isMediaHost = (mediaUrl: string, graphUrl: string): boolean => {
+  const url = URL.parse(mediaUrl)
+  if (url === null) return false
+  if (url.origin === URL.parse(graphUrl)?.origin) return true
+  return url.protocol === "https:" && url.username === "" && META_MEDIA_HOSTS.some((host) => url.hostname === host || url.hostname.endsWith(`.${host}`))
+}
+
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
@@ -92,7 +106,7 @@ export const makeGraphUpstream = Effect.gen(function*() {
     : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024, maxPerOrigin: config.maxConnectionsPerOrigin })), (p) => Effect.sync(() => p.close()))
   const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout, ...(pool === undefined ? {} : { pool }) }), timeout: config.graphTimeout }
   const uploads: Deadlined = { client: makeFetchClient({ timeout: config.graphUploadTimeout }), timeout: config.graphUploadTimeout }
-  // Downloads stream for as long as the bytes keep coming; only getting the answer has a deadline.
+  // Downloads get their answer within the upload deadline, and their whole body too (downloadMedia).
   const downloads = makeFetchClient()
   // Network deadlines and retry delays are wall-clock time, even where a test replaced the Clock.
   const wallClock = Clock.make()
@@ -210,6 +224,10 @@ export const makeGraphUpstream = Effect.gen(function*() {
     getMedia: (target, mediaId) =>
       checked<MediaInfo>(get(target, "getMedia", [mediaId], { phone_number_id: target.phoneNumberId }), isMediaInfo),
     downloadMedia: (target, mediaUrl) => {
+      // The instance's access token goes only where Meta serves media, whatever URL the Graph answered.
+      if (!isMediaHost(mediaUrl, config.graphUrl)) {
+        return Effect.fail(noAnswer("network", "The upstream answered a media URL that is not on Meta's media hosts; it was not fetched"))
+      }
       const call: Call = {
         request: authorized(target, HttpClientRequest.get(mediaUrl)),
         what: WHAT.downloadMedia,
@@ -221,13 +239,20 @@ export const makeGraphUpstream = Effect.gen(function*() {
         duration: call.via.timeout,
         onTimeout: () => timedOut(call.what, call.via.timeout)
       })
+      const startedAt = Date.now()
       return observed(call, attempts(call, headersInTime)).pipe(
         Effect.map((response) => {
           const length = Number(response.headers["content-length"])
+          // The whole download, body included, ends within HUB_GRAPH_UPLOAD_TIMEOUT of its start: a
+          // body that trickles in would otherwise hold its connection and its place for good.
+          const left = Duration.millis(Math.max(0, Duration.toMillis(call.via.timeout) - (Date.now() - startedAt)))
+          const deadline = Effect.zipRight(Effect.sleep(left), Effect.fail(timedOut(call.what, call.via.timeout))).pipe(Effect.withClock(wallClock))
           return {
             contentType: response.headers["content-type"] ?? "application/octet-stream",
             contentLength: Number.isInteger(length) && length >= 0 && response.headers["content-length"] !== undefined ? length : undefined,
-            body: Stream.mapError(response.stream, (e) => noAnswer("network", `The media download broke off: ${describeHttpError(e)}`))
+            body: Stream.mapError(response.stream, (e) => noAnswer("network", `The media download broke off: ${describeHttpError(e)}`)).pipe(
+              Stream.interruptWhen(deadline)
+            )
           }
         })
       )

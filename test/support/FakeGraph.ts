@@ -37,6 +37,8 @@ export interface FakeResponse {
   readonly hang?: boolean
   /** Answer only once this settles (to hold a call in flight until the test lets it go). */
   readonly after?: Promise<void>
+  /** Answer the headers and these first bytes of the body, then never the rest (a download that stalls). */
+  readonly stallAfter?: string
 }
 
 export interface FakeMatch {
@@ -323,6 +325,11 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
             rule.remaining--
             if (rule.remaining <= 0) rules = rules.filter((r) => r !== rule)
             if (rule.response.hang === true) return new Promise<Response>(() => {})
+            const first = rule.response.stallAfter
+            if (first !== undefined) {
+              const body = new ReadableStream<Uint8Array>({ start: (controller) => controller.enqueue(new TextEncoder().encode(first)) })
+              return new Response(body, { headers: { "content-type": "application/octet-stream" } })
+            }
             if (rule.response.after !== undefined) await rule.response.after
             return toResponse(rule.response)
           }
