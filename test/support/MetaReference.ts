@@ -92,13 +92,23 @@ const jsonFiles = (dir: string): ReadonlyArray<string> =>
   ).sort()
 
 /** Every payload in the webhook fixtures folder, then Meta's own webhook examples (`POST /whatsapp/webhooks`). */
-export const webhookFixtures = (): ReadonlyArray<Fixture> => {
+/**
+ * Whether a fixture file is a Graph request body or answer rather than a webhook payload: SOURCES.md
+ * names them (`*.request*.json`, sends to the Graph; `*send_response*`, the Graph's answer to a send).
+ */
+const isGraphExchangeFixture = (name: string) => /\.request(\.|$)|send_response/.test(name)
+
+const fixtureFiles = (): ReadonlyArray<Fixture> => {
   const folder = join(referenceDir, "webhook-fixtures")
-  const files = jsonFiles(folder).map((file): Fixture => {
+  return jsonFiles(folder).map((file): Fixture => {
     const payload: unknown = JSON.parse(readFileSync(file, "utf8"))
     if (!isObject(payload)) throw new Error(`${file} is not a JSON object`)
     return { name: relative(folder, file), payload }
   })
+}
+
+export const webhookFixtures = (): ReadonlyArray<Fixture> => {
+  const files = fixtureFiles().filter((f) => !isGraphExchangeFixture(f.name))
   const meta = requestExamples("/whatsapp/webhooks", "post").map((example): Fixture => {
     if (!isObject(example.value)) throw new Error(`Meta's webhook example ${example.name} is not a JSON object`)
     return { name: `meta/${example.name}`, payload: example.value }
