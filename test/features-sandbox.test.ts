@@ -1,4 +1,5 @@
 /** The issue-4 endpoints against the in-process sandbox (the default upstream), end to end over HTTP. */
+import { sandboxGroupsOf } from "../src/Upstream/Sandbox/Account.js"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, Redacted } from "effect"
 import { Upstream } from "../src/Upstream/Upstream.js"
@@ -214,20 +215,25 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       expect(one.body).toMatchObject({ code: first?.code, prefilled_message: first?.prefilled_message })
       expect((yield* http.request("GET", "/qr-codes/AAAAAAAAAAAAAA", { token: tenant.instanceToken })).status).toBe(404)
 
-      const group = yield* http.request("GET", "/groups/120363394320896415@g.us", { token: tenant.instanceToken })
+      // The sandbox number's groups (GET /{phone-number-id}/groups), by their group number and in the Cloud API's form.
+      const [cloudGroup = "", otherGroup = ""] = sandboxGroupsOf(tenant.phoneNumberId)
+      const numbered = `${/^capi_group:\d+:(\d+)$/.exec(Buffer.from(cloudGroup, "base64url").toString())?.[1]}@g.us`
+      const group = yield* http.request("GET", `/groups/${numbered}`, { token: tenant.instanceToken })
       expect(group.status).toBe(200)
       expect(group.body).toEqual({
-        id: "120363394320896415@g.us",
+        id: numbered,
         subject: expect.any(String),
         description: expect.any(String),
         creation_time: expect.any(Number),
         participants_count: expect.any(Number)
       })
       expect(Number.isInteger(group.body.creation_time)).toBe(true)
-      const cloudGroup = "Y2FwaV9ncm91cDoxODA1NTU1MDE3MjoxMjAzNjMyMjI3NzE5NjMwNjcZD"
-      const opaque = yield* http.request("GET", `/groups/${cloudGroup}`, { token: tenant.instanceToken })
+      const opaque = yield* http.request("GET", `/groups/${otherGroup}`, { token: tenant.instanceToken })
       expect(opaque.status).toBe(200)
-      expect(opaque.body).toMatchObject({ id: cloudGroup, subject: expect.any(String), participants_count: expect.any(Number) })
+      expect(opaque.body).toMatchObject({ id: otherGroup, subject: expect.any(String), participants_count: expect.any(Number) })
+      // Another sandbox number's group is not this instance's.
+      const stranger = yield* seedTenant()
+      expect((yield* http.request("GET", `/groups/${otherGroup}`, { token: stranger.instanceToken })).status).toBe(404)
 
       const profile = yield* http.request("GET", "/api/business-profile", { token: tenant.instanceToken })
       expect(profile.status).toBe(200)

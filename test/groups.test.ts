@@ -3,12 +3,18 @@ import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
 
+/** The number's group list (GET /{phone-number-id}/groups) names these groups. */
+const listsGroups = (tenant: { readonly phoneNumberId: string }, ...ids: ReadonlyArray<string>) =>
+  Effect.flatMap(FakeGraph, (fake) =>
+    fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/groups` }, { body: { data: ids.map((id) => ({ id })), paging: { cursors: {} } } }, 10))
+
 layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it) => {
   it.effect("GET /groups/{id} renames the upstream fields as the spec names them", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant({ accessToken: "EAAG-groups" })
+      yield* listsGroups(tenant, "Y2FwaV9ncm91cDoxOTUwNTU1MDA3OToxMjAzNjMzOTQzMjA4OTY0MTU")
       const result = yield* hub.request("GET", "/groups/120363394320896415@g.us", { token: tenant.instanceToken })
       expect(result.status).toBe(200)
       expect(result.body).toEqual({
@@ -32,6 +38,7 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       const hub = yield* TestHub
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
+      yield* listsGroups(tenant, "1203@g.us")
       yield* fake.respond({ path: /(@|%40)g\.us$/ }, {
         body: { id: "1203@g.us", subject: "Team", creation_timestamp: "1750269342", participants: [{ wa_id: "1" }, { wa_id: "2" }, { wa_id: "3" }] }
       })
@@ -46,6 +53,7 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       const tenant = yield* seedTenant({ accessToken: "EAAG-cloud-group" })
       // The group id of Meta's OpenAPI document (GET /{group_id}) and the group of its research example.
       const id = "Y2FwaV9ncm91cDoxOTUwNTU1MDA3OToxMjAzNjMzOTQzMjAdOTY0MTUZD"
+      yield* listsGroups(tenant, id)
       yield* fake.respond({ method: "GET", path: `/${id}` }, {
         body: {
           id,
@@ -87,6 +95,8 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
           message: "must be a group id: <number>@g.us, or the Cloud API's group id (letters, digits, - and _)"
         }])
       }
+      // Listed, but the Graph does not know it: its refusal is a 404 too.
+      yield* listsGroups(tenant, "999@g.us")
       yield* fake.respond({ path: /(@|%40)g\.us$/ }, { status: 400, body: { error: { message: "Unsupported get request", code: 100, error_subcode: 33 } } })
       const missing = yield* hub.request("GET", "/groups/999@g.us", { token: tenant.instanceToken })
       expect(missing.status).toBe(404)
@@ -94,6 +104,27 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       const byOrg = yield* hub.request("GET", "/groups/999@g.us", { token: tenant.orgToken })
       expect(byOrg.status).toBe(403)
       expect(byOrg.body).toMatchObject({ error: "forbidden_token_kind" })
+    }))
+
+  it.effect("a group another number has is 404 for this instance, in either id form, and its details are never read", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const owner = yield* seedTenant()
+      const stranger = yield* seedTenant()
+      const opaque = "Y2FwaV9ncm91cDoxOTUwNTU1MDA3OToxMjAzNjMzOTQzMjA4OTY0MTU"
+      yield* listsGroups(owner, opaque)
+      yield* fake.reset
+      yield* listsGroups(owner, opaque)
+      yield* fake.respond({ method: "GET", path: /\/v23\.0\/(Y2Fwa|\d+(@|%40)g\.us)/ }, { body: { id: opaque, subject: "Team", creation_timestamp: 1750269342 } }, 10)
+      for (const id of [opaque, "120363394320896415@g.us"]) {
+        expect((yield* hub.request("GET", `/groups/${id}`, { token: owner.instanceToken })).status, id).toBe(200)
+        const foreign = yield* hub.request("GET", `/groups/${id}`, { token: stranger.instanceToken })
+        expect(foreign.status, id).toBe(404)
+        expect(foreign.body).toEqual({ statusCode: 404, message: `group ${id} was not found`, error: "not_found" })
+      }
+      const lookups = (yield* fake.requests).filter((r) => !r.path.endsWith("/groups")).map((r) => decodeURIComponent(r.path))
+      expect(lookups).toEqual([`/v23.0/${opaque}`, "/v23.0/120363394320896415@g.us"])
     }))
 
   it.effect("GET /api/business-profile answers the profile object itself, for instance tokens only", () =>

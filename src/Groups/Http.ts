@@ -3,7 +3,10 @@ import { Effect, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { JsonObjectSchema } from "../Domain/Json.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
+import { NotFound } from "../Domain/Errors.js"
 import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
+import { toHubError } from "../Upstream/toHubError.js"
+import { numberHasGroup } from "./Ownership.js"
 import { Upstream } from "../Upstream/Upstream.js"
 
 /** What Graph answers for a group; the count leaves out the business itself. */
@@ -22,6 +25,10 @@ export const GroupsHttpLive = HttpApiBuilder.group(HubApi, "groups", (handlers) 
     return handlers.handle("get", ({ path }) =>
       Effect.gen(function*() {
         const target = yield* requestTarget()
+        // Another number's group (the token may reach it) is not this instance's: 404, as for templates and flows.
+        if (!(yield* numberHasGroup(upstream, target, path.groupId).pipe(Effect.mapError(toHubError)))) {
+          return yield* new NotFound({ message: `group ${path.groupId} was not found`, error: "not_found" })
+        }
         const group = yield* upstream.getGroup(target, path.groupId).pipe(
           Effect.mapError(toHubErrorOrNotFound(`group ${path.groupId}`)),
           Effect.flatMap(decodeAnswer(UpstreamGroup, "the group lookup"))

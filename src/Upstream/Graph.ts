@@ -69,6 +69,7 @@ const WHAT: Readonly<Record<GraphCall, string>> = {
   uploadFlowAsset: "the flow asset upload",
   deprecateFlow: "the flow deprecation",
   getGroup: "the group lookup",
+  listGroups: "the group list",
   getBusinessProfile: "the business profile"
 }
 
@@ -282,6 +283,7 @@ export const makeGraphUpstream = Effect.gen(function*() {
     },
     deprecateFlow: (target, flowId) => json(postAction(target, "deprecateFlow", [flowId, "deprecate"])),
     getGroup: (target, groupId) => json(get(target, "getGroup", [groupId])),
+    listGroups: (target, query) => json(get(target, "listGroups", [target.phoneNumberId, "groups"], query)),
     getBusinessProfile: (target, query) => json(get(target, "getBusinessProfile", [target.phoneNumberId, "whatsapp_business_profile"], query))
   })
 })

@@ -103,6 +103,7 @@ export const makeSandboxUpstream = Effect.gen(function*() {
     uploadFlowAsset: flows.upload,
     deprecateFlow: flows.deprecate,
     getGroup: Account.getGroup,
+    listGroups: Account.listGroups,
     getBusinessProfile: Account.businessProfile
   })
 })

@@ -98,6 +98,8 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
   readonly deprecateFlow: (target: UpstreamTarget, flowId: string) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{group-id} */
   readonly getGroup: (target: UpstreamTarget, groupId: string) => Effect.Effect<JsonObject, UpstreamError>
+  /** GET /{phone-number-id}/groups: the number's active groups, paged. */
+  readonly listGroups: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{phone-number-id}/whatsapp_business_profile */
   readonly getBusinessProfile: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
 }>() {}

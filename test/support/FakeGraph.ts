@@ -269,6 +269,8 @@ const makeDefaults = (origin: () => string) => {
     if (method === "GET" && edge === "business_compliance_info" && segments.length === 2) {
       return ok({ data: [{ whatsapp_business_account_id: "102290129340398", messaging_product: "whatsapp", entity_name: "Lucky Shrub Private Limited", entity_type: "Partnership", is_registered: true }] })
     }
+    // A number's groups: none unless a test scripts them (GET /groups/{id} checks the group is listed here).
+    if (method === "GET" && edge === "groups" && segments.length === 2) return ok({ data: [], paging: { cursors: {} } })
     if (method === "GET" && edge === "message_qrdls") {
       const qr = (code: string) => ({ code, prefilled_message: "Show me Cyber Monday deals!", deep_link_url: `https://wa.me/message/${code}` })
       return segments.length === 3 ? ok({ data: [qr(child ?? "")] }) : ok({ data: [qr("ANED2T5QRU7HG1"), qr("WOMVT6TJ2BP7A1")], paging: cursors })

@@ -6,7 +6,7 @@ import { Clock, Effect } from "effect"
 import type { GraphQuery, JsonObject, UpstreamTarget } from "../Upstream.js"
 import type { UpstreamError } from "../UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
-import { formattedDisplayNumber, qrCode, stableNumericId, wacid } from "./Ids.js"
+import { displayDigits, formattedDisplayNumber, qrCode, stableNumericId, wacid } from "./Ids.js"
 import { page, selectFields } from "./Paging.js"
 
 const GRAPH = "https://graph.facebook.com/v23.0"
@@ -63,8 +63,24 @@ export const getQrCode = (target: UpstreamTarget, code: string, query: GraphQuer
 const CLOUD_GROUP_ID = /^Y2FwaV9ncm91cDo[A-Za-z0-9_=-]{1,240}$/
 
 /**
+ * The groups a sandbox number has: three, in the Cloud API's form (base64url of
+ * `capi_group:<display number>:<group number>`), derived from the number so they are stable.
+ */
+export const sandboxGroupsOf = (phoneNumberId: string): ReadonlyArray<string> =>
+  [1, 2, 3].map((n) =>
+    Buffer.from(`capi_group:${displayDigits(phoneNumberId)}:${stableNumericId(`group:${phoneNumberId}:${n}`, 18)}`).toString("base64url")
+  )
+
+/** GET /{phone-number-id}/groups: the number's groups (one page holds them all). */
+export const listGroups = (target: UpstreamTarget, _query: GraphQuery): Effect.Effect<JsonObject, UpstreamError> =>
+  Effect.as(checkReserved(target.phoneNumberId, target.phoneNumberId), {
+    data: sandboxGroupsOf(target.phoneNumberId).map((id) => ({ id })),
+    paging: { cursors: {} }
+  })
+
+/**
  * Any `<digits>@g.us` is a group of the sandbox, and so is any Cloud API group id; its details are
- * derived from the id, so they are stable.
+ * derived from the id, so they are stable (which number has it is for listGroups to say).
  */
 export const getGroup = (target: UpstreamTarget, groupId: string): Effect.Effect<JsonObject, UpstreamError> =>
   Effect.gen(function*() {
