@@ -227,7 +227,7 @@ layer(
       for (const answer of [yield* create(tenant.instanceToken, { url: withCredentials, name: "creds" }), yield* patch({ url: withCredentials })]) {
         expect(answer.status).toBe(400)
         expect(answer.body).toMatchObject({
-          details: [{ field: "url", message: "must not carry credentials (user:password@): give them in a custom header such as authorization, which is stored encrypted" }]
+          details: [{ field: "url", message: "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization" }]
         })
       }
     }))

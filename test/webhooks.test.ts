@@ -6,6 +6,7 @@ import { AddressRefused, classifyAddress, HostResolver, type HostLookup, makeUrl
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 import { engines } from "./support/Databases.js"
+import { makeReceiver } from "./support/Receivers.js"
 
 const RECORD_KEYS = [
   "active",
@@ -211,6 +212,28 @@ for (const engine of engines) layer(testHub({ engine }), { excludeTestServices: 
       expect(fits.status).toBe(201)
     }))
 
+  it.effect("a URL with credentials (user:password@) is refused at creation and on update, saying why", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const why = "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
+      for (const url of ["https://user:pa55word@example.com/hook", "https://user@example.com/hook", "http://:pa55word@example.com/"]) {
+        const refused = yield* createWebhook(tenant.instanceToken, { url, name: "credentials" })
+        expect(refused.status, url).toBe(400)
+        expect(refused.body, url).toMatchObject({ statusCode: 400, error: "validation_failed", details: [{ field: "url", message: why }] })
+        expect(refused.text).not.toContain("pa55word")
+      }
+      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/hook", name: "plain" })
+      expect(created.status).toBe(201)
+      const moved = yield* hub.request("PATCH", `/api/webhooks/${created.body.id}`, {
+        token: tenant.instanceToken,
+        json: { url: "https://user:pa55word@example.com/hook" }
+      })
+      expect(moved.status).toBe(400)
+      expect(moved.body).toMatchObject({ error: "validation_failed", details: [{ field: "url", message: why }] })
+      expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })).body.url).toBe("https://example.com/hook")
+    }))
+
   it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
@@ -309,8 +332,20 @@ layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(
   }
 )
 
-layer(testHub({ ...GRAPH, webhookAllowPrivate: true }), { excludeTestServices: true })("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
-  it.effect("private addresses are accepted; cloud metadata addresses are still refused", () =>
+/** Names the private-network hub resolves: to metadata in IPv6 forms, or to answers a URL cannot be pinned to. */
+const PRIVATE_DNS = {
+  "siit.example.com": ["::ffff:0:a9fe:a9fe"],
+  "local-nat64.example.com": ["64:ff9b:1::a9fe:a9fe"],
+  "isatap.example.com": ["2606:4700::5efe:a9fe:a9fe"],
+  // The system resolver would answer 127.0.0.1, where the test's receiver listens: never asked at delivery.
+  localhost: ["fe80::1%lo"]
+}
+
+layer(
+  testHub({ ...GRAPH, webhookAllowPrivate: true, webhookRetry: [Duration.hours(1)] }).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(PRIVATE_DNS)))),
+  { excludeTestServices: true }
+)("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
+  it.effect("private addresses are accepted; cloud metadata addresses are still refused, in every IPv6 form that embeds them", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const answer = yield* createWebhook(tenant.instanceToken, { url: "http://127.0.0.1:9/hook", name: "local" })
@@ -321,15 +356,44 @@ layer(testHub({ ...GRAPH, webhookAllowPrivate: true }), { excludeTestServices: t
           "http://[::ffff:169.254.170.2]/v2/credentials",
           "http://[fd00:ec2::254]/",
           "http://100.100.100.200/",
-          "http://[::ffff:0:a9fe:a9fe]/",
-          "http://[64:ff9b:1::a9fe:a9fe]/",
-          "http://[2002:a9fe:a9fe::1]/"
+          "http://[::ffff:0:169.254.169.254]/",
+          "http://[::169.254.169.254]/",
+          "http://[64:ff9b::169.254.169.254]/",
+          "http://[64:ff9b:1::169.254.169.254]/",
+          "http://[64:ff9b:1:a9fe:a9:fe00::]/",
+          "http://[2002:a9fe:a9fe::1]/",
+          "http://[2001:0:4136:e378:8000:63bf:5601:5601]/",
+          "http://[2001:db8::5efe:169.254.169.254]/"
         ]
       ) {
         const refused = yield* createWebhook(tenant.instanceToken, { url, name: "metadata" })
         expect(refused.status, url).toBe(400)
+        expect(refused.body, url).toMatchObject({ error: "url_not_allowed" })
         expect(String(refused.body.message), url).toContain("is not a public address (cloud metadata)")
       }
+    }))
+
+  it.scoped("at delivery a name resolving to an embedded metadata address, or to nothing a URL can be pinned to, is refused and never sent", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const receiver = yield* makeReceiver()
+      const port = new URL(receiver.url).port
+      const cases = [
+        ["siit.example.com", "siit.example.com resolves to a non-public address; webhooks must reach a public address"],
+        ["local-nat64.example.com", "local-nat64.example.com resolves to a non-public address; webhooks must reach a public address"],
+        ["isatap.example.com", "isatap.example.com resolves to a non-public address; webhooks must reach a public address"],
+        ["localhost", "the host localhost resolves to no address a connection can be pinned to"]
+      ] as const
+      for (const [host, error] of cases) {
+        // Without enforcement a name is registered unresolved; the delivery resolves and checks it.
+        const created = yield* createWebhook(tenant.instanceToken, { url: `http://${host}:${port}/hook`, name: host })
+        expect(created.status, host).toBe(201)
+        const tested = yield* hub.request("POST", `/api/webhooks/${created.body.id}/test`, { token: tenant.instanceToken })
+        expect(tested.status, host).toBe(200)
+        expect(tested.body, host).toMatchObject({ status: "failed", attempts: 1, last_status_code: null, last_error: error })
+      }
+      expect(receiver.requests).toEqual([])
     }))
 })
 
@@ -431,7 +495,27 @@ describe("address classifier", () => {
     ["::ffff:169.254.169.254", "metadata"],
     ["::10.0.0.1", "private"],
     ["::8.8.8.8", "public"],
-    ["::ffff:0:10.0.0.1", "private"], // IPv4-translated: judged by the IPv4 address it carries,
+    ["::ffff:0:10.0.0.1", "private"],
+    ["::ffff:0:8.8.8.8", "public"],
+    // Every IPv6 form that carries a metadata address is metadata, wherever the address sits in it.
+    ["::ffff:0:169.254.169.254", "metadata"],
+    ["::ffff:0:a9fe:a9fe", "metadata"],
+    ["::169.254.169.254", "metadata"],
+    ["64:ff9b::169.254.170.2", "metadata"],
+    ["64:ff9b:1::169.254.169.254", "metadata"],
+    ["64:ff9b:1:a9fe:a9:fe00::", "metadata"],
+    ["64:ff9b:1:a9:fe:a9fe::", "metadata"],
+    ["64:ff9b:1:0:a9:fea9:fe00:0", "metadata"],
+    ["64:ff9b:1:a9fe:a9:fe00::1", "metadata"],
+    ["64:ff9b:1::10.0.0.1", "translation"],
+    ["2002:a9fe:a9fe::1", "metadata"],
+    ["2002:6464:64c8::", "metadata"],
+    ["2001:0:a9fe:a9fe::1", "metadata"],
+    ["2001:0:4136:e378:8000:63bf:5601:5601", "metadata"],
+    ["2606:4700::5efe:169.254.169.254", "metadata"],
+    ["2606:4700::200:5efe:169.254.169.254", "metadata"],
+    ["fe80::5efe:a9fe:a9fe", "metadata"],
+    ["2606:4700::200:5efe:8.8.8.8", "public"],
     ["64:ff9b::10.0.0.1", "private"],
     ["64:ff9b::8.8.8.8", "public"],
     ["64:ff9b::a9fe:a9fe", "metadata"],
@@ -460,18 +544,6 @@ describe("address classifier", () => {
     ["ff02::1", "multicast"],
     ["fd00:ec2::254", "metadata"],
     ["fd00:ec2::23", "metadata"],
-    // Metadata carried inside IPv6, in every form that embeds IPv4: mapped, translated (SIIT),
-    // NAT64 well-known and local-use (both layouts), 6to4, Teredo's server and (inverted) client.
-    ["::ffff:169.254.169.254", "metadata"],
-    ["::ffff:0:a9fe:a9fe", "metadata"],
-    ["::ffff:0:169.254.170.2", "metadata"],
-    ["64:ff9b::a9fe:a9fe", "metadata"],
-    ["64:ff9b:1::a9fe:a9fe", "metadata"],
-    ["64:ff9b:1:a9fe:a9:fe00::", "metadata"],
-    ["64:ff9b:1::1", "translation"],
-    ["2002:a9fe:a9fe::1", "metadata"],
-    ["2001:0:a9fe:a9fe::1", "metadata"],
-    ["2001:0:4136:e378:8000:63bf:5601:5601", "metadata"],
     ["fd20:ce::254", "metadata"],
     ["4000::1", "reserved"],
     ["1::1", "reserved"],
@@ -506,13 +578,6 @@ describe("delivery-time connection pinning", () => {
       expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
     }))
 
-  plain.effect("a host that resolves to no address is refused, never sent by name (its connection would resolve it afresh)", () =>
-    Effect.gen(function*() {
-      const open = makeUrlPolicy(false, { lookup: async () => [] })
-      const refused = yield* Effect.flip(open.connectTarget("https://empty.example.com/hook"))
-      expect(refused.message).toBe("the host empty.example.com has no checked address to connect to")
-    }))
-
   plain.effect("without enforcement a name leading to cloud metadata is still refused at delivery", () =>
     Effect.gen(function*() {
       const open = makeUrlPolicy(false, { lookup: tableLookup({ "metadata.google.internal": ["169.254.169.254"], "lan.example": ["10.0.0.2"] }) })
@@ -520,6 +585,36 @@ describe("delivery-time connection pinning", () => {
       const refused = yield* Effect.promise(() => open.connectTargetNow("http://metadata.google.internal/computeMetadata/v1/", signal))
       expect(refused).toEqual(new AddressRefused({ message: "metadata.google.internal resolves to a non-public address; webhooks must reach a public address" }))
       expect(yield* Effect.promise(() => open.connectTargetNow("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
+    }))
+
+  plain.effect("a host that cannot be pinned to a checked address is refused, never sent by name, whatever the settings", () =>
+    Effect.gen(function*() {
+      const dns = tableLookup({
+        "zoned.example": ["fe80::1%eth0"],
+        "empty.example": [],
+        "cname.example": ["receiver.example"],
+        "dual.example": ["fe80::1%eth0", "10.0.0.9"]
+      })
+      for (const enforced of [true, false]) {
+        const policy = makeUrlPolicy(enforced, { lookup: dns })
+        for (const host of ["zoned.example", "empty.example", "cname.example"]) {
+          const refused = yield* Effect.promise(() => policy.connectTargetNow(`https://${host}/hook`, signal))
+          expect(refused, host).toBeInstanceOf(AddressRefused)
+        }
+      }
+      const open = makeUrlPolicy(false, { lookup: dns })
+      expect(yield* Effect.promise(() => open.connectTargetNow("https://zoned.example/hook", signal))).toEqual(
+        new AddressRefused({ message: "the host zoned.example resolves to no address a connection can be pinned to" })
+      )
+      expect(yield* Effect.promise(() => open.connectTargetNow("https://cname.example/hook", signal))).toEqual(
+        new AddressRefused({ message: "the host cname.example resolves to something that is not an IP address, which a connection cannot be pinned to" })
+      )
+      // Another checked address that can be pinned is used instead.
+      expect(yield* Effect.promise(() => open.connectTargetNow("https://dual.example/hook", signal))).toEqual({
+        url: "https://10.0.0.9/hook",
+        hostHeader: "dual.example",
+        serverName: "dual.example"
+      })
     }))
 
   plain.effect("a lookup that never answers is given up when the attempt's signal aborts, with the abort's reason", () =>

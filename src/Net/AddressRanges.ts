@@ -79,10 +79,11 @@ type EmbeddedAt = { readonly embeddedAt: 1 | 6 }
  * IPv6: the IANA "IPv6 Special-Purpose Address Registry" (RFC 6890 and its updates), multicast,
  * and the IANA "IPv6 Address Space" registry: only 2000::/3 is global unicast; everything outside it
  * and outside these rows is reserved by the IETF and refused too. The translation and tunnelling
- * prefixes that carry an IPv4 address are classified by that address (a NAT64 gateway or a 6to4
- * relay would connect to it); Teredo's is obfuscated, so Teredo is refused. The first match wins:
- * `::` and `::1` come before the IPv4-compatible block that contains them. 2001::/23 (IETF protocol
- * assignments) is refused whole after its named parts, its anycast and AS112/AMT entries with it.
+ * prefixes that carry an IPv4 address at a known place are classified by that address (a NAT64
+ * gateway or a 6to4 relay would connect to it). The local-use NAT64 prefix and Teredo stay refused
+ * as such (and their embedded addresses are checked for metadata, see `embeddedV4`). The first match
+ * wins: `::` and `::1` come before the IPv4-compatible block that contains them. 2001::/23 (IETF
+ * protocol assignments) is refused whole after its named parts, its anycast and AS112/AMT entries with it.
  */
 const SPECIAL_V6: ReadonlyArray<readonly [cidr: string, rule: AddressClass | EmbeddedAt]> = [
   ["::/128", "unspecified"], // RFC 4291
@@ -111,8 +112,6 @@ const SPECIAL_V6: ReadonlyArray<readonly [cidr: string, rule: AddressClass | Emb
 ]
 
 const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR("2000::/3")
-const SIX_TO_FOUR = ipaddr.IPv6.parseCIDR("2002::/16")
-const TEREDO = ipaddr.IPv6.parseCIDR("2001::/32")
 
 const rangesV4 = SPECIAL_V4.map(([cidr, kind]) => ({ range: ipaddr.IPv4.parseCIDR(cidr), kind }))
 const rangesV6 = SPECIAL_V6.map(([cidr, rule]) => ({ range: ipaddr.IPv6.parseCIDR(cidr), rule }))
@@ -124,33 +123,36 @@ const classifyV4 = (address: ipaddr.IPv4): AddressClass => {
   return rangesV4.find(({ range }) => address.match(range))?.kind ?? "public"
 }
 
-const v4Of = (high: number, low: number) => new ipaddr.IPv4([(high >> 8) & 255, high & 255, (low >> 8) & 255, low & 255])
+const v4At = (bytes: ReadonlyArray<number>, at: ReadonlyArray<number>) => new ipaddr.IPv4(at.map((i) => bytes[i] ?? 0))
+
+const LOCAL_NAT64 = ipaddr.IPv6.parseCIDR("64:ff9b:1::/48")
+const TEREDO = ipaddr.IPv6.parseCIDR("2001::/32")
+const ISATAP_MARK = 0x5efe
 
 /**
- * Every place an IPv6 address may carry an IPv4 one: the last 32 bits (mapped, translated, NAT64 /96
- * and most local-use NAT64 prefixes), bits 16-47 (6to4), RFC 6052's /48 layout (bits 48-63 and 72-87,
- * as RFC 8215's local-use 64:ff9b:1::/48 may use), Teredo's server (bits 32-63) and its client
- * (the last 32 bits inverted). A metadata address in any of them makes the address a metadata one:
- * a translator or relay would connect there, and metadata is refused whatever the settings.
+ * Every IPv4 address an IPv6 address may carry where its own range does not say exactly where: the
+ * local-use NAT64 prefix at each RFC 6052 place a /48, /56, /64 or /96 translator would take it from
+ * (bits 64-71 are skipped), Teredo's server and its (inverted) client, and an ISATAP interface
+ * identifier (RFC 5214, any prefix). None may be cloud metadata, whatever the settings: a translator,
+ * relay or tunnel would carry the request there.
  */
-const embedsMetadata = (address: ipaddr.IPv6): boolean => {
-  const p = address.parts
-  const at = (i: number) => p[i] ?? 0
-  const candidates = [
-    v4Of(at(6), at(7)),
-    v4Of(at(1), at(2)),
-    v4Of(at(3), ((at(4) & 255) << 8) | (at(5) >> 8)),
-    v4Of(at(2), at(3)),
-    v4Of(~at(6) & 0xffff, ~at(7) & 0xffff)
-  ]
-  return candidates.some((v4) => metadataV4.some((m) => v4.match(m, 32)))
+const embeddedV4 = (address: ipaddr.IPv6): ReadonlyArray<ipaddr.IPv4> => {
+  const bytes = address.toByteArray()
+  const found: Array<ipaddr.IPv4> = []
+  if (address.match(LOCAL_NAT64)) {
+    found.push(v4At(bytes, [6, 7, 9, 10]), v4At(bytes, [7, 9, 10, 11]), v4At(bytes, [9, 10, 11, 12]), v4At(bytes, [12, 13, 14, 15]))
+  }
+  if (address.match(TEREDO)) {
+    found.push(v4At(bytes, [4, 5, 6, 7]), new ipaddr.IPv4(bytes.slice(12, 16).map((b) => b ^ 255)))
+  }
+  // 0000:5efe or 0200:5efe, with either value of the group bit.
+  if (((address.parts[4] ?? 0) & 0xfcff) === 0 && address.parts[5] === ISATAP_MARK) found.push(v4At(bytes, [12, 13, 14, 15]))
+  return found
 }
 
 const classifyV6 = (address: ipaddr.IPv6): AddressClass => {
   if (metadataV6.some((m) => address.match(m, 128))) return "metadata"
-  if (!address.match(GLOBAL_UNICAST_V6) || address.match(SIX_TO_FOUR) || address.match(TEREDO)) {
-    if (embedsMetadata(address)) return "metadata"
-  }
+  if (embeddedV4(address).some((v4) => classifyV4(v4) === "metadata")) return "metadata"
   const special = rangesV6.find(({ range }) => address.match(range))
   if (special !== undefined) {
     if (typeof special.rule === "string") return special.rule

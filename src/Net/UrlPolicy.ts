@@ -5,12 +5,15 @@
  * delivery time the host is resolved again, under the attempt's deadline, every address is checked,
  * and the request goes to the checked address itself (the original host kept in `Host` and, for
  * https, as the TLS server name), so a DNS answer that changes between the check and the connection
- * (rebinding) cannot redirect it. Refusals never echo a resolved address: they would reveal internal DNS.
+ * (rebinding) cannot redirect it. A host that cannot be pinned (no address, an answer that is not an
+ * IP address, an IPv6 zone a URL cannot hold) is refused, never connected to by name, whatever the
+ * settings. Refusals never echo a resolved address: they would reveal internal DNS.
  */
 import { LRUCache } from "lru-cache"
 import { Context, Data, Duration, Effect, Layer } from "effect"
 import { lookup as systemLookup } from "node:dns/promises"
 import { isIPv4, isIPv6 } from "node:net"
+import ipaddr from "ipaddr.js"
 import { HubConfig } from "../Config.js"
 import { type AddressClass, classifyAddress, describeClass } from "./AddressRanges.js"
 
@@ -109,8 +112,11 @@ const lookupUntil = (host: string, lookup: HostLookup, signal: AbortSignal): Pro
   })
 }
 
-/** Whether an address of this class is refused: cloud metadata always, the rest of the non-public ones when enforced. */
-const isRefused = (kind: AddressClass, enforced: boolean) => kind === "metadata" || (enforced && kind !== "public")
+/**
+ * Whether an address of this class is refused: cloud metadata always, and an answer that is not an
+ * IP address (a connection could only go to it by name, unchecked); the rest of the non-public ones when enforced.
+ */
+const isRefused = (kind: AddressClass, enforced: boolean) => kind === "metadata" || kind === "invalid" || (enforced && kind !== "public")
 
 /** Every address a host name resolves to (or the literal itself), refused if any one is refused. */
 const checkAddresses = (host: string, literal: boolean, addresses: ReadonlyArray<string>, enforced: boolean) => {
@@ -121,6 +127,8 @@ const checkAddresses = (host: string, literal: boolean, addresses: ReadonlyArray
       return new AddressRefused({
         message: literal
           ? `${host} is not a public address (${describeClass(kind)}); webhooks must reach a public address`
+          : kind === "invalid"
+          ? `the host ${host} resolves to something that is not an IP address, which a connection cannot be pinned to`
           : `${host} resolves to a non-public address; webhooks must reach a public address`
       })
     }
@@ -130,6 +138,20 @@ const checkAddresses = (host: string, literal: boolean, addresses: ReadonlyArray
 }
 
 const isLiteral = (host: string) => isIPv4(host) || isIPv6(host)
+
+/**
+ * `url` with `address` as its host, or undefined when the URL cannot hold it: the URL parser ignores
+ * a host it refuses (an IPv6 zone such as fe80::1%eth0), which would leave the name in place.
+ */
+const pinnedTo = (url: URL, address: string): URL | undefined => {
+  if (!isLiteral(address)) return undefined
+  const pinned = new URL(url.href)
+  pinned.hostname = isIPv6(address) ? `[${address}]` : address
+  return sameAddress(hostOf(pinned), address) ? pinned : undefined
+}
+
+const sameAddress = (a: string, b: string) =>
+  ipaddr.isValid(a) && ipaddr.isValid(b) && ipaddr.parse(a).toNormalizedString() === ipaddr.parse(b).toNormalizedString()
 
 const checkedAddresses = async (
   host: string,
@@ -174,14 +196,14 @@ export const makeUrlPolicy = (
     const host = hostOf(url)
     const addresses = await checkedAddresses(host, enforced, resolve, signal)
     if (addresses instanceof AddressRefused) return addresses
-    const [address] = addresses
     const hostHeader = url.host
-    // Sent by name, the connection would resolve the host again, to whatever it names then: never.
-    if (address === undefined) return new AddressRefused({ message: `the host ${host} has no checked address to connect to` })
-    if (address === host) return { url: url.href, hostHeader, serverName: undefined }
-    const pinned = new URL(url.href)
-    pinned.hostname = isIPv6(address) ? `[${address}]` : address
-    return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
+    if (isLiteral(host)) return { url: url.href, hostHeader, serverName: undefined }
+    // The first checked address a URL can hold; never the name, which would be resolved again, unchecked.
+    for (const address of addresses) {
+      const pinned = pinnedTo(url, address)
+      if (pinned !== undefined) return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
+    }
+    return new AddressRefused({ message: `the host ${host} resolves to no address a connection can be pinned to` })
   }
   return {
     enforced,

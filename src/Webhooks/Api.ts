@@ -18,11 +18,14 @@ export const WebhookUrl = Schema.Trim.pipe(
   Schema.filter((s) => {
     const url = URL.parse(s)
     if (url === null || (url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return "must be an http or https URL"
-    // Credentials in a URL show wherever the URL does (records, logs, the dashboard); headers keep them secret.
+    // They would be stored and shown in the record as given, and never sent: deliveries do not use them.
     return (url.username === "" && url.password === "") ||
-      "must not carry credentials (user:password@): give them in a custom header such as authorization, which is stored encrypted"
+      "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
   })
-).annotations({ description: "http(s) URL that receives the events", examples: ["https://example.com/hooks/whatsapp"] })
+).annotations({
+  description: "http(s) URL that receives the events; without credentials (user:password@): give them as a custom header",
+  examples: ["https://example.com/hooks/whatsapp"]
+})
 
 const kindRule = `must be "*" or one of ${EVENT_KINDS.join(", ")}`
 
