@@ -45,7 +45,8 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
       HUB_UPSTREAM: "sandbox",
       HUB_WEBHOOK_ALLOW_PRIVATE: "true",
       HUB_LOG_FORMAT: "json",
-      HUB_WEBHOOK_TIMEOUT_MS: "1000",
+      // Long enough that no held attempt times out (and is retried) before the kill, on a loaded machine too.
+      HUB_WEBHOOK_TIMEOUT_MS: "4000",
       HUB_WEBHOOK_RETRY: "50ms,100ms,200ms,400ms,800ms",
       HUB_DISPATCH_PER_WEBHOOK: String(IN_FLIGHT),
       HUB_DISPATCH_LEASE_MARGIN: "500ms"
