@@ -67,7 +67,7 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: D
       expect(sent.body).toEqual(answer)
     }))
 
-  it.effect("drops unknown top-level keys and never sends phone_number_id upstream", () =>
+  it.effect("forwards unknown top-level keys unchanged and never sends phone_number_id upstream", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const sent = yield* sendMessage(tenant.orgToken, {
@@ -77,10 +77,10 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: D
         to: "16505551234",
         type: "text",
         text: { body: "hi" },
-        biz_note: "not an upstream field"
+        biz_note: "a field the hub does not model"
       })
       expect(sent.status).toBe(200)
-      expect((yield* sendsTo(tenant.phoneNumberId))[0]?.json).toEqual({ ...common, type: "text", text: { body: "hi" } })
+      expect((yield* sendsTo(tenant.phoneNumberId))[0]?.json).toEqual({ ...common, type: "text", text: { body: "hi" }, biz_note: "a field the hub does not model" })
     }))
 
   it.effect("a text without type is a text message, as upstream: sent with type text and recorded so", () =>

@@ -122,10 +122,12 @@ const checkFixture = (fixture: Fixture) =>
       const records = yield* recordOf(tenant, String(s.id))
       expect(records.map((r) => [r.direction, r.status])).toEqual([["outbound", RECORD_STATUS[String(s.status)] ?? "pending"]])
     }
-    const inbound = inboundMessages(payload).filter((m) => typeof m.id === "string" && typeof m.from === "string")
+    // A username user's message has no `from`, only `from_user_id` (a BSUID): it is recorded all the same.
+    const inbound = inboundMessages(payload).filter((m) => typeof m.id === "string" && (typeof m.from === "string" || typeof m.from_user_id === "string"))
     for (const m of inbound) {
       const records = yield* recordOf(tenant, String(m.id))
-      expect(records.map((r) => [r.direction, r.type, r.to])).toEqual([["inbound", typeof m.type === "string" ? m.type : "unknown", m.from]])
+      expect(records.map((r) => [r.direction, r.type, r.to])).toEqual([["inbound", typeof m.type === "string" ? m.type : "unknown", m.from ?? m.from_user_id]])
+      if (typeof m.from_user_id === "string") expect(records[0]).toMatchObject({ userId: m.from_user_id })
     }
     expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + new Set(inbound.map((m) => m.id)).size)
     const sql = yield* SqlClient.SqlClient

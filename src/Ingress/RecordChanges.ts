@@ -7,7 +7,7 @@ import { type CallChange, callEvents } from "../Calls/CallEvents.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
 import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
-import type { JsonObject } from "../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
 import { isJsonObject } from "../Domain/Json.js"
 import { isoFromUnix } from "../Domain/UpstreamTime.js"
@@ -15,6 +15,9 @@ import { isoFromUnix } from "../Domain/UpstreamTime.js"
 /** `played` (a voice message listened to) is as far as `read`. */
 const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "played", "failed"])
 
+
+/** A non-empty string field, as the upstream writes ids. */
+const text = (value: Json | undefined): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 
 const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
   const list = value[key]
@@ -43,18 +46,27 @@ export const recordChangesOf = (
       ...(Array.isArray(errors) && errors[0] !== undefined ? { error: errors[0] } : {})
     }]
   })
-  const inbound = items(change.value, "messages").flatMap((m): ReadonlyArray<InboundMessage> =>
-    typeof m.id === "string" && typeof m.from === "string"
-      ? [{
-        instanceId: target.instanceId,
-        organizationId: target.organizationId,
-        waMessageId: m.id,
-        from: m.from,
-        type: typeof m.type === "string" ? m.type : "unknown",
-        at: isoFromUnix(m.timestamp, receivedAt)
-      }]
-      : []
-  )
+  const contacts = items(change.value, "contacts")
+  const inbound = items(change.value, "messages").flatMap((m): ReadonlyArray<InboundMessage> => {
+    const from = text(m.from)
+    const userId = text(m.from_user_id)
+    // A username user's message carries no number, only their business-scoped user id (since 2026).
+    const sender = from ?? userId
+    if (typeof m.id !== "string" || sender === undefined) return []
+    const contact = contacts.find((c) => (userId !== undefined && c.user_id === userId) || (from !== undefined && c.wa_id === from))
+    const profile = contact?.profile
+    return [{
+      instanceId: target.instanceId,
+      organizationId: target.organizationId,
+      waMessageId: m.id,
+      from: sender,
+      userId: userId ?? text(contact?.user_id),
+      parentUserId: text(m.from_parent_user_id) ?? text(contact?.parent_user_id),
+      username: isJsonObject(profile) ? text(profile.username) : undefined,
+      type: typeof m.type === "string" ? m.type : "unknown",
+      at: isoFromUnix(m.timestamp, receivedAt)
+    }]
+  })
   return [
     ...statuses.map((update): MessageChange => ({ _tag: "Status", update })),
     ...inbound.map((message): MessageChange => ({ _tag: "Inbound", message }))

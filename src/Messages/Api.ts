@@ -97,7 +97,14 @@ export const ListMessagesQuery = RequestStruct({
 export const MessageRecord = Schema.Struct({
   id: Schema.String,
   waMessageId: Schema.NullOr(Schema.String).annotations({ description: "Upstream message id; null until the upstream accepted the send" }),
-  to: Schema.String.annotations({ description: "The customer's number: the recipient of an outbound message, the sender of an inbound one" }),
+  to: Schema.String.annotations({
+    description: "The customer's number: the recipient of an outbound message, the sender of an inbound one; their business-scoped " +
+      "user id (BSUID) when no number is known (a username user)"
+  }),
+  userId: Schema.optional(Schema.String).annotations({ description: "The customer's business-scoped user id (BSUID), when known" }),
+  parentUserId: Schema.optional(Schema.String).annotations({ description: "Their parent BSUID across linked portfolios, when known" }),
+  username: Schema.optional(Schema.String).annotations({ description: "Their WhatsApp username, when known (for display: it may change)" }),
+  category: Schema.optional(Schema.String).annotations({ description: "The send's `category` (Direct Send: utility, authentication), when given" }),
   type: Schema.String,
   status: Schema.Literal(...messageStatuses),
   direction: Schema.Literal("inbound", "outbound"),

@@ -26,7 +26,11 @@ const toRecord = (row: MessageRow) => ({
   id: row.id,
   waMessageId: row.wa_message_id,
   // The customer's number in both directions: an inbound record has no other number to show.
-  to: row.to_number ?? row.from_number ?? "",
+  to: row.to_number ?? row.from_number ?? row.user_id ?? "",
+  ...(row.user_id === null ? {} : { userId: row.user_id }),
+  ...(row.parent_user_id === null ? {} : { parentUserId: row.parent_user_id }),
+  ...(row.username === null ? {} : { username: row.username }),
+  ...(row.category === null ? {} : { category: row.category }),
   type: row.type,
   status: row.status,
   direction: row.direction,

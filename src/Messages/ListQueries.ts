@@ -30,10 +30,16 @@ export interface MessageRow {
   readonly delivered_at: string | null
   readonly read_at: string | null
   readonly failed_at: string | null
+  /** The other party's BSUID, parent BSUID and username, and the send's category, when known (migration 0016). */
+  readonly user_id: string | null
+  readonly parent_user_id: string | null
+  readonly username: string | null
+  readonly category: string | null
 }
 
 export const messageColumns =
-  "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at, status_at, sent_at, delivered_at, read_at, failed_at"
+  "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at, status_at, sent_at, delivered_at, read_at, failed_at, " +
+  "user_id, parent_user_id, username, category"
 
 export interface ListFilter {
   readonly organizationId: OrganizationId

@@ -6,14 +6,14 @@
  * As the upstream does, a message with `text` and no `type` is a text message, and `recipient_type`
  * may be `group` (then `to` is a group id).
  */
-import { ParseResult, Schema, SchemaAST } from "effect"
+import { Effect, ParseResult, Schema, SchemaAST } from "effect"
 import { GraphId } from "../Domain/Ids.js"
 import { isGroupId } from "../Groups/GroupId.js"
 import type { JsonObject } from "../Upstream/Upstream.js"
 import { absent, Audio, Contacts, Document, Image, Location, NonEmpty, optional, Reaction, Sticker, Text, Video } from "./Content.js"
 import { Interactive } from "./Interactive.js"
 import { Template } from "./Template.js"
-import { isRecord } from "../Domain/Json.js"
+import { isRecord, JsonObjectSchema } from "../Domain/Json.js"
 
 export const messageTypes = [
   "text",
@@ -43,6 +43,13 @@ const Recipient = Schema.transform(
   { strict: true, decode: (to) => (to.startsWith("+") ? to.slice(1) : to), encode: (to) => to }
 )
 
+/** A business-scoped user id (BSUID) or parent BSUID, as Meta writes it: kept verbatim, never through a phone normaliser. */
+export const BSUID = /^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$/
+
+const UserRecipient = Schema.String.pipe(
+  Schema.filter((id) => BSUID.test(id) || "must be a business-scoped user id such as US.13491208655302741918 (or a parent id US.ENT.…)")
+)
+
 const common = {
   messaging_product: Schema.optionalWith(Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }), {
     default: () => "whatsapp" as const
@@ -51,17 +58,28 @@ const common = {
     Schema.Literal("individual", "group").annotations({ message: () => ({ message: "must be \"individual\" or \"group\"", override: true }) }),
     { default: () => "individual" as const }
   ),
-  to: Recipient,
+  to: optional(Recipient),
+  /** The recipient's business-scoped user id, instead of `to` (a username user whose number is not known). */
+  recipient: optional(UserRecipient),
   context: optional(Schema.Struct({ message_id: NonEmpty(256) })),
   /** Names the sending number; required with an organization token. Never sent upstream. */
   phone_number_id: optional(GraphId)
 }
 
-/** `to` is a number for an individual, a group id for a group. */
-const addressed = <A extends { readonly recipient_type: "individual" | "group"; readonly to: string }>(message: A) =>
-  message.recipient_type === "group"
+const ONE_RECIPIENT = "give exactly one of to (the recipient's number, or a group id) and recipient (their business-scoped user id)"
+
+/** Exactly one of `to` and `recipient`; `to` is a number for an individual, a group id for a group. */
+const addressed = <A extends { readonly recipient_type: "individual" | "group"; readonly to?: string | undefined; readonly recipient?: string | undefined }>(
+  message: A
+) => {
+  if ((message.to === undefined) === (message.recipient === undefined)) return { path: ["to"], message: ONE_RECIPIENT }
+  if (message.to === undefined) {
+    return message.recipient_type === "individual" || { path: ["recipient"], message: "is for individuals: a group is named by to" }
+  }
+  return message.recipient_type === "group"
     ? isGroupId(message.to) || { path: ["to"], message: "must be a group id (<number>@g.us or the Cloud API's group id) when recipient_type is group" }
     : PHONE_NUMBER.test(message.to) || { path: ["to"], message: NUMBER_RULE }
+}
 
 const notThisType = absent("is not allowed: only the object named by type may be given")
 
@@ -135,19 +153,57 @@ const TypedMessage = Schema.Union(...typedMembers).annotations({
 const withDefaultType = (input: unknown): unknown =>
   isRecord(input) && input.type === undefined && input.text !== undefined ? { ...input, type: "text" } : input
 
+/** The keys the hub models (checked by TypedMessage) or keeps for itself; every other key is forwarded. */
+const MODELED_KEYS: ReadonlySet<string> = new Set([
+  "messaging_product",
+  "recipient_type",
+  "to",
+  "recipient",
+  "type",
+  "context",
+  "phone_number_id",
+  ...messageTypes
+])
+
+/** The keys of a send the hub does not model (`category`, `ttl`, `biz_opaque_callback_data`, whatever Meta adds next). */
+const unmodeledKeys = (input: unknown): Readonly<Record<string, unknown>> | undefined => {
+  if (!isRecord(input)) return undefined
+  const entries = Object.entries(input).filter(([key]) => !MODELED_KEYS.has(key))
+  return entries.length === 0 ? undefined : Object.fromEntries(entries)
+}
+
+const decodeJsonObject = ParseResult.decodeUnknown(JsonObjectSchema)
+
+/** A message with the keys it carries beyond the modeled ones (undefined: none). */
+type Forwarding<M> = M & { readonly forwarded?: JsonObject | undefined }
+
 /**
  * The request: `type` defaulted as the upstream does, then TypedMessage. The default comes before the
  * union (not as a member without `type`, which the union would also try, and report, for every
- * other type's mistakes); the documentation shows both forms.
+ * other type's mistakes); the documentation shows both forms. Keys the hub does not model are kept
+ * (`forwarded`) and sent to the upstream unchanged: the message Meta receives is the one the caller sent.
  */
 export const SendMessageRequest = Schema.declare(
   [TypedMessage],
   {
-    decode: (typed) => (input, options) => ParseResult.decodeUnknown(typed)(withDefaultType(input), options),
-    encode: (typed) => (message, options) => ParseResult.encodeUnknown(typed)(message, options)
+    decode: (typed) => (input, options): Effect.Effect<Forwarding<typeof typed.Type>, ParseResult.ParseIssue> =>
+      Effect.flatMap(ParseResult.decodeUnknown(typed)(withDefaultType(input), options), (message) => {
+        const unmodeled = unmodeledKeys(input)
+        return unmodeled === undefined
+          ? Effect.succeed({ ...message, forwarded: undefined })
+          : Effect.map(decodeJsonObject(unmodeled), (forwarded): Forwarding<typeof typed.Type> => ({ ...message, forwarded }))
+      }),
+    encode: (typed) => (input, options) => {
+      if (!isRecord(input)) return ParseResult.encodeUnknown(typed)(input, options)
+      const { forwarded, ...message } = input
+      return Effect.map(ParseResult.encodeUnknown(typed)(message, options), (encoded) => (isRecord(forwarded) ? { ...forwarded, ...encoded } : encoded))
+    }
   },
   {
     identifier: "SendMessageRequest",
+    description: "A message of any type, to `to` (a number or a group id) or `recipient` (a business-scoped user id), exactly one. " +
+      "Fields the hub does not model (Direct Send's `category` and `ttl`, `direct_send_config`, `biz_opaque_callback_data`, " +
+      "`recipient_identity_key_hash`, and whatever Meta adds) are forwarded to the Graph unchanged; `phone_number_id` is the hub's own.",
     [SchemaAST.SurrogateAnnotationId]: Schema.Union(...typedMembers, UntypedTextMessage).ast
   }
 )
@@ -180,11 +236,16 @@ const content = (message: SendMessageRequest): JsonObject => {
   }
 }
 
-/** The normalised body sent upstream: defaults filled, `to` stripped, `phone_number_id` and unknown keys left out. */
+/**
+ * The body sent upstream: the keys the hub does not model as given, then the modeled ones normalised
+ * (defaults filled, `to` stripped of its "+"); `phone_number_id` (the hub's own) is left out.
+ */
 export const toUpstreamBody = (message: SendMessageRequest): JsonObject => ({
+  ...message.forwarded,
   messaging_product: message.messaging_product,
   recipient_type: message.recipient_type,
-  to: message.to,
+  ...(message.to === undefined ? {} : { to: message.to }),
+  ...(message.recipient === undefined ? {} : { recipient: message.recipient }),
   type: message.type,
   ...(message.context === undefined ? {} : { context: message.context }),
   ...content(message)

@@ -26,8 +26,12 @@ export interface InboundMessage {
   readonly instanceId: InstanceId
   readonly organizationId: OrganizationId
   readonly waMessageId: string
-  /** The sender's number (wa_id). */
+  /** The sender's number (wa_id), or their business-scoped user id when the upstream gives no number (a username user). */
   readonly from: string
+  /** The sender's business-scoped user id (BSUID), parent BSUID and username, when the upstream gives them. */
+  readonly userId?: string | undefined
+  readonly parentUserId?: string | undefined
+  readonly username?: string | undefined
   readonly type: string
   /** When the upstream says it was sent (ISO 8601); the record's createdAt. */
   readonly at: string

@@ -30,8 +30,13 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   readonly createOutboundNow: (input: {
     readonly organizationId: OrganizationId
     readonly instanceId: InstanceId
+    /** The recipient's number, or their BSUID when the send names no number. */
     readonly to: string
     readonly type: string
+    /** The recipient's BSUID, when the send named one. */
+    readonly userId?: string | undefined
+    /** The send's `category` (Direct Send), when given. */
+    readonly category?: string | undefined
   }) => Promise<Exit.Exit<MessageRow, SqlError>>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
@@ -161,7 +166,11 @@ export const MessagesRepoLive = Layer.effect(
           sent_at: null,
           delivered_at: null,
           read_at: null,
-          failed_at: null
+          failed_at: null,
+          user_id: input.userId ?? null,
+          parent_user_id: null,
+          username: null,
+          category: input.category ?? null
         })
       },
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
@@ -218,6 +227,9 @@ export const MessagesRepoLive = Layer.effect(
                 wa_message_id: message.waMessageId,
                 to_number: null,
                 from_number: message.from,
+                user_id: message.userId ?? null,
+                parent_user_id: message.parentUserId ?? null,
+                username: message.username ?? null,
                 type: message.type,
                 status: INBOUND_STATUS,
                 error: null,

@@ -143,7 +143,16 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
       if (paced !== undefined) return Either.left(paced)
       const target = await targetOf(instance, inRequest)
       if (Either.isLeft(target)) return Either.left(target.left)
-      const record = await repo.createOutboundNow({ organizationId: instance.organizationId, instanceId: instance.id, to: request.to, type: request.type })
+      const category = request.forwarded?.category
+      const record = await repo.createOutboundNow({
+        organizationId: instance.organizationId,
+        instanceId: instance.id,
+        // A send to a business-scoped user id names no number: the record shows the id.
+        to: request.to ?? request.recipient ?? "",
+        userId: request.recipient,
+        type: request.type,
+        category: typeof category === "string" ? category : undefined
+      })
       if (Exit.isFailure(record)) {
         await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
         return Either.left(notRecorded)

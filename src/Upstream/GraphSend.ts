@@ -20,7 +20,8 @@ import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
 const SendMessageResponseSchema = Schema.Struct({
   messaging_product: Schema.String,
-  contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.String })),
+  // A send to a business-scoped user id is answered {input, user_id}: wa_id only when the number is known.
+  contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.optional(Schema.String) })),
   messages: Schema.NonEmptyArray(Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) }))
 })
 const isSendMessageResponse = Schema.is(SendMessageResponseSchema)

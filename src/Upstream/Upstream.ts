@@ -22,7 +22,8 @@ export type GraphQuery = Readonly<Record<string, string | undefined>>
 
 export interface SendMessageResponse {
   readonly messaging_product: string
-  readonly contacts: ReadonlyArray<{ readonly input: string; readonly wa_id: string }>
+  /** wa_id when the number is known; a send to a business-scoped user id is answered with its user_id. */
+  readonly contacts: ReadonlyArray<{ readonly input: string; readonly wa_id?: string | undefined }>
   readonly messages: ReadonlyArray<{ readonly id: string; readonly message_status?: string }>
 }
 

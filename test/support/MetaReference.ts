@@ -107,6 +107,9 @@ const fixtureFiles = (): ReadonlyArray<Fixture> => {
   })
 }
 
+/** The Graph request bodies and the answer the fixtures folder holds (see isGraphExchangeFixture). */
+export const graphExchangeFixtures = (): ReadonlyArray<Fixture> => fixtureFiles().filter((f) => isGraphExchangeFixture(f.name))
+
 export const webhookFixtures = (): ReadonlyArray<Fixture> => {
   const files = fixtureFiles().filter((f) => !isGraphExchangeFixture(f.name))
   const meta = requestExamples("/whatsapp/webhooks", "post").map((example): Fixture => {
@@ -153,6 +156,7 @@ export const addressedTo = (payload: JsonObject, tenant: { readonly wabaId: stri
 const PLACEHOLDERS: Readonly<Record<string, string>> = {
   "{{Recipient-Phone-Number}}": "16505551234",
   "{{Recipient-WA-Phone-Number}}": "16505551234",
+  "<WHATSAPP_USER_PHONE_NUMBER>": "16505551234",
   "{{Flow-ID}}": "1308927590133476",
   "{{Flow-Name}}": "signup",
   "<AUDIO_OBJECT_ID>": "1037543291543636",

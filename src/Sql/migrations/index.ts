@@ -14,6 +14,7 @@ import migration0012 from "./0012_webhook_tests.js"
 import migration0013 from "./0013_message_status_times.js"
 import migration0014 from "./0014_stale_changes.js"
 import migration0015 from "./0015_idempotency_per_instance.js"
+import migration0016 from "./0016_user_identities.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -30,5 +31,6 @@ export const migrations = {
   "0012_webhook_tests": migration0012,
   "0013_message_status_times": migration0013,
   "0014_stale_changes": migration0014,
-  "0015_idempotency_per_instance": migration0015
+  "0015_idempotency_per_instance": migration0015,
+  "0016_user_identities": migration0016
 }

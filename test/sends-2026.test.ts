@@ -1,0 +1,94 @@
+/**
+ * Meta's 2026 sends through the real HTTP server: a username user is addressed by their business-scoped
+ * user id (`recipient`), exactly one of `to` and `recipient` is given, the answer's contacts[] pass
+ * through, and every field of a send the hub does not model (Direct Send's `category`, `ttl`, …) reaches
+ * the Graph unchanged; the record keeps the category and the BSUID. Others' 2026 request fixtures are sent as they are.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { filledPlaceholders, graphExchangeFixtures, isObject } from "./support/MetaReference.js"
+import { itemsOf, seedTenant, TestHub } from "./support/TestHub.js"
+
+const BSUID = "US.13491208655302741918"
+const fixtures = graphExchangeFixtures()
+// Meta's placeholders (<WHATSAPP_USER_PHONE_NUMBER>, …) filled as the other fixture tests fill them.
+const requests = fixtures.filter((f) => f.name.includes(".request")).map((f) => ({ ...f, payload: filledPlaceholders(f.payload) }))
+const sendAnswer = fixtures.find((f) => f.name.includes("send_response"))
+
+describe.each(["sqlite", "postgres"] as const)("sends, 2026 (%s)", (engine) => {
+  layer(testHubOnFakeGraph({ engine }), { excludeTestServices: true })("", (it) => {
+    it.effect("a send to a business-scoped user id goes as `recipient`; the answer's contacts pass through; the record shows the id", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        if (sendAnswer === undefined) return yield* Effect.dieMessage("the send answer fixture")
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { body: sendAnswer.payload })
+        const sent = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { recipient: BSUID, text: { body: "Hi" } } })
+        expect(sent.status).toBe(200)
+        expect(sent.body).toEqual(sendAnswer.payload)
+        const upstream = yield* fake.lastRequest
+        expect(upstream.json).toEqual({ messaging_product: "whatsapp", recipient_type: "individual", recipient: BSUID, type: "text", text: { body: "Hi" } })
+        const [record] = itemsOf((yield* hub.request("GET", "/api/messages?direction=outbound", { token: tenant.instanceToken })).body)
+        expect(record).toMatchObject({ to: BSUID, userId: BSUID, direction: "outbound" })
+      }))
+
+    it.effect("exactly one of to and recipient: both or neither is a 400 naming both, and nothing is sent", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const before = (yield* fake.requests).length
+        for (const json of [{ to: "16505551234", recipient: BSUID, text: { body: "x" } }, { text: { body: "x" } }]) {
+          const refused = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json })
+          expect(refused.status).toBe(400)
+          expect(refused.body).toMatchObject({
+            error: "validation_failed",
+            details: [{ field: "to", message: "give exactly one of to (the recipient's number, or a group id) and recipient (their business-scoped user id)" }]
+          })
+        }
+        const malformed = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { recipient: "us.123", text: { body: "x" } } })
+        expect(malformed.status).toBe(400)
+        expect(malformed.body).toMatchObject({ details: [{ field: "recipient" }] })
+        expect((yield* fake.requests).length).toBe(before)
+      }))
+
+    it.effect("fields the hub does not model are forwarded unchanged, modeled ones still checked; the record keeps the category", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const extra = {
+          category: "utility",
+          ttl: 600,
+          direct_send_config: { template_name: "order_update" },
+          biz_opaque_callback_data: "order-42",
+          recipient_identity_key_hash: "aGFzaA",
+          next_thing_meta_adds: { nested: [1, "two"] }
+        }
+        const sent = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { to: "+16505551234", text: { body: "Shipped" }, ...extra } })
+        expect(sent.status).toBe(200)
+        expect((yield* fake.lastRequest).json).toEqual({ messaging_product: "whatsapp", recipient_type: "individual", to: "16505551234", type: "text", text: { body: "Shipped" }, ...extra })
+        const [record] = itemsOf((yield* hub.request("GET", "/api/messages?direction=outbound", { token: tenant.instanceToken })).body)
+        expect(record).toMatchObject({ category: "utility", to: "16505551234" })
+        // The hub's own field never reaches the Graph; a modeled field is still checked.
+        const viaOrg = yield* hub.request("POST", "/api/messages", { token: tenant.orgToken, json: { phone_number_id: tenant.phoneNumberId, to: "16505551234", text: { body: "x" }, ttl: 60 } })
+        expect(viaOrg.status).toBe(200)
+        expect((yield* fake.lastRequest).json).not.toHaveProperty("phone_number_id")
+        const bad = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { to: "16505551234", text: { body: 5 }, category: "utility" } })
+        expect(bad.status).toBe(400)
+      }))
+
+    it.effect.each(requests.map((f) => [f.name, f.payload] as const))("%s reaches the Graph exactly as written", ([, payload]) =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const sent = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: payload })
+        expect(sent.status, sent.text).toBe(200)
+        const upstream = yield* fake.lastRequest
+        expect(isObject(upstream.json) ? upstream.json : {}).toEqual(payload)
+      }))
+  })
+})
