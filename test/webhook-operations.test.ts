@@ -126,9 +126,11 @@ layer(
       expect(ids((yield* byKind("statuses")).body)).toEqual([allHook.id, someHook.id])
       expect(ids((yield* byKind("calls")).body)).toEqual([allHook.id, callsHook.id])
       expect(ids((yield* byKind("messages")).body)).toEqual([allHook.id])
-      const unknownKind = yield* byKind("nope")
-      expect(unknownKind.status).toBe(400)
-      expect(unknownKind.body).toMatchObject({ error: "validation_failed", details: [{ field: "event" }] })
+      // A field of the upstream's form is a kind, known or not; anything else is a 400.
+      expect(ids((yield* byKind("some_future_field")).body)).toEqual([allHook.id])
+      const badKind = yield* byKind("Not-A-Field")
+      expect(badKind.status).toBe(400)
+      expect(badKind.body).toMatchObject({ error: "validation_failed", details: [{ field: "event" }] })
 
       // PATCH ["*"] takes everything again.
       const widened = yield* hub.request("PATCH", `/api/webhooks/${callsHook.id}`, { token: tenant.instanceToken, json: { events: ["*"] } })
@@ -139,19 +141,34 @@ layer(
       expect(JSON.parse(got?.body ?? "")).toEqual(next)
     }))
 
-  it.effect("unknown or empty event filters are refused with every failing kind named", () =>
+  it.scoped("a filter may name any field of the upstream's form: a change of a field Meta adds later reaches the webhook naming it", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const naming = yield* makeReceiver()
+      const other = yield* makeReceiver()
+      yield* createWebhook(tenant, { url: naming.url, events: ["standby", "meta_future_field"] })
+      yield* createWebhook(tenant, { url: other.url, events: ["statuses"] })
+      const future = { field: "meta_future_field", value: { messaging_product: "whatsapp", metadata: { phone_number_id: tenant.phoneNumberId }, novelty: 1 } }
+      const payload = envelope([tenant.wabaId, [future]])
+      expect(yield* post(payload)).toMatchObject({ accepted: 1, deliveries: 1 })
+      const [received] = yield* naming.waitFor("the new field's change", (r) => r.length === 1)
+      expect(JSON.parse(received?.body ?? "")).toEqual(payload)
+      expect(other.requests).toHaveLength(0)
+    }))
+
+  it.effect("malformed or empty event filters are refused with every failing kind named", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const unknown = yield* create(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: ["messages", "nope", "Statuses"] })
+      const unknown = yield* create(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: ["messages", "no-dash", "Statuses", "x".repeat(65)] })
       expect(unknown.status).toBe(400)
-      expect(itemsOf(unknown.body, "details").map((d) => d.field)).toEqual(["events.1", "events.2"])
-      expect(String(itemsOf(unknown.body, "details")[0]?.message)).toContain("must be \"*\" or one of messages, statuses, errors, account_alerts")
+      expect(itemsOf(unknown.body, "details").map((d) => d.field)).toEqual(["events.1", "events.2", "events.3"])
+      expect(String(itemsOf(unknown.body, "details")[0]?.message)).toContain("must be \"*\" or a webhook field name of the upstream's form")
       const empty = yield* create(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: [] })
       expect(empty.body).toMatchObject({ statusCode: 400, details: [{ field: "events", message: "must name at least one kind (or \"*\" for all)" }] })
       const created = yield* createWebhook(tenant, { url: "https://example.com/f", events: ["*", "calls"] })
       expect(created.body.events).toEqual(["*"])
-      const patched = yield* hub.request("PATCH", `/api/webhooks/${created.id}`, { token: tenant.instanceToken, json: { events: ["bogus"] } })
+      const patched = yield* hub.request("PATCH", `/api/webhooks/${created.id}`, { token: tenant.instanceToken, json: { events: ["Bogus!"] } })
       expect(patched.status).toBe(400)
       expect((yield* read(tenant, created.id)).events).toEqual(["*"])
     }))
@@ -523,7 +540,7 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 )
 
 describe("event kinds", () => {
-  plain("a messages change is split by what it carries; other changes are their field; unknown fields are no kind", () => {
+  plain("a messages change is split by what it carries; other changes are their field, known or not", () => {
     expect(kindsOf("messages", { messages: [] })).toEqual(["messages"])
     expect(kindsOf("messages", { statuses: [] })).toEqual(["statuses"])
     expect(kindsOf("messages", { messages: [], statuses: [] })).toEqual(["messages", "statuses"])
@@ -532,7 +549,8 @@ describe("event kinds", () => {
     expect(kindsOf("messages", { contacts: [] })).toEqual(["messages"])
     expect(kindsOf("calls", { statuses: [] })).toEqual(["calls"])
     expect(kindsOf("message_template_status_update", {})).toEqual(["message_template_status_update"])
-    expect(kindsOf("some_future_field", {})).toEqual([])
+    expect(kindsOf("some_future_field", {})).toEqual(["some_future_field"])
+    expect(kindsOf("Not A Field", {})).toEqual([])
     expect(kindsOf(undefined, {})).toEqual([])
   })
 

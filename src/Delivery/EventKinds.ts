@@ -6,8 +6,9 @@
  * `errors` (a change carrying only `value.errors`, no messages or statuses). A change carrying both
  * messages and statuses is of both kinds; a `messages` change carrying none of the three counts as
  * `messages`. Every other change is of the kind named by its `field`, exactly as the upstream writes
- * it (Meta's webhook fields of a WhatsApp Business Account). A change whose field is not listed here
- * (a field Meta adds later) reaches only the webhooks that take every kind.
+ * it (Meta's webhook fields of a WhatsApp Business Account). A webhook may also name a field not
+ * listed here (one Meta adds later), in the upstream's form (FIELD_NAME): a change of that field
+ * reaches it, and the webhooks that take every kind.
  */
 import type { JsonObject } from "../Domain/Json.js"
 
@@ -44,6 +45,8 @@ export const CHANGE_FIELDS = [
   "security",
   "smb_app_state_sync",
   "smb_message_echoes",
+  // Meta Business Agent: the user's messages and the agent's replies while the agent holds the conversation.
+  "standby",
   "template_category_update",
   "template_correct_category_detection",
   "tracking_events",
@@ -55,14 +58,14 @@ export const EVENT_KINDS: ReadonlyArray<string> = [...MESSAGE_KINDS, ...CHANGE_F
 
 export type EventKind = string
 
-const known: ReadonlySet<string> = new Set(EVENT_KINDS)
+/** A webhook field's name as the upstream writes them: lower case, digits and underscores, at most 64 characters. */
+export const FIELD_NAME = /^[a-z][a-z0-9_]{0,63}$/
 
-export const isEventKind = (name: string): boolean => known.has(name)
+/** Whether a webhook may name this kind: a known one, or any field name of the upstream's form. */
+export const isEventKind = (name: string): boolean => FIELD_NAME.test(name)
 
 /** `["*"]` (or nothing) means every kind: such a webhook is stored without a filter. */
 export const ALL_KINDS = "*"
-
-const fieldKinds: ReadonlySet<string> = new Set<string>(CHANGE_FIELDS)
 
 /** The kinds of one change, from its `field` and `value` (see the module comment). */
 export const kindsOf = (field: string | undefined, value: JsonObject): ReadonlyArray<EventKind> => {
@@ -74,7 +77,7 @@ export const kindsOf = (field: string | undefined, value: JsonObject): ReadonlyA
     if (!messages && value.errors !== undefined) return ["errors"]
     return ["messages"]
   }
-  return field !== undefined && fieldKinds.has(field) ? [field] : []
+  return field !== undefined && FIELD_NAME.test(field) ? [field] : []
 }
 
 /**

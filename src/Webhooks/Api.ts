@@ -27,20 +27,23 @@ export const WebhookUrl = Schema.Trim.pipe(
   examples: ["https://example.com/hooks/whatsapp"]
 })
 
-const kindRule = `must be "*" or one of ${EVENT_KINDS.join(", ")}`
+const kindRule = `must be "*" or a webhook field name of the upstream's form (lower case letters, digits and _, at most 64 characters), such as ${EVENT_KINDS.slice(0, 4).join(", ")}`
+
+/** Filters name at most this many kinds (more than Meta has fields). */
+const MAX_KINDS = 100
 
 /** One kind of change: a refinement rather than a Literal union, so a wrong name is one issue. */
 export const EventKindName = Schema.String.pipe(
   Schema.filter((s) => s === ALL_KINDS || isEventKind(s), {
     message: () => kindRule,
-    // The document lists the kinds, so generated clients and the dashboard know them.
-    jsonSchema: { enum: [ALL_KINDS, ...EVENT_KINDS] }
+    // The document shows the pattern and lists the known kinds, so generated clients and the dashboard know them.
+    jsonSchema: { anyOf: [{ enum: [ALL_KINDS, ...EVENT_KINDS] }, { type: "string", pattern: "^[a-z][a-z0-9_]{0,63}$" }] }
   })
-).annotations({ description: `A kind of change, or "*" for all: ${EVENT_KINDS.join(", ")}` })
+).annotations({ description: `A kind of change, or "*" for all; the known ones: ${EVENT_KINDS.join(", ")}; any other field Meta adds may be named too` })
 
 export const EventFilter = Schema.Array(EventKindName).pipe(
   Schema.minItems(1, { message: () => `must name at least one kind (or "*" for all)` }),
-  Schema.maxItems(EVENT_KINDS.length, { message: () => `must name at most ${EVENT_KINDS.length} kinds` })
+  Schema.maxItems(MAX_KINDS, { message: () => `must name at most ${MAX_KINDS} kinds` })
 ).annotations({
   description: "The kinds of change the webhook receives; absent or [\"*\"] for all. `messages`: inbound messages; " +
     "`statuses`: status updates of sent messages; `errors`: changes carrying only errors; every other kind is the " +
