@@ -213,7 +213,8 @@ const memoryTarget = Config.integer("HUB_MEMORY_TARGET_MB").pipe(
 )
 
 const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
-  Config.withDefault("https://graph.facebook.com/v23.0"),
+  // v23.0 ends 2027-10-08 (Upstream/GraphVersion.ts has the table the start-up warning reads).
+  Config.withDefault("https://graph.facebook.com/v25.0"),
   Config.validate({ message: "Expected HUB_GRAPH_URL to be an http(s) URL", validation: (url) => URL.canParse(url) && /^https?:/.test(url) }),
   Config.map((url) => url.replace(/\/+$/, ""))
 )

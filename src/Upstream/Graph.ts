@@ -7,6 +7,7 @@
 import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import type { HttpClientError } from "@effect/platform/HttpClientError"
 import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
+import { graphVersionOf, warnAboutGraphVersion } from "./GraphVersion.js"
 import { HubConfig } from "../Config.js"
 import { type GraphRecorder, Metrics } from "../Metrics/Metrics.js"
 import { makeKeepAlivePool } from "../Net/KeepAlive.js"
@@ -100,6 +101,7 @@ export const isMediaHost = (mediaUrl: string, graphUrl: string): boolean => {
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
+  yield* warnAboutGraphVersion(config.graphUrl)
   // Calls go over kept-alive connections (PooledClient.ts), as many as are in flight at once, unless
   // a proxy is configured: fetch honours it, the pool connects directly.
   const pool = usesProxy(process.env)
@@ -171,10 +173,22 @@ export const makeGraphUpstream = Effect.gen(function*() {
 
   const readText = (call: Call, response: HttpClientResponse.HttpClientResponse) => Effect.mapError(response.text, failed(call, true))
 
+  // Meta serves an older or newer version than asked for when the asked one is gone or the app is
+  // pinned: said once per process, from the answers' `facebook-api-version`.
+  const askedVersion = graphVersionOf(config.graphUrl)
+  let versionNoted = false
+  const noteVersion = (response: HttpClientResponse.HttpClientResponse) => {
+    const answered = response.headers["facebook-api-version"]
+    if (versionNoted || answered === undefined || askedVersion === undefined || answered === askedVersion) return Effect.void
+    versionNoted = true
+    return Effect.logWarning(`The Graph API answers with version ${answered}, not the ${askedVersion} HUB_GRAPH_URL asks for`)
+  }
+
   /** Sends the request and fails with the decoded Graph error unless the answer is 2xx. */
   const answer = (call: Call, client: HttpClient.HttpClient) =>
     client.execute(call.request).pipe(
       Effect.mapError(failed(call, false)),
+      Effect.tap(noteVersion),
       Effect.flatMap((response) =>
         response.status < 400 ? Effect.succeed(response) : Effect.flatMap(readText(call, response), (text) =>
           Effect.fail(decodeGraphError(response.status, response.headers, text)))

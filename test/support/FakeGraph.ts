@@ -101,7 +101,7 @@ const matches = (rule: Rule, method: string, path: string) => {
 const toResponse = (answer: FakeResponse): Response => {
   const status = answer.status ?? 200
   const headers = new Headers(answer.headers)
-  headers.set("facebook-api-version", "v23.0")
+  if (!headers.has("facebook-api-version")) headers.set("facebook-api-version", "v23.0")
   headers.set("x-fb-trace-id", trace())
   if (typeof answer.body === "string") {
     if (!headers.has("content-type")) headers.set("content-type", "text/plain")
