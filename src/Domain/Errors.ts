@@ -74,7 +74,12 @@ export class TooManyRequests extends Schema.TaggedError<TooManyRequests>()("TooM
 }
 
 /** The upstream refused (its 4xx status kept), failed (502) or did not answer in time (504). */
-export class UpstreamFailure extends Schema.TaggedError<UpstreamFailure>()("UpstreamFailure", { ...fields, status: Schema.Number }) {
+export class UpstreamFailure extends Schema.TaggedError<UpstreamFailure>()("UpstreamFailure", {
+  ...fields,
+  status: Schema.Number,
+  /** When the upstream says it will be back (a 503: a throughput upgrade in progress), sent as Retry-After. */
+  retryAfterSeconds: Schema.optional(Schema.Number)
+}) {
   get statusCode() {
     return this.status
   }
@@ -246,6 +251,12 @@ export const Wire = {
     "An unexpected failure, logged under the request id (x-request-id); the body is exactly {statusCode: 500, message: \"Internal Server Error\"}",
     (body) => body.message === "Internal Server Error" ? new InternalServerError() : undefined
   ),
+  UpstreamUnavailable: answeredAs(
+    Schema.instanceOf(UpstreamFailure),
+    503,
+    "The upstream cannot take the request for a while (upstream_maintenance: a throughput upgrade, code 131057): retry after the Retry-After header's seconds",
+    (body) => new UpstreamFailure({ ...fieldsOf(body), status: 503 })
+  ),
   UpstreamTimeout: answeredAs(
     Schema.instanceOf(UpstreamFailure),
     504,
@@ -261,6 +272,7 @@ export const UpstreamErrors = Schema.Union(
   Wire.UpstreamNotFound,
   Wire.TooManyRequests,
   Wire.UpstreamBadGateway,
+  Wire.UpstreamUnavailable,
   Wire.UpstreamTimeout
 )
 

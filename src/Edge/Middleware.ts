@@ -31,7 +31,7 @@ export const errorResponse = (body: ErrorBody, headers: Record<string, string> =
  */
 export const hubErrorResponse = (e: HubError) => {
   if (e._tag === "TooManyRequests") return errorResponse(errorBody(e), { "retry-after": String(retryAfterOf(e)) })
-  if (e._tag === "ServiceUnavailable" && e.retryAfterSeconds !== undefined) {
+  if ((e._tag === "ServiceUnavailable" || e._tag === "UpstreamFailure") && e.retryAfterSeconds !== undefined) {
     return errorResponse(errorBody(e), { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
   }
   return e._tag === "PayloadTooLarge" ? errorResponse(errorBody(e), { connection: "close" }) : errorResponse(errorBody(e))

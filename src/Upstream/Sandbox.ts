@@ -16,6 +16,7 @@
  *   999100    → 400, code 100 (invalid parameter)        999190    → 401, code 190 (token expired)
  *   999200    → 403, code 200 (permission)               99980007  → 429, code 80007, Retry-After 60
  *   999130429 → 429, code 130429, Retry-After 2          999131056 → 429, code 131056, Retry-After 6
+ *   999131057 → 503, code 131057 (throughput upgrade)    999131062 → 400, code 131062 (BSUID not allowed)
  *   999131030 → 400, code 131030 (recipient not allowed) 999132001 → 404, code 132001 / 2494073
  *   999138006 → 400, code 138006 (no call permission)    999500    → 500, code 131000 (transient)
  *   999503    → 503, code 2 (service unavailable)

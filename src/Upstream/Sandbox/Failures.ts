@@ -43,6 +43,18 @@ export const RESERVED_FAILURES: Readonly<Record<string, Failure>> = {
     details: "Too many messages sent from the sender phone number to the same recipient phone number in a short period of time.",
     retryAfterSeconds: 6
   },
+  "999131057": {
+    status: 400,
+    code: 131057,
+    message: "(#131057) Account in maintenance mode",
+    details: "Business account is in maintenance mode while its throughput is upgraded."
+  },
+  "999131062": {
+    status: 400,
+    code: 131062,
+    message: "(#131062) Business-scoped user ID recipients are not supported for this message",
+    details: "Authentication messages need the recipient's phone number."
+  },
   "999131030": {
     status: 400,
     code: 131030,
