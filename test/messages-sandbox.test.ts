@@ -97,6 +97,42 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
       expect(yield* status).toBe("read")
     }))
 
+  it.effect("a username user: a send to their business-scoped user id is answered without a number and read by it; their message is recorded by it", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const userId = "US.13491208655302741918"
+      const sent = yield* sendMessage(tenant.instanceToken, { recipient: userId, type: "text", text: { body: "Your order shipped" } })
+      expect(sent.status).toBe(200)
+      expect(sent.body).toEqual({ messaging_product: "whatsapp", contacts: [{ input: userId, user_id: userId }], messages: [{ id: expect.stringMatching(/^wamid\./) }] })
+      // The statuses name the user by recipient_user_id only; the record still moves to read.
+      const status = Effect.map(listMessages(tenant.instanceToken), (listed) => itemsOf(listed.body)[0]?.status)
+      for (let attempt = 0; attempt < 200 && (yield* status) !== "read"; attempt++) {
+        yield* TestClock.adjust(Duration.seconds(1))
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+      expect(yield* status).toBe("read")
+      const inbound = yield* hub.request("POST", "/sandbox/inbound", {
+        token: tenant.instanceToken,
+        json: { user_id: userId, username: "pablomorales", type: "text", text: { body: "Thanks!" } }
+      })
+      expect(inbound.status).toBe(200)
+      const received = itemsOf((yield* listMessages(tenant.instanceToken, "direction=inbound")).body)
+      expect(received).toEqual([expect.objectContaining({ waMessageId: inbound.body.id, userId, username: "pablomorales", direction: "inbound" })])
+      // Neither a number nor a user id: refused, naming what to give.
+      const neither = yield* hub.request("POST", "/sandbox/inbound", { token: tenant.instanceToken, json: { type: "text" } })
+      expect(neither.status).toBe(400)
+      expect(neither.body).toMatchObject({ details: [{ field: "from", message: "give from (the sender's number), user_id (their business-scoped user id), or both" }] })
+    }))
+
+  it.effect("an authentication template cannot go to a business-scoped user id (131062)", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const sent = yield* sendMessage(tenant.instanceToken, { recipient: "US.1349120865", type: "text", text: { body: "code 123" }, category: "authentication" })
+      expect(sent.status).toBe(400)
+      expect(sent.body).toMatchObject({ details: { upstream: { code: 131062 } } })
+    }))
+
   const reserved: ReadonlyArray<{
     readonly to: string
     readonly status: number

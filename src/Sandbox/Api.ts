@@ -39,7 +39,13 @@ const Media = Schema.Struct({ id: Schema.optional(Text(128)) }, OtherKeys)
  * (fields left out get plausible values). Organization tokens name the instance.
  */
 export const SandboxInbound = RequestStruct({
-  from: Schema.String.pipe(Schema.pattern(/^\+?\d{6,20}$/, { message: () => "must be a phone number: digits, E.164 without +" })),
+  from: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^\+?\d{6,20}$/, { message: () => "must be a phone number: digits, E.164 without +" }))
+  ).annotations({ description: "The sender's number; leave it out for a username user who hides it (give user_id)" }),
+  user_id: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^[A-Z]{2}\.[A-Za-z0-9]{1,128}$/, { message: () => "must be a business-scoped user id such as US.13491208655302741918" }))
+  ).annotations({ description: "The sender's business-scoped user id (from_user_id), as Meta gives it since 2026" }),
+  username: Schema.optional(Label(64)).annotations({ description: "The sender's WhatsApp username (contacts[].profile.username)" }),
   type: InboundType,
   name: Schema.optional(Label(100)).annotations({ description: "The sender's profile name" }),
   context: optionalField(Schema.Struct({ id: Text(256) }).annotations({ description: "The business message this one replies to" })),
@@ -60,7 +66,12 @@ export const SandboxInbound = RequestStruct({
   ),
   reaction: optionalField(Schema.Struct({ message_id: Text(256), emoji: Schema.optional(Schema.String) }, OtherKeys)),
   order: optionalField(Schema.Struct({ catalog_id: Text(64), product_items: Schema.Array(JsonObjectSchema) }, OtherKeys))
-})
+}).pipe(
+  Schema.filter((inbound) =>
+    inbound.from !== undefined || inbound.user_id !== undefined ||
+    { path: ["from"], message: "give from (the sender's number), user_id (their business-scoped user id), or both" }
+  )
+)
 
 export const InboundAccepted = Schema.Struct({
   id: Schema.String.annotations({ description: "The upstream message id (wamid) of the simulated message" }),
@@ -106,7 +117,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .addError(Wire.PayloadTooLarge)
       .pipe(documented(
         "Simulate an inbound message (sandbox)",
-        "The sandbox upstream posts a message from `from` to the instance's number, as a customer would send it; the " +
+        "The sandbox upstream posts a message from `from` (or, for a username user, `user_id` alone) to the instance's number, as a customer would send it; the " +
           "instance's webhooks receive it. An organization token names the instance with `instance_id` or `phone_number_id`.",
       { example: { from: "16505551234", type: "text", text: { body: "Hi, is my order on its way?" } } }
     ))

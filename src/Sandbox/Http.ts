@@ -35,13 +35,15 @@ export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers
           instanceId: payload.instance_id,
           phoneNumberId: payload.phone_number_id
         })
-        const from = payload.from.replace(/^\+/, "")
-        const id = wamid(from)
+        const from = payload.from?.replace(/^\+/, "")
+        const id = wamid(from ?? payload.user_id ?? "")
         const content = contentOf(payload)
         const result = yield* ingress.ingest(inboundMessagePayload({
           phoneNumberId: instance.phoneNumberId,
           wabaId: instance.wabaId,
-          from,
+          ...(from === undefined ? {} : { from }),
+          ...(payload.user_id === undefined ? {} : { userId: payload.user_id }),
+          ...(payload.username === undefined ? {} : { username: payload.username }),
           type: payload.type,
           messageId: id,
           at: Date.now(),

@@ -63,7 +63,7 @@ export const makeSandboxUpstream = Effect.gen(function*() {
         const at = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
         yield* events.emit(statusPayload(target, {
           messageId: send.messageId,
-          recipientId: send.recipientId,
+          recipient: send.recipient,
           status,
           at,
           category,

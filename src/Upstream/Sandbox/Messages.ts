@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import type { Json, JsonObject, SendMessageResponse, UpstreamTarget } from "../Upstream.js"
 import type { UpstreamError } from "../UpstreamError.js"
 import { ASYNC_WINDOW_PREFIX, checkReserved, invalidParameter, SYNC_WINDOW_PREFIX, templateMissing, windowClosed } from "./Failures.js"
-import { wamid } from "./Ids.js"
+import { stableNumericId, wamid } from "./Ids.js"
 import { isJsonObject } from "../../Domain/Json.js"
 
 const MESSAGE_TYPES = ["text", "image", "audio", "video", "document", "sticker", "location", "contacts", "interactive", "template", "reaction"]
@@ -35,7 +35,8 @@ const required = (name: string) => invalidParameter(`The parameter ${name} is re
 export interface AcceptedSend {
   readonly response: SendMessageResponse & JsonObject
   readonly messageId: string
-  readonly recipientId: string
+  /** Who it went to: their number, or (a send to `recipient`) their business-scoped user id only. */
+  readonly recipient: { readonly waId: string } | { readonly userId: string }
   /** `failed` asynchronously with 131047 (window closed), or the usual sent → delivered → read. */
   readonly outcome: "delivered" | "window_closed"
   readonly templateCategory: string | undefined
@@ -104,6 +105,8 @@ export const acceptSend = (
   Effect.gen(function*() {
     yield* checkReserved(target.phoneNumberId)
     if (body.messaging_product !== "whatsapp") return yield* Effect.fail(required("messaging_product"))
+    // A username user is addressed by their business-scoped user id, as Meta takes it (`to` wins when both are given).
+    if (!isText(body.to) && isText(body.recipient)) return yield* acceptUserSend(target, body, body.recipient, approvedTemplate)
     const to = body.to
     if (!isText(to)) return yield* Effect.fail(required("to"))
     const group = body.recipient_type === "group"
@@ -139,8 +142,51 @@ export const acceptSend = (
         messages: [type === "template" ? { id: messageId, message_status: "accepted" } : { id: messageId }]
       },
       messageId,
-      recipientId: waId,
+      recipient: { waId },
       outcome: waId.startsWith(ASYNC_WINDOW_PREFIX) && type !== "template" ? "window_closed" : "delivered",
+      templateCategory
+    }
+  })
+
+/** A business-scoped user id as Meta writes it (`CC.` then letters and digits, or a parent id `CC.ENT.…`). */
+const USER_ID = /^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$/
+
+/**
+ * A send to a username user's business-scoped user id: answered with contacts[{input, user_id}] and no
+ * wa_id (the sandbox knows no number for them); an authentication template cannot go there (131062).
+ */
+const acceptUserSend = (
+  target: UpstreamTarget,
+  body: JsonObject,
+  userId: string,
+  approvedTemplate: (name: string, language: string) => Effect.Effect<{ readonly category: string } | undefined>
+): Effect.Effect<AcceptedSend, UpstreamError> =>
+  Effect.gen(function*() {
+    if (!USER_ID.test(userId)) return yield* Effect.fail(invalidParameter("Invalid parameter", `recipient: ${userId} is not a valid business-scoped user ID`))
+    const type = body.type ?? "text"
+    if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
+      return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
+    }
+    const problem = checkContent(type, body[type])
+    if (problem !== undefined) return yield* Effect.fail(problem)
+    let templateCategory: string | undefined = undefined
+    const template = body.template
+    if (type === "template" && isJsonObject(template) && isText(template.name) && isJsonObject(template.language) && isText(template.language.code)) {
+      const found = yield* approvedTemplate(template.name, template.language.code)
+      if (found === undefined) return yield* Effect.fail(templateMissing(template.name, template.language.code))
+      templateCategory = found.category.toLowerCase()
+    }
+    if (templateCategory === "authentication" || body.category === "authentication") yield* checkReserved("999131062")
+    const messageId = wamid(stableNumericId(`user:${target.phoneNumberId}:${userId}`, 12))
+    return {
+      response: {
+        messaging_product: "whatsapp",
+        contacts: [{ input: userId, user_id: userId }],
+        messages: [type === "template" ? { id: messageId, message_status: "accepted" } : { id: messageId }]
+      },
+      messageId,
+      recipient: { userId },
+      outcome: "delivered",
       templateCategory
     }
   })

@@ -26,7 +26,8 @@ export type StatusName = "sent" | "delivered" | "read" | "failed"
 
 export interface StatusEvent {
   readonly messageId: string
-  readonly recipientId: string
+  /** The recipient's number, or their business-scoped user id when the send named no number. */
+  readonly recipient: { readonly waId: string } | { readonly userId: string }
   readonly status: StatusName
   readonly at: number
   /** Pricing category: the template's category for template sends, `service` otherwise. */
@@ -38,7 +39,9 @@ export interface StatusEvent {
 
 /** A status change as the upstream posts it: `statuses[]` with conversation and pricing unless failed. */
 export const statusPayload = (number: SandboxNumber, event: StatusEvent): JsonObject => {
-  const base = { id: event.messageId, status: event.status, timestamp: seconds(event.at), recipient_id: event.recipientId }
+  // A send to a business-scoped user id is reported by it (recipient_user_id), without recipient_id, as Meta does.
+  const recipient = "waId" in event.recipient ? { recipient_id: event.recipient.waId } : { recipient_user_id: event.recipient.userId }
+  const base = { id: event.messageId, status: event.status, timestamp: seconds(event.at), ...recipient }
   const status: JsonObject = event.status === "failed"
     ? { ...base, errors: event.errors ?? [] }
     : {
@@ -122,8 +125,11 @@ const defaultContent = (type: InboundMessageType, business: string): JsonObject 
 }
 
 export interface InboundMessage extends SandboxNumber {
-  /** The customer's number (wa_id digits). */
-  readonly from: string
+  /** The customer's number (wa_id digits); a username user who hides it has none. */
+  readonly from?: string
+  /** The customer's business-scoped user id (from_user_id), and their username. */
+  readonly userId?: string
+  readonly username?: string
   readonly type: InboundMessageType
   /** Fields of the content object named like `type`; missing ones get plausible defaults. */
   readonly content?: JsonObject | ReadonlyArray<Json>
@@ -137,7 +143,7 @@ export interface InboundMessage extends SandboxNumber {
 /** An inbound message webhook payload (`field: messages` with `contacts[]` and `messages[]`). */
 export const inboundMessagePayload = (message: InboundMessage): JsonObject => {
   const business = displayDigits(message.phoneNumberId)
-  const from = message.from.replace(/^\+/, "")
+  const from = message.from?.replace(/^\+/, "")
   const defaults = defaultContent(message.type, business)
   // `contacts` content is the array itself; every other type's content is an object.
   const content: Json = message.type === "contacts"
@@ -145,8 +151,9 @@ export const inboundMessagePayload = (message: InboundMessage): JsonObject => {
     : { ...defaults, ...(message.content !== undefined && !Array.isArray(message.content) ? message.content : {}) }
   const item: JsonObject = {
     ...(message.contextMessageId === undefined ? {} : { context: { from: business, id: message.contextMessageId } }),
-    from,
-    id: message.messageId ?? wamid(from),
+    ...(from === undefined ? {} : { from }),
+    ...(message.userId === undefined ? {} : { from_user_id: message.userId }),
+    id: message.messageId ?? wamid(from ?? message.userId ?? ""),
     timestamp: seconds(message.at),
     type: message.type,
     [message.type]: content
@@ -154,7 +161,11 @@ export const inboundMessagePayload = (message: InboundMessage): JsonObject => {
   return envelope(message, {
     messaging_product: "whatsapp",
     metadata: metadata(message),
-    contacts: [{ profile: { name: message.profileName ?? "Sandbox Customer" }, wa_id: from }],
+    contacts: [{
+      profile: { name: message.profileName ?? "Sandbox Customer", ...(message.username === undefined ? {} : { username: message.username }) },
+      ...(from === undefined ? {} : { wa_id: from }),
+      ...(message.userId === undefined ? {} : { user_id: message.userId })
+    }],
     messages: [item]
   })
 }
