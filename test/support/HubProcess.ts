@@ -6,7 +6,6 @@
  */
 import { type Subprocess } from "bun"
 import { Duration, Effect, type Scope } from "effect"
-import { readFileSync } from "node:fs"
 import { join } from "node:path"
 
 const main = join(import.meta.dirname, "..", "..", "src", "main.ts")
@@ -91,11 +90,4 @@ export const residentBytes = async (pid: number): Promise<number> => {
   return Number(kb) * 1024
 }
 
-/**
- * The demo's tokens as the hub's first start gave them: its standard output is a pipe here, not a
- * terminal, so they are in the owner-only file whose path it printed (Bootstrap.ts), never in the output.
- */
-export const demoTokensText = (output: string): string => {
-  const file = /they were written once to (\S+) \(readable by this user only\)/.exec(output)?.[1]
-  return file === undefined ? "" : readFileSync(file, "utf8")
-}
+export { demoTokensText } from "./DemoTokens.js"

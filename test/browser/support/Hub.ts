@@ -1,12 +1,13 @@
 /**
  * A real hub for the browser tests: `bun src/main.ts serve` on 127.0.0.1 port 0 with the sandbox
  * upstream and a fresh database in a temporary folder, read from its start banner (the address
- * actually bound and the demo tenancy's tokens).
+ * actually bound) and the demo tokens file it names.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { demoTokensText } from "../../support/DemoTokens.js"
 
 const root = join(import.meta.dirname, "..", "..", "..")
 
@@ -35,8 +36,9 @@ export const startHub = async (env: Record<string, string> = {}): Promise<Runnin
     child.stdout?.setEncoding("utf8")
     child.stdout?.on("data", (chunk: string) => {
       text += chunk
-      // The curl line comes last in the banner and names the port bound.
-      if (/curl -s http:\/\/127\.0\.0\.1:\d+\//.test(text)) resolve(text)
+      // The banner's last line names the port bound. The tokens are not printed to a pipe: they are in
+      // the file the banner names, whose curl line names the port too.
+      if (/API docs: http:\/\/127\.0\.0\.1:\d+\//.test(text)) resolve(`${text}\n${demoTokensText(text)}`)
     })
     child.once("exit", (code) => reject(new Error(`the hub exited (${code}) before it was ready:\n${text}`)))
   })
