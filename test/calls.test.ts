@@ -177,7 +177,7 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
       const tenant = yield* seedTenant()
       const cases: ReadonlyArray<readonly [unknown, ReadonlyArray<{ field: string; message: string }>]> = [
         [{}, [{ field: "to", message: "is missing" }]],
-        [{ to: "+55 11 98765-4321" }, [{ field: "to", message: "must be the caller's number in wa_id form: country code and number, digits only, no +" }]],
+        [{ to: "+55 11 98765-4321" }, [{ field: "to", message: "must be a number in wa_id form (country code and number, digits) or a business-scoped user id such as US.13491208655302741918" }]],
         [{ to: CALLER, session: { sdp_type: "pranswer" } }, [
           { field: "session.sdp_type", message: "must be answer or offer" },
           { field: "session.sdp", message: "is missing" }
@@ -204,7 +204,7 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
       expect(refused.body).toEqual({
         statusCode: 400,
         message: "(#138006) No call permission",
-        error: "upstream_error",
+        error: "calling_refused",
         details: { upstream: { code: 138006, fbtrace_id: "T" } }
       })
       const byOrg = yield* preAccept(tenant.orgToken, { to: CALLER })

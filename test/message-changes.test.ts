@@ -22,10 +22,10 @@ const applyOneByOne = (changes: ReadonlyArray<MessageChange>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     for (const change of changes) {
-      if (change._tag === "Inbound") {
+      if (change._tag === "Received") {
         const m = change.message
         yield* sql`INSERT INTO messages (id, organization_id, instance_id, direction, wa_message_id, from_number, type, status, status_at, created_at, updated_at)
-          VALUES (${`msg_ref_${m.instanceId}_${m.waMessageId}`}, ${m.organizationId}, ${m.instanceId}, 'inbound', ${m.waMessageId}, ${m.from}, ${m.type},
+          VALUES (${`msg_ref_${m.instanceId}_${m.waMessageId}`}, ${m.organizationId}, ${m.instanceId}, 'inbound', ${m.waMessageId}, ${m.party}, ${m.type},
                   'delivered', ${m.at}, ${m.at}, ${m.at})
           ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`
         continue
@@ -83,7 +83,7 @@ const randomChanges = (owner: Owner, seed: number): ReadonlyArray<MessageChange>
     const waMessageId = IDS[pick(IDS.length)] ?? "wamid.A"
     const at = `2026-07-01T00:00:${String(10 + i).padStart(2, "0")}.000Z`
     if (pick(6) === 0) {
-      return { _tag: "Inbound", message: { ...owner, waMessageId, from: `1650555${1000 + i}`, type: "text", at } }
+      return { _tag: "Received", message: { ...owner, waMessageId, party: `1650555${1000 + i}`, type: "text", at } }
     }
     const status = STATES[pick(STATES.length)] ?? "sent"
     const update: StatusUpdate = {
@@ -102,7 +102,7 @@ const forOwner = (changes: ReadonlyArray<MessageChange>, owner: Owner): Readonly
   changes.map((c) =>
     c._tag === "Status"
       ? { _tag: "Status", update: { ...c.update, instanceId: owner.instanceId } }
-      : { _tag: "Inbound", message: { ...c.message, ...owner } }
+      : { _tag: "Received", message: { ...c.message, ...owner } }
   )
 
 const STORED: ReadonlyArray<readonly [string, string]> = [["wamid.A", "pending"], ["wamid.B", "sent"], ["wamid.C", "delivered"], ["wamid.D", "failed"]]
@@ -118,9 +118,9 @@ for (const engine of engines) layer(testHub({ engine }))(`message changes applie
         yield* seedOutbound(reference, STORED)
         yield* seedOutbound(grouped, STORED)
         // wamid.E is someone's inbound message; wamid.F is unknown until a change names it.
-        const inboundE = { waMessageId: "wamid.E", from: "16505550000", type: "text", at: "2026-07-01T00:00:00.000Z" }
-        yield* applyOneByOne([{ _tag: "Inbound", message: { ...reference, ...inboundE } }])
-        yield* applyOneByOne([{ _tag: "Inbound", message: { ...grouped, ...inboundE } }])
+        const inboundE = { waMessageId: "wamid.E", party: "16505550000", type: "text", at: "2026-07-01T00:00:00.000Z" }
+        yield* applyOneByOne([{ _tag: "Received", message: { ...reference, ...inboundE } }])
+        yield* applyOneByOne([{ _tag: "Received", message: { ...grouped, ...inboundE } }])
 
         const changes = randomChanges(reference, seed)
         yield* applyOneByOne(changes)
@@ -151,8 +151,8 @@ for (const engine of engines) layer(testHub({ engine }))(`message changes applie
         status("wamid.P", "read", 4),
         status("wamid.Q", "sent", 5),
         status("wamid.Q", "sent", 6),
-        { _tag: "Inbound", message: { ...owner, waMessageId: "wamid.Q", from: "16505550001", type: "image", at: "2026-07-02T00:00:07.000Z" } },
-        { _tag: "Inbound", message: { ...owner, waMessageId: "wamid.Q", from: "16505550001", type: "image", at: "2026-07-02T00:00:08.000Z" } },
+        { _tag: "Received", message: { ...owner, waMessageId: "wamid.Q", party: "16505550001", type: "image", at: "2026-07-02T00:00:07.000Z" } },
+        { _tag: "Received", message: { ...owner, waMessageId: "wamid.Q", party: "16505550001", type: "image", at: "2026-07-02T00:00:08.000Z" } },
         status("wamid.Q", "delivered", 9)
       ]))
       expect(outcomes).toEqual([true, false, true, false, false, false, true, false, false])

@@ -6,7 +6,7 @@ import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { InstanceId, OrganizationId } from "../src/Domain/Ids.js"
-import { type InboundMessage, type ListFilter, listQueries, MessagesRepo, type StatusUpdate, storedRecordsQuery } from "../src/Messages/Repo.js"
+import { type ReceivedMessage, type ListFilter, listQueries, MessagesRepo, type StatusUpdate, storedRecordsQuery } from "../src/Messages/Repo.js"
 import type { MessageChange } from "../src/Messages/ChangePlan.js"
 import { encodeCursor, MAX_OFFSET, SCAN_WINDOW } from "../src/Domain/Paging.js"
 import { fieldsOf, listMessages } from "./support/Messages.js"
@@ -64,8 +64,8 @@ const applyStatus = (update: StatusUpdate) =>
   Effect.flatMap(MessagesRepo, (repo) => Effect.map(repo.applyChanges([{ _tag: "Status", update }]), ([moved]) => moved))
 
 /** One inbound message, recorded as a group of one. */
-const recordInbound = (message: InboundMessage) =>
-  Effect.flatMap(MessagesRepo, (repo) => Effect.map(repo.applyChanges([{ _tag: "Inbound", message }]), ([recorded]) => recorded))
+const recordInbound = (message: ReceivedMessage) =>
+  Effect.flatMap(MessagesRepo, (repo) => Effect.map(repo.applyChanges([{ _tag: "Received", message }]), ([recorded]) => recorded))
 
 const idsOf = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((record) => record.id)
 
@@ -399,7 +399,7 @@ for (const engine of engines) layer(testHub({ engine }))(`message records for th
         instanceId: tenant.instanceId,
         organizationId: tenant.organizationId,
         waMessageId: "wamid.IN1",
-        from: "16505559999",
+        party: "16505559999",
         type: "image",
         at: "2026-06-03T08:30:00.000Z"
       }
@@ -485,7 +485,11 @@ layer(testHub())("list query plans", (it) => {
         [{ ...base, status: "failed", page: { _tag: "After", at: cursor, limit: 10 } }, "messages_instance_status"],
         [{ ...base, instanceId: undefined }, "messages_organization_created"],
         [{ ...base, instanceId: undefined, status: "delivered", page: { _tag: "Offset", offset: 20, limit: 100 } }, "messages_organization_status"],
-        [{ ...base, instanceId: undefined, waMessageId: "wamid.x" }, "messages_instance_wa_message"]
+        [{ ...base, instanceId: undefined, waMessageId: "wamid.x" }, "messages_instance_wa_message"],
+        // One person's records (?user=): the party index, with or without an instance.
+        [{ ...base, instanceId: undefined, user: "16505551234" }, "messages_party"],
+        [{ ...base, user: "US.13491208655302741918", status: "sent" }, "messages_party"],
+        [{ ...base, user: "16505551234", page: { _tag: "Before", at: cursor, limit: 10 } }, "messages_party"]
       ]
       for (const [filter, index] of cases) {
         const label = JSON.stringify(filter)

@@ -4,7 +4,8 @@
  * and `value.metadata.phone_number_id` rewritten) and posted, signed, to POST /upstream/events beside
  * another tenant's change: the tenant's webhook receives the very envelope posted, every field and
  * key order kept, less the other tenant's change; and the records follow (statuses move the message
- * records, inbound messages become inbound records, call events record calls).
+ * records, inbound messages become inbound records, echoes and the synchronised history become records
+ * marked with their origin, once, call events record calls).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -28,12 +29,46 @@ const list = (value: Json | undefined): ReadonlyArray<JsonObject> => (Array.isAr
 const changesOf = (payload: Json): ReadonlyArray<JsonObject> =>
   isObject(payload) ? list(payload.entry).flatMap((entry) => list(entry.changes)) : []
 
-/** Statuses of message changes (a change without field is a message change, as the hub reads it). */
-const messageStatuses = (payload: JsonObject) =>
-  changesOf(payload).filter((c) => c.field === undefined || c.field === "messages").flatMap((c) => list(isObject(c.value) ? c.value.statuses : undefined))
+/**
+ * The values of message changes (a change without field is a message change, as the hub reads it),
+ * with where they came from: a `standby` change carries one one level down.
+ */
+const messageValues = (payload: JsonObject): ReadonlyArray<{ readonly value: JsonObject; readonly origin: string | undefined }> =>
+  changesOf(payload).flatMap((c): ReadonlyArray<{ readonly value: JsonObject; readonly origin: string | undefined }> => {
+    if (!isObject(c.value)) return []
+    if (c.field === undefined || c.field === "messages") return [{ value: c.value, origin: undefined }]
+    return c.field === "standby" && isObject(c.value.standby) ? [{ value: c.value.standby, origin: "standby" }] : []
+  })
 
-const inboundMessages = (payload: JsonObject) =>
-  changesOf(payload).filter((c) => c.field === undefined || c.field === "messages").flatMap((c) => list(isObject(c.value) ? c.value.messages : undefined))
+const messageStatuses = (payload: JsonObject) => messageValues(payload).flatMap(({ value }) => list(value.statuses))
+
+const inboundMessages = (payload: JsonObject) => messageValues(payload).flatMap(({ value }) => list(value.messages))
+
+/** What the business sent elsewhere, as the records should show it: [waMessageId, to, type, origin]. */
+const echoes = (payload: JsonObject): ReadonlyArray<readonly [string, Json | undefined, string, string]> => [
+  ...messageValues(payload).flatMap(({ value, origin }) => (origin === undefined ? [] : list(value.message_echoes).map((e) => [e, origin] as const))),
+  ...changesOf(payload).flatMap((c) =>
+    (c.field === "smb_message_echoes" || c.field === "message_echoes") && isObject(c.value) ? list(c.value.message_echoes).map((e) => [e, String(c.field)] as const) : []
+  )
+].flatMap(([echo, origin]) => {
+  const sent = isObject(echo.message) ? { ...echo.message, ...echo } : echo
+  return typeof sent.id === "string" ? [[sent.id, sent.to ?? sent.to_user_id, typeof sent.type === "string" ? sent.type : "unknown", origin] as const] : []
+})
+
+/** The history's messages, as the records should show them: [waMessageId, direction, the user, type]. */
+const historyMessages = (payload: JsonObject): ReadonlyArray<readonly [string, string, Json | undefined, string]> =>
+  changesOf(payload).filter((c) => c.field === "history" && isObject(c.value)).flatMap((c) => {
+    const value = isObject(c.value) ? c.value : {}
+    const business = isObject(value.metadata) ? value.metadata.display_phone_number : undefined
+    return list(value.history).flatMap((chunk) => list(chunk.threads)).flatMap((thread) =>
+      list(thread.messages).flatMap((m) => {
+        const outbound = m.from === business
+        return typeof m.id === "string"
+          ? [[m.id, outbound ? "outbound" : "inbound", outbound ? m.to ?? thread.id : m.from, typeof m.type === "string" ? m.type : "unknown"] as const]
+          : []
+      })
+    )
+  })
 
 const callIds = (payload: JsonObject) =>
   changesOf(payload).filter((c) => c.field === "calls").flatMap((c) =>
@@ -129,7 +164,20 @@ const checkFixture = (fixture: Fixture) =>
       expect(records.map((r) => [r.direction, r.type, r.to])).toEqual([["inbound", typeof m.type === "string" ? m.type : "unknown", m.from ?? m.from_user_id]])
       if (typeof m.from_user_id === "string") expect(records[0]).toMatchObject({ userId: m.from_user_id })
     }
-    expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + new Set(inbound.map((m) => m.id)).size)
+    // Echoes of what the business sent elsewhere and the synchronised history are records too, marked with their origin.
+    for (const [id, to, type, origin] of echoes(payload)) {
+      expect((yield* recordOf(tenant, id)).map((r) => [r.direction, r.to, r.type, r.origin])).toEqual([["outbound", to, type, origin]])
+    }
+    for (const [id, direction, user, type] of historyMessages(payload)) {
+      expect((yield* recordOf(tenant, id)).map((r) => [r.direction, r.to, r.type, r.origin])).toEqual([[direction, user, type, "history"]])
+    }
+    const recorded = new Set([...inbound.map((m) => m.id), ...echoes(payload).map(([id]) => id), ...historyMessages(payload).map(([id]) => id)])
+    expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + recorded.size)
+    // Posted again (the upstream's retry), nothing is recorded twice.
+    if (recorded.size > 0) {
+      yield* post(JSON.stringify(payload))
+      expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + recorded.size)
+    }
     const sql = yield* SqlClient.SqlClient
     const calls = yield* sql<{ readonly call_id: string }>`SELECT call_id FROM calls WHERE instance_id = ${tenant.instanceId} ORDER BY call_id`
     expect(calls.map((c) => c.call_id)).toEqual([...new Set(callIds(payload))].sort())

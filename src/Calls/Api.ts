@@ -9,11 +9,12 @@ import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { RequestStruct } from "../Domain/Schemas.js"
+import { UserIdentifier } from "../Domain/UserIds.js"
 
 export const PreAccept = RequestStruct({
-  to: Schema.String.pipe(Schema.pattern(/^\d{6,15}$/, {
-    message: () => "must be the caller's number in wa_id form: country code and number, digits only, no +"
-  })),
+  to: UserIdentifier.annotations({
+    description: "The caller: their number (wa_id digits) or, for a username user, their business-scoped user id (sent as `recipient`)"
+  }),
   call_id: Schema.optional(
     Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._=+/-]{1,200}$/, { message: () => "must be the upstream call id (wacid.…)" }))
   ).annotations({ description: "The call's id from its connect webhook; when absent, the newest call from `to` still ringing" }),
@@ -34,7 +35,8 @@ export class CallsApi extends HttpApiGroup.make("calls")
       .addError(Wire.PayloadTooLarge)
       .pipe(documented(
         "Pre-accept an incoming call",
-        "Pre-accepts the call from `to` so its media connects sooner; the hub adds `messaging_product` and `action`. " +
+        "Pre-accepts the call from `to` (a number, or a business-scoped user id: the ringing call is found by either) so its " +
+          "media connects sooner; the hub adds `messaging_product` and `action`. " +
           "`call_id` and `session` (SDP) are passed through to the upstream. Without `call_id` the newest call from `to` " +
           "still ringing is used, as its `calls` webhooks told; 409 `no_ringing_call` when there is none.",
       { example: { to: "16505551234", call_id: "wacid.HBgLMTY1MDU1NTEyMzQVAgASGCA4NDJB" } }

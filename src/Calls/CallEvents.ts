@@ -22,6 +22,8 @@ export interface CallEvent {
   readonly callId: string
   /** The WhatsApp user on the call: the caller of an incoming call, the callee of an outgoing one. */
   readonly userNumber: string | undefined
+  /** Their business-scoped user id, when given (a username user's call may name no number). */
+  readonly userId: string | undefined
   readonly direction: CallDirection | undefined
   readonly state: CallState
   /** When the upstream says it happened (ISO 8601). */
@@ -68,6 +70,7 @@ export const callEvents = (instanceId: InstanceId, value: JsonObject, receivedAt
       instanceId,
       callId,
       userNumber: text(direction === "USER_INITIATED" ? call.from : call.to),
+      userId: text(direction === "USER_INITIATED" ? call.from_user_id : call.to_user_id),
       direction,
       state: event === "terminate" ? "ended" : direction === "USER_INITIATED" ? "ringing" : "connected",
       at: isoFromUnix(call.timestamp, receivedAt)
@@ -82,6 +85,7 @@ export const callEvents = (instanceId: InstanceId, value: JsonObject, receivedAt
       instanceId,
       callId,
       userNumber: text(status.recipient_id),
+      userId: text(status.recipient_user_id),
       direction: "BUSINESS_INITIATED",
       state: stateOfStatus(state.toUpperCase()),
       at: isoFromUnix(status.timestamp, receivedAt)

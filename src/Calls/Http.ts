@@ -8,6 +8,7 @@ import { decodeAnswer, SuccessAnswer } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream } from "../Upstream/Upstream.js"
 import { CallsRepo, CallsRepoLive } from "./Repo.js"
+import { isBusinessScopedUserId } from "../Domain/UserIds.js"
 
 /**
  * How long an incoming call counts as ringing without a later event: the user's phone rings for
@@ -32,11 +33,12 @@ export const CallsHttpLive = HttpApiBuilder.group(HubApi, "calls", (handlers) =>
         const target = yield* access.target(instance)
         // The wall clock, as the upstream's call timestamps are (not the Effect clock, which tests shift).
         const since = new Date(Date.now() - RINGING_WINDOW_MS).toISOString()
-        const callId = payload.call_id ?? (yield* calls.ringingCallFrom(instance.id, payload.to, since))
+        const callId = payload.call_id ?? (yield* calls.ringingCallFrom({ id: instance.id, organizationId: instance.organizationId }, payload.to, since))
         if (callId === undefined) return yield* noRingingCall(payload.to)
         const body = {
           messaging_product: "whatsapp",
-          to: payload.to,
+          // A username user is addressed by their business-scoped user id, in Meta's `recipient`.
+          ...(isBusinessScopedUserId(payload.to) ? { recipient: payload.to } : { to: payload.to }),
           action: "pre_accept",
           call_id: callId,
           ...(payload.session === undefined ? {} : { session: { sdp_type: payload.session.sdp_type, sdp: payload.session.sdp } })

@@ -5,7 +5,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import type { InstanceId } from "../Domain/Ids.js"
+import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import { identifiersOf } from "../Messages/Identities.js"
 import { type CallEvent, callStateRank } from "./CallEvents.js"
 
 /**
@@ -28,6 +29,7 @@ export const recordCallEvents = (sql: SqlClient.SqlClient, events: ReadonlyArray
           instance_id: event.instanceId,
           call_id: event.callId,
           user_number: event.userNumber ?? null,
+          user_id: event.userId ?? null,
           direction: event.direction ?? null,
           state: event.state,
           state_rank: callStateRank[event.state],
@@ -37,6 +39,7 @@ export const recordCallEvents = (sql: SqlClient.SqlClient, events: ReadonlyArray
       } ON CONFLICT (instance_id, call_id) DO UPDATE SET
           state = excluded.state, state_rank = excluded.state_rank, updated_at = excluded.updated_at,
           user_number = COALESCE(calls.user_number, excluded.user_number),
+          user_id = COALESCE(calls.user_id, excluded.user_id),
           direction = COALESCE(calls.direction, excluded.direction)
         WHERE calls.state_rank < excluded.state_rank`
     }
@@ -44,19 +47,28 @@ export const recordCallEvents = (sql: SqlClient.SqlClient, events: ReadonlyArray
   })
 
 export class CallsRepo extends Context.Tag("CallsRepo")<CallsRepo, {
-  /** The newest incoming call from `userNumber` to the instance that rings and started at or after `since` (ISO 8601). */
-  readonly ringingCallFrom: (instanceId: InstanceId, userNumber: string, since: string) => Effect.Effect<string | undefined>
+  /**
+   * The newest incoming call from `user` to the instance that rings and started at or after `since`
+   * (ISO 8601): by their number or business-scoped user id, or any other identifier paired with it.
+   */
+  readonly ringingCallFrom: (
+    instance: { readonly id: InstanceId; readonly organizationId: OrganizationId },
+    user: string,
+    since: string
+  ) => Effect.Effect<string | undefined>
 }>() {}
 
 export const CallsRepoLive = Layer.effect(
   CallsRepo,
   Effect.map(SqlClient.SqlClient, (sql) =>
     CallsRepo.of({
-      ringingCallFrom: (instanceId, userNumber, since) =>
-        sql<{ readonly call_id: string }>`SELECT call_id FROM calls
-          WHERE instance_id = ${instanceId} AND user_number = ${userNumber} AND started_at >= ${since}
-            AND state = 'ringing' AND direction = 'USER_INITIATED'
-          ORDER BY started_at DESC LIMIT 1`.pipe(
+      // Each identifier has its index (migrations 0007 and 0017).
+      ringingCallFrom: (instance, user, since) =>
+        Effect.flatMap(identifiersOf(sql, instance.organizationId, user), (identifiers) =>
+          sql<{ readonly call_id: string }>`SELECT call_id FROM calls
+            WHERE instance_id = ${instance.id} AND (user_number IN ${sql.in(identifiers)} OR user_id IN ${sql.in(identifiers)})
+              AND started_at >= ${since} AND state = 'ringing' AND direction = 'USER_INITIATED'
+            ORDER BY started_at DESC LIMIT 1`).pipe(
           Effect.map((rows) => rows[0]?.call_id),
           Effect.orDie
         )

@@ -1,12 +1,15 @@
 /**
  * What upstream changes do to message records: `statuses[]` move outbound messages forward
- * (the repository keeps moves forward-only), `messages[]` become inbound records; `calls` changes
- * record calls (Calls/CallEvents.ts).
+ * (the repository keeps moves forward-only), `messages[]` become inbound records, echoes of what the
+ * business sent elsewhere and the history synchronised at onboarding become records marked with
+ * their origin; `calls` changes record calls (Calls/CallEvents.ts); every change's pairs of
+ * identifiers are learned (Messages/Identities.ts).
  */
 import { type CallChange, callEvents } from "../Calls/CallEvents.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
-import type { InboundMessage, StatusUpdate } from "../Messages/Repo.js"
+import { type IdentityChange, identityLinksOf } from "../Messages/Identities.js"
+import type { ReceivedMessage, StatusUpdate } from "../Messages/Repo.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
 import { isJsonObject } from "../Domain/Json.js"
@@ -25,15 +28,54 @@ const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
 }
 
 
-/** The status moves and inbound messages carried by an instance's new change (its statuses first, as listed), or its call events. */
+/** What an instance's new change does to the records: the pairs of identifiers it names, then its messages or calls. */
+export type RecordChange = MessageChange | CallChange | IdentityChange
+
+/**
+ * The pairs of identifiers an instance's new change names (any field), then its status moves and
+ * inbound messages (its statuses first, as listed) or its call events.
+ */
 export const recordChangesOf = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   change: UpstreamChange,
   receivedAt: string
+): ReadonlyArray<RecordChange> => [
+  ...identityLinksOf(target.organizationId, change.value).map((link): IdentityChange => ({ _tag: "Identity", link })),
+  ...messageOrCallChangesOf(target, change, receivedAt)
+]
+
+const messageOrCallChangesOf = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  change: UpstreamChange,
+  receivedAt: string
 ): ReadonlyArray<MessageChange | CallChange> => {
-  if (change.field === "calls") return callEvents(target.instanceId, change.value, receivedAt).map((event) => ({ _tag: "Call", event }))
-  if (change.field !== undefined && change.field !== "messages") return []
-  const statuses = items(change.value, "statuses").flatMap((s): ReadonlyArray<StatusUpdate> => {
+  switch (change.field) {
+    case "calls":
+      return callEvents(target.instanceId, change.value, receivedAt).map((event) => ({ _tag: "Call", event }))
+    case undefined:
+    case "messages":
+      return messagesValueChanges(target, change.value, receivedAt, undefined)
+    // While Meta's Business Agent holds a conversation, its messages come in the same shape, one level down.
+    case "standby":
+      return isJsonObject(change.value.standby) ? messagesValueChanges(target, change.value.standby, receivedAt, "standby") : []
+    case "smb_message_echoes":
+    case "message_echoes":
+      return echoesOf(target, change.value, receivedAt, change.field).map((message) => ({ _tag: "Received", message }))
+    case "history":
+      return historyOf(target, change.value, receivedAt).map((message) => ({ _tag: "Received", message }))
+    default:
+      return []
+  }
+}
+
+/** A `messages` value (or a `standby` one): its statuses, inbound messages and echoes, in that order. */
+const messagesValueChanges = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  value: JsonObject,
+  receivedAt: string,
+  origin: string | undefined
+): ReadonlyArray<MessageChange> => {
+  const statuses = items(value, "statuses").flatMap((s): ReadonlyArray<StatusUpdate> => {
     const id = s.id
     const status = s.status
     if (typeof id !== "string" || typeof status !== "string" || !STATES.has(status)) return []
@@ -41,13 +83,13 @@ export const recordChangesOf = (
     return [{
       instanceId: target.instanceId,
       waMessageId: id,
-      status: status === "played" ? "read" : status === "sent" || status === "delivered" || status === "read" ? status : "failed",
+      status: stateOf(status),
       at: isoFromUnix(s.timestamp, receivedAt),
       ...(Array.isArray(errors) && errors[0] !== undefined ? { error: errors[0] } : {})
     }]
   })
-  const contacts = items(change.value, "contacts")
-  const inbound = items(change.value, "messages").flatMap((m): ReadonlyArray<InboundMessage> => {
+  const contacts = items(value, "contacts")
+  const inbound = items(value, "messages").flatMap((m): ReadonlyArray<ReceivedMessage> => {
     const from = text(m.from)
     const userId = text(m.from_user_id)
     // A username user's message carries no number, only their business-scoped user id (since 2026).
@@ -59,18 +101,98 @@ export const recordChangesOf = (
       instanceId: target.instanceId,
       organizationId: target.organizationId,
       waMessageId: m.id,
-      from: sender,
+      party: sender,
       userId: userId ?? text(contact?.user_id),
       parentUserId: text(m.from_parent_user_id) ?? text(contact?.parent_user_id),
       username: isJsonObject(profile) ? text(profile.username) : undefined,
       type: typeof m.type === "string" ? m.type : "unknown",
-      at: isoFromUnix(m.timestamp, receivedAt)
+      at: isoFromUnix(m.timestamp, receivedAt),
+      origin
     }]
   })
   return [
     ...statuses.map((update): MessageChange => ({ _tag: "Status", update })),
-    ...inbound.map((message): MessageChange => ({ _tag: "Inbound", message }))
+    ...inbound.map((message): MessageChange => ({ _tag: "Received", message })),
+    ...(origin === undefined ? [] : echoesOf(target, value, receivedAt, origin).map((message): MessageChange => ({ _tag: "Received", message })))
   ]
+}
+
+const stateOf = (status: string): StatusUpdate["status"] =>
+  status === "played" ? "read" : status === "sent" || status === "delivered" || status === "read" ? status : "failed"
+
+/**
+ * Messages the business sent elsewhere (the WhatsApp Business app, a linked device, Meta's agent):
+ * `message_echoes[]`, flat (`to`, `to_user_id`, `type`) or with the sent message nested (`message`).
+ * Recorded as outbound, sent, marked with their origin.
+ */
+const echoesOf = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  value: JsonObject,
+  receivedAt: string,
+  origin: string
+): ReadonlyArray<ReceivedMessage> => {
+  const contacts = items(value, "contacts")
+  return items(value, "message_echoes").flatMap((echo): ReadonlyArray<ReceivedMessage> => {
+    const sent = isJsonObject(echo.message) ? { ...echo.message, ...echo } : echo
+    const to = text(sent.to)
+    const userId = text(sent.to_user_id) ?? text(sent.recipient)
+    const party = to ?? userId
+    if (typeof sent.id !== "string" || party === undefined) return []
+    const contact = contacts.find((c) => (userId !== undefined && c.user_id === userId) || (to !== undefined && c.wa_id === to))
+    const profile = contact?.profile
+    return [{
+      instanceId: target.instanceId,
+      organizationId: target.organizationId,
+      waMessageId: sent.id,
+      direction: "outbound",
+      party,
+      userId: userId ?? text(contact?.user_id),
+      parentUserId: text(sent.to_parent_user_id) ?? text(contact?.parent_user_id),
+      username: isJsonObject(profile) ? text(profile.username) : undefined,
+      type: typeof sent.type === "string" ? sent.type : "unknown",
+      at: isoFromUnix(sent.timestamp, receivedAt),
+      origin
+    }]
+  })
+}
+
+/**
+ * The chat history synchronised at onboarding: `history[].threads[]`, each the conversation with one
+ * user (its `id`), whose messages are the business's (`from` its own number) or the user's. A
+ * business message keeps the status the history gives it.
+ */
+const historyOf = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  value: JsonObject,
+  receivedAt: string
+): ReadonlyArray<ReceivedMessage> => {
+  const metadata = value.metadata
+  const business = isJsonObject(metadata) ? text(metadata.display_phone_number) : undefined
+  return items(value, "history").flatMap((chunk) =>
+    items(chunk, "threads").flatMap((thread) => {
+      const user = text(thread.id)
+      return items(thread, "messages").flatMap((m): ReadonlyArray<ReceivedMessage> => {
+        const from = text(m.from)
+        const outbound = from !== undefined && from === business
+        const party = outbound ? text(m.to) ?? user : from ?? text(m.from_user_id) ?? user
+        if (typeof m.id !== "string" || party === undefined) return []
+        const context = m.history_context
+        const status = isJsonObject(context) ? text(context.status)?.toLowerCase() : undefined
+        return [{
+          instanceId: target.instanceId,
+          organizationId: target.organizationId,
+          waMessageId: m.id,
+          direction: outbound ? "outbound" : "inbound",
+          party,
+          userId: text(outbound ? m.to_user_id : m.from_user_id),
+          type: typeof m.type === "string" ? m.type : "unknown",
+          at: isoFromUnix(m.timestamp, receivedAt),
+          origin: "history",
+          ...(outbound && status !== undefined && STATES.has(status) ? { status: stateOf(status) } : {})
+        }]
+      })
+    })
+  )
 }
 
 /**
@@ -83,7 +205,7 @@ export const recordChangesOrNone = (
   change: UpstreamChange,
   receivedAt: string,
   onFailure: (error: unknown) => void
-): ReadonlyArray<MessageChange | CallChange> => {
+): ReadonlyArray<RecordChange> => {
   try {
     return recordChangesOf(target, change, receivedAt)
   } catch (error) {

@@ -6,9 +6,11 @@ import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Cursor, PageFields, SCAN_WINDOW } from "../Domain/Paging.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
+import { UserIdentifier } from "../Domain/UserIds.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
 import { messageStatuses } from "./Repo.js"
+import { sendEndpoints } from "./Records.js"
 
 const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
@@ -89,6 +91,10 @@ export const ListMessagesQuery = RequestStruct({
   end_date: Schema.optional(DateFilter),
   waMessageId: Schema.optional(WaMessageId),
   wa_message_id: Schema.optional(WaMessageId),
+  user: Schema.optional(UserIdentifier).annotations({
+    description: "One person's history: their number or business-scoped user id; records under any identifier the hub has " +
+      "learned for them (a webhook or send answer naming both, a number or user id change) are included"
+  }),
   before: Schema.optional(Cursor),
   after: Schema.optional(Cursor),
   ...instanceSelectorFields
@@ -105,6 +111,14 @@ export const MessageRecord = Schema.Struct({
   parentUserId: Schema.optional(Schema.String).annotations({ description: "Their parent BSUID across linked portfolios, when known" }),
   username: Schema.optional(Schema.String).annotations({ description: "Their WhatsApp username, when known (for display: it may change)" }),
   category: Schema.optional(Schema.String).annotations({ description: "The send's `category` (Direct Send: utility, authentication), when given" }),
+  endpoint: Schema.optional(Schema.Literal(...sendEndpoints)).annotations({
+    description: "The Graph endpoint that carried a send: `messages`, or `marketing_messages` (the Marketing Messages API)"
+  }),
+  origin: Schema.optional(Schema.String).annotations({
+    description: "Where a record not sent through the hub came from: `smb_message_echoes` (sent from the WhatsApp Business app), " +
+      "`message_echoes` (another sender on the number), `standby` (while Meta's Business Agent held the conversation), " +
+      "`history` (synchronised at onboarding)"
+  }),
   type: Schema.String,
   status: Schema.Literal(...messageStatuses),
   direction: Schema.Literal("inbound", "outbound"),
@@ -169,7 +183,8 @@ export class MessagesApi extends HttpApiGroup.make("messages")
       .pipe(documented(
         "List the message history",
         "Messages sent and received, newest first, in pages (`page`, `limit` up to 100), filtered by status, direction, " +
-          "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive) and upstream message id. " +
+          "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive), upstream message id and person " +
+          "(`user`: a number or business-scoped user id, with every identifier learned for them). " +
           "An instance token sees its instance; an organization token sees all of its instances unless it names one. " +
           `A \`direction\` or \`status=pending\` filter, which no index serves, examines at most ${SCAN_WINDOW} records a page: ` +
           "the page may then hold fewer matches than `limit`, `total_capped` is true and `cursors.before` goes on."

@@ -7,9 +7,10 @@
  *   its time, the time of that step (sent, delivered, read, failed: every step the group makes, not
  *   only its last), and the move's upstream error if it has one (an earlier error is otherwise kept);
  * - a status for an id no record has yet is kept as early (its send is still being recorded);
- * - an inbound message is recorded once per instance and upstream id.
+ * - a message the upstream told of (inbound, or an echo or history of one the business sent
+ *   elsewhere) is recorded once per instance and upstream id: one the hub already has is left as it is.
  */
-import type { Direction, InboundMessage, MessageStatus, StatusUpdate } from "./Records.js"
+import type { Direction, ReceivedMessage, MessageStatus, StatusUpdate } from "./Records.js"
 
 /**
  * The order statuses move in. `failed` ranks above every state but `read`, so it is reached from any
@@ -20,7 +21,7 @@ export const statusRank: Record<MessageStatus, number> = { pending: 0, sent: 1, 
 /** One thing an upstream change does to message records. */
 export type MessageChange =
   | { readonly _tag: "Status"; readonly update: StatusUpdate }
-  | { readonly _tag: "Inbound"; readonly message: InboundMessage }
+  | { readonly _tag: "Received"; readonly message: ReceivedMessage }
 
 /** A record some change of the group names (by instance and upstream id), as stored. */
 export interface StoredRecord {
@@ -59,8 +60,8 @@ export interface EarlyStatus {
 export interface ChangePlan {
   readonly moves: ReadonlyArray<RecordMove>
   readonly early: ReadonlyArray<EarlyStatus>
-  readonly inbound: ReadonlyArray<InboundMessage>
-  /** Per change, in order: whether its status moved a record, or its inbound message was new. */
+  readonly received: ReadonlyArray<ReceivedMessage>
+  /** Per change, in order: whether its status moved a record, or its message was new. */
   readonly outcomes: ReadonlyArray<boolean>
 }
 
@@ -94,13 +95,13 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
     if (record.direction === "outbound") outbound.set(key, { id: record.id, rank: statusRank[record.status], move: undefined, error: record.error, steps: {} })
   }
   const early = new Map<string, EarlyStatus>()
-  const inbound: Array<InboundMessage> = []
+  const received: Array<ReceivedMessage> = []
   const outcomes = changes.map((change) => {
-    if (change._tag === "Inbound") {
+    if (change._tag === "Received") {
       const key = keyOf(change.message.instanceId, change.message.waMessageId)
       if (held.has(key)) return false
       held.add(key)
-      inbound.push(change.message)
+      received.push(change.message)
       return true
     }
     const update = change.update
@@ -133,5 +134,5 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
     return false
   })
   const moves = [...outbound.values()].flatMap((record) => (record.move === undefined ? [] : [record.move]))
-  return { moves, early: [...early.values()], inbound, outcomes }
+  return { moves, early: [...early.values()], received, outcomes }
 }

@@ -31,6 +31,8 @@ const toRecord = (row: MessageRow) => ({
   ...(row.parent_user_id === null ? {} : { parentUserId: row.parent_user_id }),
   ...(row.username === null ? {} : { username: row.username }),
   ...(row.category === null ? {} : { category: row.category }),
+  ...(row.endpoint === null ? {} : { endpoint: row.endpoint }),
+  ...(row.origin === null ? {} : { origin: row.origin }),
   type: row.type,
   status: row.status,
   direction: row.direction,
@@ -114,6 +116,7 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
             status: query.status,
             direction: query.direction,
             waMessageId,
+            user: query.user,
             createdFrom: start?.iso,
             createdUntil: end === undefined ? undefined : untilBound(end),
             page

@@ -10,7 +10,8 @@ import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
-import type { Direction, MessageStatus } from "./Records.js"
+import { identifiersOf } from "./Identities.js"
+import type { Direction, MessageStatus, SendEndpoint } from "./Records.js"
 
 export interface MessageRow {
   readonly id: string
@@ -35,11 +36,14 @@ export interface MessageRow {
   readonly parent_user_id: string | null
   readonly username: string | null
   readonly category: string | null
+  /** The Graph endpoint that carried a send, and where a record came from when not a send or the `messages` field. */
+  readonly endpoint: SendEndpoint | null
+  readonly origin: string | null
 }
 
 export const messageColumns =
   "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at, status_at, sent_at, delivered_at, read_at, failed_at, " +
-  "user_id, parent_user_id, username, category"
+  "user_id, parent_user_id, username, category, endpoint, origin"
 
 export interface ListFilter {
   readonly organizationId: OrganizationId
@@ -48,6 +52,8 @@ export interface ListFilter {
   readonly status: MessageStatus | undefined
   readonly direction: Direction | undefined
   readonly waMessageId: string | undefined
+  /** One person's records: their number or business-scoped user id, and every identifier paired with it (Identities.ts). */
+  readonly user?: string | undefined
   /** Inclusive lower bound on created_at (ISO 8601). */
   readonly createdFrom: string | undefined
   /** Upper bound on created_at: inclusive for a timestamp, exclusive for the day after a bare date. */
@@ -63,11 +69,28 @@ export interface ListPage {
   readonly totalCapped: boolean
 }
 
-export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
+/**
+ * The queries of a page; `parties` are the identifiers of `filter.user`'s person (default: the one
+ * given). A person's records are read through the party index (migration 0017); a person known by
+ * several identifiers has their records sorted, a cost bounded by their own history.
+ */
+export const listQueries = (
+  sql: SqlClient.SqlClient,
+  filter: ListFilter,
+  parties: ReadonlyArray<string> | undefined = filter.user === undefined ? undefined : [filter.user]
+) => {
   const { page } = filter
   // With an instance only `instance_id` is matched (the caller resolved it within the organization):
-  // a second column outside the index would cost a row lookup per record.
-  const scope = filter.waMessageId !== undefined
+  // a second column outside the index would cost a row lookup per record. A person's records are
+  // found by the party index, and only then matched to the instance: `instance_id || ''` keeps
+  // the planner from walking the instance's whole history instead.
+  const scope = parties !== undefined && filter.waMessageId === undefined
+    ? sql.and([
+      sql`organization_id = ${filter.organizationId}`,
+      sql`COALESCE(to_number, from_number) IN ${sql.in(parties)}`,
+      ...(filter.instanceId === undefined ? [] : [sql`instance_id || '' = ${filter.instanceId}`])
+    ])
+    : filter.waMessageId !== undefined
     ? filter.instanceId === undefined
       ? sql`instance_id IN (SELECT id FROM instances WHERE organization_id = ${filter.organizationId}) AND wa_message_id = ${filter.waMessageId}`
       : sql`instance_id = ${filter.instanceId} AND wa_message_id = ${filter.waMessageId}`
@@ -95,6 +118,7 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
     : []
   // A lookup by upstream id reads a row per instance at most: everything else filters those.
   const residualMatch = [
+    ...(parties !== undefined && filter.waMessageId !== undefined ? [sql`COALESCE(to_number, from_number) IN ${sql.in(parties)}`] : []),
     ...(filter.status === "pending" ? [sql`status = ${filter.status}`] : []),
     ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`])
   ]
@@ -112,7 +136,7 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
   /** The last record a residual page examined, when it examined a whole window: older matches may lie past it. */
   const windowEnd = sql<{ readonly created_at: string; readonly id: string }>`SELECT created_at, id FROM messages
     WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`
-  const unfiltered = filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
+  const unfiltered = parties === undefined && filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
     filter.createdFrom === undefined && filter.createdUntil === undefined
   const total: Statement.Statement<{ readonly total: number; readonly examined: number }> = unfiltered
     ? filter.instanceId === undefined
@@ -129,7 +153,8 @@ export const listQueries = (sql: SqlClient.SqlClient, filter: ListFilter) => {
 /** Runs the list's queries: the page (newest first), where older records may follow, and the total. */
 export const listPage = (sql: SqlClient.SqlClient, filter: ListFilter) =>
   Effect.gen(function*() {
-    const queries = listQueries(sql, filter)
+    const parties = filter.user === undefined ? undefined : yield* identifiersOf(sql, filter.organizationId, filter.user)
+    const queries = listQueries(sql, filter, parties)
     const fetched = yield* queries.page
     const newestFirst = filter.page._tag === "After" ? [...fetched].reverse() : fetched
     const rows = filter.page._tag === "After" ? newestFirst.slice(newestFirst.length - Math.min(newestFirst.length, filter.page.limit)) : newestFirst.slice(0, filter.page.limit)

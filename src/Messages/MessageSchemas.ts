@@ -14,6 +14,7 @@ import { absent, Audio, Contacts, Document, Image, Location, NonEmpty, optional,
 import { Interactive } from "./Interactive.js"
 import { Template } from "./Template.js"
 import { isRecord, JsonObjectSchema } from "../Domain/Json.js"
+import { BusinessScopedUserId } from "../Domain/UserIds.js"
 
 export const messageTypes = [
   "text",
@@ -43,12 +44,7 @@ const Recipient = Schema.transform(
   { strict: true, decode: (to) => (to.startsWith("+") ? to.slice(1) : to), encode: (to) => to }
 )
 
-/** A business-scoped user id (BSUID) or parent BSUID, as Meta writes it: kept verbatim, never through a phone normaliser. */
-export const BSUID = /^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$/
-
-const UserRecipient = Schema.String.pipe(
-  Schema.filter((id) => BSUID.test(id) || "must be a business-scoped user id such as US.13491208655302741918 (or a parent id US.ENT.…)")
-)
+const UserRecipient = BusinessScopedUserId
 
 const common = {
   messaging_product: Schema.optionalWith(Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }), {

@@ -9,6 +9,10 @@ export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"
 export type MessageStatus = (typeof messageStatuses)[number]
 export type Direction = "outbound" | "inbound"
 
+/** The Graph endpoint a send goes through: `/messages`, or the Marketing Messages API's `/marketing_messages`. */
+export const sendEndpoints = ["messages", "marketing_messages"] as const
+export type SendEndpoint = (typeof sendEndpoints)[number]
+
 /** Inbound messages reached the business number; no read receipt is tracked for them. */
 export const INBOUND_STATUS: MessageStatus = "delivered"
 
@@ -22,17 +26,30 @@ export interface StatusUpdate {
   readonly error?: Json
 }
 
-export interface InboundMessage {
+/**
+ * A message the upstream told of: an inbound message, or one the business sent elsewhere (an echo
+ * from the WhatsApp Business app or an agent, a message of the history synchronised at onboarding).
+ */
+export interface ReceivedMessage {
   readonly instanceId: InstanceId
   readonly organizationId: OrganizationId
   readonly waMessageId: string
-  /** The sender's number (wa_id), or their business-scoped user id when the upstream gives no number (a username user). */
-  readonly from: string
-  /** The sender's business-scoped user id (BSUID), parent BSUID and username, when the upstream gives them. */
+  /** Inbound unless said (an echo, or the business's side of the history). */
+  readonly direction?: Direction | undefined
+  /**
+   * The other party: the sender's number (wa_id) of an inbound message, the recipient's of an
+   * outbound one, or their business-scoped user id when the upstream gives no number (a username user).
+   */
+  readonly party: string
+  /** The other party's business-scoped user id (BSUID), parent BSUID and username, when the upstream gives them. */
   readonly userId?: string | undefined
   readonly parentUserId?: string | undefined
   readonly username?: string | undefined
   readonly type: string
   /** When the upstream says it was sent (ISO 8601); the record's createdAt. */
   readonly at: string
+  /** Where it came from when not the `messages` field: `smb_message_echoes`, `message_echoes`, `standby`, `history`. */
+  readonly origin?: string | undefined
+  /** An outbound one's status as the upstream last gave it (a history message's); `sent` when not given. */
+  readonly status?: MessageStatus | undefined
 }

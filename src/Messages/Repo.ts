@@ -1,6 +1,6 @@
 /**
  * SQL for message records. Outbound sends are written `pending` before the upstream call and updated
- * with its outcome; status events move a record forward only; inbound messages are inserted once.
+ * with its outcome; status events move a record forward only; messages the upstream tells of are inserted once.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -13,11 +13,12 @@ import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
+import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
-import { INBOUND_STATUS, messageStatuses } from "./Records.js"
+import { INBOUND_STATUS, messageStatuses, type SendEndpoint } from "./Records.js"
 
 export { INBOUND_STATUS, messageStatuses } from "./Records.js"
-export type { Direction, InboundMessage, MessageStatus, StatusUpdate } from "./Records.js"
+export type { Direction, MessageStatus, ReceivedMessage, SendEndpoint, StatusUpdate } from "./Records.js"
 
 export { type ListFilter, listQueries, type MessageRow } from "./ListQueries.js"
 
@@ -37,20 +38,23 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
     readonly userId?: string | undefined
     /** The send's `category` (Direct Send), when given. */
     readonly category?: string | undefined
+    readonly endpoint: SendEndpoint
   }) => Promise<Exit.Exit<MessageRow, SqlError>>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
+  /** Pairs of identifiers a send's answer named (Identities.ts), in a write of their own. */
+  readonly learnIdentities: (links: ReadonlyArray<IdentityLink>) => Effect.Effect<void, SqlError>
   /** The upstream refused the send. */
   readonly markRefused: (id: string, error: Json) => Effect.Effect<void, SqlError>
   /** The outcome is unknown (no answer): the record stays pending, with the error noted. */
   readonly noteError: (id: string, error: Json) => Effect.Effect<void, SqlError>
   /**
-   * Applies a group's status events and inbound messages as if one by one, in order (see
+   * Applies a group's status events and received messages as if one by one, in order (see
    * ChangePlan), with a few statements, and records its call events; run it in a transaction. Per
    * change: true when its status moved a record (false when unknown, late or repeated), or its
-   * inbound message was new; true for a call event.
+   * message was new; true for a call event or a pair of identifiers (see Identities.ts).
    */
-  readonly applyChanges: (changes: ReadonlyArray<MessageChange | CallChange>) => Effect.Effect<ReadonlyArray<boolean>>
+  readonly applyChanges: (changes: ReadonlyArray<MessageChange | CallChange | IdentityChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
   readonly list: (filter: ListFilter) => Effect.Effect<ListPage>
 }>() {}
@@ -170,10 +174,13 @@ export const MessagesRepoLive = Layer.effect(
           user_id: input.userId ?? null,
           parent_user_id: null,
           username: null,
-          category: input.category ?? null
+          category: input.category ?? null,
+          endpoint: input.endpoint,
+          origin: null
         })
       },
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
+      learnIdentities: (links) => batcher.run(Effect.suspend(() => learnIdentities(sql, links, nowIso()))),
       markRefused: (id, error) =>
         Effect.suspend(() => {
           const now = nowIso()
@@ -187,9 +194,10 @@ export const MessagesRepoLive = Layer.effect(
         Effect.gen(function*() {
           if (all.length === 0) return []
           const now = nowIso()
+          yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
           const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
           yield* recordCallEvents(sql, calls, now)
-          const changes = all.filter((c): c is MessageChange => c._tag !== "Call")
+          const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")
           if (changes.length === 0) return all.map(() => true)
           // Read then write inside the caller's transaction: SQLite has one writer at a time (a
           // Postgres layer would lock the rows it reads with FOR UPDATE).
@@ -217,30 +225,37 @@ export const MessagesRepoLive = Layer.effect(
               })))
             } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
           // The upstream id index covers only records that have one (migration 0004): the target says so.
-          yield* Effect.forEach(powerOfTwoChunks(plan.inbound), (chunk) =>
+          yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
             sql`INSERT INTO messages ${
-              sql.insert(chunk.map((message) => ({
-                id: newId("msg"),
-                organization_id: message.organizationId,
-                instance_id: message.instanceId,
-                direction: "inbound",
-                wa_message_id: message.waMessageId,
-                to_number: null,
-                from_number: message.from,
-                user_id: message.userId ?? null,
-                parent_user_id: message.parentUserId ?? null,
-                username: message.username ?? null,
-                type: message.type,
-                status: INBOUND_STATUS,
-                error: null,
-                status_at: message.at,
-                created_at: message.at,
-                updated_at: now
-              })))
+              sql.insert(chunk.map((message) => {
+                const outbound = message.direction === "outbound"
+                const status = outbound ? message.status ?? "sent" : INBOUND_STATUS
+                return {
+                  id: newId("msg"),
+                  organization_id: message.organizationId,
+                  instance_id: message.instanceId,
+                  direction: outbound ? "outbound" : "inbound",
+                  wa_message_id: message.waMessageId,
+                  to_number: outbound ? message.party : null,
+                  from_number: outbound ? null : message.party,
+                  user_id: message.userId ?? null,
+                  parent_user_id: message.parentUserId ?? null,
+                  username: message.username ?? null,
+                  origin: message.origin ?? null,
+                  type: message.type,
+                  status,
+                  error: null,
+                  status_at: message.at,
+                  // What the upstream said of a sent one is as far as the hub knows it went.
+                  ...(outbound && status !== "pending" ? { [`${status}_at`]: message.at } : {}),
+                  created_at: message.at,
+                  updated_at: now
+                }
+              }))
             } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
-          if (calls.length === 0) return plan.outcomes
+          if (changes.length === all.length) return plan.outcomes
           let next = 0
-          return all.map((c) => (c._tag === "Call" ? true : plan.outcomes[next++] ?? false))
+          return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
         }).pipe(Effect.orDie),
       findById: (id) =>
         sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`.pipe(

@@ -17,6 +17,7 @@
 import { Cause, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
 import { HubConfig } from "../Config.js"
 import { type Conflict, errorBody, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
+import type { OrganizationId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import type { RunInRequest } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
@@ -24,6 +25,7 @@ import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type JsonObject, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
+import { identityLinksOfAnswer } from "./Identities.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "./Idempotency.js"
 import { type SendMessageRequest, toUpstreamBody } from "./MessageSchemas.js"
 import { Pacing, PacingLive } from "./Pacing.js"
@@ -113,7 +115,7 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         Effect.catchAll((cause) => Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause }))
       )
 
-    const recordAcceptance = async (messageId: string, response: SendMessageResponse, inRequest: RunInRequest) => {
+    const recordAcceptance = async (organizationId: OrganizationId, messageId: string, response: SendMessageResponse, inRequest: RunInRequest) => {
       const waMessageId = response.messages[0]?.id
       if (waMessageId === undefined) {
         return inRequest(Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId }))
@@ -126,6 +128,13 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
           waMessageId,
           cause: marked.cause
         }))
+      }
+      // An answer naming the number and the business-scoped user id together pairs them (most name one).
+      const links = identityLinksOfAnswer(organizationId, response)
+      if (links.length > 0) {
+        await inRequest(repo.learnIdentities(links).pipe(
+          Effect.catchAll((cause) => Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause }))
+        ))
       }
     }
 
@@ -151,7 +160,8 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         to: request.to ?? request.recipient ?? "",
         userId: request.recipient,
         type: request.type,
-        category: typeof category === "string" ? category : undefined
+        category: typeof category === "string" ? category : undefined,
+        endpoint: "messages"
       })
       if (Exit.isFailure(record)) {
         await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
@@ -162,7 +172,7 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         await inRequest(recordFailure(record.value.id, sent.left))
         return Either.left(toHubError(sent.left))
       }
-      await recordAcceptance(record.value.id, sent.right, inRequest)
+      await recordAcceptance(instance.organizationId, record.value.id, sent.right, inRequest)
       return Either.right(sent.right)
     }
 

@@ -10,6 +10,7 @@ import { Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
+import { BusinessScopedUserId } from "../Domain/UserIds.js"
 import { CHANGE_FIELDS } from "../Delivery/EventKinds.js"
 import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "../Upstream/Sandbox.js"
 
@@ -42,9 +43,7 @@ export const SandboxInbound = RequestStruct({
   from: Schema.optional(
     Schema.String.pipe(Schema.pattern(/^\+?\d{6,20}$/, { message: () => "must be a phone number: digits, E.164 without +" }))
   ).annotations({ description: "The sender's number; leave it out for a username user who hides it (give user_id)" }),
-  user_id: Schema.optional(
-    Schema.String.pipe(Schema.pattern(/^[A-Z]{2}\.[A-Za-z0-9]{1,128}$/, { message: () => "must be a business-scoped user id such as US.13491208655302741918" }))
-  ).annotations({ description: "The sender's business-scoped user id (from_user_id), as Meta gives it since 2026" }),
+  user_id: Schema.optional(BusinessScopedUserId).annotations({ description: "The sender's business-scoped user id (from_user_id), as Meta gives it since 2026" }),
   username: Schema.optional(Label(64)).annotations({ description: "The sender's WhatsApp username (contacts[].profile.username)" }),
   type: InboundType,
   name: Schema.optional(Label(100)).annotations({ description: "The sender's profile name" }),

@@ -15,6 +15,7 @@ import migration0013 from "./0013_message_status_times.js"
 import migration0014 from "./0014_stale_changes.js"
 import migration0015 from "./0015_idempotency_per_instance.js"
 import migration0016 from "./0016_user_identities.js"
+import migration0017 from "./0017_people.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -32,5 +33,6 @@ export const migrations = {
   "0013_message_status_times": migration0013,
   "0014_stale_changes": migration0014,
   "0015_idempotency_per_instance": migration0015,
-  "0016_user_identities": migration0016
+  "0016_user_identities": migration0016,
+  "0017_people": migration0017
 }

@@ -8,6 +8,7 @@ import type { UpstreamError } from "../UpstreamError.js"
 import { ASYNC_WINDOW_PREFIX, checkReserved, invalidParameter, SYNC_WINDOW_PREFIX, templateMissing, windowClosed } from "./Failures.js"
 import { stableNumericId, wamid } from "./Ids.js"
 import { isJsonObject } from "../../Domain/Json.js"
+import { isBusinessScopedUserId } from "../../Domain/UserIds.js"
 
 const MESSAGE_TYPES = ["text", "image", "audio", "video", "document", "sticker", "location", "contacts", "interactive", "template", "reaction"]
 const MEDIA_TYPES = ["image", "audio", "video", "document", "sticker"]
@@ -148,9 +149,6 @@ export const acceptSend = (
     }
   })
 
-/** A business-scoped user id as Meta writes it (`CC.` then letters and digits, or a parent id `CC.ENT.…`). */
-const USER_ID = /^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$/
-
 /**
  * A send to a username user's business-scoped user id: answered with contacts[{input, user_id}] and no
  * wa_id (the sandbox knows no number for them); an authentication template cannot go there (131062).
@@ -162,7 +160,7 @@ const acceptUserSend = (
   approvedTemplate: (name: string, language: string) => Effect.Effect<{ readonly category: string } | undefined>
 ): Effect.Effect<AcceptedSend, UpstreamError> =>
   Effect.gen(function*() {
-    if (!USER_ID.test(userId)) return yield* Effect.fail(invalidParameter("Invalid parameter", `recipient: ${userId} is not a valid business-scoped user ID`))
+    if (!isBusinessScopedUserId(userId)) return yield* Effect.fail(invalidParameter("Invalid parameter", `recipient: ${userId} is not a valid business-scoped user ID`))
     const type = body.type ?? "text"
     if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
       return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
