@@ -19,7 +19,7 @@ import { loggingLayer } from "./Logging.js"
 import { hubLayer, ServerLive, ServicesLive } from "./Http.js"
 import { UnroutedRepo } from "./Ingress/Unrouted.js"
 import { ShutdownDelayLive, StopSignalsLive } from "./Health/Readiness.js"
-import { InstancesRepo } from "./Instances/Repo.js"
+import { InstancesRepo, marketingMessagesModes } from "./Instances/Repo.js"
 import { classifyAddress } from "./Net/AddressRanges.js"
 import { migrateData } from "./Sql/MigrateData.js"
 
@@ -137,6 +137,7 @@ const instanceRecord = (row: {
   readonly name: string
   readonly phone_number_id: string
   readonly waba_id: string
+  readonly marketing_messages: string
   readonly created_at: string
 }) => ({
   id: row.id,
@@ -144,8 +145,15 @@ const instanceRecord = (row: {
   name: row.name,
   phone_number_id: row.phone_number_id,
   waba_id: row.waba_id,
+  marketing_messages: row.marketing_messages,
   created_at: row.created_at
 })
+
+const marketingMessagesOption = Options.choice("marketing-messages", marketingMessagesModes).pipe(
+  Options.withDescription(
+    "auto: MARKETING template sends go to the Marketing Messages API (/marketing_messages) by the template's category; off: every send to /messages"
+  )
+)
 
 const instanceList = Command.make("list", {
   org: Options.optional(orgOption.pipe(Options.withDescription("Only this organization's instances")))
@@ -184,7 +192,8 @@ const instanceCreate = Command.make("create", {
   )),
   accessTokenStdin: Options.boolean("access-token-stdin").pipe(
     Options.withDescription("Read the access token from standard input, so it shows in neither ps nor the shell's history")
-  )
+  ),
+  marketingMessages: marketingMessagesOption.pipe(Options.withDefault("off" as const))
 }, (options) =>
   Effect.gen(function*() {
     const accessToken = yield* accessTokenOf(options)
@@ -195,10 +204,23 @@ const instanceCreate = Command.make("create", {
       name: options.name,
       phoneNumberId: options.phoneNumberId,
       wabaId: options.wabaId,
-      accessToken
+      accessToken,
+      marketingMessages: options.marketingMessages
     }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
-    yield* printJson({ id: row.id, name: row.name, phone_number_id: row.phone_number_id, waba_id: row.waba_id, created_at: row.created_at })
+    const { organization_id: _, ...printed } = instanceRecord(row)
+    yield* printJson(printed)
   })).pipe(Command.withDescription("Create an instance bound to one phone number of a business account; prints the instance"))
+
+const instanceUpdate = Command.make("update", {
+  instance: Args.text({ name: "instance-id" }).pipe(Args.withDescription("The instance to change")),
+  marketingMessages: marketingMessagesOption
+}, (options) =>
+  Effect.gen(function*() {
+    const repo = yield* InstancesRepo
+    const row = yield* repo.updateInstance(options.instance, { marketingMessages: options.marketingMessages })
+    if (Option.isNone(row)) return yield* new CliError({ message: `instance ${options.instance} was not found` })
+    yield* printJson(instanceRecord(row.value))
+  })).pipe(Command.withDescription("Change an instance's settings (--marketing-messages auto|off); prints the instance"))
 
 const sessionCreate = Command.make("create", {
   org: orgOption,
@@ -346,7 +368,7 @@ const hub = Command.make("hub").pipe(
     ),
     Command.make("instance").pipe(
       Command.withDescription("Instances: each is bound to one business phone number"),
-      Command.withSubcommands([instanceCreate, instanceList]),
+      Command.withSubcommands([instanceCreate, instanceUpdate, instanceList]),
       Command.provide(ServicesLive)
     ),
     Command.make("session").pipe(

@@ -63,9 +63,16 @@ describe("hub CLI", () => {
 
     const instance = await run(env, "instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "106540352242922", "--waba-id", "102290129340398", "--access-token", "EAAG-secret")
     expect(instance.exitCode).toBe(0)
-    expect(json(instance.stdout)).toMatchObject({ name: "Sales", phone_number_id: "106540352242922", waba_id: "102290129340398" })
+    expect(json(instance.stdout)).toMatchObject({ name: "Sales", phone_number_id: "106540352242922", waba_id: "102290129340398", marketing_messages: "off" })
     expect(instance.stdout).not.toContain("EAAG-secret")
     const instanceId = String(json(instance.stdout).id)
+    const marketing = await run(env, "instance", "create", "--org", orgId, "--name", "Promotions", "--phone-number-id", "106540352242923", "--waba-id", "102290129340398", "--marketing-messages", "auto")
+    expect(json(marketing.stdout)).toMatchObject({ name: "Promotions", marketing_messages: "auto" })
+    const updated = await run(env, "instance", "update", instanceId, "--marketing-messages", "auto")
+    expect(updated.exitCode).toBe(0)
+    expect(json(updated.stdout)).toMatchObject({ id: instanceId, marketing_messages: "auto" })
+    const listed = json((await run(env, "instance", "list", "--org", orgId)).stdout).data
+    expect(Array.isArray(listed) ? listed.map((i) => (typeof i === "object" && i !== null && "marketing_messages" in i ? i.marketing_messages : undefined)) : []).toEqual(["auto", "auto"])
 
     const session = await run(env, "session", "create", "--org", orgId, "--ttl", "30m")
     expect(session.exitCode).toBe(0)
@@ -107,6 +114,8 @@ describe("hub CLI", () => {
       [["token", "revoke"], /id/],
       [["token", "revoke", "tok_nope"], /api token tok_nope was not found/],
       [["instance", "list", "--org", "org_nope"], /organization org_nope was not found/],
+      [["instance", "update", otherInstanceId, "--marketing-messages", "maybe"], /auto, off|auto \| off|marketing-messages/],
+      [["instance", "update", "ins_nope", "--marketing-messages", "off"], /instance ins_nope was not found/],
       [["org", "list", "--log-level", "warn"], /log-level/]
     ]
     for (const [args, message] of cases) {

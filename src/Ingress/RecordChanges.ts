@@ -9,6 +9,8 @@ import { type CallChange, callEvents } from "../Calls/CallEvents.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
 import { type IdentityChange, identityLinksOf } from "../Messages/Identities.js"
+import type { RecordChange } from "../Messages/Repo.js"
+import { type TemplateCategoryChange, templateCategoryOf } from "../Templates/Categories.js"
 import type { ReceivedMessage, StatusUpdate } from "../Messages/Repo.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 import type { UpstreamChange } from "./Envelope.js"
@@ -28,21 +30,24 @@ const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
 }
 
 
-/** What an instance's new change does to the records: the pairs of identifiers it names, then its messages or calls. */
-export type RecordChange = MessageChange | CallChange | IdentityChange
 
 /**
- * The pairs of identifiers an instance's new change names (any field), then its status moves and
- * inbound messages (its statuses first, as listed) or its call events.
+ * What an instance's new change does to the records: the pairs of identifiers it names (any field),
+ * the template category it settles, then its status moves and messages (its statuses first, as
+ * listed) or its call events.
  */
 export const recordChangesOf = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   change: UpstreamChange,
   receivedAt: string
-): ReadonlyArray<RecordChange> => [
-  ...identityLinksOf(target.organizationId, change.value).map((link): IdentityChange => ({ _tag: "Identity", link })),
-  ...messageOrCallChangesOf(target, change, receivedAt)
-]
+): ReadonlyArray<RecordChange> => {
+  const category = templateCategoryOf(change.entryId, change.field, change.value, receivedAt)
+  return [
+    ...identityLinksOf(target.organizationId, change.value).map((link): IdentityChange => ({ _tag: "Identity", link })),
+    ...(category === undefined ? [] : [{ _tag: "TemplateCategory", category } satisfies TemplateCategoryChange]),
+    ...messageOrCallChangesOf(target, change, receivedAt)
+  ]
+}
 
 const messageOrCallChangesOf = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },

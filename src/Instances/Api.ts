@@ -11,6 +11,10 @@ export const InstanceRecord = Schema.Struct({
   phone_number_id: Schema.String,
   waba_id: Schema.String,
   send_rate: Schema.Number.annotations({ description: "Messages per second the hub sends from this number at most (HUB_SEND_RATE)" }),
+  marketing_messages: Schema.Literal("auto", "off").annotations({
+    description: "auto: a MARKETING template send goes to the Marketing Messages API (/marketing_messages); off: every send to " +
+      "/messages. Set with hub instance create|update --marketing-messages; a send's `via` overrides it"
+  }),
   created_at: IsoTimestamp
 })
 

@@ -20,6 +20,7 @@ export const InstancesHttpLive = HttpApiBuilder.group(HubApi, "instances", (hand
             phone_number_id: row.phone_number_id,
             waba_id: row.waba_id,
             send_rate: config.sendRatePerSecond,
+            marketing_messages: row.marketing_messages,
             created_at: row.created_at
           }))
         }

@@ -17,8 +17,14 @@ export interface InstanceRow {
   readonly name: string
   readonly phone_number_id: string
   readonly waba_id: string
+  /** Whether MARKETING templates go to the Marketing Messages API (Templates/Categories.ts). */
+  readonly marketing_messages: MarketingMessages
   readonly created_at: string
 }
+
+/** `auto`: a MARKETING template goes to `/marketing_messages`; `off`: every send to `/messages`. */
+export const marketingMessagesModes = ["auto", "off"] as const
+export type MarketingMessages = (typeof marketingMessagesModes)[number]
 
 export class TenancyConflict extends Data.TaggedError("TenancyConflict")<{ readonly message: string }> {}
 
@@ -29,7 +35,7 @@ export const toInstanceRef = (row: InstanceRow): InstanceRef => ({
   wabaId: row.waba_id
 })
 
-const instanceColumns = "id, organization_id, name, phone_number_id, waba_id, created_at"
+const instanceColumns = "id, organization_id, name, phone_number_id, waba_id, marketing_messages, created_at"
 
 export class InstancesRepo extends Context.Tag("InstancesRepo")<InstancesRepo, {
   readonly createOrganization: (name: string) => Effect.Effect<OrganizationRow>
@@ -45,7 +51,11 @@ export class InstancesRepo extends Context.Tag("InstancesRepo")<InstancesRepo, {
     readonly phoneNumberId: string
     readonly wabaId: string
     readonly accessToken: Option.Option<string>
+    /** `off` unless given. */
+    readonly marketingMessages?: MarketingMessages
   }) => Effect.Effect<InstanceRow, TenancyConflict>
+  /** Changes an instance's settings; none when it does not exist. */
+  readonly updateInstance: (id: string, settings: { readonly marketingMessages: MarketingMessages }) => Effect.Effect<Option.Option<InstanceRow>>
   readonly listByOrganization: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<InstanceRow>>
   readonly findById: (id: string) => Effect.Effect<Option.Option<InstanceRow>>
   readonly findByPhoneNumberId: (phoneNumberId: string) => Effect.Effect<Option.Option<InstanceRow>>
@@ -99,6 +109,7 @@ export const InstancesRepoLive = Layer.effect(
             name: input.name,
             phone_number_id: input.phoneNumberId,
             waba_id: input.wabaId,
+            marketing_messages: input.marketingMessages ?? "off",
             created_at: nowIso()
           }
           yield* sql`INSERT INTO instances ${
@@ -114,6 +125,11 @@ export const InstancesRepoLive = Layer.effect(
       listByOrganization: (organizationId) =>
         sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances
           WHERE organization_id = ${organizationId} ORDER BY created_at, id`.pipe(Effect.orDie),
+      updateInstance: (id, settings) =>
+        sql`UPDATE instances SET marketing_messages = ${settings.marketingMessages} WHERE id = ${id}`.pipe(
+          Effect.orDie,
+          Effect.zipRight(findById(id))
+        ),
       findById,
       findByPhoneNumberId: (phoneNumberId) =>
         sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE phone_number_id = ${phoneNumberId}`.pipe(

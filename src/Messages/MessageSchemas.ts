@@ -59,7 +59,15 @@ const common = {
   recipient: optional(UserRecipient),
   context: optional(Schema.Struct({ message_id: NonEmpty(256) })),
   /** Names the sending number; required with an organization token. Never sent upstream. */
-  phone_number_id: optional(GraphId)
+  phone_number_id: optional(GraphId),
+  /**
+   * Which Graph endpoint carries the send: `auto` routes a MARKETING template to the Marketing
+   * Messages API (`marketing_messages`), anything else to `messages`. Without it, the instance's
+   * setting decides (`hub instance update --marketing-messages`). Never sent upstream.
+   */
+  via: optional(Schema.Literal("auto", "messages", "marketing_messages").annotations({
+    message: () => ({ message: "must be auto, messages or marketing_messages", override: true })
+  }))
 }
 
 const ONE_RECIPIENT = "give exactly one of to (the recipient's number, or a group id) and recipient (their business-scoped user id)"
@@ -158,6 +166,7 @@ const MODELED_KEYS: ReadonlySet<string> = new Set([
   "type",
   "context",
   "phone_number_id",
+  "via",
   ...messageTypes
 ])
 
@@ -199,7 +208,7 @@ export const SendMessageRequest = Schema.declare(
     identifier: "SendMessageRequest",
     description: "A message of any type, to `to` (a number or a group id) or `recipient` (a business-scoped user id), exactly one. " +
       "Fields the hub does not model (Direct Send's `category` and `ttl`, `direct_send_config`, `biz_opaque_callback_data`, " +
-      "`recipient_identity_key_hash`, and whatever Meta adds) are forwarded to the Graph unchanged; `phone_number_id` is the hub's own.",
+      "`recipient_identity_key_hash`, and whatever Meta adds) are forwarded to the Graph unchanged; `phone_number_id` and `via` are the hub's own.",
     [SchemaAST.SurrogateAnnotationId]: Schema.Union(...typedMembers, UntypedTextMessage).ast
   }
 )
@@ -234,7 +243,7 @@ const content = (message: SendMessageRequest): JsonObject => {
 
 /**
  * The body sent upstream: the keys the hub does not model as given, then the modeled ones normalised
- * (defaults filled, `to` stripped of its "+"); `phone_number_id` (the hub's own) is left out.
+ * (defaults filled, `to` stripped of its "+"); `phone_number_id` and `via` (the hub's own) are left out.
  */
 export const toUpstreamBody = (message: SendMessageRequest): JsonObject => ({
   ...message.forwarded,

@@ -9,9 +9,7 @@ export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"
 export type MessageStatus = (typeof messageStatuses)[number]
 export type Direction = "outbound" | "inbound"
 
-/** The Graph endpoint a send goes through: `/messages`, or the Marketing Messages API's `/marketing_messages`. */
-export const sendEndpoints = ["messages", "marketing_messages"] as const
-export type SendEndpoint = (typeof sendEndpoints)[number]
+export { type SendEndpoint, sendEndpoints } from "../Upstream/Upstream.js"
 
 /** Inbound messages reached the business number; no read receipt is tracked for them. */
 export const INBOUND_STATUS: MessageStatus = "delivered"

@@ -14,6 +14,7 @@ import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
+import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
 import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
 import { INBOUND_STATUS, messageStatuses, type SendEndpoint } from "./Records.js"
 
@@ -22,6 +23,9 @@ export type { Direction, MessageStatus, ReceivedMessage, SendEndpoint, StatusUpd
 
 export { type ListFilter, listQueries, type MessageRow } from "./ListQueries.js"
 
+
+/** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
+export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange
 
 export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   /**
@@ -42,6 +46,12 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   }) => Promise<Exit.Exit<MessageRow, SqlError>>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
+  /** The endpoint a template send goes to (Templates/Categories.ts): `via`, else the instance's setting and the template's category. */
+  readonly templateEndpoint: (
+    instanceId: InstanceId,
+    template: { readonly name: string; readonly language: string },
+    via: Via | undefined
+  ) => Effect.Effect<SendEndpoint>
   /** Pairs of identifiers a send's answer named (Identities.ts), in a write of their own. */
   readonly learnIdentities: (links: ReadonlyArray<IdentityLink>) => Effect.Effect<void, SqlError>
   /** The upstream refused the send. */
@@ -52,9 +62,9 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
    * Applies a group's status events and received messages as if one by one, in order (see
    * ChangePlan), with a few statements, and records its call events; run it in a transaction. Per
    * change: true when its status moved a record (false when unknown, late or repeated), or its
-   * message was new; true for a call event or a pair of identifiers (see Identities.ts).
+   * message was new; true for a call event, a pair of identifiers or a template's category.
    */
-  readonly applyChanges: (changes: ReadonlyArray<MessageChange | CallChange | IdentityChange>) => Effect.Effect<ReadonlyArray<boolean>>
+  readonly applyChanges: (changes: ReadonlyArray<RecordChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
   readonly list: (filter: ListFilter) => Effect.Effect<ListPage>
 }>() {}
@@ -180,6 +190,7 @@ export const MessagesRepoLive = Layer.effect(
         })
       },
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
+      templateEndpoint: (instanceId, template, via) => templateEndpoint(sql, instanceId, template, via),
       learnIdentities: (links) => batcher.run(Effect.suspend(() => learnIdentities(sql, links, nowIso()))),
       markRefused: (id, error) =>
         Effect.suspend(() => {
@@ -195,6 +206,7 @@ export const MessagesRepoLive = Layer.effect(
           if (all.length === 0) return []
           const now = nowIso()
           yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
+          yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
           const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
           yield* recordCallEvents(sql, calls, now)
           const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")

@@ -152,6 +152,11 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
       if (paced !== undefined) return Either.left(paced)
       const target = await targetOf(instance, inRequest)
       if (Either.isLeft(target)) return Either.left(target.left)
+      const endpoint = request.via === "marketing_messages"
+        ? "marketing_messages"
+        : request.type === "template" && request.via !== "messages"
+        ? await inRequest(repo.templateEndpoint(instance.id, { name: request.template.name, language: request.template.language.code }, request.via))
+        : "messages"
       const category = request.forwarded?.category
       const record = await repo.createOutboundNow({
         organizationId: instance.organizationId,
@@ -161,13 +166,13 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         userId: request.recipient,
         type: request.type,
         category: typeof category === "string" ? category : undefined,
-        endpoint: "messages"
+        endpoint
       })
       if (Exit.isFailure(record)) {
         await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
         return Either.left(notRecorded)
       }
-      const sent = await upstream.sendMessage(target.right, body)
+      const sent = await upstream.sendMessage(target.right, body, endpoint)
       if (Either.isLeft(sent)) {
         await inRequest(recordFailure(record.value.id, sent.left))
         return Either.left(toHubError(sent.left))

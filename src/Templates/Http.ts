@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { GraphList, limitText, PassThrough } from "../Domain/Json.js"
@@ -8,13 +8,24 @@ import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream } from "../Upstream/Upstream.js"
 import { Template } from "./Api.js"
+import { TemplateCategories, templateCategory } from "./Categories.js"
 
 const Created = PassThrough({ id: Schema.String, status: Schema.optional(Schema.String), category: Schema.optional(Schema.String) })
 const Names = GraphList(PassThrough({ id: Schema.String }))
 
+/** The categories of templates the Graph named, as now. */
+const learned = (wabaId: string, templates: ReadonlyArray<{ readonly name?: unknown; readonly language?: unknown; readonly category?: unknown }>) => {
+  const at = new Date().toISOString()
+  return templates.flatMap((t) => {
+    const category = templateCategory({ wabaId, name: t.name, language: t.language, category: t.category, at })
+    return category === undefined ? [] : [category]
+  })
+}
+
 export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (handlers) =>
   Effect.gen(function*() {
     const upstream = yield* Upstream
+    const categories = yield* TemplateCategories
 
     return handlers
       .handle("create", ({ payload }) =>
@@ -26,16 +37,21 @@ export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (hand
             Effect.flatMap(decodeAnswer(Created, "the template creation"))
           )
           // Graph may re-categorise a template; its answer wins over the request.
-          return { id: created.id, status: created.status ?? "PENDING", category: created.category ?? payload.category }
+          const category = created.category ?? payload.category
+          yield* categories.learn(learned(target.wabaId, [{ name: payload.name, language: payload.language, category }]))
+          return { id: created.id, status: created.status ?? "PENDING", category }
         }))
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const target = yield* requestTarget()
           const query = { ...urlParams, limit: limitText(urlParams.limit) }
-          return yield* upstream.listTemplates(target, query).pipe(
+          const page = yield* upstream.listTemplates(target, query).pipe(
             Effect.mapError(toHubError),
             Effect.flatMap(decodeAnswer(GraphList(Template), "the template list"))
           )
+          // Every template read is a category the send routing can use (Meta's guide: read them with this API).
+          yield* categories.learn(learned(target.wabaId, page.data))
+          return page
         }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
@@ -54,4 +70,4 @@ export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (hand
           if (!sameName.data.some((t) => t.id === template.id)) return yield* notFound
           return template
         }))
-  }))
+  })).pipe(Layer.provide(TemplateCategories.Default))

@@ -1,5 +1,5 @@
 /**
- * The Graph send, POST /{phone-number-id}/messages, as a plain promise of its outcome rather than
+ * The Graph send, POST /{phone-number-id}/messages (or /marketing_messages), as a plain promise of its outcome rather than
  * an effect: it is on every send's path, where the HttpClient's combinators and a fiber cost about
  * 60 µs of CPU a send (measured with scripts/bench.ts), a fifth of the whole. It keeps
  * GraphUpstream's rules for a call that may change something upstream: one deadline for the whole
@@ -15,7 +15,7 @@ import { headerRecord } from "./FetchClient.js"
 import { decodeGraphError, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { parseJsonObject } from "../Domain/Json.js"
 import { joinedHeaders, WHOLE_ANSWER } from "./PooledClient.js"
-import type { JsonObject, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
+import type { JsonObject, SendEndpoint, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
 const SendMessageResponseSchema = Schema.Struct({
@@ -41,7 +41,7 @@ const failure = (deadline: Deadline, thrown: unknown, timedOut: () => UpstreamEr
   return noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${message}` : message)
 }
 
-export type GraphSend = (target: UpstreamTarget, body: JsonObject) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
+export type GraphSend = (target: UpstreamTarget, body: JsonObject, endpoint?: SendEndpoint) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
 
 export const makeGraphSend = (options: {
   readonly graphUrl: string
@@ -111,8 +111,8 @@ export const makeGraphSend = (options: {
     return parsed !== undefined && isSendMessageResponse(parsed) ? Either.right(parsed) : Either.left(malformed("the send"))
   }
 
-  return async (target, message) => {
-    const url = new URL(`${options.graphUrl}/${encodeURIComponent(target.phoneNumberId)}/messages`)
+  return async (target, message, endpoint = "messages") => {
+    const url = new URL(`${options.graphUrl}/${encodeURIComponent(target.phoneNumberId)}/${endpoint}`)
     const headers = {
       authorization: `Bearer ${Redacted.value(target.accessToken)}`,
       "user-agent": USER_AGENT,

@@ -29,7 +29,7 @@ import { Duration, Effect, FiberSet, Layer, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
 import { SandboxEvents } from "./SandboxEvents.js"
 import * as Account from "./Sandbox/Account.js"
-import { windowClosedStatusError } from "./Sandbox/Failures.js"
+import { invalidParameter, windowClosedStatusError } from "./Sandbox/Failures.js"
 import { makeFlowStore } from "./Sandbox/Flows.js"
 import { makeMediaStore } from "./Sandbox/Media.js"
 import { type AcceptedSend, acceptSend } from "./Sandbox/Messages.js"
@@ -78,9 +78,13 @@ export const makeSandboxUpstream = Effect.gen(function*() {
   const approvedTemplate = (target: UpstreamTarget) => (name: string, language: string) => templates.approved(target.wabaId, name, language)
 
   return Upstream.of({
-    sendMessage: (target, body) =>
+    sendMessage: (target, body, endpoint = "messages") =>
       runPromise(Effect.either(Effect.gen(function*() {
         const send = yield* acceptSend(target, body, approvedTemplate(target))
+        // The Marketing Messages API takes MARKETING templates only, as Meta's does.
+        if (endpoint === "marketing_messages" && send.templateCategory !== "marketing") {
+          return yield* Effect.fail(invalidParameter("The Marketing Messages API sends MARKETING templates only; send others to /messages"))
+        }
         // The emitter belongs to the layer's scope and stops when it closes.
         yield* FiberSet.run(fibers, emitStatuses(target, send))
         return send.response

@@ -20,6 +20,10 @@ export interface UpstreamTarget {
 /** Graph cursor paging query (`limit`, `after`, `before`, `fields`) plus call-specific filters. */
 export type GraphQuery = Readonly<Record<string, string | undefined>>
 
+/** The Graph endpoint a send goes through: `/messages`, or the Marketing Messages API's `/marketing_messages` (MARKETING templates). */
+export const sendEndpoints = ["messages", "marketing_messages"] as const
+export type SendEndpoint = (typeof sendEndpoints)[number]
+
 export interface SendMessageResponse {
   readonly messaging_product: string
   /** wa_id when the number is known; a send to a business-scoped user id is answered with its user_id. */
@@ -52,11 +56,16 @@ export interface MediaDownload {
 
 export class Upstream extends Context.Tag("Upstream")<Upstream, {
   /**
-   * POST /{phone-number-id}/messages. Never retried: a send may have reached the upstream. A plain
-   * promise of the outcome (its refusal on the left), not an effect: it is on every send's path,
+   * POST /{phone-number-id}/messages, or /marketing_messages (the Marketing Messages API, which takes
+   * the same body and answers the same way). Never retried: a send may have reached the upstream. A
+   * plain promise of the outcome (its refusal on the left), not an effect: it is on every send's path,
    * which runs without a fiber (see Messages/Send.ts).
    */
-  readonly sendMessage: (target: UpstreamTarget, body: JsonObject) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
+  readonly sendMessage: (
+    target: UpstreamTarget,
+    body: JsonObject,
+    endpoint?: SendEndpoint
+  ) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
   /** POST /{phone-number-id}/media (multipart: file, type, messaging_product). */
   readonly uploadMedia: (target: UpstreamTarget, file: UploadFile) => Effect.Effect<{ readonly id: string }, UpstreamError>
   /** GET /{media-id}?phone_number_id=… */

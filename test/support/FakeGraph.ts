@@ -193,7 +193,8 @@ const makeDefaults = (origin: () => string) => {
     const body = isRecord(recorded.json) ? recorded.json : {}
     const ok = (value: unknown) => toResponse({ body: value })
 
-    if (method === "POST" && edge === "messages" && segments.length === 2) {
+    // The Marketing Messages API takes the same body and answers the same way.
+    if (method === "POST" && (edge === "messages" || edge === "marketing_messages") && segments.length === 2) {
       const to = typeof body.to === "string" ? body.to : ""
       return ok({
         messaging_product: "whatsapp",

@@ -16,6 +16,7 @@ import migration0014 from "./0014_stale_changes.js"
 import migration0015 from "./0015_idempotency_per_instance.js"
 import migration0016 from "./0016_user_identities.js"
 import migration0017 from "./0017_people.js"
+import migration0018 from "./0018_marketing_messages.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -34,5 +35,6 @@ export const migrations = {
   "0014_stale_changes": migration0014,
   "0015_idempotency_per_instance": migration0015,
   "0016_user_identities": migration0016,
-  "0017_people": migration0017
+  "0017_people": migration0017,
+  "0018_marketing_messages": migration0018
 }
