@@ -6,6 +6,7 @@ import { Wire } from "./Domain/Errors.js"
 import { HealthApi } from "./Health/Api.js"
 import { InstancesApi } from "./Instances/Api.js"
 import { AnalyticsApi } from "./Analytics/Api.js"
+import { BlockUsersApi } from "./BlockUsers/Api.js"
 import { BusinessProfileApi } from "./BusinessProfile/Api.js"
 import { CallsApi } from "./Calls/Api.js"
 import { FlowsApi } from "./Flows/Api.js"
@@ -104,6 +105,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(FlowsApi)
   .add(GroupsApi)
   .add(BusinessProfileApi)
+  .add(BlockUsersApi)
   .add(WebhooksApi)
   .add(UpstreamEventsApi)
   .add(SandboxApi)

@@ -19,6 +19,7 @@ import { InstancesHttpLive } from "./Instances/Http.js"
 import { InstanceAccess } from "./Instances/InstanceAccess.js"
 import { InstancesRepoLive } from "./Instances/Repo.js"
 import { AnalyticsHttpLive } from "./Analytics/Http.js"
+import { BlockUsersHttpLive } from "./BlockUsers/Http.js"
 import { BusinessProfileHttpLive } from "./BusinessProfile/Http.js"
 import { CallsHttpLive } from "./Calls/Http.js"
 import { FlowsHttpLive } from "./Flows/Http.js"
@@ -80,7 +81,7 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
   Layer.provide(MessagesHttpLive),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
-  Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive]),
+  Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
   Layer.provide(AuthenticationLive)
 )

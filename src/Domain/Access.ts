@@ -41,6 +41,10 @@ export const AccessPolicy: Readonly<Record<string, ReadonlyArray<TokenKind>>> = 
   "POST /flows/:flowId/deprecate": instanceOnly,
   "GET /groups/:groupId": instanceOnly,
   "GET /api/business-profile": instanceOnly,
+  // The number's blocked users: organization tokens name the instance.
+  "POST /api/block-users": apiTokens,
+  "DELETE /api/block-users": apiTokens,
+  "GET /api/block-users": apiTokens,
   // Webhooks: organization tokens for their instances, instance tokens for their own.
   "POST /api/webhooks": apiTokens,
   "GET /api/webhooks": apiTokens,

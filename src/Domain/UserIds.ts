@@ -14,7 +14,8 @@ export const isBusinessScopedUserId = (text: string) => BSUID.test(text)
 
 export const BusinessScopedUserId = Schema.String.pipe(Schema.filter((id) => BSUID.test(id) || BSUID_RULE))
 
-const USER_NUMBER = /^\+?\d{6,15}$/
+/** A user's number as a caller may write it: country code and number, 6 to 15 digits, a leading "+" allowed. */
+export const USER_NUMBER = /^\+?\d{6,15}$/
 
 /**
  * A user by either identifier: a number (a leading "+" is dropped) or a BSUID (kept as given).

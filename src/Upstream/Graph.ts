@@ -71,7 +71,10 @@ const WHAT: Readonly<Record<GraphCall, string>> = {
   deprecateFlow: "the flow deprecation",
   getGroup: "the group lookup",
   listGroups: "the group list",
-  getBusinessProfile: "the business profile"
+  getBusinessProfile: "the business profile",
+  blockUsers: "the user block",
+  unblockUsers: "the user unblock",
+  listBlockedUsers: "the blocked user list"
 }
 
 type Call = {
@@ -137,8 +140,9 @@ export const makeGraphUpstream = Effect.gen(function*() {
     via: calls
   })
 
-  const postJson = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, body: JsonObject): Call => ({
-    request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.bodyUnsafeJson(body), HttpClientRequest.acceptJson)),
+  /** A POST, or another method that changes something (DELETE), with a JSON body. */
+  const postJson = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, body: JsonObject, method: "POST" | "DELETE" = "POST"): Call => ({
+    request: authorized(target, HttpClientRequest.make(method)(url(...path)).pipe(HttpClientRequest.bodyUnsafeJson(body), HttpClientRequest.acceptJson)),
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: false,
@@ -298,7 +302,10 @@ export const makeGraphUpstream = Effect.gen(function*() {
     deprecateFlow: (target, flowId) => json(postAction(target, "deprecateFlow", [flowId, "deprecate"])),
     getGroup: (target, groupId) => json(get(target, "getGroup", [groupId])),
     listGroups: (target, query) => json(get(target, "listGroups", [target.phoneNumberId, "groups"], query)),
-    getBusinessProfile: (target, query) => json(get(target, "getBusinessProfile", [target.phoneNumberId, "whatsapp_business_profile"], query))
+    getBusinessProfile: (target, query) => json(get(target, "getBusinessProfile", [target.phoneNumberId, "whatsapp_business_profile"], query)),
+    blockUsers: (target, body) => json(postJson(target, "blockUsers", [target.phoneNumberId, "block_users"], body)),
+    unblockUsers: (target, body) => json(postJson(target, "unblockUsers", [target.phoneNumberId, "block_users"], body, "DELETE")),
+    listBlockedUsers: (target, query) => json(get(target, "listBlockedUsers", [target.phoneNumberId, "block_users"], query))
   })
 })
 

@@ -3,7 +3,7 @@ import { Schema } from "effect"
 import type { GraphOutcome } from "../Metrics/Metrics.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { parseJsonObject } from "../Domain/Json.js"
-import { graphError, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
+import { graphError, PARTIAL_OUTCOME_CODES, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
 /** The User-Agent of every Graph call: lookaside media downloads are unreliable through fetch without one (research §3.2). */
 export const USER_AGENT = "messaging-hub/0.1"
@@ -35,7 +35,9 @@ export const decodeGraphError = (status: number, headers: Readonly<Record<string
     subcode: error.error_subcode,
     fbtraceId: error.fbtrace_id,
     details: error.error_data?.details,
-    retryAfterSeconds: retryAfter
+    retryAfterSeconds: retryAfter,
+    // The whole answer where it reports what the call did nonetheless (parsed is defined here).
+    answer: error.code !== undefined && PARTIAL_OUTCOME_CODES.has(error.code) ? parsed : undefined
   })
 }
 

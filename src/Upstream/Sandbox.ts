@@ -23,12 +23,16 @@
  * The 24 h window only applies to reserved recipients, so the default sandbox stays usable:
  *   999131047 → free-form sends refused at once: 400, code 131047 (template sends pass)
  *   999231047 → free-form sends accepted, then a `failed` status event with error 131047
+ * Block Users keeps each number's blocked users in memory; a user to block or unblock starting with
+ *   999139100 (a number, or the id part of a business-scoped user id) is refused on its own: the
+ *   call fails with 139100, its answer listing each user taken and refused.
  * Example: to "999131030000" answers 131030; media id "9995001" answers 500.
  */
 import { Duration, Effect, FiberSet, Layer, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
 import { SandboxEvents } from "./SandboxEvents.js"
 import * as Account from "./Sandbox/Account.js"
+import { makeBlockStore } from "./Sandbox/BlockUsers.js"
 import { invalidParameter, windowClosedStatusError } from "./Sandbox/Failures.js"
 import { makeFlowStore } from "./Sandbox/Flows.js"
 import { makeMediaStore } from "./Sandbox/Media.js"
@@ -51,6 +55,7 @@ export const makeSandboxUpstream = Effect.gen(function*() {
   const media = makeMediaStore()
   const settings = makeSettingsStore()
   const flows = makeFlowStore()
+  const blocks = makeBlockStore()
 
   /** The events the real upstream would post after this send, each after the status delay. */
   const emitStatuses = (target: UpstreamTarget, send: AcceptedSend) => {
@@ -109,7 +114,10 @@ export const makeSandboxUpstream = Effect.gen(function*() {
     deprecateFlow: flows.deprecate,
     getGroup: Account.getGroup,
     listGroups: Account.listGroups,
-    getBusinessProfile: Account.businessProfile
+    getBusinessProfile: Account.businessProfile,
+    blockUsers: blocks.block,
+    unblockUsers: blocks.unblock,
+    listBlockedUsers: blocks.list
   })
 })
 

@@ -112,4 +112,13 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
   readonly listGroups: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{phone-number-id}/whatsapp_business_profile */
   readonly getBusinessProfile: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
+  /**
+   * POST /{phone-number-id}/block_users `{messaging_product, block_users: [{user} | {user_id}]}`. Some
+   * users refused is Graph error 139100, whose `answer` lists each user taken and refused.
+   */
+  readonly blockUsers: (target: UpstreamTarget, body: JsonObject) => Effect.Effect<JsonObject, UpstreamError>
+  /** DELETE /{phone-number-id}/block_users, the body and a partial failure as blockUsers'. */
+  readonly unblockUsers: (target: UpstreamTarget, body: JsonObject) => Effect.Effect<JsonObject, UpstreamError>
+  /** GET /{phone-number-id}/block_users: the number's blocked users, paged (`limit`, `after`, `before`). */
+  readonly listBlockedUsers: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
 }>() {}

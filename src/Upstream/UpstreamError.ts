@@ -1,5 +1,6 @@
 /** A failed upstream call, decoded from the Graph error envelope (or a timeout / network failure). */
 import { Data } from "effect"
+import type { JsonObject } from "../Domain/Json.js"
 
 export class UpstreamError extends Data.TaggedError("UpstreamError")<{
   /** graph: the upstream answered with an error envelope; timeout and network: no answer. */
@@ -15,7 +16,18 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{
   readonly details: string | undefined
   /** Seconds from a Retry-After header, when given. */
   readonly retryAfterSeconds: number | undefined
+  /**
+   * The whole error answer, for the codes whose answer reports a partial outcome
+   * (PARTIAL_OUTCOME_CODES); absent otherwise.
+   */
+  readonly answer?: JsonObject
 }> {}
+
+/**
+ * Graph codes whose error answer carries the call's outcome beside the error: 139100, Block Users'
+ * "failed to block/unblock some users", lists each user it did and did not take.
+ */
+export const PARTIAL_OUTCOME_CODES: ReadonlySet<number> = new Set([139100])
 
 /** Graph codes that mean throttling: app, WABA, throughput and pair rate limits. */
 export const THROTTLING_CODES: ReadonlySet<number> = new Set([4, 80007, 130429, 131056])
@@ -29,6 +41,7 @@ export const graphError = (fields: {
   readonly fbtraceId?: string | undefined
   readonly details?: string | undefined
   readonly retryAfterSeconds?: number | undefined
+  readonly answer?: JsonObject | undefined
 }) =>
   new UpstreamError({
     kind: "graph",
@@ -38,7 +51,8 @@ export const graphError = (fields: {
     message: fields.message,
     fbtraceId: fields.fbtraceId,
     details: fields.details,
-    retryAfterSeconds: fields.retryAfterSeconds
+    retryAfterSeconds: fields.retryAfterSeconds,
+    ...(fields.answer === undefined ? {} : { answer: fields.answer })
   })
 
 /** The upstream gave no answer: it timed out or could not be reached. */

@@ -295,6 +295,14 @@ const makeDefaults = (origin: () => string) => {
         data: [{ about: "Plants, delivered.", address: "1 Hacker Way", description: "Lucky Shrub", email: "hello@luckyshrub.com", profile_picture_url: "https://example.com/p.jpg", websites: ["https://luckyshrub.com"], vertical: "RETAIL", messaging_product: "whatsapp" }]
       })
     }
+    if (edge === "block_users" && segments.length === 2) {
+      if (method === "GET") return ok({ data: [], paging: { cursors: {} } })
+      // Each user taken: a number answered with its wa_id, a business-scoped user id with its user_id.
+      const users = (Array.isArray(body.block_users) ? body.block_users : []).filter(isRecord).map((item) =>
+        typeof item.user_id === "string" ? { input: item.user_id, user_id: item.user_id } : { input: String(item.user), wa_id: String(item.user).replace(/\D/g, "") }
+      )
+      return ok({ messaging_product: "whatsapp", block_users: { [method === "DELETE" ? "removed_users" : "added_users"]: users } })
+    }
     return toResponse({
       status: 404,
       body: graphErrorBody(`Unsupported ${method.toLowerCase()} request. Object with ID '${node}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`, 100, 33)

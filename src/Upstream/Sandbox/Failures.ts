@@ -5,6 +5,7 @@
  * code, so no real number collides. See the table in ../Sandbox.ts.
  */
 import { Effect } from "effect"
+import type { JsonObject } from "../../Domain/Json.js"
 import { graphError, type UpstreamError } from "../UpstreamError.js"
 
 interface Failure {
@@ -131,6 +132,28 @@ export const windowClosedStatusError = {
   message: "Re-engagement message",
   error_data: { details: windowFailure.details ?? "" },
   href: "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
+}
+
+/** Users (numbers or the id part of a business-scoped user id) with this prefix are refused one by one when blocked or unblocked. */
+export const BLOCK_FAILURE_PREFIX = "999139100"
+
+/** The error a refused user carries in Block Users' `failed_users`. */
+export const blockUserError = {
+  message: "(#139100) Failed to block/unblock users",
+  code: 139100,
+  error_data: { details: "Sandbox: forced block failure for this user" }
+}
+
+/**
+ * Code 139100: some users were not blocked or unblocked (HTTP 400). Its answer is Graph's: the
+ * outcome (`block_users`, each user taken and refused) beside the error.
+ */
+export const someUsersFailed = (outcome: JsonObject): UpstreamError => {
+  const message = "(#139100) Failed to block/unblock users"
+  const details = "Failed to block some users, see the block_users response list for details"
+  const fbtraceId = traceId()
+  const error = { message, type: "OAuthException", code: 139100, error_data: { details }, fbtrace_id: fbtraceId }
+  return graphError({ status: 400, code: 139100, message, fbtraceId, details, answer: { messaging_product: "whatsapp", block_users: outcome, error } })
 }
 
 /** Code 100: a parameter is missing or wrong (HTTP 400). */

@@ -1,0 +1,254 @@
+/**
+ * POST, DELETE and GET /api/block-users: on the sandbox (blocked users kept per number, 999139100
+ * refused one by one) and against the fake Graph (the exact body the upstream receives, Meta's
+ * mixed-outcome 139100 answer reported per user).
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+
+const NUMBER = "16505551234"
+const BSUID = "US.13491208655302741918"
+
+const blockUsers = (method: "POST" | "DELETE", token: string, json: unknown) =>
+  Effect.flatMap(TestHub, (hub) => hub.request(method, "/api/block-users", { token, json }))
+
+const listBlocked = (token: string, query = "") => Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/block-users${query}`, { token }))
+
+layer(testHub())("block users on the sandbox", (it) => {
+  it.effect("blocks a number and a business-scoped user id, lists them page by page, unblocks one", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const blocked = yield* blockUsers("POST", tenant.instanceToken, { users: [`+${NUMBER}`, BSUID] })
+      expect(blocked.status, blocked.text).toBe(200)
+      expect(blocked.body).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: BSUID, user_id: BSUID }] })
+
+      const listed = yield* listBlocked(tenant.instanceToken)
+      expect(listed.status).toBe(200)
+      expect(itemsOf(listed.body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }, { messaging_product: "whatsapp", user_id: BSUID }])
+
+      const first = yield* listBlocked(tenant.instanceToken, "?limit=1")
+      expect(itemsOf(first.body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+      const after = String((first.body.paging as { cursors: { after: string } }).cursors.after)
+      const second = yield* listBlocked(tenant.instanceToken, `?limit=1&after=${encodeURIComponent(after)}`)
+      expect(itemsOf(second.body)).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
+
+      const unblocked = yield* blockUsers("DELETE", tenant.instanceToken, { users: [NUMBER] })
+      expect(unblocked.status, unblocked.text).toBe(200)
+      expect(unblocked.body).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
+      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
+    }))
+
+  it.effect("an organization token names the instance by phone_number_id or instance_id; each number has its own list", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      const blocked = yield* blockUsers("POST", tenant.orgToken, { users: [NUMBER], phone_number_id: tenant.phoneNumberId })
+      expect(blocked.status, blocked.text).toBe(200)
+      const listed = yield* listBlocked(tenant.orgToken, `?instance_id=${tenant.instanceId}`)
+      expect(itemsOf(listed.body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+      expect(itemsOf((yield* listBlocked(other.instanceToken)).body)).toEqual([])
+      // Another organization's instance is unknown to this token.
+      const foreign = yield* listBlocked(tenant.orgToken, `?instance_id=${other.instanceId}`)
+      expect(foreign.status).toBe(404)
+    }))
+
+  it.effect("an item that is neither a number nor a business-scoped user id is a 400 naming it, and nothing is blocked", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const refused = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "hello", "12345", 42] })
+      expect(refused.status).toBe(400)
+      expect(refused.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+      const details = refused.body.details as ReadonlyArray<{ field: string; message: string }>
+      expect(details.map((d) => d.field)).toEqual(["users.1", "users.2", "users.3"])
+      expect(details[0]?.message).toContain(`"hello" is neither a phone number`)
+      expect(details[1]?.message).toContain(`"12345"`)
+      expect(details[2]?.message).toContain("42")
+      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([])
+
+      expect((yield* blockUsers("POST", tenant.instanceToken, { users: [] })).body).toMatchObject({
+        details: [{ field: "users", message: "must hold at least one user" }]
+      })
+      const tooMany = yield* blockUsers("DELETE", tenant.instanceToken, { users: Array.from({ length: 1001 }, (_, i) => String(16505550000 + i)) })
+      expect(tooMany.body).toMatchObject({ statusCode: 400, details: [{ field: "users", message: "must hold at most 1000 users" }] })
+    }))
+
+  it.effect("users refused one by one (999139100) are reported per user with 200; all refused is the upstream's 400", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const partial = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "999139100123", "US.999139100ABC"] })
+      expect(partial.status, partial.text).toBe(200)
+      expect(partial.body).toEqual({
+        added_users: [{ input: NUMBER, wa_id: NUMBER }],
+        failed_users: [
+          { input: "999139100123", wa_id: "999139100123", code: 139100, message: "(#139100) Failed to block/unblock users", details: "Sandbox: forced block failure for this user" },
+          { input: "US.999139100ABC", user_id: "US.999139100ABC", code: 139100, message: "(#139100) Failed to block/unblock users", details: "Sandbox: forced block failure for this user" }
+        ]
+      })
+      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+
+      const none = yield* blockUsers("DELETE", tenant.instanceToken, { users: ["999139100123"] })
+      expect(none.status).toBe(400)
+      expect(none.body).toMatchObject({
+        statusCode: 400,
+        message: "(#139100) Failed to block/unblock users",
+        error: "block_users_failed",
+        details: { upstream: { code: 139100 }, failed_users: [{ input: "999139100123", code: 139100 }] }
+      })
+    }))
+
+  it.effect("the sandbox's other reserved prefixes fail the whole call; no token is 401", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const refused = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "999100123"] })
+      expect(refused.status).toBe(400)
+      expect(refused.body).toMatchObject({ error: "upstream_error", details: { upstream: { code: 100 } } })
+      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([])
+
+      const hub = yield* TestHub
+      for (const method of ["POST", "DELETE", "GET"]) {
+        const anonymous = yield* hub.request(method, "/api/block-users", method === "GET" ? {} : { json: { users: [NUMBER] } })
+        expect(anonymous.status, method).toBe(401)
+        expect(anonymous.body).toEqual({ statusCode: 401, message: "Unauthorized" })
+      }
+    }))
+})
+
+/** Meta's mixed answer (HTTP 400): the users taken and refused beside the 139100 error. */
+const mixedAnswer = (taken: "added_users" | "removed_users", users: ReadonlyArray<unknown>, failed: ReadonlyArray<unknown>) => ({
+  status: 400,
+  body: {
+    messaging_product: "whatsapp",
+    block_users: { [taken]: users, failed_users: failed },
+    error: {
+      message: "(#139100) Failed to block/unblock users",
+      type: "OAuthException",
+      code: 139100,
+      error_data: { details: "Failed to block some users, see the block_users response list for details" },
+      fbtrace_id: "AbCdEfGh"
+    }
+  }
+})
+
+layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
+  it.effect("POST and DELETE send Meta's body (numbers as user without +, ids as user_id, other fields kept); GET passes its paging", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant({ accessToken: "EAAG-block" })
+      const blocked = yield* blockUsers("POST", tenant.orgToken, {
+        users: [`+${NUMBER}`, "US.ENT.abc123"],
+        instance_id: tenant.instanceId,
+        reason: { note: "spam" }
+      })
+      expect(blocked.status, blocked.text).toBe(200)
+      expect(blocked.body).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: "US.ENT.abc123", user_id: "US.ENT.abc123" }] })
+      const sent = yield* fake.lastRequest
+      expect(sent.method).toBe("POST")
+      expect(sent.path).toBe(`/v23.0/${tenant.phoneNumberId}/block_users`)
+      expect(sent.headers.authorization).toBe("Bearer EAAG-block")
+      expect(sent.json).toEqual({
+        reason: { note: "spam" },
+        messaging_product: "whatsapp",
+        block_users: [{ user: NUMBER }, { user_id: "US.ENT.abc123" }]
+      })
+
+      const unblocked = yield* blockUsers("DELETE", tenant.instanceToken, { users: [NUMBER] })
+      expect(unblocked.status, unblocked.text).toBe(200)
+      expect(unblocked.body).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
+      const deleted = yield* fake.lastRequest
+      expect({ method: deleted.method, path: deleted.path, json: deleted.json }).toEqual({
+        method: "DELETE",
+        path: `/v23.0/${tenant.phoneNumberId}/block_users`,
+        json: { messaging_product: "whatsapp", block_users: [{ user: NUMBER }] }
+      })
+
+      const page = {
+        data: [{ messaging_product: "whatsapp", wa_id: NUMBER }, { messaging_product: "whatsapp", wa_id: "16505551235", user_id: BSUID }],
+        paging: { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } }
+      }
+      yield* fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/block_users` }, { body: page })
+      const listed = yield* listBlocked(tenant.instanceToken, "?limit=2&after=QVFIUmFmdGVy&before=QVFIUmJlZm9yZQ")
+      expect(listed.status, listed.text).toBe(200)
+      expect(listed.body).toEqual(page)
+      expect((yield* fake.lastRequest).query).toEqual({ limit: "2", after: "QVFIUmFmdGVy", before: "QVFIUmJlZm9yZQ" })
+    }))
+
+  it.effect("a malformed item is a 400 naming it, and nothing is sent upstream", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      const before = (yield* fake.requests).length
+      const refused = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "us.lowercase"] })
+      expect(refused.status).toBe(400)
+      expect(refused.body).toMatchObject({ error: "validation_failed", details: [{ field: "users.1", message: expect.stringContaining(`"us.lowercase"`) }] })
+      expect((yield* fake.requests).length).toBe(before)
+    }))
+
+  it.effect("Meta's mixed 139100 answer is a 200 listing each refused user; its error_data may list them too", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/block_users` }, mixedAnswer(
+        "added_users",
+        [{ input: NUMBER, wa_id: NUMBER }],
+        [{ input: "16505550000", errors: [{ message: "Re-engagement required", code: "131047", error_data: { details: "User has not messaged in the last 24 hours" } }] }]
+      ))
+      const partial = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "16505550000"] })
+      expect(partial.status, partial.text).toBe(200)
+      expect(partial.body).toEqual({
+        added_users: [{ input: NUMBER, wa_id: NUMBER }],
+        failed_users: [{ input: "16505550000", code: 131047, message: "Re-engagement required", details: "User has not messaged in the last 24 hours" }]
+      })
+
+      yield* fake.respond({ method: "DELETE", path: `/${tenant.phoneNumberId}/block_users` }, {
+        status: 400,
+        body: {
+          error: {
+            message: "(#139100) Failed to block/unblock users",
+            code: 139100,
+            error_data: {
+              details: "Failed to unblock some users",
+              block_users: { removed_users: [{ input: NUMBER, wa_id: NUMBER }], failed_users: [{ input: BSUID, user_id: BSUID, errors: [{ message: "Unknown user", code: 100 }] }] }
+            }
+          }
+        }
+      })
+      const viaErrorData = yield* blockUsers("DELETE", tenant.instanceToken, { users: [NUMBER, BSUID] })
+      expect(viaErrorData.status, viaErrorData.text).toBe(200)
+      expect(viaErrorData.body).toEqual({
+        removed_users: [{ input: NUMBER, wa_id: NUMBER }],
+        failed_users: [{ input: BSUID, user_id: BSUID, code: 100, message: "Unknown user" }]
+      })
+    }))
+
+  it.effect("every user refused, or any other Graph error, is the upstream's error through the usual mapping", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/block_users` }, mixedAnswer(
+        "added_users",
+        [],
+        [{ input: NUMBER, wa_id: NUMBER, errors: [{ message: "Re-engagement required", code: 131047 }] }]
+      ))
+      const none = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER] })
+      expect(none.status).toBe(400)
+      expect(none.body).toEqual({
+        statusCode: 400,
+        message: "(#139100) Failed to block/unblock users",
+        error: "block_users_failed",
+        details: {
+          upstream: { code: 139100, fbtrace_id: "AbCdEfGh", details: "Failed to block some users, see the block_users response list for details" },
+          failed_users: [{ input: NUMBER, wa_id: NUMBER, code: 131047, message: "Re-engagement required" }]
+        }
+      })
+
+      yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/block_users` }, {
+        status: 400,
+        body: { error: { message: "(#139101) Blocklist limit reached", code: 139101, fbtrace_id: "XyZ" } }
+      })
+      const full = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER] })
+      expect(full.status).toBe(400)
+      expect(full.body).toEqual({ statusCode: 400, message: "(#139101) Blocklist limit reached", error: "block_users_failed", details: { upstream: { code: 139101, fbtrace_id: "XyZ" } } })
+    }))
+})
