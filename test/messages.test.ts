@@ -41,6 +41,8 @@ for (const engine of engines) layer(testHubOnFakeGraph({ engine, graphTimeout: D
           id: expect.stringMatching(/^msg_/),
           waMessageId: waIdOf(sent.body),
           to: RECIPIENT,
+          // Sent through /messages (a MARKETING template would say marketing_messages: marketing-messages.test.ts).
+          endpoint: "messages",
           type: typeCase.request.type,
           status: "pending",
           direction: "outbound",

@@ -3,6 +3,7 @@
  * user id (`recipient`), exactly one of `to` and `recipient` is given, the answer's contacts[] pass
  * through, and every field of a send the hub does not model (Direct Send's `category`, `ttl`, …) reaches
  * the Graph unchanged; the record keeps the category and the BSUID. Others' 2026 request fixtures are sent as they are.
+ * The other endpoints that forward a body (templates, settings, a call's pre-accept) keep what they do not model too.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -89,6 +90,53 @@ describe.each(["sqlite", "postgres"] as const)("sends, 2026 (%s)", (engine) => {
         expect(sent.status, sent.text).toBe(200)
         const upstream = yield* fake.lastRequest
         expect(isObject(upstream.json) ? upstream.json : {}).toEqual(payload)
+      }))
+
+    it.effect("every other endpoint that forwards a body to the Graph forwards what it does not model, and still checks what it does", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const extra = { next_thing_meta_adds: { nested: [1, "two"] } }
+        const template = { name: "spring_sale", language: "en_US", category: "MARKETING", components: [{ type: "BODY", text: "Sale" }] }
+        const created = yield* hub.request("POST", "/templates", {
+          token: tenant.instanceToken,
+          json: { ...template, message_send_ttl_seconds: 43200, parameter_format: "POSITIONAL", ...extra }
+        })
+        expect(created.status).toBe(200)
+        expect((yield* fake.lastRequest).json).toEqual({ ...template, message_send_ttl_seconds: 43200, parameter_format: "POSITIONAL", ...extra })
+        const badTemplate = yield* hub.request("POST", "/templates", { token: tenant.instanceToken, json: { ...template, category: "PROMO", ...extra } })
+        expect(badTemplate.status).toBe(400)
+
+        const settings = yield* hub.request("POST", "/phone-numbers/settings", {
+          token: tenant.instanceToken,
+          json: { calling: { status: "enabled", brand_new_option: true } }
+        })
+        expect(settings.status).toBe(200)
+        expect((yield* fake.lastRequest).json).toEqual({ calling: { status: "enabled", brand_new_option: true } })
+        // A section Meta adds is one section too, forwarded as given; two sections are still refused.
+        const newSection = yield* hub.request("POST", "/phone-numbers/settings", { token: tenant.instanceToken, json: { messaging_limits: { tier: "x" } } })
+        expect(newSection.status).toBe(200)
+        expect((yield* fake.lastRequest).json).toEqual({ messaging_limits: { tier: "x" } })
+        const two = yield* hub.request("POST", "/phone-numbers/settings", {
+          token: tenant.instanceToken,
+          json: { calling: { status: "enabled" }, messaging_limits: { tier: "x" } }
+        })
+        expect(two.status).toBe(400)
+
+        const preAccepted = yield* hub.request("POST", "/api/calls/pre-accept", {
+          token: tenant.instanceToken,
+          json: { to: "16505551234", call_id: "wacid.ABC", biz_opaque_callback_data: "call-9", ...extra }
+        })
+        expect(preAccepted.status).toBe(200)
+        expect((yield* fake.lastRequest).json).toEqual({
+          messaging_product: "whatsapp",
+          to: "16505551234",
+          action: "pre_accept",
+          call_id: "wacid.ABC",
+          biz_opaque_callback_data: "call-9",
+          ...extra
+        })
       }))
   })
 })

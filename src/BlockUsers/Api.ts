@@ -10,8 +10,8 @@ import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
-import { GraphLimit, GraphList, OtherKeys, PassThrough } from "../Domain/Json.js"
-import { IdString, RequestStruct } from "../Domain/Schemas.js"
+import { GraphLimit, GraphList, PassThrough } from "../Domain/Json.js"
+import { ForwardedRequest, IdString, RequestStruct } from "../Domain/Schemas.js"
 import { BSUID, USER_NUMBER } from "../Domain/UserIds.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 
@@ -32,14 +32,14 @@ export const UserRef = Schema.String.annotations({ message: (issue) => notAUser(
 )
 
 /** The users to block or unblock; the instance (organization tokens); any other field, passed through. */
-export const UsersChange = Schema.Struct({
+export const UsersChange = ForwardedRequest({
   users: Schema.Array(UserRef).pipe(
     Schema.minItems(1, { message: () => "must hold at least one user" }),
     Schema.maxItems(MAX_USERS, { message: () => `must hold at most ${MAX_USERS} users` })
   ).annotations({ description: `The users to block or unblock: 1 to ${MAX_USERS} phone numbers or business-scoped user ids` }),
   instance_id: Schema.optional(IdString).annotations({ description: "The instance, for an organization token" }),
   phone_number_id: Schema.optional(GraphId).annotations({ description: "The instance's phone number id, for an organization token" })
-}, OtherKeys).annotations({ parseOptions: { errors: "all" } })
+})
 
 /** A user the upstream took, as it answered it (`wa_id` for a number, `user_id` for a business-scoped user id). */
 export const UserOutcome = PassThrough({

@@ -10,6 +10,7 @@ import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import { isBusinessScopedUserId } from "../Domain/UserIds.js"
 import { BlockedUser, type FailedUser, UserOutcome, type UsersChange } from "./Api.js"
+import { forwardedBody } from "../Domain/Schemas.js"
 
 /** A refused user as the upstream lists it: its errors (Meta's examples write the code as text too). */
 const GraphFailedUser = Schema.Struct({
@@ -39,11 +40,10 @@ type Taken = "added_users" | "removed_users"
 
 /** The upstream's body: the caller's fields the hub does not model, then the hub's. */
 const upstreamBody = (payload: typeof UsersChange.Type): JsonObject => {
-  const { users, instance_id, phone_number_id, ...others } = payload
   return {
-    ...others,
+    ...forwardedBody(payload, ["users", "instance_id", "phone_number_id"]),
     messaging_product: "whatsapp",
-    block_users: users.map((user) => (isBusinessScopedUserId(user) ? { user_id: user } : { user: user.replace(/^\+/, "") }))
+    block_users: payload.users.map((user) => (isBusinessScopedUserId(user) ? { user_id: user } : { user: user.replace(/^\+/, "") }))
   }
 }
 

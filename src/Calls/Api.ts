@@ -8,10 +8,10 @@ import { Schema } from "effect"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
-import { RequestStruct } from "../Domain/Schemas.js"
+import { ForwardedRequest, RequestStruct } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
 
-export const PreAccept = RequestStruct({
+export const PreAccept = ForwardedRequest({
   to: UserIdentifier.annotations({
     description: "The caller: their number (wa_id digits) or, for a username user, their business-scoped user id (sent as `recipient`)"
   }),
@@ -37,7 +37,7 @@ export class CallsApi extends HttpApiGroup.make("calls")
         "Pre-accept an incoming call",
         "Pre-accepts the call from `to` (a number, or a business-scoped user id: the ringing call is found by either) so its " +
           "media connects sooner; the hub adds `messaging_product` and `action`. " +
-          "`call_id` and `session` (SDP) are passed through to the upstream. Without `call_id` the newest call from `to` " +
+          "`call_id`, `session` (SDP) and any field the hub does not model are passed through to the upstream. Without `call_id` the newest call from `to` " +
           "still ringing is used, as its `calls` webhooks told; 409 `no_ringing_call` when there is none.",
       { example: { to: "16505551234", call_id: "wacid.HBgLMTY1MDU1NTEyMzQVAgASGCA4NDJB" } }
     ))

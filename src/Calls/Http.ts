@@ -9,6 +9,7 @@ import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream } from "../Upstream/Upstream.js"
 import { CallsRepo, CallsRepoLive } from "./Repo.js"
 import { isBusinessScopedUserId } from "../Domain/UserIds.js"
+import { forwardedBody } from "../Domain/Schemas.js"
 
 /**
  * How long an incoming call counts as ringing without a later event: the user's phone rings for
@@ -36,6 +37,8 @@ export const CallsHttpLive = HttpApiBuilder.group(HubApi, "calls", (handlers) =>
         const callId = payload.call_id ?? (yield* calls.ringingCallFrom({ id: instance.id, organizationId: instance.organizationId }, payload.to, since))
         if (callId === undefined) return yield* noRingingCall(payload.to)
         const body = {
+          // Fields the hub does not model go to the Graph as given; `to` is sent as Meta names it.
+          ...forwardedBody(payload, ["to"]),
           messaging_product: "whatsapp",
           // A username user is addressed by their business-scoped user id, in Meta's `recipient`.
           ...(isBusinessScopedUserId(payload.to) ? { recipient: payload.to } : { to: payload.to }),

@@ -1,5 +1,6 @@
 /** Schema helpers shared by the feature contracts. */
 import { Schema } from "effect"
+import { type Json, type JsonObject, OtherKeys } from "./Json.js"
 
 /**
  * A request body or query: every failing field is reported (not only the first),
@@ -7,6 +8,22 @@ import { Schema } from "effect"
  */
 export const RequestStruct = <Fields extends Schema.Struct.Fields>(fields: Fields) =>
   Schema.Struct(fields).annotations({ parseOptions: { errors: "all", onExcessProperty: "ignore" } })
+
+/**
+ * A request body the hub forwards to the Graph: the fields it models are checked, and every other
+ * key is kept as given (any JSON) and forwarded unchanged, so the Graph receives what the caller
+ * sent, new fields of Meta's included. The hub's own keys are left out with `forwardedBody`.
+ */
+export const ForwardedRequest = <Fields extends Schema.Struct.Fields>(fields: Fields) =>
+  Schema.Struct(fields, OtherKeys).annotations({ parseOptions: { errors: "all" } })
+
+/** A forwarded request's body less the hub's own keys (which instance it is for, and the like). */
+export const forwardedBody = (request: { readonly [key: string]: Json | undefined }, hubKeys: ReadonlyArray<string>): JsonObject => {
+  const own: ReadonlySet<string> = new Set(hubKeys)
+  const body: Record<string, Json> = {}
+  for (const [key, value] of Object.entries(request)) if (value !== undefined && !own.has(key)) body[key] = value
+  return body
+}
 
 /** A trimmed, non-empty label of at most `max` characters. */
 export const Label = (max: number) =>

@@ -39,7 +39,8 @@ const updateSettings = <const Name extends string, const Path extends `/${string
     .addError(Wire.PayloadTooLarge)
     .pipe(documented(
       "Update phone number settings",
-      "Exactly one section per request: `calling`, `payload_encryption`, `storage_configuration` or `user_identity_change`.",
+      "Exactly one section per request: `calling`, `payload_encryption`, `storage_configuration` or `user_identity_change`, " +
+        "or a section Meta adds. Fields the hub does not model, and sections it does not know, are forwarded to the Graph unchanged.",
     { example: { calling: { status: "enabled", call_icon_visibility: "DEFAULT" } } }
   ))
 

@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { JsonObjectSchema, PassThrough } from "../Domain/Json.js"
-import { RequestStruct } from "../Domain/Schemas.js"
+import { ForwardedRequest, forwardedBody } from "../Domain/Schemas.js"
 import type { Json, JsonObject } from "../Upstream/Upstream.js"
 
 export const SETTINGS_SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"] as const
@@ -47,14 +47,20 @@ const UserIdentityChange = PassThrough({
   enabled: Schema.optional(Schema.Boolean)
 })
 
-export const SettingsUpdate = RequestStruct({
+/** The hub's own keys of a settings update (which instance): never sent upstream. */
+const HUB_KEYS = ["instance_id", "phone_number_id"]
+
+/** The feature sections an update gives: the modeled ones, and any other (a section Meta adds, forwarded as given). */
+const sectionsOf = (update: { readonly [key: string]: Json | undefined }) => Object.keys(forwardedBody(update, HUB_KEYS))
+
+export const SettingsUpdate = ForwardedRequest({
   calling: exactOptional(Calling),
   payload_encryption: exactOptional(PayloadEncryption),
   storage_configuration: exactOptional(StorageConfiguration),
   user_identity_change: exactOptional(UserIdentityChange)
 }).pipe(
   Schema.filter((update) => {
-    const found = SETTINGS_SECTIONS.filter((section) => update[section] !== undefined)
+    const found = sectionsOf(update)
     if (found.length === 1) return undefined
     const which = found.length === 0 ? "none" : found.join(", ")
     return {
@@ -66,14 +72,7 @@ export const SettingsUpdate = RequestStruct({
 )
 
 /** The one section of a valid update, as the upstream body. */
-export const upstreamBody = (update: typeof SettingsUpdate.Type): JsonObject => {
-  const body: Record<string, JsonObject> = {}
-  for (const section of SETTINGS_SECTIONS) {
-    const value = update[section]
-    if (value !== undefined) body[section] = value
-  }
-  return body
-}
+export const upstreamBody = (update: typeof SettingsUpdate.Type): JsonObject => forwardedBody(update, HUB_KEYS)
 
 const SECRET_KEY = /password/i
 

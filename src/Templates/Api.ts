@@ -6,14 +6,14 @@ import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { GraphList, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
-import { RequestStruct } from "../Domain/Schemas.js"
+import { ForwardedRequest, RequestStruct } from "../Domain/Schemas.js"
 import { componentIssues } from "./Components.js"
 
 export const TemplateCategory = Schema.Literal("MARKETING", "UTILITY", "AUTHENTICATION").annotations({
   message: () => ({ message: "must be MARKETING, UTILITY or AUTHENTICATION", override: true })
 })
 
-export const CreateTemplate = RequestStruct({
+export const CreateTemplate = ForwardedRequest({
   name: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,512}$/, {
     message: () => "must be snake_case: lowercase letters, digits and underscores, at most 512 characters"
   })),
@@ -77,7 +77,9 @@ export class TemplatesApi extends HttpApiGroup.make("templates")
       .pipe(documented(
         "Create a message template",
         "Submits a template to the upstream for approval; it is PENDING until approved (usually hours; in the sandbox, seconds). " +
-          "Only APPROVED templates can be sent.",
+          "Only APPROVED templates can be sent. Fields the hub does not model (`message_send_ttl_seconds`, `parameter_format`, " +
+          "and whatever Meta adds) are forwarded to the Graph unchanged. The template's category is kept for routing sends " +
+          "(the Marketing Messages API).",
       { example: TEMPLATE_EXAMPLE }
     ))
   )

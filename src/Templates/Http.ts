@@ -3,6 +3,7 @@ import { Effect, Layer, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { GraphList, limitText, PassThrough } from "../Domain/Json.js"
+import { forwardedBody } from "../Domain/Schemas.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
 import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -31,7 +32,8 @@ export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (hand
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
           const target = yield* requestTarget()
-          const body = { name: payload.name, language: payload.language, category: payload.category, components: payload.components }
+          // Fields the hub does not model (message_send_ttl_seconds, parameter_format, …) go to the Graph as given.
+          const body = forwardedBody(payload, [])
           const created = yield* upstream.createTemplate(target, body).pipe(
             Effect.mapError(toHubError),
             Effect.flatMap(decodeAnswer(Created, "the template creation"))

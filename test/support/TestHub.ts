@@ -132,8 +132,9 @@ export const seedTenant = (options: { readonly phoneNumberId?: string; readonly 
     const instances = yield* InstancesRepo
     const tokens = yield* TokensRepo
     tenantCounter++
-    const phoneNumberId = options.phoneNumberId ?? String(310000000000000 + tenantCounter * 7 + Math.floor(Math.random() * 1000) * 100)
-    const wabaId = options.wabaId ?? String(410000000000000 + tenantCounter * 7 + Math.floor(Math.random() * 1000) * 100)
+    // The counter keeps ids apart within a process (a random part alone collided once a file seeded ~100 tenants).
+    const phoneNumberId = options.phoneNumberId ?? String(310000000000000 + tenantCounter * 1000 + Math.floor(Math.random() * 1000))
+    const wabaId = options.wabaId ?? String(410000000000000 + tenantCounter * 1000 + Math.floor(Math.random() * 1000))
     const organization = yield* instances.createOrganization(`Tenant ${tenantCounter}`)
     const instance = yield* instances.createInstance({
       organizationId: organization.id,
