@@ -581,6 +581,33 @@ describe("the dashboard in Chromium", () => {
     await screenshot(page, "messages", true)
   })
 
+  it("shows a username user by name and business-scoped id, and filters the history by person", async () => {
+    const userId = "US.13491208655302741918"
+    const inbound = await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { user_id: userId, username: "pablomorales", type: "text", text: { body: "Hi, it's Pablo" } })
+    expect(inbound.status).toBe(200)
+    const reply = await hub.api("POST", "/api/messages", hub.instanceToken, { recipient: userId, type: "text", text: { body: "Hello Pablo" } })
+    expect(reply.status).toBe(200)
+    await sendText("someone else")
+    const page = await open()
+    await signIn(page, hub.instanceToken)
+    await go(page, "Messages")
+    const row = page.getByRole("row").filter({ hasText: String(record(inbound.body).id) })
+    await row.getByText("@pablomorales").waitFor()
+    // No number is known for them: the row shows their business-scoped user id, a link to every message with them.
+    await row.getByRole("link", { name: `Every message with ${userId}` }).click()
+    await page.waitForURL((url) => url.searchParams.get("user") === userId)
+    await page.getByText("Page 1 of 1 · 2 messages").waitFor()
+    expect(await page.getByRole("row").filter({ hasText: "15551234567" }).count()).toBe(0)
+    expect(await page.getByLabel("Person", { exact: true }).inputValue()).toBe(userId)
+    await screenshot(page, "messages-person")
+    // Typed by hand, a number they are not known by finds nobody's messages but that number's.
+    await page.getByLabel("Person", { exact: true }).fill("15551234567")
+    await page.getByRole("button", { name: "Apply filters" }).click()
+    await page.waitForURL(/user=15551234567/)
+    await page.getByRole("cell", { name: "→ outbound" }).first().waitFor()
+    expect(await page.getByText("@pablomorales").count()).toBe(0)
+  })
+
   it("simulates an inbound message in the sandbox and watches it arrive among the live events", async () => {
     const page = await open()
     await signIn(page, hub.instanceToken)

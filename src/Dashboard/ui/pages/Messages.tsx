@@ -3,11 +3,11 @@ import { call, pathWith } from "../api.js"
 import { Badge, PageTitle, Pager, Resource, Time, type Tone, useResource } from "../components.js"
 import { type SeenStatus, seenStatuses, useLiveFeed } from "../live.js"
 import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
-import { navigate, useLocation } from "../router.js"
+import { Link, navigate, useLocation } from "../router.js"
 import type { Instance, Message, Messages, TokenKind } from "../types.js"
 
 /** Every filter of GET /api/messages, as the page's query (so a filtered view can be linked and goes back and forth). */
-const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "instance_id"] as const
+const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "user", "instance_id"] as const
 type Filter = (typeof FILTERS)[number]
 type Filters = Readonly<Record<Filter, string>>
 
@@ -23,8 +23,34 @@ const filtersOf = (query: URLSearchParams): Filters => ({
   startDate: query.get("startDate") ?? "",
   endDate: query.get("endDate") ?? "",
   waMessageId: query.get("waMessageId") ?? "",
+  user: query.get("user") ?? "",
   instance_id: query.get("instance_id") ?? ""
 })
+
+/** Where a record came from when not a send of the hub's, in words. */
+const ORIGINS: Readonly<Record<string, string>> = {
+  smb_message_echoes: "from the Business app",
+  message_echoes: "sent by another sender",
+  standby: "while Meta's agent held the chat",
+  history: "synchronised history"
+}
+
+/**
+ * The other party: their username when known, then their number or, for a username user whose number
+ * is not known, their business-scoped user id; a link to every message with them.
+ */
+const Customer = (props: { readonly message: Message }) => {
+  const { message } = props
+  return (
+    <span class="customer">
+      {message.username === undefined ? null : <span class="username">@{message.username} </span>}
+      <Link to={pathWith("/messages", { user: message.to })} class="mono">
+        <span class="visually-hidden">Every message with </span>{message.to}
+      </Link>
+      {message.userId !== undefined && message.userId !== message.to ? <span class="mono muted small"> {message.userId}</span> : null}
+    </span>
+  )
+}
 
 const wholeNumber = (text: string | null, fallback: number) => {
   const n = Number(text)
@@ -75,6 +101,18 @@ const FilterForm = (props: { readonly filters: Filters; readonly limit: number; 
         <div class="field wide">
           <label for="f-wamid">Upstream message id</label>
           <input id="f-wamid" class="mono" placeholder="wamid.…" value={draft.waMessageId} onInput={set("waMessageId")} />
+        </div>
+        <div class="field wide">
+          <label for="f-user">Person</label>
+          <input
+            id="f-user"
+            class="mono"
+            placeholder="16505551234 or US.1349…"
+            aria-describedby="f-user-help"
+            value={draft.user}
+            onInput={set("user")}
+          />
+          <span id="f-user-help" class="help">A number or business-scoped user id: every message with that person, under any id the hub has learned for them.</span>
         </div>
         {props.instances === undefined ? null : (
           <div class="field">
@@ -215,8 +253,8 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
                       <tr key={message.id} class={selected?.id === message.id ? "selected" : undefined}>
                         <td data-label="Created"><Time iso={message.createdAt} /></td>
                         <td data-label="Direction">{message.direction === "inbound" ? "← inbound" : "→ outbound"}</td>
-                        <td data-label="Customer" class="mono">{message.to}</td>
-                        <td data-label="Type">{message.type}</td>
+                        <td data-label="Customer"><Customer message={message} /></td>
+                        <td data-label="Type">{message.type}{message.origin === undefined ? null : <span class="muted small"> · {ORIGINS[message.origin] ?? message.origin}</span>}</td>
                         <td data-label="Status"><Badge tone={statusTone(message.status)}>{message.status}</Badge></td>
                         <td data-label="Upstream id" class="mono truncate" title={message.waMessageId ?? undefined}>{message.waMessageId ?? "—"}</td>
                         <td data-label="Timeline" class="actions">
