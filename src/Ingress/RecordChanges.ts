@@ -95,31 +95,48 @@ const messagesValueChanges = (
   })
   const contacts = items(value, "contacts")
   const inbound = items(value, "messages").flatMap((m): ReadonlyArray<ReceivedMessage> => {
-    const from = text(m.from)
-    const userId = text(m.from_user_id)
     // A username user's message carries no number, only their business-scoped user id (since 2026).
-    const sender = from ?? userId
-    if (typeof m.id !== "string" || sender === undefined) return []
-    const contact = contacts.find((c) => (userId !== undefined && c.user_id === userId) || (from !== undefined && c.wa_id === from))
-    const profile = contact?.profile
-    return [{
-      instanceId: target.instanceId,
-      organizationId: target.organizationId,
-      waMessageId: m.id,
-      party: sender,
-      userId: userId ?? text(contact?.user_id),
-      parentUserId: text(m.from_parent_user_id) ?? text(contact?.parent_user_id),
-      username: isJsonObject(profile) ? text(profile.username) : undefined,
-      type: typeof m.type === "string" ? m.type : "unknown",
-      at: isoFromUnix(m.timestamp, receivedAt),
-      origin
-    }]
+    const party = { number: text(m.from), userId: text(m.from_user_id), parentUserId: text(m.from_parent_user_id) }
+    return recordOf(target, contacts, m, party, receivedAt, origin)
   })
   return [
     ...statuses.map((update): MessageChange => ({ _tag: "Status", update })),
     ...inbound.map((message): MessageChange => ({ _tag: "Received", message })),
     ...(origin === undefined ? [] : echoesOf(target, value, receivedAt, origin).map((message): MessageChange => ({ _tag: "Received", message })))
   ]
+}
+
+/**
+ * The record of a message with one user, named by their number, business-scoped user id or both; the
+ * change's contacts fill in the ids and username the message leaves out. Without an id or a party, none.
+ */
+const recordOf = (
+  target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
+  contacts: ReadonlyArray<JsonObject>,
+  message: JsonObject,
+  party: { readonly number: string | undefined; readonly userId: string | undefined; readonly parentUserId: string | undefined },
+  receivedAt: string,
+  origin: string | undefined,
+  direction?: "outbound"
+): ReadonlyArray<ReceivedMessage> => {
+  const { number, userId } = party
+  const named = number ?? userId
+  if (typeof message.id !== "string" || named === undefined) return []
+  const contact = contacts.find((c) => (userId !== undefined && c.user_id === userId) || (number !== undefined && c.wa_id === number))
+  const profile = contact?.profile
+  return [{
+    instanceId: target.instanceId,
+    organizationId: target.organizationId,
+    waMessageId: message.id,
+    ...(direction === undefined ? {} : { direction }),
+    party: named,
+    userId: userId ?? text(contact?.user_id),
+    parentUserId: party.parentUserId ?? text(contact?.parent_user_id),
+    username: isJsonObject(profile) ? text(profile.username) : undefined,
+    type: typeof message.type === "string" ? message.type : "unknown",
+    at: isoFromUnix(message.timestamp, receivedAt),
+    origin
+  }]
 }
 
 const stateOf = (status: string): StatusUpdate["status"] =>
@@ -139,25 +156,8 @@ const echoesOf = (
   const contacts = items(value, "contacts")
   return items(value, "message_echoes").flatMap((echo): ReadonlyArray<ReceivedMessage> => {
     const sent = isJsonObject(echo.message) ? { ...echo.message, ...echo } : echo
-    const to = text(sent.to)
-    const userId = text(sent.to_user_id) ?? text(sent.recipient)
-    const party = to ?? userId
-    if (typeof sent.id !== "string" || party === undefined) return []
-    const contact = contacts.find((c) => (userId !== undefined && c.user_id === userId) || (to !== undefined && c.wa_id === to))
-    const profile = contact?.profile
-    return [{
-      instanceId: target.instanceId,
-      organizationId: target.organizationId,
-      waMessageId: sent.id,
-      direction: "outbound",
-      party,
-      userId: userId ?? text(contact?.user_id),
-      parentUserId: text(sent.to_parent_user_id) ?? text(contact?.parent_user_id),
-      username: isJsonObject(profile) ? text(profile.username) : undefined,
-      type: typeof sent.type === "string" ? sent.type : "unknown",
-      at: isoFromUnix(sent.timestamp, receivedAt),
-      origin
-    }]
+    const party = { number: text(sent.to), userId: text(sent.to_user_id) ?? text(sent.recipient), parentUserId: text(sent.to_parent_user_id) }
+    return recordOf(target, contacts, sent, party, receivedAt, origin, "outbound")
   })
 }
 

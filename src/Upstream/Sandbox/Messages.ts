@@ -98,6 +98,37 @@ const checkContent = (type: string, content: Json | undefined): UpstreamError | 
   return undefined
 }
 
+/** A send's type, checked with its content as Meta checks them. */
+const checkedType = (body: JsonObject): Effect.Effect<string, UpstreamError> =>
+  Effect.gen(function*() {
+    const type = body.type ?? "text"
+    if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
+      return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
+    }
+    if (body.context !== undefined && !(isJsonObject(body.context) && isText(body.context.message_id))) {
+      return yield* Effect.fail(required("context.message_id"))
+    }
+    const problem = checkContent(type, body[type])
+    if (problem !== undefined) return yield* Effect.fail(problem)
+    return type
+  })
+
+/** The category of the approved template a template send names (lower case); a template the number lacks fails as Meta's does. */
+const sentTemplateCategory = (
+  body: JsonObject,
+  type: string,
+  approvedTemplate: (name: string, language: string) => Effect.Effect<{ readonly category: string } | undefined>
+): Effect.Effect<string | undefined, UpstreamError> =>
+  Effect.gen(function*() {
+    const template = body.template
+    if (type !== "template" || !isJsonObject(template) || !isText(template.name) || !isJsonObject(template.language) || !isText(template.language.code)) {
+      return undefined
+    }
+    const found = yield* approvedTemplate(template.name, template.language.code)
+    if (found === undefined) return yield* Effect.fail(templateMissing(template.name, template.language.code))
+    return found.category.toLowerCase()
+  })
+
 export const acceptSend = (
   target: UpstreamTarget,
   body: JsonObject,
@@ -116,25 +147,11 @@ export const acceptSend = (
     if (body.recipient_type !== undefined && body.recipient_type !== "individual" && !group) {
       return yield* Effect.fail(invalidParameter("Param recipient_type must be one of {individual, group}"))
     }
-    const type = body.type ?? "text"
-    if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
-      return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
-    }
-    if (body.context !== undefined && !(isJsonObject(body.context) && isText(body.context.message_id))) {
-      return yield* Effect.fail(required("context.message_id"))
-    }
-    const problem = checkContent(type, body[type])
-    if (problem !== undefined) return yield* Effect.fail(problem)
+    const type = yield* checkedType(body)
     yield* checkReserved(waId)
     if (waId.startsWith(SYNC_WINDOW_PREFIX) && type !== "template") return yield* Effect.fail(windowClosed())
 
-    let templateCategory: string | undefined = undefined
-    const template = body.template
-    if (type === "template" && isJsonObject(template) && isText(template.name) && isJsonObject(template.language) && isText(template.language.code)) {
-      const found = yield* approvedTemplate(template.name, template.language.code)
-      if (found === undefined) return yield* Effect.fail(templateMissing(template.name, template.language.code))
-      templateCategory = found.category.toLowerCase()
-    }
+    const templateCategory = yield* sentTemplateCategory(body, type, approvedTemplate)
     const messageId = wamid(waId)
     return {
       response: {
@@ -161,19 +178,8 @@ const acceptUserSend = (
 ): Effect.Effect<AcceptedSend, UpstreamError> =>
   Effect.gen(function*() {
     if (!isBusinessScopedUserId(userId)) return yield* Effect.fail(invalidParameter("Invalid parameter", `recipient: ${userId} is not a valid business-scoped user ID`))
-    const type = body.type ?? "text"
-    if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
-      return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
-    }
-    const problem = checkContent(type, body[type])
-    if (problem !== undefined) return yield* Effect.fail(problem)
-    let templateCategory: string | undefined = undefined
-    const template = body.template
-    if (type === "template" && isJsonObject(template) && isText(template.name) && isJsonObject(template.language) && isText(template.language.code)) {
-      const found = yield* approvedTemplate(template.name, template.language.code)
-      if (found === undefined) return yield* Effect.fail(templateMissing(template.name, template.language.code))
-      templateCategory = found.category.toLowerCase()
-    }
+    const type = yield* checkedType(body)
+    const templateCategory = yield* sentTemplateCategory(body, type, approvedTemplate)
     if (templateCategory === "authentication" || body.category === "authentication") yield* checkReserved("999131062")
     const messageId = wamid(stableNumericId(`user:${target.phoneNumberId}:${userId}`, 12))
     return {
