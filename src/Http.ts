@@ -46,7 +46,8 @@ import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
 import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
 import { MetricsHttpLive } from "./Metrics/Http.js"
 import { metricsLayer } from "./Metrics/Live.js"
-import { apiRoutes, type RouteOf } from "./Metrics/Routes.js"
+import { apiRoutes, type RouteOf } from "./Domain/Routes.js"
+import { EndpointPolicies } from "./Domain/Access.js"
 
 /**
  * What every service stands on: the database named by the config, its group commit, the key for
@@ -111,6 +112,9 @@ const FastLaneLive = Layer.scopedDiscard(
   })
 )
 
+/** Who may call each endpoint and the body each takes: read from HubApi's own annotations. */
+const EndpointPoliciesLive = EndpointPolicies.fromApi(HubApi)
+
 /** Serves the hub on whatever HttpServer is provided (ServerLive, or port 0 in tests). */
 export const HttpLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
@@ -119,6 +123,7 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HttpEdgeLive),
   Layer.provide(ApiLive),
+  Layer.provide(EndpointPoliciesLive),
   HttpServer.withLogAddress
 )
 
@@ -136,6 +141,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     Layer.provideMerge(ServicesLive),
     // Beneath everything that observes: services read Metrics as they are built (without it, they keep nothing).
     Layer.provideMerge(MetricsLive),
+    Layer.provide(EndpointPoliciesLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
     Layer.provide(Layer.setTracerEnabled(false)),
     HttpMiddleware.withTracerDisabledWhen(() => true)

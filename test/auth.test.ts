@@ -115,6 +115,40 @@ for (const engine of engines) layer(testHub({ engine }))(`api tokens (${engine})
       expect(revokeByInstance.status).toBe(403)
     }))
 
+  it.effect("GET /api/auth/whoami tells each token its kind and scope; without a token it is 401", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const session = yield* hub.request("GET", "/api/auth/whoami", { token: tenant.sessionToken })
+      expect(session.status).toBe(200)
+      expect(session.body).toEqual({
+        kind: "session",
+        organization_id: tenant.organizationId,
+        token_id: expect.any(String),
+        expires_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/)
+      })
+      expect(Date.parse(String(session.body.expires_at))).toBeGreaterThan(Date.now())
+      const organization = yield* hub.request("GET", "/api/auth/whoami", { token: tenant.orgToken })
+      expect(organization.status).toBe(200)
+      expect(organization.body).toEqual({ kind: "organization", organization_id: tenant.organizationId, token_id: expect.stringMatching(/^tok_/) })
+      const instance = yield* hub.request("GET", "/api/auth/whoami", { token: tenant.instanceToken })
+      expect(instance.status).toBe(200)
+      expect(instance.body).toEqual({
+        kind: "instance",
+        organization_id: tenant.organizationId,
+        instance_id: tenant.instanceId,
+        phone_number_id: tenant.phoneNumberId,
+        token_id: expect.stringMatching(/^tok_/)
+      })
+      // The token ids are the ones the token list shows.
+      const listed = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.orgToken })
+      const ids = itemsOf(listed.body).map((token) => token.id)
+      expect(ids).toEqual(expect.arrayContaining([organization.body.token_id, instance.body.token_id]))
+      const anonymous = yield* hub.request("GET", "/api/auth/whoami")
+      expect(anonymous.status).toBe(401)
+      expect(anonymous.body).toEqual({ statusCode: 401, message: "Unauthorized" })
+    }))
+
   it.effect("another organization's instance and token are 404, never revealed", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub

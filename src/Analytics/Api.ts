@@ -4,6 +4,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, apiTokens } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -55,7 +56,7 @@ export class AnalyticsApi extends HttpApiGroup.make("analytics")
     HttpApiEndpoint.get("activities", "/api/analytics/activities")
       .setUrlParams(ActivitiesQuery)
       .addSuccess(GraphList(Activity))
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "List business account activities",
         "The upstream's activity log of the instance's business account, passed through with its paging cursors " +
           "(`after`, `before`); filter by time (`since`, `until`) and `type`. An organization token names the instance " +
@@ -66,7 +67,7 @@ export class AnalyticsApi extends HttpApiGroup.make("analytics")
     HttpApiEndpoint.get("compliance", "/api/analytics/compliance")
       .setUrlParams(ComplianceQuery)
       .addSuccess(GraphList(JsonObjectSchema))
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Read compliance info",
         "The phone number's compliance info from the upstream, passed through. An organization token names the instance " +
           "with `instance_id` or `phone_number_id`."

@@ -60,6 +60,14 @@ export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers)
           }
           yield* resolver.forget(revoked.value)
         }))
+      .handle("whoami", () =>
+        Effect.map(CurrentPrincipal, (principal) => ({
+          kind: principal.kind,
+          organization_id: principal.organizationId,
+          ...(principal.instance === undefined ? {} : { instance_id: principal.instance.id, phone_number_id: principal.instance.phoneNumberId }),
+          token_id: principal.credentialId,
+          ...(principal.expiresAt === undefined ? {} : { expires_at: new Date(principal.expiresAt).toISOString() })
+        })))
       .handle("revokeSession", () =>
         Effect.gen(function*() {
           // The access policy admits session tokens only, so the principal is this session.

@@ -7,22 +7,24 @@ import { Context, Effect, Either, Layer } from "effect"
 import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, Unauthorized } from "../Domain/Errors.js"
 import type { Principal, TokenKind } from "../Domain/Principal.js"
-import { AccessPolicy, refusal } from "../Domain/Access.js"
+import { EndpointPolicies, refusal } from "../Domain/Access.js"
 import { TokenResolver } from "./TokenResolver.js"
 
 export { Authentication } from "../Domain/Authentication.js"
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i
 
-/** Token kinds allowed per route, looked up once per route rather than per request. */
-const allowedByRoute = new WeakMap<HttpRouter.Route<unknown, unknown>, ReadonlyArray<TokenKind>>()
-const allowedKinds = (route: HttpRouter.Route<unknown, unknown>): ReadonlyArray<TokenKind> => {
-  let allowed = allowedByRoute.get(route)
-  if (allowed === undefined) {
-    allowed = AccessPolicy[`${route.method} ${route.path}`] ?? []
-    allowedByRoute.set(route, allowed)
+/** Token kinds allowed per route (its `accepts` annotation), looked up once per route rather than per request. */
+const allowedKindsOf = (policies: EndpointPolicies["Type"]) => {
+  const allowedByRoute = new WeakMap<HttpRouter.Route<unknown, unknown>, ReadonlyArray<TokenKind>>()
+  return (route: HttpRouter.Route<unknown, unknown>): ReadonlyArray<TokenKind> => {
+    let allowed = allowedByRoute.get(route)
+    if (allowed === undefined) {
+      allowed = policies.acceptsOf(route.method, route.path)
+      allowedByRoute.set(route, allowed)
+    }
+    return allowed
   }
-  return allowed
 }
 
 /** The secret of a Bearer Authorization header, read from the header itself so the scheme is checked too. */
@@ -54,6 +56,7 @@ export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
     const check = authenticateBearer(yield* TokenResolver)
+    const allowedKinds = allowedKindsOf(yield* EndpointPolicies)
     // Runs on every protected request: plain combinators, one context read, no generator.
     const authenticate = Effect.contextWithEffect((context: Context.Context<HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext>) =>
       check(

@@ -6,6 +6,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, apiTokens } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -93,7 +94,7 @@ export class BlockUsersApi extends HttpApiGroup.make("blockUsers")
       .setPayload(UsersChange)
       .addSuccess(UsersBlocked)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Block users",
         "Blocks the users from contacting the instance's number (the upstream takes only users who messaged it in the last 24 " +
           `hours). ${CHANGE_TEXT}`,
@@ -105,13 +106,13 @@ export class BlockUsersApi extends HttpApiGroup.make("blockUsers")
       .setPayload(UsersChange)
       .addSuccess(UsersUnblocked)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented("Unblock users", `Unblocks the users. ${CHANGE_TEXT}`, { example: EXAMPLE }))
+      .pipe(accepts(apiTokens), documented("Unblock users", `Unblocks the users. ${CHANGE_TEXT}`, { example: EXAMPLE }))
   )
   .add(
     HttpApiEndpoint.get("list", "/api/block-users")
       .setUrlParams(BlockedUsersQuery)
       .addSuccess(GraphList(BlockedUser))
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "List blocked users",
         "The users blocked from the instance's number, from the upstream, with its paging cursors (`limit`, `after`, `before`). " +
           "An organization token names the instance with `instance_id` or `phone_number_id`."

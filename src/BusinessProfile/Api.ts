@@ -1,6 +1,7 @@
 /** The WhatsApp business profile of the instance's phone number (instance tokens only). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -25,7 +26,7 @@ export class BusinessProfileApi extends HttpApiGroup.make("businessProfile")
         fields: Schema.optional(Schema.String.pipe(Schema.pattern(/^[a-z_]+(,[a-z_]+)*$/, { message: () => "must be field names, comma separated" })))
       }))
       .addSuccess(BusinessProfile)
-      .pipe(documented("Read the business profile", "The WhatsApp business profile of the instance's phone number, from the upstream."))
+      .pipe(accepts(instanceOnly), documented("Read the business profile", "The WhatsApp business profile of the instance's phone number, from the upstream."))
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -5,6 +5,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -33,7 +34,7 @@ export class CallsApi extends HttpApiGroup.make("calls")
       .addSuccess(Schema.Struct({ success: Schema.Boolean }))
       .addError(Wire.Conflict)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(instanceOnly), documented(
         "Pre-accept an incoming call",
         "Pre-accepts the call from `to` (a number, or a business-scoped user id: the ringing call is found by either) so its " +
           "media connects sooner; the hub adds `messaging_product` and `action`. " +

@@ -1,11 +1,12 @@
 /**
  * An endpoint's text in the OpenAPI document: a summary, a description, and the token kinds it
- * accepts, read from AccessPolicy (the rule the Authentication middleware applies), so the
- * document cannot say otherwise than the hub does.
+ * accepts, read from its own `accepts` annotation (the rule the Authentication middleware applies),
+ * so the document cannot say otherwise than the hub does.
  */
 import { type HttpApiEndpoint, type HttpMethod, OpenApi } from "@effect/platform"
+import { Context, Option } from "effect"
 import type { TokenKind } from "./Principal.js"
-import { AccessPolicy, OperatorAccess } from "./Access.js"
+import { acceptedKinds, OperatorCredential } from "./Access.js"
 import { isRecord } from "./Json.js"
 
 const kindNames: Record<TokenKind, string> = {
@@ -14,10 +15,10 @@ const kindNames: Record<TokenKind, string> = {
   instance: "an instance token"
 }
 
-/** The sentence naming who may call `method path`: its access policy's token kinds, the operator's credential, or no token. */
-export const accessText = (method: string, path: string): string => {
-  const kinds = AccessPolicy[`${method} ${path}`]
-  if (kinds === undefined) return OperatorAccess[`${method} ${path}`] ?? "Needs no Bearer token."
+/** The sentence naming who may call an endpoint: the token kinds it accepts, the operator's credential, or no token. */
+export const accessText = (annotations: Context.Context<never>): string => {
+  const kinds = acceptedKinds(annotations)
+  if (kinds === undefined) return Option.getOrElse(Context.getOption(annotations, OperatorCredential), () => "Needs no Bearer token.")
   return `Accepts ${kinds.map((kind) => kindNames[kind]).join(" or ")} as \`Authorization: Bearer <token>\`.`
 }
 
@@ -32,7 +33,8 @@ const withRequestExample = (example: unknown) => <Operation extends object>(oper
 }
 
 /**
- * Annotates an endpoint with its summary and description, ending with the token kinds it accepts,
+ * Annotates an endpoint with its summary and description, ending with the token kinds it accepts
+ * (its `accepts` annotation, so apply that first),
  * and its request body's example (one a caller can send as it is: test/openapi.test.ts sends each).
  */
 export const documented = (summary: string, description?: string, options: { readonly example?: unknown } = {}) =>
@@ -41,6 +43,6 @@ export const documented = (summary: string, description?: string, options: { rea
 ): HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE> =>
   endpoint.annotateContext(OpenApi.annotations({
     summary,
-    description: [description, accessText(endpoint.method, endpoint.path)].filter((text) => text !== undefined).join("\n\n"),
+    description: [description, accessText(endpoint.annotations)].filter((text) => text !== undefined).join("\n\n"),
     ...(options.example === undefined ? {} : { transform: withRequestExample(options.example) })
   }))

@@ -14,7 +14,7 @@ import { Cause, Context, Effect, FiberSet, Layer, type Scope } from "effect"
 import { HubConfig } from "../Config.js"
 import type { HotRoute, PlainResponder, PlainRoute } from "../Domain/PlainRoute.js"
 import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
-import { MAX_BODY_BYTES } from "./BodyLimits.js"
+import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
 
 export type { HotRoute } from "../Domain/PlainRoute.js"
@@ -32,7 +32,7 @@ const starting = () =>
  * handlers installed through HotRoutes (503 until they are, and once they are gone).
  */
 export const hubServer = (options: { readonly port: number; readonly hostname: string }) =>
-  Layer.unwrapEffect(Effect.sync(() => {
+  Layer.unwrapEffect(Effect.map(EndpointPolicies, (policies) => {
     const handlers = new Map<HotRoute, (request: Request) => Promise<Response>>()
     const dispatch = (route: HotRoute) => (request: Request) => (handlers.get(route) ?? starting)(request)
     const hotRoutes = HotRoutes.of({
@@ -44,7 +44,7 @@ export const hubServer = (options: { readonly port: number; readonly hostname: s
         ...options,
         // Each route's limit is enforced by the edge as the body streams, answered with its JSON 413; Bun's
         // own (a bare 413) only meets declared lengths far beyond any route's.
-        maxRequestBodySize: 8 * MAX_BODY_BYTES,
+        maxRequestBodySize: 8 * policies.maxBodyBytes,
         routes: {
           "/api/messages": { POST: dispatch("POST /api/messages") },
           "/upstream/events": { POST: dispatch("POST /upstream/events") }
@@ -60,10 +60,11 @@ const interrupted = HttpServerResponse.unsafeJson(
 )
 
 /** What the edge knows of a hot route's request. */
-const lineOf = (route: HotRoute, request: Request): RequestLine => ({
+const lineOf = (route: HotRoute, request: Request, bodyLimit: RouteBodyLimit): RequestLine => ({
   method: route.slice(0, route.indexOf(" ")),
   url: pathOf(request.url),
-  requestId: request.headers.get("x-request-id") ?? undefined
+  requestId: request.headers.get("x-request-id") ?? undefined,
+  bodyLimit
 })
 
 /** `answer` behind the edge, run with `run`, as a web Response (503 if the hub interrupts it while stopping). */
@@ -89,14 +90,17 @@ const atEdgeOn = <R>(
 export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, route }: PlainRoute) =>
   Effect.gen(function*() {
     const logRequests = logsRequests(yield* HubConfig)
-    const recorder = (yield* Metrics).route(route.slice(0, route.indexOf(" ")), route.slice(route.indexOf(" ") + 1))
+    const method = route.slice(0, route.indexOf(" "))
+    const path = route.slice(route.indexOf(" ") + 1)
+    const recorder = (yield* Metrics).route(method, path)
+    const bodyLimit = (yield* EndpointPolicies).bodyLimitOf(method, path)
     const run = yield* FiberSet.makeRuntimePromise<never>()
     const runFork = yield* FiberSet.makeRuntime<never>()
     // Finalizers run last first: the route is removed, then this waits, then the fibers stop.
     yield* Effect.addFinalizer(() => drained)
     yield* Effect.flatMap(HotRoutes, (routes) =>
       routes.install(route, (request) => {
-        const offered = lineOf(route, request)
+        const offered = lineOf(route, request, bodyLimit)
         // Fixed at once, so that logs made while the request runs (`inRequest`) carry the id it is answered with.
         const requestId = requestIdFor(offered.requestId)
         const line: RequestLine = { ...offered, requestId }

@@ -19,7 +19,7 @@ import {
 } from "../Domain/Errors.js"
 import { type HubMetrics, Metrics, noMetrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
-import { bodyLimitOf } from "./BodyLimits.js"
+import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 
 export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
@@ -72,12 +72,14 @@ export interface RequestLine {
   readonly url: string
   /** The caller's `x-request-id`, if any. */
   readonly requestId: string | undefined
+  /** The route's body limit (its `bodyLimit` annotation): its 413 answers a body found too large while read. */
+  readonly bodyLimit: RouteBodyLimit
 }
 
 /** A body that went past its route's limit while it was read (Net/BodyLimit.ts), wherever the reader wrapped it. */
 const bodyTooLargeResponse = (failure: unknown, request: RequestLine) =>
   Predicate.hasProperty(failure, "cause") && isBodyTooLarge(failure.cause)
-    ? Option.some(hubErrorResponse(bodyLimitOf(request.method, request.url.split("?")[0] ?? "").tooLarge(undefined)))
+    ? Option.some(hubErrorResponse(request.bodyLimit.tooLarge(undefined)))
     : Option.none()
 
 const failureResponse = (failure: unknown, request: RequestLine) => {
@@ -195,14 +197,14 @@ export const atEdge = <E, R>(
 /**
  * The edge around every request HttpApi serves. Its body is bounded before the route reads it: a
  * declared length over the route's limit is refused at once, and a body of no declared length is
- * counted as it streams (Edge/BodyLimits.ts).
+ * counted as it streams: the limit is the route's `bodyLimit` annotation (Domain/Access.ts).
  */
-export const edge = (logRequests: boolean, metrics: HubMetrics = noMetrics) => (app: HttpApp.Default): HttpApp.Default =>
+export const edge = (logRequests: boolean, policies: EndpointPolicies["Type"], metrics: HubMetrics = noMetrics) => (app: HttpApp.Default): HttpApp.Default =>
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-    const line: RequestLine = { method: request.method, url: request.url, requestId: request.headers["x-request-id"] }
+    const limit = policies.bodyLimitOf(request.method, request.url)
+    const line: RequestLine = { method: request.method, url: request.url, requestId: request.headers["x-request-id"], bodyLimit: limit }
     const recorder = metrics.routeOf(request.method, request.url)
-    const limit = bodyLimitOf(request.method, request.url.split("?")[0] ?? "")
     const declared = declaredLength(request.headers["content-length"])
     if (declared !== undefined && declared > limit.bytes) return atEdge(line, logRequests, Effect.fail(limit.tooLarge(declared)), recorder)
     const source = request.source
@@ -219,5 +221,8 @@ export const edge = (logRequests: boolean, metrics: HubMetrics = noMetrics) => (
 export const logsRequests = (config: { readonly logLevel: LogLevel.LogLevel }) => LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel)
 
 export const HttpEdgeLive = Layer.unwrapEffect(
-  Effect.zipWith(HubConfig, Metrics, (config, metrics) => HttpApiBuilder.middleware(edge(logsRequests(config), metrics)))
+  Effect.gen(function*() {
+    const config = yield* HubConfig
+    return HttpApiBuilder.middleware(edge(logsRequests(config), yield* EndpointPolicies, yield* Metrics))
+  })
 )

@@ -1,6 +1,8 @@
 /** Flows of the instance's business account and their assets (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, bodyLimit, instanceOnly } from "../Domain/Access.js"
+import { FLOW_ASSET_UPLOAD_LIMIT } from "../Media/MediaKinds.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -53,13 +55,13 @@ export class FlowsApi extends HttpApiGroup.make("flows")
     HttpApiEndpoint.get("list", "/flows")
       .setUrlParams(FlowListQuery)
       .addSuccess(GraphList(Flow))
-      .pipe(documented("List flows", "The business account's flows, with the upstream's paging cursors."))
+      .pipe(accepts(instanceOnly), documented("List flows", "The business account's flows, with the upstream's paging cursors."))
   )
   .add(
     HttpApiEndpoint.get("assets", "/flows/:flowId/assets")
       .setPath(FlowPath)
       .addSuccess(GraphList(FlowAsset))
-      .pipe(documented("List a flow's assets", "The flow's files (its flow.json and images), each with a download URL."))
+      .pipe(accepts(instanceOnly), documented("List a flow's assets", "The flow's files (its flow.json and images), each with a download URL."))
   )
   .add(
     HttpApiEndpoint.post("uploadAsset", "/flows/:flowId/assets")
@@ -68,7 +70,7 @@ export class FlowsApi extends HttpApiGroup.make("flows")
       .addSuccess(FlowAssetUploaded)
       .addError(Wire.PayloadTooLarge)
       .addError(Wire.UnsupportedMediaType)
-      .pipe(documented(
+      .pipe(accepts(instanceOnly), bodyLimit(FLOW_ASSET_UPLOAD_LIMIT), documented(
         "Upload a flow asset",
         "multipart/form-data: `file` (flow.json, or a PNG or JPEG image), `name` (`flow.json` for the main file) and " +
           "`asset_type` (FLOW_JSON or IMAGE); at most 10 MB. The upstream's validation errors of the flow are in the answer."
@@ -78,7 +80,7 @@ export class FlowsApi extends HttpApiGroup.make("flows")
     HttpApiEndpoint.post("deprecate", "/flows/:flowId/deprecate")
       .setPath(FlowPath)
       .addSuccess(Schema.Struct({ success: Schema.Boolean }))
-      .pipe(documented("Deprecate a flow", "A PUBLISHED flow can no longer be sent; this cannot be undone."))
+      .pipe(accepts(instanceOnly), documented("Deprecate a flow", "A PUBLISHED flow can no longer be sent; this cannot be undone."))
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -1,6 +1,7 @@
 /** Groups of the instance's phone number (instance tokens), with the upstream fields renamed as the spec names them. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -20,7 +21,7 @@ export class GroupsApi extends HttpApiGroup.make("groups")
     HttpApiEndpoint.get("get", "/groups/:groupId")
       .setPath(Schema.Struct({ groupId: GroupId }))
       .addSuccess(Group)
-      .pipe(documented("Read a group", "A group of the instance's phone number: subject, description, creation time and participant count."))
+      .pipe(accepts(instanceOnly), documented("Read a group", "A group of the instance's phone number: subject, description, creation time and participant count."))
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -4,8 +4,9 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { bodyLimit, type RouteBodyLimit } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
-import { Wire } from "../Domain/Errors.js"
+import { PayloadTooLarge, Wire } from "../Domain/Errors.js"
 import { JsonObjectSchema } from "../Domain/Json.js"
 
 export const IngestSummary = Schema.Struct({
@@ -35,6 +36,13 @@ const STATUS_EVENT_EXAMPLE = {
   }]
 }
 
+/** The largest upstream post: Meta's are a few KB, batches well under 1 MB; anything far larger is refused. */
+export const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
+
+export const upstreamBodyTooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
+
+const UPSTREAM_POST_LIMIT: RouteBodyLimit = { bytes: MAX_UPSTREAM_BODY, tooLarge: () => upstreamBodyTooLarge }
+
 export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
   .annotate(OpenApi.Description, "Where the upstream posts its events (signed with the app secret) and verifies the callback; no Bearer token.")
   .add(
@@ -59,7 +67,7 @@ export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
       .addError(Wire.Unauthorized)
       .addError(Wire.PayloadTooLarge)
       .addError(Wire.ServiceUnavailable)
-      .pipe(documented(
+      .pipe(bodyLimit(UPSTREAM_POST_LIMIT), documented(
         "Receive upstream events (the upstream calls this)",
         "The upstream posts its webhook envelopes here, signed with `X-Hub-Signature-256` when the hub has an app secret " +
           "(401 if the signature does not match). Answered 200 once the events and their deliveries are committed; each change " +

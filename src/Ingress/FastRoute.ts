@@ -15,7 +15,8 @@ const abortedAnswer = HttpServerResponse.unsafeJson(
   { status: 400 }
 )
 import { makeUpstreamPostCheck } from "./Http.js"
-import { type IngestAnswer, Ingress, MAX_UPSTREAM_BODY, summaryOf } from "./Ingress.js"
+import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
+import { MAX_UPSTREAM_BODY } from "./Api.js"
 
 export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
   const post = yield* makeUpstreamPostCheck

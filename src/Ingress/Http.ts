@@ -6,13 +6,13 @@ import { BadRequest, Forbidden, PayloadTooLarge, ServiceUnavailable, Unauthorize
 import { declaredLength } from "../Net/BodyLimit.js"
 import { parseJsonObject } from "../Domain/Json.js"
 import type { Envelope } from "./Envelope.js"
-import { Ingress, MAX_UPSTREAM_BODY } from "./Ingress.js"
+import { Ingress } from "./Ingress.js"
+import { MAX_UPSTREAM_BODY, upstreamBodyTooLarge } from "./Api.js"
 import { constantTimeEqual, verifyHubSignature } from "./HubSignature.js"
 
 
 const utf8 = new TextDecoder()
 
-export const upstreamBodyTooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
 
 const notAnObject = new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
 

@@ -26,6 +26,7 @@ import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, parseEnvelope, type UpstreamChange } from "./Envelope.js"
 import { Handoff, type DispatcherIntake } from "../Delivery/Handoff.js"
 import { recordChangesOrNone } from "./RecordChanges.js"
+import { MAX_UPSTREAM_BODY } from "./Api.js"
 import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "../Delivery/Outbox.js"
 
 export interface IngestResult {
@@ -82,9 +83,6 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
    */
   readonly holdUnverified: (declaredBytes: number | undefined) => (() => void) | ServiceUnavailable
 }>() {}
-
-/** The largest upstream post: Meta's are a few KB, batches well under 1 MB; anything far larger is refused. */
-export const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
 
 /** Most payloads written in one transaction. */
 const MAX_GROUP = 256

@@ -1,6 +1,7 @@
 /** Instances of the caller's organization (organization or session tokens). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, management } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { IsoTimestamp } from "../Domain/Schemas.js"
@@ -23,7 +24,7 @@ export class InstancesApi extends HttpApiGroup.make("instances")
   .add(
     HttpApiEndpoint.get("list", "/api/instances")
       .addSuccess(Schema.Struct({ data: Schema.Array(InstanceRecord) }))
-      .pipe(documented("List instances", "The organization's instances: each one's id, phone number id and business account id."))
+      .pipe(accepts(management), documented("List instances", "The organization's instances: each one's id, phone number id and business account id."))
   )
   .middleware(Authentication)
 {}

@@ -1,6 +1,7 @@
 /** Live events: the upstream changes routed to the caller's instances, streamed as they commit (server-sent events). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Authentication } from "../Domain/Authentication.js"
+import { accepts, apiTokens } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Wire } from "../Domain/Errors.js"
 import { RequestStruct } from "../Domain/Schemas.js"
@@ -22,7 +23,7 @@ export class LiveEventsApi extends HttpApiGroup.make("liveEvents")
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
       .addError(Wire.TooManyRequests)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Stream live events",
         "The upstream changes committed for the caller's instances, as server-sent events. Organization tokens see every " +
           "instance of the organization (or the one named by instance_id or phone_number_id); instance tokens their own. " +

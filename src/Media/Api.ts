@@ -1,7 +1,9 @@
 /** Media: upload (multipart, both spellings of the path), info, and a streaming download (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, bodyLimit, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
+import { MEDIA_UPLOAD_LIMIT } from "./MediaKinds.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
@@ -19,7 +21,7 @@ export const MediaUpload = HttpApiSchema.Multipart(
       })
     )
   }),
-  // No parser size limits: the edge bounds the body as it streams (Edge/BodyLimits.ts), then each kind its file.
+  // No parser size limits: the edge bounds the body as it streams (its bodyLimit annotation), then each kind its file.
   // Every file part stays a file, whatever its content type (the default reads application/json as text).
   { fieldMimeTypes: [] }
 )
@@ -42,7 +44,7 @@ const upload = <const Name extends string, const Path extends `/${string}`>(name
     .addSuccess(MediaUploaded)
     .addError(Wire.PayloadTooLarge)
     .addError(Wire.UnsupportedMediaType)
-    .pipe(documented(
+    .pipe(accepts(instanceOnly), bodyLimit(MEDIA_UPLOAD_LIMIT), documented(
       "Upload media",
       "multipart/form-data: `file`, `type` (its MIME type) and `messaging_product` (`whatsapp`). Limits by kind: images " +
         "(jpeg, png, webp) 5 MB, audio and video 16 MB, documents 100 MB, stickers (`kind=sticker`, webp) 100 KB. " +
@@ -57,7 +59,7 @@ export class MediaApi extends HttpApiGroup.make("media")
     HttpApiEndpoint.get("info", "/media/:mediaId")
       .setPath(MediaPath)
       .addSuccess(MediaInfo)
-      .pipe(documented(
+      .pipe(accepts(instanceOnly), documented(
         "Read media info",
         "The media's MIME type, size, SHA-256 and a temporary download URL (about 5 minutes, needs the instance's access " +
           "token: use the download endpoint instead)."
@@ -69,7 +71,7 @@ export class MediaApi extends HttpApiGroup.make("media")
       .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }).annotations({
         description: "The media bytes, with the upstream's Content-Type and Content-Length"
       }))
-      .pipe(documented("Download media", "Streams the media's bytes from the upstream with the instance's access token."))
+      .pipe(accepts(instanceOnly), documented("Download media", "Streams the media's bytes from the upstream with the instance's access token."))
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

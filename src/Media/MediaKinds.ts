@@ -2,6 +2,8 @@
  * What may be uploaded: the spec's limits table per kind, and the file signatures ("magic bytes")
  * that tell whether a file's content matches the MIME type it was declared with.
  */
+import type { RouteBodyLimit } from "../Domain/Access.js"
+import { PayloadTooLarge } from "../Domain/Errors.js"
 
 export type MediaKind = "image" | "audio" | "video" | "document" | "sticker"
 
@@ -48,7 +50,21 @@ export const MAX_UPLOAD_BYTES = 100 * MB
 export const MAX_FLOW_ASSET_BYTES = 10 * MB
 
 /** Room for the multipart framing and the text fields around an uploaded file. */
-export const MULTIPART_FRAMING_BYTES = 64 * 1024
+const MULTIPART_FRAMING_BYTES = 64 * 1024
+
+/** An upload route's body limit: its largest file and the multipart framing (each kind's own limit is checked on the file). */
+const uploadBodyLimit = (maxFileBytes: number): RouteBodyLimit => ({
+  bytes: maxFileBytes + MULTIPART_FRAMING_BYTES,
+  tooLarge: (declared) =>
+    new PayloadTooLarge({
+      message: `The upload is too large: at most ${describeSize(maxFileBytes)} per file`,
+      error: "payload_too_large",
+      details: { max_bytes: maxFileBytes, ...(declared === undefined ? {} : { content_length: declared }) }
+    })
+})
+
+export const MEDIA_UPLOAD_LIMIT = uploadBodyLimit(MAX_UPLOAD_BYTES)
+export const FLOW_ASSET_UPLOAD_LIMIT = uploadBodyLimit(MAX_FLOW_ASSET_BYTES)
 
 /** `Image/JPEG; charset=x` → `image/jpeg`. */
 export const baseMimeType = (declared: string): string => (declared.split(";")[0] ?? "").trim().toLowerCase()

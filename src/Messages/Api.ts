@@ -1,6 +1,7 @@
 /** Messages: send one message (every type) and list the message history (organization or instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
+import { accepts, apiTokens } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -164,7 +165,7 @@ export class MessagesApi extends HttpApiGroup.make("messages")
       .addError(Wire.PayloadTooLarge)
       .addError(UpstreamErrors)
       .addError(Wire.ServiceUnavailable)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Send a message",
         "Sends one message of any type (text, image, audio, video, document, sticker, location, contacts, reaction, " +
           "template, interactive) through the upstream and records it as `pending`; status events move it on. " +
@@ -180,7 +181,7 @@ export class MessagesApi extends HttpApiGroup.make("messages")
       .addSuccess(MessageList)
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "List the message history",
         "Messages sent and received, newest first, in pages (`page`, `limit` up to 100), filtered by status, direction, " +
           "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive), upstream message id and person " +

@@ -6,7 +6,7 @@
  */
 import { HttpApiError } from "@effect/platform"
 import { Cause, Effect, Either, Schema } from "effect"
-import { AccessPolicy } from "../Domain/Access.js"
+import { EndpointPolicies } from "../Domain/Access.js"
 import { authenticateBearer, authenticateBearerNow } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
 import { declaresJson, decodeWith, jsonBodyLimit, malformedJson, type PlainResponder, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
@@ -26,7 +26,7 @@ export const makeSendPlainRoute = Effect.gen(function*() {
   const resolver = yield* TokenResolver
   const authenticate = authenticateBearer(resolver)
   const authenticateCached = authenticateBearerNow(resolver)
-  const allowed = AccessPolicy["POST /api/messages"] ?? []
+  const allowed = (yield* EndpointPolicies).acceptsOf("POST", "/api/messages")
   const decodeHeaders = decodeWith(SendHeaders)
   const decodePayload = decodeWith(SendMessageRequest)
   const decodePayloadNow = Schema.decodeUnknownEither(SendMessageRequest)

@@ -3,6 +3,7 @@
  * token's business: HUB_METRICS_TOKEN, when set, is the one Bearer token it takes.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { operatorCredential } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Wire } from "../Domain/Errors.js"
 
@@ -30,7 +31,12 @@ export class MetricsApi extends HttpApiGroup.make("metrics")
     HttpApiEndpoint.get("metrics", "/metrics")
       .addSuccess(Exposition)
       .addError(Wire.NotFound.annotations({ description: "The hub keeps no metrics: HUB_METRICS=false (metrics_disabled)" }))
-      .pipe(documented(
+      .pipe(
+        operatorCredential(
+          "Takes no api token: when the hub sets HUB_METRICS_TOKEN, it needs that token as `Authorization: Bearer <token>` " +
+            "(401 otherwise); when it does not, it is open."
+        ),
+        documented(
         "Metrics",
         "Requests by route, status and duration; sends by result; Graph calls by call, outcome and latency; upstream posts, " +
           "changes, duplicates and unrouted changes; the outbox by state and the age of its oldest due delivery; delivery " +

@@ -26,7 +26,10 @@ import {
   type RouteRecorder,
   type SendResult
 } from "./Metrics.js"
-import { makeRouteFinder, type RouteOf, UNMATCHED } from "./Routes.js"
+import { makeRouteFinder, type RouteOf } from "../Domain/Routes.js"
+
+/** The label of a request that matched no route (a mistyped path, a scanner): one series, not one per path. */
+const UNMATCHED = "unmatched"
 
 /** From a millisecond (a cached read) to 30 s (a slow upstream at its deadline). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]

@@ -5,6 +5,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, apiTokens, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -37,7 +38,7 @@ const updateSettings = <const Name extends string, const Path extends `/${string
     .setPayload(SettingsUpdate)
     .addSuccess(SettingsUpdated)
     .addError(Wire.PayloadTooLarge)
-    .pipe(documented(
+    .pipe(accepts(instanceOnly), documented(
       "Update phone number settings",
       "Exactly one section per request: `calling`, `payload_encryption`, `storage_configuration` or `user_identity_change`, " +
         "or a section Meta adds. Fields the hub does not model, and sections it does not know, are forwarded to the Graph unchanged.",
@@ -50,7 +51,7 @@ export class PhoneNumbersApi extends HttpApiGroup.make("phoneNumbers")
     HttpApiEndpoint.get("settings", "/api/phone-numbers/settings")
       .setUrlParams(SettingsQuery)
       .addSuccess(JsonObjectSchema.annotations({ description: "The upstream settings object; SIP passwords only with include_sip_credentials=true" }))
-      .pipe(documented(
+      .pipe(accepts(instanceOnly), documented(
         "Read phone number settings",
         "Calling, payload encryption and storage settings of the instance's number; SIP passwords only with `include_sip_credentials=true`."
       ))
@@ -61,7 +62,7 @@ export class PhoneNumbersApi extends HttpApiGroup.make("phoneNumbers")
     HttpApiEndpoint.get("list", "/phone-numbers/list")
       .setUrlParams(PhoneNumberListQuery)
       .addSuccess(GraphList(PhoneNumber))
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "List business phone numbers",
         "The phone numbers of the instance's business account, from the upstream, with its paging cursors. An organization " +
           "token names the instance with `instance_id` or `phone_number_id`."

@@ -1,6 +1,7 @@
 /** QR codes of the instance's phone number (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -29,7 +30,7 @@ export class QrCodesApi extends HttpApiGroup.make("qrCodes")
     HttpApiEndpoint.get("list", "/qr-codes")
       .setUrlParams(QrCodeListQuery)
       .addSuccess(GraphList(QrCode))
-      .pipe(documented("List QR codes", "The phone number's QR codes from the upstream, with its paging cursors; `fields` picks the fields."))
+      .pipe(accepts(instanceOnly), documented("List QR codes", "The phone number's QR codes from the upstream, with its paging cursors; `fields` picks the fields."))
   )
   .add(
     HttpApiEndpoint.get("get", "/qr-codes/:qrCodeId")
@@ -38,7 +39,7 @@ export class QrCodesApi extends HttpApiGroup.make("qrCodes")
       }))
       .setUrlParams(RequestStruct({ fields: Schema.optional(Fields) }))
       .addSuccess(QrCode)
-      .pipe(documented("Read a QR code", "One QR code of the phone number, by its code."))
+      .pipe(accepts(instanceOnly), documented("Read a QR code", "One QR code of the phone number, by its code."))
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

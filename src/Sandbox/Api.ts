@@ -4,6 +4,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, apiTokens } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { Wire } from "../Domain/Errors.js"
@@ -114,7 +115,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Simulate an inbound message (sandbox)",
         "The sandbox upstream posts a message from `from` (or, for a username user, `user_id` alone) to the instance's number, as a customer would send it; the " +
           "instance's webhooks receive it. An organization token names the instance with `instance_id` or `phone_number_id`.",
@@ -128,7 +129,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Simulate upstream changes (sandbox)",
         "The sandbox upstream posts changes of any kind (`field` and `value`) for the instance's number, as Meta would: to try " +
           "webhooks' event filters without a Meta account. The hub sets each change's metadata to the instance's number.",

@@ -1,6 +1,7 @@
 /** Message templates of the instance's business account (instance tokens). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, instanceOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
@@ -74,7 +75,7 @@ export class TemplatesApi extends HttpApiGroup.make("templates")
       .setPayload(CreateTemplate)
       .addSuccess(TemplateCreated)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(instanceOnly), documented(
         "Create a message template",
         "Submits a template to the upstream for approval; it is PENDING until approved (usually hours; in the sandbox, seconds). " +
           "Only APPROVED templates can be sent. Fields the hub does not model (`message_send_ttl_seconds`, `parameter_format`, " +
@@ -87,13 +88,13 @@ export class TemplatesApi extends HttpApiGroup.make("templates")
     HttpApiEndpoint.get("list", "/templates")
       .setUrlParams(TemplateListQuery)
       .addSuccess(GraphList(Template))
-      .pipe(documented("List message templates", "The business account's templates, with the upstream's paging cursors; filter by `name` and `status`."))
+      .pipe(accepts(instanceOnly), documented("List message templates", "The business account's templates, with the upstream's paging cursors; filter by `name` and `status`."))
   )
   .add(
     HttpApiEndpoint.get("get", "/templates/:templateId")
       .setPath(Schema.Struct({ templateId: GraphId }))
       .addSuccess(Template)
-      .pipe(documented("Read a message template", "One template of the business account, by its id."))
+      .pipe(accepts(instanceOnly), documented("Read a message template", "One template of the business account, by its id."))
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -4,6 +4,7 @@
  * delivery log (per webhook and organization-wide), replay, recover, test events and secret rotation.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { accepts, apiTokens } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { Wire } from "../Domain/Errors.js"
@@ -240,7 +241,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Register a webhook",
         "The URL receives the upstream events of the instance (all of them, or the kinds `events` names) as a signed POST " +
           "(Standard Webhooks headers, signed with the `secret` in this answer, shown only now). An organization token names " +
@@ -257,14 +258,14 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(Schema.Struct({ data: Schema.Array(WebhookRecord) }))
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
-      .pipe(documented("List webhooks", "The webhooks of the token's instance, or of the organization's instances (one with `instance_id`)."))
+      .pipe(accepts(apiTokens), documented("List webhooks", "The webhooks of the token's instance, or of the organization's instances (one with `instance_id`)."))
   )
   .add(
     HttpApiEndpoint.get("get", "/api/webhooks/:id")
       .setPath(WebhookPath)
       .addSuccess(WebhookRecord)
       .addError(Wire.NotFound)
-      .pipe(documented("Read a webhook"))
+      .pipe(accepts(apiTokens), documented("Read a webhook"))
   )
   .add(
     HttpApiEndpoint.patch("update", "/api/webhooks/:id")
@@ -273,14 +274,14 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(WebhookRecord)
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented("Update a webhook", "Changes its `url`, `name`, `events` or `headers` (a secret header given as \"[redacted]\" keeps its value), or turns it off and on with `active`.", { example: { active: false } }))
+      .pipe(accepts(apiTokens), documented("Update a webhook", "Changes its `url`, `name`, `events` or `headers` (a secret header given as \"[redacted]\" keeps its value), or turns it off and on with `active`.", { example: { active: false } }))
   )
   .add(
     HttpApiEndpoint.del("remove", "/api/webhooks/:id")
       .setPath(WebhookPath)
       .addSuccess(HttpApiSchema.NoContent)
       .addError(Wire.NotFound)
-      .pipe(documented("Delete a webhook", "Its pending deliveries are cancelled."))
+      .pipe(accepts(apiTokens), documented("Delete a webhook", "Its pending deliveries are cancelled."))
   )
   .add(
     HttpApiEndpoint.get("deliveries", "/api/webhooks/:id/deliveries")
@@ -288,7 +289,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .setUrlParams(DeliveriesQuery)
       .addSuccess(DeliveryList)
       .addError(Wire.NotFound)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "List a webhook's deliveries",
         "Newest first, each with its attempts (status code, latency, error); filter by `status`, `since`, `until`; page with " +
           "`page` (at most 10,000 rows deep) or the `before`/`after` cursors."
@@ -300,7 +301,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(DeliveryList)
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Search deliveries",
         "Deliveries of every webhook of the organization (an instance token: of its instance), newest first, with their " +
           "attempts; filter by `status`, `webhook_id`, `instance_id`, `since`, `until`; page with `page` or the cursors."
@@ -312,7 +313,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addSuccess(Delivery)
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)
-      .pipe(documented("Retry a delivery", "Queues a finished (dead, failed or succeeded) delivery again, at once."))
+      .pipe(accepts(apiTokens), documented("Retry a delivery", "Queues a finished (dead, failed or succeeded) delivery again, at once."))
   )
   .add(
     HttpApiEndpoint.post("recover", "/api/webhooks/:id/recover")
@@ -322,7 +323,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)
       .addError(Wire.PayloadTooLarge)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Recover failed deliveries",
         `Queues again every failed or dead delivery of the webhook created in [since, until), oldest first, at most ${RECOVER_MAX} a call, ` +
           "each with its original webhook-id. A repeat queues only what failed again since: what is queued is not queued twice.",
@@ -337,7 +338,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)
       .addError(Wire.TooManyRequests)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Send a test event",
         "Sends a signed test event (`{\"object\":\"hub.test\",\"entry\":[{\"id\":<instance id>,\"time\":<unix seconds>,\"changes\":[{\"field\":\"hub.test\",\"value\":{…}}]}]}`) " +
           "through the normal delivery path, whatever kinds the webhook takes, and answers its delivery once the first attempt is logged " +
@@ -349,7 +350,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .setPath(WebhookPath)
       .addSuccess(SecretRotated)
       .addError(Wire.NotFound)
-      .pipe(documented(
+      .pipe(accepts(apiTokens), documented(
         "Rotate a webhook's signing secret",
         "Returns the new secret (shown only now); deliveries carry signatures of both secrets until the old one expires."
       ))

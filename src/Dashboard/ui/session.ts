@@ -1,11 +1,11 @@
 /**
  * Signing in: the token is kept in sessionStorage (this tab only, gone when it closes) and its kind
- * is learned from the API's own answers, so the dashboard offers exactly what the API allows it:
+ * is the API's own answer (GET /api/auth/whoami), so the dashboard offers exactly what the API allows it:
  * the token list is open to session and organization tokens, the message history to organization
  * and instance tokens.
  */
-import { type ApiError, type ApiResult, callWith } from "./api.js"
-import type { TokenKind } from "./types.js"
+import { type ApiResult, callWith } from "./api.js"
+import type { TokenKind, WhoAmI } from "./types.js"
 
 export interface Session {
   readonly token: string
@@ -33,16 +33,10 @@ export const forgetSession = () => {
   sessionStorage.removeItem(KIND_KEY)
 }
 
-const forbidden = (error: ApiError) => error.status === 403
-
-/** The token's kind, from two reads the API answers by kind; the API's refusal otherwise. */
+/** The token's kind, as GET /api/auth/whoami tells it; the API's refusal otherwise. */
 export const signIn = async (token: string): Promise<ApiResult<Session>> => {
-  const tokens = await callWith<unknown>(token, "GET", "/api/auth/api-tokens")
-  if (!tokens.ok && !forbidden(tokens.error)) return tokens
-  if (!tokens.ok) return { ok: true, value: { token, kind: "instance" } }
-  const messages = await callWith<unknown>(token, "GET", "/api/messages", { query: { limit: 1 } })
-  if (messages.ok) return { ok: true, value: { token, kind: "organization" } }
-  return forbidden(messages.error) ? { ok: true, value: { token, kind: "session" } } : messages
+  const whoami = await callWith<WhoAmI>(token, "GET", "/api/auth/whoami")
+  return whoami.ok ? { ok: true, value: { token, kind: whoami.value.kind } } : whoami
 }
 
 /** What each page needs of the token (the API's access policy, as the sign-in learned it). */

@@ -3,7 +3,7 @@
  * the server reaches the bundle). The hub encodes its answers with these schemas; the dashboard
  * trusts them rather than decoding again.
  */
-import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary } from "../../Auth/Api.js"
+import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary, WhoAmI as WhoAmISchema } from "../../Auth/Api.js"
 import type { InstanceRecord } from "../../Instances/Api.js"
 import type { MessageList, MessageRecord } from "../../Messages/Api.js"
 import type { Cursors } from "../../Domain/Paging.js"
@@ -28,5 +28,7 @@ export type PageCursors = typeof Cursors.Type
 export type Inbound = typeof InboundAccepted.Type
 export type ChangesSimulated = typeof ChangesAccepted.Type
 
-/** What a token may do, learned from the API's own answers at sign-in. */
-export type TokenKind = "session" | "organization" | "instance"
+export type WhoAmI = typeof WhoAmISchema.Type
+
+/** What a token may do: its kind, as GET /api/auth/whoami tells it at sign-in. */
+export type TokenKind = WhoAmI["kind"]
