@@ -4,8 +4,8 @@
  * shares with HttpApi's way of reading bodies. Features implement handlers against this; only the
  * edge installs them, so no feature imports the edge.
  */
-import { HttpApiError, type HttpServerResponse } from "@effect/platform"
-import { type Cause, Effect, Either, Schema } from "effect"
+import { HttpApiError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { type Cause, Context, Effect, Either, Schema, type Scope } from "effect"
 import { boundedRequest, declaredLength, isBodyTooLarge, JSON_BODY_LIMIT } from "../Net/BodyLimit.js"
 import { BadRequest, PayloadTooLarge } from "./Errors.js"
 
@@ -26,6 +26,30 @@ export interface PlainResponder {
 
 /** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */
 export type RunInRequest = <A>(effect: Effect.Effect<A>) => Promise<A>
+
+/**
+ * The hot routes' handlers: Bun's own router calls them (Edge/FastLane.ts), and so do HubApi's
+ * declarations of the same endpoints (`servedByHotRoute`), so each has one implementation.
+ */
+export class HotRoutes extends Context.Tag("HotRoutes")<HotRoutes, {
+  /** Serves `route` with `handler` until the scope closes. */
+  readonly install: (route: HotRoute, handler: (request: Request) => Promise<Response>) => Effect.Effect<void, never, Scope.Scope>
+  /** Answers `request` with `route`'s installed handler (503 while none is). */
+  readonly serve: (route: HotRoute, request: Request) => Promise<Response>
+}>() {}
+
+/**
+ * HubApi's handler of a hot route (declared there for the document and the typed client): the
+ * request handed to the one handler Bun's router calls. Bun routes every such request to it before
+ * HttpApi sees it, so this runs only where a request reaches HttpApi first (no path does on the hub's
+ * server); its answer is then logged by both edges.
+ */
+export const servedByHotRoute = (route: HotRoute) => (options: { readonly request: HttpServerRequest.HttpServerRequest }) =>
+  Effect.gen(function*() {
+    const routes = yield* HotRoutes
+    const request = yield* Effect.orDie(HttpServerRequest.toWeb(options.request))
+    return HttpServerResponse.fromWeb(yield* Effect.promise(() => routes.serve(route, request)))
+  })
 
 /** A feature's plain handler for one hot route, with what the edge waits for before it stops. */
 export interface PlainRoute {

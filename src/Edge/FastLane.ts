@@ -5,24 +5,17 @@
  * conversion cost 100–150 µs of CPU per request (measured with `bun --cpu-prof-md`), more than the
  * handlers themselves. The contract does not change: the same access policy and TokenResolver, the
  * same schemas, the same edge (error bodies, `x-request-id`, access log). HubApi still declares both
- * endpoints (OpenAPI, and its own handlers serve them where no fast lane is installed); a test checks
- * that both ways answer alike. Every other request goes through HttpApi.
+ * endpoints (the OpenAPI document, the typed client); its handlers hand the request to the same
+ * handler (Domain/PlainRoute.ts `servedByHotRoute`). Every other request goes through HttpApi.
  */
 import { HttpServerResponse } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
-import { Cause, Context, Effect, FiberSet, Layer, type Scope } from "effect"
+import { Cause, Effect, FiberSet, Layer } from "effect"
 import { HubConfig } from "../Config.js"
-import type { HotRoute, PlainResponder, PlainRoute } from "../Domain/PlainRoute.js"
+import { type HotRoute, HotRoutes, type PlainResponder, type PlainRoute } from "../Domain/PlainRoute.js"
 import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
-
-export type { HotRoute } from "../Domain/PlainRoute.js"
-
-export class HotRoutes extends Context.Tag("HotRoutes")<HotRoutes, {
-  /** Serves `route` with `handler` until the scope closes. */
-  readonly install: (route: HotRoute, handler: (request: Request) => Promise<Response>) => Effect.Effect<void, never, Scope.Scope>
-}>() {}
 
 const starting = () =>
   Promise.resolve(Response.json({ statusCode: 503, message: "The hub is starting or stopping; retry shortly", error: "not_ready" }, { status: 503 }))
@@ -37,7 +30,8 @@ export const hubServer = (options: { readonly port: number; readonly hostname: s
     const dispatch = (route: HotRoute) => (request: Request) => (handlers.get(route) ?? starting)(request)
     const hotRoutes = HotRoutes.of({
       install: (route, handler) =>
-        Effect.acquireRelease(Effect.sync(() => handlers.set(route, handler)), () => Effect.sync(() => handlers.delete(route)))
+        Effect.acquireRelease(Effect.sync(() => handlers.set(route, handler)), () => Effect.sync(() => handlers.delete(route))),
+      serve: (route, request) => dispatch(route)(request)
     })
     return Layer.merge(
       BunHttpServer.layer({

@@ -1,22 +1,52 @@
 /**
- * POST /upstream/events on the fast lane (see Edge/FastLane.ts), as a plain handler: the post is checked
- * as HubApi's handler checks it, submitted to the ingress's next group, and answered once that group
- * has committed; every refusal and failure is rendered by the edge.
+ * POST /upstream/events, its one handler: Bun routes the request here (Edge/FastLane.ts), and HubApi's
+ * declaration hands its requests here too (Domain/PlainRoute.ts `servedByHotRoute`). The signature is
+ * checked on the exact bytes before anything is parsed or stored; the post joins the ingress's next
+ * group and is answered once that group has committed; every refusal and failure is rendered by the edge.
  */
-import { Cause, Effect, Either, Exit } from "effect"
+import { HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Either, Exit, Option, Redacted } from "effect"
+import { HubConfig } from "../Config.js"
+import { BadRequest, type PayloadTooLarge, ServiceUnavailable, Unauthorized } from "../Domain/Errors.js"
+import { parseJsonObject } from "../Domain/Json.js"
 import type { PlainResponder, PlainRoute } from "../Domain/PlainRoute.js"
 import { BodyTooLarge, declaredLength, readBodyAtMost } from "../Net/BodyLimit.js"
-import { ServiceUnavailable } from "../Domain/Errors.js"
-import { HttpServerResponse } from "@effect/platform"
+import { MAX_UPSTREAM_BODY, upstreamBodyTooLarge } from "./Api.js"
+import type { Envelope } from "./Envelope.js"
+import { verifyHubSignature } from "./HubSignature.js"
+import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
 
 /** What an aborted post is answered (no one is there to read it; the edge logs it as any answer). */
 const abortedAnswer = HttpServerResponse.unsafeJson(
   { statusCode: 400, message: "The upstream post was aborted before its body arrived", error: "aborted" },
   { status: 400 }
 )
-import { makeUpstreamPostCheck } from "./Http.js"
-import { type IngestAnswer, Ingress, summaryOf } from "./Ingress.js"
-import { MAX_UPSTREAM_BODY } from "./Api.js"
+
+const utf8 = new TextDecoder()
+
+
+const notAnObject = new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
+
+/** The checks of a post, in their order: its size, its signature, its JSON, then the envelope's shape. */
+const makeUpstreamPostCheck = Effect.gen(function*() {
+  const config = yield* HubConfig
+  const ingress = yield* Ingress
+  const appSecret = Option.map(config.appSecret, Redacted.value)
+  return {
+    /** Whether the declared size alone refuses the post, before its body is read. */
+    declaredTooLarge: (contentLength: string | undefined) => Number(contentLength ?? 0) > MAX_UPSTREAM_BODY,
+    tooLarge: upstreamBodyTooLarge,
+    /** The post's envelope, or why it is refused: size, signature, JSON, then the envelope's shape. */
+    check: (body: Uint8Array, signature: string | undefined): Either.Either<Envelope, PayloadTooLarge | Unauthorized | BadRequest> => {
+      if (body.byteLength > MAX_UPSTREAM_BODY) return Either.left(upstreamBodyTooLarge)
+      if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) return Either.left(new Unauthorized())
+      const payload = parseJsonObject(utf8.decode(body))
+      if (payload === undefined) return Either.left(notAnObject)
+      return ingress.check(payload)
+    }
+  }
+})
+
 
 export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
   const post = yield* makeUpstreamPostCheck

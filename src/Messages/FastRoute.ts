@@ -1,65 +1,79 @@
 /**
- * POST /api/messages on the fast lane (see Edge/FastLane.ts), as a plain handler: the HubApi endpoint's
- * checks in its order, then the send core without a fiber (MessageSender.sendNow). Requests whose
- * credential is not cached, with another content type than JSON, or with an Idempotency-Key run the
- * same checks and send as an effect instead.
+ * POST /api/messages, its one handler: Bun routes the request here (Edge/FastLane.ts), and HubApi's
+ * declaration of the endpoint hands its requests here too (Domain/PlainRoute.ts `servedByHotRoute`).
+ * Plain async code, not an effect: as an effect its fiber cost about 40 % of a send's CPU (see
+ * Messages/Send.ts). Each step answers at once from what is cached (the credential, the instance) and
+ * awaits an effect only where it must read the database or the upstream: a credential not cached, a
+ * body of another content type than JSON, an instance looked up the first time, an Idempotency-Key.
+ * The checks run in HubApi's order: the token, the body, the Idempotency-Key header, the instance.
  */
-import { HttpApiError } from "@effect/platform"
+import { HttpApiError, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Either, Schema } from "effect"
-import { EndpointPolicies } from "../Domain/Access.js"
 import { authenticateBearer, authenticateBearerNow } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
-import { declaresJson, decodeWith, jsonBodyLimit, malformedJson, type PlainResponder, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
-import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
+import { EndpointPolicies } from "../Domain/Access.js"
+import { declaresJson, jsonBodyLimit, malformedJson, type PlainResponder, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
 import { SendHeaders } from "./Api.js"
-import { makeSendMessage } from "./Http.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
-import { MessageSender } from "./Send.js"
+import { MessageSender, type SendOutcome } from "./Send.js"
 
 const utf8 = new TextDecoder()
 
+const decodePayload = Schema.decodeUnknownEither(SendMessageRequest)
+const decodeHeaders = Schema.decodeUnknownEither(SendHeaders)
+/** Most sends carry no Idempotency-Key: nothing to decode. */
+const NO_KEY = Either.right<typeof SendHeaders.Type>({})
+
+/** The body as JSON: read within the JSON limit, or why not (413, malformed JSON), as HttpApi would answer. */
+const jsonBody = async (request: Request, edge: PlainResponder): Promise<Either.Either<unknown, Response>> => {
+  if (!declaresJson(request)) {
+    // Form fields, text or bytes: read as HttpApi reads them (the payload schema then refuses them alike).
+    const read = await edge.inRequest(Effect.either(requestPayload(request, jsonBodyLimit)))
+    return Either.isRight(read) ? Either.right(read.right) : Either.left(await edge.fail(Cause.fail(read.left)))
+  }
+  const bytes = await readBodyAtMost(request, jsonBodyLimit.bytes)
+  if (bytes instanceof BodyTooLarge) return Either.left(await edge.fail(Cause.fail(jsonBodyLimit.tooLarge)))
+  try {
+    return Either.right(JSON.parse(utf8.decode(bytes)))
+  } catch {
+    return Either.left(await edge.fail(Cause.fail(malformedJson)))
+  }
+}
+
+/** A keyed send's outcome as it is answered: the upstream's answer, or the kept answer of a replay. */
+const outcomeResponse = (outcome: SendOutcome) =>
+  outcome._tag === "Sent"
+    ? HttpServerResponse.unsafeJson(outcome.response)
+    : HttpServerResponse.text(outcome.body, { status: outcome.statusCode, contentType: "application/json", headers: { "idempotent-replayed": "true" } })
+
 export const makeSendPlainRoute = Effect.gen(function*() {
-  const sendMessage = yield* makeSendMessage
   const sender = yield* MessageSender
   const access = yield* InstanceAccess
   const resolver = yield* TokenResolver
   const authenticate = authenticateBearer(resolver)
   const authenticateCached = authenticateBearerNow(resolver)
   const allowed = (yield* EndpointPolicies).acceptsOf("POST", "/api/messages")
-  const decodeHeaders = decodeWith(SendHeaders)
-  const decodePayload = decodeWith(SendMessageRequest)
-  const decodePayloadNow = Schema.decodeUnknownEither(SendMessageRequest)
-
-  /** The whole request as an effect: authentication, payload, Idempotency-Key, send. */
-  const asEffect = (request: Request) =>
-    Effect.gen(function*() {
-      const principal = yield* authenticate(request.headers.get("authorization") ?? undefined, allowed)
-      const payload = yield* Effect.flatMap(requestPayload(request, jsonBodyLimit), decodePayload)
-      const key = request.headers.get("idempotency-key")
-      const headers = yield* decodeHeaders(key === null ? {} : { "idempotency-key": key })
-      return yield* sendMessage(principal, payload, headers["idempotency-key"])
-    })
 
   const handle = async (request: Request, edge: PlainResponder): Promise<Response> => {
-    const authenticated = authenticateCached(request.headers.get("authorization") ?? undefined, allowed)
-    if (authenticated === undefined || request.headers.has("idempotency-key") || !declaresJson(request)) return edge.run(asEffect(request))
-    if (Either.isLeft(authenticated)) return edge.fail(Cause.fail(authenticated.left))
-    const bytes = await readBodyAtMost(request, jsonBodyLimit.bytes)
-    if (bytes instanceof BodyTooLarge) return edge.fail(Cause.fail(jsonBodyLimit.tooLarge))
-    let body: unknown
-    try {
-      body = JSON.parse(utf8.decode(bytes))
-    } catch {
-      return edge.fail(Cause.fail(malformedJson))
-    }
-    const payload = decodePayloadNow(body)
+    const authorization = request.headers.get("authorization") ?? undefined
+    const principal = authenticateCached(authorization, allowed) ?? await edge.inRequest(Effect.either(authenticate(authorization, allowed)))
+    if (Either.isLeft(principal)) return edge.fail(Cause.fail(principal.left))
+    const body = await jsonBody(request, edge)
+    if (Either.isLeft(body)) return body.left
+    const payload = decodePayload(body.right)
     if (Either.isLeft(payload)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(payload.left))
+    const key = request.headers.get("idempotency-key")
+    const headers = key === null ? NO_KEY : decodeHeaders({ "idempotency-key": key })
+    if (Either.isLeft(headers)) return edge.run(HttpApiError.HttpApiDecodeError.refailParseError(headers.left))
     const selector = { phoneNumberId: payload.right.phone_number_id }
     // An instance token's instance is known, and so is an organization token's once found; a first lookup is an effect.
-    const instance = access.resolveNow(authenticated.right, selector) ??
-      await edge.inRequest(Effect.either(access.resolve(authenticated.right, selector)))
+    const instance = access.resolveNow(principal.right, selector) ??
+      await edge.inRequest(Effect.either(access.resolve(principal.right, selector)))
     if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
+    const idempotencyKey = headers.right["idempotency-key"]
+    if (idempotencyKey !== undefined) return edge.run(Effect.map(sender.send(instance.right, payload.right, idempotencyKey), outcomeResponse))
     const sent = await sender.sendNow(instance.right, payload.right, edge.inRequest)
     return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
   }

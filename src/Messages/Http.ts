@@ -1,15 +1,14 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { BadRequest } from "../Domain/Errors.js"
 import { cursorsOf, pageRequest } from "../Domain/Paging.js"
-import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
+import { servedByHotRoute } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
 import type { DateBound } from "./Api.js"
 import { type ListFilter, type MessageRow, MessagesRepo } from "./Repo.js"
-import type { SendMessageRequest } from "./MessageSchemas.js"
-import { MessageSender } from "./Send.js"
 
 /** Each step's time the hub knows; the current status's from `status_at` for records older than the step columns. */
 const statusTimesOf = (row: MessageRow) => {
@@ -62,32 +61,13 @@ const sameBound = (a: DateBound, b: DateBound) => a.iso === b.iso && a.day === b
 const untilBound = (end: DateBound) =>
   end.day ? { at: new Date(Date.parse(end.iso) + 86_400_000).toISOString(), inclusive: false } : { at: end.iso, inclusive: true }
 
-/** POST /api/messages for an authenticated caller: HubApi's handler and the fast lane's route both run it. */
-export const makeSendMessage = Effect.gen(function*() {
-  const sender = yield* MessageSender
-  const access = yield* InstanceAccess
-  return (principal: Principal, payload: SendMessageRequest, idempotencyKey: string | undefined) =>
-    Effect.flatMap(access.resolve(principal, { phoneNumberId: payload.phone_number_id }), (instance) =>
-      Effect.map(sender.send(instance, payload, idempotencyKey), (outcome) =>
-        // The upstream's answer as it came, whatever fields it has; rendered directly (the hot path
-        // skips re-encoding it through SendMessageResponse, which only documents it).
-        outcome._tag === "Sent"
-          ? HttpServerResponse.unsafeJson(outcome.response)
-          : HttpServerResponse.text(outcome.body, {
-            status: outcome.statusCode,
-            contentType: "application/json",
-            headers: { "idempotent-replayed": "true" }
-          })))
-})
-
 export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handlers) =>
   Effect.gen(function*() {
-    const sendMessage = yield* makeSendMessage
     const repo = yield* MessagesRepo
     const access = yield* InstanceAccess
     return handlers
-      .handle("send", ({ headers, payload }) =>
-        Effect.flatMap(CurrentPrincipal, (principal) => sendMessage(principal, payload, headers["idempotency-key"])))
+      // Served by its one handler, Bun's fast route (Messages/FastRoute.ts).
+      .handleRaw("send", servedByHotRoute("POST /api/messages"))
       .handle("list", ({ urlParams: query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
