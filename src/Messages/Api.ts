@@ -10,7 +10,7 @@ import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
-import { messageStatuses } from "./Repo.js"
+import { messageStatuses } from "./Records.js"
 import { sendEndpoints } from "./Records.js"
 
 const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })

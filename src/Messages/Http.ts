@@ -8,7 +8,8 @@ import { servedByHotRoute } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
 import type { DateBound } from "./Api.js"
-import { type ListFilter, type MessageRow, MessagesRepo } from "./Repo.js"
+import { MessagesRepo } from "./Repo.js"
+import { type ListFilter, type MessageRow } from "./ListQueries.js"
 
 /** Each step's time the hub knows; the current status's from `status_at` for records older than the step columns. */
 const statusTimesOf = (row: MessageRow) => {

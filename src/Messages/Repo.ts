@@ -16,13 +16,7 @@ import { type MessageChange, namedRecords, planChanges, statusRank, type StoredR
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
 import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
-import { INBOUND_STATUS, messageStatuses, type SendEndpoint } from "./Records.js"
-
-export { INBOUND_STATUS, messageStatuses } from "./Records.js"
-export type { Direction, MessageStatus, ReceivedMessage, SendEndpoint, StatusUpdate } from "./Records.js"
-
-export { type ListFilter, listQueries, type MessageRow } from "./ListQueries.js"
-
+import { INBOUND_STATUS, messageStatuses, type ReceivedMessage, type SendEndpoint } from "./Records.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
 export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange
@@ -100,25 +94,105 @@ export const compactMessageCounts = (sql: SqlClient.SqlClient) =>
 const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
   new Promise<Exit.Exit<A, SqlError>>((resolve) => write(item, resolve))
 
+/** Each step's time column, and the time an early status of the record's upstream id gives it. */
+const STEP_COLUMNS = [
+  { status: "sent", name: "sent_at", field: "sentAt" },
+  { status: "delivered", name: "delivered_at", field: "deliveredAt" },
+  { status: "read", name: "read_at", field: "readAt" },
+  { status: "failed", name: "failed_at", field: "failedAt" }
+] as const
+
+const earlyStepAt = (status: string) =>
+  `(SELECT x.status_at FROM message_status_backlog x WHERE x.instance_id = messages.instance_id AND x.wa_message_id = messages.wa_message_id AND x.status = '${status}')`
+
+/** A record's status as its rank (statusRank), in SQL. */
+const RANK_WHENS = messageStatuses.map((status) => `WHEN '${status}' THEN ${statusRank[status]}`).join(" ")
+const rankSql = (column: string) => `(CASE ${column} ${RANK_WHENS} END)`
+
+/** The row of a message the upstream told of (received, or sent elsewhere): its status as far as the hub knows it went. */
+const receivedRow = (message: ReceivedMessage, now: string) => {
+  const outbound = message.direction === "outbound"
+  const status = outbound ? message.status ?? "sent" : INBOUND_STATUS
+  return {
+    id: newId("msg"),
+    organization_id: message.organizationId,
+    instance_id: message.instanceId,
+    direction: outbound ? "outbound" : "inbound",
+    wa_message_id: message.waMessageId,
+    to_number: outbound ? message.party : null,
+    from_number: outbound ? null : message.party,
+    user_id: message.userId ?? null,
+    parent_user_id: message.parentUserId ?? null,
+    username: message.username ?? null,
+    origin: message.origin ?? null,
+    type: message.type,
+    status,
+    error: null,
+    status_at: message.at,
+    // What the upstream said of a sent one is as far as the hub knows it went.
+    ...(outbound && status !== "pending" ? { [`${status}_at`]: message.at } : {}),
+    created_at: message.at,
+    updated_at: now
+  }
+}
+
+/**
+ * Applies a group's changes to the records, inside the caller's transaction: identities, template
+ * categories and call events, then statuses (forward only, early ones kept aside) and the messages
+ * the upstream told of. Answers, per change, whether it was applied.
+ */
+const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>) =>
+  Effect.gen(function*() {
+      if (all.length === 0) return []
+      const now = nowIso()
+      yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
+      yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
+      const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
+      yield* recordCallEvents(sql, calls, now)
+      const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")
+      if (changes.length === 0) return all.map(() => true)
+      // Read then write inside the caller's transaction: SQLite has one writer at a time (a
+      // Postgres layer would lock the rows it reads with FOR UPDATE).
+      const named = namedRecords(changes)
+      // See acceptAll: an acceptance of one of these ids on another replica is ordered with this.
+      yield* lockNames(sql, named.map((r) => r.waMessageId))
+      const stored = yield* storedRecordsQuery(sql, named)
+      const plan = planChanges(changes, stored)
+      if (plan.moves.length > 0) {
+        yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
+            error = c.value ->> 'error', updated_at = ${now},
+            ${sql.literal(STEP_COLUMNS.map((column) => `${column.name} = COALESCE(c.value ->> '${column.field}', messages.${column.name})`).join(", "))}
+          FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
+          WHERE messages.id = c.value ->> 'id'`
+      }
+      yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
+        sql`INSERT INTO message_status_backlog ${
+          sql.insert(chunk.map((e) => ({
+            instance_id: e.instanceId,
+            wa_message_id: e.waMessageId,
+            status: e.status,
+            status_rank: e.rank,
+            status_at: e.at,
+            error: e.error
+          })))
+        } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
+      // The upstream id index covers only records that have one (migration 0004): the target says so.
+      yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
+        sql`INSERT INTO messages ${
+          sql.insert(chunk.map((message) => receivedRow(message, now)))
+        } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
+      if (changes.length === all.length) return plan.outcomes
+      let next = 0
+      return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
+  })
+
 export const MessagesRepoLive = Layer.effect(
   MessagesRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
 
-    /** Each step's time column, and the time an early status of the record's upstream id gives it. */
-    const stepColumns = [
-      { status: "sent", name: "sent_at", field: "sentAt" },
-      { status: "delivered", name: "delivered_at", field: "deliveredAt" },
-      { status: "read", name: "read_at", field: "readAt" },
-      { status: "failed", name: "failed_at", field: "failedAt" }
-    ] as const
-    const earlyStepAt = (status: string) =>
-      `(SELECT x.status_at FROM message_status_backlog x WHERE x.instance_id = messages.instance_id AND x.wa_message_id = messages.wa_message_id AND x.status = '${status}')`
-
-    /** A record's status as its rank (statusRank), in SQL. */
-    const rankWhens = messageStatuses.map((status) => `WHEN '${status}' THEN ${statusRank[status]}`).join(" ")
-    const rankOf = (column: string) => sql.literal(`(CASE ${column} ${rankWhens} END)`)
+    const rankOf = (column: string) => sql.literal(rankSql(column))
 
     /**
      * Applies the highest-ranked early event of an accepted record, forward only: an event that
@@ -126,7 +200,7 @@ export const MessagesRepoLive = Layer.effect(
      */
     const applyEarly = (id: string, waMessageId: string) =>
       sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()},
-            ${sql.literal(stepColumns.map((column) => `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`).join(", "))}
+            ${sql.literal(STEP_COLUMNS.map((column) => `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`).join(", "))}
           FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
                 WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
                 ORDER BY status_rank DESC LIMIT 1) AS b
@@ -201,74 +275,7 @@ export const MessagesRepoLive = Layer.effect(
       noteError: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
-      applyChanges: (all) =>
-        Effect.gen(function*() {
-          if (all.length === 0) return []
-          const now = nowIso()
-          yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
-          yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
-          const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
-          yield* recordCallEvents(sql, calls, now)
-          const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")
-          if (changes.length === 0) return all.map(() => true)
-          // Read then write inside the caller's transaction: SQLite has one writer at a time (a
-          // Postgres layer would lock the rows it reads with FOR UPDATE).
-          const named = namedRecords(changes)
-          // See acceptAll: an acceptance of one of these ids on another replica is ordered with this.
-          yield* lockNames(sql, named.map((r) => r.waMessageId))
-          const stored = yield* storedRecordsQuery(sql, named)
-          const plan = planChanges(changes, stored)
-          if (plan.moves.length > 0) {
-            yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
-                error = c.value ->> 'error', updated_at = ${now},
-                ${sql.literal(stepColumns.map((column) => `${column.name} = COALESCE(c.value ->> '${column.field}', messages.${column.name})`).join(", "))}
-              FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
-              WHERE messages.id = c.value ->> 'id'`
-          }
-          yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
-            sql`INSERT INTO message_status_backlog ${
-              sql.insert(chunk.map((e) => ({
-                instance_id: e.instanceId,
-                wa_message_id: e.waMessageId,
-                status: e.status,
-                status_rank: e.rank,
-                status_at: e.at,
-                error: e.error
-              })))
-            } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
-          // The upstream id index covers only records that have one (migration 0004): the target says so.
-          yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
-            sql`INSERT INTO messages ${
-              sql.insert(chunk.map((message) => {
-                const outbound = message.direction === "outbound"
-                const status = outbound ? message.status ?? "sent" : INBOUND_STATUS
-                return {
-                  id: newId("msg"),
-                  organization_id: message.organizationId,
-                  instance_id: message.instanceId,
-                  direction: outbound ? "outbound" : "inbound",
-                  wa_message_id: message.waMessageId,
-                  to_number: outbound ? message.party : null,
-                  from_number: outbound ? null : message.party,
-                  user_id: message.userId ?? null,
-                  parent_user_id: message.parentUserId ?? null,
-                  username: message.username ?? null,
-                  origin: message.origin ?? null,
-                  type: message.type,
-                  status,
-                  error: null,
-                  status_at: message.at,
-                  // What the upstream said of a sent one is as far as the hub knows it went.
-                  ...(outbound && status !== "pending" ? { [`${status}_at`]: message.at } : {}),
-                  created_at: message.at,
-                  updated_at: now
-                }
-              }))
-            } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
-          if (changes.length === all.length) return plan.outcomes
-          let next = 0
-          return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
-        }).pipe(Effect.orDie),
+      applyChanges: (all) => Effect.orDie(applyChanges(sql, all)),
       findById: (id) =>
         sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`.pipe(
           Effect.map((rows) => rows[0]),

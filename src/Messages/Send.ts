@@ -97,6 +97,70 @@ const UPDATE_RETRIES = 2
 
 const notRecorded = new ServiceUnavailable({ message: "The message could not be recorded, so it was not sent", error: "storage_unavailable" })
 
+/** Keeps a keyed send's final answer for its replays, or frees the key for a retry (see keepsAnswer). */
+const settle = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
+  Exit.match(exit, {
+    onSuccess: (response) => keys.complete(ref, 200, response),
+    onFailure: (cause) => {
+      const failure = Cause.failureOption(cause)
+      return Option.isSome(failure) && keepsAnswer(failure.value)
+        ? keys.complete(ref, failure.value.statusCode, errorBody(failure.value))
+        : keys.release(ref)
+    }
+  })
+
+/**
+ * The sends in flight, of all and per organization: past HUB_SEND_MAX_IN_FLIGHT, or
+ * HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION for the sender's organization, a send is refused at once
+ * rather than queued behind the others (one tenant's slow Graph calls cannot take every place);
+ * `drained` succeeds once none is in flight.
+ */
+const makeInFlightGate = (limits: { readonly total: number; readonly perOrganization: number }, metrics: Metrics["Type"]) => {
+  let inFlight = 0
+  const inFlightOf = new Map<string, number>()
+  let waiting: Array<() => void> = []
+  const run = async (organizationId: string, send: () => Promise<Either.Either<SendMessageResponse, SendError>>) => {
+    inFlight++
+    inFlightOf.set(organizationId, (inFlightOf.get(organizationId) ?? 0) + 1)
+    try {
+      const outcome = await send()
+      metrics.send(sendResultOf(outcome))
+      return outcome
+    } finally {
+      inFlight--
+      const left = (inFlightOf.get(organizationId) ?? 1) - 1
+      if (left > 0) inFlightOf.set(organizationId, left)
+      else inFlightOf.delete(organizationId)
+      if (inFlight === 0) {
+        const woken = waiting
+        waiting = []
+        for (const wake of woken) wake()
+      }
+    }
+  }
+  const drained = Effect.suspend(() =>
+    inFlight === 0 ? Effect.void : Effect.zipRight(
+      Effect.logInfo("Waiting for the sends in flight to end before stopping").pipe(Effect.annotateLogs({ inFlight })),
+      Effect.async<void>((resume) => {
+        if (inFlight === 0) return resume(Effect.void)
+        waiting.push(() => resume(Effect.void))
+      })
+    )
+  )
+  const overloaded = (organizationId: string): ServiceUnavailable | undefined => {
+    if (inFlight >= limits.total) {
+      return new ServiceUnavailable({ message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`, error: "overloaded", retryAfterSeconds: 1 })
+    }
+    const own = inFlightOf.get(organizationId) ?? 0
+    return own < limits.perOrganization ? undefined : new ServiceUnavailable({
+      message: `This organization has ${own} sends in flight, as many as it may (HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION); retry shortly`,
+      error: "overloaded",
+      retryAfterSeconds: 1
+    })
+  }
+  return { run, drained, overloaded }
+}
+
 export class MessageSender extends Effect.Service<MessageSender>()("MessageSender", {
   scoped: Effect.gen(function*() {
     const repo = yield* MessagesRepo
@@ -181,78 +245,21 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
       return Either.right(sent.right)
     }
 
+    const gate = makeInFlightGate({ total: sendMaxInFlight, perOrganization: sendMaxInFlightPerOrganization }, metrics)
     // A send runs to its end once begun, whoever waits for it: the layer's scope closes only after
     // the sends in flight have finished (each is bounded by the upstream call's deadline).
-    let inFlight = 0
-    /** Sends in flight per organization: one tenant's slow Graph calls cannot take every place. */
-    const inFlightOf = new Map<string, number>()
-    let waiting: Array<() => void> = []
-    const tracked = async (organizationId: string, run: () => Promise<Either.Either<SendMessageResponse, SendError>>) => {
-      inFlight++
-      inFlightOf.set(organizationId, (inFlightOf.get(organizationId) ?? 0) + 1)
-      try {
-        const outcome = await run()
-        metrics.send(sendResultOf(outcome))
-        return outcome
-      } finally {
-        inFlight--
-        const left = (inFlightOf.get(organizationId) ?? 1) - 1
-        if (left > 0) inFlightOf.set(organizationId, left)
-        else inFlightOf.delete(organizationId)
-        if (inFlight === 0) {
-          const woken = waiting
-          waiting = []
-          for (const wake of woken) wake()
-        }
-      }
-    }
-    const drained = Effect.suspend(() =>
-      inFlight === 0 ? Effect.void : Effect.zipRight(
-        Effect.logInfo("Waiting for the sends in flight to end before stopping").pipe(Effect.annotateLogs({ inFlight })),
-        Effect.async<void>((resume) => {
-          if (inFlight === 0) return resume(Effect.void)
-          waiting.push(() => resume(Effect.void))
-        })
-      )
-    )
-    yield* Effect.addFinalizer(() => drained)
+    yield* Effect.addFinalizer(() => gate.drained)
 
-    /**
-     * Past HUB_SEND_MAX_IN_FLIGHT, or HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION for the sender's
-     * organization, a send is refused at once rather than queued behind the others.
-     */
-    const overloaded = (organizationId: string): ServiceUnavailable | undefined => {
-      if (inFlight >= sendMaxInFlight) {
-        return new ServiceUnavailable({ message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`, error: "overloaded", retryAfterSeconds: 1 })
-      }
-      const own = inFlightOf.get(organizationId) ?? 0
-      return own < sendMaxInFlightPerOrganization ? undefined : new ServiceUnavailable({
-        message: `This organization has ${own} sends in flight, as many as it may (HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION); retry shortly`,
-        error: "overloaded",
-        retryAfterSeconds: 1
-      })
-    }
     const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, inRequest: RunInRequest) => {
-      const refused = overloaded(instance.organizationId)
-      if (refused === undefined) return tracked(instance.organizationId, () => deliver(instance, request, body, inRequest))
+      const refused = gate.overloaded(instance.organizationId)
+      if (refused === undefined) return gate.run(instance.organizationId, () => deliver(instance, request, body, inRequest))
       metrics.send("overloaded")
       return Promise.resolve(Either.left(refused))
     }
 
-    const settle = (ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
-      Exit.match(exit, {
-        onSuccess: (response) => keys.complete(ref, 200, response),
-        onFailure: (cause) => {
-          const failure = Cause.failureOption(cause)
-          return Option.isSome(failure) && keepsAnswer(failure.value)
-            ? keys.complete(ref, failure.value.statusCode, errorBody(failure.value))
-            : keys.release(ref)
-        }
-      })
-
     const service: MessageSenderShape = {
       sendNow: (instance, request, inRequest) => sendWith(instance, request, toUpstreamBody(request), inRequest),
-      drained,
+      drained: gate.drained,
       send: (instance, request, idempotencyKey) => {
         const body = toUpstreamBody(request)
         // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
@@ -263,7 +270,7 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         return Effect.gen(function*() {
           const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
           if (claim._tag === "Replay") return claim
-          const response = yield* Effect.onExit(sent, settle(ref))
+          const response = yield* Effect.onExit(sent, settle(keys, ref))
           return { _tag: "Sent", response } as const
         }).pipe(
           // A client hanging up does not cut a send between its claim and its answer kept.
