@@ -33,6 +33,7 @@ import { TemplatesHttpLive } from "./Templates/Http.js"
 import { MemoryTargetLive } from "./MemoryTarget.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
+import { PgListenerLive } from "./Sql/Notify.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
 import { DispatcherLive, RetentionScheduleLive } from "./Delivery/Layer.js"
@@ -53,7 +54,7 @@ import { apiRoutes, type RouteOf } from "./Metrics/Routes.js"
  * secrets at rest, readiness. Provided beneath everything, once.
  */
 const FoundationLive = Layer.mergeAll(WriteBatcherLive, AccessTokenCipherLive).pipe(
-  Layer.provideMerge(Layer.merge(SqlLive, ReadinessLive))
+  Layer.provideMerge(Layer.mergeAll(SqlLive, PgListenerLive, ReadinessLive))
 )
 
 /** The upstream (Graph or the sandbox, whose events enter through the ingress like the real upstream's). */

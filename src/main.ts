@@ -22,6 +22,7 @@ import { ShutdownDelayLive, StopSignalsLive } from "./Health/Readiness.js"
 import { InstancesRepo, marketingMessagesModes } from "./Instances/Repo.js"
 import { classifyAddress } from "./Net/AddressRanges.js"
 import { migrateData } from "./Sql/MigrateData.js"
+import { Metrics } from "./Metrics/Metrics.js"
 
 class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
@@ -54,6 +55,9 @@ const graphId = (name: string, description: string) =>
         : Effect.fail(ValidationError.invalidValue({ _tag: "Paragraph", value: { _tag: "Text", value: `--${name} must be a numeric Graph id` } }))
     )
   )
+
+/** What operator commands stand on: the hub's services, keeping no metrics. */
+const OperatorServicesLive = ServicesLive.pipe(Layer.provide(Metrics.Off))
 
 const orgOption = Options.text("org").pipe(Options.withDescription("The organization's id (org_…; see `hub org list`)"))
 
@@ -364,27 +368,27 @@ const hub = Command.make("hub").pipe(
     Command.make("org").pipe(
       Command.withDescription("Organizations: each owns instances and api tokens"),
       Command.withSubcommands([orgCreate, orgList]),
-      Command.provide(ServicesLive)
+      Command.provide(OperatorServicesLive)
     ),
     Command.make("instance").pipe(
       Command.withDescription("Instances: each is bound to one business phone number"),
       Command.withSubcommands([instanceCreate, instanceUpdate, instanceList]),
-      Command.provide(ServicesLive)
+      Command.provide(OperatorServicesLive)
     ),
     Command.make("session").pipe(
       Command.withDescription("Session tokens, which manage an organization's api tokens"),
       Command.withSubcommands([sessionCreate, sessionRevoke]),
-      Command.provide(ServicesLive)
+      Command.provide(OperatorServicesLive)
     ),
     Command.make("token").pipe(
       Command.withDescription("Api tokens: organization tokens and instance tokens"),
       Command.withSubcommands([tokenCreate, tokenList, tokenRevoke]),
-      Command.provide(ServicesLive)
+      Command.provide(OperatorServicesLive)
     ),
     Command.make("events").pipe(
       Command.withDescription("Upstream events the hub keeps aside"),
       Command.withSubcommands([eventsUnrouted]),
-      Command.provide(ServicesLive)
+      Command.provide(OperatorServicesLive)
     ),
     // Opens the two databases it names, not HUB_DB.
     migrateDataCommand
