@@ -8,6 +8,7 @@ import { Wire } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import type { ApiTokenRow } from "./Repo.js"
 
 export const CreateApiToken = RequestStruct({
   name: Label(100),
@@ -33,6 +34,26 @@ export const ApiTokenSummary = Schema.Struct({
 })
 
 export const ApiTokenList = Schema.Struct({ data: Schema.Array(ApiTokenSummary) })
+
+/** A new token as its creation answers it, with its secret (shown only then). */
+export const apiTokenCreated = (row: ApiTokenRow, secret: string): typeof ApiTokenCreated.Type => ({
+  id: row.id,
+  name: row.name,
+  token: secret,
+  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+  created_at: row.created_at
+})
+
+/** A token as a list shows it: never its secret. */
+export const apiTokenSummary = (row: ApiTokenRow): typeof ApiTokenSummary.Type => ({
+  id: row.id,
+  name: row.name,
+  kind: row.instance_id === null ? "organization" : "instance",
+  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+  token_hint: row.token_hint,
+  created_at: row.created_at,
+  last_used_at: row.last_used_at
+})
 
 export class AuthApi extends HttpApiGroup.make("apiTokens")
   .annotate(OpenApi.Description, "Api tokens: organization tokens reach every instance of the organization, instance tokens one instance. Created with a session token.")
