@@ -133,16 +133,13 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
   HttpServer.withLogAddress
 )
 
-/** The whole hub on the given server layer (`hubServer`), exposing its services and server (tests use them). */
+/**
+ * The whole hub on the given server layer (`hubServer`), exposing its services and server (tests use
+ * them): what it serves and the background work (the dispatcher and the retention pruner start with the
+ * server; the dispatcher drains when it stops), over the server, over the services.
+ */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>) =>
-  // The dispatcher and the retention pruner start with the server; the dispatcher drains when it stops.
-  HttpLive.pipe(
-    Layer.merge(FastLaneLive),
-    Layer.merge(CheckpointerLive),
-    Layer.merge(DispatcherLive),
-    Layer.merge(RetentionScheduleLive),
-    Layer.merge(MemoryTargetLive),
-    Layer.merge(RevocationFeedServerLive),
+  Layer.mergeAll(HttpLive, FastLaneLive, CheckpointerLive, DispatcherLive, RetentionScheduleLive, MemoryTargetLive, RevocationFeedServerLive).pipe(
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
