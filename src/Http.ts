@@ -34,10 +34,13 @@ import { TemplatesHttpLive } from "./Templates/Http.js"
 import { MemoryTargetLive } from "./MemoryTarget.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
+import { PgListenerLive } from "./Sql/Notify.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
-import { DispatcherLive, RetentionScheduleLive } from "./Delivery/Layer.js"
-import { IngressServicesLive, SandboxEventsLive } from "./Ingress/Layer.js"
+import { DispatcherLive } from "./Delivery/Dispatcher.js"
+import { RetentionScheduleLive } from "./Delivery/Retention.js"
+import { IngressServicesLive } from "./Ingress/Layer.js"
+import { SandboxEventsLive } from "./Ingress/SandboxFeed.js"
 import { WebhooksRepoLive } from "./Webhooks/Repo.js"
 import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
@@ -50,33 +53,53 @@ import { metricsLayer } from "./Metrics/Live.js"
 import { apiRoutes, type RouteOf } from "./Domain/Routes.js"
 import { EndpointPolicies } from "./Domain/Access.js"
 
+/** What the server answers beside HubApi's endpoints (HttpLive below): the request metrics' routes besides those. */
+const PLAIN_ROUTES: ReadonlyArray<RouteOf> = [
+  { method: "GET", path: "/" },
+  { method: "GET", path: "/dashboard" },
+  { method: "GET", path: "/dashboard/*" },
+  { method: "GET", path: "/docs" },
+  { method: "GET", path: "/openapi.json" }
+]
+
+/** The hub's metrics (HUB_METRICS: kept, or Metrics.Off), the routes its request metrics know. */
+const MetricsLive = metricsLayer([...apiRoutes(HubApi), ...PLAIN_ROUTES])
+
 /**
- * What every service stands on: the database named by the config, its group commit, the key for
- * secrets at rest, readiness. Provided beneath everything, once.
+ * What every service stands on, each part needing only the config: the database HUB_DB names and
+ * this replica's listener on it, readiness, the metrics and the live event streams.
  */
-const FoundationLive = Layer.mergeAll(WriteBatcherLive, AccessTokenCipherLive).pipe(
-  Layer.provideMerge(Layer.merge(SqlLive, ReadinessLive))
-)
+const PlatformLive = Layer.mergeAll(SqlLive, PgListenerLive, ReadinessLive, MetricsLive, LiveEventsLive)
+
+/** The platform, with the group commit and the key for secrets at rest, which stand on it. */
+const FoundationLive = Layer.mergeAll(WriteBatcherLive, AccessTokenCipherLive).pipe(Layer.provideMerge(PlatformLive))
+
+/**
+ * `layer` over the foundation. FoundationLive is one layer, built once however many services name it
+ * (layers are memoized by reference), so the services below may be listed in any order.
+ */
+const overFoundation = <ROut, E, RIn>(layer: Layer.Layer<ROut, E, RIn>) => Layer.provide(layer, FoundationLive)
+
+/** The ingress (upstream posts to outbox rows), the unrouted store and the delivery engine's services. */
+const IngressStackLive = overFoundation(IngressServicesLive)
 
 /** The upstream (Graph or the sandbox, whose events enter through the ingress like the real upstream's). */
-const UpstreamServicesLive = UpstreamLive.pipe(Layer.provide(SandboxEventsLive), Layer.provideMerge(IngressServicesLive))
+const UpstreamStackLive = overFoundation(UpstreamLive.pipe(Layer.provide(SandboxEventsLive), Layer.provide(IngressStackLive)))
 
 /**
- * The hub's services. Each declares its own dependencies (Effect.Service's `dependencies`, or the
- * feature's layer); a layer named twice is built once (layers are memoized by reference).
+ * The hub's services: a list, each over what it declares (Effect.Service's `dependencies`, the
+ * feature's layer, or the stacks above); a layer named twice is built once.
  */
-export const ServicesLive = Layer.mergeAll(
-  TokenResolver.Default,
-  InstanceAccess.Default,
-  MessageSender.Default,
-  TokensRepoLive,
-  InstancesRepoLive,
-  WebhooksRepoLive
-).pipe(
-  Layer.provideMerge(UpstreamServicesLive),
-  // Beneath the ingress, which publishes what it commits to the live streams when they exist.
-  Layer.provideMerge(LiveEventsLive),
-  Layer.provideMerge(FoundationLive)
+const ServicesLive = Layer.mergeAll(
+  FoundationLive,
+  IngressStackLive,
+  UpstreamStackLive,
+  overFoundation(MessageSender.Default.pipe(Layer.provide(UpstreamStackLive))),
+  overFoundation(TokenResolver.Default),
+  overFoundation(InstanceAccess.Default),
+  overFoundation(TokensRepoLive),
+  overFoundation(InstancesRepoLive),
+  overFoundation(WebhooksRepoLive)
 )
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
@@ -87,18 +110,6 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
   Layer.provide(AuthenticationLive)
 )
-
-/** What the server answers beside HubApi's endpoints (HttpLive below): the request metrics' routes besides those. */
-const PLAIN_ROUTES: ReadonlyArray<RouteOf> = [
-  { method: "GET", path: "/" },
-  { method: "GET", path: "/dashboard" },
-  { method: "GET", path: "/dashboard/*" },
-  { method: "GET", path: "/docs" },
-  { method: "GET", path: "/openapi.json" }
-]
-
-/** The hub's metrics (HUB_METRICS), the routes its request metrics know. */
-const MetricsLive = metricsLayer([...apiRoutes(HubApi), ...PLAIN_ROUTES])
 
 /** The server bound to HOST and PORT from the config, with the fast lane's routes. */
 export const ServerLive = Layer.unwrapEffect(
@@ -128,20 +139,15 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
   HttpServer.withLogAddress
 )
 
-/** The whole hub on the given server layer (`hubServer`), exposing its services and server (tests use them). */
+/**
+ * The whole hub on the given server layer (`hubServer`), exposing its services and server (tests use
+ * them): what it serves and the background work (the dispatcher and the retention pruner start with the
+ * server; the dispatcher drains when it stops), over the server, over the services.
+ */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>) =>
-  // The dispatcher and the retention pruner start with the server; the dispatcher drains when it stops.
-  HttpLive.pipe(
-    Layer.merge(FastLaneLive),
-    Layer.merge(CheckpointerLive),
-    Layer.merge(DispatcherLive),
-    Layer.merge(RetentionScheduleLive),
-    Layer.merge(MemoryTargetLive),
-    Layer.merge(RevocationFeedServerLive),
+  Layer.mergeAll(HttpLive, FastLaneLive, CheckpointerLive, DispatcherLive, RetentionScheduleLive, MemoryTargetLive, RevocationFeedServerLive).pipe(
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
-    // Beneath everything that observes: services read Metrics as they are built (without it, they keep nothing).
-    Layer.provideMerge(MetricsLive),
     Layer.provide(EndpointPoliciesLive),
     // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
     Layer.provide(Layer.setTracerEnabled(false)),

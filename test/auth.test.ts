@@ -11,6 +11,7 @@ import { TokenResolver } from "../src/Auth/TokenResolver.js"
 import { OrganizationId } from "../src/Domain/Ids.js"
 import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { engines } from "./support/Databases.js"
+import { PgListener } from "../src/Sql/Notify.js"
 
 const UNAUTHORIZED = { statusCode: 401, message: "Unauthorized" }
 
@@ -347,7 +348,7 @@ describe("the credential cache and revocation", () => {
         touchApiToken: () => Effect.void,
         findCredential
       })
-      const resolver = yield* Effect.provide(TokenResolver, TokenResolver.DefaultWithoutDependencies.pipe(Layer.provide(Layer.succeed(TokensRepo, repo))))
+      const resolver = yield* Effect.provide(TokenResolver, TokenResolver.DefaultWithoutDependencies.pipe(Layer.provide(Layer.merge(Layer.succeed(TokensRepo, repo), PgListener.None))))
 
       const lookups = yield* Effect.fork(Effect.all([resolver.resolve(secret), resolver.resolve(secret)], { concurrency: "unbounded" }))
       yield* Deferred.await(bothReading)

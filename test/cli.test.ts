@@ -209,6 +209,41 @@ describe("hub CLI", () => {
     expect(json(again.stderr)).toEqual({ error: `api token ${orgToken.id} was not found (or is already revoked)` })
   }, CLI_TEST_TIMEOUT)
 
+  it("operator commands build only the database and the repositories they use: never the upstream, the ingress or the sender", async () => {
+    // The Graph upstream warns as it is built when HUB_GRAPH_URL names a version Meta no longer serves;
+    // `serve` builds it (and so warns), an operator command must not (its stdout is its JSON alone).
+    const env = {
+      ...freshDb(),
+      HUB_UPSTREAM: "graph",
+      HUB_APP_SECRET: "meta-app-secret",
+      HUB_SECRET_KEY: "ab".repeat(32),
+      HUB_GRAPH_URL: "https://graph.facebook.com/v18.0"
+    }
+    const ended = "Graph API v18.0, which Meta stopped serving"
+    const hub = await startServe(env)
+    expect(await hub.stop()).toContain(ended)
+
+    const org = await run(env, "org", "create", "--name", "Acme")
+    const orgId = String(json(org.stdout).id)
+    const commands = [
+      ["org", "list"],
+      ["instance", "create", "--org", orgId, "--name", "Sales", "--phone-number-id", "111", "--waba-id", "222", "--access-token", "EAAG-secret"],
+      ["instance", "list"],
+      ["session", "create", "--org", orgId],
+      ["token", "create", "--org", orgId, "--name", "ci"],
+      ["token", "list", "--org", orgId],
+      ["events", "unrouted"]
+    ]
+    expect(org.stdout).not.toContain(ended)
+    for (const args of commands) {
+      const result = await run(env, ...args)
+      expect(result.exitCode, args.join(" ")).toBe(0)
+      expect(result.stderr, args.join(" ")).toBe("")
+      expect(result.stdout, args.join(" ")).not.toContain(ended)
+      expect(json(result.stdout), args.join(" ")).toBeDefined()
+    }
+  }, CLI_TEST_TIMEOUT)
+
   it("--help describes every command and option, without terminal styling when piped", async () => {
     const env = freshDb()
     const top = await run(env, "--help")

@@ -12,7 +12,7 @@ import { demoTokensText, type HubProcess, startHubProcess } from "./support/HubP
 import { makeReceiver, type ReceivedRequest, type Reply } from "./support/Receivers.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
-/** The demo instance the sandbox creates (Bootstrap.ts). */
+/** The demo instance the sandbox creates (Cli/Bootstrap.ts). */
 const DEMO = { phoneNumberId: "100000000000001", wabaId: "200000000000001" }
 
 /** One request; a refused connection is status 0 (a replica that has stopped). */

@@ -14,6 +14,7 @@ import { GraphUpstream } from "../src/Upstream/Graph.js"
 import { usesProxy } from "../src/Upstream/PooledClient.js"
 import { Upstream } from "../src/Upstream/Upstream.js"
 import { rawReceiver, type Reply } from "./support/RawReceiver.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
 
 const json = (status: number, body: unknown, extra = "") => {
   const text = JSON.stringify(body)
@@ -152,7 +153,7 @@ describe("Graph calls over kept-alive connections", () => {
       // The API never answers: each send holds its connection until its deadline, so uncapped sends would each open one.
       const graph = yield* rawReceiver(() => "hang")
       const settings = hubConfigWith({ upstream: "graph", graphUrl: `http://127.0.0.1:${graph.port}/v23.0`, graphTimeout: Duration.millis(300), maxConnectionsPerOrigin: 1 })
-      const upstream = yield* Effect.provide(Upstream, Layer.provide(GraphUpstream, settings))
+      const upstream = yield* Effect.provide(Upstream, Layer.provide(GraphUpstream, Layer.merge(settings, Metrics.Off)))
       const target = { phoneNumberId: "1", wabaId: "2", accessToken: Redacted.make("token") }
       const sends = yield* Effect.all(Array.from({ length: 3 }, () => Effect.promise(() => upstream.sendMessage(target, { to: "1" }))), { concurrency: "unbounded" })
       expect(sends.map((sent) => Either.isLeft(sent) && sent.left.kind)).toEqual(["timeout", "timeout", "timeout"])

@@ -19,6 +19,9 @@ import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { type Engine, engines, testDatabase } from "./support/Databases.js"
 import { seedTenant, type Tenant, TEST_RETENTION, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+import { LiveEvents } from "../src/LiveEvents/LiveEvents.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
+import { PgListener } from "../src/Sql/Notify.js"
 
 const APP_SECRET = "app-secret-for-tests"
 const VERIFY_TOKEN = "verify-token-3f9a"
@@ -423,8 +426,9 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 
 /** The ingress alone over an in-memory database, built in a scope the test closes itself. */
 const ingressAlone = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }))),
-  Layer.provide(WriteBatcherLive)
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }), LiveEvents.None, Metrics.Off)),
+  Layer.provide(WriteBatcherLive),
+  Layer.provide(Metrics.Off)
 )
 
 for (const engine of engines) layer(testDatabase(engine), { excludeTestServices: true })(`the ingress when the hub stops (${engine})`, (it) => {
@@ -447,8 +451,9 @@ for (const engine of engines) layer(testDatabase(engine), { excludeTestServices:
 
 /** The ingress over a batcher whose gathering time no test outlasts, with that batcher. */
 const ingressGathering = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }))),
-  Layer.provideMerge(writeBatcherLayer({ gatherMs: 60_000 }))
+  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }), LiveEvents.None)),
+  Layer.provideMerge(writeBatcherLayer({ gatherMs: 60_000 })),
+  Layer.provide(Layer.merge(Metrics.Off, PgListener.None))
 )
 
 layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress's groups", (it) => {

@@ -15,6 +15,7 @@ import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
 import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, wamid } from "./support/UpstreamPayloads.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
 
 /** How long the other process keeps the lock once it says it has it. */
 const HOLD_MS = 300
@@ -67,7 +68,7 @@ const scenario = (file: string, write: Effect.Effect<number, unknown, SqlClient.
     expect(yield* Effect.promise(() => other.done)).toBe(0)
     const rows = yield* sql<{ readonly v: string }>`SELECT v FROM t ORDER BY id`
     return { seenBefore, rows: rows.map((r) => r.v) }
-  }).pipe(Effect.provide(WriteBatcherLive.pipe(Layer.provideMerge(sqliteLayer(file)))))
+  }).pipe(Effect.provide(WriteBatcherLive.pipe(Layer.provideMerge(sqliteLayer(file)), Layer.provide(Metrics.Off))))
 
 it.live("a transaction that reads before it writes waits for another connection's write lock, then commits", () =>
   inFolder((file) =>

@@ -12,6 +12,7 @@ import { GraphUpstream } from "../src/Upstream/Graph.js"
 import { Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendVia } from "./support/UpstreamSend.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
 
 const target: UpstreamTarget = { phoneNumberId: "106540352242922", wabaId: "102290129340398", accessToken: Redacted.make("EAAG-instance-token") }
 const textBody = { messaging_product: "whatsapp", to: "+16505551234", type: "text", text: { body: "Does it come in blue?" } }
@@ -321,6 +322,7 @@ const closedPort = () => {
 }
 
 const unreachable = GraphUpstream.pipe(
+  Layer.provide(Metrics.Off),
   Layer.provide(hubConfigWith({ upstream: "graph", graphUrl: `http://127.0.0.1:${closedPort()}/v23.0`, graphRetryBase: Duration.millis(1) }))
 )
 

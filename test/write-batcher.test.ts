@@ -9,6 +9,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Cause, Data, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option } from "effect"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
 
 interface Item {
   readonly name: string
@@ -37,7 +38,7 @@ const Tables = Layer.effectDiscard(
 
 const Db = Layer.merge(WriteBatcherLive, Tables).pipe(
   Layer.provideMerge(sqliteLayer(":memory:")),
-  Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+  Layer.provide(Layer.merge(Metrics.Off, Logger.minimumLogLevel(LogLevel.None)))
 )
 
 /** Statements on wb_items, for writes handed to the batcher (which takes effects needing no services). */
@@ -282,7 +283,7 @@ const eventLoopTurns = (n: number) =>
 // A gathering time no test outlasts: a gathering write that waits for it shows as not run.
 const Gathering = Layer.merge(writeBatcherLayer({ gatherMs: 60_000 }), Tables).pipe(
   Layer.provideMerge(sqliteLayer(":memory:")),
-  Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+  Layer.provide(Layer.merge(Metrics.Off, Logger.minimumLogLevel(LogLevel.None)))
 )
 
 layer(Gathering)("WriteBatcher: gathering writes", (it) => {

@@ -9,6 +9,7 @@ import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.
 import { accepts, everyToken, management, sessionOnly } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import type { ApiTokenRow } from "./Repo.js"
 
 export const CreateApiToken = RequestStruct({
   name: Label(100),
@@ -42,6 +43,26 @@ export const WhoAmI = Schema.Struct({
   phone_number_id: Schema.optional(Schema.String).annotations({ description: "An instance token's phone number id" }),
   token_id: Schema.String.annotations({ description: "The api token's id (tok_…) or the session's" }),
   expires_at: Schema.optional(IsoTimestamp).annotations({ description: "When a session token stops being valid; api tokens do not expire" })
+})
+
+/** A new token as its creation answers it, with its secret (shown only then). */
+export const apiTokenCreated = (row: ApiTokenRow, secret: string): typeof ApiTokenCreated.Type => ({
+  id: row.id,
+  name: row.name,
+  token: secret,
+  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+  created_at: row.created_at
+})
+
+/** A token as a list shows it: never its secret. */
+export const apiTokenSummary = (row: ApiTokenRow): typeof ApiTokenSummary.Type => ({
+  id: row.id,
+  name: row.name,
+  kind: row.instance_id === null ? "organization" : "instance",
+  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
+  token_hint: row.token_hint,
+  created_at: row.created_at,
+  last_used_at: row.last_used_at
 })
 
 export class AuthApi extends HttpApiGroup.make("apiTokens")

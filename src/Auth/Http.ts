@@ -4,19 +4,9 @@ import { HubApi } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { InstancesRepo } from "../Instances/Repo.js"
-import type { ApiTokenRow } from "./Repo.js"
+import { apiTokenCreated, apiTokenSummary } from "./Api.js"
 import { TokensRepo } from "./Repo.js"
 import { TokenResolver } from "./TokenResolver.js"
-
-const summary = (row: ApiTokenRow) => ({
-  id: row.id,
-  name: row.name,
-  kind: row.instance_id === null ? "organization" as const : "instance" as const,
-  ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
-  token_hint: row.token_hint,
-  created_at: row.created_at,
-  last_used_at: row.last_used_at
-})
 
 export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers) =>
   Effect.gen(function*() {
@@ -40,17 +30,11 @@ export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers)
             instanceId: Option.getOrUndefined(Option.map(instance, (i) => i.id)),
             name: payload.name
           })
-          return {
-            id: row.id,
-            name: row.name,
-            token: secret,
-            ...(row.instance_id === null ? {} : { instance_id: row.instance_id }),
-            created_at: row.created_at
-          }
+          return apiTokenCreated(row, secret)
         }))
       .handle("list", () =>
         Effect.flatMap(CurrentPrincipal, (principal) =>
-          Effect.map(tokens.listApiTokens(principal.organizationId), (rows) => ({ data: rows.map(summary) }))))
+          Effect.map(tokens.listApiTokens(principal.organizationId), (rows) => ({ data: rows.map(apiTokenSummary) }))))
       .handle("revoke", ({ path }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

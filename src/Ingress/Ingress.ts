@@ -13,7 +13,7 @@
  * Callers wait on a plain callback rather than a Deferred and a Queue, and the fast lane submits
  * without a fiber of its own: this is on every upstream post's path.
  */
-import { Context, Duration, Effect, Either, Exit, FiberId, FiberSet, Layer, Option } from "effect"
+import { Context, Duration, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
 import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
@@ -160,8 +160,8 @@ export const IngressLive = Layer.scoped(
     const retentionMs = Duration.toMillis(retention)
     const metrics = yield* Metrics
     const runFork = yield* FiberSet.makeRuntime<never>()
-    // Optional, so the ingress also runs alone (its own tests); the hub provides it.
-    const live = yield* Effect.serviceOption(LiveEvents)
+    // The hub's streams; alone (its own tests) the ingress is given LiveEvents.None.
+    const live = yield* LiveEvents
 
     /** The routes of every change of the group, in one query. */
     const routesFor = (changes: ReadonlyArray<UpstreamChange>) =>
@@ -293,7 +293,7 @@ export const IngressLive = Layer.scoped(
               Effect.gen(function*() {
                 metrics.ingested(answers)
                 if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
-                if (Option.isSome(live)) live.value.publish(committed)
+                live.publish(committed)
                 // Queued rows wait for a dispatcher round.
                 if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
                 take().forEach((q, i) => {

@@ -8,5 +8,3 @@ import { UnroutedRepoLive } from "./Unrouted.js"
 export const IngressServicesLive = Layer.mergeAll(IngressLive, UnroutedRepoLive).pipe(
   Layer.provideMerge(Layer.mergeAll(DeliveryServicesLive, MessagesRepoLive))
 )
-
-export { SandboxEventsLive } from "./SandboxFeed.js"

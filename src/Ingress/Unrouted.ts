@@ -3,17 +3,21 @@
  * is bound to (`reason` null), and replays older than the dedupe horizon (`reason` "stale").
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
+import { IsoTimestamp } from "../Domain/Schemas.js"
 
-export interface UnroutedChange {
-  readonly id: string
-  readonly phone_number_id: string | null
-  readonly waba_id: string | null
-  readonly field: string | null
-  readonly reason: string | null
-  readonly change: unknown
-  readonly received_at: string
-}
+/** One change kept aside, as `hub events unrouted` prints it. */
+export const UnroutedChange = Schema.Struct({
+  id: Schema.String,
+  phone_number_id: Schema.NullOr(Schema.String),
+  waba_id: Schema.NullOr(Schema.String),
+  field: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String),
+  change: Schema.Unknown,
+  received_at: IsoTimestamp
+})
+
+export type UnroutedChange = typeof UnroutedChange.Type
 
 interface UnroutedRow {
   readonly id: string

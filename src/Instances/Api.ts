@@ -5,6 +5,7 @@ import { accepts, management } from "../Domain/Access.js"
 import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { IsoTimestamp } from "../Domain/Schemas.js"
+import type { InstanceRow } from "./Repo.js"
 
 export const InstanceRecord = Schema.Struct({
   id: Schema.String,
@@ -17,6 +18,17 @@ export const InstanceRecord = Schema.Struct({
       "/messages. Set with hub instance create|update --marketing-messages; a send's `via` overrides it"
   }),
   created_at: IsoTimestamp
+})
+
+/** An instance as the API shows it; `sendRate` is HUB_SEND_RATE, every instance's. */
+export const instanceRecord = (row: InstanceRow, sendRate: number): typeof InstanceRecord.Type => ({
+  id: row.id,
+  name: row.name,
+  phone_number_id: row.phone_number_id,
+  waba_id: row.waba_id,
+  send_rate: sendRate,
+  marketing_messages: row.marketing_messages,
+  created_at: row.created_at
 })
 
 export class InstancesApi extends HttpApiGroup.make("instances")

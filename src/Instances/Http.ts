@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
+import { instanceRecord } from "./Api.js"
 import { InstancesRepo } from "./Repo.js"
 
 export const InstancesHttpLive = HttpApiBuilder.group(HubApi, "instances", (handlers) =>
@@ -13,16 +14,6 @@ export const InstancesHttpLive = HttpApiBuilder.group(HubApi, "instances", (hand
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
         const rows = yield* repo.listByOrganization(principal.organizationId)
-        return {
-          data: rows.map((row) => ({
-            id: row.id,
-            name: row.name,
-            phone_number_id: row.phone_number_id,
-            waba_id: row.waba_id,
-            send_rate: config.sendRatePerSecond,
-            marketing_messages: row.marketing_messages,
-            created_at: row.created_at
-          }))
-        }
+        return { data: rows.map((row) => instanceRecord(row, config.sendRatePerSecond)) }
       }))
   }))

@@ -57,7 +57,15 @@ export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
   readonly openStreams: (organizationId: string) => number
   /** The 429 a new stream of the audience would be refused with now; undefined when there is room. */
   readonly refusal: (audience: Audience, limits: StreamLimits) => TooManyRequests | undefined
-}>() {}
+}>() {
+  /** No live streams: what is published goes nowhere, a stream never hears anything (the ingress alone, in its tests). */
+  static readonly None = Layer.succeed(this, {
+    publish: () => {},
+    subscribe: () => Effect.succeed(Stream.never),
+    openStreams: () => 0,
+    refusal: () => undefined
+  })
+}
 
 interface Subscriber {
   readonly instanceId: string | undefined

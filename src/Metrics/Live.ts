@@ -20,7 +20,6 @@ import {
   type GraphRecorder,
   type HubMetrics,
   Metrics,
-  noMetrics,
   OUTBOX_COUNT_CAP,
   type OutboxReading,
   type RouteRecorder,
@@ -242,7 +241,4 @@ export const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
 
 /** The hub's metrics as HUB_METRICS says: kept (the default) or not at all. */
 export const metricsLayer = (routes: ReadonlyArray<RouteOf>) =>
-  Layer.effect(
-    Metrics,
-    Effect.flatMap(HubConfig, (config) => (config.metrics ? makeMetrics(routes) : Effect.succeed(noMetrics)))
-  )
+  Layer.unwrapEffect(Effect.map(HubConfig, (config) => (config.metrics ? Layer.effect(Metrics, makeMetrics(routes)) : Metrics.Off)))

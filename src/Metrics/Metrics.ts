@@ -2,9 +2,9 @@
  * The hub's metrics, as the code that observes them sees them: plain functions, bound once to their
  * labels, that record an observation without an effect, an allocation of labels or a lookup by name
  * (the send and upstream-post paths run without a fiber; see Messages/Send.ts and Edge/FastLane.ts).
- * MetricsLive (Live.ts) keeps them in a prom-client registry served at GET /metrics; `noMetrics`
- * keeps nothing (HUB_METRICS=false, and wherever no hub provides metrics: the CLI, tests of a
- * single service), so it is the Reference's default and no service has to require Metrics.
+ * metricsLayer (Live.ts) keeps them in a prom-client registry served at GET /metrics; `Metrics.Off`
+ * keeps nothing (HUB_METRICS=false, and tests of a single service). Every service that observes
+ * requires Metrics: none is built without being told which.
  */
 import { Context, Effect, Layer, type Scope } from "effect"
 
@@ -112,7 +112,7 @@ export const noMetrics: HubMetrics = {
   contentType: "text/plain; version=0.0.4; charset=utf-8"
 }
 
-export class Metrics extends Context.Reference<Metrics>()("Metrics", { defaultValue: (): HubMetrics => noMetrics }) {}
-
-/** No metrics (HUB_METRICS=false). */
-export const MetricsNone = Layer.succeed(Metrics, noMetrics)
+export class Metrics extends Context.Tag("Metrics")<Metrics, HubMetrics>() {
+  /** No metrics: nothing is observed or kept (HUB_METRICS=false). */
+  static readonly Off = Layer.succeed(this, noMetrics)
+}

@@ -14,7 +14,6 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs"
 import { dirname } from "node:path"
 import { databaseEngine, HubConfig } from "../Config.js"
 import { migrations } from "./migrations/index.js"
-import { pgListenerLayer } from "./Notify.js"
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
 
@@ -116,7 +115,7 @@ const migrateFleet = Effect.gen(function*() {
   }))
 })
 
-/** A migrated PostgreSQL database at `url`, with at most `poolSize` connections, and a listening connection besides. */
+/** A migrated PostgreSQL database at `url`, with at most `poolSize` connections (the listening connection is PgListenerLive's). */
 export const postgresLayer = (url: Redacted.Redacted<string>, poolSize: number) => {
   const client = PgClient.layer({
     url,
@@ -126,8 +125,7 @@ export const postgresLayer = (url: Redacted.Redacted<string>, poolSize: number) 
     idleTimeout: Duration.minutes(5)
   })
   const prepare = Layer.effectDiscard(migrateFleet.pipe(Effect.withSpan("Sql.migrate")))
-  // The replica's own listening connection (Notify.ts), outside the pool.
-  return Layer.mergeAll(Layer.provideMerge(prepare, client), pgListenerLayer(url)).pipe(Layer.orDie)
+  return Layer.provideMerge(prepare, client).pipe(Layer.orDie)
 }
 
 /** The database named by HUB_DB: PostgreSQL for a postgres:// URL, SQLite otherwise. */

@@ -13,8 +13,9 @@
  * over: what was announced meanwhile was missed).
  */
 import type { SqlClient, SqlError } from "@effect/sql"
-import { Context, Effect, Layer, Option, Redacted, Runtime, type Scope } from "effect"
+import { Context, Effect, Layer, Redacted, Runtime, type Scope } from "effect"
 import pg from "pg"
+import { databaseEngine, HubConfig } from "../Config.js"
 import { isPostgres } from "./Dialect.js"
 
 /** The channels replicas talk on. */
@@ -37,10 +38,13 @@ interface Subscriber {
   readonly onConnected: () => void
 }
 
-/** This replica's listening connection (PostgreSQL only: see PgListenerLive). */
+/** This replica's listening connection (pgListenerLayer); on SQLite, `PgListener.None`, which hears nothing. */
 export class PgListener extends Context.Tag("PgListener")<PgListener, {
   readonly add: (subscriber: Subscriber) => Effect.Effect<void, never, Scope.Scope>
-}>() {}
+}>() {
+  /** No other replica to hear (SQLite: one process): a subscriber is never called. */
+  static readonly None = Layer.succeed(this, { add: () => Effect.void })
+}
 
 /** How long after losing its connection the listener connects again. */
 const RECONNECT_AFTER_MS = 1000
@@ -121,9 +125,9 @@ export const subscribe = (
   channel: Channel,
   onPayload: (payload: string) => void,
   onConnected: () => void = () => {}
-): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.flatMap(Effect.serviceOption(PgListener), (listener) =>
-    Option.match(listener, {
-      onNone: () => Effect.void,
-      onSome: (l) => l.add({ channel, onPayload, onConnected })
-    }))
+): Effect.Effect<void, never, PgListener | Scope.Scope> =>
+  Effect.flatMap(PgListener, (listener) => listener.add({ channel, onPayload, onConnected }))
+
+/** The listener HUB_DB calls for: a listening connection on PostgreSQL, none on SQLite. */
+export const PgListenerLive = Layer.unwrapEffect(Effect.map(HubConfig, (config) =>
+  databaseEngine(config.databaseFile) === "postgres" ? pgListenerLayer(Redacted.make(config.databaseFile)) : PgListener.None))

@@ -7,6 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { inject } from "vitest"
 import { postgresLayer, sqliteLayer } from "../../src/Sql/Client.js"
+import { PgListener, pgListenerLayer } from "../../src/Sql/Notify.js"
 
 export type Engine = "sqlite" | "postgres"
 
@@ -37,8 +38,8 @@ export const freshPostgresDatabase = Effect.acquireRelease(
 /** HUB_DB for a test on `engine`: `:memory:`, or a fresh PostgreSQL database's URL (dropped with the scope). */
 export const testDatabaseUrl = (engine: Engine) => (engine === "sqlite" ? Effect.succeed(":memory:") : freshPostgresDatabase)
 
-/** A migrated database on `engine` as a layer (SqlClient), for tests below the HTTP server. */
+/** A migrated database on `engine` as a layer (SqlClient), with its listener (PgListener), for tests below the HTTP server. */
 export const testDatabase = (engine: Engine) =>
   engine === "sqlite"
-    ? sqliteLayer(":memory:")
-    : Layer.unwrapScoped(Effect.map(freshPostgresDatabase, (url) => postgresLayer(Redacted.make(url), 4)))
+    ? Layer.merge(sqliteLayer(":memory:"), PgListener.None)
+    : Layer.unwrapScoped(Effect.map(freshPostgresDatabase, (url) => Layer.merge(postgresLayer(Redacted.make(url), 4), pgListenerLayer(Redacted.make(url)))))

@@ -1,0 +1,20 @@
+/**
+ * What operator commands stand on: the database HUB_DB names and the repositories over it, each
+ * group taking only those it uses. Never the server, the ingress, the sender, the dispatcher or the
+ * sandbox's simulator (nor the PostgreSQL listener or the metrics, which only a serving hub needs).
+ */
+import { Layer } from "effect"
+import { TokensRepoLive } from "../Auth/Repo.js"
+import { UnroutedRepoLive } from "../Ingress/Unrouted.js"
+import { AccessTokenCipherLive } from "../Instances/AccessTokenCipher.js"
+import { InstancesRepoLive } from "../Instances/Repo.js"
+import { SqlLive } from "../Sql/Client.js"
+
+/** Organizations and instances; instances' access tokens encrypted with the key for secrets at rest. */
+export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(AccessTokenCipherLive), Layer.provide(SqlLive))
+
+/** Organizations and instances, with sessions and api tokens. */
+export const TokensOnDatabase = Layer.merge(TokensRepoLive.pipe(Layer.provide(SqlLive)), InstancesOnDatabase)
+
+/** The upstream changes kept aside. */
+export const UnroutedOnDatabase = UnroutedRepoLive.pipe(Layer.provide(SqlLive))
