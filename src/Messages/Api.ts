@@ -10,7 +10,7 @@ import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
-import { messageStatuses } from "./Records.js"
+import { directions, messageStatuses } from "../Domain/Vocabulary.js"
 import { sendEndpoints } from "./Records.js"
 
 const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })
@@ -78,7 +78,7 @@ const DateFilter = Schema.transformOrFail(Schema.String, DateBound, {
 
 const oneIssue = (message: string) => ({ message: () => ({ message, override: true }) })
 const Status = Schema.Literal(...messageStatuses).annotations(oneIssue(`must be one of ${messageStatuses.join(", ")}`))
-const Direction = Schema.Literal("inbound", "outbound").annotations(oneIssue("must be inbound or outbound"))
+const Direction = Schema.Literal(...directions).annotations(oneIssue(`must be ${directions.join(" or ")}`))
 const WaMessageId = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(256))
 
 export const ListMessagesQuery = RequestStruct({
@@ -122,7 +122,7 @@ export const MessageRecord = Schema.Struct({
   }),
   type: Schema.String,
   status: Schema.Literal(...messageStatuses),
-  direction: Schema.Literal("inbound", "outbound"),
+  direction: Schema.Literal(...directions),
   createdAt: IsoTimestamp,
   statusTimes: Schema.Struct({
     sent: Schema.optional(IsoTimestamp),

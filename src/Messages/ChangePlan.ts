@@ -10,7 +10,8 @@
  * - a message the upstream told of (inbound, or an echo or history of one the business sent
  *   elsewhere) is recorded once per instance and upstream id: one the hub already has is left as it is.
  */
-import type { Direction, ReceivedMessage, MessageStatus, StatusUpdate } from "./Records.js"
+import type { Direction, MessageStatus } from "../Domain/Vocabulary.js"
+import type { ReceivedMessage, StatusUpdate } from "./Records.js"
 
 /**
  * The order statuses move in. `failed` ranks above every state but `read`, so it is reached from any

@@ -4,10 +4,8 @@
  */
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
+import type { Direction, MessageStatus } from "../Domain/Vocabulary.js"
 
-export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"] as const
-export type MessageStatus = (typeof messageStatuses)[number]
-export type Direction = "outbound" | "inbound"
 
 export { type SendEndpoint, sendEndpoints } from "../Upstream/Upstream.js"
 

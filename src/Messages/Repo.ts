@@ -16,7 +16,8 @@ import { type MessageChange, namedRecords, planChanges, statusRank, type StoredR
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
 import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
-import { INBOUND_STATUS, messageStatuses, type ReceivedMessage, type SendEndpoint } from "./Records.js"
+import { messageStatuses } from "../Domain/Vocabulary.js"
+import { INBOUND_STATUS, type ReceivedMessage, type SendEndpoint } from "./Records.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
 export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange

@@ -5,13 +5,13 @@ import { type SeenStatus, seenStatuses, useLiveFeed } from "../live.js"
 import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { Link, navigate, useLocation } from "../router.js"
 import type { Instance, Message, Messages, TokenKind } from "../types.js"
+import { messageStatuses } from "../../../Domain/Vocabulary.js"
 
 /** Every filter of GET /api/messages, as the page's query (so a filtered view can be linked and goes back and forth). */
 const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "user", "instance_id"] as const
 type Filter = (typeof FILTERS)[number]
 type Filters = Readonly<Record<Filter, string>>
 
-const STATUSES = ["pending", "sent", "delivered", "read", "failed"]
 const LIMITS = [10, 25, 50, 100]
 
 export const statusTone = (status: string): Tone =>
@@ -79,7 +79,7 @@ const FilterForm = (props: { readonly filters: Filters; readonly limit: number; 
           <label for="f-status">Status</label>
           <select id="f-status" value={draft.status} onChange={set("status")}>
             <option value="">Any</option>
-            {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {messageStatuses.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </div>
         <div class="field">
