@@ -73,8 +73,8 @@ export const makeSendPlainRoute = Effect.gen(function*() {
       await edge.inRequest(Effect.either(access.resolve(principal.right, selector)))
     if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
     const idempotencyKey = headers.right["idempotency-key"]
-    if (idempotencyKey !== undefined) return edge.run(Effect.map(sender.send(instance.right, payload.right, idempotencyKey), outcomeResponse))
-    const sent = await sender.sendNow(instance.right, payload.right, edge.inRequest)
+    if (idempotencyKey !== undefined) return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))
+    const sent = await sender.send(instance.right, payload.right, edge.inRequest)
     return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
   }
   return { route: "POST /api/messages", drained: sender.drained, handle } satisfies PlainRoute

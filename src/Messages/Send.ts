@@ -11,8 +11,8 @@
  * The send itself (`deliver`) is plain async code, not an effect: it is the path of nearly every
  * message, and as an effect its fiber and combinators cost about 40 % of the hub's CPU per send
  * (measured with scripts/bench.ts: 340-410 µs a send against 150-220). Its steps are the same
- * services' plain entries (pacing, the cached target, the group writers, the Upstream's send); the
- * Effect API (`send`, for keyed sends and HubApi's handler) runs that same code.
+ * services' plain entries (pacing, the cached target, the group writers, the Upstream's send); a send
+ * under an Idempotency-Key (`sendOnce`, an effect: it reads and writes its key) runs that same code.
  */
 import { Cause, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
 import { HubConfig } from "../Config.js"
@@ -38,19 +38,17 @@ export type SendOutcome =
 type SendError = Conflict | ServiceUnavailable | TooManyRequests | UpstreamFailure
 
 export interface MessageSenderShape {
-  /** A send, with its Idempotency-Key if given. */
-  readonly send: (
-    instance: InstanceRef,
-    request: SendMessageRequest,
-    idempotencyKey: string | undefined
-  ) => Effect.Effect<SendOutcome, SendError>
   /**
-   * A send without Idempotency-Key, as a plain promise of its outcome (the refusal on the left): the
-   * fast lane's way for most sends, without a fiber (see the top of this file). The rare effects it
-   * runs (a target to load, a failure to record, an error to log) run through `inRequest`, so that
-   * their logs name the request.
+   * A send, as a plain promise of its outcome (the refusal on the left), without a fiber (see the top
+   * of this file). The rare effects it runs (a target to load, a failure to record, an error to log)
+   * run through `inRequest`, so that their logs name the request.
    */
-  readonly sendNow: (instance: InstanceRef, request: SendMessageRequest, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>
+  readonly send: (instance: InstanceRef, request: SendMessageRequest, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>
+  /**
+   * A send under an Idempotency-Key: the first request with the key sends (as `send`) and keeps its
+   * answer; a repeat is answered that answer again (Replay) without sending.
+   */
+  readonly sendOnce: (instance: InstanceRef, request: SendMessageRequest, idempotencyKey: string) => Effect.Effect<SendOutcome, SendError>
   /** Succeeds once no send is in flight: for whoever must stop only after them (`inRequest` must work until then). */
   readonly drained: Effect.Effect<void>
 }
@@ -258,15 +256,14 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     }
 
     const service: MessageSenderShape = {
-      sendNow: (instance, request, inRequest) => sendWith(instance, request, toUpstreamBody(request), inRequest),
+      send: (instance, request, inRequest) => sendWith(instance, request, toUpstreamBody(request), inRequest),
       drained: gate.drained,
-      send: (instance, request, idempotencyKey) => {
+      sendOnce: (instance, request, idempotencyKey) => {
         const body = toUpstreamBody(request)
+        const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
         // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
         const sent = Effect.flatMap(Effect.runtime<never>(), (runtime) =>
           Effect.flatMap(Effect.promise(() => sendWith(instance, request, body, Runtime.runPromise(runtime))), (outcome) => outcome))
-        if (idempotencyKey === undefined) return Effect.map(sent, (response): SendOutcome => ({ _tag: "Sent", response }))
-        const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
         return Effect.gen(function*() {
           const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
           if (claim._tag === "Replay") return claim
