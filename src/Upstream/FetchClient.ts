@@ -13,7 +13,7 @@
 import { Cookies, Headers, HttpClient, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Duration, Effect, Inspectable, Option, Stream } from "effect"
 import { Deadline, DeadlineExceeded } from "../Net/Deadline.js"
-import type { KeepAlivePool } from "../Net/KeepAlive.js"
+import type { KeepAlivePool } from "../Net/Pool.js"
 import { checkHeaders } from "../Net/RequestHead.js"
 import { bodyBytes, sendPooled } from "./PooledClient.js"
 

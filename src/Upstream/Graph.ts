@@ -10,7 +10,7 @@ import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } fr
 import { graphVersionOf, warnAboutGraphVersion } from "./GraphVersion.js"
 import { HubConfig } from "../Config.js"
 import { type GraphRecorder, Metrics } from "../Metrics/Metrics.js"
-import { makeKeepAlivePool } from "../Net/KeepAlive.js"
+import { makeKeepAlivePool } from "../Net/Pool.js"
 import { isTimeout, makeFetchClient } from "./FetchClient.js"
 import { usesProxy } from "./PooledClient.js"
 import { parseJsonObject } from "../Domain/Json.js"

@@ -9,7 +9,7 @@
 import { Duration, Either, Redacted, Schema } from "effect"
 import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
 import { Deadline } from "../Net/Deadline.js"
-import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
+import { type KeepAlivePool, originOf } from "../Net/Pool.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { headerRecord } from "./FetchClient.js"
 import { decodeGraphError, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"

@@ -9,7 +9,7 @@
 import { Cookies, Headers, HttpClientError, type HttpClientRequest, HttpClientResponse, HttpIncomingMessage, UrlParams } from "@effect/platform"
 import { Effect, Inspectable, Option, Stream } from "effect"
 import { Deadline } from "../Net/Deadline.js"
-import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
+import { type KeepAlivePool, originOf } from "../Net/Pool.js"
 import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import type { BodyKept, ReaderAnswer } from "../Net/ResponseReader.js"
 
