@@ -64,7 +64,7 @@ const messageOf = (error: unknown): string => (error instanceof Error ? error.me
 
 const CLOSED_BEFORE: Closed = { _tag: "Closed", message: "the connection closed", beforeAnswer: true }
 
-/** One connection; its owner (the pool) is told through `onGone` when its socket is gone. */
+/** One connection; an owner that counts its connections (the pool) overrides `gone`. */
 export class Connection {
   socket: Socket<Connection> | undefined = undefined
   readonly reader = new ResponseReader()
@@ -77,17 +77,20 @@ export class Connection {
   used = false
   /** When it was last put back idle (on its pool's clock). */
   idleSince = 0
-  /** Its owner was told its socket is gone (once: when its socket closed or never opened). */
-  private gone = false
+  /** It was retired (once: when its socket closed or never opened). */
+  private retired = false
 
-  constructor(readonly origin: Origin, private readonly onGone: () => void) {}
+  constructor(readonly origin: Origin) {}
 
-  /** Its socket is gone, or will never open: its owner is told, once. */
+  /** Called once, when its socket is gone or will never open. */
+  protected gone(): void {}
+
+  /** Its socket is gone, or will never open. */
   retire(): void {
     this.closed = true
-    if (this.gone) return
-    this.gone = true
-    this.onGone()
+    if (this.retired) return
+    this.retired = true
+    this.gone()
   }
 
   /** Closes it: it may not carry another request. */
@@ -162,8 +165,7 @@ const tlsOptions = (origin: Origin, ca: string | undefined) => {
 
 /**
  * Opens `connection` (new, to its origin) and answers it once ready for a request (for TLS: the
- * chain and the name verified). Its owner is told it is gone if its socket never opens (a failed or
- * abandoned connect). Before its socket opens a connect cannot be cancelled: when `signal` aborts
+ * chain and the name verified); it is retired if its socket never opens (a failed or abandoned connect). Before its socket opens a connect cannot be cancelled: when `signal` aborts
  * first the answer is Aborted at once, and the socket is closed as soon as it opens (or the connect fails).
  */
 export const openConnection = <C extends Connection>(connection: C, ca: string | undefined, signal: AbortSignal): Promise<C | ConnectFailure> =>
@@ -177,7 +179,7 @@ export const openConnection = <C extends Connection>(connection: C, ca: string |
       resolve(result)
     }
     const unreachable = (error: unknown) => {
-      // A connect that failed holds no socket: its owner may count it gone.
+      // A connect that failed holds no socket: it is gone.
       if (connection.socket === undefined) connection.retire()
       done({ _tag: "Unreachable", message: messageOf(error) })
     }

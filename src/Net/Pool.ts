@@ -77,10 +77,17 @@ export interface PoolOptions {
   readonly timers?: PoolTimers
 }
 
-/** A connection of the pool, and the place under its origin's cap it counts in. */
+/** A connection of the pool, and the place under its origin's cap it counts in until its socket is gone. */
 class PooledConnection extends Connection {
-  constructor(origin: Origin, readonly place: OriginPlace, onGone: () => void) {
-    super(origin, onGone)
+  /** Its place went to an exchange another client makes (KeepAlivePool.hold): closing it leaves the count as it is. */
+  placeHandedOn = false
+
+  constructor(origin: Origin, readonly place: OriginPlace, private readonly leave: (place: OriginPlace) => void) {
+    super(origin)
+  }
+
+  protected override gone(): void {
+    if (!this.placeHandedOn) this.leave(this.place)
   }
 }
 
@@ -200,13 +207,19 @@ export class KeepAlivePool {
   }
 
   /** A connection's socket is gone: its place goes to the oldest waiting request. */
-  private leave(place: OriginPlace): void {
+  private readonly leave = (place: OriginPlace): void => {
     place.open -= 1
     const waiter = place.waiting > 0 ? nextWaiter(place) : undefined
     if (waiter !== undefined) {
       place.open += 1
       waiter.grant("open")
     } else if (place.open === 0 && place.waiting === 0 && this.places.get(place.key) === place) this.places.delete(place.key)
+  }
+
+  /** At the cap, idle connections mean nobody is waiting: closing the oldest frees a place. */
+  private makeRoom(origin: Origin): void {
+    const idle = this.placeOf(origin).idle
+    while (idle.length > 0 && this.placeOf(origin).open >= this.maxPerOrigin) idle.shift()?.discard()
   }
 
   private readonly sweep = () => {
@@ -221,7 +234,7 @@ export class KeepAlivePool {
 
   /** A new connection, already counted against the cap. */
   private connect(place: OriginPlace, origin: Origin, signal: AbortSignal): Promise<PooledConnection | ConnectFailure> {
-    return openConnection(new PooledConnection(origin, place, () => this.leave(place)), this.options.ca, signal)
+    return openConnection(new PooledConnection(origin, place, this.leave), this.options.ca, signal)
   }
 
   /**
@@ -233,11 +246,7 @@ export class KeepAlivePool {
     if (!fresh) {
       const idle = takeIdle(this.placeOf(origin))
       if (idle !== undefined) return idle
-    } else {
-      // Idle connections mean nobody is waiting: closing the oldest frees a place for this request.
-      const idle = this.placeOf(origin).idle
-      while (idle.length > 0 && this.placeOf(origin).open >= this.maxPerOrigin) idle.shift()?.discard()
-    }
+    } else this.makeRoom(origin)
     // Looked up again: a place whose last connection just closed is forgotten.
     const place = this.placeOf(origin)
     if (place.open < this.maxPerOrigin) {
@@ -289,6 +298,46 @@ export class KeepAlivePool {
       if (outcome._tag === "Malformed") return outcome
       if (!kept || fresh || !outcome.beforeAnswer || !request.resendable) return { _tag: "Unreachable", message: outcome.message }
       fresh = true
+    }
+  }
+
+  /**
+   * A place under `origin`'s cap for an exchange another client makes: the Graph calls other than
+   * the send go through fetch, which cannot cap its connections, and count against the same cap as
+   * the send's connections here. Taken as a new connection would be (an idle one closed to make
+   * room, or in turn behind the requests waiting), and counted until the returned function gives it
+   * back; undefined once `signal` aborts first. It bounds the exchanges in flight: fetch may keep
+   * idle sockets of its own past them.
+   */
+  readonly hold = async (origin: Origin, signal: AbortSignal): Promise<(() => void) | undefined> => {
+    if (signal.aborted) return undefined
+    this.makeRoom(origin)
+    const place = this.placeOf(origin)
+    if (place.open < this.maxPerOrigin) {
+      place.open += 1
+      return this.giveBack(place)
+    }
+    for (;;) {
+      const grant = await waitInTurn(place, signal)
+      if (grant === undefined) return undefined
+      if (grant === "open") return this.giveBack(place)
+      // A connection handed over: its place is kept for the exchange and the connection closed
+      // (unless it closed on its way, its place then gone to the next in turn).
+      if (!grant.closed) {
+        grant.placeHandedOn = true
+        grant.discard()
+        return this.giveBack(grant.place)
+      }
+    }
+  }
+
+  /** Gives a held place back, once. */
+  private giveBack(place: OriginPlace): () => void {
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      this.leave(place)
     }
   }
 
