@@ -38,7 +38,7 @@ export interface ConnectionRequest {
   /** The request is HEAD: its answer has no body, whatever its head announces. */
   readonly headRequest: boolean
   readonly kept: BodyKept
-  /** Aborts the exchange; the connection is then closed. */
+  /** Aborts the exchange (in a pool, the wait for a connection too); the connection is then closed. */
   readonly signal: AbortSignal
 }
 

@@ -16,25 +16,19 @@
  * its request's deadline keeps its place until it ends), so the sockets open to an origin never
  * exceed the cap.
  */
-import { ABORTED, type ConnectFailure, Connection, openConnection, type Origin } from "./Connection.js"
-import type { BodyKept, ReaderAnswer } from "./ResponseReader.js"
+import { ABORTED, type ConnectFailure, Connection, type ConnectionRequest, openConnection, type Origin } from "./Connection.js"
+import type { ReaderAnswer } from "./ResponseReader.js"
 
 export { type Origin, originOf } from "./Connection.js"
 
-export interface PoolRequest {
+/** A request to send over the pool: what one connection carries, where, and whether it may go again. */
+export interface PoolRequest extends ConnectionRequest {
   readonly origin: Origin
-  /** The whole request: head and body (src/Net/RequestHead.ts). */
-  readonly bytes: Buffer
   /**
    * May go again on a new connection when a kept one closes before any byte of the answer (the
    * server may have closed it just as the request left): only for requests it is safe to repeat.
    */
   readonly resendable: boolean
-  /** The request is HEAD: its answer has no body, whatever its head announces. */
-  readonly headRequest: boolean
-  readonly kept: BodyKept
-  /** Aborts the exchange, or the wait for a connection; a connection in use is then closed. */
-  readonly signal: AbortSignal
 }
 
 export type PoolOutcome =
