@@ -4,7 +4,7 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Redacted } from "effect"
-import { makeKeepAlivePool } from "../src/Net/KeepAlive.js"
+import { makeKeepAlivePool } from "../src/Net/Pool.js"
 import { makeGraphSend } from "../src/Upstream/GraphSend.js"
 import type { UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { FakeGraph, fakeGraphLayer } from "./support/FakeGraph.js"

@@ -1,5 +1,5 @@
 /**
- * Fuzzing the hand-written HTTP/1.1 client (src/Net/ResponseReader.ts, src/Net/KeepAlive.ts) with
+ * Fuzzing the hand-written HTTP/1.1 client (src/Net/ResponseReader.ts, src/Net/Pool.ts, src/Net/Connection.ts) with
  * mutated valid answers and random bytes, from a fixed seed and in a bounded count (a second or two):
  *
  * - the reader's every outcome is More, Answer or Malformed (it never throws), an answer keeps no
@@ -11,7 +11,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import type { Socket, TCPSocketListener } from "bun"
 import { Deadline } from "../src/Net/Deadline.js"
-import { makeKeepAlivePool, originOf, type PoolOutcome } from "../src/Net/KeepAlive.js"
+import { makeKeepAlivePool, originOf, type PoolOutcome } from "../src/Net/Pool.js"
 import { HeaderRefused, requestBytes } from "../src/Net/RequestHead.js"
 import { type BodyKept, type ReadEnd, type ReadOutcome, ResponseReader, SNIPPET } from "../src/Net/ResponseReader.js"
 

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { makeSender, NoAnswer, type Sender } from "../src/Delivery/Sender.js"
 import { Deadline } from "../src/Net/Deadline.js"
-import type { PoolOptions, PoolTimers } from "../src/Net/KeepAlive.js"
+import type { PoolOptions, PoolTimers } from "../src/Net/Pool.js"
 import { OK, type RawReceiver, rawReceiver, type Reply } from "./support/RawReceiver.js"
 
 const makeTestSender = (options: Partial<PoolOptions> = {}) =>

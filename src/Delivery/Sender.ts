@@ -1,5 +1,5 @@
 /**
- * Webhook POSTs over the kept-alive connection pool (src/Net/KeepAlive.ts), to the address UrlPolicy
+ * Webhook POSTs over the kept-alive connection pool (src/Net/Pool.ts), to the address UrlPolicy
  * checked; redirects are not followed and the whole exchange is bounded by the timeout. A kept
  * connection that closes before any answer has the POST sent again on a new one: delivery is at
  * least once, and receivers dedupe on webhook-id. Reports what the receiver answered, or why there
@@ -8,7 +8,7 @@
  */
 import { LRUCache } from "lru-cache"
 import { Data } from "effect"
-import { makeKeepAlivePool, type Origin, originOf, type PoolOptions } from "../Net/KeepAlive.js"
+import { makeKeepAlivePool, type Origin, originOf, type PoolOptions } from "../Net/Pool.js"
 import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { SNIPPET } from "../Net/ResponseReader.js"
 import type { ConnectTarget } from "../Net/UrlPolicy.js"

@@ -1,23 +1,25 @@
 /**
- * GraphUpstream: the real WhatsApp Business Cloud API (Graph) over @effect/platform HttpClient (the
- * lean fetch client of FetchClient.ts, whose deadline covers the whole exchange without a timer fiber).
- * Every call gets a total timeout; reads (GETs) are retried on 5xx, throttling and network errors,
- * while calls that may have changed something upstream (sends, uploads, creates, updates) never are.
+ * GraphUpstream: the real WhatsApp Business Cloud API (Graph). The send, on every send's path, goes
+ * over our own kept-alive client (GraphSend.ts, src/Net/Pool.ts); every other call is cold and goes
+ * through @effect/platform's HttpClient over fetch (FetchHttpClient). Every call gets a total timeout,
+ * its answer's body included, and the hub reads at most 16 MB of an answer (GRAPH_ANSWER_LIMIT).
+ * Reads (GETs) are retried on 5xx, throttling and network errors, while calls that may have changed
+ * something upstream (sends, uploads, creates, updates) never are. Calls other than uploads and
+ * downloads count against HUB_MAX_CONNECTIONS_PER_ORIGIN together with the send's connections.
  */
-import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import type { HttpClientError } from "@effect/platform/HttpClientError"
 import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
 import { graphVersionOf, warnAboutGraphVersion } from "./GraphVersion.js"
 import { HubConfig } from "../Config.js"
 import { type GraphRecorder, Metrics } from "../Metrics/Metrics.js"
-import { makeKeepAlivePool } from "../Net/KeepAlive.js"
-import { isTimeout, makeFetchClient } from "./FetchClient.js"
-import { usesProxy } from "./PooledClient.js"
+import { type KeepAlivePool, makeKeepAlivePool, type Origin, originOf } from "../Net/Pool.js"
+import { checkHeaders } from "../Net/RequestHead.js"
 import { parseJsonObject } from "../Domain/Json.js"
 import { type MultipartField, multipartBody } from "./Multipart.js"
 import { type GraphQuery, type JsonObject, type MediaInfo, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
-import { decodeGraphError, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
-import { makeGraphSend } from "./GraphSend.js"
+import { decodeGraphError, GRAPH_ANSWER_LIMIT, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
+import { makeGraphSend, usesProxy } from "./GraphSend.js"
 import { noAnswer, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
 const MediaInfoSchema = Schema.Struct({
@@ -39,12 +41,6 @@ const describeHttpError = (e: HttpClientError): string => {
 /** Worth another try: the upstream failed transiently or was busy, and the call only reads. */
 const isTransient = (e: UpstreamError) =>
   e.kind === "network" || (e.kind === "graph" && (e.status >= 500 || e.status === 429 || THROTTLING_CODES.has(e.code)))
-
-/** An HttpClient and the deadline it enforces on each exchange (answer and body). */
-interface Deadlined {
-  readonly client: HttpClient.HttpClient
-  readonly timeout: Duration.Duration
-}
 
 /** Each Graph call but the send (GraphSend.ts), named as the Upstream method that makes it (the metrics' call label). */
 type GraphCall = Exclude<keyof Upstream["Type"], "sendMessage">
@@ -84,7 +80,10 @@ type Call = {
   readonly recorder: GraphRecorder
   /** Reads are retried on transient failures; writes never are. */
   readonly retry: boolean
-  readonly via: Deadlined
+  /** Each try's total time, its answer's body included. */
+  readonly timeout: Duration.Duration
+  /** It takes a place under the Graph origin's connection cap (uploads and downloads do not). */
+  readonly capped: boolean
 }
 
 /** The hosts Meta serves media downloads from (the `url` of a media object). */
@@ -101,19 +100,68 @@ export const isMediaHost = (mediaUrl: string, graphUrl: string): boolean => {
   return url.protocol === "https:" && url.username === "" && META_MEDIA_HOSTS.some((host) => url.hostname === host || url.hostname.endsWith(`.${host}`))
 }
 
+/**
+ * A place under `origin`'s cap in `pool`, waited for in turn; interrupting the wait gives it up.
+ * The place is the caller's to give back.
+ */
+const placeIn = (pool: KeepAlivePool, origin: Origin) =>
+  Effect.async<() => void>((resume, signal) => {
+    void pool.hold(origin, signal).then((giveBack) => {
+      // Undefined: the wait was interrupted. A place granted just as it was is given back at once.
+      if (giveBack === undefined) return
+      if (signal.aborted) return giveBack()
+      resume(Effect.succeed(giveBack))
+    }, (defect: unknown) => resume(Effect.die(defect)))
+  })
+
+/** `exchange` in a place under `origin`'s cap in `pool`, given back when it ends however it ends. */
+const inPlace = <A, E>(pool: KeepAlivePool, origin: Origin, exchange: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(restore(placeIn(pool, origin)), (giveBack) => Effect.ensuring(restore(exchange), Effect.sync(giveBack)))
+  )
+
+const utf8 = new TextDecoder()
+
+/**
+ * The answer's body as text, read while it streams and refused at the first byte past `limit`
+ * (`tooLarge`); an answer without a body is "".
+ */
+const textAtMost = <E>(
+  response: HttpClientResponse.HttpClientResponse,
+  limit: number,
+  failed: (e: HttpClientError) => E,
+  tooLarge: () => E
+): Effect.Effect<string, E> =>
+  Effect.suspend(() => {
+    const parts: Array<Uint8Array> = []
+    let length = 0
+    const body = Stream.catchAll(response.stream, (e) => (e.reason === "EmptyBody" ? Stream.empty : Stream.fail(e)))
+    return Stream.mapError(body, failed).pipe(
+      Stream.runForEach((chunk) => {
+        length += chunk.byteLength
+        if (length > limit) return Effect.fail(tooLarge())
+        parts.push(chunk)
+        return Effect.void
+      }),
+      Effect.map(() => utf8.decode(Buffer.concat(parts, length)))
+    )
+  })
+
 export const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
+  // Spans would only cost time (no exporter is configured), and their headers are not the Graph's business.
+  const http = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerDisabledWhen(() => true))
   yield* warnAboutGraphVersion(config.graphUrl)
-  // Calls go over kept-alive connections (PooledClient.ts), as many as are in flight at once, unless
+  // The send goes over kept-alive connections (GraphSend.ts), as many as are in flight at once, unless
   // a proxy is configured: fetch honours it, the pool connects directly.
   const pool = usesProxy(process.env)
     ? undefined
     : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024, maxPerOrigin: config.maxConnectionsPerOrigin })), (p) => Effect.sync(() => p.close()))
-  const calls: Deadlined = { client: makeFetchClient({ timeout: config.graphTimeout, ...(pool === undefined ? {} : { pool }) }), timeout: config.graphTimeout }
-  const uploads: Deadlined = { client: makeFetchClient({ timeout: config.graphUploadTimeout }), timeout: config.graphUploadTimeout }
-  // Downloads get their answer within the upload deadline, and their whole body too (downloadMedia).
-  const downloads = makeFetchClient()
+  // fetch cannot cap its connections: the other calls to the Graph API take a place under the same
+  // cap as the send's connections (KeepAlivePool.hold), so the exchanges in flight to it stay within
+  // HUB_MAX_CONNECTIONS_PER_ORIGIN. With a proxy everything goes through fetch, uncapped.
+  const graphOrigin = originOf(new URL(config.graphUrl))
   // Network deadlines and retry delays are wall-clock time, even where a test replaced the Clock.
   const wallClock = Clock.make()
   const retrySchedule = Schedule.exponential(config.graphRetryBase).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(2)))
@@ -137,7 +185,8 @@ export const makeGraphUpstream = Effect.gen(function*() {
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: true,
-    via: calls
+    timeout: config.graphTimeout,
+    capped: true
   })
 
   /** A POST, or another method that changes something (DELETE), with a JSON body. */
@@ -146,7 +195,8 @@ export const makeGraphUpstream = Effect.gen(function*() {
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: false,
-    via: calls
+    timeout: config.graphTimeout,
+    capped: true
   })
 
   /** A POST without a body (actions such as deprecate). */
@@ -155,7 +205,8 @@ export const makeGraphUpstream = Effect.gen(function*() {
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: false,
-    via: calls
+    timeout: config.graphTimeout,
+    capped: true
   })
 
   const postForm = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, fields: ReadonlyArray<MultipartField>): Call => ({
@@ -163,19 +214,20 @@ export const makeGraphUpstream = Effect.gen(function*() {
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: false,
-    via: uploads
+    timeout: config.graphUploadTimeout,
+    capped: false
   })
 
   const timedOut = (what: string, timeout: Duration.Duration) =>
     noAnswer("timeout", `The upstream did not answer ${what} within ${Duration.format(timeout)}`)
 
-  /** A failed exchange: its deadline, or a network failure (possibly while reading the answer). */
-  const failed = (call: Call, reading: boolean) => (e: HttpClientError) =>
-    isTimeout(e)
-      ? timedOut(call.what, call.via.timeout)
-      : noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${describeHttpError(e)}` : describeHttpError(e))
+  /** A failed exchange: a network failure (possibly while reading the answer); its deadline is `inTime`'s. */
+  const failed = (reading: boolean) => (e: HttpClientError) =>
+    noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${describeHttpError(e)}` : describeHttpError(e))
 
-  const readText = (call: Call, response: HttpClientResponse.HttpClientResponse) => Effect.mapError(response.text, failed(call, true))
+  const readText = (call: Call, response: HttpClientResponse.HttpClientResponse) =>
+    textAtMost(response, GRAPH_ANSWER_LIMIT, failed(true), () =>
+      noAnswer("network", `The upstream answered ${call.what} with more than ${GRAPH_ANSWER_LIMIT / 1024 / 1024} MB`))
 
   // Meta serves an older or newer version than asked for when the asked one is gone or the app is
   // pinned: said once per process, from the answers' `facebook-api-version`.
@@ -188,16 +240,31 @@ export const makeGraphUpstream = Effect.gen(function*() {
     return Effect.logWarning(`The Graph API answers with version ${answered}, not the ${askedVersion} HUB_GRAPH_URL asks for`)
   }
 
-  /** Sends the request and fails with the decoded Graph error unless the answer is 2xx. */
-  const answer = (call: Call, client: HttpClient.HttpClient) =>
-    client.execute(call.request).pipe(
-      Effect.mapError(failed(call, false)),
+  /**
+   * Sends the request and fails with the decoded Graph error unless the answer is 2xx. A header that
+   * would break the request is refused before anything is sent, as on our own client.
+   */
+  const answer = (call: Call) => {
+    const refused = checkHeaders(call.request.headers)
+    if (refused !== undefined) return Effect.fail(noAnswer("network", refused.message))
+    return http.execute(call.request).pipe(
+      Effect.mapError(failed(false)),
       Effect.tap(noteVersion),
       Effect.flatMap((response) =>
         response.status < 400 ? Effect.succeed(response) : Effect.flatMap(readText(call, response), (text) =>
           Effect.fail(decodeGraphError(response.status, response.headers, text)))
       )
     )
+  }
+
+  /**
+   * One try, within the call's timeout on the wall clock (the wait for a place under the cap, the
+   * answer and its body); the timeout interrupts it, which aborts the request.
+   */
+  const inTime = <A>(call: Call, attempt: Effect.Effect<A, UpstreamError>): Effect.Effect<A, UpstreamError> => {
+    const placed = call.capped && pool !== undefined ? inPlace(pool, graphOrigin, attempt) : attempt
+    return Effect.withClock(Effect.timeoutFail(placed, { duration: call.timeout, onTimeout: () => timedOut(call.what, call.timeout) }), wallClock)
+  }
 
   /** Reads are retried, their delays on the wall clock; a write is tried once. */
   const attempts = <A>(call: Call, once: Effect.Effect<A, UpstreamError>) =>
@@ -217,8 +284,7 @@ export const makeGraphUpstream = Effect.gen(function*() {
   const unobservedJson = (call: Call): Effect.Effect<JsonObject, UpstreamError> =>
     attempts(
       call,
-      answer(call, call.via.client).pipe(
-        Effect.flatMap((response) => readText(call, response)),
+      inTime(call, Effect.flatMap(answer(call), (response) => readText(call, response))).pipe(
         Effect.flatMap((text) => {
           const body = parseJsonObject(text)
           return body === undefined ? Effect.fail(malformed(call.what)) : Effect.succeed(body)
@@ -252,20 +318,19 @@ export const makeGraphUpstream = Effect.gen(function*() {
         what: WHAT.downloadMedia,
         recorder: metrics.graphCall("downloadMedia"),
         retry: true,
-        via: uploads
+        timeout: config.graphUploadTimeout,
+        capped: false
       }
-      const headersInTime = Effect.timeoutFail(answer(call, downloads), {
-        duration: call.via.timeout,
-        onTimeout: () => timedOut(call.what, call.via.timeout)
-      })
+      // The answer within the upload timeout, and its body too (below).
+      const headersInTime = inTime(call, answer(call))
       const startedAt = Date.now()
       return observed(call, attempts(call, headersInTime)).pipe(
         Effect.map((response) => {
           const length = Number(response.headers["content-length"])
           // The whole download, body included, ends within HUB_GRAPH_UPLOAD_TIMEOUT of its start: a
           // body that trickles in would otherwise hold its connection and its place for good.
-          const left = Duration.millis(Math.max(0, Duration.toMillis(call.via.timeout) - (Date.now() - startedAt)))
-          const deadline = Effect.zipRight(Effect.sleep(left), Effect.fail(timedOut(call.what, call.via.timeout))).pipe(Effect.withClock(wallClock))
+          const left = Duration.millis(Math.max(0, Duration.toMillis(call.timeout) - (Date.now() - startedAt)))
+          const deadline = Effect.zipRight(Effect.sleep(left), Effect.fail(timedOut(call.what, call.timeout))).pipe(Effect.withClock(wallClock))
           return {
             contentType: response.headers["content-type"] ?? "application/octet-stream",
             contentLength: Number.isInteger(length) && length >= 0 && response.headers["content-length"] !== undefined ? length : undefined,
@@ -309,5 +374,5 @@ export const makeGraphUpstream = Effect.gen(function*() {
   })
 })
 
-/** GraphUpstream over its own clients: kept-alive calls, and fetch for uploads and downloads. */
-export const GraphUpstream = Layer.scoped(Upstream, makeGraphUpstream)
+/** GraphUpstream: the send over our own kept-alive client, every other call over @effect/platform's fetch client. */
+export const GraphUpstream = Layer.scoped(Upstream, makeGraphUpstream).pipe(Layer.provide(FetchHttpClient.layer))

@@ -8,6 +8,9 @@ import { graphError, PARTIAL_OUTCOME_CODES, THROTTLING_CODES, type UpstreamError
 /** The User-Agent of every Graph call: lookaside media downloads are unreliable through fetch without one (research §3.2). */
 export const USER_AGENT = "messaging-hub/0.1"
 
+/** The most of a Graph answer the hub reads (a media download aside, which streams): its answers are JSON documents well below it. */
+export const GRAPH_ANSWER_LIMIT = 16 * 1024 * 1024
+
 const GraphErrorEnvelope = Schema.Struct({
   error: Schema.Struct({
     message: Schema.optional(Schema.String),

@@ -3,18 +3,18 @@
  * an effect: it is on every send's path, where the HttpClient's combinators and a fiber cost about
  * 60 µs of CPU a send (measured with scripts/bench.ts), a fifth of the whole. It keeps
  * GraphUpstream's rules for a call that may change something upstream: one deadline for the whole
- * exchange, never sent twice, kept-alive connections (fetch when a proxy is configured, since fetch
- * honours it), and the same reading of the answer (GraphAnswer.ts).
+ * exchange, never sent twice, kept-alive connections of our own client (src/Net/Pool.ts: fetch
+ * parks at most 64 idle sockets, so under load most sends would open a TLS connection), or fetch
+ * when a proxy is configured, since fetch honours it; and the same reading of the answer (GraphAnswer.ts).
  */
 import { Duration, Either, Redacted, Schema } from "effect"
 import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
 import { Deadline } from "../Net/Deadline.js"
-import { type KeepAlivePool, originOf } from "../Net/KeepAlive.js"
+import { type KeepAlivePool, originOf } from "../Net/Pool.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
-import { headerRecord } from "./FetchClient.js"
-import { decodeGraphError, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
+import type { BodyKept } from "../Net/ResponseReader.js"
+import { decodeGraphError, GRAPH_ANSWER_LIMIT, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { parseJsonObject } from "../Domain/Json.js"
-import { joinedHeaders, WHOLE_ANSWER } from "./PooledClient.js"
 import type { JsonObject, SendEndpoint, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
@@ -25,6 +25,32 @@ const SendMessageResponseSchema = Schema.Struct({
   messages: Schema.NonEmptyArray(Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) }))
 })
 const isSendMessageResponse = Schema.is(SendMessageResponseSchema)
+
+/**
+ * Whether the environment routes outgoing HTTP through a proxy. The pool connects directly, so the
+ * send then stays on fetch, which honours these variables.
+ */
+export const usesProxy = (env: Readonly<Record<string, string | undefined>>): boolean =>
+  ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"].some((name) => (env[name] ?? "") !== "")
+
+/** The whole answer, up to 16 MB (GRAPH_ANSWER_LIMIT): a send's answer is a small JSON document. */
+const WHOLE_ANSWER: BodyKept = { bytes: GRAPH_ANSWER_LIMIT, whole: true }
+
+/** An answer's headers as a record: repeated ones join with ", " as fetch's Headers does. */
+const joinedHeaders = (headers: ReadonlyArray<readonly [name: string, value: string]>): Record<string, string> => {
+  const record: Record<string, string> = {}
+  for (const [name, value] of headers) record[name] = record[name] === undefined ? value : `${record[name]}, ${value}`
+  return record
+}
+
+/** fetch's headers as a record (its Headers already hold lower-case names). */
+const headerRecord = (headers: globalThis.Headers): Record<string, string> => {
+  const record: Record<string, string> = {}
+  headers.forEach((value, name) => {
+    record[name] = value
+  })
+  return record
+}
 
 /** An answer as far as the send reads it. */
 interface Answered {
