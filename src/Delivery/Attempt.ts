@@ -8,7 +8,7 @@ import { LRUCache } from "lru-cache"
 import { Duration, Effect, FiberRef, LogLevel } from "effect"
 import { HubConfig } from "../Config.js"
 import { Metrics } from "../Metrics/Metrics.js"
-import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
+import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 import { Deadline } from "../Net/Deadline.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
@@ -75,7 +75,7 @@ export const makeDeliveries = Effect.gen(function*() {
   const metrics = yield* Metrics
   const outbox = yield* OutboxRepo
   const policy = yield* UrlPolicy
-  const cipher = yield* AccessTokenCipher
+  const cipher = yield* SecretCipher
   const timeoutMs = Duration.toMillis(config.webhookTimeout)
   const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
   // As many idle connections per receiver as attempts may be in flight; closed with the dispatcher.

@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Data, Effect, Layer, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import type { DisabledReason } from "../Delivery/Outbox.js"
-import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
+import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "../Delivery/CustomHeaders.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Delivery/EventKinds.js"
 
@@ -109,7 +109,7 @@ export const WebhooksRepoLive = Layer.effect(
   WebhooksRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const cipher = yield* AccessTokenCipher
+    const cipher = yield* SecretCipher
 
     const scoped = (scope: WebhookScope) =>
       scope.instanceId === undefined

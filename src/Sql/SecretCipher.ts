@@ -1,7 +1,8 @@
 /**
- * Encrypts the secrets the hub must keep readable (instances' upstream access tokens, webhooks'
- * signing secrets) at rest with AES-256-GCM. The key comes from HUB_SECRET_KEY; in sandbox mode
- * without one, the hub generates a key and keeps it beside the database.
+ * The cipher of every secret at rest: encrypts what the hub must keep readable (instances' upstream
+ * access tokens, webhooks' signing secrets and their secret custom headers) with AES-256-GCM. The
+ * key comes from HUB_SECRET_KEY; in sandbox mode without one, the hub generates a key and keeps it
+ * beside the database.
  *
  * Each ciphertext is bound to where it is stored: the associated data names the table, the column
  * and the row id, so a ciphertext copied to another row or column (by anyone who can write to the
@@ -38,7 +39,7 @@ export const SecretSlot = {
   webhookHeaders: (webhookId: string): SecretSlot => ({ column: "webhooks.headers_encrypted", rowId: webhookId })
 }
 
-export class AccessTokenCipher extends Context.Tag("AccessTokenCipher")<AccessTokenCipher, {
+export class SecretCipher extends Context.Tag("SecretCipher")<SecretCipher, {
   readonly encrypt: (plaintext: string, slot: SecretSlot) => string
   readonly decrypt: (stored: string, slot: SecretSlot) => Effect.Effect<string, CipherError>
 }>() {}
@@ -83,7 +84,7 @@ const open = (key: Uint8Array, stored: string, prefix: string, aad: Buffer | und
 const cannotDecrypt = (slot: SecretSlot) =>
   new CipherError({ message: `Cannot decrypt the secret in ${slot.column} of ${slot.rowId}: wrong HUB_SECRET_KEY, or not written for this row?` })
 
-export const makeCipher = (key: Uint8Array): AccessTokenCipher["Type"] => ({
+export const makeCipher = (key: Uint8Array): SecretCipher["Type"] => ({
   encrypt: (plaintext, slot) => VERSION + seal(key, plaintext, associatedData(slot)).toString("base64"),
   decrypt: (stored, slot) =>
     Effect.suspend(() => {
@@ -111,7 +112,7 @@ const SECRET_COLUMNS: ReadonlyArray<{ readonly table: string; readonly column: s
  * cannot overwrite each other. A row the key cannot open is left as it is and reported (as before
  * this release, it fails when it is used).
  */
-const upgradeLegacyRows = (key: Uint8Array, cipher: AccessTokenCipher["Type"]) =>
+const upgradeLegacyRows = (key: Uint8Array, cipher: SecretCipher["Type"]) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const legacyRows = (table: string, column: string) =>
@@ -137,7 +138,7 @@ const upgradeLegacyRows = (key: Uint8Array, cipher: AccessTokenCipher["Type"]) =
     if (unreadable.length > 0) {
       yield* Effect.logWarning("Secrets at rest that HUB_SECRET_KEY cannot decrypt were left in the old format", { secrets: unreadable })
     }
-  }).pipe(Effect.orDie, Effect.withSpan("AccessTokenCipher.upgradeLegacyRows"))
+  }).pipe(Effect.orDie, Effect.withSpan("SecretCipher.upgradeLegacyRows"))
 
 /** The sandbox's own key, generated once and kept (mode 0600) in the database's folder. */
 const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError.ConfigError> =>
@@ -157,8 +158,8 @@ const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError
   })
 
 /** The cipher, once every stored secret is in its format: repositories built on it never meet an old row. */
-export const AccessTokenCipherLive = Layer.effect(
-  AccessTokenCipher,
+export const SecretCipherLive = Layer.effect(
+  SecretCipher,
   Effect.gen(function*() {
     const config = yield* HubConfig
     // HubConfig refuses graph mode without a key, so only the sandbox makes its own.
