@@ -12,8 +12,8 @@ import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 import { Deadline } from "../Net/Deadline.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
-import { sentHeaders } from "./CustomHeaders.js"
-import { OutboxRepo } from "./Outbox.js"
+import { sentHeaders } from "../Webhooks/CustomHeaders.js"
+import { WebhooksRepo } from "../Webhooks/Repo.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
@@ -73,7 +73,7 @@ const logAttempts = (records: ReadonlyArray<AttemptRecord>) =>
 export const makeDeliveries = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
-  const outbox = yield* OutboxRepo
+  const webhooks = yield* WebhooksRepo
   const policy = yield* UrlPolicy
   const cipher = yield* SecretCipher
   const timeoutMs = Duration.toMillis(config.webhookTimeout)
@@ -206,7 +206,7 @@ export const makeDeliveries = Effect.gen(function*() {
         if (reason === undefined) continue
         disabled.add(webhookId)
         // Another attempt may have disabled it already (one that finished in an earlier round).
-        if (!(yield* outbox.disableWebhook(webhookId, reason))) continue
+        if (!(yield* webhooks.deactivate(webhookId, reason))) continue
         metrics.webhookDisabled(reason)
         yield* Effect.logError("Webhook disabled").pipe(Effect.annotateLogs({ webhookId, reason }))
       }

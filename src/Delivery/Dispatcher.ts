@@ -22,7 +22,8 @@ import { type Credentials, makeDeliveries } from "./Attempt.js"
 import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
 import { Handoff } from "./Handoff.js"
-import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
+import { OutboxRepo } from "./Outbox.js"
+import type { AttemptRecord, LeasedDelivery } from "./Records.js"
 import { outboxStateQueries } from "./OutboxStates.js"
 
 const POLL_INTERVAL = Duration.seconds(1)

@@ -8,7 +8,7 @@
  * Without a dispatcher (a test of the ingress alone, or a dispatcher stopping) every row is queued.
  */
 import { Context, Effect, Layer, type Scope } from "effect"
-import type { LeasedDelivery } from "./Outbox.js"
+import type { LeasedDelivery } from "./Records.js"
 
 /** What the dispatcher offers the ingress while it runs. */
 export interface DispatcherIntake {

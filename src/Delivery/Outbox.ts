@@ -1,7 +1,8 @@
 /**
  * SQL for the events outbox: accepted changes (deduplicated by key), the envelope each instance
  * receives, one delivery row per active webhook taking any of its changes, leases taken by
- * dispatchers, and the attempt log. Leases are plain column updates (owner + expiry), so a crashed
+ * dispatchers, and the attempt log: the engine's SQL (what the endpoints read of deliveries, and
+ * turning a webhook off, are src/Webhooks/'s). Leases are plain column updates (owner + expiry), so a crashed
  * hub's rows are taken again once their lease has expired, by whichever process looks next.
  * A webhook with an event filter that takes only some of an event's changes gets a body of its own
  * on its delivery row; every other delivery reads its event's (unfiltered webhooks cost nothing
@@ -9,49 +10,16 @@
  * webhooks' health), whatever the number of attempts.
  */
 import { LRUCache } from "lru-cache"
-import { SqlClient, type Statement } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { isPostgres } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { insertRows, rowStatement } from "../Sql/RowStatement.js"
-import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
-import { kindsOf, parseFilter, selectChanges } from "./EventKinds.js"
-import { deliveryColumns, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
+import { padded } from "../Sql/StatementShapes.js"
+import { kindsOf, parseFilter, selectChanges } from "../Webhooks/EventKinds.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
-import type {
-  AcceptedChange,
-  AttemptRecord,
-  AttemptRow,
-  DeliveryHealth,
-  DeliveryRow,
-  DeliveryStatus,
-  EventRecord,
-  Handover,
-  LeasedDelivery,
-  RecoverOutcome,
-  ReplayOutcome,
-  RouteRow,
-  UnroutedChange
-} from "./Records.js"
-
-export type {
-  AcceptedChange,
-  AttemptRecord,
-  AttemptResult,
-  AttemptRow,
-  DeliveryHealth,
-  DeliveryRow,
-  DeliveryStatus,
-  EventRecord,
-  FilterableEvent,
-  Handover,
-  LeasedDelivery,
-  RecoverOutcome,
-  ReplayOutcome,
-  RouteRow,
-  UnroutedChange
-} from "./Records.js"
+import type { AcceptedChange, AttemptRecord, EventRecord, Handover, LeasedDelivery, RouteRow, UnroutedChange } from "./Records.js"
 
 /** An active webhook new deliveries are queued for, with what it takes to send one at once. */
 interface QueueingWebhook {
@@ -71,12 +39,6 @@ interface QueueingWebhook {
 
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
-
-/** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
-export type DisabledReason = "gone_410" | "failing_too_long" | "manual"
-
-/** Most queued rows of each status the health of a webhook counts. */
-export const QUEUED_CAP = 1_000
 
 /** The hour bucket of a time: `2026-11-23T20`. */
 export const hourOf = (iso: string) => iso.slice(0, 13)
@@ -115,30 +77,6 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
    * transaction); returns, for each webhook with a failed attempt, since when it has been failing.
    */
   readonly recordAttempts: (owner: string, records: ReadonlyArray<AttemptRecord>) => Effect.Effect<ReadonlyMap<string, string>>
-  /** A page of the delivery log of some webhooks, newest first (see DeliveryLog.ts). */
-  readonly list: (filter: LogFilter) => Effect.Effect<LogPage>
-  readonly find: (webhookId: string, id: string) => Effect.Effect<DeliveryRow | undefined>
-  readonly findAttempts: (id: string) => Effect.Effect<ReadonlyArray<AttemptRow>>
-  /** Deactivates a webhook with the reason shown to its owner (410, days of failures), cancelling its queued deliveries. */
-  /** Turns an active webhook off and cancels its queued deliveries; false when it was not active. */
-  readonly disableWebhook: (id: string, reason: DisabledReason) => Effect.Effect<boolean>
-  /**
-   * Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry
-   * waiting is due now. Either way it is pending again, due from its creation.
-   */
-  readonly replay: (webhookId: string, id: string, now: string) => Effect.Effect<ReplayOutcome>
-  /**
-   * Queues again the webhook's failed and dead deliveries created in [since, until), oldest first,
-   * at most `max` (as `replay` does each; failed ones in flight are left alone). A repeat finds
-   * only what failed again meanwhile. Written in small transactions, so the hub's one connection
-   * is never held long.
-   */
-  readonly recover: (webhookId: string, window: { readonly since: string; readonly until: string }, now: string, max: number) => Effect.Effect<RecoverOutcome>
-  /**
-   * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
-   * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
-   */
-  readonly health: (webhookIds: ReadonlyArray<string>, sinceHour: string) => Effect.Effect<ReadonlyMap<string, DeliveryHealth>>
 }>() {}
 
 export const OutboxRepoLive = Layer.effect(
@@ -209,20 +147,6 @@ export const OutboxRepoLive = Layer.effect(
         ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
           deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
           last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`)
-
-    /**
-     * Queues rows again (replay, recover): pending, so due from their creation (the list of pending
-     * rows relies on it). A retry waiting for its time goes on with its schedule; a finished
-     * delivery gets one more attempt, with the same webhook-id.
-     */
-    const requeue = (where: Statement.Fragment, now: string) =>
-      sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
-          final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
-          lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-        WHERE ${where} RETURNING id`.pipe(
-        // Queued again: on PostgreSQL every replica's dispatcher is told.
-        Effect.tap((rows) => (rows.length === 0 ? Effect.void : announce(sql, channels.outbox, "replayed")))
-      )
 
     /** Parsed event filters, by their stored text (a handful of distinct ones). */
     const filters = new LRUCache<string, ReadonlySet<string>>({ max: 1_000 })
@@ -438,93 +362,6 @@ export const OutboxRepoLive = Layer.effect(
             if (since !== undefined) failing.set(record.delivery.webhook_id, since)
           }
           return failing
-        }).pipe(Effect.orDie),
-      list: (filter) => logPage(sql, filter),
-      find: (webhookId, id) =>
-        sql<DeliveryRow>`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`.pipe(
-          Effect.map((rows) => rows[0]),
-          Effect.orDie
-        ),
-      findAttempts: (id) =>
-        sql<AttemptRow>`SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
-          FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY attempt, started_at`.pipe(Effect.orDie),
-      disableWebhook: (id, reason) =>
-        Effect.gen(function*() {
-          const now = nowIso()
-          const disabled = yield* sql`UPDATE webhooks SET active = 0, disabled_reason = ${reason}, updated_at = ${now}
-            WHERE id = ${id} AND active = 1 RETURNING id`
-          yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
-            WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
-          return disabled.length > 0
-        }).pipe(sql.withTransaction, Effect.orDie),
-      replay: (webhookId, id, now) =>
-        Effect.gen(function*() {
-          const rows = yield* sql<{ readonly status: DeliveryStatus; readonly lease_expires_at: string | null }>`
-            SELECT status, lease_expires_at FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`
-          const row = rows[0]
-          if (row === undefined) return "not_found"
-          const leased = row.lease_expires_at !== null && row.lease_expires_at >= now
-          if (row.status === "pending" || (row.status === "failed" && leased)) return "already_queued"
-          yield* requeue(sql`id = ${id}`, now)
-          return "requeued"
-        }).pipe(sql.withTransaction, Effect.orDie),
-      recover: (webhookId, window, now, max) =>
-        Effect.gen(function*() {
-          const inWindow = sql`created_at BETWEEN ${window.since} AND ${window.until} AND created_at < ${window.until}`
-          // Oldest first, merged from the two statuses' ranges of deliveries_webhook_failures.
-          const candidates = yield* sql<{ readonly id: string; readonly created_at: string }>`
-            SELECT id, created_at FROM deliveries
-             WHERE webhook_id = ${webhookId} AND status = 'dead' AND status IN ('failed', 'dead', 'cancelled') AND ${inWindow}
-            UNION ALL
-            SELECT id, created_at FROM deliveries
-             WHERE webhook_id = ${webhookId} AND status = 'failed' AND status IN ('failed', 'dead', 'cancelled') AND ${inWindow}
-               AND (lease_expires_at IS NULL OR lease_expires_at < ${now})
-            ORDER BY created_at, id LIMIT ${max + 1}`
-          let requeued = 0
-          for (const chunk of powerOfTwoChunks(candidates.slice(0, max).map((c) => c.id))) {
-            const updated = yield* requeue(
-              sql`${sql.in("id", chunk)} AND webhook_id = ${webhookId}
-                AND (status = 'dead' OR (status = 'failed' AND (lease_expires_at IS NULL OR lease_expires_at < ${now})))`,
-              now
-            ).pipe(sql.withTransaction)
-            requeued += updated.length
-          }
-          return { requeued, more: candidates.length > max }
-        }).pipe(Effect.orDie),
-      health: (webhookIds, sinceHour) =>
-        Effect.gen(function*() {
-          const health = new Map<string, DeliveryHealth>()
-          for (const webhookId of webhookIds) {
-            const outcome = (name: string) =>
-              sql`(SELECT COALESCE(SUM(deliveries), 0) FROM webhook_delivery_hours
-                WHERE webhook_id = ${webhookId} AND outcome = ${name} AND hour >= ${sinceHour})`
-            const queued = (status: string) =>
-              sql`(SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
-                WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${QUEUED_CAP + 1}) AS queued)`
-            const [row] = yield* sql<{
-              readonly succeeded: number
-              readonly failed: number
-              readonly dead: number
-              readonly last_success_at: string | null
-              readonly pending: number
-              readonly retrying: number
-            }>`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
-                (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
-                  ORDER BY hour DESC LIMIT 1) AS last_success_at,
-                ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
-            const pending = Number(row?.pending ?? 0)
-            const retrying = Number(row?.retrying ?? 0)
-            health.set(webhookId, {
-              succeeded: Number(row?.succeeded ?? 0),
-              failed: Number(row?.failed ?? 0),
-              dead: Number(row?.dead ?? 0),
-              lastSuccessAt: row?.last_success_at ?? null,
-              pending: Math.min(pending, QUEUED_CAP),
-              retrying: Math.min(retrying, QUEUED_CAP),
-              queuedCapped: pending > QUEUED_CAP || retrying > QUEUED_CAP
-            })
-          }
-          return health
         }).pipe(Effect.orDie)
     })
   })

@@ -1,6 +1,7 @@
 /**
- * The outbox's records as the ingress, the lease, the dispatcher and the delivery log see them:
- * accepted changes and events, delivery rows with their attempts, and what a leased delivery carries.
+ * The outbox's records as the ingress, the lease and the dispatcher see them: accepted changes and
+ * events, what a leased delivery carries, and what became of its attempts. (The delivery log's rows
+ * are Webhooks/DeliveryLog.ts's.)
  */
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { JsonObject } from "../Domain/Json.js"
@@ -62,32 +63,6 @@ export interface LeasedDelivery {
   readonly headers_encrypted: string | null
 }
 
-export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
-
-export interface DeliveryRow {
-  readonly id: string
-  readonly webhook_id: string
-  readonly event_id: string
-  readonly message_id: string
-  readonly status: DeliveryStatus
-  readonly attempts: number
-  readonly next_attempt_at: string | null
-  readonly last_status_code: number | null
-  readonly last_error: string | null
-  readonly created_at: string
-  readonly updated_at: string
-}
-
-export interface AttemptRow {
-  readonly delivery_id: string
-  readonly attempt: number
-  readonly started_at: string
-  readonly status_code: number | null
-  readonly latency_ms: number
-  readonly error: string | null
-  readonly response_snippet: string | null
-}
-
 /** What became of one attempt, decided by the dispatcher. */
 export type AttemptResult =
   | { readonly _tag: "Succeeded" }
@@ -116,26 +91,6 @@ export interface Handover {
    * or the transaction then fails, the caller still knows which rows' room to give back.
    */
   readonly admitted: Array<LeasedDelivery>
-}
-
-export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
-
-/** What a recover did: how many deliveries it queued again, and whether more wait in the window. */
-export interface RecoverOutcome {
-  readonly requeued: number
-  readonly more: boolean
-}
-
-/** A webhook's deliveries by outcome over a time span, and when it last succeeded. */
-export interface DeliveryHealth {
-  readonly succeeded: number
-  readonly failed: number
-  readonly dead: number
-  readonly lastSuccessAt: string | null
-  /** Rows queued now, each counted up to a cap. */
-  readonly pending: number
-  readonly retrying: number
-  readonly queuedCapped: boolean
 }
 
 /** An instance an upstream change can be routed to. */

@@ -26,7 +26,8 @@ import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, parseEnvelope, type UpstreamChange } from "./Envelope.js"
 import { Handoff, type DispatcherIntake } from "../Delivery/Handoff.js"
 import { recordChangesOrNone } from "./RecordChanges.js"
-import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "../Delivery/Outbox.js"
+import { OutboxRepo } from "../Delivery/Outbox.js"
+import type { EventRecord, LeasedDelivery, RouteRow } from "../Delivery/Records.js"
 
 export interface IngestResult {
   /** Changes in the payload, over all entries. */

@@ -1,18 +1,20 @@
 /**
- * SQL for webhooks. Secrets are stored encrypted (the hub must sign with them, so a hash would not do),
- * and so are the values of custom headers named like secrets. A webhook that stops being active
- * (PATCH, DELETE, a 410, days of failures) has its queued deliveries cancelled in the same
- * transaction. An instance has at most a configured number of webhooks, counted in the creating
+ * SQL for webhooks (this folder owns the table). Secrets are stored encrypted (the hub must sign with
+ * them, so a hash would not do), and so are the values of custom headers named like secrets. A
+ * webhook that stops being active (PATCH, DELETE, a 410, days of failures) goes through `deactivate`,
+ * which cancels its queued deliveries in the same transaction. An instance has at most a configured number of webhooks, counted in the creating
  * transaction (which holds the write lock, or on PostgreSQL the instance's row), so two creations
  * at once cannot both pass.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Data, Effect, Layer, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
-import type { DisabledReason } from "../Delivery/Outbox.js"
 import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
-import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "../Delivery/CustomHeaders.js"
-import { ALL_KINDS, parseFilter, storedFilter } from "../Delivery/EventKinds.js"
+import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
+import { ALL_KINDS, parseFilter, storedFilter } from "./EventKinds.js"
+
+/** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
+export type DisabledReason = "gone_410" | "failing_too_long" | "manual"
 
 export interface WebhookRow {
   readonly id: string
@@ -56,7 +58,6 @@ export interface WebhookPatch {
 /** The instance already has as many webhooks as it may. */
 export class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
 
-/** A PATCH kept a secret header ("[redacted]") the webhook does not have. */
 /**
  * Secret headers given as "[redacted]" whose stored value cannot be kept: there is none, or the
  * webhook moves to another origin (its secrets are for the receiver they were given for).
@@ -91,6 +92,11 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly remove: (scope: WebhookScope, id: string) => Effect.Effect<boolean>
   /** Replaces the secret; the current one keeps signing as the previous secret until `previousUntil`. */
   readonly rotateSecret: (scope: WebhookScope, id: string, secret: string, previousUntil: string) => Effect.Effect<Option.Option<WebhookRow>>
+  /**
+   * Turns an active webhook off for `reason` (the hub's own, from the dispatcher: a 410, days of
+   * failures) and cancels its queued deliveries, in one transaction; false when it was not active.
+   */
+  readonly deactivate: (id: string, reason: DisabledReason) => Effect.Effect<boolean>
 }>() {}
 
 const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
@@ -122,9 +128,20 @@ export const WebhooksRepoLive = Layer.effect(
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRow))
       )
 
-    const cancelQueued = (webhookId: string, now: string) =>
-      sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
-        WHERE webhook_id = ${webhookId} AND status IN ('pending', 'failed')`
+    /**
+     * Turns a webhook off and cancels its queued deliveries (run it in a transaction): for `reason`,
+     * or keeping the one it has when undefined (a removal). Returns whether it was active. Every
+     * way a webhook stops taking deliveries goes through here.
+     */
+    const deactivate = (id: string, reason: DisabledReason | undefined, now: string) =>
+      Effect.gen(function*() {
+        const deactivated = yield* sql`UPDATE webhooks SET active = 0,
+            ${reason === undefined ? sql`` : sql`disabled_reason = ${reason},`} updated_at = ${now}
+          WHERE id = ${id} AND active = 1 RETURNING id`
+        yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
+          WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
+        return deactivated.length > 0
+      })
 
     /**
      * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
@@ -220,25 +237,25 @@ export const WebhooksRepoLive = Layer.effect(
             sql.update({
               url: patch.url ?? current.value.url,
               name: patch.name ?? current.value.name,
-              active: (patch.active ?? current.value.active) ? 1 : 0,
+              // Turned off below, by deactivate.
+              active: (current.value.active || reactivated) ? 1 : 0,
               updated_at: now,
               ...(patch.events === undefined ? {} : { events: storedFilter(patch.events) }),
               ...(headers === undefined ? {} : headerColumns(id, headers)),
               // Turning a webhook back on starts a fresh record: no reason, no failure streak.
-              ...(reactivated ? { disabled_reason: null, failing_since: null } : {}),
-              ...(deactivated ? { disabled_reason: "manual" } : {})
+              ...(reactivated ? { disabled_reason: null, failing_since: null } : {})
             })
           } WHERE id = ${id}`
-          if (deactivated) yield* cancelQueued(id, now)
+          if (deactivated) yield* deactivate(id, "manual", now)
           return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
       remove: (scope, id) =>
         Effect.gen(function*() {
           const now = nowIso()
-          const removed = yield* sql<{ readonly id: string }>`UPDATE webhooks SET deleted_at = ${now}, active = 0, updated_at = ${now}
+          const removed = yield* sql<{ readonly id: string }>`UPDATE webhooks SET deleted_at = ${now}, updated_at = ${now}
             WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)} RETURNING id`
           if (removed.length === 0) return false
-          yield* cancelQueued(id, now)
+          yield* deactivate(id, undefined, now)
           return true
         }).pipe(sql.withTransaction, Effect.orDie),
       rotateSecret: (scope, id, secret, previousUntil) =>
@@ -258,7 +275,8 @@ export const WebhooksRepoLive = Layer.effect(
             })
           } WHERE id = ${id}`
           return yield* find(scope, id)
-        }).pipe(sql.withTransaction, Effect.orDie)
+        }).pipe(sql.withTransaction, Effect.orDie),
+      deactivate: (id, reason) => deactivate(id, reason, nowIso()).pipe(sql.withTransaction, Effect.orDie)
     })
   })
 )

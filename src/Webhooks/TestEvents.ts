@@ -17,7 +17,8 @@ import { newId } from "../Domain/Ids.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Handoff } from "../Delivery/Handoff.js"
-import { type EventRecord, type LeasedDelivery, OutboxRepo } from "../Delivery/Outbox.js"
+import { OutboxRepo } from "../Delivery/Outbox.js"
+import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 
 /** The `object` (and change `field`) of a test event. */
