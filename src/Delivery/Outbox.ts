@@ -9,7 +9,6 @@
  * more). Each dispatcher round adds its outcomes to one count per webhook, outcome and hour (the
  * webhooks' health), whatever the number of attempts.
  */
-import { LRUCache } from "lru-cache"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
@@ -17,25 +16,8 @@ import { isPostgres } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { insertRows, rowStatement } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/StatementShapes.js"
-import { kindsOf, parseFilter, selectChanges } from "../Webhooks/EventKinds.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
-import type { AcceptedChange, AttemptRecord, EventRecord, Handover, LeasedDelivery, RouteRow, UnroutedChange } from "./Records.js"
-
-/** An active webhook new deliveries are queued for, with what it takes to send one at once. */
-interface QueueingWebhook {
-  readonly id: string
-  readonly organization_id: string
-  readonly instance_id: string
-  readonly url: string
-  readonly failing_since: string | null
-  readonly secret_encrypted: string
-  readonly previous_secret_encrypted: string | null
-  readonly previous_secret_expires_at: string | null
-  /** Its event filter: NULL for every kind (see Webhooks/EventKinds.ts). */
-  readonly events: string | null
-  readonly headers: string | null
-  readonly headers_encrypted: string | null
-}
+import type { AcceptedChange, AttemptRecord, EventRecord, LeasedDelivery, NewDeliveryRow, QueueingWebhook, RouteRow, UnroutedChange } from "./Records.js"
 
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
@@ -53,16 +35,15 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   readonly acceptChanges: (changes: ReadonlyArray<AcceptedChange>, now: string) => Effect.Effect<ReadonlyMap<string, string>>
   readonly insertEvents: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<void>
   readonly insertUnrouted: (changes: ReadonlyArray<UnroutedChange>, now: string) => Effect.Effect<void>
+  /** The active webhooks of these instances, with what it takes to queue a delivery to each and send it at once. */
+  readonly queueingWebhooks: (instanceIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<QueueingWebhook>>
+  /** The same of one webhook; undefined when it is not active. */
+  readonly queueingWebhook: (id: string) => Effect.Effect<QueueingWebhook | undefined>
   /**
-   * One pending delivery per active webhook of each event's instance; returns how many per event id.
-   * The rows `handover` admits are written leased to its owner and added to `handover.admitted`.
+   * Writes new delivery rows (Enqueue.ts builds them). Rows not written leased to this process's
+   * dispatcher wait for a round: every replica's dispatcher is told, on PostgreSQL.
    */
-  readonly enqueue: (events: ReadonlyArray<EventRecord>, now: string, handover?: Handover) => Effect.Effect<ReadonlyMap<string, number>>
-  /**
-   * One pending delivery of `event` to this webhook alone, whatever kinds it takes (a test event),
-   * with the given id; false when the webhook is not active.
-   */
-  readonly enqueueTo: (webhookId: string, event: EventRecord, deliveryId: string, now: string, handover?: Handover) => Effect.Effect<boolean>
+  readonly insertDeliveries: (rows: ReadonlyArray<NewDeliveryRow>) => Effect.Effect<void>
   /**
    * Leases due deliveries, first attempts before retries, at most `limit` in all and at most
    * `perWebhook` minus its attempts in flight for each webhook.
@@ -148,77 +129,6 @@ export const OutboxRepoLive = Layer.effect(
           deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
           last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`)
 
-    /** Parsed event filters, by their stored text (a handful of distinct ones). */
-    const filters = new LRUCache<string, ReadonlySet<string>>({ max: 1_000 })
-    const filterOf = (stored: string) => {
-      const known = filters.get(stored)
-      if (known !== undefined) return known
-      const parsed: ReadonlySet<string> = new Set(parseFilter(stored) ?? [])
-      filters.set(stored, parsed)
-      return parsed
-    }
-
-    /**
-     * For each event, the body a filtered webhook takes of it: null for the whole event (as every
-     * unfiltered webhook), undefined for none of it. Kinds are worked out only for events some
-     * filtered webhook may take, once per event; bodies once per event and filter.
-     */
-    const selector = (event: EventRecord) => {
-      let kinds: ReadonlyArray<ReadonlyArray<string>> | undefined
-      let bodies: Map<string, string | null | undefined> | undefined
-      return (filter: string | null): string | null | undefined => {
-        const parts = event.filterable
-        if (filter === null || parts === undefined) return null
-        bodies ??= new Map()
-        if (bodies.has(filter)) return bodies.get(filter)
-        kinds ??= parts.changes.map((change) => kindsOf(change.field, change.value))
-        const taken = selectChanges(filterOf(filter), kinds)
-        const body = taken === "all" ? null : taken === "none" ? undefined : parts.bodyOf(taken)
-        bodies.set(filter, body)
-        return body
-      }
-    }
-
-    /** A new delivery row of `event` to `webhook`, written leased to the hand-off's owner if it admits it. */
-    const deliveryRow = (webhook: QueueingWebhook, event: EventRecord, body: string | null, now: string, handover: Handover | undefined, id = newId("dlv")) => {
-      const lease = handover !== undefined && handover.admit(webhook.id, webhook.organization_id) ? handover : undefined
-      const row = {
-        id,
-        webhook_id: webhook.id,
-        event_id: event.id,
-        message_id: newId("msg"),
-        status: "pending",
-        attempts: 0,
-        // A pending row is due from its creation (the list of pending rows relies on it).
-        next_attempt_at: now,
-        lease_owner: lease?.owner ?? null,
-        lease_expires_at: lease?.leaseUntil ?? null,
-        created_at: now,
-        updated_at: now,
-        body
-      }
-      lease?.admitted.push({
-        id: row.id,
-        webhook_id: webhook.id,
-        organization_id: webhook.organization_id,
-        message_id: row.message_id,
-        status: "pending",
-        attempts: 0,
-        final_attempt: null,
-        next_attempt_at: now,
-        body: body ?? event.body,
-        url: webhook.url,
-        webhook_active: true,
-        webhook_failing_since: webhook.failing_since,
-        secret_encrypted: webhook.secret_encrypted,
-        previous_secret_encrypted: webhook.previous_secret_encrypted,
-        previous_secret_expires_at: webhook.previous_secret_expires_at,
-        headers: webhook.headers,
-        headers_encrypted: webhook.headers_encrypted
-      })
-      return row
-    }
-
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
@@ -255,38 +165,17 @@ export const OutboxRepoLive = Layer.effect(
           received_at: now,
           reason: c.reason ?? null
         }))).pipe(Effect.asVoid, Effect.orDie),
-      enqueue: (events, now, handover) =>
+      queueingWebhooks: (instanceIds) =>
+        sql<QueueingWebhook>`
+          SELECT ${sql.literal(queueingColumns)} FROM webhooks
+           WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.orDie),
+      queueingWebhook: (id) =>
+        sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
+          WHERE id = ${id} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.map((rows) => rows[0]), Effect.orDie),
+      insertDeliveries: (rows) =>
         Effect.gen(function*() {
-          if (events.length === 0) return new Map<string, number>()
-          const instanceIds = [...new Set(events.map((e) => e.instanceId))]
-          const webhooks = yield* sql<QueueingWebhook>`
-            SELECT ${sql.literal(queueingColumns)} FROM webhooks
-             WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`
-          const rows = events.flatMap((event) => {
-            const bodyFor = selector(event)
-            return webhooks.flatMap((webhook) => {
-              if (webhook.instance_id !== event.instanceId) return []
-              const body = bodyFor(webhook.events)
-              // An event with no change the webhook takes makes no delivery for it.
-              return body === undefined ? [] : [deliveryRow(webhook, event, body, now, handover)]
-            })
-          })
           yield* insertDelivery(rows)
-          // Rows not handed to this process's dispatcher wait for a round: every replica's, on PostgreSQL.
           if (rows.some((row) => row.lease_owner === null)) yield* announce(sql, channels.outbox, "queued")
-          const counts = new Map<string, number>()
-          for (const row of rows) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1)
-          return counts
-        }).pipe(Effect.orDie),
-      enqueueTo: (webhookId, event, deliveryId, now, handover) =>
-        Effect.gen(function*() {
-          const [webhook] = yield* sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
-            WHERE id = ${webhookId} AND active = 1 AND deleted_at IS NULL`
-          if (webhook === undefined) return false
-          const row = deliveryRow(webhook, event, null, now, handover, deliveryId)
-          yield* insertDelivery([row])
-          if (row.lease_owner === null) yield* announce(sql, channels.outbox, "queued")
-          return true
         }).pipe(Effect.orDie),
       lease,
       cancel: (ids) =>

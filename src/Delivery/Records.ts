@@ -81,16 +81,37 @@ export interface AttemptRecord {
   readonly result: AttemptResult
 }
 
-/** How a new delivery may skip the queue (see Handoff.ts): admitted rows are written leased to `owner` until `leaseUntil`. */
-export interface Handover {
-  readonly owner: string
-  readonly leaseUntil: string
-  readonly admit: (webhookId: string, organizationId: string) => boolean
-  /**
-   * Each admitted row, with what it takes to send it, is added here as it is admitted: if its write
-   * or the transaction then fails, the caller still knows which rows' room to give back.
-   */
-  readonly admitted: Array<LeasedDelivery>
+/** An active webhook new deliveries are queued for, with what it takes to send one at once. */
+export interface QueueingWebhook {
+  readonly id: string
+  readonly organization_id: string
+  readonly instance_id: string
+  readonly url: string
+  readonly failing_since: string | null
+  readonly secret_encrypted: string
+  readonly previous_secret_encrypted: string | null
+  readonly previous_secret_expires_at: string | null
+  /** Its event filter: NULL for every kind (see Webhooks/EventKinds.ts). */
+  readonly events: string | null
+  readonly headers: string | null
+  readonly headers_encrypted: string | null
+}
+
+/** A new delivery row as written: pending, due from its creation, leased to a dispatcher if handed off to it. */
+export interface NewDeliveryRow {
+  readonly id: string
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly message_id: string
+  readonly status: "pending"
+  readonly attempts: 0
+  readonly next_attempt_at: string
+  readonly lease_owner: string | null
+  readonly lease_expires_at: string | null
+  readonly created_at: string
+  readonly updated_at: string
+  /** Its own body, for a filtered webhook that takes only some of the event's changes; null for the event's. */
+  readonly body: string | null
 }
 
 /** An instance an upstream change can be routed to. */

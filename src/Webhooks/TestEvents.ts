@@ -17,6 +17,7 @@ import { newId } from "../Domain/Ids.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Handoff } from "../Delivery/Handoff.js"
+import { Enqueue } from "../Delivery/Enqueue.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -61,6 +62,7 @@ export const makeTestEvents = Effect.gen(function*() {
   const config = yield* HubConfig
   const sql = yield* SqlClient.SqlClient
   const outbox = yield* OutboxRepo
+  const enqueue = yield* Enqueue
   const batcher = yield* WriteBatcher
   const handoff = yield* Handoff
   const signal = yield* DispatchSignal
@@ -130,15 +132,7 @@ export const makeTestEvents = Effect.gen(function*() {
         if (refused !== undefined) return refused
         if (key !== undefined) yield* rememberKey(webhook.id, key, deliveryId, at)
         yield* outbox.insertEvents([event], now)
-        const queued = yield* outbox.enqueueTo(
-          webhook.id,
-          event,
-          deliveryId,
-          now,
-          intake === undefined
-            ? undefined
-            : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString(), admit: intake.admit, admitted: handedOver }
-        )
+        const queued = yield* enqueue.toWebhook(webhook.id, event, deliveryId, now, intake, handedOver)
         if (!queued) return yield* Effect.fail(new WebhookGone())
         return { _tag: "Sent", deliveryId } satisfies TestOutcome
       })))
