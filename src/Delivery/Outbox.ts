@@ -1,29 +1,24 @@
 /**
- * SQL for the events outbox: accepted changes (deduplicated by key), the envelope each instance
- * receives, one delivery row per active webhook taking any of its changes, leases taken by
- * dispatchers, and the attempt log: the engine's SQL (what the endpoints read of deliveries, and
- * turning a webhook off, are src/Webhooks/'s). Leases are plain column updates (owner + expiry), so a crashed
- * hub's rows are taken again once their lease has expired, by whichever process looks next.
- * A webhook with an event filter that takes only some of an event's changes gets a body of its own
- * on its delivery row; every other delivery reads its event's (unfiltered webhooks cost nothing
- * more). Each dispatcher round adds its outcomes to one count per webhook, outcome and hour (the
- * webhooks' health), whatever the number of attempts.
+ * The engine's SQL over the events outbox: accepted changes (deduplicated by key), the envelope each
+ * instance receives, the webhooks new deliveries are queued for and the rows written for them
+ * (Enqueue.ts decides which), leases taken by dispatchers (Lease.ts), and the attempt log. Leases
+ * are plain column updates (owner + expiry), so a crashed hub's rows are taken again once their
+ * lease has expired, by whichever process looks next. Each dispatcher round adds its outcomes to one
+ * count per webhook, outcome and hour (the webhooks' health), whatever the number of attempts.
+ * What the endpoints read of deliveries, and turning a webhook off, are src/Webhooks/'s.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { isPostgres } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
-import { insertRows, rowStatement } from "../Sql/RowStatement.js"
+import { insertRows } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/StatementShapes.js"
+import { makeRecordAttempts } from "./AttemptLog.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
 import type { AcceptedChange, AttemptRecord, EventRecord, LeasedDelivery, NewDeliveryRow, QueueingWebhook, RouteRow, UnroutedChange } from "./Records.js"
 
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
-
-/** The hour bucket of a time: `2026-11-23T20`. */
-export const hourOf = (iso: string) => iso.slice(0, 13)
 
 export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
   /** The instances bound to any of these phone number ids or business accounts. */
@@ -84,51 +79,6 @@ export const OutboxRepoLive = Layer.effect(
       "updated_at",
       "body"
     ])
-    const insertAttempt = insertRows(sql, "delivery_attempts", [
-      "id",
-      "delivery_id",
-      "attempt",
-      "started_at",
-      "status_code",
-      "latency_ms",
-      "error",
-      "response_snippet"
-    ])
-    // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
-    const markSucceededEach = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
-      sql`UPDATE deliveries SET status = 'succeeded', attempts = ${p("attempts")}, last_status_code = ${p("status_code")},
-          last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ${p("at")}
-        WHERE id = ${p("id")} AND lease_owner = ${p("owner")}`)
-    const markFailedEach = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
-      sql`UPDATE deliveries SET status = ${p("status")}, next_attempt_at = ${p("next_attempt_at")}, attempts = ${p("attempts")},
-          last_status_code = ${p("status_code")}, last_error = ${p("error")}, lease_owner = NULL, lease_expires_at = NULL,
-          updated_at = ${p("at")}
-        WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`)
-    // On PostgreSQL the same, every row in one statement (each statement is a round trip there).
-    const markSucceededAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly attempts: number; readonly status_code: number | null; readonly at: string }>) =>
-      rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts,
-          last_status_code = r.status_code, last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-          updated_at = r.at
-        FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
-        WHERE d.id = r.id AND d.lease_owner = r.owner`)
-    const markFailedAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly status: string; readonly next_attempt_at: string | null; readonly attempts: number; readonly status_code: number | null; readonly error: string | null; readonly at: string }>) =>
-      rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = r.status, next_attempt_at = r.next_attempt_at,
-          attempts = r.attempts, last_status_code = r.status_code, last_error = r.error, lease_owner = NULL, lease_expires_at = NULL,
-          updated_at = r.at
-        FROM json_to_recordset(${JSON.stringify(rows)}::json)
-          AS r(id text, owner text, status text, next_attempt_at text, attempts integer, status_code integer, error text, at text)
-        WHERE d.id = r.id AND d.lease_owner = r.owner AND d.status IN ('pending', 'failed')`)
-    const postgres = isPostgres(sql)
-    const markSucceeded = postgres ? markSucceededAll : markSucceededEach
-    const markFailed = postgres ? markFailedAll : markFailedEach
-    // One row per webhook, outcome and hour; a round adds its counts to it.
-    const countDeliveries = rowStatement(sql, ["webhook_id", "outcome", "hour", "deliveries", "last_at"], (p) =>
-      sql`INSERT INTO webhook_delivery_hours (webhook_id, outcome, hour, deliveries, last_at)
-        VALUES (${p("webhook_id")}, ${p("outcome")}, ${p("hour")}, ${p("deliveries")}, ${p("last_at")})
-        ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
-          deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
-          last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`)
-
     return OutboxRepo.of({
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
@@ -194,64 +144,7 @@ export const OutboxRepoLive = Layer.effect(
             // Released rows are free at once: on PostgreSQL, the other replicas are told.
             announce(sql, channels.outbox, "released")
           )).pipe(Effect.orDie),
-      recordAttempts: (owner, records) =>
-        Effect.gen(function*() {
-          if (records.length === 0) return new Map<string, string>()
-          yield* insertAttempt(records.map((record) => ({
-            id: newId("att"),
-            delivery_id: record.delivery.id,
-            attempt: record.attempt,
-            started_at: record.startedAt,
-            status_code: record.statusCode,
-            latency_ms: record.latencyMs,
-            error: record.error,
-            response_snippet: record.responseSnippet
-          })))
-          const succeeded = records.filter((r) => r.result._tag === "Succeeded")
-          yield* markSucceeded(succeeded.map((r) => ({ id: r.delivery.id, owner, attempts: r.attempt, status_code: r.statusCode, at: r.finishedAt })))
-          // Only webhooks seen failing when their rows were leased: most rounds need no statement here.
-          const recovered = [...new Set(succeeded.flatMap((r) => (r.delivery.webhook_failing_since === null ? [] : [r.delivery.webhook_id])))]
-          if (recovered.length > 0) {
-            yield* sql`UPDATE webhooks SET failing_since = NULL WHERE ${sql.in("id", padded(recovered))} AND failing_since IS NOT NULL`
-          }
-
-          const failed = records.filter((r) => r.result._tag !== "Succeeded")
-          yield* markFailed(failed.map((r) => ({
-            id: r.delivery.id,
-            owner,
-            status: r.result._tag === "RetryAt" ? "failed" : "dead",
-            next_attempt_at: r.result._tag === "RetryAt" ? r.result.at : null,
-            attempts: r.attempt,
-            status_code: r.statusCode,
-            error: r.error,
-            at: r.finishedAt
-          })))
-          // The webhooks' health: one row per webhook, outcome and hour, whatever the number of attempts.
-          const counts = new Map<string, { webhook_id: string; outcome: string; hour: string; deliveries: number; last_at: string }>()
-          for (const record of records) {
-            const outcome = record.result._tag === "Succeeded" ? "succeeded" : record.result._tag === "RetryAt" ? "failed" : "dead"
-            const key = `${record.delivery.webhook_id} ${outcome} ${hourOf(record.finishedAt)}`
-            const count = counts.get(key)
-            if (count === undefined) {
-              counts.set(key, { webhook_id: record.delivery.webhook_id, outcome, hour: hourOf(record.finishedAt), deliveries: 1, last_at: record.finishedAt })
-            } else {
-              count.deliveries++
-              if (record.finishedAt > count.last_at) count.last_at = record.finishedAt
-            }
-          }
-          yield* countDeliveries([...counts.values()])
-
-          const failing = new Map<string, string>()
-          for (const record of failed) {
-            if (failing.has(record.delivery.webhook_id)) continue
-            const rows = yield* sql<{ readonly failing_since: string }>`UPDATE webhooks
-              SET failing_since = COALESCE(failing_since, ${record.finishedAt}) WHERE id = ${record.delivery.webhook_id}
-              RETURNING failing_since`
-            const since = rows[0]?.failing_since
-            if (since !== undefined) failing.set(record.delivery.webhook_id, since)
-          }
-          return failing
-        }).pipe(Effect.orDie)
+      recordAttempts: makeRecordAttempts(sql)
     })
   })
 )

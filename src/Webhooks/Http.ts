@@ -8,7 +8,7 @@ import { cursorsOf, encodeCursor, type PageRequest, pageRequest } from "../Domai
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
 import type { AttemptRow, DeliveryRow, LogPage } from "./DeliveryLog.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { hourOf } from "../Delivery/Outbox.js"
+import { hourOf } from "../Delivery/AttemptLog.js"
 import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { UrlPolicy } from "../Net/UrlPolicy.js"
