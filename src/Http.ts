@@ -38,7 +38,7 @@ import { UpstreamLive } from "./Upstream/Layer.js"
 import { DispatcherLive } from "./Delivery/Dispatcher.js"
 import { RetentionScheduleLive } from "./Delivery/Retention.js"
 import { IngressServicesLive, SandboxEventsLive } from "./Ingress/Layer.js"
-import { WebhooksRepoLive } from "./Webhooks/Repo.js"
+import { WebhooksRepo } from "./Webhooks/Repo.js"
 import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
@@ -70,7 +70,7 @@ export const ServicesLive = Layer.mergeAll(
   MessageSender.Default,
   TokensRepoLive,
   InstancesRepoLive,
-  WebhooksRepoLive
+  WebhooksRepo.Default
 ).pipe(
   Layer.provideMerge(UpstreamServicesLive),
   // Beneath the ingress, which publishes what it commits to the live streams when they exist.

@@ -12,7 +12,7 @@ import { LRUCache } from "lru-cache"
 import { newId } from "../Domain/Ids.js"
 import { kindsOf, parseFilter, selectChanges } from "../Webhooks/EventKinds.js"
 import type { DispatcherIntake } from "./Handoff.js"
-import { OutboxRepo, OutboxRepoLive } from "./Outbox.js"
+import { OutboxRepo } from "./Outbox.js"
 import type { EventRecord, LeasedDelivery, NewDeliveryRow, QueueingWebhook } from "./Records.js"
 
 /** Parsed event filters, by their stored text (a handful of distinct ones). */
@@ -158,5 +158,5 @@ export class Enqueue extends Effect.Service<Enqueue>()("Enqueue", {
         return true
       })
   })),
-  dependencies: [OutboxRepoLive]
+  dependencies: [OutboxRepo.Default]
 }) {}

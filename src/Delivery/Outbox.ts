@@ -8,7 +8,7 @@
  * What the endpoints read of deliveries, and turning a webhook off, are src/Webhooks/'s.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { insertRows } from "../Sql/RowStatement.js"
@@ -20,7 +20,7 @@ import type { AcceptedChange, AttemptRecord, EventRecord, LeasedDelivery, NewDel
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
 
-export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
+export interface OutboxRepoShape {
   /** The instances bound to any of these phone number ids or business accounts. */
   readonly routes: (phoneNumberIds: ReadonlyArray<string>, wabaIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<RouteRow>>
   /**
@@ -53,11 +53,11 @@ export class OutboxRepo extends Context.Tag("OutboxRepo")<OutboxRepo, {
    * transaction); returns, for each webhook with a failed attempt, since when it has been failing.
    */
   readonly recordAttempts: (owner: string, records: ReadonlyArray<AttemptRecord>) => Effect.Effect<ReadonlyMap<string, string>>
-}>() {}
+}
 
-export const OutboxRepoLive = Layer.effect(
-  OutboxRepo,
-  Effect.gen(function*() {
+/** The engine's SQL over the outbox (see the header). */
+export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
+  effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
     const lease = makeLease(sql)
@@ -79,7 +79,7 @@ export const OutboxRepoLive = Layer.effect(
       "updated_at",
       "body"
     ])
-    return OutboxRepo.of({
+    const service: OutboxRepoShape = {
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
           WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
@@ -145,6 +145,7 @@ export const OutboxRepoLive = Layer.effect(
             announce(sql, channels.outbox, "released")
           )).pipe(Effect.orDie),
       recordAttempts: makeRecordAttempts(sql)
-    })
+    }
+    return service
   })
-)
+}) {}

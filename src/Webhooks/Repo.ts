@@ -7,7 +7,7 @@
  * at once cannot both pass.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Data, Effect, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
@@ -71,7 +71,7 @@ export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
 export const movesOrigin = (from: string, to: string | undefined): boolean =>
   to !== undefined && URL.parse(from)?.origin !== URL.parse(to)?.origin
 
-export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
+export interface WebhooksRepoShape {
   readonly create: (input: {
     readonly organizationId: string
     readonly instanceId: string
@@ -97,7 +97,7 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
    * failures) and cancels its queued deliveries, in one transaction; false when it was not active.
    */
   readonly deactivate: (id: string, reason: DisabledReason) => Effect.Effect<boolean>
-}>() {}
+}
 
 const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
 
@@ -111,9 +111,9 @@ const toRow = (stored: StoredWebhook): WebhookRow => ({
   events: parseFilter(stored.events)
 })
 
-export const WebhooksRepoLive = Layer.effect(
-  WebhooksRepo,
-  Effect.gen(function*() {
+/** The webhooks table: its rows, their secrets and custom headers, and turning a webhook off. */
+export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo", {
+  effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const cipher = yield* SecretCipher
 
@@ -173,7 +173,7 @@ export const WebhooksRepoLive = Layer.effect(
         orElse: () => Effect.void
       })
 
-    return WebhooksRepo.of({
+    const service: WebhooksRepoShape = {
       create: (input) =>
         Effect.gen(function*() {
           const now = nowIso()
@@ -277,6 +277,7 @@ export const WebhooksRepoLive = Layer.effect(
           return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.orDie),
       deactivate: (id, reason) => deactivate(id, reason, nowIso()).pipe(sql.withTransaction, Effect.orDie)
-    })
+    }
+    return service
   })
-)
+}) {}
