@@ -94,7 +94,7 @@ export const makeCipher = (key: Uint8Array): SecretCipher["Type"] => ({
 })
 
 /** Reads the format before secrets were bound to their rows; only the upgrade at start needs it. */
-export const decryptLegacy = (key: Uint8Array, stored: string): string | undefined => open(key, stored, LEGACY_VERSION, undefined)
+const decryptLegacy = (key: Uint8Array, stored: string): string | undefined => open(key, stored, LEGACY_VERSION, undefined)
 
 /** The columns the upgrade visits, with the slot each row's secret belongs to. */
 const SECRET_COLUMNS: ReadonlyArray<{ readonly table: string; readonly column: string; readonly slot: (id: string) => SecretSlot }> = [

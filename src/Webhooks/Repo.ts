@@ -68,7 +68,7 @@ export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
 }> {}
 
 /** Whether a webhook's URL moves to another origin (scheme, host, port). */
-export const movesOrigin = (from: string, to: string | undefined): boolean =>
+const movesOrigin = (from: string, to: string | undefined): boolean =>
   to !== undefined && URL.parse(from)?.origin !== URL.parse(to)?.origin
 
 export interface WebhooksRepoShape {

@@ -23,12 +23,12 @@ import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 
 /** The `object` (and change `field`) of a test event. */
-export const TEST_EVENT_KIND = "hub.test"
+const TEST_EVENT_KIND = "hub.test"
 
 const MIN_INTERVAL_MS = 1_000
 const KEY_WINDOW_MS = 10 * 60_000
 
-export const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
+const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
   JSON.stringify({
     object: TEST_EVENT_KIND,
     entry: [{
