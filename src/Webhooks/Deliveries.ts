@@ -33,23 +33,63 @@ export interface DeliveryHealth {
   readonly queuedCapped: boolean
 }
 
+/**
+ * Queues rows again (replay, recover): pending, so due from their creation (the list of pending
+ * rows relies on it). A retry waiting for its time goes on with its schedule; a finished
+ * delivery gets one more attempt, with the same webhook-id.
+ */
+const requeue = (sql: SqlClient.SqlClient, where: Statement.Fragment, now: string) =>
+  sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
+      final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
+    WHERE ${where} RETURNING id`.pipe(
+    // Queued again: on PostgreSQL every replica's dispatcher is told.
+    Effect.tap((rows) => (rows.length === 0 ? Effect.void : announce(sql, channels.outbox, "replayed")))
+  )
+
+/**
+ * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
+ * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
+ */
+const healthOf = (sql: SqlClient.SqlClient, webhookIds: ReadonlyArray<string>, sinceHour: string): Effect.Effect<ReadonlyMap<string, DeliveryHealth>> =>
+  Effect.gen(function*() {
+    const health = new Map<string, DeliveryHealth>()
+    for (const webhookId of webhookIds) {
+      const outcome = (name: string) =>
+        sql`(SELECT COALESCE(SUM(deliveries), 0) FROM webhook_delivery_hours
+          WHERE webhook_id = ${webhookId} AND outcome = ${name} AND hour >= ${sinceHour})`
+      const queued = (status: string) =>
+        sql`(SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
+          WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${QUEUED_CAP + 1}) AS queued)`
+      const [row] = yield* sql<{
+        readonly succeeded: number
+        readonly failed: number
+        readonly dead: number
+        readonly last_success_at: string | null
+        readonly pending: number
+        readonly retrying: number
+      }>`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
+          (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
+            ORDER BY hour DESC LIMIT 1) AS last_success_at,
+          ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
+      const pending = Number(row?.pending ?? 0)
+      const retrying = Number(row?.retrying ?? 0)
+      health.set(webhookId, {
+        succeeded: Number(row?.succeeded ?? 0),
+        failed: Number(row?.failed ?? 0),
+        dead: Number(row?.dead ?? 0),
+        lastSuccessAt: row?.last_success_at ?? null,
+        pending: Math.min(pending, QUEUED_CAP),
+        retrying: Math.min(retrying, QUEUED_CAP),
+        queuedCapped: pending > QUEUED_CAP || retrying > QUEUED_CAP
+      })
+    }
+    return health
+  }).pipe(Effect.orDie)
+
 export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("WebhookDeliveries", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-
-    /**
-     * Queues rows again (replay, recover): pending, so due from their creation (the list of pending
-     * rows relies on it). A retry waiting for its time goes on with its schedule; a finished
-     * delivery gets one more attempt, with the same webhook-id.
-     */
-    const requeue = (where: Statement.Fragment, now: string) =>
-      sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
-          final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
-          lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-        WHERE ${where} RETURNING id`.pipe(
-        // Queued again: on PostgreSQL every replica's dispatcher is told.
-        Effect.tap((rows) => (rows.length === 0 ? Effect.void : announce(sql, channels.outbox, "replayed")))
-      )
 
     /** A page of the delivery log of some webhooks, newest first (see DeliveryLog.ts). */
     const list = (filter: LogFilter): Effect.Effect<LogPage> => logPage(sql, filter)
@@ -76,7 +116,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         if (row === undefined) return "not_found"
         const leased = row.lease_expires_at !== null && row.lease_expires_at >= now
         if (row.status === "pending" || (row.status === "failed" && leased)) return "already_queued"
-        yield* requeue(sql`id = ${id}`, now)
+        yield* requeue(sql, sql`id = ${id}`, now)
         return "requeued"
       }).pipe(sql.withTransaction, Effect.orDie)
 
@@ -106,6 +146,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         let requeued = 0
         for (const chunk of powerOfTwoChunks(candidates.slice(0, max).map((c) => c.id))) {
           const updated = yield* requeue(
+            sql,
             sql`${sql.in("id", chunk)} AND webhook_id = ${webhookId}
               AND (status = 'dead' OR (status = 'failed' AND (lease_expires_at IS NULL OR lease_expires_at < ${now})))`,
             now
@@ -115,45 +156,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         return { requeued, more: candidates.length > max }
       }).pipe(Effect.orDie)
 
-    /**
-     * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
-     * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
-     */
-    const health = (webhookIds: ReadonlyArray<string>, sinceHour: string): Effect.Effect<ReadonlyMap<string, DeliveryHealth>> =>
-      Effect.gen(function*() {
-        const health = new Map<string, DeliveryHealth>()
-        for (const webhookId of webhookIds) {
-          const outcome = (name: string) =>
-            sql`(SELECT COALESCE(SUM(deliveries), 0) FROM webhook_delivery_hours
-              WHERE webhook_id = ${webhookId} AND outcome = ${name} AND hour >= ${sinceHour})`
-          const queued = (status: string) =>
-            sql`(SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
-              WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${QUEUED_CAP + 1}) AS queued)`
-          const [row] = yield* sql<{
-            readonly succeeded: number
-            readonly failed: number
-            readonly dead: number
-            readonly last_success_at: string | null
-            readonly pending: number
-            readonly retrying: number
-          }>`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
-              (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
-                ORDER BY hour DESC LIMIT 1) AS last_success_at,
-              ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
-          const pending = Number(row?.pending ?? 0)
-          const retrying = Number(row?.retrying ?? 0)
-          health.set(webhookId, {
-            succeeded: Number(row?.succeeded ?? 0),
-            failed: Number(row?.failed ?? 0),
-            dead: Number(row?.dead ?? 0),
-            lastSuccessAt: row?.last_success_at ?? null,
-            pending: Math.min(pending, QUEUED_CAP),
-            retrying: Math.min(retrying, QUEUED_CAP),
-            queuedCapped: pending > QUEUED_CAP || retrying > QUEUED_CAP
-          })
-        }
-        return health
-      }).pipe(Effect.orDie)
+    const health = (webhookIds: ReadonlyArray<string>, sinceHour: string) => healthOf(sql, webhookIds, sinceHour)
 
     return { list, find, findAttempts, replay, recover, health } as const
   })

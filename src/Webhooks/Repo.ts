@@ -111,6 +111,90 @@ const toRow = (stored: StoredWebhook): WebhookRow => ({
   events: parseFilter(stored.events)
 })
 
+/**
+ * Turns a webhook off and cancels its queued deliveries (run it in a transaction): for `reason`,
+ * or keeping the one it has when undefined (a removal). Returns whether it was active. Every
+ * way a webhook stops taking deliveries goes through here.
+ */
+const deactivate = (sql: SqlClient.SqlClient, id: string, reason: DisabledReason | undefined, now: string) =>
+  Effect.gen(function*() {
+    const deactivated = yield* sql`UPDATE webhooks SET active = 0,
+        ${reason === undefined ? sql`` : sql`disabled_reason = ${reason},`} updated_at = ${now}
+      WHERE id = ${id} AND active = 1 RETURNING id`
+    yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
+      WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
+    return deactivated.length > 0
+  })
+
+/**
+ * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
+ * lower case (CustomHeadersInput), as they are stored.
+ */
+const keepingSecrets = (
+  sql: SqlClient.SqlClient,
+  cipher: SecretCipher["Type"],
+  current: WebhookRow,
+  headers: Readonly<Record<string, string>>,
+  originChanged: boolean
+) =>
+  Effect.gen(function*() {
+    const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
+    if (kept.length === 0) return headers
+    if (originChanged) return yield* new NoSecretToKeep({ names: kept, originChanged })
+    const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
+    const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
+    const stored = sentHeaders(current.headers, secret)
+    const missing = kept.filter((name) => stored[name] === undefined)
+    if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing, originChanged })
+    return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored[name] ?? ""])) }
+  })
+
+/** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
+const headerColumns = (cipher: SecretCipher["Type"], webhookId: string, headers: Readonly<Record<string, string>>) => {
+  const stored = splitHeaders(headers)
+  return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
+}
+
+/** Serializes creations on an instance: SQLite's transactions already hold the write lock; PostgreSQL locks the row. */
+const lockInstance = (sql: SqlClient.SqlClient, instanceId: string) =>
+  sql.onDialectOrElse({
+    pg: () => Effect.asVoid(sql`SELECT id FROM instances WHERE id = ${instanceId} FOR UPDATE`),
+    orElse: () => Effect.void
+  })
+
+/** A new webhook, within its instance's limit when one is given (counted in the creating transaction). */
+const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipher["Type"], input: Parameters<WebhooksRepoShape["create"]>[0]) =>
+  Effect.gen(function*() {
+    const now = nowIso()
+    const { perInstance } = input
+    if (perInstance !== undefined) {
+      yield* lockInstance(sql, input.instanceId)
+      const [counted] = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM webhooks
+        WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`
+      if (Number(counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
+    }
+    const id = newId("whk")
+    const headers = headerColumns(cipher, id, input.headers ?? {})
+    const row: StoredWebhook = {
+      id,
+      organization_id: input.organizationId,
+      instance_id: input.instanceId,
+      name: input.name,
+      url: input.url,
+      active: true,
+      disabled_reason: null,
+      failing_since: null,
+      events: storedFilter(input.events),
+      headers: headers.headers,
+      created_at: now,
+      updated_at: now
+    }
+    yield* sql`INSERT INTO webhooks ${
+      sql.insert({ ...row, active: 1, headers_encrypted: headers.headers_encrypted, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
+    }`
+    return toRow(row)
+  }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
 /** The webhooks table: its rows, their secrets and custom headers, and turning a webhook off. */
 export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo", {
   effect: Effect.gen(function*() {
@@ -128,83 +212,8 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRow))
       )
 
-    /**
-     * Turns a webhook off and cancels its queued deliveries (run it in a transaction): for `reason`,
-     * or keeping the one it has when undefined (a removal). Returns whether it was active. Every
-     * way a webhook stops taking deliveries goes through here.
-     */
-    const deactivate = (id: string, reason: DisabledReason | undefined, now: string) =>
-      Effect.gen(function*() {
-        const deactivated = yield* sql`UPDATE webhooks SET active = 0,
-            ${reason === undefined ? sql`` : sql`disabled_reason = ${reason},`} updated_at = ${now}
-          WHERE id = ${id} AND active = 1 RETURNING id`
-        yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
-          WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
-        return deactivated.length > 0
-      })
-
-    /**
-     * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
-     * lower case (CustomHeadersInput), as they are stored.
-     */
-    const keepingSecrets = (current: WebhookRow, headers: Readonly<Record<string, string>>, originChanged: boolean) =>
-      Effect.gen(function*() {
-        const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
-        if (kept.length === 0) return headers
-        if (originChanged) return yield* new NoSecretToKeep({ names: kept, originChanged })
-        const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
-        const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
-        const stored = sentHeaders(current.headers, secret)
-        const missing = kept.filter((name) => stored[name] === undefined)
-        if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing, originChanged })
-        return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored[name] ?? ""])) }
-      })
-
-    /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
-    const headerColumns = (webhookId: string, headers: Readonly<Record<string, string>>) => {
-      const stored = splitHeaders(headers)
-      return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
-    }
-
-    /** Serializes creations on an instance: SQLite's transactions already hold the write lock; PostgreSQL locks the row. */
-    const lockInstance = (instanceId: string) =>
-      sql.onDialectOrElse({
-        pg: () => Effect.asVoid(sql`SELECT id FROM instances WHERE id = ${instanceId} FOR UPDATE`),
-        orElse: () => Effect.void
-      })
-
     const service: WebhooksRepoShape = {
-      create: (input) =>
-        Effect.gen(function*() {
-          const now = nowIso()
-          const { perInstance } = input
-          if (perInstance !== undefined) {
-            yield* lockInstance(input.instanceId)
-            const [counted] = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM webhooks
-              WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`
-            if (Number(counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
-          }
-          const id = newId("whk")
-          const headers = headerColumns(id, input.headers ?? {})
-          const row: StoredWebhook = {
-            id,
-            organization_id: input.organizationId,
-            instance_id: input.instanceId,
-            name: input.name,
-            url: input.url,
-            active: true,
-            disabled_reason: null,
-            failing_since: null,
-            events: storedFilter(input.events),
-            headers: headers.headers,
-            created_at: now,
-            updated_at: now
-          }
-          yield* sql`INSERT INTO webhooks ${
-            sql.insert({ ...row, active: 1, headers_encrypted: headers.headers_encrypted, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
-          }`
-          return toRow(row)
-        }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
+      create: (input) => insertWebhook(sql, cipher, input),
       list: (scope, filter) =>
         sql<StoredWebhook>`SELECT ${sql.literal(columns)} FROM webhooks
           WHERE deleted_at IS NULL AND ${scoped(scope)}
@@ -227,7 +236,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
           // unless this request gives it again (else anyone who may PATCH could read it at their own URL).
           const originChanged = movesOrigin(current.value.url, patch.url)
           const headers = patch.headers !== undefined
-            ? yield* keepingSecrets(current.value, patch.headers, originChanged)
+            ? yield* keepingSecrets(sql, cipher, current.value, patch.headers, originChanged)
             : originChanged
             ? sentHeaders(current.value.headers, null)
             : undefined
@@ -241,12 +250,12 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
               active: (current.value.active || reactivated) ? 1 : 0,
               updated_at: now,
               ...(patch.events === undefined ? {} : { events: storedFilter(patch.events) }),
-              ...(headers === undefined ? {} : headerColumns(id, headers)),
+              ...(headers === undefined ? {} : headerColumns(cipher, id, headers)),
               // Turning a webhook back on starts a fresh record: no reason, no failure streak.
               ...(reactivated ? { disabled_reason: null, failing_since: null } : {})
             })
           } WHERE id = ${id}`
-          if (deactivated) yield* deactivate(id, "manual", now)
+          if (deactivated) yield* deactivate(sql, id, "manual", now)
           return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
       remove: (scope, id) =>
@@ -255,7 +264,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
           const removed = yield* sql<{ readonly id: string }>`UPDATE webhooks SET deleted_at = ${now}, updated_at = ${now}
             WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)} RETURNING id`
           if (removed.length === 0) return false
-          yield* deactivate(id, undefined, now)
+          yield* deactivate(sql, id, undefined, now)
           return true
         }).pipe(sql.withTransaction, Effect.orDie),
       rotateSecret: (scope, id, secret, previousUntil) =>
@@ -276,7 +285,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
           } WHERE id = ${id}`
           return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.orDie),
-      deactivate: (id, reason) => deactivate(id, reason, nowIso()).pipe(sql.withTransaction, Effect.orDie)
+      deactivate: (id, reason) => deactivate(sql, id, reason, nowIso()).pipe(sql.withTransaction, Effect.orDie)
     }
     return service
   })
