@@ -14,7 +14,7 @@ import { makeSendPlainRoute } from "./Messages/FastRoute.js"
 import { HealthHttpLive } from "./Health/Http.js"
 import { ReadinessLive } from "./Health/Readiness.js"
 import { HttpEdgeLive } from "./Edge/Middleware.js"
-import { SecretCipherLive } from "./Sql/SecretCipher.js"
+import { SecretCipher } from "./Sql/SecretCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
 import { InstanceAccess } from "./Instances/InstanceAccess.js"
 import { InstancesRepoLive } from "./Instances/Repo.js"
@@ -53,7 +53,7 @@ import { apiRoutes, type RouteOf } from "./Metrics/Routes.js"
  * What every service stands on: the database named by the config, its group commit, the key for
  * secrets at rest, readiness. Provided beneath everything, once.
  */
-const FoundationLive = Layer.mergeAll(WriteBatcherLive, SecretCipherLive).pipe(
+const FoundationLive = Layer.mergeAll(WriteBatcherLive, SecretCipher.Default).pipe(
   Layer.provideMerge(Layer.merge(SqlLive, ReadinessLive))
 )
 

@@ -5,7 +5,7 @@
  */
 import { Effect } from "effect"
 import { LRUCache } from "lru-cache"
-import { type SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
+import { type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { sentHeaders } from "../Webhooks/CustomHeaders.js"
 import type { LeasedDelivery } from "./Records.js"
 import { webhookSecretKey } from "./Signing.js"
@@ -32,7 +32,7 @@ const secretsOf = (d: LeasedDelivery, nowMs: number): ReadonlyArray<readonly [st
 const storedHeaders = (d: LeasedDelivery) => `${d.webhook_id}\u0000${d.headers}\u0000${d.headers_encrypted ?? ""}`
 
 /** A delivery's credentials, decrypted with `cipher` the first time each secret is met. */
-export const makeCredentials = (cipher: SecretCipher["Type"]) => {
+export const makeCredentials = (cipher: SecretCipherShape) => {
   // A key is remembered with the slot it was decrypted for: the same ciphertext met in another row
   // or column is decrypted there (and fails), never answered from here.
   const keys = new LRUCache<string, { readonly key: Uint8Array; readonly slot: SecretSlot }>({ max: 10_000 })

@@ -11,7 +11,7 @@
  * `v1:` without associated data; this layer re-encrypts those rows at start (see upgradeLegacyRows).
  */
 import { SqlClient } from "@effect/sql"
-import { ConfigError, Context, Data, Effect, Either, Layer, Option, Redacted } from "effect"
+import { ConfigError, Data, Effect, Either, Option, Redacted } from "effect"
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -39,10 +39,10 @@ export const SecretSlot = {
   webhookHeaders: (webhookId: string): SecretSlot => ({ column: "webhooks.headers_encrypted", rowId: webhookId })
 }
 
-export class SecretCipher extends Context.Tag("SecretCipher")<SecretCipher, {
+export interface SecretCipherShape {
   readonly encrypt: (plaintext: string, slot: SecretSlot) => string
   readonly decrypt: (stored: string, slot: SecretSlot) => Effect.Effect<string, CipherError>
-}>() {}
+}
 
 const VERSION = "v2:"
 const LEGACY_VERSION = "v1:"
@@ -84,7 +84,7 @@ const open = (key: Uint8Array, stored: string, prefix: string, aad: Buffer | und
 const cannotDecrypt = (slot: SecretSlot) =>
   new CipherError({ message: `Cannot decrypt the secret in ${slot.column} of ${slot.rowId}: wrong HUB_SECRET_KEY, or not written for this row?` })
 
-export const makeCipher = (key: Uint8Array): SecretCipher["Type"] => ({
+export const makeCipher = (key: Uint8Array): SecretCipherShape => ({
   encrypt: (plaintext, slot) => VERSION + seal(key, plaintext, associatedData(slot)).toString("base64"),
   decrypt: (stored, slot) =>
     Effect.suspend(() => {
@@ -112,7 +112,7 @@ const SECRET_COLUMNS: ReadonlyArray<{ readonly table: string; readonly column: s
  * cannot overwrite each other. A row the key cannot open is left as it is and reported (as before
  * this release, it fails when it is used).
  */
-const upgradeLegacyRows = (key: Uint8Array, cipher: SecretCipher["Type"]) =>
+const upgradeLegacyRows = (key: Uint8Array, cipher: SecretCipherShape) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const legacyRows = (table: string, column: string) =>
@@ -158,9 +158,8 @@ const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError
   })
 
 /** The cipher, once every stored secret is in its format: repositories built on it never meet an old row. */
-export const SecretCipherLive = Layer.effect(
-  SecretCipher,
-  Effect.gen(function*() {
+export class SecretCipher extends Effect.Service<SecretCipher>()("SecretCipher", {
+  effect: Effect.gen(function*() {
     const config = yield* HubConfig
     // HubConfig refuses graph mode without a key, so only the sandbox makes its own.
     const key = Option.isSome(config.secretKey) ? Redacted.value(config.secretKey.value) : yield* sandboxKey(config.databaseFile)
@@ -168,4 +167,4 @@ export const SecretCipherLive = Layer.effect(
     yield* upgradeLegacyRows(key, cipher)
     return cipher
   })
-)
+}) {}

@@ -9,7 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
+import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "./EventKinds.js"
 
@@ -132,7 +132,7 @@ const deactivate = (sql: SqlClient.SqlClient, id: string, reason: DisabledReason
  */
 const keepingSecrets = (
   sql: SqlClient.SqlClient,
-  cipher: SecretCipher["Type"],
+  cipher: SecretCipherShape,
   current: WebhookRow,
   headers: Readonly<Record<string, string>>,
   originChanged: boolean
@@ -150,7 +150,7 @@ const keepingSecrets = (
   })
 
 /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
-const headerColumns = (cipher: SecretCipher["Type"], webhookId: string, headers: Readonly<Record<string, string>>) => {
+const headerColumns = (cipher: SecretCipherShape, webhookId: string, headers: Readonly<Record<string, string>>) => {
   const stored = splitHeaders(headers)
   return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
 }
@@ -163,7 +163,7 @@ const lockInstance = (sql: SqlClient.SqlClient, instanceId: string) =>
   })
 
 /** A new webhook, within its instance's limit when one is given (counted in the creating transaction). */
-const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipher["Type"], input: Parameters<WebhooksRepoShape["create"]>[0]) =>
+const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipherShape, input: Parameters<WebhooksRepoShape["create"]>[0]) =>
   Effect.gen(function*() {
     const now = nowIso()
     const { perInstance } = input
