@@ -1,10 +1,9 @@
 /**
  * The engine's SQL over the events outbox: accepted changes (deduplicated by key), the envelope each
  * instance receives, the webhooks new deliveries are queued for and the rows written for them
- * (Enqueue.ts decides which), leases taken by dispatchers (Lease.ts), and the attempt log. Leases
- * are plain column updates (owner + expiry), so a crashed hub's rows are taken again once their
- * lease has expired, by whichever process looks next. Each dispatcher round adds its outcomes to one
- * count per webhook, outcome and hour (the webhooks' health), whatever the number of attempts.
+ * (Enqueue.ts decides which), leases taken by dispatchers (Lease.ts), and the attempt log
+ * (AttemptLog.ts). Leases are plain column updates (owner + expiry), so a crashed hub's rows are
+ * taken again once their lease has expired, by whichever process looks next.
  * What the endpoints read of deliveries, and turning a webhook off, are src/Webhooks/'s.
  */
 import { SqlClient } from "@effect/sql"
@@ -40,18 +39,15 @@ export interface OutboxRepoShape {
    */
   readonly insertDeliveries: (rows: ReadonlyArray<NewDeliveryRow>) => Effect.Effect<void>
   /**
-   * Leases due deliveries, first attempts before retries, at most `limit` in all and at most
-   * `perWebhook` minus its attempts in flight for each webhook.
+   * Leases due deliveries, first attempts before retries, at most `limit` in all, each webhook and
+   * each organization within its share of attempts in flight (Fairness.ts).
    */
   readonly lease: (input: LeaseRequest) => Effect.Effect<ReadonlyArray<LeasedDelivery>>
   /** Cancels leased rows whose webhook is no longer active. */
   readonly cancel: (ids: ReadonlyArray<string>) => Effect.Effect<void>
   /** Gives leased rows back so they are taken at once (by this or another process). */
   readonly release: (owner: string, ids: ReadonlyArray<string> | "all") => Effect.Effect<void>
-  /**
-   * Logs attempts and moves their deliveries on, in a few multi-row statements (run it in a
-   * transaction); returns, for each webhook with a failed attempt, since when it has been failing.
-   */
+  /** Logs attempts and moves their deliveries on (run it in a transaction; see AttemptLog.ts). */
   readonly recordAttempts: (owner: string, records: ReadonlyArray<AttemptRecord>) => Effect.Effect<ReadonlyMap<string, string>>
 }
 
