@@ -15,7 +15,7 @@ import { makeSendPlainRoute } from "./Messages/FastRoute.js"
 import { HealthHttpLive } from "./Health/Http.js"
 import { ReadinessLive } from "./Health/Readiness.js"
 import { HttpEdgeLive } from "./Edge/Middleware.js"
-import { AccessTokenCipherLive } from "./Instances/AccessTokenCipher.js"
+import { SecretCipher } from "./Sql/SecretCipher.js"
 import { InstancesHttpLive } from "./Instances/Http.js"
 import { InstanceAccess } from "./Instances/InstanceAccess.js"
 import { InstancesRepoLive } from "./Instances/Repo.js"
@@ -41,7 +41,7 @@ import { DispatcherLive } from "./Delivery/Dispatcher.js"
 import { RetentionScheduleLive } from "./Delivery/Retention.js"
 import { IngressServicesLive } from "./Ingress/Layer.js"
 import { SandboxEventsLive } from "./Ingress/SandboxFeed.js"
-import { WebhooksRepoLive } from "./Webhooks/Repo.js"
+import { WebhooksRepo } from "./Webhooks/Repo.js"
 import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
@@ -72,7 +72,7 @@ const MetricsLive = metricsLayer([...apiRoutes(HubApi), ...PLAIN_ROUTES])
 const PlatformLive = Layer.mergeAll(SqlLive, PgListenerLive, ReadinessLive, MetricsLive, LiveEventsLive)
 
 /** The platform, with the group commit and the key for secrets at rest, which stand on it. */
-const FoundationLive = Layer.mergeAll(WriteBatcherLive, AccessTokenCipherLive).pipe(Layer.provideMerge(PlatformLive))
+const FoundationLive = Layer.mergeAll(WriteBatcherLive, SecretCipher.Default).pipe(Layer.provideMerge(PlatformLive))
 
 /**
  * `layer` over the foundation. FoundationLive is one layer, built once however many services name it
@@ -99,7 +99,7 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(InstanceAccess.Default),
   overFoundation(TokensRepoLive),
   overFoundation(InstancesRepoLive),
-  overFoundation(WebhooksRepoLive)
+  overFoundation(WebhooksRepo.Default)
 )
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(

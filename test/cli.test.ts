@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { parseSecretKey } from "../src/Config.js"
-import { makeCipher, SecretSlot } from "../src/Instances/AccessTokenCipher.js"
+import { makeCipher, SecretSlot } from "../src/Sql/SecretCipher.js"
 import { demoTokensText, startHubProcess } from "./support/HubProcess.js"
 import { checkedFetch } from "./support/OpenApiCheck.js"
 

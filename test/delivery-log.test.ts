@@ -6,8 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
-import { logQueries, type LogFilter } from "../src/Delivery/DeliveryLog.js"
-import type { DeliveryStatus } from "../src/Delivery/Records.js"
+import { type DeliveryStatus, logQueries, type LogFilter } from "../src/Webhooks/DeliveryLog.js"
 import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 
 interface Seed {

@@ -14,7 +14,8 @@ import { join } from "node:path"
 import { Webhook } from "standardwebhooks"
 import { Handoff } from "../src/Delivery/Handoff.js"
 import { leaseQueries } from "../src/Delivery/Lease.js"
-import { type LeasedDelivery, OutboxRepo, OutboxRepoLive } from "../src/Delivery/Outbox.js"
+import { OutboxRepo } from "../src/Delivery/Outbox.js"
+import type { LeasedDelivery } from "../src/Delivery/Records.js"
 import { afterFailure } from "../src/Delivery/RetryPolicy.js"
 import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { Readiness } from "../src/Health/Readiness.js"
@@ -619,7 +620,7 @@ for (const engine of engines) describe(`outbox leases (${engine})`, () => {
       })
     }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
 
-  const outboxLayer = OutboxRepoLive.pipe(Layer.provideMerge(testDatabase(engine)))
+  const outboxLayer = OutboxRepo.Default.pipe(Layer.provideMerge(testDatabase(engine)))
 
   plain.effect("first attempts go before retries; expired leases are taken again, live ones and future retries are not", () =>
     Effect.gen(function*() {

@@ -10,7 +10,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
-import { DispatchSignal, DispatchSignalLive } from "../src/Delivery/DispatchSignal.js"
+import { DispatchSignal } from "../src/Delivery/DispatchSignal.js"
 import { compactMessageCounts } from "../src/Messages/Repo.js"
 import { claimFleetJob } from "../src/Sql/FleetJobs.js"
 import { announce, channels } from "../src/Sql/Notify.js"
@@ -265,7 +265,7 @@ describe("fleet machinery on PostgreSQL", () => {
 
   it.live("deliveries queued by another replica wake this one's dispatcher, without waiting for any poll", () =>
     Effect.gen(function*() {
-      const context = yield* Layer.build(DispatchSignalLive.pipe(Layer.provideMerge(testDatabase("postgres"))))
+      const context = yield* Layer.build(DispatchSignal.Default.pipe(Layer.provideMerge(testDatabase("postgres"))))
       const signal = Context.get(context, DispatchSignal)
       const sql = Context.get(context, SqlClient.SqlClient)
       // The signal alone has no timer. Listening begins in the background as the layer is built, and

@@ -6,10 +6,11 @@
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Schedule, Scope } from "effect"
-import { DispatchSignalLive } from "../src/Delivery/DispatchSignal.js"
-import { HandoffLive } from "../src/Delivery/Handoff.js"
+import { DispatchSignal } from "../src/Delivery/DispatchSignal.js"
+import { Handoff } from "../src/Delivery/Handoff.js"
 import { type IngestAnswer, Ingress, IngressLive } from "../src/Ingress/Ingress.js"
-import { OutboxRepoLive } from "../src/Delivery/Outbox.js"
+import { Enqueue } from "../src/Delivery/Enqueue.js"
+import { OutboxRepo } from "../src/Delivery/Outbox.js"
 import { MessagesRepoLive } from "../src/Messages/Repo.js"
 import { hubConfigWith } from "../src/Config.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
@@ -426,7 +427,7 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 
 /** The ingress alone over an in-memory database, built in a scope the test closes itself. */
 const ingressAlone = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }), LiveEvents.None, Metrics.Off)),
+  Layer.provide(Layer.mergeAll(OutboxRepo.Default, Enqueue.Default, MessagesRepoLive, DispatchSignal.Default, Handoff.Default, hubConfigWith({ retention: TEST_RETENTION }), LiveEvents.None, Metrics.Off)),
   Layer.provide(WriteBatcherLive),
   Layer.provide(Metrics.Off)
 )
@@ -451,7 +452,7 @@ for (const engine of engines) layer(testDatabase(engine), { excludeTestServices:
 
 /** The ingress over a batcher whose gathering time no test outlasts, with that batcher. */
 const ingressGathering = IngressLive.pipe(
-  Layer.provide(Layer.mergeAll(OutboxRepoLive, MessagesRepoLive, DispatchSignalLive, HandoffLive, hubConfigWith({ retention: TEST_RETENTION }), LiveEvents.None)),
+  Layer.provide(Layer.mergeAll(OutboxRepo.Default, Enqueue.Default, MessagesRepoLive, DispatchSignal.Default, Handoff.Default, hubConfigWith({ retention: TEST_RETENTION }), LiveEvents.None)),
   Layer.provideMerge(writeBatcherLayer({ gatherMs: 60_000 })),
   Layer.provide(Layer.merge(Metrics.Off, PgListener.None))
 )

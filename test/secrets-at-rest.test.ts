@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { hubConfigWith } from "../src/Config.js"
 import { InstanceId } from "../src/Domain/Ids.js"
-import { AccessTokenCipher, AccessTokenCipherLive, CipherError, makeCipher, SecretSlot } from "../src/Instances/AccessTokenCipher.js"
+import { CipherError, makeCipher, SecretCipher, SecretSlot } from "../src/Sql/SecretCipher.js"
 import { InstancesRepo, InstancesRepoLive } from "../src/Instances/Repo.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { seedTenant, testHub } from "./support/TestHub.js"
@@ -101,14 +101,14 @@ describe("upgrading secrets stored before this release", () => {
 
       const warnings: Array<string> = []
       const collectWarnings = Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => warnings.push(JSON.stringify(message))))
-      const started = InstancesRepoLive.pipe(Layer.provideMerge(AccessTokenCipherLive), Layer.provideMerge(database), Layer.provide(collectWarnings))
+      const started = InstancesRepoLive.pipe(Layer.provideMerge(SecretCipher.Default), Layer.provideMerge(database), Layer.provide(collectWarnings))
       const stored = Effect.flatMap(SqlClient.SqlClient, (sql) =>
         Effect.all({
           instances: sql<{ readonly id: string; readonly access_token_encrypted: string | null }>`SELECT id, access_token_encrypted FROM instances ORDER BY id`,
           webhook: sql<{ readonly secret_encrypted: string; readonly previous_secret_encrypted: string }>`SELECT secret_encrypted, previous_secret_encrypted FROM webhooks`
         }))
       const first = yield* Effect.gen(function*() {
-        const cipher = yield* AccessTokenCipher
+        const cipher = yield* SecretCipher
         const instances = yield* InstancesRepo
         const after = yield* stored
         const [webhook] = after.webhook

@@ -7,8 +7,8 @@ import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option, Redacted, Schedule } from "effect"
 import { Webhook } from "standardwebhooks"
-import { OutboxRepo } from "../src/Delivery/Outbox.js"
-import { kindsOf, selectChanges } from "../src/Delivery/EventKinds.js"
+import { WebhookDeliveries } from "../src/Webhooks/Deliveries.js"
+import { kindsOf, selectChanges } from "../src/Webhooks/EventKinds.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -397,7 +397,7 @@ layer(
 
   it.scoped("recover is bounded: at most `max` a call, saying whether more remain", () =>
     Effect.gen(function*() {
-      const outbox = yield* OutboxRepo
+      const deliveries = yield* Effect.provide(WebhookDeliveries, WebhookDeliveries.Default)
       const tenant = yield* seedTenant()
       const receiver = yield* makeReceiver(() => ({ status: 500 }))
       const hook = yield* createWebhook(tenant, { url: receiver.url })
@@ -406,7 +406,7 @@ layer(
       yield* receiver.waitFor("six attempts", (r) => r.length === 6)
       const window = { since: "2020-01-01T00:00:00.000Z", until: new Date(Date.now() + 60_000).toISOString() }
       // Taken in a fresh hub-less moment: the dispatcher may attempt them again, which only makes them dead once more.
-      expect(yield* outbox.recover(hook.id, window, new Date().toISOString(), 2)).toEqual({ requeued: 2, more: true })
+      expect(yield* deliveries.recover(hook.id, window, new Date().toISOString(), 2)).toEqual({ requeued: 2, more: true })
       // The third is still dead; a re-send queues it due from its creation, as recover does (read before the dispatcher wakes).
       const [left] = yield* deliveriesOf(tenant, hook.id, "?status=dead")
       const resent = yield* Effect.flatMap(TestHub, (hub) =>

@@ -6,12 +6,12 @@
 import { Layer } from "effect"
 import { TokensRepoLive } from "../Auth/Repo.js"
 import { UnroutedRepoLive } from "../Ingress/Unrouted.js"
-import { AccessTokenCipherLive } from "../Instances/AccessTokenCipher.js"
+import { SecretCipher } from "../Sql/SecretCipher.js"
 import { InstancesRepoLive } from "../Instances/Repo.js"
 import { SqlLive } from "../Sql/Client.js"
 
 /** Organizations and instances; instances' access tokens encrypted with the key for secrets at rest. */
-export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(AccessTokenCipherLive), Layer.provide(SqlLive))
+export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(SecretCipher.Default), Layer.provide(SqlLive))
 
 /** Organizations and instances, with sessions and api tokens. */
 export const TokensOnDatabase = Layer.merge(TokensRepoLive.pipe(Layer.provide(SqlLive)), InstancesOnDatabase)

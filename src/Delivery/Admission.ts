@@ -1,13 +1,7 @@
 /**
  * The dispatcher's count of attempts in flight (overall, per webhook and per organization), and the
- * rule for a new delivery to skip the queue. Per organization as well as per webhook: one
- * organization's slow receivers (many webhooks each holding its share at the timeout) cannot hold
- * every dispatch slot, so another organization's deliveries still start at once. The organization's
- * share binds only when slots are scarce: past it, an organization may still take idle slots while
- * a quarter of all slots stays free (`overShareLimit`), so a hub serving one organization is not
- * held to its share, and a newcomer still finds that quarter free at once. The lease applies the
- * same rule (Lease.ts), giving idle slots to organizations past their share only after every
- * organization within its share has had its due rows.
+ * rule for a new delivery to skip the queue. The shares themselves are Fairness.ts's, the same the
+ * lease applies (Lease.ts).
  * A delivery the ingress is about to write may be handed straight to this process's dispatcher
  * (written already leased, started once committed: see Handoff.ts) only when that overtakes nothing
  * this process knows to be queued:
@@ -20,6 +14,8 @@
  * Otherwise the row is queued and leased in due order like any other. First attempts still go
  * before retries, as the lease orders them.
  */
+import { atShare, countDown, countUp, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
+
 export interface Admission {
   /** Attempts in flight, handed-off deliveries included from the moment they are admitted. */
   readonly running: () => number
@@ -41,36 +37,7 @@ export interface Admission {
   readonly close: () => void
 }
 
-/** What a count needs of a delivery: whose it is. */
-export interface Owned {
-  readonly webhook_id: string
-  readonly organization_id: string
-}
-
-export interface AdmissionLimits {
-  readonly concurrency: number
-  readonly perWebhook: number
-  readonly perOrganization: number
-}
-
-const up = (counts: Map<string, number>, key: string) => counts.set(key, (counts.get(key) ?? 0) + 1)
-
-const down = (counts: Map<string, number>, key: string) => {
-  const left = (counts.get(key) ?? 1) - 1
-  if (left <= 0) counts.delete(key)
-  else counts.set(key, left)
-}
-
-const atShare = (counts: ReadonlyMap<string, number>, share: number) =>
-  new Set([...counts].flatMap(([key, n]) => (n >= share ? [key] : [])))
-
-/**
- * The attempts in flight overall below which an organization past its share may still start one:
- * all slots but a quarter, which stays free for organizations within their share.
- */
-export const overShareLimit = (concurrency: number) => concurrency - Math.ceil(concurrency / 4)
-
-export const makeAdmission = (limits: AdmissionLimits): Admission => {
+export const makeAdmission = (limits: Shares): Admission => {
   const byWebhook = new Map<string, number>()
   const byOrganization = new Map<string, number>()
   const overShareUpTo = overShareLimit(limits.concurrency)
@@ -83,8 +50,8 @@ export const makeAdmission = (limits: AdmissionLimits): Admission => {
   let organizationsBehind = new Set<string>()
 
   const count = (delivery: Owned) => {
-    up(byWebhook, delivery.webhook_id)
-    up(byOrganization, delivery.organization_id)
+    countUp(byWebhook, delivery.webhook_id)
+    countUp(byOrganization, delivery.organization_id)
     running++
   }
 
@@ -95,18 +62,17 @@ export const makeAdmission = (limits: AdmissionLimits): Admission => {
     overShareRoom: () => Math.max(0, overShareUpTo - running),
     queueEmpty: () => queueClear && behind.size === 0 && organizationsBehind.size === 0,
     admit: (webhookId, organizationId) => {
-      const roomOverall = running < limits.concurrency
-      const roomForOrganization = (byOrganization.get(organizationId) ?? 0) < limits.perOrganization || running < overShareUpTo
-      const roomForOwner = (byWebhook.get(webhookId) ?? 0) < limits.perWebhook && roomForOrganization
-      if (!closed && queueClear && roomOverall && roomForOwner && !behind.has(webhookId) && !organizationsBehind.has(organizationId)) {
-        count({ webhook_id: webhookId, organization_id: organizationId })
+      const delivery = { webhook_id: webhookId, organization_id: organizationId }
+      const room = roomFor(limits, running, { byWebhook, byOrganization }, delivery)
+      if (!closed && queueClear && room.overall && room.owner && !behind.has(webhookId) && !organizationsBehind.has(organizationId)) {
+        count(delivery)
         return true
       }
       // The row is queued: what comes after it must not overtake it (the organization's rows too, when
       // its share is what held it back).
-      if (!roomOverall) queueClear = false
+      if (!room.overall) queueClear = false
       behind.add(webhookId)
-      if (!roomForOrganization) organizationsBehind.add(organizationId)
+      if (!room.organization) organizationsBehind.add(organizationId)
       return false
     },
     leased: (asked, deliveries) => {
@@ -114,14 +80,14 @@ export const makeAdmission = (limits: AdmissionLimits): Admission => {
       if (asked <= 0) return
       // A full lease may have left due rows behind; a short one took every due row it could.
       queueClear = deliveries.length < asked
-      behind = atShare(byWebhook, limits.perWebhook)
+      behind = new Set(atShare(byWebhook, limits.perWebhook))
       // Below the limit, an organization at its share could have taken more: it left nothing waiting.
-      organizationsBehind = running < overShareUpTo ? new Set() : atShare(byOrganization, limits.perOrganization)
+      organizationsBehind = running < overShareUpTo ? new Set() : new Set(atShare(byOrganization, limits.perOrganization))
     },
     finished: (delivery) => {
       running--
-      down(byWebhook, delivery.webhook_id)
-      down(byOrganization, delivery.organization_id)
+      countDown(byWebhook, delivery.webhook_id)
+      countDown(byOrganization, delivery.organization_id)
     },
     close: () => {
       closed = true

@@ -1,23 +1,23 @@
 /**
- * One delivery attempt: sign with the webhook's secret(s) (both during a rotation), POST to the
- * checked address with the webhook's custom headers, classify the answer (any 2xx succeeds; 3xx, other statuses, timeouts and refused
- * addresses fail) into the attempt to log; after logging, 410 or days of failures disable the webhook.
+ * One delivery attempt: sign with the webhook's secret(s) (both during a rotation; Credentials.ts),
+ * POST to the checked address with the webhook's custom headers, classify the answer (any 2xx
+ * succeeds; 3xx, other statuses, timeouts and refused addresses fail) into the attempt to log; after
+ * logging, 410 or days of failures disable the webhook (WebhooksRepo.deactivate).
  * The exchange itself is a plain promise: the dispatcher runs many at once without a fiber each.
  */
-import { LRUCache } from "lru-cache"
 import { Duration, Effect, FiberRef, LogLevel } from "effect"
 import { HubConfig } from "../Config.js"
 import { Metrics } from "../Metrics/Metrics.js"
-import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
 import { Deadline } from "../Net/Deadline.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
-import { sentHeaders } from "./CustomHeaders.js"
-import { OutboxRepo } from "./Outbox.js"
+import { SecretCipher } from "../Sql/SecretCipher.js"
+import { WebhooksRepo } from "../Webhooks/Repo.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
+import { type Credentials, makeCredentials } from "./Credentials.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
-import { webhookSecretKey, webhookSignature } from "./Signing.js"
+import { webhookSignature } from "./Signing.js"
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -25,16 +25,6 @@ const describeFailure = (answer: ReceiverAnswer) =>
   answer.status >= 300 && answer.status < 400
     ? `the receiver answered ${answer.status} (a redirect, which is not followed)`
     : `the receiver answered ${answer.status}`
-
-/** What an attempt needs decrypted: the keys to sign with and the webhook's custom headers. */
-export interface Credentials {
-  /** The current secret, and the previous one while a rotation's overlap lasts. */
-  readonly keys: ReadonlyArray<Uint8Array>
-  /** The webhook's custom headers, secret ones decrypted. */
-  readonly headers: Readonly<Record<string, string>>
-}
-
-const NO_HEADERS: Readonly<Record<string, string>> = {}
 
 export interface Deliveries {
   /** What a delivery is signed and sent with (decrypted once per secret, not once per attempt). */
@@ -70,12 +60,20 @@ const logAttempts = (records: ReadonlyArray<AttemptRecord>) =>
       return Effect.annotateLogs(logged, fields)
     }, { discard: true }))
 
+/** Why a failed attempt turns its webhook off: a 410, or failures since `since` for `disableAfterMs` or more; undefined to keep it. */
+const disabledFor = (record: AttemptRecord, since: string | undefined, disableAfterMs: number) =>
+  record.statusCode === 410
+    ? "gone_410"
+    : since !== undefined && Date.parse(record.finishedAt) - Date.parse(since) >= disableAfterMs
+    ? "failing_too_long"
+    : undefined
+
 export const makeDeliveries = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
-  const outbox = yield* OutboxRepo
+  const webhooks = yield* WebhooksRepo
   const policy = yield* UrlPolicy
-  const cipher = yield* AccessTokenCipher
+  const cipher = yield* SecretCipher
   const timeoutMs = Duration.toMillis(config.webhookTimeout)
   const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
   // As many idle connections per receiver as attempts may be in flight; closed with the dispatcher.
@@ -84,58 +82,7 @@ export const makeDeliveries = Effect.gen(function*() {
     (s) => Effect.sync(() => s.close())
   )
 
-  // Decrypting once per secret rather than once per attempt keeps the hot path cheap. A key is
-  // remembered with the slot it was decrypted for: the same ciphertext met in another row or column
-  // is decrypted there (and fails), never answered from here.
-  const keys = new LRUCache<string, { readonly key: Uint8Array; readonly slot: SecretSlot }>({ max: 10_000 })
-  const knownKey = (encrypted: string, slot: SecretSlot) => {
-    const known = keys.get(encrypted)
-    return known !== undefined && known.slot.rowId === slot.rowId && known.slot.column === slot.column ? known.key : undefined
-  }
-  const keyOf = ([encrypted, slot]: readonly [string, SecretSlot]) =>
-    Effect.suspend(() => {
-      const known = knownKey(encrypted, slot)
-      if (known !== undefined) return Effect.succeed(known)
-      return Effect.map(Effect.orDie(cipher.decrypt(encrypted, slot)), (secret) => {
-        const key = webhookSecretKey(secret)
-        keys.set(encrypted, { key, slot })
-        return key
-      })
-    })
-
-  const secretsOf = (d: LeasedDelivery, nowMs: number): ReadonlyArray<readonly [string, SecretSlot]> => {
-    const current = [d.secret_encrypted, SecretSlot.webhookSecret(d.webhook_id)] as const
-    return d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null && Date.parse(d.previous_secret_expires_at) > nowMs
-      ? [current, [d.previous_secret_encrypted, SecretSlot.webhookPreviousSecret(d.webhook_id)] as const]
-      : [current]
-  }
-
-  // Custom headers as sent, by what is stored (decrypted once, like the keys; the row id is part of the key).
-  const headerSets = new LRUCache<string, Readonly<Record<string, string>>>({ max: 10_000 })
-  const storedHeaders = (d: LeasedDelivery) => `${d.webhook_id}\u0000${d.headers}\u0000${d.headers_encrypted ?? ""}`
-  const customHeaders = (d: LeasedDelivery): Effect.Effect<Readonly<Record<string, string>>> => {
-    if (d.headers === null) return Effect.succeed(NO_HEADERS)
-    const stored = storedHeaders(d)
-    const known = headerSets.get(stored)
-    if (known !== undefined) return Effect.succeed(known)
-    const secret = d.headers_encrypted === null
-      ? Effect.succeed(null)
-      : Effect.orDie(cipher.decrypt(d.headers_encrypted, SecretSlot.webhookHeaders(d.webhook_id)))
-    return Effect.map(secret, (decrypted) => {
-      const headers = sentHeaders(d.headers, decrypted)
-      headerSets.set(stored, headers)
-      return headers
-    })
-  }
-
-  const credentials = (d: LeasedDelivery, nowMs: number): Effect.Effect<Credentials> => {
-    const secrets = secretsOf(d, nowMs)
-    // Every attempt asks: what is already decrypted is answered without an effect per secret.
-    const known = secrets.map(([encrypted, slot]) => knownKey(encrypted, slot))
-    const headers = d.headers === null ? NO_HEADERS : headerSets.get(storedHeaders(d))
-    if (known.every((key): key is Uint8Array => key !== undefined) && headers !== undefined) return Effect.succeed({ keys: known, headers })
-    return Effect.zipWith(Effect.forEach(secrets, keyOf), customHeaders(d), (keys, headers) => ({ keys, headers }))
-  }
+  const credentials = makeCredentials(cipher)
 
   const exchange = async (d: LeasedDelivery, { headers, keys }: Credentials, signal: AbortSignal, timestamp: number) => {
     const target = await policy.connectTargetNow(d.url, signal)
@@ -197,16 +144,11 @@ export const makeDeliveries = Effect.gen(function*() {
       for (const record of records) {
         const webhookId = record.delivery.webhook_id
         if (disabled.has(webhookId) || record.result._tag === "Succeeded") continue
-        const since = failingSince.get(webhookId)
-        const reason = record.statusCode === 410
-          ? "gone_410"
-          : since !== undefined && Date.parse(record.finishedAt) - Date.parse(since) >= disableAfterMs
-          ? "failing_too_long"
-          : undefined
+        const reason = disabledFor(record, failingSince.get(webhookId), disableAfterMs)
         if (reason === undefined) continue
         disabled.add(webhookId)
         // Another attempt may have disabled it already (one that finished in an earlier round).
-        if (!(yield* outbox.disableWebhook(webhookId, reason))) continue
+        if (!(yield* webhooks.deactivate(webhookId, reason))) continue
         metrics.webhookDisabled(reason)
         yield* Effect.logError("Webhook disabled").pipe(Effect.annotateLogs({ webhookId, reason }))
       }

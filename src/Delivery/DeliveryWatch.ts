@@ -3,10 +3,10 @@
  * with the outcome of its test event's attempt. The dispatcher tells the watch of the attempts it
  * has just committed; with nothing watched that costs one size check a round.
  */
-import { Context, Deferred, Effect, Layer, type Scope } from "effect"
+import { Deferred, Effect, type Scope } from "effect"
 import type { AttemptRecord } from "./Records.js"
 
-export class DeliveryWatch extends Context.Tag("DeliveryWatch")<DeliveryWatch, {
+export interface DeliveryWatchShape {
   /**
    * Starts watching a delivery (before it is written, so no attempt is missed) until the scope
    * closes; the effect returned waits for its next logged attempt.
@@ -14,31 +14,33 @@ export class DeliveryWatch extends Context.Tag("DeliveryWatch")<DeliveryWatch, {
   readonly watch: (deliveryId: string) => Effect.Effect<Effect.Effect<void>, never, Scope.Scope>
   /** The attempts the dispatcher has just logged (committed). */
   readonly logged: (records: ReadonlyArray<AttemptRecord>) => void
-}>() {}
+}
 
-export const DeliveryWatchLive = Layer.sync(DeliveryWatch, () => {
-  const watched = new Map<string, Set<Deferred.Deferred<void>>>()
-  return DeliveryWatch.of({
-    watch: (deliveryId) =>
-      Effect.acquireRelease(
-        Effect.map(Deferred.make<void>(), (done) => {
-          const set = watched.get(deliveryId) ?? new Set()
-          set.add(done)
-          watched.set(deliveryId, set)
-          return done
-        }),
-        (done) =>
-          Effect.sync(() => {
-            const set = watched.get(deliveryId)
-            set?.delete(done)
-            if (set?.size === 0) watched.delete(deliveryId)
-          })
-      ).pipe(Effect.map((done) => Deferred.await(done))),
-    logged: (records) => {
-      if (watched.size === 0) return
-      for (const record of records) {
-        for (const done of watched.get(record.delivery.id) ?? []) Deferred.unsafeDone(done, Effect.void)
+export class DeliveryWatch extends Effect.Service<DeliveryWatch>()("DeliveryWatch", {
+  sync: (): DeliveryWatchShape => {
+    const watched = new Map<string, Set<Deferred.Deferred<void>>>()
+    return {
+      watch: (deliveryId) =>
+        Effect.acquireRelease(
+          Effect.map(Deferred.make<void>(), (done) => {
+            const set = watched.get(deliveryId) ?? new Set()
+            set.add(done)
+            watched.set(deliveryId, set)
+            return done
+          }),
+          (done) =>
+            Effect.sync(() => {
+              const set = watched.get(deliveryId)
+              set?.delete(done)
+              if (set?.size === 0) watched.delete(deliveryId)
+            })
+        ).pipe(Effect.map((done) => Deferred.await(done))),
+      logged: (records) => {
+        if (watched.size === 0) return
+        for (const record of records) {
+          for (const done of watched.get(record.delivery.id) ?? []) Deferred.unsafeDone(done, Effect.void)
+        }
       }
     }
-  })
-})
+  }
+}) {}

@@ -8,10 +8,10 @@
  * deliveries (LISTEN/NOTIFY, see Sql/Notify.ts), so a row committed anywhere starts within
  * milliseconds without waiting for the poll (and, each time listening starts again, looks at once).
  */
-import { Context, Effect, Layer, Queue } from "effect"
+import { Effect, Queue } from "effect"
 import { channels, subscribe } from "../Sql/Notify.js"
 
-export class DispatchSignal extends Context.Tag("DispatchSignal")<DispatchSignal, {
+export interface DispatchSignalShape {
   readonly notify: Effect.Effect<void>
   /** The same from plain callbacks (a timer), without running an effect. */
   readonly notifyNow: () => void
@@ -21,11 +21,10 @@ export class DispatchSignal extends Context.Tag("DispatchSignal")<DispatchSignal
   readonly takeDue: () => boolean
   /** Waits for the next wake-up (or returns at once if one arrived since the last wait). */
   readonly wait: Effect.Effect<void>
-}>() {}
+}
 
-export const DispatchSignalLive = Layer.scoped(
-  DispatchSignal,
-  Effect.tap(Effect.map(Queue.sliding<void>(1), (queue) => {
+export class DispatchSignal extends Effect.Service<DispatchSignal>()("DispatchSignal", {
+  scoped: Effect.tap(Effect.map(Queue.sliding<void>(1), (queue): DispatchSignalShape => {
     let due = false
     const wakeNow = () => {
       queue.unsafeOffer(undefined)
@@ -34,7 +33,7 @@ export const DispatchSignalLive = Layer.scoped(
       due = true
       wakeNow()
     }
-    return DispatchSignal.of({
+    return {
       notify: Effect.sync(notifyNow),
       notifyNow,
       wakeNow,
@@ -44,6 +43,6 @@ export const DispatchSignalLive = Layer.scoped(
         return was
       },
       wait: Queue.take(queue)
-    })
+    }
   }), (signal) => subscribe(channels.outbox, signal.notifyNow, signal.notifyNow))
-)
+}) {}

@@ -1,14 +1,32 @@
 /**
+ * READ THIS FIRST: the delivery engine. A delivery's path through src/Delivery/, in order:
+ *  1. Enqueue.ts: in the transaction that stores an upstream event (Ingress/Ingress.ts) or a test
+ *     event (Webhooks/TestEvents.ts), one pending row per active webhook that takes the event; the
+ *     dispatcher's intake (Handoff.ts) is asked of each row whether it may skip the queue
+ *     (Admission.ts, within the shares of Fairness.ts): if so, it is written leased to this process
+ *     and started once the transaction commits. Outbox.ts holds the SQL.
+ *  2. DispatchSignal.ts: queued rows wake the dispatcher (every replica's, on PostgreSQL).
+ *  3. This file: a round logs finished attempts (AttemptLog.ts) and leases due rows (Lease.ts:
+ *     first attempts before retries, within the shares of Fairness.ts), in one transaction.
+ *  4. Attempt.ts: the keys and headers (Credentials.ts, decrypted by Sql/SecretCipher.ts), the
+ *     signature (Signing.ts), the address checked (Net/UrlPolicy.ts), the POST (Sender.ts), the
+ *     answer classified, the retry scheduled (RetryPolicy.ts) or the delivery dead.
+ *  5. The next round logs the attempt (AttemptLog.ts); DeliveryWatch.ts tells a waiting test; a 410
+ *     or days of failures turn the webhook off (Webhooks/Repo.ts, deactivate).
+ *  6. On shutdown what did not finish is released (Outbox.ts) for the next start; Retention.ts
+ *     deletes finished rows after HUB_RETENTION; OutboxStates.ts counts the outbox for metrics.
+ * What the endpoints read or change of webhooks and their deliveries is src/Webhooks/'s.
+ *
  * The dispatcher: a fiber started with the server that drains the persisted outbox. New deliveries
  * that overtake nothing queued are handed to it by the ingress and start as soon as they commit
  * (Handoff.ts, Admission.ts); the rest are queued and leased by rounds. It wakes on the
  * DispatchSignal (rows queued, an attempt finished, a near retry due) and on a Schedule otherwise
  * (due retries, leases expired by a crashed process). Each round logs every finished attempt and,
  * when rows may be due, leases them (first attempts before retries) in ONE shared transaction, then
- * starts the leased attempts within bounded concurrency overall and per webhook. Attempts are plain
- * promises: no fiber or Effect timer per delivery, only the exchange over the kept-alive pool.
- * On shutdown it stops leasing, lets in-flight attempts finish for up to HUB_DISPATCH_DRAIN_TIMEOUT,
- * logs them, and releases the rest so the next start takes them at once.
+ * starts the leased attempts within bounded concurrency overall, per webhook and per organization.
+ * Attempts are plain promises: no fiber or Effect timer per delivery, only the exchange over the
+ * kept-alive pool. On shutdown it stops leasing, lets in-flight attempts finish for up to
+ * HUB_DISPATCH_DRAIN_TIMEOUT, logs them, and releases the rest so the next start takes them at once.
  */
 import { SqlClient } from "@effect/sql"
 import { Deferred, Duration, Effect, Fiber, Layer, Schedule } from "effect"
@@ -17,18 +35,77 @@ import { HubConfig } from "../Config.js"
 import { Readiness } from "../Health/Readiness.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
-import { makeAdmission } from "./Admission.js"
-import { type Credentials, makeDeliveries } from "./Attempt.js"
+import { type Admission, makeAdmission } from "./Admission.js"
+import { makeDeliveries } from "./Attempt.js"
+import type { Credentials } from "./Credentials.js"
 import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
+import type { Shares } from "./Fairness.js"
 import { Handoff } from "./Handoff.js"
-import { type AttemptRecord, type LeasedDelivery, OutboxRepo } from "./Outbox.js"
+import type { LeaseRequest } from "./Lease.js"
+import { OutboxRepo } from "./Outbox.js"
+import type { AttemptRecord, LeasedDelivery } from "./Records.js"
 import { outboxStateQueries } from "./OutboxStates.js"
 
 const POLL_INTERVAL = Duration.seconds(1)
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/** Reports the outbox at each metrics scrape; the rows leased are this process's own, which only it knows (`leased`). */
+const reportAtScrape = (leased: () => number) =>
+  Effect.gen(function*() {
+    const states = outboxStateQueries(yield* SqlClient.SqlClient)
+    yield* (yield* Metrics).outboxAtScrape(Effect.suspend(() => {
+      const nowMs = Date.now()
+      return Effect.map(states.read(iso(nowMs)), (counts) => ({
+        due: counts.due,
+        leased: leased(),
+        failed: counts.failed,
+        dead: counts.dead,
+        oldestDueAgeSeconds: counts.oldestDueAt === null ? 0 : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
+      }))
+    }))
+  })
+
+/** Wakes the loop (`notify`) when a retry falls due before the next scheduled poll; `clear` drops the timers set. */
+const retryWaker = (notify: () => void) => {
+  const timers = new Set<ReturnType<typeof setTimeout>>()
+  return {
+    wakeFor: (records: ReadonlyArray<AttemptRecord>) => {
+      const nowMs = Date.now()
+      const soonest = records.reduce((min, r) => (r.result._tag === "RetryAt" ? Math.min(min, Date.parse(r.result.at) - nowMs) : min), Infinity)
+      if (soonest < Duration.toMillis(POLL_INTERVAL)) {
+        const timer = setTimeout(() => {
+          timers.delete(timer)
+          notify()
+        }, Math.max(0, soonest))
+        timers.add(timer)
+      }
+    },
+    clear: () => {
+      for (const timer of timers) clearTimeout(timer)
+    }
+  }
+}
+
+/** What a round asks of the lease: `limit` rows until `untilMs`, within the shares, given what is in flight. */
+const leaseRequest = (admission: Admission, shares: Shares, owner: string, nowMs: number, untilMs: number, limit: number): LeaseRequest => ({
+  owner,
+  now: iso(nowMs),
+  leaseUntil: iso(untilMs),
+  limit,
+  perWebhook: shares.perWebhook,
+  inFlight: admission.inFlight(),
+  perOrganization: shares.perOrganization,
+  inFlightByOrganization: admission.inFlightByOrganization(),
+  overShareRoom: admission.overShareRoom()
+})
+
+/**
+ * The dispatcher. One closure (about 150 lines) on purpose: the round, the hand-off's intake and the
+ * shutdown share its state (what finished, what to cancel, whether it is stopping, the admission's
+ * counts), which only this fiber's code touches.
+ */
 export const DispatcherLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* HubConfig
@@ -43,31 +120,17 @@ export const DispatcherLive = Layer.scopedDiscard(
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     const leaseMs = Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin)
-    const admission = makeAdmission({
-      concurrency: config.dispatchConcurrency,
-      perWebhook: config.dispatchPerWebhook,
-      perOrganization: config.dispatchPerOrganization
-    })
+    const shares = { concurrency: config.dispatchConcurrency, perWebhook: config.dispatchPerWebhook, perOrganization: config.dispatchPerOrganization }
+    const admission = makeAdmission(shares)
     let stopping = false
     /** Attempts finished since the last round, waiting to be logged. */
     let finished: Array<AttemptRecord> = []
     /** Aborts the attempts still in flight when the drain time is up. */
     const shutdown = new AbortController()
     const idle = yield* Deferred.make<void>()
-    const retryTimers = new Set<ReturnType<typeof setTimeout>>()
+    const retryWake = retryWaker(signal.notifyNow)
 
-    // A scrape reads the outbox; the rows leased are this process's own, which only it knows.
-    const states = outboxStateQueries(yield* SqlClient.SqlClient)
-    yield* (yield* Metrics).outboxAtScrape(Effect.suspend(() => {
-      const nowMs = Date.now()
-      return Effect.map(states.read(iso(nowMs)), (counts) => ({
-        due: counts.due,
-        leased: admission.running(),
-        failed: counts.failed,
-        dead: counts.dead,
-        oldestDueAgeSeconds: counts.oldestDueAt === null ? 0 : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
-      }))
-    }))
+    yield* reportAtScrape(admission.running)
 
     const settle = (d: LeasedDelivery, record: AttemptRecord | undefined) => {
       admission.finished(d)
@@ -85,23 +148,10 @@ export const DispatcherLive = Layer.scopedDiscard(
       )
     }
 
-    /** Wakes the loop when a retry falls due before the next scheduled poll. */
-    const wakeForRetries = (records: ReadonlyArray<AttemptRecord>) => {
-      const nowMs = Date.now()
-      const soonest = records.reduce((min, r) => (r.result._tag === "RetryAt" ? Math.min(min, Date.parse(r.result.at) - nowMs) : min), Infinity)
-      if (soonest < Duration.toMillis(POLL_INTERVAL)) {
-        const timer = setTimeout(() => {
-          retryTimers.delete(timer)
-          signal.notifyNow()
-        }, Math.max(0, soonest))
-        retryTimers.add(timer)
-      }
-    }
-
     /** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop, watchers hear. */
     const afterLogging = (records: ReadonlyArray<AttemptRecord>, failing: ReadonlyMap<string, string>) =>
       Effect.zipRight(deliveries.afterLogged(records, failing), Effect.sync(() => {
-        wakeForRetries(records)
+        retryWake.wakeFor(records)
         watch.logged(records)
       }))
 
@@ -141,17 +191,7 @@ export const DispatcherLive = Layer.scopedDiscard(
           const wanted = signal.takeDue() || !admission.queueEmpty()
           // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
           const free = stopping || !wanted ? 0 : config.dispatchConcurrency - admission.running()
-          const leased = free <= 0 ? [] : yield* outbox.lease({
-            owner,
-            now: iso(nowMs),
-            leaseUntil: iso(nowMs + leaseMs),
-            limit: free,
-            perWebhook: config.dispatchPerWebhook,
-            inFlight: admission.inFlight(),
-            perOrganization: config.dispatchPerOrganization,
-            inFlightByOrganization: admission.inFlightByOrganization(),
-            overShareRoom: admission.overShareRoom()
-          })
+          const leased = free <= 0 ? [] : yield* outbox.lease(leaseRequest(admission, shares, owner, nowMs, nowMs + leaseMs, free))
           // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
           counted = leased.filter((d) => Boolean(d.webhook_active))
           admission.leased(free, counted)
@@ -205,7 +245,7 @@ export const DispatcherLive = Layer.scopedDiscard(
         admission.close()
         yield* Fiber.interrupt(ticker)
         yield* Fiber.interrupt(loop)
-        for (const timer of retryTimers) clearTimeout(timer)
+        retryWake.clear()
         yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: admission.running() }))
         if (admission.running() === 0) yield* Deferred.succeed(idle, undefined)
         // Finalizers run uninterruptibly; the wait must be interruptible for the bound to cut it short.

@@ -7,8 +7,8 @@
  * first, its lease expires and any dispatcher takes it, as with a row leased by a round.
  * Without a dispatcher (a test of the ingress alone, or a dispatcher stopping) every row is queued.
  */
-import { Context, Effect, Layer, type Scope } from "effect"
-import type { LeasedDelivery } from "./Outbox.js"
+import { Effect, type Scope } from "effect"
+import type { LeasedDelivery } from "./Records.js"
 
 /** What the dispatcher offers the ingress while it runs. */
 export interface DispatcherIntake {
@@ -24,28 +24,30 @@ export interface DispatcherIntake {
   readonly releaseUncommitted: (deliveries: ReadonlyArray<LeasedDelivery>) => void
 }
 
-export class Handoff extends Context.Tag("Handoff")<Handoff, {
+export interface HandoffShape {
   /** Offers `intake` to the ingress until the scope closes; then the one it replaced, if any, again. */
   readonly serve: (intake: DispatcherIntake) => Effect.Effect<void, never, Scope.Scope>
   /** The dispatcher's intake, if one runs. */
   readonly intake: () => DispatcherIntake | undefined
-}>() {}
+}
 
-export const HandoffLive = Layer.sync(Handoff, () => {
-  let current: DispatcherIntake | undefined
-  return Handoff.of({
-    serve: (intake) =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          const replaced = current
-          current = intake
-          return replaced
-        }),
-        (replaced) =>
+export class Handoff extends Effect.Service<Handoff>()("Handoff", {
+  sync: (): HandoffShape => {
+    let current: DispatcherIntake | undefined
+    return {
+      serve: (intake) =>
+        Effect.acquireRelease(
           Effect.sync(() => {
-            if (current === intake) current = replaced
-          })
-      ),
-    intake: () => current
-  })
-})
+            const replaced = current
+            current = intake
+            return replaced
+          }),
+          (replaced) =>
+            Effect.sync(() => {
+              if (current === intake) current = replaced
+            })
+        ),
+      intake: () => current
+    }
+  }
+}) {}

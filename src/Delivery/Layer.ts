@@ -1,13 +1,19 @@
-/** The delivery engine's services: the outbox, the dispatcher's wake-up signal and hand-off, the URL policy, and retention. */
+/** The delivery engine's services: the outbox and the enqueue over it, the dispatcher's wake-up signal and hand-off, the URL policy, the delivery watch, and retention. */
 import { Layer } from "effect"
 import { UrlPolicyLive } from "../Net/UrlPolicy.js"
-import { DeliveryWatchLive } from "./DeliveryWatch.js"
-import { DispatchSignalLive } from "./DispatchSignal.js"
-import { HandoffLive } from "./Handoff.js"
-import { OutboxRepoLive } from "./Outbox.js"
-import { RetentionLive } from "./Retention.js"
+import { DeliveryWatch } from "./DeliveryWatch.js"
+import { DispatchSignal } from "./DispatchSignal.js"
+import { Enqueue } from "./Enqueue.js"
+import { Handoff } from "./Handoff.js"
+import { OutboxRepo } from "./Outbox.js"
+import { Retention } from "./Retention.js"
 
-export const DeliveryServicesLive = Layer.mergeAll(OutboxRepoLive, DispatchSignalLive, HandoffLive, RetentionLive, UrlPolicyLive, DeliveryWatchLive)
-
-export { DispatcherLive } from "./Dispatcher.js"
-export { RetentionScheduleLive } from "./Retention.js"
+export const DeliveryServicesLive = Layer.mergeAll(
+  OutboxRepo.Default,
+  Enqueue.Default,
+  DispatchSignal.Default,
+  Handoff.Default,
+  Retention.Default,
+  UrlPolicyLive,
+  DeliveryWatch.Default
+)

@@ -1,7 +1,7 @@
 /**
  * How the dispatcher finds rows to lease (see OutboxRepo.lease): the oldest due rows overall, each
  * webhook and each organization within its share of attempts in flight, then the idle slots an
- * organization past its share may take (Admission.ts); and, when webhooks or organizations at their
+ * organization past its share may take (the shares are Fairness.ts's); and, when webhooks or organizations at their
  * share hold the front of that order, the other webhooks' first rows, one webhook at a time. The
  * candidates are read, the shares applied here, and the rows picked are then leased by id (the
  * lease condition checked again on each).
@@ -10,6 +10,7 @@ import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
+import { anyAtShare, atShare, type DueRow, type InFlight, pickWithinShares, rowsLeft, withAttempts } from "./Fairness.js"
 import type { LeasedDelivery } from "./Records.js"
 
 /** What a dispatcher round asks of the lease: rows for `owner` until `leaseUntil`, within the shares. */
@@ -28,56 +29,18 @@ export interface LeaseRequest {
   readonly overShareRoom: number
 }
 
-/** A due row, as the lease orders it: first attempts (phase 0) before retries (phase 1), each by due time. */
-interface DueRow {
-  readonly id: string
-  readonly webhook_id: string
-  readonly organization_id: string
-  readonly phase: number
-  readonly next_attempt_at: string
-}
-
 /** Rows the lease reads from the front of each phase per row it may take (see dueRows). */
 const SCAN_PER_LEASED_ROW = 4
 
 /** Most webhooks read in one statement, a power of two (two compound terms each; SQLite allows 500). */
 const WEBHOOKS_PER_STATEMENT = 128
 
-/** What picking needs of a lease request: how many rows, the shares and what is in flight. */
-type Shares = Pick<LeaseRequest, "limit" | "perWebhook" | "inFlight" | "perOrganization" | "inFlightByOrganization" | "overShareRoom">
+/** What is in flight, as the request tells it. */
+const inFlightOf = (input: LeaseRequest): InFlight => ({ byWebhook: input.inFlight, byOrganization: input.inFlightByOrganization })
 
-/**
- * The rows to lease, at most `limit`, ids once each, each webhook within what its share leaves: in
- * due order every organization within its share first, then organizations past it, in due order,
- * up to `overShareRoom` rows. `overShare` says how many of the picked rows were those.
- */
-const pickWithinShares = (rows: ReadonlyArray<DueRow>, input: Shares) => {
-  const ordered = [...rows].sort((a, b) => a.phase - b.phase || a.next_attempt_at.localeCompare(b.next_attempt_at) || a.id.localeCompare(b.id))
-  const byWebhook = new Map(input.inFlight)
-  const byOrganization = new Map(input.inFlightByOrganization)
-  const picked: Array<DueRow> = []
-  const seen = new Set<string>()
-  const pass = (mayTake: (row: DueRow) => boolean, most: number) => {
-    let taken = 0
-    for (const row of ordered) {
-      if (picked.length >= input.limit || taken >= most) return taken
-      const forWebhook = byWebhook.get(row.webhook_id) ?? 0
-      if (seen.has(row.id) || forWebhook >= input.perWebhook || !mayTake(row)) continue
-      seen.add(row.id)
-      byWebhook.set(row.webhook_id, forWebhook + 1)
-      byOrganization.set(row.organization_id, (byOrganization.get(row.organization_id) ?? 0) + 1)
-      picked.push(row)
-      taken++
-    }
-    return taken
-  }
-  pass((row) => (byOrganization.get(row.organization_id) ?? 0) < input.perOrganization, input.limit)
-  const overShare = pass(() => true, input.overShareRoom)
-  return { picked, overShare }
-}
-
-/** The keys whose count has reached `share`. */
-const atShare = (counts: ReadonlyMap<string, number>, share: number) => [...counts].flatMap(([key, n]) => (n >= share ? [key] : []))
+/** The rows to pick from, within the request's shares with `inFlight` and `overShareRoom` (see Fairness.pickWithinShares). */
+const pick = <Row extends DueRow>(rows: ReadonlyArray<Row>, input: LeaseRequest, limit: number, inFlight: InFlight, overShareRoom: number) =>
+  pickWithinShares(rows, { limit, perWebhook: input.perWebhook, perOrganization: input.perOrganization, overShareRoom, ...inFlight })
 
 /**
  * The lease's statements (a test checks their plans): the oldest due rows overall, within each
@@ -158,23 +121,17 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
    */
   const lookPast = (input: LeaseRequest, taken: ReadonlyArray<DueRow>, overShareTaken: number) =>
     Effect.gen(function*() {
-      const inFlight = new Map(input.inFlight)
-      const inFlightByOrganization = new Map(input.inFlightByOrganization)
-      for (const row of taken) {
-        inFlight.set(row.webhook_id, (inFlight.get(row.webhook_id) ?? 0) + 1)
-        inFlightByOrganization.set(row.organization_id, (inFlightByOrganization.get(row.organization_id) ?? 0) + 1)
-      }
+      const inFlight = withAttempts(inFlightOf(input), taken)
       const overShareRoom = input.overShareRoom - overShareTaken
       const organizationOf = new Map<string, string>()
       const shares = (yield* queries.queuedWebhooks).flatMap((row): ReadonlyArray<readonly [string, number]> => {
         organizationOf.set(row.webhook_id, row.organization_id)
-        const organizationLeft = input.perOrganization - (inFlightByOrganization.get(row.organization_id) ?? 0)
-        const share = Math.min(input.perWebhook - (inFlight.get(row.webhook_id) ?? 0), Math.max(organizationLeft, overShareRoom))
+        const share = rowsLeft(input, inFlight, overShareRoom, row)
         return share > 0 ? [[row.webhook_id, share]] : []
       })
       const rows = yield* Effect.forEach(powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT), (chunk) => queries.dueOf(input, chunk))
       const owned = rows.flat().map((row) => ({ ...row, organization_id: organizationOf.get(row.webhook_id) ?? "" }))
-      return pickWithinShares(owned, { ...input, limit: input.limit - taken.length, inFlight, inFlightByOrganization, overShareRoom }).picked
+      return pick(owned, input, input.limit - taken.length, inFlight, overShareRoom).picked
     })
 
   /** Leases rows by id, if still free; the lease condition is checked again on the row itself. */
@@ -188,18 +145,11 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
     Effect.gen(function*() {
       // The shares are applied to the front of the due order; the rows picked are then leased by id,
       // the lease condition checked again on each (a concurrent leaser never takes a row twice).
-      const { picked, overShare } = pickWithinShares(yield* queries.dueRows(input), input)
+      const { picked, overShare } = pick(yield* queries.dueRows(input), input, input.limit, inFlightOf(input), input.overShareRoom)
       // Short of the limit with some webhook or organization at its share: the first read left its
       // rows out (or stopped at its bound on them), so other webhooks' rows may wait further on. With
       // none at its share, every row read was eligible: there are no more due rows.
-      const byWebhook = new Map(input.inFlight)
-      const byOrganization = new Map(input.inFlightByOrganization)
-      for (const row of picked) {
-        byWebhook.set(row.webhook_id, (byWebhook.get(row.webhook_id) ?? 0) + 1)
-        byOrganization.set(row.organization_id, (byOrganization.get(row.organization_id) ?? 0) + 1)
-      }
-      const lookFurther = picked.length < input.limit &&
-        (atShare(byWebhook, input.perWebhook).length > 0 || atShare(byOrganization, input.perOrganization).length > 0)
+      const lookFurther = picked.length < input.limit && anyAtShare(withAttempts(inFlightOf(input), picked), input)
       const wanted = lookFurther ? [...picked, ...(yield* lookPast(input, picked, overShare))] : picked
       const taken = yield* take(input, wanted.map((row) => row.id))
       if (taken.length === 0) return []

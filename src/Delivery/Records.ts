@@ -1,6 +1,7 @@
 /**
- * The outbox's records as the ingress, the lease, the dispatcher and the delivery log see them:
- * accepted changes and events, delivery rows with their attempts, and what a leased delivery carries.
+ * The outbox's records as the ingress, the lease and the dispatcher see them: accepted changes and
+ * events, what a leased delivery carries, and what became of its attempts. (The delivery log's rows
+ * are Webhooks/DeliveryLog.ts's.)
  */
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { JsonObject } from "../Domain/Json.js"
@@ -62,32 +63,6 @@ export interface LeasedDelivery {
   readonly headers_encrypted: string | null
 }
 
-export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
-
-export interface DeliveryRow {
-  readonly id: string
-  readonly webhook_id: string
-  readonly event_id: string
-  readonly message_id: string
-  readonly status: DeliveryStatus
-  readonly attempts: number
-  readonly next_attempt_at: string | null
-  readonly last_status_code: number | null
-  readonly last_error: string | null
-  readonly created_at: string
-  readonly updated_at: string
-}
-
-export interface AttemptRow {
-  readonly delivery_id: string
-  readonly attempt: number
-  readonly started_at: string
-  readonly status_code: number | null
-  readonly latency_ms: number
-  readonly error: string | null
-  readonly response_snippet: string | null
-}
-
 /** What became of one attempt, decided by the dispatcher. */
 export type AttemptResult =
   | { readonly _tag: "Succeeded" }
@@ -106,36 +81,37 @@ export interface AttemptRecord {
   readonly result: AttemptResult
 }
 
-/** How a new delivery may skip the queue (see Handoff.ts): admitted rows are written leased to `owner` until `leaseUntil`. */
-export interface Handover {
-  readonly owner: string
-  readonly leaseUntil: string
-  readonly admit: (webhookId: string, organizationId: string) => boolean
-  /**
-   * Each admitted row, with what it takes to send it, is added here as it is admitted: if its write
-   * or the transaction then fails, the caller still knows which rows' room to give back.
-   */
-  readonly admitted: Array<LeasedDelivery>
+/** An active webhook new deliveries are queued for, with what it takes to send one at once. */
+export interface QueueingWebhook {
+  readonly id: string
+  readonly organization_id: string
+  readonly instance_id: string
+  readonly url: string
+  readonly failing_since: string | null
+  readonly secret_encrypted: string
+  readonly previous_secret_encrypted: string | null
+  readonly previous_secret_expires_at: string | null
+  /** Its event filter: NULL for every kind (see Webhooks/EventKinds.ts). */
+  readonly events: string | null
+  readonly headers: string | null
+  readonly headers_encrypted: string | null
 }
 
-export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
-
-/** What a recover did: how many deliveries it queued again, and whether more wait in the window. */
-export interface RecoverOutcome {
-  readonly requeued: number
-  readonly more: boolean
-}
-
-/** A webhook's deliveries by outcome over a time span, and when it last succeeded. */
-export interface DeliveryHealth {
-  readonly succeeded: number
-  readonly failed: number
-  readonly dead: number
-  readonly lastSuccessAt: string | null
-  /** Rows queued now, each counted up to a cap. */
-  readonly pending: number
-  readonly retrying: number
-  readonly queuedCapped: boolean
+/** A new delivery row as written: pending, due from its creation, leased to a dispatcher if handed off to it. */
+export interface NewDeliveryRow {
+  readonly id: string
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly message_id: string
+  readonly status: "pending"
+  readonly attempts: 0
+  readonly next_attempt_at: string
+  readonly lease_owner: string | null
+  readonly lease_expires_at: string | null
+  readonly created_at: string
+  readonly updated_at: string
+  /** Its own body, for a filtered webhook that takes only some of the event's changes; null for the event's. */
+  readonly body: string | null
 }
 
 /** An instance an upstream change can be routed to. */

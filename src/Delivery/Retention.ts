@@ -8,7 +8,7 @@
  * is never held long.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
 import { compactMessageCounts } from "../Messages/Repo.js"
@@ -30,14 +30,13 @@ export interface PruneCounts {
   readonly testKeys: number
 }
 
-export class Retention extends Context.Tag("Retention")<Retention, {
+export interface RetentionShape {
   /** Deletes what was finished before `cutoffMillis` (epoch milliseconds). */
   readonly prune: (cutoffMillis: number) => Effect.Effect<PruneCounts>
-}>() {}
+}
 
-export const RetentionLive = Layer.effect(
-  Retention,
-  Effect.gen(function*() {
+export class Retention extends Effect.Service<Retention>()("Retention", {
+  effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
     /** Repeats a batch (one transaction each) until it deletes less than a full batch; returns the total. */
@@ -90,7 +89,7 @@ export const RetentionLive = Layer.effect(
     const testKeys = (before: string) =>
       sql<{ readonly n: number }>`DELETE FROM webhook_tests WHERE created_at < ${before} RETURNING 1 AS n`.pipe(Effect.map((rows) => rows.length))
 
-    return Retention.of({
+    const service: RetentionShape = {
       prune: (cutoffMillis) =>
         Effect.all({
           deliveries: inBatches(deliveries(idFloor("dlv", cutoffMillis))),
@@ -100,9 +99,10 @@ export const RetentionLive = Layer.effect(
           deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
           testKeys: testKeys(new Date(cutoffMillis).toISOString())
         }).pipe(Effect.orDie)
-    })
+    }
+    return service
   })
-)
+}) {}
 
 /** Prunes once an hour for the whole fleet (Sql/FleetJobs.ts), the first look a minute after start, for as long as the server runs. */
 export const RetentionScheduleLive = Layer.scopedDiscard(

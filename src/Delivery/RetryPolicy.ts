@@ -5,7 +5,7 @@
  * Gone, the delivery is dead.
  */
 import { Duration } from "effect"
-import type { AttemptResult } from "./Outbox.js"
+import type { AttemptResult } from "./Records.js"
 
 export interface FailedAttempt {
   /** The attempt that just failed, counting from 1. */

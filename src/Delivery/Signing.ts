@@ -1,7 +1,7 @@
 /** The Standard Webhooks signature (`webhook-signature: v1,<base64 HMAC-SHA256>`) on what the hub delivers, and its secrets. */
 import { createHmac, randomBytes } from "node:crypto"
 
-export const WEBHOOK_SECRET_PREFIX = "whsec_"
+const WEBHOOK_SECRET_PREFIX = "whsec_"
 
 /** A new webhook secret: `whsec_` and the base64 of 24 random bytes (what Standard Webhooks libraries decode). */
 export const generateWebhookSecret = (): string => `${WEBHOOK_SECRET_PREFIX}${randomBytes(24).toString("base64")}`

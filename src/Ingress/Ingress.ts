@@ -27,7 +27,9 @@ import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, parseEnvelope, t
 import { Handoff, type DispatcherIntake } from "../Delivery/Handoff.js"
 import { recordChangesOrNone } from "./RecordChanges.js"
 import { MAX_UPSTREAM_BODY } from "./Api.js"
-import { type EventRecord, type LeasedDelivery, OutboxRepo, type RouteRow } from "../Delivery/Outbox.js"
+import { Enqueue } from "../Delivery/Enqueue.js"
+import { OutboxRepo } from "../Delivery/Outbox.js"
+import type { EventRecord, LeasedDelivery, RouteRow } from "../Delivery/Records.js"
 
 export interface IngestResult {
   /** Changes in the payload, over all entries. */
@@ -152,6 +154,7 @@ export const IngressLive = Layer.scoped(
   Ingress,
   Effect.gen(function*() {
     const outbox = yield* OutboxRepo
+    const enqueue = yield* Enqueue
     const messages = yield* MessagesRepo
     const signal = yield* DispatchSignal
     const handoff = yield* Handoff
@@ -226,13 +229,7 @@ export const IngressLive = Layer.scoped(
             Effect.annotateLogs({ changes: unapplied.join("; ") })
           )
         }
-        const queued = yield* outbox.enqueue(
-          events,
-          now,
-          intake === undefined
-            ? undefined
-            : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString(), admit: intake.admit, admitted: handedOver }
-        )
+        const queued = yield* enqueue.events(events, now, intake, handedOver)
         return plans.map((p, i) => {
           const payloadEvents = eventsPerPayload[i] ?? []
           const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)

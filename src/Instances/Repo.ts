@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Data, Effect, Layer, Option } from "effect"
 import { InstanceId, newId, nowIso, OrganizationId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
-import { AccessTokenCipher, SecretSlot } from "./AccessTokenCipher.js"
+import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 
 export interface OrganizationRow {
   readonly id: OrganizationId
@@ -67,7 +67,7 @@ export const InstancesRepoLive = Layer.effect(
   InstancesRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const cipher = yield* AccessTokenCipher
+    const cipher = yield* SecretCipher
 
     const findById = (id: string) =>
       sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE id = ${id}`.pipe(

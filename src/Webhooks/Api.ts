@@ -11,8 +11,8 @@ import { Wire } from "../Domain/Errors.js"
 import { ParseResult, Schema } from "effect"
 import { Cursor, PageFields } from "../Domain/Paging.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
-import { CustomHeadersInput } from "../Delivery/CustomHeaders.js"
-import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Delivery/EventKinds.js"
+import { CustomHeadersInput } from "./CustomHeaders.js"
+import { ALL_KINDS, EVENT_KINDS, isEventKind } from "./EventKinds.js"
 
 export const WebhookUrl = Schema.Trim.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),

@@ -1,20 +1,21 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
 import { BadRequest, Conflict, NotFound, TooManyRequests } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import { cursorsOf, encodeCursor, type PageRequest, pageRequest } from "../Domain/Paging.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
-import type { LogPage } from "../Delivery/DeliveryLog.js"
+import type { AttemptRow, DeliveryRow, LogPage } from "./DeliveryLog.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { type AttemptRow, type DeliveryHealth, type DeliveryRow, hourOf, OutboxRepo } from "../Delivery/Outbox.js"
+import { hourOf } from "../Delivery/AttemptLog.js"
 import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { UrlPolicy } from "../Net/UrlPolicy.js"
 import { RECOVER_MAX } from "./Api.js"
-import { REDACTED, shownHeaders } from "../Delivery/CustomHeaders.js"
-import { ALL_KINDS } from "../Delivery/EventKinds.js"
+import { REDACTED, shownHeaders } from "./CustomHeaders.js"
+import { ALL_KINDS } from "./EventKinds.js"
+import { type DeliveryHealth, WebhookDeliveries } from "./Deliveries.js"
 import { type WebhookRow, type WebhookScope, WebhooksRepo } from "./Repo.js"
 import { makeTestEvents } from "./TestEvents.js"
 
@@ -103,7 +104,7 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
   Effect.gen(function*() {
     const config = yield* HubConfig
     const repo = yield* WebhooksRepo
-    const outbox = yield* OutboxRepo
+    const deliveries = yield* WebhookDeliveries
     const access = yield* InstanceAccess
     const policy = yield* UrlPolicy
     const signal = yield* DispatchSignal
@@ -127,7 +128,7 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
 
     /** The records of these webhooks, with their health. */
     const withHealth = (rows: ReadonlyArray<WebhookRow>) =>
-      Effect.map(outbox.health(rows.map((row) => row.id), healthSince()), (health) =>
+      Effect.map(deliveries.health(rows.map((row) => row.id), healthSince()), (health) =>
         rows.map((row) => record(row, health.get(row.id) ?? NO_DELIVERIES)))
 
     const recordOf = (row: WebhookRow) => Effect.map(withHealth([row]), (records) => records[0] ?? record(row, NO_DELIVERIES))
@@ -135,9 +136,9 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
     /** A delivery of this webhook with its attempts, as it stands. */
     const deliveryOf = (webhookId: string, id: string) =>
       Effect.gen(function*() {
-        const row = yield* outbox.find(webhookId, id)
+        const row = yield* deliveries.find(webhookId, id)
         if (row === undefined) return yield* new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
-        return delivery(row, yield* outbox.findAttempts(row.id))
+        return delivery(row, yield* deliveries.findAttempts(row.id))
       })
 
     return handlers
@@ -201,7 +202,7 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const webhook = yield* findOwn(path.id)
           yield* checkWindow(urlParams.since, urlParams.until)
           const page = yield* pageRequest(urlParams)
-          const listed = yield* outbox.list({
+          const listed = yield* deliveries.list({
             webhookIds: [webhook.id],
             status: urlParams.status,
             since: urlParams.since,
@@ -222,14 +223,14 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const webhookIds = urlParams.webhook_id === undefined
             ? (yield* repo.list(scopeOf(principal), { instanceId: instance?.id })).map((w) => w.id)
             : yield* Effect.map(findOwn(urlParams.webhook_id), (w) => (instance === undefined || w.instance_id === instance.id ? [w.id] : []))
-          const listed = yield* outbox.list({ webhookIds, status: urlParams.status, since: urlParams.since, until: urlParams.until, page })
+          const listed = yield* deliveries.list({ webhookIds, status: urlParams.status, since: urlParams.since, until: urlParams.until, page })
           return deliveryList(listed, urlParams, page)
         }))
       .handle("retry", ({ path }) =>
         Effect.gen(function*() {
           const webhook = yield* findOwn(path.id)
           if (!webhook.active) return yield* inactive(webhook.id, "re-sending")
-          const outcome = yield* outbox.replay(webhook.id, path.deliveryId, nowIso())
+          const outcome = yield* deliveries.replay(webhook.id, path.deliveryId, nowIso())
           if (outcome === "not_found") return yield* new NotFound({ message: `delivery ${path.deliveryId} was not found`, error: "not_found" })
           if (outcome === "already_queued") {
             return yield* new Conflict({ message: `delivery ${path.deliveryId} is already queued`, error: "delivery_queued" })
@@ -246,7 +247,7 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const now = nowIso()
           const until = payload.until ?? now
           yield* checkWindow(payload.since, until)
-          const outcome = yield* outbox.recover(webhook.id, { since: payload.since, until }, now, RECOVER_MAX)
+          const outcome = yield* deliveries.recover(webhook.id, { since: payload.since, until }, now, RECOVER_MAX)
           if (outcome.requeued > 0) yield* signal.notify
           return { requeued: outcome.requeued, more: outcome.more, since: payload.since, until }
         }))
@@ -257,7 +258,7 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const outcome = yield* tests.test(webhook, headers["idempotency-key"])
           switch (outcome._tag) {
             case "Repeat":
-              yield* tests.awaitFirst(outcome.deliveryId, Effect.map(outbox.findAttempts(outcome.deliveryId), (attempts) => attempts.length > 0))
+              yield* tests.awaitFirst(outcome.deliveryId, Effect.map(deliveries.findAttempts(outcome.deliveryId), (attempts) => attempts.length > 0))
               return yield* deliveryOf(webhook.id, outcome.deliveryId)
             case "TooSoon":
               return yield* new TooManyRequests({
@@ -280,4 +281,4 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           if (Option.isNone(rotated)) return yield* notFound(path.id)
           return { secret, previous_secret_expires_at: previousUntil }
         }))
-  }))
+  })).pipe(Layer.provide(WebhookDeliveries.Default))

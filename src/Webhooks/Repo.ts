@@ -1,18 +1,20 @@
 /**
- * SQL for webhooks. Secrets are stored encrypted (the hub must sign with them, so a hash would not do),
- * and so are the values of custom headers named like secrets. A webhook that stops being active
- * (PATCH, DELETE, a 410, days of failures) has its queued deliveries cancelled in the same
- * transaction. An instance has at most a configured number of webhooks, counted in the creating
+ * SQL for webhooks (this folder owns the table). Secrets are stored encrypted (the hub must sign with
+ * them, so a hash would not do), and so are the values of custom headers named like secrets. A
+ * webhook that stops being active (PATCH, DELETE, a 410, days of failures) goes through `deactivate`,
+ * which cancels its queued deliveries in the same transaction. An instance has at most a configured number of webhooks, counted in the creating
  * transaction (which holds the write lock, or on PostgreSQL the instance's row), so two creations
  * at once cannot both pass.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Data, Effect, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
-import type { DisabledReason } from "../Delivery/Outbox.js"
-import { AccessTokenCipher, SecretSlot } from "../Instances/AccessTokenCipher.js"
-import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "../Delivery/CustomHeaders.js"
-import { ALL_KINDS, parseFilter, storedFilter } from "../Delivery/EventKinds.js"
+import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
+import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
+import { ALL_KINDS, parseFilter, storedFilter } from "./EventKinds.js"
+
+/** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
+export type DisabledReason = "gone_410" | "failing_too_long" | "manual"
 
 export interface WebhookRow {
   readonly id: string
@@ -56,7 +58,6 @@ export interface WebhookPatch {
 /** The instance already has as many webhooks as it may. */
 export class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
 
-/** A PATCH kept a secret header ("[redacted]") the webhook does not have. */
 /**
  * Secret headers given as "[redacted]" whose stored value cannot be kept: there is none, or the
  * webhook moves to another origin (its secrets are for the receiver they were given for).
@@ -67,10 +68,10 @@ export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
 }> {}
 
 /** Whether a webhook's URL moves to another origin (scheme, host, port). */
-export const movesOrigin = (from: string, to: string | undefined): boolean =>
+const movesOrigin = (from: string, to: string | undefined): boolean =>
   to !== undefined && URL.parse(from)?.origin !== URL.parse(to)?.origin
 
-export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
+export interface WebhooksRepoShape {
   readonly create: (input: {
     readonly organizationId: string
     readonly instanceId: string
@@ -91,7 +92,12 @@ export class WebhooksRepo extends Context.Tag("WebhooksRepo")<WebhooksRepo, {
   readonly remove: (scope: WebhookScope, id: string) => Effect.Effect<boolean>
   /** Replaces the secret; the current one keeps signing as the previous secret until `previousUntil`. */
   readonly rotateSecret: (scope: WebhookScope, id: string, secret: string, previousUntil: string) => Effect.Effect<Option.Option<WebhookRow>>
-}>() {}
+  /**
+   * Turns an active webhook off for `reason` (the hub's own, from the dispatcher: a 410, days of
+   * failures) and cancels its queued deliveries, in one transaction; false when it was not active.
+   */
+  readonly deactivate: (id: string, reason: DisabledReason) => Effect.Effect<boolean>
+}
 
 const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
 
@@ -105,11 +111,95 @@ const toRow = (stored: StoredWebhook): WebhookRow => ({
   events: parseFilter(stored.events)
 })
 
-export const WebhooksRepoLive = Layer.effect(
-  WebhooksRepo,
+/**
+ * Turns a webhook off and cancels its queued deliveries (run it in a transaction): for `reason`,
+ * or keeping the one it has when undefined (a removal). Returns whether it was active. Every
+ * way a webhook stops taking deliveries goes through here.
+ */
+const deactivate = (sql: SqlClient.SqlClient, id: string, reason: DisabledReason | undefined, now: string) =>
   Effect.gen(function*() {
+    const deactivated = yield* sql`UPDATE webhooks SET active = 0,
+        ${reason === undefined ? sql`` : sql`disabled_reason = ${reason},`} updated_at = ${now}
+      WHERE id = ${id} AND active = 1 RETURNING id`
+    yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
+      WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
+    return deactivated.length > 0
+  })
+
+/**
+ * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
+ * lower case (CustomHeadersInput), as they are stored.
+ */
+const keepingSecrets = (
+  sql: SqlClient.SqlClient,
+  cipher: SecretCipherShape,
+  current: WebhookRow,
+  headers: Readonly<Record<string, string>>,
+  originChanged: boolean
+) =>
+  Effect.gen(function*() {
+    const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
+    if (kept.length === 0) return headers
+    if (originChanged) return yield* new NoSecretToKeep({ names: kept, originChanged })
+    const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
+    const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
+    const stored = sentHeaders(current.headers, secret)
+    const missing = kept.filter((name) => stored[name] === undefined)
+    if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing, originChanged })
+    return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored[name] ?? ""])) }
+  })
+
+/** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
+const headerColumns = (cipher: SecretCipherShape, webhookId: string, headers: Readonly<Record<string, string>>) => {
+  const stored = splitHeaders(headers)
+  return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
+}
+
+/** Serializes creations on an instance: SQLite's transactions already hold the write lock; PostgreSQL locks the row. */
+const lockInstance = (sql: SqlClient.SqlClient, instanceId: string) =>
+  sql.onDialectOrElse({
+    pg: () => Effect.asVoid(sql`SELECT id FROM instances WHERE id = ${instanceId} FOR UPDATE`),
+    orElse: () => Effect.void
+  })
+
+/** A new webhook, within its instance's limit when one is given (counted in the creating transaction). */
+const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipherShape, input: Parameters<WebhooksRepoShape["create"]>[0]) =>
+  Effect.gen(function*() {
+    const now = nowIso()
+    const { perInstance } = input
+    if (perInstance !== undefined) {
+      yield* lockInstance(sql, input.instanceId)
+      const [counted] = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM webhooks
+        WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`
+      if (Number(counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
+    }
+    const id = newId("whk")
+    const headers = headerColumns(cipher, id, input.headers ?? {})
+    const row: StoredWebhook = {
+      id,
+      organization_id: input.organizationId,
+      instance_id: input.instanceId,
+      name: input.name,
+      url: input.url,
+      active: true,
+      disabled_reason: null,
+      failing_since: null,
+      events: storedFilter(input.events),
+      headers: headers.headers,
+      created_at: now,
+      updated_at: now
+    }
+    yield* sql`INSERT INTO webhooks ${
+      sql.insert({ ...row, active: 1, headers_encrypted: headers.headers_encrypted, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
+    }`
+    return toRow(row)
+  }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+/** The webhooks table: its rows, their secrets and custom headers, and turning a webhook off. */
+export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo", {
+  effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const cipher = yield* AccessTokenCipher
+    const cipher = yield* SecretCipher
 
     const scoped = (scope: WebhookScope) =>
       scope.instanceId === undefined
@@ -122,72 +212,8 @@ export const WebhooksRepoLive = Layer.effect(
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRow))
       )
 
-    const cancelQueued = (webhookId: string, now: string) =>
-      sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
-        WHERE webhook_id = ${webhookId} AND status IN ('pending', 'failed')`
-
-    /**
-     * `headers` with each secret one given as "[redacted]" replaced by its stored value. Names arrive
-     * lower case (CustomHeadersInput), as they are stored.
-     */
-    const keepingSecrets = (current: WebhookRow, headers: Readonly<Record<string, string>>, originChanged: boolean) =>
-      Effect.gen(function*() {
-        const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
-        if (kept.length === 0) return headers
-        if (originChanged) return yield* new NoSecretToKeep({ names: kept, originChanged })
-        const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
-        const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
-        const stored = sentHeaders(current.headers, secret)
-        const missing = kept.filter((name) => stored[name] === undefined)
-        if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing, originChanged })
-        return { ...headers, ...Object.fromEntries(kept.map((name) => [name, stored[name] ?? ""])) }
-      })
-
-    /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
-    const headerColumns = (webhookId: string, headers: Readonly<Record<string, string>>) => {
-      const stored = splitHeaders(headers)
-      return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
-    }
-
-    /** Serializes creations on an instance: SQLite's transactions already hold the write lock; PostgreSQL locks the row. */
-    const lockInstance = (instanceId: string) =>
-      sql.onDialectOrElse({
-        pg: () => Effect.asVoid(sql`SELECT id FROM instances WHERE id = ${instanceId} FOR UPDATE`),
-        orElse: () => Effect.void
-      })
-
-    return WebhooksRepo.of({
-      create: (input) =>
-        Effect.gen(function*() {
-          const now = nowIso()
-          const { perInstance } = input
-          if (perInstance !== undefined) {
-            yield* lockInstance(input.instanceId)
-            const [counted] = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM webhooks
-              WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`
-            if (Number(counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
-          }
-          const id = newId("whk")
-          const headers = headerColumns(id, input.headers ?? {})
-          const row: StoredWebhook = {
-            id,
-            organization_id: input.organizationId,
-            instance_id: input.instanceId,
-            name: input.name,
-            url: input.url,
-            active: true,
-            disabled_reason: null,
-            failing_since: null,
-            events: storedFilter(input.events),
-            headers: headers.headers,
-            created_at: now,
-            updated_at: now
-          }
-          yield* sql`INSERT INTO webhooks ${
-            sql.insert({ ...row, active: 1, headers_encrypted: headers.headers_encrypted, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
-          }`
-          return toRow(row)
-        }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
+    const service: WebhooksRepoShape = {
+      create: (input) => insertWebhook(sql, cipher, input),
       list: (scope, filter) =>
         sql<StoredWebhook>`SELECT ${sql.literal(columns)} FROM webhooks
           WHERE deleted_at IS NULL AND ${scoped(scope)}
@@ -210,7 +236,7 @@ export const WebhooksRepoLive = Layer.effect(
           // unless this request gives it again (else anyone who may PATCH could read it at their own URL).
           const originChanged = movesOrigin(current.value.url, patch.url)
           const headers = patch.headers !== undefined
-            ? yield* keepingSecrets(current.value, patch.headers, originChanged)
+            ? yield* keepingSecrets(sql, cipher, current.value, patch.headers, originChanged)
             : originChanged
             ? sentHeaders(current.value.headers, null)
             : undefined
@@ -220,25 +246,25 @@ export const WebhooksRepoLive = Layer.effect(
             sql.update({
               url: patch.url ?? current.value.url,
               name: patch.name ?? current.value.name,
-              active: (patch.active ?? current.value.active) ? 1 : 0,
+              // Turned off below, by deactivate.
+              active: (current.value.active || reactivated) ? 1 : 0,
               updated_at: now,
               ...(patch.events === undefined ? {} : { events: storedFilter(patch.events) }),
-              ...(headers === undefined ? {} : headerColumns(id, headers)),
+              ...(headers === undefined ? {} : headerColumns(cipher, id, headers)),
               // Turning a webhook back on starts a fresh record: no reason, no failure streak.
-              ...(reactivated ? { disabled_reason: null, failing_since: null } : {}),
-              ...(deactivated ? { disabled_reason: "manual" } : {})
+              ...(reactivated ? { disabled_reason: null, failing_since: null } : {})
             })
           } WHERE id = ${id}`
-          if (deactivated) yield* cancelQueued(id, now)
+          if (deactivated) yield* deactivate(sql, id, "manual", now)
           return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
       remove: (scope, id) =>
         Effect.gen(function*() {
           const now = nowIso()
-          const removed = yield* sql<{ readonly id: string }>`UPDATE webhooks SET deleted_at = ${now}, active = 0, updated_at = ${now}
+          const removed = yield* sql<{ readonly id: string }>`UPDATE webhooks SET deleted_at = ${now}, updated_at = ${now}
             WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)} RETURNING id`
           if (removed.length === 0) return false
-          yield* cancelQueued(id, now)
+          yield* deactivate(sql, id, undefined, now)
           return true
         }).pipe(sql.withTransaction, Effect.orDie),
       rotateSecret: (scope, id, secret, previousUntil) =>
@@ -258,7 +284,9 @@ export const WebhooksRepoLive = Layer.effect(
             })
           } WHERE id = ${id}`
           return yield* find(scope, id)
-        }).pipe(sql.withTransaction, Effect.orDie)
-    })
+        }).pipe(sql.withTransaction, Effect.orDie),
+      deactivate: (id, reason) => deactivate(sql, id, reason, nowIso()).pipe(sql.withTransaction, Effect.orDie)
+    }
+    return service
   })
-)
+}) {}

@@ -17,16 +17,18 @@ import { newId } from "../Domain/Ids.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Handoff } from "../Delivery/Handoff.js"
-import { type EventRecord, type LeasedDelivery, OutboxRepo } from "../Delivery/Outbox.js"
+import { Enqueue } from "../Delivery/Enqueue.js"
+import { OutboxRepo } from "../Delivery/Outbox.js"
+import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 
 /** The `object` (and change `field`) of a test event. */
-export const TEST_EVENT_KIND = "hub.test"
+const TEST_EVENT_KIND = "hub.test"
 
 const MIN_INTERVAL_MS = 1_000
 const KEY_WINDOW_MS = 10 * 60_000
 
-export const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
+const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
   JSON.stringify({
     object: TEST_EVENT_KIND,
     entry: [{
@@ -60,6 +62,7 @@ export const makeTestEvents = Effect.gen(function*() {
   const config = yield* HubConfig
   const sql = yield* SqlClient.SqlClient
   const outbox = yield* OutboxRepo
+  const enqueue = yield* Enqueue
   const batcher = yield* WriteBatcher
   const handoff = yield* Handoff
   const signal = yield* DispatchSignal
@@ -129,15 +132,7 @@ export const makeTestEvents = Effect.gen(function*() {
         if (refused !== undefined) return refused
         if (key !== undefined) yield* rememberKey(webhook.id, key, deliveryId, at)
         yield* outbox.insertEvents([event], now)
-        const queued = yield* outbox.enqueueTo(
-          webhook.id,
-          event,
-          deliveryId,
-          now,
-          intake === undefined
-            ? undefined
-            : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString(), admit: intake.admit, admitted: handedOver }
-        )
+        const queued = yield* enqueue.toWebhook(webhook.id, event, deliveryId, now, intake, handedOver)
         if (!queued) return yield* Effect.fail(new WebhookGone())
         return { _tag: "Sent", deliveryId } satisfies TestOutcome
       })))

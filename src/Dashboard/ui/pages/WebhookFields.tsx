@@ -3,7 +3,7 @@
  * it takes (`events`) and its custom headers (`headers`), each as the API takes them.
  */
 import { useLayoutEffect, useState } from "preact/hooks"
-import type { MAX_HEADERS, REDACTED } from "../../../Delivery/CustomHeaders.js"
+import type { MAX_HEADERS, REDACTED } from "../../../Webhooks/CustomHeaders.js"
 import { ALL_KINDS, FIELD_KINDS, inKindOrder, kindDescription, MESSAGE_KINDS, takesEveryKind } from "../eventKinds.js"
 
 /** The hub's limit and placeholder (the type checks they are the hub's values). */

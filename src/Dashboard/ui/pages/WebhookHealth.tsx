@@ -3,7 +3,7 @@
  * a delivery last succeeded, since when it has been failing, the last 24 hours' attempts by outcome
  * and what is queued now.
  */
-import type { QUEUED_CAP } from "../../../Delivery/Outbox.js"
+import type { QUEUED_CAP } from "../../../Webhooks/Deliveries.js"
 import { ago, Badge, Time, type Tone } from "../components.js"
 import { countText } from "../paging.js"
 import type { DisabledReason, Webhook } from "../types.js"

@@ -1,7 +1,8 @@
 /**
- * Encrypts the secrets the hub must keep readable (instances' upstream access tokens, webhooks'
- * signing secrets) at rest with AES-256-GCM. The key comes from HUB_SECRET_KEY; in sandbox mode
- * without one, the hub generates a key and keeps it beside the database.
+ * The cipher of every secret at rest: encrypts what the hub must keep readable (instances' upstream
+ * access tokens, webhooks' signing secrets and their secret custom headers) with AES-256-GCM. The
+ * key comes from HUB_SECRET_KEY; in sandbox mode without one, the hub generates a key and keeps it
+ * beside the database.
  *
  * Each ciphertext is bound to where it is stored: the associated data names the table, the column
  * and the row id, so a ciphertext copied to another row or column (by anyone who can write to the
@@ -10,7 +11,7 @@
  * `v1:` without associated data; this layer re-encrypts those rows at start (see upgradeLegacyRows).
  */
 import { SqlClient } from "@effect/sql"
-import { ConfigError, Context, Data, Effect, Either, Layer, Option, Redacted } from "effect"
+import { ConfigError, Data, Effect, Either, Option, Redacted } from "effect"
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -38,10 +39,10 @@ export const SecretSlot = {
   webhookHeaders: (webhookId: string): SecretSlot => ({ column: "webhooks.headers_encrypted", rowId: webhookId })
 }
 
-export class AccessTokenCipher extends Context.Tag("AccessTokenCipher")<AccessTokenCipher, {
+export interface SecretCipherShape {
   readonly encrypt: (plaintext: string, slot: SecretSlot) => string
   readonly decrypt: (stored: string, slot: SecretSlot) => Effect.Effect<string, CipherError>
-}>() {}
+}
 
 const VERSION = "v2:"
 const LEGACY_VERSION = "v1:"
@@ -83,7 +84,7 @@ const open = (key: Uint8Array, stored: string, prefix: string, aad: Buffer | und
 const cannotDecrypt = (slot: SecretSlot) =>
   new CipherError({ message: `Cannot decrypt the secret in ${slot.column} of ${slot.rowId}: wrong HUB_SECRET_KEY, or not written for this row?` })
 
-export const makeCipher = (key: Uint8Array): AccessTokenCipher["Type"] => ({
+export const makeCipher = (key: Uint8Array): SecretCipherShape => ({
   encrypt: (plaintext, slot) => VERSION + seal(key, plaintext, associatedData(slot)).toString("base64"),
   decrypt: (stored, slot) =>
     Effect.suspend(() => {
@@ -93,7 +94,7 @@ export const makeCipher = (key: Uint8Array): AccessTokenCipher["Type"] => ({
 })
 
 /** Reads the format before secrets were bound to their rows; only the upgrade at start needs it. */
-export const decryptLegacy = (key: Uint8Array, stored: string): string | undefined => open(key, stored, LEGACY_VERSION, undefined)
+const decryptLegacy = (key: Uint8Array, stored: string): string | undefined => open(key, stored, LEGACY_VERSION, undefined)
 
 /** The columns the upgrade visits, with the slot each row's secret belongs to. */
 const SECRET_COLUMNS: ReadonlyArray<{ readonly table: string; readonly column: string; readonly slot: (id: string) => SecretSlot }> = [
@@ -111,7 +112,7 @@ const SECRET_COLUMNS: ReadonlyArray<{ readonly table: string; readonly column: s
  * cannot overwrite each other. A row the key cannot open is left as it is and reported (as before
  * this release, it fails when it is used).
  */
-const upgradeLegacyRows = (key: Uint8Array, cipher: AccessTokenCipher["Type"]) =>
+const upgradeLegacyRows = (key: Uint8Array, cipher: SecretCipherShape) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const legacyRows = (table: string, column: string) =>
@@ -137,7 +138,7 @@ const upgradeLegacyRows = (key: Uint8Array, cipher: AccessTokenCipher["Type"]) =
     if (unreadable.length > 0) {
       yield* Effect.logWarning("Secrets at rest that HUB_SECRET_KEY cannot decrypt were left in the old format", { secrets: unreadable })
     }
-  }).pipe(Effect.orDie, Effect.withSpan("AccessTokenCipher.upgradeLegacyRows"))
+  }).pipe(Effect.orDie, Effect.withSpan("SecretCipher.upgradeLegacyRows"))
 
 /** The sandbox's own key, generated once and kept (mode 0600) in the database's folder. */
 const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError.ConfigError> =>
@@ -157,9 +158,8 @@ const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError
   })
 
 /** The cipher, once every stored secret is in its format: repositories built on it never meet an old row. */
-export const AccessTokenCipherLive = Layer.effect(
-  AccessTokenCipher,
-  Effect.gen(function*() {
+export class SecretCipher extends Effect.Service<SecretCipher>()("SecretCipher", {
+  effect: Effect.gen(function*() {
     const config = yield* HubConfig
     // HubConfig refuses graph mode without a key, so only the sandbox makes its own.
     const key = Option.isSome(config.secretKey) ? Redacted.value(config.secretKey.value) : yield* sandboxKey(config.databaseFile)
@@ -167,4 +167,4 @@ export const AccessTokenCipherLive = Layer.effect(
     yield* upgradeLegacyRows(key, cipher)
     return cipher
   })
-)
+}) {}

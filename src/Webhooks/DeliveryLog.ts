@@ -20,7 +20,34 @@
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
-import type { AttemptRow, DeliveryRow, DeliveryStatus } from "./Records.js"
+
+export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
+
+/** A delivery as its log shows it. */
+export interface DeliveryRow {
+  readonly id: string
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly message_id: string
+  readonly status: DeliveryStatus
+  readonly attempts: number
+  readonly next_attempt_at: string | null
+  readonly last_status_code: number | null
+  readonly last_error: string | null
+  readonly created_at: string
+  readonly updated_at: string
+}
+
+/** One logged attempt of a delivery. */
+export interface AttemptRow {
+  readonly delivery_id: string
+  readonly attempt: number
+  readonly started_at: string
+  readonly status_code: number | null
+  readonly latency_ms: number
+  readonly error: string | null
+  readonly response_snippet: string | null
+}
 
 export const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 

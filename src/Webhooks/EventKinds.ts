@@ -59,7 +59,7 @@ export const EVENT_KINDS: ReadonlyArray<string> = [...MESSAGE_KINDS, ...CHANGE_F
 export type EventKind = string
 
 /** A webhook field's name as the upstream writes them: lower case, digits and underscores, at most 64 characters. */
-export const FIELD_NAME = /^[a-z][a-z0-9_]{0,63}$/
+const FIELD_NAME = /^[a-z][a-z0-9_]{0,63}$/
 
 /** Whether a webhook may name this kind: a known one, or any field name of the upstream's form. */
 export const isEventKind = (name: string): boolean => FIELD_NAME.test(name)
