@@ -442,9 +442,9 @@ for (const engine of engines) layer(testDatabase(engine), { excludeTestServices:
       if (Either.isLeft(checked)) return expect.fail(checked.left.message)
       const outcomes: Array<Exit.Exit<IngestAnswer>> = []
       // The group would start on the next turn of the event loop; the scope closes before it.
-      ingress.ingestNow(checked.right, (outcome) => outcomes.push(outcome))
+      ingress.submit(checked.right, (outcome) => outcomes.push(outcome))
       yield* Scope.close(scope, Exit.void)
-      ingress.ingestNow(checked.right, (outcome) => outcomes.push(outcome))
+      ingress.submit(checked.right, (outcome) => outcomes.push(outcome))
       expect(outcomes.map(Exit.isInterrupted)).toEqual([true, true])
       expect(yield* sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM unrouted_events`).toEqual([{ n: 0 }])
     }))
@@ -465,11 +465,11 @@ layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress's gro
       const ingress = Context.get(context, Ingress)
       const batcher = Context.get(context, WriteBatcher)
       const answers = new Map<string, Exit.Exit<IngestAnswer>>()
-      const ingestNow = (phoneNumberId: string) =>
+      const submit = (phoneNumberId: string) =>
         Effect.async<void>((resume) => {
           const checked = ingress.check(envelope(["100200300", [statusChange({ phoneNumberId, wabaId: "100200300" }, status(wamid(), "sent", 1750263790))]]))
           if (Either.isLeft(checked)) return resume(Effect.dieMessage(checked.left.message))
-          ingress.ingestNow(checked.right, (outcome) => {
+          ingress.submit(checked.right, (outcome) => {
             answers.set(phoneNumberId, outcome)
             resume(Effect.void)
           })
@@ -477,10 +477,10 @@ layer(sqliteLayer(":memory:"), { excludeTestServices: true })("the ingress's gro
       const turns = Effect.promise(() => new Promise((done) => setImmediate(done)))
 
       // A quiet hub writes the first at once.
-      yield* ingestNow("555000001")
-      const second = yield* Effect.fork(ingestNow("555000002"))
+      yield* submit("555000001")
+      const second = yield* Effect.fork(submit("555000002"))
       yield* turns
-      const third = yield* Effect.fork(ingestNow("555000003"))
+      const third = yield* Effect.fork(submit("555000003"))
       yield* turns
       yield* turns
       expect([...answers.keys()]).toEqual(["555000001"])

@@ -72,7 +72,7 @@ export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
     if (Either.isLeft(envelope)) return edge.fail(Cause.fail(envelope.left))
     const stillBusy = ingress.overloaded()
     if (stillBusy !== undefined) return edge.fail(Cause.fail(stillBusy))
-    const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.ingestNow(envelope.right, resolve))
+    const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.submit(envelope.right, resolve))
     if (Exit.isFailure(outcome)) return edge.fail(outcome.cause)
     const answer = outcome.value
     return answer.unrouted > 0 ? edge.json(summaryOf(answer), ingress.warnUnrouted(answer)) : edge.json(summaryOf(answer))

@@ -61,18 +61,16 @@ export const summaryOf = (answer: IngestAnswer): IngestResult => ({
 export class Ingress extends Context.Tag("Ingress")<Ingress, {
   /** Checks a payload, stores it and answers once it is committed. */
   readonly ingest: (payload: Json) => Effect.Effect<IngestResult, BadRequest>
-  /** Stores a checked envelope and answers once it is committed. */
-  readonly ingestEnvelope: (envelope: Envelope) => Effect.Effect<IngestResult>
   /**
    * Checks the envelope's shape: the envelope, or the 400 that names every part that is wrong.
-   * With `ingestNow`, what `ingest` does, for a caller without a fiber (the fast lane).
+   * With `submit`, what `ingest` does, for a caller without a fiber (the fast lane).
    */
   readonly check: (payload: Json) => Either.Either<Envelope, BadRequest>
   /** Queues a checked envelope for the next group; `done` is called once that group has committed (or failed). */
-  readonly ingestNow: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
+  readonly submit: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
   /**
    * The 503 to answer an upstream post with while HUB_INGRESS_MAX_PENDING posts already wait for
-   * their commit; undefined when there is room. Checked by the public endpoint before `ingestNow`, in
+   * their commit; undefined when there is room. Checked by the public endpoint before `submit`, in
    * the same turn, so the bound holds; the sandbox's own events are not bounded.
    */
   readonly overloaded: () => ServiceUnavailable | undefined
@@ -150,101 +148,162 @@ interface Queued {
   readonly done: (outcome: Exit.Exit<IngestAnswer>) => void
 }
 
+/** What a group's write needs: the stores it writes to, and the dedupe horizon. */
+interface GroupStores {
+  readonly outbox: OutboxRepo
+  readonly messages: MessagesRepo["Type"]
+  readonly enqueue: Enqueue
+  readonly retentionMs: number
+}
+
+/** The routes of every change of the group, in one query. */
+const routesFor = (outbox: OutboxRepo, changes: ReadonlyArray<UpstreamChange>) =>
+  Effect.gen(function*() {
+    const phoneNumberIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined ? [] : [c.phoneNumberId])))]
+    const wabaIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined && c.entryId !== undefined ? [c.entryId] : [])))]
+    const rows = yield* outbox.routes(phoneNumberIds, wabaIds)
+    return (change: UpstreamChange): ReadonlyArray<RouteRow> =>
+      change.phoneNumberId !== undefined
+        ? rows.filter((r) => r.phone_number_id === change.phoneNumberId)
+        : rows.filter((r) => r.waba_id === change.entryId)
+  })
+
+/** A change no instance takes (or a stale replay's), as the unrouted store keeps it. */
+const keptAside = (change: UpstreamChange, reason?: "stale") => ({
+  phoneNumberId: change.phoneNumberId ?? null,
+  wabaId: change.entryId ?? null,
+  field: change.field ?? null,
+  changeJson: JSON.stringify(change.change),
+  ...(reason === undefined ? {} : { reason })
+})
+
+/**
+ * Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer,
+ * in order. Deliveries the dispatcher admits are written leased to it and added to `handedOver`.
+ */
+const writeGroup = (
+  stores: GroupStores,
+  group: ReadonlyArray<Queued>,
+  intake: DispatcherIntake | undefined,
+  handedOver: Array<LeasedDelivery>,
+  committed: Array<CommittedEvent>
+) =>
+  Effect.gen(function*() {
+    const { outbox, messages, enqueue, retentionMs } = stores
+    const now = nowIso()
+    // A replay older than the dedupe horizon would be taken for new: it is kept aside instead.
+    const horizon = Date.now() - retentionMs
+    const replays = group.map((q) => isReplayBefore(q.envelope.changes, horizon))
+    const fresh = group.filter((_, i) => replays[i] !== true)
+    const routeOf = yield* routesFor(outbox, fresh.flatMap((q) => q.envelope.changes))
+    const plans = group.map((q, i) => plan(replays[i] === true ? [] : q.envelope.changes, routeOf))
+    const routed = plans.flatMap((p) => p.routed)
+    // A key new to the store is kept for the first event naming it, even across payloads of the group.
+    const firstNamed = routed.length === 0
+      ? new Map<string, string>()
+      : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
+    const eventsPerPayload = plans.map((p, i) =>
+      eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => firstNamed.get(r.key) === r.eventId))
+    )
+    const events = eventsPerPayload.flat()
+    committed.push(...events)
+    yield* outbox.insertEvents(events, now)
+    yield* outbox.insertUnrouted(
+      [
+        ...plans.flatMap((p) => p.unrouted).map((c) => keptAside(c)),
+        ...group.flatMap((q, i) => (replays[i] === true ? q.envelope.changes.map((c) => keptAside(c, "stale")) : []))
+      ],
+      now
+    )
+    const unapplied: Array<string> = []
+    yield* messages.applyChanges(events.flatMap((e) =>
+      e.changes.flatMap((r) =>
+        recordChangesOrNone({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now, (error) => {
+          unapplied.push(`${r.eventId}: ${String(error)}`)
+        })
+      )
+    ))
+    if (unapplied.length > 0) {
+      yield* Effect.logWarning("Upstream changes were stored and delivered as received, but not applied to message records").pipe(
+        Effect.annotateLogs({ changes: unapplied.join("; ") })
+      )
+    }
+    const queued = yield* enqueue.events(events, now, intake, handedOver)
+    return plans.map((p, i) => {
+      const payloadEvents = eventsPerPayload[i] ?? []
+      const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)
+      return {
+        changes: group[i]?.envelope.changes.length ?? 0,
+        accepted,
+        duplicates: p.routed.length - accepted + p.repeats,
+        unrouted: p.unrouted.length,
+        deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
+        stale: replays[i] === true ? group[i]?.envelope.changes.length ?? 0 : 0,
+        unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
+      }
+    })
+  })
+
+/** The envelope of a payload, or the 400 that names every part that is wrong. */
+const check = (payload: Json): Either.Either<Envelope, BadRequest> =>
+  Either.mapLeft(parseEnvelope(payload), (details) =>
+    new BadRequest({
+      message: `Invalid webhook payload: ${details.map((d) => `${d.field}: ${d.message}`).join("; ")}`,
+      error: "validation_failed",
+      details
+    }))
+
+/**
+ * Bytes held by posts whose signature is not checked yet: anyone may open such a post, so without a
+ * bound a few held connections of 8 MiB each pin the hub's memory (five: +41 MB, measured).
+ */
+const makeUnverifiedBudget = (maxBytes: number) => {
+  let unverifiedBytes = 0
+  return (declaredBytes: number | undefined) => {
+  const bytes = Math.min(declaredBytes ?? MAX_UPSTREAM_BODY, MAX_UPSTREAM_BODY)
+  if (unverifiedBytes + bytes > maxBytes) {
+    return new ServiceUnavailable({
+      message: "The hub holds as many unverified upstream posts as it may (HUB_INGRESS_UNVERIFIED_MB); retry shortly",
+      error: "overloaded",
+      retryAfterSeconds: 1
+    })
+  }
+  unverifiedBytes += bytes
+  let released = false
+  return () => {
+    if (released) return
+    released = true
+    unverifiedBytes -= bytes
+  }
+}
+}
+
+/** The warning an answer with unrouted changes is logged with. */
+const warnUnrouted = (answer: IngestAnswer) =>
+  answer.unrouted === 0 ? Effect.void : Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
+    Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
+  )
+
 export const IngressLive = Layer.scoped(
   Ingress,
   Effect.gen(function*() {
-    const outbox = yield* OutboxRepo
-    const enqueue = yield* Enqueue
-    const messages = yield* MessagesRepo
+    const stores: GroupStores = {
+      outbox: yield* OutboxRepo,
+      messages: yield* MessagesRepo,
+      enqueue: yield* Enqueue,
+      retentionMs: Duration.toMillis((yield* HubConfig).retention)
+    }
     const signal = yield* DispatchSignal
     const handoff = yield* Handoff
     const batcher = yield* WriteBatcher
-    const { ingressMaxPending, ingressUnverifiedMaxBytes, retention } = yield* HubConfig
-    const retentionMs = Duration.toMillis(retention)
+    const { ingressMaxPending, ingressUnverifiedMaxBytes } = yield* HubConfig
     const metrics = yield* Metrics
     const runFork = yield* FiberSet.makeRuntime<never>()
     // The hub's streams; alone (its own tests) the ingress is given LiveEvents.None.
     const live = yield* LiveEvents
 
-    /** The routes of every change of the group, in one query. */
-    const routesFor = (changes: ReadonlyArray<UpstreamChange>) =>
-      Effect.gen(function*() {
-        const phoneNumberIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined ? [] : [c.phoneNumberId])))]
-        const wabaIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined && c.entryId !== undefined ? [c.entryId] : [])))]
-        const rows = yield* outbox.routes(phoneNumberIds, wabaIds)
-        return (change: UpstreamChange): ReadonlyArray<RouteRow> =>
-          change.phoneNumberId !== undefined
-            ? rows.filter((r) => r.phone_number_id === change.phoneNumberId)
-            : rows.filter((r) => r.waba_id === change.entryId)
-      })
-
-    /**
-     * Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer,
-     * in order. Deliveries the dispatcher admits are written leased to it and added to `handedOver`.
-     */
-    const write = (group: ReadonlyArray<Queued>, intake: DispatcherIntake | undefined, handedOver: Array<LeasedDelivery>, committed: Array<CommittedEvent>) =>
-      Effect.gen(function*() {
-        const now = nowIso()
-        // A replay older than the dedupe horizon would be taken for new: it is kept aside instead.
-        const horizon = Date.now() - retentionMs
-        const replays = group.map((q) => isReplayBefore(q.envelope.changes, horizon))
-        const fresh = group.filter((_, i) => replays[i] !== true)
-        const routeOf = yield* routesFor(fresh.flatMap((q) => q.envelope.changes))
-        const plans = group.map((q, i) => plan(replays[i] === true ? [] : q.envelope.changes, routeOf))
-        const routed = plans.flatMap((p) => p.routed)
-        // A key new to the store is kept for the first event naming it, even across payloads of the group.
-        const firstNamed = routed.length === 0
-          ? new Map<string, string>()
-          : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
-        const eventsPerPayload = plans.map((p, i) =>
-          eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => firstNamed.get(r.key) === r.eventId))
-        )
-        const events = eventsPerPayload.flat()
-        committed.push(...events)
-        yield* outbox.insertEvents(events, now)
-        const keptAside = (change: UpstreamChange, reason?: "stale") => ({
-          phoneNumberId: change.phoneNumberId ?? null,
-          wabaId: change.entryId ?? null,
-          field: change.field ?? null,
-          changeJson: JSON.stringify(change.change),
-          ...(reason === undefined ? {} : { reason })
-        })
-        yield* outbox.insertUnrouted(
-          [
-            ...plans.flatMap((p) => p.unrouted).map((c) => keptAside(c)),
-            ...group.flatMap((q, i) => (replays[i] === true ? q.envelope.changes.map((c) => keptAside(c, "stale")) : []))
-          ],
-          now
-        )
-        const unapplied: Array<string> = []
-        yield* messages.applyChanges(events.flatMap((e) =>
-          e.changes.flatMap((r) =>
-            recordChangesOrNone({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now, (error) => {
-              unapplied.push(`${r.eventId}: ${String(error)}`)
-            })
-          )
-        ))
-        if (unapplied.length > 0) {
-          yield* Effect.logWarning("Upstream changes were stored and delivered as received, but not applied to message records").pipe(
-            Effect.annotateLogs({ changes: unapplied.join("; ") })
-          )
-        }
-        const queued = yield* enqueue.events(events, now, intake, handedOver)
-        return plans.map((p, i) => {
-          const payloadEvents = eventsPerPayload[i] ?? []
-          const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)
-          return {
-            changes: group[i]?.envelope.changes.length ?? 0,
-            accepted,
-            duplicates: p.routed.length - accepted + p.repeats,
-            unrouted: p.unrouted.length,
-            deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
-            stale: replays[i] === true ? group[i]?.envelope.changes.length ?? 0 : 0,
-            unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
-          }
-        })
-      })
-
+    // One closure on purpose: the payloads waiting, the group being written and the stop share their
+    // state; what needs none of it (the group's write, the checks, the budget) is at module scope.
     /** Payloads waiting for the next group, in arrival order. */
     let waiting: Array<Queued> = []
     /** Payloads of the group being written (waiting for its commit, like `waiting`). */
@@ -274,7 +333,7 @@ export const IngressLive = Layer.scoped(
       }
       const written = batcher.gather(Effect.suspend(() => {
         intake = handoff.intake()
-        return write(take(), intake, handedOver, committed)
+        return writeGroup(stores, take(), intake, handedOver, committed)
       }))
       const answered = written.pipe(
         Effect.orDie,
@@ -318,15 +377,8 @@ export const IngressLive = Layer.scoped(
       })
     )
 
-    const check = (payload: Json): Either.Either<Envelope, BadRequest> =>
-      Either.mapLeft(parseEnvelope(payload), (details) =>
-        new BadRequest({
-          message: `Invalid webhook payload: ${details.map((d) => `${d.field}: ${d.message}`).join("; ")}`,
-          error: "validation_failed",
-          details
-        }))
 
-    const ingestNow = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
+    const submit = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
       if (closed) return done(Exit.interrupt(FiberId.none))
       // A caller answered twice (its group failed, then was interrupted) hears only the first.
       let answered = false
@@ -348,47 +400,20 @@ export const IngressLive = Layer.scoped(
         retryAfterSeconds: 1
       })
 
-    /**
-     * Bytes held by posts whose signature is not checked yet: anyone may open such a post, so without a
-     * bound a few held connections of 8 MiB each pin the hub's memory (five: +41 MB, measured).
-     */
-    let unverifiedBytes = 0
-    const holdUnverified = (declaredBytes: number | undefined) => {
-      const bytes = Math.min(declaredBytes ?? MAX_UPSTREAM_BODY, MAX_UPSTREAM_BODY)
-      if (unverifiedBytes + bytes > ingressUnverifiedMaxBytes) {
-        return new ServiceUnavailable({
-          message: "The hub holds as many unverified upstream posts as it may (HUB_INGRESS_UNVERIFIED_MB); retry shortly",
-          error: "overloaded",
-          retryAfterSeconds: 1
-        })
-      }
-      unverifiedBytes += bytes
-      let released = false
-      return () => {
-        if (released) return
-        released = true
-        unverifiedBytes -= bytes
-      }
-    }
 
-    const warnUnrouted = (answer: IngestAnswer) =>
-      answer.unrouted === 0 ? Effect.void : Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
-        Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
-      )
 
     const ingestEnvelope = (envelope: Envelope) =>
-      Effect.async<IngestAnswer>((resume) => ingestNow(envelope, resume)).pipe(
+      Effect.async<IngestAnswer>((resume) => submit(envelope, resume)).pipe(
         Effect.tap(warnUnrouted),
         Effect.map(summaryOf)
       )
 
     return Ingress.of({
       check,
-      ingestNow,
+      submit,
       overloaded,
       warnUnrouted,
-      holdUnverified,
-      ingestEnvelope,
+      holdUnverified: makeUnverifiedBudget(ingressUnverifiedMaxBytes),
       ingest: (payload) => Effect.flatMap(check(payload), ingestEnvelope)
     })
   })
