@@ -6,8 +6,9 @@
 import { expect, layer } from "@effect/vitest"
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
-import { type DeliveryStatus, logQueries, type LogFilter } from "../src/Webhooks/DeliveryLog.js"
+import { logQueries, type LogFilter } from "../src/Webhooks/DeliveryLog.js"
 import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import type { DeliveryStatus } from "../src/Domain/Vocabulary.js"
 
 interface Seed {
   readonly id: string

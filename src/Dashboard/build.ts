@@ -16,7 +16,7 @@ import { join, relative, resolve } from "node:path"
 const here = import.meta.dirname
 
 /** Server modules the dashboard imports at run time: data and pure functions, importing nothing but types. */
-const PURE_SERVER_MODULES: ReadonlySet<string> = new Set(["src/Webhooks/EventKinds.ts", "src/Domain/Vocabulary.ts"])
+const PURE_SERVER_MODULES: ReadonlySet<string> = new Set(["src/Domain/EventKinds.ts", "src/Domain/Vocabulary.ts"])
 /** The browser libraries it bundles. */
 const LIBRARIES = ["node_modules/preact/", "node_modules/eventsource-parser/"]
 

@@ -10,7 +10,7 @@
 import { Effect } from "effect"
 import { LRUCache } from "lru-cache"
 import { newId } from "../Domain/Ids.js"
-import { kindsOf, parseFilter, selectChanges } from "../Webhooks/EventKinds.js"
+import { kindsOf, parseFilter, selectChanges } from "../Domain/EventKinds.js"
 import type { DispatcherIntake } from "./Handoff.js"
 import { OutboxRepo } from "./Outbox.js"
 import type { EventRecord, LeasedDelivery, NewDeliveryRow, QueueingWebhook } from "./Records.js"

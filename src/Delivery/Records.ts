@@ -21,7 +21,7 @@ export interface EventRecord {
   readonly filterable?: FilterableEvent | undefined
 }
 
-/** An event's changes as a webhook's event filter sees them (see Webhooks/EventKinds.ts). */
+/** An event's changes as a webhook's event filter sees them (see Domain/EventKinds.ts). */
 export interface FilterableEvent {
   /** Each change's field and value, in the order of the body. */
   readonly changes: ReadonlyArray<{ readonly field: string | undefined; readonly value: JsonObject }>
@@ -91,7 +91,7 @@ export interface QueueingWebhook {
   readonly secret_encrypted: string
   readonly previous_secret_encrypted: string | null
   readonly previous_secret_expires_at: string | null
-  /** Its event filter: NULL for every kind (see Webhooks/EventKinds.ts). */
+  /** Its event filter: NULL for every kind (see Domain/EventKinds.ts). */
   readonly events: string | null
   readonly headers: string | null
   readonly headers_encrypted: string | null

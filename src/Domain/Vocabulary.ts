@@ -10,3 +10,14 @@ export type MessageStatus = (typeof messageStatuses)[number]
 /** Which way a message went: sent by the business, or received from the user. */
 export const directions = ["inbound", "outbound"] as const
 export type Direction = (typeof directions)[number]
+
+/** A webhook delivery's status: queued (pending, failed awaiting its retry) or finished. */
+export const deliveryStatuses = ["pending", "failed", "succeeded", "dead", "cancelled"] as const
+export type DeliveryStatus = (typeof deliveryStatuses)[number]
+
+/** Why a webhook is inactive: its receiver answered 410, it failed too long, or someone turned it off. */
+export const disabledReasons = ["gone_410", "failing_too_long", "manual"] as const
+export type DisabledReason = (typeof disabledReasons)[number]
+
+/** The reasons the hub itself turns a webhook off (counted by the metrics). */
+export type AutomaticDisabledReason = Exclude<DisabledReason, "manual">

@@ -3,7 +3,7 @@
  * `value.metadata.phone_number_id`, or by business account for account-level changes), and stores
  * the new changes (a redelivered change is recognised by its key and skipped), applies them to
  * message records, stores each instance's envelope and queues one delivery per active webhook
- * taking any of its changes (see Webhooks/EventKinds.ts).
+ * taking any of its changes (see Domain/EventKinds.ts).
  * Changes for unknown numbers are kept aside for the operator.
  *
  * Group commit: payloads arriving together are written together, in one gathering transaction of

@@ -15,7 +15,6 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import { HubConfig } from "../Config.js"
 import {
   type AttemptOutcome,
-  type DisabledReason,
   type GraphOutcome,
   type GraphRecorder,
   type HubMetrics,
@@ -26,6 +25,7 @@ import {
   type SendResult
 } from "./Metrics.js"
 import { makeRouteFinder, type RouteOf } from "../Domain/Routes.js"
+import type { AutomaticDisabledReason } from "../Domain/Vocabulary.js"
 
 /** The label of a request that matched no route (a mistyped path, a scanner): one series, not one per path. */
 const UNMATCHED = "unmatched"
@@ -176,7 +176,7 @@ export const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       failed: attempts.labels("failed"),
       dead: attempts.labels("dead")
     }
-    const disabledCounters: Readonly<Record<DisabledReason, Counter.Internal>> = {
+    const disabledCounters: Readonly<Record<AutomaticDisabledReason, Counter.Internal>> = {
       gone_410: disabled.labels("gone_410"),
       failing_too_long: disabled.labels("failing_too_long")
     }

@@ -7,6 +7,7 @@
  * requires Metrics: none is built without being told which.
  */
 import { Context, Effect, Layer, type Scope } from "effect"
+import type { AutomaticDisabledReason } from "../Domain/Vocabulary.js"
 
 /** How a send ended (Messages/Send.ts): the result label of hub_sends_total. */
 export type SendResult =
@@ -32,7 +33,6 @@ export type GraphOutcome = "ok" | "refused" | "throttled" | "upstream_error" | "
 export type AttemptOutcome = "succeeded" | "failed" | "dead"
 
 /** Why the hub disabled a webhook (Delivery/Attempt.ts). */
-export type DisabledReason = "gone_410" | "failing_too_long"
 
 /** Records the requests of one route (method and pattern): their status and duration. */
 export interface RouteRecorder {
@@ -82,7 +82,7 @@ export interface HubMetrics {
   /** The upstream posts of one committed group, each with what its commit brought. */
   readonly ingested: (posts: ReadonlyArray<IngestCounts>) => void
   readonly attempt: (outcome: AttemptOutcome, seconds: number) => void
-  readonly webhookDisabled: (reason: DisabledReason) => void
+  readonly webhookDisabled: (reason: AutomaticDisabledReason) => void
   /** One shared transaction of the WriteBatcher, from its BEGIN to its COMMIT's answer. */
   readonly commit: (seconds: number) => void
   /** Reads the outbox at each scrape with `read`, until the scope closes. */

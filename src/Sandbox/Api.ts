@@ -12,7 +12,7 @@ import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
-import { CHANGE_FIELDS } from "../Webhooks/EventKinds.js"
+import { CHANGE_FIELDS } from "../Domain/EventKinds.js"
 import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "../Upstream/Sandbox.js"
 
 const Text = (max: number) =>

@@ -12,7 +12,8 @@ import { ParseResult, Schema } from "effect"
 import { Cursor, PageFields } from "../Domain/Paging.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
 import { CustomHeadersInput } from "./CustomHeaders.js"
-import { ALL_KINDS, EVENT_KINDS, isEventKind } from "./EventKinds.js"
+import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Domain/EventKinds.js"
+import { deliveryStatuses, disabledReasons } from "../Domain/Vocabulary.js"
 
 export const WebhookUrl = Schema.Trim.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),
@@ -85,7 +86,7 @@ export const WebhookRecord = Schema.Struct({
   headers: Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
     description: "Its custom headers; values of headers named like secrets are shown as \"[redacted]\""
   }),
-  disabled_reason: Schema.NullOr(Schema.Literal("gone_410", "failing_too_long", "manual")).annotations({
+  disabled_reason: Schema.NullOr(Schema.Literal(...disabledReasons)).annotations({
     description: "Why it is inactive: gone_410 (a receiver answered 410), failing_too_long (no success for HUB_WEBHOOK_DISABLE_AFTER), manual (PATCH active: false); null while active"
   }),
   failing_since: Schema.NullOr(IsoTimestamp).annotations({ description: "When its current run of failed attempts began; null after a success" }),
@@ -114,7 +115,6 @@ export const SecretRotated = Schema.Struct({
   previous_secret_expires_at: IsoTimestamp.annotations({ description: "Until then deliveries carry both signatures" })
 })
 
-const deliveryStatuses = ["pending", "failed", "succeeded", "dead", "cancelled"] as const
 const deliveryStatusSet: ReadonlySet<string> = new Set(deliveryStatuses)
 
 /** A refinement rather than a Literal union, so a wrong value is reported once, not once per member. */

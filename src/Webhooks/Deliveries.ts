@@ -8,7 +8,8 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { announce, channels } from "../Sql/Notify.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
-import { type AttemptRow, deliveryColumns, type DeliveryRow, type DeliveryStatus, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
+import { type AttemptRow, deliveryColumns, type DeliveryRow, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
+import type { DeliveryStatus } from "../Domain/Vocabulary.js"
 
 /** Most queued rows of each status the health of a webhook counts. */
 export const QUEUED_CAP = 1_000

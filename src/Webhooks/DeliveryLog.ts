@@ -20,8 +20,8 @@
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
+import type { DeliveryStatus } from "../Domain/Vocabulary.js"
 
-export type DeliveryStatus = "pending" | "failed" | "succeeded" | "dead" | "cancelled"
 
 /** A delivery as its log shows it. */
 export interface DeliveryRow {

@@ -11,10 +11,10 @@ import { Data, Effect, Option } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
-import { ALL_KINDS, parseFilter, storedFilter } from "./EventKinds.js"
+import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
+import { type DisabledReason, disabledReasons } from "../Domain/Vocabulary.js"
 
 /** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
-export type DisabledReason = "gone_410" | "failing_too_long" | "manual"
 
 export interface WebhookRow {
   readonly id: string
@@ -101,7 +101,7 @@ export interface WebhooksRepoShape {
 
 const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
 
-const reasons: ReadonlySet<string> = new Set<DisabledReason>(["gone_410", "failing_too_long", "manual"])
+const reasons: ReadonlySet<string> = new Set<DisabledReason>(disabledReasons)
 const isReason = (reason: string): reason is DisabledReason => reasons.has(reason)
 
 const toRow = (stored: StoredWebhook): WebhookRow => ({

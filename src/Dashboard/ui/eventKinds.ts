@@ -1,11 +1,11 @@
 /**
- * The kinds of change a webhook may take, from the hub's own list (src/Webhooks/EventKinds.ts),
+ * The kinds of change a webhook may take, from the hub's own list (src/Domain/EventKinds.ts),
  * bundled as it is: a pure module whose only import is a type, so the dashboard offers exactly the
  * kinds the API accepts and no server code comes along (src/Dashboard/build.ts refuses any other
  * server module in the bundle). The OpenAPI document does not enumerate the kinds, so fetching them
  * is no option; hard-coding them would drift.
  */
-import { ALL_KINDS, CHANGE_FIELDS, EVENT_KINDS } from "../../Webhooks/EventKinds.js"
+import { ALL_KINDS, CHANGE_FIELDS, EVENT_KINDS } from "../../Domain/EventKinds.js"
 
 export { ALL_KINDS }
 

@@ -11,8 +11,8 @@ import { FIRST_PAGE, type PagePlace, pageQuery, placeOf, placeParams } from "../
 import { Link, navigate, useLocation } from "../router.js"
 import type { Deliveries, DeliveryAttempt, Instance, TokenKind, Webhook, WebhookDelivery } from "../types.js"
 import { useInstances } from "./Webhooks.js"
+import { deliveryStatuses } from "../../../Domain/Vocabulary.js"
 
-export const DELIVERY_STATUSES = ["pending", "failed", "succeeded", "dead", "cancelled"]
 const PAGE_SIZE = 20
 const LIMITS = [10, 20, 50, 100]
 /** While a delivery on the page is queued, the page looks again this often. */
@@ -205,7 +205,7 @@ export const DeliveryLog = (props: { readonly webhook: Webhook; readonly refresh
             }}
           >
             <option value="">Any</option>
-            {DELIVERY_STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {deliveryStatuses.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </div>
         <div class="actions-row">
@@ -283,7 +283,7 @@ const SearchForm = (props: {
           <label for="d-status">Status</label>
           <select id="d-status" value={draft.status} onChange={set("status")}>
             <option value="">Any</option>
-            {DELIVERY_STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {deliveryStatuses.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </div>
         <div class="field">

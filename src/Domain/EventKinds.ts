@@ -10,7 +10,7 @@
  * listed here (one Meta adds later), in the upstream's form (FIELD_NAME): a change of that field
  * reaches it, and the webhooks that take every kind.
  */
-import type { JsonObject } from "../Domain/Json.js"
+import type { JsonObject } from "./Json.js"
 
 /** The kinds that split the upstream's `messages` field. */
 const MESSAGE_KINDS = ["messages", "statuses", "errors"] as const
