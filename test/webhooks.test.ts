@@ -1,6 +1,6 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Exit, Layer, Option, Redacted, Schedule } from "effect"
+import { Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { padded, powerOfTwoChunks } from "../src/Sql/StatementShapes.js"
 import { AddressRefused, classifyAddress, HostResolver, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
@@ -562,16 +562,16 @@ describe("delivery-time connection pinning", () => {
   plain.effect("a host name is resolved once, checked, and the request goes to that address with the name as Host", () =>
     Effect.gen(function*() {
       const open = makeUrlPolicy(false)
-      const target = yield* open.connectTarget("http://localhost:4567/path?q=1")
+      const target = yield* Effect.promise(() => open.connectTarget("http://localhost:4567/path?q=1", signal))
       expect(target).toEqual({ url: "http://127.0.0.1:4567/path?q=1", hostHeader: "localhost:4567", serverName: undefined })
-      const tls = yield* open.connectTarget("https://localhost/secure")
+      const tls = yield* Effect.promise(() => open.connectTarget("https://localhost/secure", signal))
       expect(tls).toEqual({ url: "https://127.0.0.1/secure", hostHeader: "localhost", serverName: "localhost" })
-      const literal = yield* open.connectTarget("http://127.0.0.1:80/x")
+      const literal = yield* Effect.promise(() => open.connectTarget("http://127.0.0.1:80/x", signal))
       expect(literal).toEqual({ url: "http://127.0.0.1/x", hostHeader: "127.0.0.1", serverName: undefined })
 
       const enforced = makeUrlPolicy(true)
-      const refused = yield* Effect.exit(enforced.connectTarget("http://localhost:4567/path"))
-      expect(Exit.isFailure(refused)).toBe(true)
+      const refused = yield* Effect.promise(() => enforced.connectTarget("http://localhost:4567/path", signal))
+      expect(refused).toBeInstanceOf(AddressRefused)
       expect(JSON.stringify(refused)).toContain("localhost resolves to a non-public address")
       expect(JSON.stringify(refused)).not.toContain("127.0.0.1")
       const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
@@ -582,9 +582,9 @@ describe("delivery-time connection pinning", () => {
     Effect.gen(function*() {
       const open = makeUrlPolicy(false, { lookup: tableLookup({ "metadata.google.internal": ["169.254.169.254"], "lan.example": ["10.0.0.2"] }) })
       yield* open.check("http://metadata.google.internal/computeMetadata/v1/")
-      const refused = yield* Effect.promise(() => open.connectTargetNow("http://metadata.google.internal/computeMetadata/v1/", signal))
+      const refused = yield* Effect.promise(() => open.connectTarget("http://metadata.google.internal/computeMetadata/v1/", signal))
       expect(refused).toEqual(new AddressRefused({ message: "metadata.google.internal resolves to a non-public address; webhooks must reach a public address" }))
-      expect(yield* Effect.promise(() => open.connectTargetNow("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
+      expect(yield* Effect.promise(() => open.connectTarget("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
     }))
 
   plain.effect("a host that cannot be pinned to a checked address is refused, never sent by name, whatever the settings", () =>
@@ -598,19 +598,19 @@ describe("delivery-time connection pinning", () => {
       for (const enforced of [true, false]) {
         const policy = makeUrlPolicy(enforced, { lookup: dns })
         for (const host of ["zoned.example", "empty.example", "cname.example"]) {
-          const refused = yield* Effect.promise(() => policy.connectTargetNow(`https://${host}/hook`, signal))
+          const refused = yield* Effect.promise(() => policy.connectTarget(`https://${host}/hook`, signal))
           expect(refused, host).toBeInstanceOf(AddressRefused)
         }
       }
       const open = makeUrlPolicy(false, { lookup: dns })
-      expect(yield* Effect.promise(() => open.connectTargetNow("https://zoned.example/hook", signal))).toEqual(
+      expect(yield* Effect.promise(() => open.connectTarget("https://zoned.example/hook", signal))).toEqual(
         new AddressRefused({ message: "the host zoned.example resolves to no address a connection can be pinned to" })
       )
-      expect(yield* Effect.promise(() => open.connectTargetNow("https://cname.example/hook", signal))).toEqual(
+      expect(yield* Effect.promise(() => open.connectTarget("https://cname.example/hook", signal))).toEqual(
         new AddressRefused({ message: "the host cname.example resolves to something that is not an IP address, which a connection cannot be pinned to" })
       )
       // Another checked address that can be pinned is used instead.
-      expect(yield* Effect.promise(() => open.connectTargetNow("https://dual.example/hook", signal))).toEqual({
+      expect(yield* Effect.promise(() => open.connectTarget("https://dual.example/hook", signal))).toEqual({
         url: "https://10.0.0.9/hook",
         hostHeader: "dual.example",
         serverName: "dual.example"
@@ -621,7 +621,7 @@ describe("delivery-time connection pinning", () => {
     Effect.gen(function*() {
       const policy = makeUrlPolicy(true, { lookup: NEVER_ANSWERS })
       const controller = new AbortController()
-      const pending = policy.connectTargetNow("https://slow.example.com/hook", controller.signal)
+      const pending = policy.connectTarget("https://slow.example.com/hook", controller.signal)
       controller.abort(new DOMException("no answer within 50 ms", "TimeoutError"))
       expect(yield* Effect.promise(() => pending)).toEqual(
         new AddressRefused({ message: "the host slow.example.com could not be resolved: no answer within 50 ms" })
@@ -653,29 +653,29 @@ describe("delivery-time address cache", () => {
       const dns = countingLookup({ "hooks.example.com": ["93.184.216.34"], "rebound.example.com": ["93.184.216.35", "10.0.0.7"] })
       const policy = makeUrlPolicy(true, { lookup: dns.lookup, clock: () => now })
 
-      const first = yield* Effect.promise(() => policy.connectTargetNow("https://hooks.example.com/in", signal))
-      const second = yield* Effect.promise(() => policy.connectTargetNow("https://hooks.example.com/other", signal))
+      const first = yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/in", signal))
+      const second = yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/other", signal))
       expect(first).toEqual({ url: "https://93.184.216.34/in", hostHeader: "hooks.example.com", serverName: "hooks.example.com" })
       expect(second).toMatchObject({ url: "https://93.184.216.34/other" })
       expect(dns.asked).toEqual(["hooks.example.com"])
 
       // A cached answer holding a private address is refused on every delivery, not only the first.
       for (let i = 0; i < 2; i++) {
-        const refused = yield* Effect.promise(() => policy.connectTargetNow("http://rebound.example.com/", signal))
+        const refused = yield* Effect.promise(() => policy.connectTarget("http://rebound.example.com/", signal))
         expect(refused).toBeInstanceOf(AddressRefused)
         expect(refused).toMatchObject({ message: "rebound.example.com resolves to a non-public address; webhooks must reach a public address" })
       }
       expect(dns.asked).toEqual(["hooks.example.com", "rebound.example.com"])
 
       // IP literals need no lookup; an unresolvable name is asked again next time.
-      expect(yield* Effect.promise(() => policy.connectTargetNow("http://93.184.216.36:8080/x", signal))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
-      yield* Effect.promise(() => policy.connectTargetNow("http://gone.example.com/", signal))
-      yield* Effect.promise(() => policy.connectTargetNow("http://gone.example.com/", signal))
+      expect(yield* Effect.promise(() => policy.connectTarget("http://93.184.216.36:8080/x", signal))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
+      yield* Effect.promise(() => policy.connectTarget("http://gone.example.com/", signal))
+      yield* Effect.promise(() => policy.connectTarget("http://gone.example.com/", signal))
       expect(dns.asked.filter((h) => h === "gone.example.com").length).toBe(2)
 
       // Once the cache time has passed the name is resolved again.
       now += 5_001
-      yield* Effect.promise(() => policy.connectTargetNow("https://hooks.example.com/in", signal))
+      yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/in", signal))
       expect(dns.asked.filter((h) => h === "hooks.example.com").length).toBe(2)
     }))
 

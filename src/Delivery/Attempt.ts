@@ -85,7 +85,7 @@ export const makeDeliveries = Effect.gen(function*() {
   const credentials = makeCredentials(cipher)
 
   const exchange = async (d: LeasedDelivery, { headers, keys }: Credentials, signal: AbortSignal, timestamp: number) => {
-    const target = await policy.connectTargetNow(d.url, signal)
+    const target = await policy.connectTarget(d.url, signal)
     if (target instanceof AddressRefused) return target
     return sender.send({
       target,

@@ -37,14 +37,13 @@ export class UrlPolicy extends Context.Tag("UrlPolicy")<UrlPolicy, {
   readonly enforced: boolean
   /** Checks where a URL leads, as at registration; the failure message says why it is refused. */
   readonly check: (url: string) => Effect.Effect<void, AddressRefused>
-  /** Resolves and checks a URL's host for one delivery and pins the connection to a checked address. */
-  readonly connectTarget: (url: string) => Effect.Effect<ConnectTarget, AddressRefused>
   /**
-   * The same as a plain promise, for the dispatcher's hot path (no fiber per delivery). `signal` is the
-   * attempt's: when it aborts, a lookup still waiting is given up (the answer is a refusal naming the
-   * abort's reason), so a resolver that never answers holds the attempt no longer than its deadline.
+   * Resolves and checks a URL's host for one delivery and pins the connection to a checked address:
+   * a plain promise, for the dispatcher's hot path (no fiber per delivery). `signal` is the attempt's:
+   * when it aborts, a lookup still waiting is given up (the answer is a refusal naming the abort's
+   * reason), so a resolver that never answers holds the attempt no longer than its deadline.
    */
-  readonly connectTargetNow: (url: string, signal: AbortSignal) => Promise<ConnectTarget | AddressRefused>
+  readonly connectTarget: (url: string, signal: AbortSignal) => Promise<ConnectTarget | AddressRefused>
 }>() {}
 
 /** How long a host name's addresses are reused; every address is still checked on every delivery. */
@@ -188,7 +187,7 @@ export const makeUrlPolicy = (
     parsedUrls.set(text, { url })
     return url
   }
-  const connectTargetNow = async (text: string, signal: AbortSignal): Promise<ConnectTarget | AddressRefused> => {
+  const connectTarget = async (text: string, signal: AbortSignal): Promise<ConnectTarget | AddressRefused> => {
     const url = parseUrl(text)
     if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
       return new AddressRefused({ message: "the webhook URL is not an http or https URL" })
@@ -222,8 +221,7 @@ export const makeUrlPolicy = (
           checkedAddresses(host, enforced, lookup, AbortSignal.any([interrupted, AbortSignal.timeout(Duration.toMillis(lookupTimeout))]))
         )
       }),
-    connectTarget: (text) => fromPromise((signal) => connectTargetNow(text, signal)),
-    connectTargetNow
+    connectTarget
   }
 }
 
