@@ -1,5 +1,5 @@
 /** The issue-4 endpoints against the in-process sandbox (the default upstream), end to end over HTTP. */
-import { sandboxGroupsOf } from "../src/Upstream/Sandbox/Account.js"
+import { sandboxGroupsOf } from "../src/Sandbox/Graph/Account.js"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, Redacted } from "effect"
 import { Upstream } from "../src/Upstream/Upstream.js"

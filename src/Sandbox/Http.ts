@@ -6,8 +6,8 @@ import { NotFound } from "../Domain/Errors.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { Ingress } from "../Ingress/Ingress.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
-import { inboundMessagePayload } from "../Upstream/Sandbox.js"
-import { wamid } from "../Upstream/Sandbox/Ids.js"
+import { inboundMessagePayload } from "./Upstream.js"
+import { wamid } from "./Graph/Ids.js"
 import type { SandboxInbound } from "./Api.js"
 
 const contentOf = (inbound: typeof SandboxInbound.Type) => {

@@ -3,8 +3,8 @@ import { Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import type { Metrics } from "../Metrics/Metrics.js"
 import { GraphUpstream } from "./Graph.js"
-import { SandboxUpstream } from "./Sandbox.js"
-import type { SandboxEvents } from "./SandboxEvents.js"
+import { SandboxUpstream } from "../Sandbox/Upstream.js"
+import type { SandboxEvents } from "../Sandbox/Events.js"
 import type { Upstream } from "./Upstream.js"
 
 /** Needs SandboxEvents (where sandbox status events go; Graph mode never uses it) and Metrics (the Graph's calls). */

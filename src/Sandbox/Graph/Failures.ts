@@ -6,7 +6,7 @@
  */
 import { Effect } from "effect"
 import type { JsonObject } from "../../Domain/Json.js"
-import { graphError, type UpstreamError } from "../UpstreamError.js"
+import { graphError, type UpstreamError } from "../../Upstream/UpstreamError.js"
 
 interface Failure {
   readonly status: number

@@ -4,8 +4,8 @@
  * top-level "version". Deprecating works once, on a PUBLISHED flow.
  */
 import { Effect } from "effect"
-import type { GraphQuery, Json, JsonObject, UploadFile, UpstreamTarget } from "../Upstream.js"
-import type { UpstreamError } from "../UpstreamError.js"
+import type { GraphQuery, Json, JsonObject, UploadFile, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { stableNumericId } from "./Ids.js"
 import { MEDIA_URL_BASE } from "./Media.js"

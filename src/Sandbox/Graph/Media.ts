@@ -3,8 +3,8 @@
  * that expires after 5 minutes like the upstream's, and downloading it returns the stored bytes.
  */
 import { Clock, Effect, Stream } from "effect"
-import type { MediaDownload, MediaInfo, UploadFile, UpstreamTarget } from "../Upstream.js"
-import { graphError, noAnswer, type UpstreamError } from "../UpstreamError.js"
+import type { MediaDownload, MediaInfo, UploadFile, UpstreamTarget } from "../../Upstream/Upstream.js"
+import { graphError, noAnswer, type UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, unknownObject } from "./Failures.js"
 import { numericId, sha256Hex } from "./Ids.js"
 import { INBOUND_MEDIA_PREFIX } from "./Webhooks.js"

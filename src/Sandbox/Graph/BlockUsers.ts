@@ -6,8 +6,8 @@
  */
 import { Effect } from "effect"
 import { isJsonObject } from "../../Domain/Json.js"
-import type { GraphQuery, JsonObject, UpstreamTarget } from "../Upstream.js"
-import type { UpstreamError } from "../UpstreamError.js"
+import type { GraphQuery, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { BLOCK_FAILURE_PREFIX, blockUserError, checkReserved, invalidParameter, someUsersFailed } from "./Failures.js"
 import { page } from "./Paging.js"
 

@@ -3,8 +3,8 @@
  * (computed on read from the creation time and the Clock, so TestClock and a 0 delay both work).
  */
 import { Clock, Duration, Effect } from "effect"
-import type { GraphQuery, Json, JsonObject, UpstreamTarget } from "../Upstream.js"
-import type { UpstreamError } from "../UpstreamError.js"
+import type { GraphQuery, Json, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { numericId } from "./Ids.js"
 import { page, selectFields } from "./Paging.js"

@@ -30,20 +30,20 @@
  */
 import { Duration, Effect, FiberSet, Layer, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
-import { SandboxEvents } from "./SandboxEvents.js"
-import * as Account from "./Sandbox/Account.js"
-import { makeBlockStore } from "./Sandbox/BlockUsers.js"
-import { invalidParameter, windowClosedStatusError } from "./Sandbox/Failures.js"
-import { makeFlowStore } from "./Sandbox/Flows.js"
-import { makeMediaStore } from "./Sandbox/Media.js"
-import { type AcceptedSend, acceptSend } from "./Sandbox/Messages.js"
-import { makeSettingsStore } from "./Sandbox/Settings.js"
-import { makeTemplateStore } from "./Sandbox/Templates.js"
-import { conversationId, type StatusName, statusPayload } from "./Sandbox/Webhooks.js"
-import { Upstream, type UpstreamTarget } from "./Upstream.js"
+import { SandboxEvents } from "./Events.js"
+import * as Account from "./Graph/Account.js"
+import { makeBlockStore } from "./Graph/BlockUsers.js"
+import { invalidParameter, windowClosedStatusError } from "./Graph/Failures.js"
+import { makeFlowStore } from "./Graph/Flows.js"
+import { makeMediaStore } from "./Graph/Media.js"
+import { type AcceptedSend, acceptSend } from "./Graph/Messages.js"
+import { makeSettingsStore } from "./Graph/Settings.js"
+import { makeTemplateStore } from "./Graph/Templates.js"
+import { conversationId, type StatusName, statusPayload } from "./Graph/Webhooks.js"
+import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 
-export { INBOUND_MEDIA_PREFIX, INBOUND_MESSAGE_TYPES, type InboundMessage, inboundMessagePayload, type InboundMessageType, statusPayload } from "./Sandbox/Webhooks.js"
-export { ASYNC_WINDOW_PREFIX, RESERVED_FAILURES, SYNC_WINDOW_PREFIX } from "./Sandbox/Failures.js"
+export { INBOUND_MEDIA_PREFIX, INBOUND_MESSAGE_TYPES, type InboundMessage, inboundMessagePayload, type InboundMessageType, statusPayload } from "./Graph/Webhooks.js"
+export { ASYNC_WINDOW_PREFIX, RESERVED_FAILURES, SYNC_WINDOW_PREFIX } from "./Graph/Failures.js"
 
 export const makeSandboxUpstream = Effect.gen(function*() {
   const config = yield* HubConfig

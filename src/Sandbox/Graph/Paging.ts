@@ -1,7 +1,7 @@
 /** Graph cursor paging (`limit`, `after`, `before`) and `fields` selection over in-memory lists. */
 import { Effect } from "effect"
-import type { GraphQuery, Json, JsonObject } from "../Upstream.js"
-import type { UpstreamError } from "../UpstreamError.js"
+import type { GraphQuery, Json, JsonObject } from "../../Upstream/Upstream.js"
+import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { invalidParameter } from "./Failures.js"
 
 const encodeCursor = (index: number) => Buffer.from(`sandbox:${index}`).toString("base64")

@@ -3,8 +3,8 @@
  * info, business profile and call actions, in the upstream's envelopes with its paging and filters.
  */
 import { Clock, Effect } from "effect"
-import type { GraphQuery, JsonObject, UpstreamTarget } from "../Upstream.js"
-import type { UpstreamError } from "../UpstreamError.js"
+import type { GraphQuery, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { displayDigits, formattedDisplayNumber, qrCode, stableNumericId, wacid } from "./Ids.js"
 import { page, selectFields } from "./Paging.js"
