@@ -8,7 +8,8 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { parseSecretKey } from "../src/Config.js"
 import { makeCipher, SecretSlot } from "../src/Sql/SecretCipher.js"
-import { demoTokensText, startHubProcess } from "./support/HubProcess.js"
+import { startHubProcess } from "./support/HubProcess.js"
+import { demoTokensText } from "./support/DemoTokens.js"
 import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const main = join(import.meta.dirname, "..", "src", "main.ts")

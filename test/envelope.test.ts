@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
-import type { Json } from "../src/Upstream/Upstream.js"
+import type { Json } from "../src/Domain/Json.js"
 
 /** The one change of an upstream payload carrying `value`. */
 const changeOf = (value: Json, field = "messages"): UpstreamChange => {

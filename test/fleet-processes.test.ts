@@ -8,7 +8,8 @@
 import { expect, it } from "@effect/vitest"
 import { Duration, Effect, Schedule } from "effect"
 import { freshPostgresDatabase } from "./support/Databases.js"
-import { demoTokensText, type HubProcess, startHubProcess } from "./support/HubProcess.js"
+import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
+import { demoTokensText } from "./support/DemoTokens.js"
 import { makeReceiver, type ReceivedRequest, type Reply } from "./support/Receivers.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 

@@ -11,7 +11,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import type { Socket, TCPSocketListener } from "bun"
 import { Deadline } from "../src/Net/Deadline.js"
-import { makeKeepAlivePool, originOf, type PoolOutcome } from "../src/Net/Pool.js"
+import { makeKeepAlivePool, type PoolOutcome } from "../src/Net/Pool.js"
+import { originOf } from "../src/Net/Connection.js"
 import { HeaderRefused, requestBytes } from "../src/Net/RequestHead.js"
 import { type BodyKept, type ReadEnd, type ReadOutcome, ResponseReader, SNIPPET } from "../src/Net/ResponseReader.js"
 

@@ -5,7 +5,7 @@ import { expect, it, layer } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { HubApi } from "../src/Api.js"
 import { acceptedKinds, endpointPoliciesOf, policiesOf } from "../src/Domain/Access.js"
-import { Authentication } from "../src/Auth/Middleware.js"
+import { Authentication } from "../src/Domain/Authentication.js"
 import { edge } from "../src/Edge/Middleware.js"
 import { TestHub, testHub } from "./support/TestHub.js"
 

@@ -10,7 +10,6 @@ import type { Principal, TokenKind } from "../Domain/Principal.js"
 import { EndpointPolicies, refusal } from "../Domain/Access.js"
 import { TokenResolver } from "./TokenResolver.js"
 
-export { Authentication } from "../Domain/Authentication.js"
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i
 

@@ -5,7 +5,7 @@
  * accepted, rejected or terminated.
  */
 import type { InstanceId } from "../Domain/Ids.js"
-import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../Domain/Json.js"
 import { isJsonObject } from "../Domain/Json.js"
 import { isoFromUnix } from "../Domain/UpstreamTime.js"
 

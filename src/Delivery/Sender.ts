@@ -8,7 +8,8 @@
  */
 import { LRUCache } from "lru-cache"
 import { Data } from "effect"
-import { makeKeepAlivePool, type Origin, originOf, type PoolOptions } from "../Net/Pool.js"
+import { makeKeepAlivePool, type PoolOptions } from "../Net/Pool.js"
+import { type Origin, originOf } from "../Net/Connection.js"
 import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { SNIPPET } from "../Net/ResponseReader.js"
 import type { ConnectTarget } from "../Net/UrlPolicy.js"

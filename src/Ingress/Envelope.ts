@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto"
 import { Either } from "effect"
 import type { FieldIssue } from "../Domain/Errors.js"
-import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../Domain/Json.js"
 import { isJsonObject } from "../Domain/Json.js"
 
 export interface UpstreamChange {

@@ -11,7 +11,7 @@ import { UserIdentifier } from "../Domain/UserIds.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
 import { directions, messageStatuses } from "../Domain/Vocabulary.js"
-import { sendEndpoints } from "./Records.js"
+import { sendEndpoints } from "../Upstream/Upstream.js"
 
 const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 

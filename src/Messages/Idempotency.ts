@@ -10,7 +10,7 @@ import { createHash } from "node:crypto"
 import { Conflict, ServiceUnavailable } from "../Domain/Errors.js"
 import { type InstanceId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
-import type { Json } from "../Upstream/Upstream.js"
+import type { Json } from "../Domain/Json.js"
 
 export const IDEMPOTENCY_TTL = Duration.hours(24)
 

@@ -12,7 +12,7 @@ import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
 import { identifiersOf } from "./Identities.js"
 import type { Direction, MessageStatus } from "../Domain/Vocabulary.js"
-import type { SendEndpoint } from "./Records.js"
+import type { SendEndpoint } from "../Upstream/Upstream.js"
 
 export interface MessageRow {
   readonly id: string

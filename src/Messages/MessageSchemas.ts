@@ -9,7 +9,7 @@
 import { Effect, ParseResult, Schema, SchemaAST } from "effect"
 import { GraphId } from "../Domain/Ids.js"
 import { isGroupId } from "../Groups/GroupId.js"
-import type { JsonObject } from "../Upstream/Upstream.js"
+import type { JsonObject } from "../Domain/Json.js"
 import { absent, Audio, Contacts, Document, Image, Location, NonEmpty, optional, Reaction, Sticker, Text, Video } from "./Content.js"
 import { Interactive } from "./Interactive.js"
 import { Template } from "./Template.js"

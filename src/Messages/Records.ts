@@ -7,7 +7,6 @@ import type { Json } from "../Domain/Json.js"
 import type { Direction, MessageStatus } from "../Domain/Vocabulary.js"
 
 
-export { type SendEndpoint, sendEndpoints } from "../Upstream/Upstream.js"
 
 /** Inbound messages reached the business number; no read receipt is tracked for them. */
 export const INBOUND_STATUS: MessageStatus = "delivered"

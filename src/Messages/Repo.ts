@@ -11,13 +11,14 @@ import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/I
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
-import type { Json } from "../Upstream/Upstream.js"
+import type { Json } from "../Domain/Json.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
 import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
 import { messageStatuses } from "../Domain/Vocabulary.js"
-import { INBOUND_STATUS, type ReceivedMessage, type SendEndpoint } from "./Records.js"
+import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
+import { type SendEndpoint } from "../Upstream/Upstream.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
 export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange

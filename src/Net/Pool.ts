@@ -19,7 +19,6 @@
 import { ABORTED, type ConnectFailure, Connection, type ConnectionRequest, openConnection, type Origin } from "./Connection.js"
 import type { ReaderAnswer } from "./ResponseReader.js"
 
-export { type Origin, originOf } from "./Connection.js"
 
 /** A request to send over the pool: what one connection carries, where, and whether it may go again. */
 export interface PoolRequest extends ConnectionRequest {

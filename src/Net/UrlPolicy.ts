@@ -17,7 +17,6 @@ import ipaddr from "ipaddr.js"
 import { HubConfig } from "../Config.js"
 import { type AddressClass, classifyAddress, describeClass } from "./AddressRanges.js"
 
-export { type AddressClass, classifyAddress } from "./AddressRanges.js"
 
 export class AddressRefused extends Data.TaggedError("AddressRefused")<{ readonly message: string }> {}
 

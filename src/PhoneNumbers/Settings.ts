@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { ForwardedRequest, forwardedBody } from "../Domain/Schemas.js"
-import type { Json, JsonObject } from "../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../Domain/Json.js"
 
 export const SETTINGS_SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"] as const
 

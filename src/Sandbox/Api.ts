@@ -13,7 +13,7 @@ import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
 import { CHANGE_FIELDS } from "../Domain/EventKinds.js"
-import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "./Upstream.js"
+import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "./Graph/Webhooks.js"
 
 const Text = (max: number) =>
   Schema.String.pipe(

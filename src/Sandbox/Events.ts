@@ -4,7 +4,7 @@
  * through the hub's ingress; until then they are dropped.
  */
 import { Context, Effect, Layer } from "effect"
-import type { JsonObject } from "../Upstream/Upstream.js"
+import type { JsonObject } from "../Domain/Json.js"
 
 export class SandboxEvents extends Context.Tag("SandboxEvents")<SandboxEvents, {
   /** One full upstream webhook payload (`{object, entry[]}`). Must not fail; errors are the receiver's to log. */

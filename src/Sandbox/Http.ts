@@ -6,7 +6,7 @@ import { NotFound } from "../Domain/Errors.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { Ingress } from "../Ingress/Ingress.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
-import { inboundMessagePayload } from "./Upstream.js"
+import { inboundMessagePayload } from "./Graph/Webhooks.js"
 import { wamid } from "./Graph/Ids.js"
 import type { SandboxInbound } from "./Api.js"
 

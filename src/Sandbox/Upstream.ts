@@ -42,8 +42,6 @@ import { makeTemplateStore } from "./Graph/Templates.js"
 import { conversationId, type StatusName, statusPayload } from "./Graph/Webhooks.js"
 import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 
-export { INBOUND_MEDIA_PREFIX, INBOUND_MESSAGE_TYPES, type InboundMessage, inboundMessagePayload, type InboundMessageType, statusPayload } from "./Graph/Webhooks.js"
-export { ASYNC_WINDOW_PREFIX, RESERVED_FAILURES, SYNC_WINDOW_PREFIX } from "./Graph/Failures.js"
 
 export const makeSandboxUpstream = Effect.gen(function*() {
   const config = yield* HubConfig

@@ -10,12 +10,14 @@
 import { Duration, Either, Redacted, Schema } from "effect"
 import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
 import { Deadline } from "../Net/Deadline.js"
-import { type KeepAlivePool, originOf } from "../Net/Pool.js"
+import { type KeepAlivePool } from "../Net/Pool.js"
+import { originOf } from "../Net/Connection.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import type { BodyKept } from "../Net/ResponseReader.js"
 import { decodeGraphError, GRAPH_ANSWER_LIMIT, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { parseJsonObject } from "../Domain/Json.js"
-import type { JsonObject, SendEndpoint, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
+import type { SendEndpoint, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
+import type { JsonObject } from "../Domain/Json.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
 const SendMessageResponseSchema = Schema.Struct({

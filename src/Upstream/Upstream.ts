@@ -8,7 +8,6 @@ import { Context, type Effect, type Either, type Redacted, type Stream } from "e
 import type { JsonObject } from "../Domain/Json.js"
 import type { UpstreamError } from "./UpstreamError.js"
 
-export type { Json, JsonObject } from "../Domain/Json.js"
 
 /** Which business number and account a call acts for, with that instance's access token. */
 export interface UpstreamTarget {

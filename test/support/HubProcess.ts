@@ -90,4 +90,3 @@ export const residentBytes = async (pid: number): Promise<number> => {
   return Number(kb) * 1024
 }
 
-export { demoTokensText } from "./DemoTokens.js"

@@ -3,7 +3,8 @@
  * info, business profile and call actions, in the upstream's envelopes with its paging and filters.
  */
 import { Clock, Effect } from "effect"
-import type { GraphQuery, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { JsonObject } from "../../Domain/Json.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { displayDigits, formattedDisplayNumber, qrCode, stableNumericId, wacid } from "./Ids.js"

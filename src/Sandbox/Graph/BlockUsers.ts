@@ -6,7 +6,8 @@
  */
 import { Effect } from "effect"
 import { isJsonObject } from "../../Domain/Json.js"
-import type { GraphQuery, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { JsonObject } from "../../Domain/Json.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { BLOCK_FAILURE_PREFIX, blockUserError, checkReserved, invalidParameter, someUsersFailed } from "./Failures.js"
 import { page } from "./Paging.js"

@@ -3,7 +3,8 @@
  * 131047, 132001 and the forced failures), the send response, and the status events that follow.
  */
 import { Effect } from "effect"
-import type { Json, JsonObject, SendMessageResponse, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { SendMessageResponse, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../../Domain/Json.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { ASYNC_WINDOW_PREFIX, checkReserved, invalidParameter, SYNC_WINDOW_PREFIX, templateMissing, windowClosed } from "./Failures.js"
 import { stableNumericId, wamid } from "./Ids.js"

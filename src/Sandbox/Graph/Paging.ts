@@ -1,6 +1,7 @@
 /** Graph cursor paging (`limit`, `after`, `before`) and `fields` selection over in-memory lists. */
 import { Effect } from "effect"
-import type { GraphQuery, Json, JsonObject } from "../../Upstream/Upstream.js"
+import type { GraphQuery } from "../../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../../Domain/Json.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { invalidParameter } from "./Failures.js"
 

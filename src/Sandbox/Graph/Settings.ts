@@ -3,7 +3,8 @@
  * stored. An update carries exactly one feature section; SIP passwords are shown only on request.
  */
 import { Effect } from "effect"
-import type { Json, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../../Domain/Json.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter } from "./Failures.js"
 import { hex, sha256Hex } from "./Ids.js"

@@ -3,7 +3,8 @@
  * (computed on read from the creation time and the Clock, so TestClock and a 0 delay both work).
  */
 import { Clock, Duration, Effect } from "effect"
-import type { GraphQuery, Json, JsonObject, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../../Domain/Json.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { numericId } from "./Ids.js"

@@ -2,7 +2,7 @@
  * Webhook payloads in the upstream's shapes (research §4): status events for sandbox sends and
  * inbound messages of every type the spec lists, for `POST /sandbox/inbound` and tests.
  */
-import type { Json, JsonObject } from "../../Upstream/Upstream.js"
+import type { Json, JsonObject } from "../../Domain/Json.js"
 import { displayDigits, hex, numericId, sha256Hex, wamid } from "./Ids.js"
 
 export interface SandboxNumber {
