@@ -20,24 +20,24 @@ layer(testHub())("block users on the sandbox", (it) => {
   it.effect("blocks a number and a business-scoped user id, lists them page by page, unblocks one", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      const blocked = yield* blockUsers("POST", tenant.instanceToken, { users: [`+${NUMBER}`, BSUID] })
-      expect(blocked.status, blocked.text).toBe(200)
-      expect(blocked.body).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: BSUID, user_id: BSUID }] })
+      // Through the typed client, as a program calls the hub.
+      const hub = yield* (yield* TestHub).client(tenant.instanceToken)
+      const blocked = yield* hub.blockUsers.block({ payload: { users: [`+${NUMBER}`, BSUID] } })
+      expect(blocked).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: BSUID, user_id: BSUID }] })
 
-      const listed = yield* listBlocked(tenant.instanceToken)
-      expect(listed.status).toBe(200)
-      expect(itemsOf(listed.body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }, { messaging_product: "whatsapp", user_id: BSUID }])
+      const listed = yield* hub.blockUsers.list({ urlParams: {} })
+      expect(listed.data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }, { messaging_product: "whatsapp", user_id: BSUID }])
 
-      const first = yield* listBlocked(tenant.instanceToken, "?limit=1")
-      expect(itemsOf(first.body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
-      const after = String((first.body.paging as { cursors: { after: string } }).cursors.after)
-      const second = yield* listBlocked(tenant.instanceToken, `?limit=1&after=${encodeURIComponent(after)}`)
-      expect(itemsOf(second.body)).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
+      const first = yield* hub.blockUsers.list({ urlParams: { limit: 1 } })
+      expect(first.data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+      const after = first.paging?.cursors?.after
+      expect(after).toEqual(expect.any(String))
+      const second = yield* hub.blockUsers.list({ urlParams: { limit: 1, after } })
+      expect(second.data).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
 
-      const unblocked = yield* blockUsers("DELETE", tenant.instanceToken, { users: [NUMBER] })
-      expect(unblocked.status, unblocked.text).toBe(200)
-      expect(unblocked.body).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
-      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
+      const unblocked = yield* hub.blockUsers.unblock({ payload: { users: [NUMBER] } })
+      expect(unblocked).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
+      expect((yield* hub.blockUsers.list({ urlParams: {} })).data).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
     }))
 
   it.effect("an organization token names the instance by phone_number_id or instance_id; each number has its own list", () =>

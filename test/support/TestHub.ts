@@ -2,7 +2,7 @@
  * A real hub for tests: the full HTTP server on 127.0.0.1 port 0, an in-memory SQLite database,
  * and helpers to call it and to seed tenancy. Every assertion goes through real HTTP.
  */
-import { HttpServer } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientResponse, HttpServer } from "@effect/platform"
 import { hubServer } from "../../src/Edge/FastLane.js"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { TokensRepo } from "../../src/Auth/Repo.js"
@@ -12,6 +12,7 @@ import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
 import { InstancesRepo } from "../../src/Instances/Repo.js"
 import { expectDocumented } from "./OpenApiCheck.js"
 import { type Engine, testDatabaseUrl } from "./Databases.js"
+import { type HubClient, makeHubClient } from "../../src/Client.js"
 
 export interface HttpResult {
   readonly status: number
@@ -30,8 +31,27 @@ export interface RequestOptions {
 
 export class TestHub extends Context.Tag("TestHub")<TestHub, {
   readonly baseUrl: string
+  /** A raw request: for tests of the wire and the edge (bodies, headers, refusals as sent). */
   readonly request: (method: string, path: string, options?: RequestOptions) => Effect.Effect<HttpResult>
+  /** The typed client (src/Client.ts) with `token`, as a program would call the hub; every answer is checked against the document too. */
+  readonly client: (token?: string) => Effect.Effect<HubClient>
 }>() {}
+
+/** fetch, with every answer checked against the OpenAPI document (its body read here, then handed on as it came). */
+const documentedFetch = Layer.effect(
+  HttpClient.HttpClient,
+  Effect.map(HttpClient.HttpClient, (client) =>
+    HttpClient.transformResponse(client, (answer) =>
+      Effect.flatMap(answer, (response) =>
+        Effect.flatMap(Effect.orDie(response.text), (text) => {
+          const url = new URL(response.request.url)
+          const headers = new Headers(response.headers)
+          return Effect.as(
+            Effect.promise(() => expectDocumented({ method: response.request.method, url: url.pathname + url.search, status: response.status, headers, text })),
+            HttpClientResponse.fromWeb(response.request, new Response(text, { status: response.status, headers }))
+          )
+        }))))
+).pipe(Layer.provide(FetchHttpClient.layer))
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -58,6 +78,7 @@ export const TestHubLive = Layer.effect(
     const baseUrl = address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : "http://unix"
     return TestHub.of({
       baseUrl,
+      client: (token) => makeHubClient({ baseUrl, token, httpClient: documentedFetch }),
       request: (method, path, options = {}) =>
         Effect.promise(async () => {
           const headers: Record<string, string> = { ...options.headers }
