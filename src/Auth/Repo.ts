@@ -5,10 +5,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
 import { announce, channels } from "../Sql/Notify.js"
+import { decodeRows, SqlBigint, SqlCount } from "../Sql/RowSchemas.js"
 import { API_TOKEN_PREFIX, generateSecret, hashSecret, SESSION_TOKEN_PREFIX, secretHint } from "./Secrets.js"
 
 export interface ApiTokenRow {
@@ -36,6 +37,10 @@ export interface Revocation {
   readonly seq: number
   readonly token_hash: string
 }
+
+// seq is a bigint on PostgreSQL, read as text.
+const revocationRows = decodeRows(Schema.Struct({ seq: SqlBigint, token_hash: Schema.String }))
+const lastRevocationRows = decodeRows(Schema.Struct({ seq: SqlCount }))
 
 interface CredentialRow {
   readonly kind: "api" | "session"
@@ -152,13 +157,12 @@ export const TokensRepoLive = Layer.effect(
             WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND expires_at > ${now}
             RETURNING token_hash`
         ),
-      lastRevocation: sql<{ readonly seq: number | null }>`SELECT MAX(seq) AS seq FROM revocations`.pipe(
-        Effect.map((rows) => Number(rows[0]?.seq ?? 0)),
+      lastRevocation: lastRevocationRows(sql`SELECT MAX(seq) AS seq FROM revocations`).pipe(
+        Effect.map((rows) => rows[0]?.seq ?? 0),
         Effect.orDie
       ),
       revocationsAfter: (seq) =>
-        sql<Revocation>`SELECT seq, token_hash FROM revocations WHERE seq > ${seq} ORDER BY seq`.pipe(
-          Effect.map((rows) => rows.map((row) => ({ seq: Number(row.seq), token_hash: row.token_hash }))),
+        revocationRows(sql`SELECT seq, token_hash FROM revocations WHERE seq > ${seq} ORDER BY seq`).pipe(
           Effect.orDie
         ),
       pruneRevocations: (before) => sql`DELETE FROM revocations WHERE revoked_at < ${before}`.pipe(Effect.asVoid, Effect.orDie),

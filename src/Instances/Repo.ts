@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Data, Effect, Layer, Option } from "effect"
 import { InstanceId, newId, nowIso, OrganizationId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
+import { countRows } from "../Sql/RowSchemas.js"
 import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 
 export interface OrganizationRow {
@@ -85,9 +86,8 @@ export const InstancesRepoLive = Layer.effect(
           Effect.map((rows) => Option.fromNullable(rows[0])),
           Effect.orDie
         ),
-      countOrganizations: sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM organizations`.pipe(
-        // PostgreSQL answers COUNT(*) as a bigint, which arrives as text.
-        Effect.map((rows) => Number(rows[0]?.n ?? 0)),
+      countOrganizations: countRows(sql`SELECT COUNT(*) AS n FROM organizations`).pipe(
+        Effect.map((rows) => rows[0]?.n ?? 0),
         Effect.orDie
       ),
       listOrganizations: sql<OrganizationRow>`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`.pipe(Effect.orDie),

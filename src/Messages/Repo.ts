@@ -224,14 +224,15 @@ export const MessagesRepoLive = Layer.effect(
         // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
         // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
         yield* lockNames(sql, accepted.map((r) => r.waMessageId))
-        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number | boolean }>`UPDATE messages
+        // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
+        // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
+        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }>`UPDATE messages
             SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
             FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
             WHERE messages.id = a.value ->> 'id'
-            RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
-              WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
-        // EXISTS is 1 on SQLite, true on PostgreSQL.
-        yield* Effect.forEach(rows, (row) => (row.early === 1 || row.early === true ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
+            RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
+              WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
+        yield* Effect.forEach(rows, (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
         return accepted.map(() => undefined)
       })
     )
