@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
+import { ApiTokenId, InstanceId, newId, nowIso, OrganizationId, SessionId } from "../Domain/Ids.js"
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { decodeRows, SqlBigint, SqlCount } from "../Sql/RowSchemas.js"
@@ -42,15 +42,28 @@ export interface Revocation {
 const revocationRows = decodeRows(Schema.Struct({ seq: SqlBigint, token_hash: Schema.String }))
 const lastRevocationRows = decodeRows(Schema.Struct({ seq: SqlCount }))
 
-interface CredentialRow {
-  readonly kind: "api" | "session"
-  readonly id: string
-  readonly organization_id: OrganizationId
-  readonly expires_at: string | null
-  readonly instance_id: InstanceId | null
-  readonly phone_number_id: string | null
-  readonly waba_id: string | null
-}
+/** What a token hash finds: an API token (with its instance, if bound to one) or a session. */
+const CredentialRow = Schema.Struct({
+  kind: Schema.Literal("api", "session"),
+  id: Schema.String,
+  organization_id: OrganizationId,
+  expires_at: Schema.NullOr(Schema.String),
+  instance_id: Schema.NullOr(InstanceId),
+  phone_number_id: Schema.NullOr(Schema.String),
+  waba_id: Schema.NullOr(Schema.String)
+})
+type CredentialRow = typeof CredentialRow.Type
+const credentialRows = decodeRows(CredentialRow)
+
+const apiTokenRows = decodeRows(Schema.Struct({
+  id: ApiTokenId,
+  organization_id: OrganizationId,
+  instance_id: Schema.NullOr(InstanceId),
+  name: Schema.String,
+  token_hint: Schema.String,
+  created_at: Schema.String,
+  last_used_at: Schema.NullOr(Schema.String)
+}))
 
 interface HashRow {
   readonly token_hash: string
@@ -133,12 +146,12 @@ export const TokensRepoLive = Layer.effect(
         )
       },
       listApiTokens: (organizationId) =>
-        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+        apiTokenRows(sql`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
           FROM api_tokens WHERE organization_id = ${organizationId} AND revoked_at IS NULL
-          ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie),
+          ORDER BY created_at DESC, id DESC`).pipe(Effect.orDie),
       findApiToken: (id) =>
-        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
-          FROM api_tokens WHERE id = ${id} AND revoked_at IS NULL`.pipe(
+        apiTokenRows(sql`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+          FROM api_tokens WHERE id = ${id} AND revoked_at IS NULL`).pipe(
           Effect.map((rows) => Option.fromNullable(rows[0])),
           Effect.orDie
         ),
@@ -182,7 +195,7 @@ export const TokensRepoLive = Layer.effect(
         }`.pipe(Effect.as({ id, secret, expiresAt }), Effect.orDie)
       },
       findCredential: (tokenHash) =>
-        sql<CredentialRow>`
+        credentialRows(sql`
           SELECT 'api' AS kind, t.id, t.organization_id, NULL AS expires_at,
                  t.instance_id, i.phone_number_id, i.waba_id
             FROM api_tokens t LEFT JOIN instances i ON i.id = t.instance_id
@@ -190,7 +203,7 @@ export const TokensRepoLive = Layer.effect(
           UNION ALL
           SELECT 'session' AS kind, s.id, s.organization_id, s.expires_at, NULL, NULL, NULL
             FROM sessions s
-           WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`.pipe(
+           WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`).pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toCredential)),
           Effect.orDie
         ),

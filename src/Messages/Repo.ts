@@ -15,7 +15,7 @@ import type { Json } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
-import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
+import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow, messageRows } from "./ListQueries.js"
 import { messageStatuses } from "../Domain/Vocabulary.js"
 import { INBOUND_STATUS, type ReceivedMessage, type SendEndpoint } from "./Records.js"
 
@@ -279,7 +279,7 @@ export const MessagesRepoLive = Layer.effect(
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       applyChanges: (all) => Effect.orDie(applyChanges(sql, all)),
       findById: (id) =>
-        sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`.pipe(
+        messageRows(sql`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`).pipe(
           Effect.map((rows) => rows[0]),
           Effect.orDie
         ),
