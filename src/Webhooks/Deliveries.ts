@@ -9,7 +9,17 @@ import { Effect, Schema } from "effect"
 import { announce, channels } from "../Sql/Notify.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
-import { type AttemptRow, deliveryColumns, type DeliveryRow, type DeliveryStatus, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
+import {
+  type AttemptRow,
+  attemptRows,
+  deliveryColumns,
+  type DeliveryRow,
+  deliveryRows,
+  type DeliveryStatus,
+  type LogFilter,
+  logPage,
+  type LogPage
+} from "./DeliveryLog.js"
 
 /** Most queued rows of each status the health of a webhook counts. */
 export const QUEUED_CAP = 1_000
@@ -99,14 +109,14 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
     const list = (filter: LogFilter): Effect.Effect<LogPage> => logPage(sql, filter)
 
     const find = (webhookId: string, id: string): Effect.Effect<DeliveryRow | undefined> =>
-      sql<DeliveryRow>`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`.pipe(
+      deliveryRows(sql`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`).pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       )
 
     const findAttempts = (id: string): Effect.Effect<ReadonlyArray<AttemptRow>> =>
-      sql<AttemptRow>`SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
-        FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY attempt, started_at`.pipe(Effect.orDie)
+      attemptRows(sql`SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
+        FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY attempt, started_at`).pipe(Effect.orDie)
 
     /**
      * Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry
