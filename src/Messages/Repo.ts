@@ -73,6 +73,7 @@ export const storedRecordsQuery = (
   sql: SqlClient.SqlClient,
   named: ReadonlyArray<{ readonly instanceId: string; readonly waMessageId: string }>
 ) =>
+  // Hand-typed, not decoded with a Schema: read in every ingress group's write (speed).
   sql<StoredRecord>`SELECT m.id, m.instance_id, m.wa_message_id, m.direction, m.status, m.error
     FROM ${jsonArrayRows(sql, JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId }))), "k")}
     JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${lockRead(sql, "m", "m.id")}`
