@@ -5,10 +5,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Option } from "effect"
-import { ApiTokenId, type InstanceId, newId, nowIso, type OrganizationId, SessionId } from "../Domain/Ids.js"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { ApiTokenId, InstanceId, newId, nowIso, OrganizationId, SessionId } from "../Domain/Ids.js"
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
 import { announce, channels } from "../Sql/Notify.js"
+import { decodeRows, SqlBigint, SqlCount } from "../Sql/RowSchemas.js"
 import { API_TOKEN_PREFIX, generateSecret, hashSecret, SESSION_TOKEN_PREFIX, secretHint } from "./Secrets.js"
 
 export interface ApiTokenRow {
@@ -37,15 +38,32 @@ export interface Revocation {
   readonly token_hash: string
 }
 
-interface CredentialRow {
-  readonly kind: "api" | "session"
-  readonly id: string
-  readonly organization_id: OrganizationId
-  readonly expires_at: string | null
-  readonly instance_id: InstanceId | null
-  readonly phone_number_id: string | null
-  readonly waba_id: string | null
-}
+// seq is a bigint on PostgreSQL, read as text.
+const revocationRows = decodeRows(Schema.Struct({ seq: SqlBigint, token_hash: Schema.String }))
+const lastRevocationRows = decodeRows(Schema.Struct({ seq: SqlCount }))
+
+/** What a token hash finds: an API token (with its instance, if bound to one) or a session. */
+const CredentialRow = Schema.Struct({
+  kind: Schema.Literal("api", "session"),
+  id: Schema.String,
+  organization_id: OrganizationId,
+  expires_at: Schema.NullOr(Schema.String),
+  instance_id: Schema.NullOr(InstanceId),
+  phone_number_id: Schema.NullOr(Schema.String),
+  waba_id: Schema.NullOr(Schema.String)
+})
+type CredentialRow = typeof CredentialRow.Type
+const credentialRows = decodeRows(CredentialRow)
+
+const apiTokenRows = decodeRows(Schema.Struct({
+  id: ApiTokenId,
+  organization_id: OrganizationId,
+  instance_id: Schema.NullOr(InstanceId),
+  name: Schema.String,
+  token_hint: Schema.String,
+  created_at: Schema.String,
+  last_used_at: Schema.NullOr(Schema.String)
+}))
 
 interface HashRow {
   readonly token_hash: string
@@ -128,12 +146,12 @@ export const TokensRepoLive = Layer.effect(
         )
       },
       listApiTokens: (organizationId) =>
-        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+        apiTokenRows(sql`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
           FROM api_tokens WHERE organization_id = ${organizationId} AND revoked_at IS NULL
-          ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie),
+          ORDER BY created_at DESC, id DESC`).pipe(Effect.orDie),
       findApiToken: (id) =>
-        sql<ApiTokenRow>`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
-          FROM api_tokens WHERE id = ${id} AND revoked_at IS NULL`.pipe(
+        apiTokenRows(sql`SELECT id, organization_id, instance_id, name, token_hint, created_at, last_used_at
+          FROM api_tokens WHERE id = ${id} AND revoked_at IS NULL`).pipe(
           Effect.map((rows) => Option.fromNullable(rows[0])),
           Effect.orDie
         ),
@@ -152,13 +170,12 @@ export const TokensRepoLive = Layer.effect(
             WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND expires_at > ${now}
             RETURNING token_hash`
         ),
-      lastRevocation: sql<{ readonly seq: number | null }>`SELECT MAX(seq) AS seq FROM revocations`.pipe(
-        Effect.map((rows) => Number(rows[0]?.seq ?? 0)),
+      lastRevocation: lastRevocationRows(sql`SELECT MAX(seq) AS seq FROM revocations`).pipe(
+        Effect.map((rows) => rows[0]?.seq ?? 0),
         Effect.orDie
       ),
       revocationsAfter: (seq) =>
-        sql<Revocation>`SELECT seq, token_hash FROM revocations WHERE seq > ${seq} ORDER BY seq`.pipe(
-          Effect.map((rows) => rows.map((row) => ({ seq: Number(row.seq), token_hash: row.token_hash }))),
+        revocationRows(sql`SELECT seq, token_hash FROM revocations WHERE seq > ${seq} ORDER BY seq`).pipe(
           Effect.orDie
         ),
       pruneRevocations: (before) => sql`DELETE FROM revocations WHERE revoked_at < ${before}`.pipe(Effect.asVoid, Effect.orDie),
@@ -178,7 +195,7 @@ export const TokensRepoLive = Layer.effect(
         }`.pipe(Effect.as({ id, secret, expiresAt }), Effect.orDie)
       },
       findCredential: (tokenHash) =>
-        sql<CredentialRow>`
+        credentialRows(sql`
           SELECT 'api' AS kind, t.id, t.organization_id, NULL AS expires_at,
                  t.instance_id, i.phone_number_id, i.waba_id
             FROM api_tokens t LEFT JOIN instances i ON i.id = t.instance_id
@@ -186,7 +203,7 @@ export const TokensRepoLive = Layer.effect(
           UNION ALL
           SELECT 'session' AS kind, s.id, s.organization_id, s.expires_at, NULL, NULL, NULL
             FROM sessions s
-           WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`.pipe(
+           WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`).pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toCredential)),
           Effect.orDie
         ),

@@ -74,6 +74,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
         ) AS due
         JOIN webhooks w ON w.id = due.webhook_id
         WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${sql.in("w.organization_id", padded(fullOrganizations))})`
+    // Hand-typed, not decoded with a Schema: read on every lease (speed).
     return sql<DueRow>`${phase("pending", 0)} UNION ALL ${phase("failed", 1)}`
   }
 
@@ -155,6 +156,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       if (taken.length === 0) return []
       // A row finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a
       // filtered webhook that takes only some of its event's changes carries its own body.
+      // Hand-typed, not decoded with a Schema: the lease is the dispatcher's hot path (speed).
       const rows = yield* sql<LeasedDelivery>`
         SELECT d.id, d.webhook_id, w.organization_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
                COALESCE(d.body, e.body) AS body, w.url,

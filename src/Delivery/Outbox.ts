@@ -111,6 +111,7 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
           received_at: now,
           reason: c.reason ?? null
         }))).pipe(Effect.asVoid, Effect.orDie),
+      // Hand-typed, not decoded with a Schema: read in every ingress group's write (speed).
       queueingWebhooks: (instanceIds) =>
         sql<QueueingWebhook>`
           SELECT ${sql.literal(queueingColumns)} FROM webhooks

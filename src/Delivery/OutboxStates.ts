@@ -13,8 +13,9 @@
  * Leased rows are not counted here: no index finds them, and the dispatcher knows its own (Dispatcher.ts).
  */
 import type { SqlClient, Statement } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { OUTBOX_COUNT_CAP } from "../Metrics/Metrics.js"
+import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 
 export interface OutboxStateCounts {
   /** Due now and not leased (pending and failed rows, each counted up to the cap). */
@@ -26,14 +27,15 @@ export interface OutboxStateCounts {
   readonly oldestDueAt: string | null
 }
 
-interface Row {
-  readonly due_pending: number
-  readonly due_failed: number
-  readonly failed: number
-  readonly dead: number
-  readonly oldest_pending: string | null
-  readonly oldest_failed: string | null
-}
+/** The statement's one row: its counts are bigints (text) on PostgreSQL. */
+const stateRows = decodeRows(Schema.Struct({
+  due_pending: SqlCount,
+  due_failed: SqlCount,
+  failed: SqlCount,
+  dead: SqlCount,
+  oldest_pending: Schema.NullOr(Schema.String),
+  oldest_failed: Schema.NullOr(Schema.String)
+}))
 
 /** The statement (a test checks its plan) and its reading at `now`. */
 export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
@@ -48,7 +50,7 @@ export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
       ORDER BY next_attempt_at LIMIT 1)`
 
   const statement = (now: string) =>
-    sql<Row>`SELECT ${due("pending", now)} AS due_pending, ${due("failed", now)} AS due_failed,
+    sql`SELECT ${due("pending", now)} AS due_pending, ${due("failed", now)} AS due_failed,
         ${capped(sql`SELECT 1 AS one FROM deliveries WHERE status = 'failed' AND next_attempt_at IS NOT NULL AND next_attempt_at > ${now}`)} AS failed,
         ${
       // CROSS JOIN: SQLite keeps the webhooks as the outer loop (a seek each), whatever its statistics say.
@@ -58,12 +60,12 @@ export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
         ${oldest("pending", now)} AS oldest_pending, ${oldest("failed", now)} AS oldest_failed`
 
   const read = (now: string): Effect.Effect<OutboxStateCounts> =>
-    Effect.map(statement(now), ([row]) => {
+    Effect.map(stateRows(statement(now)), ([row]) => {
       const oldest = [row?.oldest_pending ?? null, row?.oldest_failed ?? null].filter((at): at is string => at !== null).sort()[0]
       return {
-        due: Math.min(OUTBOX_COUNT_CAP, Number(row?.due_pending ?? 0) + Number(row?.due_failed ?? 0)),
-        failed: Number(row?.failed ?? 0),
-        dead: Number(row?.dead ?? 0),
+        due: Math.min(OUTBOX_COUNT_CAP, (row?.due_pending ?? 0) + (row?.due_failed ?? 0)),
+        failed: row?.failed ?? 0,
+        dead: row?.dead ?? 0,
         oldestDueAt: oldest ?? null
       }
     }).pipe(Effect.orDie)

@@ -51,7 +51,11 @@ export interface LeasedDelivery {
   readonly next_attempt_at: string
   readonly body: string
   readonly url: string
-  readonly webhook_active: number | boolean
+  /**
+   * 0/1 as leased (an INTEGER on both engines), true when handed off in memory: read with Boolean().
+   * Not decoded on the lease, the dispatcher's hot path (speed).
+   */
+  readonly webhook_active: 0 | 1 | boolean
   /** As read at lease time: a success clears it. */
   readonly webhook_failing_since: string | null
   readonly secret_encrypted: string

@@ -1,8 +1,9 @@
 /** SQL for organizations and their instances (tenancy). */
 import { SqlClient } from "@effect/sql"
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import { InstanceId, newId, nowIso, OrganizationId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
+import { countRows, decodeRows } from "../Sql/RowSchemas.js"
 import { SecretCipher, SecretSlot } from "../Sql/SecretCipher.js"
 
 export interface OrganizationRow {
@@ -37,6 +38,17 @@ export const toInstanceRef = (row: InstanceRow): InstanceRef => ({
 
 const instanceColumns = "id, organization_id, name, phone_number_id, waba_id, marketing_messages, created_at"
 
+const organizationRows = decodeRows(Schema.Struct({ id: OrganizationId, name: Schema.String, created_at: Schema.String }))
+const instanceRows = decodeRows(Schema.Struct({
+  id: InstanceId,
+  organization_id: OrganizationId,
+  name: Schema.String,
+  phone_number_id: Schema.String,
+  waba_id: Schema.String,
+  marketing_messages: Schema.Literal(...marketingMessagesModes),
+  created_at: Schema.String
+}))
+
 export class InstancesRepo extends Context.Tag("InstancesRepo")<InstancesRepo, {
   readonly createOrganization: (name: string) => Effect.Effect<OrganizationRow>
   readonly findOrganization: (id: string) => Effect.Effect<Option.Option<OrganizationRow>>
@@ -70,7 +82,7 @@ export const InstancesRepoLive = Layer.effect(
     const cipher = yield* SecretCipher
 
     const findById = (id: string) =>
-      sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE id = ${id}`.pipe(
+      instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE id = ${id}`).pipe(
         Effect.map((rows) => Option.fromNullable(rows[0])),
         Effect.orDie
       )
@@ -81,17 +93,16 @@ export const InstancesRepoLive = Layer.effect(
         return sql`INSERT INTO organizations ${sql.insert({ ...row })}`.pipe(Effect.as(row), Effect.orDie)
       },
       findOrganization: (id) =>
-        sql<OrganizationRow>`SELECT id, name, created_at FROM organizations WHERE id = ${id}`.pipe(
+        organizationRows(sql`SELECT id, name, created_at FROM organizations WHERE id = ${id}`).pipe(
           Effect.map((rows) => Option.fromNullable(rows[0])),
           Effect.orDie
         ),
-      countOrganizations: sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM organizations`.pipe(
-        // PostgreSQL answers COUNT(*) as a bigint, which arrives as text.
-        Effect.map((rows) => Number(rows[0]?.n ?? 0)),
+      countOrganizations: countRows(sql`SELECT COUNT(*) AS n FROM organizations`).pipe(
+        Effect.map((rows) => rows[0]?.n ?? 0),
         Effect.orDie
       ),
-      listOrganizations: sql<OrganizationRow>`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`.pipe(Effect.orDie),
-      listInstances: sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances ORDER BY created_at, id`.pipe(Effect.orDie),
+      listOrganizations: organizationRows(sql`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`).pipe(Effect.orDie),
+      listInstances: instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances ORDER BY created_at, id`).pipe(Effect.orDie),
       createInstance: (input) =>
         Effect.gen(function*() {
           const taken = yield* sql<{ readonly organization_id: string; readonly phone_number_id: string }>`
@@ -123,8 +134,8 @@ export const InstancesRepoLive = Layer.effect(
           return row
         }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
       listByOrganization: (organizationId) =>
-        sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances
-          WHERE organization_id = ${organizationId} ORDER BY created_at, id`.pipe(Effect.orDie),
+        instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances
+          WHERE organization_id = ${organizationId} ORDER BY created_at, id`).pipe(Effect.orDie),
       updateInstance: (id, settings) =>
         sql`UPDATE instances SET marketing_messages = ${settings.marketingMessages} WHERE id = ${id}`.pipe(
           Effect.orDie,
@@ -132,7 +143,7 @@ export const InstancesRepoLive = Layer.effect(
         ),
       findById,
       findByPhoneNumberId: (phoneNumberId) =>
-        sql<InstanceRow>`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE phone_number_id = ${phoneNumberId}`.pipe(
+        instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE phone_number_id = ${phoneNumberId}`).pipe(
           Effect.map((rows) => Option.fromNullable(rows[0])),
           Effect.orDie
         ),

@@ -1,18 +1,29 @@
 /**
- * Idempotency-Key answers of sends, scoped per instance (the sending number) and kept 24 hours. The first request with
+ * Idempotency-Key answers of sends, scoped per instance (the sending number) and kept 24 hours
+ * (Sql/IdempotencyKeys.ts, the mechanism webhook test events use too). The first request with
  * a key claims it (a row without answer); the answer is stored when it is final, and a repeat with the
  * same body gets that answer again without sending. A different body, or a repeat while the first is
  * still running, is a 409.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { Conflict, ServiceUnavailable } from "../Domain/Errors.js"
-import { type InstanceId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
+import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import type { Json } from "../Domain/Json.js"
 
 export const IDEMPOTENCY_TTL = Duration.hours(24)
+
+const SendKeyHeld = Schema.Struct({
+  organization_id: Schema.String,
+  request_hash: Schema.String,
+  /** Both NULL while the first request runs. */
+  status_code: Schema.NullOr(Schema.Number),
+  response: Schema.NullOr(Schema.String)
+})
+type SendKeyHeld = typeof SendKeyHeld.Type
 
 export interface KeyRef {
   readonly organizationId: OrganizationId
@@ -26,11 +37,13 @@ export type Claim =
   /** The stored first answer: status code and JSON body text. */
   | { readonly _tag: "Replay"; readonly statusCode: number; readonly body: string }
 
-interface KeyRow {
-  readonly request_hash: string
-  readonly status_code: number | null
-  readonly response: string | null
-  readonly created_at: string
+/** A send's key: held per instance for 24 hours, with the request's hash and, once final, its answer. */
+const sendKeys: KeyKind<SendKeyHeld, typeof SendKeyHeld.Encoded> = {
+  table: "idempotency_keys",
+  scopeColumn: "instance_id",
+  window: IDEMPOTENCY_TTL,
+  held: SendKeyHeld,
+  columns: ["organization_id", "request_hash", "status_code", "response"]
 }
 
 /** JSON with object keys sorted, so the same body hashes the same whatever its key order. */
@@ -59,45 +72,26 @@ export const IdempotencyKeysLive = Layer.scoped(
   IdempotencyKeys,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const cutoff = () => new Date(Date.now() - Duration.toMillis(IDEMPOTENCY_TTL)).toISOString()
+    const keys = keysOf(sql, sendKeys)
+    const scoped = (ref: KeyRef) => ({ scope: ref.instanceId, key: ref.key })
 
     // Expired keys are dropped hourly, by one replica of the fleet; a claim also replaces an expired row for its own key.
-    const purge = Effect.suspend(() => sql`DELETE FROM idempotency_keys WHERE created_at < ${cutoff()}`).pipe(
+    const purge = Effect.suspend(() => keys.purge(new Date())).pipe(
       Effect.catchAll((e) => Effect.logWarning("Could not purge expired idempotency keys", e))
     )
     yield* runForFleet("idempotency-purge", { every: Duration.hours(1), firstAfter: Duration.zero }, purge)
 
     const claim = (input: KeyRef & { readonly requestHash: string }) =>
-      Effect.gen(function*() {
-        const now = nowIso()
-        const inserted = yield* sql<{ readonly created_at: string }>`INSERT INTO idempotency_keys ${
-          sql.insert({
-            organization_id: input.organizationId,
-            idempotency_key: input.key,
-            instance_id: input.instanceId,
-            request_hash: input.requestHash,
-            status_code: null,
-            response: null,
-            created_at: now
-          })
-        } ON CONFLICT (instance_id, idempotency_key) DO NOTHING RETURNING created_at`
-        if (inserted.length > 0) return { _tag: "Claimed" } as const
-        const existing = (yield* sql<KeyRow>`SELECT request_hash, status_code, response, created_at FROM idempotency_keys
-          WHERE instance_id = ${input.instanceId} AND idempotency_key = ${input.key}`)[0]
-        if (existing === undefined) return { _tag: "Busy" } as const
-        if (existing.created_at < cutoff()) {
-          // Expired: take it over, unless another request did so first.
-          const taken = yield* sql<{ readonly created_at: string }>`UPDATE idempotency_keys
-            SET request_hash = ${input.requestHash}, status_code = NULL, response = NULL,
-                created_at = ${now}
-            WHERE instance_id = ${input.instanceId} AND idempotency_key = ${input.key} AND created_at = ${existing.created_at}
-            RETURNING created_at`
-          return taken.length > 0 ? { _tag: "Claimed" } as const : { _tag: "Busy" } as const
+      Effect.map(
+        keys.claim(scoped(input), { organization_id: input.organizationId, request_hash: input.requestHash, status_code: null, response: null }, new Date()),
+        (claimed) => {
+          if (claimed._tag !== "Held") return claimed
+          const { held } = claimed
+          if (held.request_hash !== input.requestHash) return { _tag: "Mismatch" } as const
+          if (held.status_code === null || held.response === null) return { _tag: "Busy" } as const
+          return { _tag: "Replay", statusCode: held.status_code, body: held.response } as const
         }
-        if (existing.request_hash !== input.requestHash) return { _tag: "Mismatch" } as const
-        if (existing.status_code === null || existing.response === null) return { _tag: "Busy" } as const
-        return { _tag: "Replay", statusCode: existing.status_code, body: existing.response } as const
-      })
+      )
 
     return IdempotencyKeys.of({
       begin: (input) =>
@@ -126,15 +120,11 @@ export const IdempotencyKeysLive = Layer.scoped(
           })
         ),
       complete: (ref, statusCode, body) =>
-        sql`UPDATE idempotency_keys SET status_code = ${statusCode}, response = ${JSON.stringify(body)}
-          WHERE instance_id = ${ref.instanceId} AND idempotency_key = ${ref.key}`.pipe(
-          Effect.asVoid,
+        keys.update(scoped(ref), { status_code: statusCode, response: JSON.stringify(body) }).pipe(
           Effect.catchAll((e) => Effect.logError("Could not store the answer of an Idempotency-Key; retries with it get 409 until it expires", e))
         ),
       release: (ref) =>
-        sql`DELETE FROM idempotency_keys
-          WHERE instance_id = ${ref.instanceId} AND idempotency_key = ${ref.key} AND status_code IS NULL`.pipe(
-          Effect.asVoid,
+        keys.release(scoped(ref), sql`status_code IS NULL`).pipe(
           Effect.catchAll((e) => Effect.logError("Could not release an Idempotency-Key; retries with it get 409 until it expires", e))
         )
     })

@@ -6,41 +6,50 @@
  * records are left out of the status index to spare every send), so a page filtered by them examines
  * at most SCAN_WINDOW records. Plans are checked in test/messages-list.test.ts.
  */
-import type { SqlClient, Statement } from "@effect/sql"
-import { Effect } from "effect"
-import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import type { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
+import { type Direction, directions, type MessageStatus, messageStatuses } from "../Domain/Vocabulary.js"
+import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { identifiersOf } from "./Identities.js"
-import type { Direction, MessageStatus } from "../Domain/Vocabulary.js"
-import type { SendEndpoint } from "../Upstream/Upstream.js"
+import { sendEndpoints } from "../Upstream/Upstream.js"
 
-export interface MessageRow {
-  readonly id: string
-  readonly organization_id: OrganizationId
-  readonly instance_id: InstanceId
-  readonly direction: Direction
-  readonly wa_message_id: string | null
-  readonly to_number: string | null
-  readonly from_number: string | null
-  readonly type: string
-  readonly status: MessageStatus
-  readonly error: string | null
-  readonly created_at: string
+/** A message record as read: its direction, status and endpoint are the hub's words (Domain/Vocabulary.ts). */
+export const MessageRow = Schema.Struct({
+  id: Schema.String,
+  organization_id: OrganizationId,
+  instance_id: InstanceId,
+  direction: Schema.Literal(...directions),
+  wa_message_id: Schema.NullOr(Schema.String),
+  to_number: Schema.NullOr(Schema.String),
+  from_number: Schema.NullOr(Schema.String),
+  type: Schema.String,
+  status: Schema.Literal(...messageStatuses),
+  error: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
   /** When the current status was reached; and each step's time, when the hub saw it (migration 0013). */
-  readonly status_at: string | null
-  readonly sent_at: string | null
-  readonly delivered_at: string | null
-  readonly read_at: string | null
-  readonly failed_at: string | null
+  status_at: Schema.NullOr(Schema.String),
+  sent_at: Schema.NullOr(Schema.String),
+  delivered_at: Schema.NullOr(Schema.String),
+  read_at: Schema.NullOr(Schema.String),
+  failed_at: Schema.NullOr(Schema.String),
   /** The other party's BSUID, parent BSUID and username, and the send's category, when known (migration 0016). */
-  readonly user_id: string | null
-  readonly parent_user_id: string | null
-  readonly username: string | null
-  readonly category: string | null
+  user_id: Schema.NullOr(Schema.String),
+  parent_user_id: Schema.NullOr(Schema.String),
+  username: Schema.NullOr(Schema.String),
+  category: Schema.NullOr(Schema.String),
   /** The Graph endpoint that carried a send, and where a record came from when not a send or the `messages` field. */
-  readonly endpoint: SendEndpoint | null
-  readonly origin: string | null
-}
+  endpoint: Schema.NullOr(Schema.Literal(...sendEndpoints)),
+  origin: Schema.NullOr(Schema.String)
+})
+export type MessageRow = typeof MessageRow.Type
+
+/** Decodes message records as read (the list's page, one record). */
+export const messageRows = decodeRows(MessageRow)
+
+/** The list's total: sums and counts, bigints (text) on PostgreSQL. */
+const totalRows = decodeRows(Schema.Struct({ total: SqlCount, examined: SqlCount }))
 
 export const messageColumns =
   "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at, status_at, sent_at, delivered_at, read_at, failed_at, " +
@@ -129,17 +138,17 @@ export const listQueries = (
   // One row more than the page says whether more may follow it.
   const take = page.limit + 1
   const pageQuery = residual
-    ? sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM (
+    ? sql`SELECT ${sql.literal(messageColumns)} FROM (
         SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT ${SCAN_WINDOW}
       ) AS examined WHERE ${sql.and(residualMatch)} ${order} LIMIT ${take} OFFSET ${offset}`
-    : sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset, ...residualMatch])}
+    : sql`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset, ...residualMatch])}
       ${order} LIMIT ${take} OFFSET ${offset}`
   /** The last record a residual page examined, when it examined a whole window: older matches may lie past it. */
   const windowEnd = sql<{ readonly created_at: string; readonly id: string }>`SELECT created_at, id FROM messages
     WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`
   const unfiltered = parties === undefined && filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
     filter.createdFrom === undefined && filter.createdUntil === undefined
-  const total: Statement.Statement<{ readonly total: number; readonly examined: number }> = unfiltered
+  const total = unfiltered
     ? filter.instanceId === undefined
       ? sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE organization_id = ${filter.organizationId}`
       : sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE instance_id = ${filter.instanceId}`
@@ -156,7 +165,7 @@ export const listPage = (sql: SqlClient.SqlClient, filter: ListFilter) =>
   Effect.gen(function*() {
     const parties = filter.user === undefined ? undefined : yield* identifiersOf(sql, filter.organizationId, filter.user)
     const queries = listQueries(sql, filter, parties)
-    const fetched = yield* queries.page
+    const fetched = yield* messageRows(queries.page)
     const newestFirst = filter.page._tag === "After" ? [...fetched].reverse() : fetched
     const rows = filter.page._tag === "After" ? newestFirst.slice(newestFirst.length - Math.min(newestFirst.length, filter.page.limit)) : newestFirst.slice(0, filter.page.limit)
     const oldest = rows[rows.length - 1]
@@ -167,10 +176,10 @@ export const listPage = (sql: SqlClient.SqlClient, filter: ListFilter) =>
       : queries.residual
       ? yield* Effect.map(queries.windowEnd, (end) => (end[0] === undefined ? undefined : { createdAt: end[0].created_at, id: end[0].id }))
       : undefined
-    const counted = (yield* queries.total)[0]
-    const matched = Number(counted?.total ?? 0)
+    const counted = (yield* totalRows(queries.total))[0]
+    const matched = counted?.total ?? 0
     // A kept count is exact; a counted total stops at COUNT_CAP, and a window's count at what it examined.
     if (queries.totalKind === "kept") return { rows, more, total: matched, totalCapped: false } satisfies ListPage
-    const capped = matched > COUNT_CAP || Number(counted?.examined ?? 0) >= SCAN_WINDOW
+    const capped = matched > COUNT_CAP || (counted?.examined ?? 0) >= SCAN_WINDOW
     return { rows, more, total: Math.min(matched, COUNT_CAP), totalCapped: capped } satisfies ListPage
   })

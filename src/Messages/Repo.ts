@@ -15,7 +15,7 @@ import type { Json } from "../Domain/Json.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
-import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow } from "./ListQueries.js"
+import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow, messageRows } from "./ListQueries.js"
 import { messageStatuses } from "../Domain/Vocabulary.js"
 import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
 import { type SendEndpoint } from "../Upstream/Upstream.js"
@@ -74,6 +74,7 @@ export const storedRecordsQuery = (
   sql: SqlClient.SqlClient,
   named: ReadonlyArray<{ readonly instanceId: string; readonly waMessageId: string }>
 ) =>
+  // Hand-typed, not decoded with a Schema: read in every ingress group's write (speed).
   sql<StoredRecord>`SELECT m.id, m.instance_id, m.wa_message_id, m.direction, m.status, m.error
     FROM ${jsonArrayRows(sql, JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId }))), "k")}
     JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${lockRead(sql, "m", "m.id")}`
@@ -225,14 +226,15 @@ export const MessagesRepoLive = Layer.effect(
         // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
         // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
         yield* lockNames(sql, accepted.map((r) => r.waMessageId))
-        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: number | boolean }>`UPDATE messages
+        // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
+        // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
+        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }>`UPDATE messages
             SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
             FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
             WHERE messages.id = a.value ->> 'id'
-            RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, EXISTS (SELECT 1 FROM message_status_backlog b
-              WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) AS early`
-        // EXISTS is 1 on SQLite, true on PostgreSQL.
-        yield* Effect.forEach(rows, (row) => (row.early === 1 || row.early === true ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
+            RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
+              WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
+        yield* Effect.forEach(rows, (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
         return accepted.map(() => undefined)
       })
     )
@@ -279,7 +281,7 @@ export const MessagesRepoLive = Layer.effect(
           WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
       applyChanges: (all) => Effect.orDie(applyChanges(sql, all)),
       findById: (id) =>
-        sql<MessageRow>`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`.pipe(
+        messageRows(sql`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`).pipe(
           Effect.map((rows) => rows[0]),
           Effect.orDie
         ),

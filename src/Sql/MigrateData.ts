@@ -12,6 +12,7 @@ import { Context, Data, Effect, Layer, Redacted, type Scope } from "effect"
 import { existsSync } from "node:fs"
 import { databaseEngine } from "../Config.js"
 import { postgresLayer, sqliteLayer } from "./Client.js"
+import { countRows } from "./RowSchemas.js"
 
 export class MigrateDataError extends Data.TaggedError("MigrateDataError")<{ readonly message: string }> {}
 
@@ -59,7 +60,7 @@ const targetColumns = (target: SqlClient.SqlClient, table: string) =>
   )
 
 const countOf = (sql: SqlClient.SqlClient, table: string) =>
-  Effect.map(sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table)}`, (rows) => Number(rows[0]?.n ?? 0))
+  Effect.map(countRows(sql`SELECT COUNT(*) AS n FROM ${sql(table)}`), (rows) => rows[0]?.n ?? 0)
 
 /**
  * Runs a read of the source outside the target's transaction: @effect/sql finds the transaction's

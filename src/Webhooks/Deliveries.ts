@@ -5,10 +5,20 @@
  * writes, leases and attempts deliveries is src/Delivery/.
  */
 import { SqlClient, type Statement } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { announce, channels } from "../Sql/Notify.js"
+import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
-import { type AttemptRow, deliveryColumns, type DeliveryRow, type LogFilter, logPage, type LogPage } from "./DeliveryLog.js"
+import {
+  type AttemptRow,
+  attemptRows,
+  deliveryColumns,
+  type DeliveryRow,
+  deliveryRows,
+  type LogFilter,
+  logPage,
+  type LogPage
+} from "./DeliveryLog.js"
 import type { DeliveryStatus } from "../Domain/Vocabulary.js"
 
 /** Most queued rows of each status the health of a webhook counts. */
@@ -48,6 +58,16 @@ const requeue = (sql: SqlClient.SqlClient, where: Statement.Fragment, now: strin
     Effect.tap((rows) => (rows.length === 0 ? Effect.void : announce(sql, channels.outbox, "replayed")))
   )
 
+/** The health statement's row: its sums and counts are bigints (text) on PostgreSQL. */
+const healthRows = decodeRows(Schema.Struct({
+  succeeded: SqlCount,
+  failed: SqlCount,
+  dead: SqlCount,
+  last_success_at: Schema.NullOr(Schema.String),
+  pending: SqlCount,
+  retrying: SqlCount
+}))
+
 /**
  * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
  * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
@@ -62,23 +82,16 @@ const healthOf = (sql: SqlClient.SqlClient, webhookIds: ReadonlyArray<string>, s
       const queued = (status: string) =>
         sql`(SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
           WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${QUEUED_CAP + 1}) AS queued)`
-      const [row] = yield* sql<{
-        readonly succeeded: number
-        readonly failed: number
-        readonly dead: number
-        readonly last_success_at: string | null
-        readonly pending: number
-        readonly retrying: number
-      }>`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
+      const [row] = yield* healthRows(sql`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
           (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
             ORDER BY hour DESC LIMIT 1) AS last_success_at,
-          ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
-      const pending = Number(row?.pending ?? 0)
-      const retrying = Number(row?.retrying ?? 0)
+          ${queued("pending")} AS pending, ${queued("failed")} AS retrying`)
+      const pending = row?.pending ?? 0
+      const retrying = row?.retrying ?? 0
       health.set(webhookId, {
-        succeeded: Number(row?.succeeded ?? 0),
-        failed: Number(row?.failed ?? 0),
-        dead: Number(row?.dead ?? 0),
+        succeeded: row?.succeeded ?? 0,
+        failed: row?.failed ?? 0,
+        dead: row?.dead ?? 0,
         lastSuccessAt: row?.last_success_at ?? null,
         pending: Math.min(pending, QUEUED_CAP),
         retrying: Math.min(retrying, QUEUED_CAP),
@@ -96,14 +109,14 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
     const list = (filter: LogFilter): Effect.Effect<LogPage> => logPage(sql, filter)
 
     const find = (webhookId: string, id: string): Effect.Effect<DeliveryRow | undefined> =>
-      sql<DeliveryRow>`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`.pipe(
+      deliveryRows(sql`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`).pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       )
 
     const findAttempts = (id: string): Effect.Effect<ReadonlyArray<AttemptRow>> =>
-      sql<AttemptRow>`SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
-        FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY attempt, started_at`.pipe(Effect.orDie)
+      attemptRows(sql`SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
+        FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY attempt, started_at`).pipe(Effect.orDie)
 
     /**
      * Sends a delivery again: a finished one gets one more attempt with the same webhook-id; a retry

@@ -18,36 +18,41 @@
  * term, sent it to deliveries_due. Plans are checked in test/delivery-log.test.ts.
  */
 import type { SqlClient, Statement } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
-import type { DeliveryStatus } from "../Domain/Vocabulary.js"
+import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
+import { type DeliveryStatus, deliveryStatuses } from "../Domain/Vocabulary.js"
 
 
 /** A delivery as its log shows it. */
-export interface DeliveryRow {
-  readonly id: string
-  readonly webhook_id: string
-  readonly event_id: string
-  readonly message_id: string
-  readonly status: DeliveryStatus
-  readonly attempts: number
-  readonly next_attempt_at: string | null
-  readonly last_status_code: number | null
-  readonly last_error: string | null
-  readonly created_at: string
-  readonly updated_at: string
-}
+export const DeliveryRow = Schema.Struct({
+  id: Schema.String,
+  webhook_id: Schema.String,
+  event_id: Schema.String,
+  message_id: Schema.String,
+  status: Schema.Literal(...deliveryStatuses),
+  attempts: Schema.Number,
+  next_attempt_at: Schema.NullOr(Schema.String),
+  last_status_code: Schema.NullOr(Schema.Number),
+  last_error: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  updated_at: Schema.String
+})
+export type DeliveryRow = typeof DeliveryRow.Type
+export const deliveryRows = decodeRows(DeliveryRow)
 
 /** One logged attempt of a delivery. */
-export interface AttemptRow {
-  readonly delivery_id: string
-  readonly attempt: number
-  readonly started_at: string
-  readonly status_code: number | null
-  readonly latency_ms: number
-  readonly error: string | null
-  readonly response_snippet: string | null
-}
+export const AttemptRow = Schema.Struct({
+  delivery_id: Schema.String,
+  attempt: Schema.Number,
+  started_at: Schema.String,
+  status_code: Schema.NullOr(Schema.Number),
+  latency_ms: Schema.Number,
+  error: Schema.NullOr(Schema.String),
+  response_snippet: Schema.NullOr(Schema.String)
+})
+export type AttemptRow = typeof AttemptRow.Type
+export const attemptRows = decodeRows(AttemptRow)
 
 export const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 
@@ -86,7 +91,13 @@ export interface LogPage {
   readonly totalCapped: boolean
 }
 
-type LogRow = DeliveryRow & { readonly sort_at: string }
+/** A page's row: the delivery and the time it is ordered by. */
+const LogRow = Schema.Struct({ ...DeliveryRow.fields, sort_at: Schema.String })
+type LogRow = typeof LogRow.Type
+const logRows = decodeRows(LogRow)
+
+/** A total's rows (one per statement's arm when walked): counts and sums, bigints (text) on PostgreSQL. */
+const totalRows = decodeRows(Schema.Struct({ matched: SqlCount, examined: SqlCount }))
 
 const maxOf = (a: Keyset, b: Keyset) => (a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id) ? a : b)
 const minOf = (a: Keyset, b: Keyset) => (maxOf(a, b) === a ? b : a)
@@ -148,7 +159,7 @@ export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
 
   /** One statement's page: the merged arms, newest first (oldest first after a cursor). */
   const pageOf = (webhookIds: ReadonlyArray<string>, bound: Keyset | undefined, alone: boolean) =>
-    sql<LogRow>`${
+    sql`${
       armsOf(webhookIds, (webhookId) =>
         sql`SELECT ${t} AS sort_at, ${sql.literal(deliveryColumns)} FROM deliveries
           WHERE webhook_id = ${webhookId} ${matchStatus} AND ${range(bound, true)} ${walked ? sql`AND status = 'succeeded'` : sql``}`)
@@ -163,13 +174,13 @@ export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
   /** The total of one statement's webhooks: counted up to COUNT_CAP + 1 (walked: within each window). */
   const totalOf = (webhookIds: ReadonlyArray<string>, window: number) =>
     walked
-      ? sql<{ readonly matched: number; readonly examined: number }>`${
+      ? sql`${
         armsOf(webhookIds, (webhookId) =>
           sql`SELECT COALESCE(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END), 0) AS matched, COUNT(*) AS examined
             FROM (SELECT status FROM deliveries WHERE webhook_id = ${webhookId} AND ${range(undefined, false)}
               ORDER BY created_at DESC, id DESC LIMIT ${window}) AS examined`)
       }`
-      : sql<{ readonly matched: number; readonly examined: number }>`SELECT COUNT(*) AS matched, 0 AS examined FROM (${
+      : sql`SELECT COUNT(*) AS matched, 0 AS examined FROM (${
         armsOf(webhookIds, (webhookId) =>
           sql`SELECT 1 AS one FROM deliveries WHERE webhook_id = ${webhookId} ${matchStatus} AND ${range(undefined, false)}`)
       } LIMIT ${COUNT_CAP + 1}) AS matched`
@@ -199,7 +210,7 @@ export const logPage = (sql: SqlClient.SqlClient, filter: LogFilter): Effect.Eff
     }
     const groups = chunks(filter.webhookIds)
     const alone = groups.length === 1
-    const fetched = (yield* Effect.forEach(groups, (group) => queries.pageOf(group, bound, alone))).flat()
+    const fetched = (yield* Effect.forEach(groups, (group) => logRows(queries.pageOf(group, bound, alone)))).flat()
     const merged = alone ? fetched : [...fetched].sort(descending ? newestFirst : (a, b) => newestFirst(b, a)).slice(page._tag === "Offset" ? page.offset : 0)
     const inOrder = descending ? merged : [...merged].reverse()
     const rows = descending ? inOrder.slice(0, page.limit) : inOrder.slice(Math.max(0, inOrder.length - page.limit))
@@ -214,15 +225,15 @@ export const logPage = (sql: SqlClient.SqlClient, filter: LogFilter): Effect.Eff
     let matched = 0
     let capped = false
     for (const group of groups) {
-      for (const counted of yield* queries.totalOf(group, window)) {
-        matched += Number(counted.matched)
-        if (Number(counted.examined) >= window) capped = true
+      for (const counted of yield* totalRows(queries.totalOf(group, window))) {
+        matched += counted.matched
+        if (counted.examined >= window) capped = true
       }
     }
-    const attempts = rows.length === 0 ? [] : yield* sql<AttemptRow>`
+    const attempts = rows.length === 0 ? [] : yield* attemptRows(sql`
       SELECT delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
         FROM delivery_attempts WHERE ${sql.in("delivery_id", rows.map((r) => r.id))}
-       ORDER BY delivery_id, attempt, started_at`
+       ORDER BY delivery_id, attempt, started_at`)
     return {
       rows: rows.map(({ sort_at, ...row }) => row),
       attempts,

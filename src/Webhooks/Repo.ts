@@ -7,8 +7,9 @@
  * at once cannot both pass.
  */
 import { SqlClient } from "@effect/sql"
-import { Data, Effect, Option } from "effect"
+import { Data, Effect, Option, Schema } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
+import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"
 import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
@@ -33,11 +34,23 @@ export interface WebhookRow {
   readonly updated_at: string
 }
 
-interface StoredWebhook extends Omit<WebhookRow, "active" | "events" | "disabled_reason"> {
-  readonly active: number | boolean
-  readonly events: string | null
-  readonly disabled_reason: string | null
-}
+/** A webhook's columns as read (`columns`): `active` is 0/1 on SQLite; the filter and the reason are turned into a WebhookRow by toRow. */
+const StoredWebhook = Schema.Struct({
+  id: Schema.String,
+  organization_id: Schema.String,
+  instance_id: Schema.String,
+  name: Schema.String,
+  url: Schema.String,
+  active: SqlBoolean,
+  disabled_reason: Schema.NullOr(Schema.String),
+  failing_since: Schema.NullOr(Schema.String),
+  events: Schema.NullOr(Schema.String),
+  headers: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  updated_at: Schema.String
+})
+type StoredWebhook = typeof StoredWebhook.Type
+const storedWebhooks = decodeRows(StoredWebhook)
 
 /** Whose webhooks a request may see: its organization's, narrowed to one instance for instance tokens. */
 export interface WebhookScope {
@@ -106,7 +119,6 @@ const isReason = (reason: string): reason is DisabledReason => reasons.has(reaso
 
 const toRow = (stored: StoredWebhook): WebhookRow => ({
   ...stored,
-  active: Boolean(stored.active),
   disabled_reason: stored.disabled_reason === null ? null : isReason(stored.disabled_reason) ? stored.disabled_reason : "manual",
   events: parseFilter(stored.events)
 })
@@ -169,9 +181,9 @@ const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipherShape, inpu
     const { perInstance } = input
     if (perInstance !== undefined) {
       yield* lockInstance(sql, input.instanceId)
-      const [counted] = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM webhooks
-        WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`
-      if (Number(counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
+      const [counted] = yield* countRows(sql`SELECT COUNT(*) AS n FROM webhooks
+        WHERE instance_id = ${input.instanceId} AND deleted_at IS NULL`)
+      if ((counted?.n ?? 0) >= perInstance) return yield* new WebhookLimitReached({ limit: perInstance })
     }
     const id = newId("whk")
     const headers = headerColumns(cipher, id, input.headers ?? {})
@@ -207,18 +219,18 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
         : sql`organization_id = ${scope.organizationId} AND instance_id = ${scope.instanceId}`
 
     const find = (scope: WebhookScope, id: string) =>
-      sql<StoredWebhook>`SELECT ${sql.literal(columns)} FROM webhooks
-        WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)}`.pipe(
+      storedWebhooks(sql`SELECT ${sql.literal(columns)} FROM webhooks
+        WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)}`).pipe(
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRow))
       )
 
     const service: WebhooksRepoShape = {
       create: (input) => insertWebhook(sql, cipher, input),
       list: (scope, filter) =>
-        sql<StoredWebhook>`SELECT ${sql.literal(columns)} FROM webhooks
+        storedWebhooks(sql`SELECT ${sql.literal(columns)} FROM webhooks
           WHERE deleted_at IS NULL AND ${scoped(scope)}
           ${filter.instanceId === undefined ? sql`` : sql`AND instance_id = ${filter.instanceId}`}
-          ORDER BY created_at, id`.pipe(
+          ORDER BY created_at, id`).pipe(
           Effect.map((rows) => {
             const all = rows.map(toRow)
             const { event } = filter

@@ -4,14 +4,15 @@
  * attempted and logged like any other), answered with the delivery once its first attempt is
  * logged, or as it stands after the webhook timeout. At most one test per webhook a second; an
  * Idempotency-Key repeated within 10 minutes answers the first test's delivery instead of sending
- * another. Both are kept in the database (`webhooks.last_test_at`, `webhook_tests`: migration 0012)
- * and decided in the transaction that writes the test, so they hold for a fleet of replicas.
+ * another (the keys are Sql/IdempotencyKeys.ts's, as sends' are). Both are kept in the database
+ * (`webhooks.last_test_at`, `webhook_tests`: migration 0012) and decided in the transaction that
+ * writes the test, so they hold for a fleet of replicas.
  *
  * The body: {"object":"hub.test","entry":[{"id":"<instance id>","time":<unix seconds>,"changes":[{"field":"hub.test",
  * "value":{"webhook_id":"whk_…","instance_id":"ins_…","event_id":"evt_…","message":"…","sent_at":"<ISO 8601>"}}]}]}
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Data, Duration, Effect, Exit, Option } from "effect"
+import { Cause, Data, Duration, Effect, Exit, Option, Schema } from "effect"
 import { HubConfig } from "../Config.js"
 import { newId } from "../Domain/Ids.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
@@ -20,13 +21,23 @@ import { Handoff } from "../Delivery/Handoff.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
+import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 
 /** The `object` (and change `field`) of a test event. */
 const TEST_EVENT_KIND = "hub.test"
 
 const MIN_INTERVAL_MS = 1_000
-const KEY_WINDOW_MS = 10 * 60_000
+
+/** A test's key: held per webhook for 10 minutes, with the delivery of the test it sent (Sql/IdempotencyKeys.ts). */
+const TestKeyHeld = Schema.Struct({ delivery_id: Schema.String })
+const testEventKeys: KeyKind<typeof TestKeyHeld.Type, typeof TestKeyHeld.Encoded> = {
+  table: "webhook_tests",
+  scopeColumn: "webhook_id",
+  window: Duration.minutes(10),
+  held: TestKeyHeld,
+  columns: ["delivery_id"]
+}
 
 const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
   JSON.stringify({
@@ -67,6 +78,7 @@ export const makeTestEvents = Effect.gen(function*() {
   const handoff = yield* Handoff
   const signal = yield* DispatchSignal
   const watch = yield* DeliveryWatch
+  const keys = keysOf(sql, testEventKeys)
   // The attempt is bounded by the webhook timeout; the second covers the round that logs it.
   const waitBound = Duration.sum(config.webhookTimeout, Duration.seconds(1))
 
@@ -79,11 +91,8 @@ export const makeTestEvents = Effect.gen(function*() {
     Effect.gen(function*() {
       const nowMs = at.getTime()
       if (key !== undefined) {
-        const [known] = yield* sql<{ readonly delivery_id: string; readonly created_at: string }>`SELECT delivery_id, created_at
-          FROM webhook_tests WHERE webhook_id = ${webhookId} AND idempotency_key = ${key}`
-        if (known !== undefined && nowMs - Date.parse(known.created_at) < KEY_WINDOW_MS) {
-          return { _tag: "Repeat", deliveryId: known.delivery_id } satisfies TestOutcome
-        }
+        const known = yield* keys.find({ scope: webhookId, key }, at)
+        if (Option.isSome(known)) return { _tag: "Repeat", deliveryId: known.value.delivery_id } satisfies TestOutcome
       }
       const claimed = yield* sql`UPDATE webhooks SET last_test_at = ${at.toISOString()}
         WHERE id = ${webhookId} AND (last_test_at IS NULL OR last_test_at <= ${new Date(nowMs - MIN_INTERVAL_MS).toISOString()}) RETURNING id`
@@ -93,12 +102,25 @@ export const makeTestEvents = Effect.gen(function*() {
       return { _tag: "TooSoon", retryAfterMs: Math.max(1, MIN_INTERVAL_MS - (nowMs - lastMs)) } satisfies TestOutcome
     })
 
-  /** Remembers the key for its window; a webhook's keys past their window go at the same time. */
+  /**
+   * Takes the key for the test's delivery; the webhook's keys past their window go at the same time.
+   * No other test can hold the key here (an admitted test holds its webhook's row until it commits);
+   * were one to, its delivery answers, and a key that changed hands meanwhile is refused as a second
+   * test within the second is.
+   */
   const rememberKey = (webhookId: string, key: string, deliveryId: string, at: Date) =>
-    Effect.zipRight(
-      sql`DELETE FROM webhook_tests WHERE webhook_id = ${webhookId} AND created_at < ${new Date(at.getTime() - KEY_WINDOW_MS).toISOString()}`,
-      sql`INSERT INTO webhook_tests ${sql.insert({ webhook_id: webhookId, idempotency_key: key, delivery_id: deliveryId, created_at: at.toISOString() })}`
-    )
+    Effect.gen(function*() {
+      yield* keys.purge(at, webhookId)
+      const claim = yield* keys.claim({ scope: webhookId, key }, { delivery_id: deliveryId }, at)
+      switch (claim._tag) {
+        case "Claimed":
+          return undefined
+        case "Held":
+          return { _tag: "Repeat", deliveryId: claim.held.delivery_id } satisfies TestOutcome
+        case "Busy":
+          return { _tag: "TooSoon", retryAfterMs: MIN_INTERVAL_MS } satisfies TestOutcome
+      }
+    })
 
   /** Runs `start` with the delivery's next logged attempt watched, then waits for it (bounded) if `coming` says one is. */
   const watching = <A>(deliveryId: string, start: Effect.Effect<A>, coming: (started: A) => boolean) =>
@@ -130,7 +152,8 @@ export const makeTestEvents = Effect.gen(function*() {
       const written = yield* Effect.exit(batcher.run(Effect.gen(function*() {
         const refused = yield* admit(webhook.id, key, at)
         if (refused !== undefined) return refused
-        if (key !== undefined) yield* rememberKey(webhook.id, key, deliveryId, at)
+        const held = key === undefined ? undefined : yield* rememberKey(webhook.id, key, deliveryId, at)
+        if (held !== undefined) return held
         yield* outbox.insertEvents([event], now)
         const queued = yield* enqueue.toWebhook(webhook.id, event, deliveryId, now, intake, handedOver)
         if (!queued) return yield* Effect.fail(new WebhookGone())
