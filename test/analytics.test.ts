@@ -1,6 +1,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { refusedWith } from "./support/Refusal.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
 
 const activities = {
@@ -25,13 +26,11 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant({ accessToken: "EAAG-analytics" })
       yield* fake.respond({ method: "GET", path: `/${tenant.wabaId}/activities` }, { body: activities })
-      const result = yield* hub.request(
-        "GET",
-        "/api/analytics/activities?since=1760000000&until=2025-10-20T00:00:00Z&limit=25&fields=id,activity_type&after=abc&type=TEMPLATE_CREATED,USER_ADDED",
-        { token: tenant.instanceToken }
-      )
-      expect(result.status).toBe(200)
-      expect(result.body).toEqual(activities)
+      const client = yield* hub.client(tenant.instanceToken)
+      const result = yield* client.analytics.activities({
+        urlParams: { since: "1760000000", until: "2025-10-20T00:00:00Z", limit: 25, fields: "id,activity_type", after: "abc", type: "TEMPLATE_CREATED,USER_ADDED" }
+      })
+      expect(result).toEqual(activities)
       const sent = yield* fake.lastRequest
       expect(sent.path).toBe(`/v23.0/${tenant.wabaId}/activities`)
       expect(sent.headers.authorization).toBe("Bearer EAAG-analytics")
@@ -50,21 +49,18 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       const hub = yield* TestHub
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
-      const byPhone = yield* hub.request("GET", `/api/analytics/activities?phone_number_id=${tenant.phoneNumberId}`, { token: tenant.orgToken })
-      expect(byPhone.status).toBe(200)
+      const client = yield* hub.client(tenant.orgToken)
+      yield* client.analytics.activities({ urlParams: { phone_number_id: tenant.phoneNumberId } })
       expect((yield* fake.lastRequest).path).toBe(`/v23.0/${tenant.wabaId}/activities`)
       expect((yield* fake.lastRequest).query).toEqual({})
-      const compliance = yield* hub.request("GET", `/api/analytics/compliance?instance_id=${tenant.instanceId}`, { token: tenant.orgToken })
-      expect(compliance.status).toBe(200)
+      yield* client.analytics.compliance({ urlParams: { instance_id: tenant.instanceId } })
       expect((yield* fake.lastRequest).path).toBe(`/v23.0/${tenant.phoneNumberId}/business_compliance_info`)
-      const unnamed = yield* hub.request("GET", "/api/analytics/compliance", { token: tenant.orgToken })
-      expect(unnamed.status).toBe(400)
-      expect(unnamed.body).toMatchObject({ statusCode: 400, error: "instance_required" })
+      const unnamed = yield* refusedWith(client.analytics.compliance({ urlParams: {} }), "BadRequest")
+      expect(unnamed.error).toBe("instance_required")
       const other = yield* seedTenant()
-      const foreign = yield* hub.request("GET", `/api/analytics/activities?phone_number_id=${other.phoneNumberId}`, { token: tenant.orgToken })
-      expect(foreign.status).toBe(404)
-      const session = yield* hub.request("GET", `/api/analytics/activities?instance_id=${tenant.instanceId}`, { token: tenant.sessionToken })
-      expect(session.status).toBe(403)
+      yield* refusedWith(client.analytics.activities({ urlParams: { phone_number_id: other.phoneNumberId } }), "NotFound")
+      const session = yield* hub.client(tenant.sessionToken)
+      yield* refusedWith(session.analytics.activities({ urlParams: { instance_id: tenant.instanceId } }), "Forbidden")
     }))
 
   it.effect("since and until take Unix seconds or ISO 8601, in order; limit is 1 to 100", () =>
@@ -83,13 +79,14 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
         ["limit=2.5", [{ field: "limit", message: "must be a whole number from 1 to 100" }]],
         ["type=template created", [{ field: "type", message: "must be activity types such as TEMPLATE_CREATED, comma separated" }]]
       ]
+      // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
       for (const [query, details] of cases) {
         const result = yield* hub.request("GET", `/api/analytics/activities?${query}`, { token: tenant.instanceToken })
         expect({ query, status: result.status, details: result.body.details }).toEqual({ query, status: 400, details })
       }
       expect(yield* fake.requests).toEqual([])
-      const ok = yield* hub.request("GET", "/api/analytics/activities?since=2025-10-14&until=2025-10-14T23:59:59.999%2B02:00&limit=100", { token: tenant.instanceToken })
-      expect(ok.status).toBe(200)
+      const client = yield* hub.client(tenant.instanceToken)
+      yield* client.analytics.activities({ urlParams: { since: "2025-10-14", until: "2025-10-14T23:59:59.999+02:00", limit: 100 } })
     }))
 
   it.effect("GET /api/analytics/compliance passes the envelope through unchanged", () =>
@@ -108,9 +105,8 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
         }]
       }
       yield* fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/business_compliance_info` }, { body: info })
-      const result = yield* hub.request("GET", "/api/analytics/compliance", { token: tenant.instanceToken })
-      expect(result.status).toBe(200)
-      expect(result.body).toEqual(info)
+      const client = yield* hub.client(tenant.instanceToken)
+      expect(yield* client.analytics.compliance({ urlParams: {} })).toEqual(info)
       const sent = yield* fake.lastRequest
       expect(sent.headers.authorization).toBe("Bearer EAAG-compliance")
       expect(sent.query).toEqual({})
@@ -122,8 +118,9 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
       yield* fake.respond({ method: "GET", path: `/${tenant.wabaId}/activities` }, { body: { result: "no data key" } })
-      const result = yield* hub.request("GET", "/api/analytics/activities", { token: tenant.instanceToken })
+      const client = yield* hub.client(tenant.instanceToken)
+      const result = yield* refusedWith(client.analytics.activities({ urlParams: {} }), "UpstreamFailure")
       expect(result.status).toBe(502)
-      expect(result.body).toMatchObject({ statusCode: 502, error: "upstream_invalid_response" })
+      expect(result.error).toBe("upstream_invalid_response")
     }))
 })

@@ -6,11 +6,16 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { refusedWith } from "./support/Refusal.js"
 import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 const NUMBER = "16505551234"
 const BSUID = "US.13491208655302741918"
 
+/** The typed client with `token`. */
+const clientWith = (token: string) => Effect.flatMap(TestHub, (hub) => hub.client(token))
+
+/** A raw call: for bodies the typed client cannot send. */
 const blockUsers = (method: "POST" | "DELETE", token: string, json: unknown) =>
   Effect.flatMap(TestHub, (hub) => hub.request(method, "/api/block-users", { token, json }))
 
@@ -44,17 +49,17 @@ layer(testHub())("block users on the sandbox", (it) => {
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const other = yield* seedTenant()
-      const blocked = yield* blockUsers("POST", tenant.orgToken, { users: [NUMBER], phone_number_id: tenant.phoneNumberId })
-      expect(blocked.status, blocked.text).toBe(200)
-      const listed = yield* listBlocked(tenant.orgToken, `?instance_id=${tenant.instanceId}`)
-      expect(itemsOf(listed.body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
-      expect(itemsOf((yield* listBlocked(other.instanceToken)).body)).toEqual([])
+      const org = yield* clientWith(tenant.orgToken)
+      yield* org.blockUsers.block({ payload: { users: [NUMBER], phone_number_id: tenant.phoneNumberId } })
+      const listed = yield* org.blockUsers.list({ urlParams: { instance_id: tenant.instanceId } })
+      expect(listed.data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+      expect((yield* (yield* clientWith(other.instanceToken)).blockUsers.list({ urlParams: {} })).data).toEqual([])
       // Another organization's instance is unknown to this token.
-      const foreign = yield* listBlocked(tenant.orgToken, `?instance_id=${other.instanceId}`)
-      expect(foreign.status).toBe(404)
+      yield* refusedWith(org.blockUsers.list({ urlParams: { instance_id: other.instanceId } }), "NotFound")
     }))
 
   it.effect("an item that is neither a number nor a business-scoped user id is a 400 naming it, and nothing is blocked", () =>
+    // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const refused = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "hello", "12345", 42] })
@@ -77,20 +82,19 @@ layer(testHub())("block users on the sandbox", (it) => {
   it.effect("users refused one by one (999139100) are reported per user with 200; all refused is the upstream's 400", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      const partial = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "999139100123", "US.999139100ABC"] })
-      expect(partial.status, partial.text).toBe(200)
-      expect(partial.body).toEqual({
+      const client = yield* clientWith(tenant.instanceToken)
+      const partial = yield* client.blockUsers.block({ payload: { users: [NUMBER, "999139100123", "US.999139100ABC"] } })
+      expect(partial).toEqual({
         added_users: [{ input: NUMBER, wa_id: NUMBER }],
         failed_users: [
           { input: "999139100123", wa_id: "999139100123", code: 139100, message: "(#139100) Failed to block/unblock users", details: "Sandbox: forced block failure for this user" },
           { input: "US.999139100ABC", user_id: "US.999139100ABC", code: 139100, message: "(#139100) Failed to block/unblock users", details: "Sandbox: forced block failure for this user" }
         ]
       })
-      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+      expect((yield* client.blockUsers.list({ urlParams: {} })).data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
 
-      const none = yield* blockUsers("DELETE", tenant.instanceToken, { users: ["999139100123"] })
-      expect(none.status).toBe(400)
-      expect(none.body).toMatchObject({
+      const none = yield* refusedWith(client.blockUsers.unblock({ payload: { users: ["999139100123"] } }), "BadRequest")
+      expect(none).toMatchObject({
         statusCode: 400,
         message: "(#139100) Failed to block/unblock users",
         error: "block_users_failed",
@@ -101,11 +105,13 @@ layer(testHub())("block users on the sandbox", (it) => {
   it.effect("the sandbox's other reserved prefixes fail the whole call; no token is 401", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      const refused = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "999100123"] })
+      const client = yield* clientWith(tenant.instanceToken)
+      const refused = yield* refusedWith(client.blockUsers.block({ payload: { users: [NUMBER, "999100123"] } }), "UpstreamFailure")
       expect(refused.status).toBe(400)
-      expect(refused.body).toMatchObject({ error: "upstream_error", details: { upstream: { code: 100 } } })
-      expect(itemsOf((yield* listBlocked(tenant.instanceToken)).body)).toEqual([])
+      expect(refused).toMatchObject({ error: "upstream_error", details: { upstream: { code: 100 } } })
+      expect((yield* client.blockUsers.list({ urlParams: {} })).data).toEqual([])
 
+      // The refusal of no token is the edge's: raw.
       const hub = yield* TestHub
       for (const method of ["POST", "DELETE", "GET"]) {
         const anonymous = yield* hub.request(method, "/api/block-users", method === "GET" ? {} : { json: { users: [NUMBER] } })
@@ -136,13 +142,10 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
     Effect.gen(function*() {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant({ accessToken: "EAAG-block" })
-      const blocked = yield* blockUsers("POST", tenant.orgToken, {
-        users: [`+${NUMBER}`, "US.ENT.abc123"],
-        instance_id: tenant.instanceId,
-        reason: { note: "spam" }
+      const blocked = yield* (yield* clientWith(tenant.orgToken)).blockUsers.block({
+        payload: { users: [`+${NUMBER}`, "US.ENT.abc123"], instance_id: tenant.instanceId, reason: { note: "spam" } }
       })
-      expect(blocked.status, blocked.text).toBe(200)
-      expect(blocked.body).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: "US.ENT.abc123", user_id: "US.ENT.abc123" }] })
+      expect(blocked).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: "US.ENT.abc123", user_id: "US.ENT.abc123" }] })
       const sent = yield* fake.lastRequest
       expect(sent.method).toBe("POST")
       expect(sent.path).toBe(`/v23.0/${tenant.phoneNumberId}/block_users`)
@@ -153,9 +156,9 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
         block_users: [{ user: NUMBER }, { user_id: "US.ENT.abc123" }]
       })
 
-      const unblocked = yield* blockUsers("DELETE", tenant.instanceToken, { users: [NUMBER] })
-      expect(unblocked.status, unblocked.text).toBe(200)
-      expect(unblocked.body).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
+      const client = yield* clientWith(tenant.instanceToken)
+      const unblocked = yield* client.blockUsers.unblock({ payload: { users: [NUMBER] } })
+      expect(unblocked).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
       const deleted = yield* fake.lastRequest
       expect({ method: deleted.method, path: deleted.path, json: deleted.json }).toEqual({
         method: "DELETE",
@@ -168,13 +171,13 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
         paging: { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } }
       }
       yield* fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/block_users` }, { body: page })
-      const listed = yield* listBlocked(tenant.instanceToken, "?limit=2&after=QVFIUmFmdGVy&before=QVFIUmJlZm9yZQ")
-      expect(listed.status, listed.text).toBe(200)
-      expect(listed.body).toEqual(page)
+      const listed = yield* client.blockUsers.list({ urlParams: { limit: 2, after: "QVFIUmFmdGVy", before: "QVFIUmJlZm9yZQ" } })
+      expect(listed).toEqual(page)
       expect((yield* fake.lastRequest).query).toEqual({ limit: "2", after: "QVFIUmFmdGVy", before: "QVFIUmJlZm9yZQ" })
     }))
 
   it.effect("a malformed item is a 400 naming it, and nothing is sent upstream", () =>
+    // Invalid on purpose: the typed client would refuse to encode it, so it goes raw.
     Effect.gen(function*() {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
@@ -194,9 +197,9 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
         [{ input: NUMBER, wa_id: NUMBER }],
         [{ input: "16505550000", errors: [{ message: "Re-engagement required", code: "131047", error_data: { details: "User has not messaged in the last 24 hours" } }] }]
       ))
-      const partial = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "16505550000"] })
-      expect(partial.status, partial.text).toBe(200)
-      expect(partial.body).toEqual({
+      const client = yield* clientWith(tenant.instanceToken)
+      const partial = yield* client.blockUsers.block({ payload: { users: [NUMBER, "16505550000"] } })
+      expect(partial).toEqual({
         added_users: [{ input: NUMBER, wa_id: NUMBER }],
         failed_users: [{ input: "16505550000", code: 131047, message: "Re-engagement required", details: "User has not messaged in the last 24 hours" }]
       })
@@ -214,9 +217,8 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
           }
         }
       })
-      const viaErrorData = yield* blockUsers("DELETE", tenant.instanceToken, { users: [NUMBER, BSUID] })
-      expect(viaErrorData.status, viaErrorData.text).toBe(200)
-      expect(viaErrorData.body).toEqual({
+      const viaErrorData = yield* client.blockUsers.unblock({ payload: { users: [NUMBER, BSUID] } })
+      expect(viaErrorData).toEqual({
         removed_users: [{ input: NUMBER, wa_id: NUMBER }],
         failed_users: [{ input: BSUID, user_id: BSUID, code: 100, message: "Unknown user" }]
       })
@@ -231,9 +233,9 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
         [],
         [{ input: NUMBER, wa_id: NUMBER, errors: [{ message: "Re-engagement required", code: 131047 }] }]
       ))
-      const none = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER] })
-      expect(none.status).toBe(400)
-      expect(none.body).toEqual({
+      const client = yield* clientWith(tenant.instanceToken)
+      const none = yield* refusedWith(client.blockUsers.block({ payload: { users: [NUMBER] } }), "BadRequest")
+      expect({ statusCode: none.statusCode, message: none.message, error: none.error, details: none.details }).toEqual({
         statusCode: 400,
         message: "(#139100) Failed to block/unblock users",
         error: "block_users_failed",
@@ -247,8 +249,12 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
         status: 400,
         body: { error: { message: "(#139101) Blocklist limit reached", code: 139101, fbtrace_id: "XyZ" } }
       })
-      const full = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER] })
-      expect(full.status).toBe(400)
-      expect(full.body).toEqual({ statusCode: 400, message: "(#139101) Blocklist limit reached", error: "block_users_failed", details: { upstream: { code: 139101, fbtrace_id: "XyZ" } } })
+      const full = yield* refusedWith(client.blockUsers.block({ payload: { users: [NUMBER] } }), "BadRequest")
+      expect({ statusCode: full.statusCode, message: full.message, error: full.error, details: full.details }).toEqual({
+        statusCode: 400,
+        message: "(#139101) Blocklist limit reached",
+        error: "block_users_failed",
+        details: { upstream: { code: 139101, fbtrace_id: "XyZ" } }
+      })
     }))
 })

@@ -2,7 +2,8 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { declaredOnly, fileBytes, form, JPEG_HEAD, PNG_HEAD } from "./support/Files.js"
-import { seedTenant, TestHub, itemsOf } from "./support/TestHub.js"
+import { refusedWith } from "./support/Refusal.js"
+import { seedTenant, TestHub } from "./support/TestHub.js"
 
 const DRAFT = "1308927590133476"
 const PUBLISHED = "1308927590133477"
@@ -10,6 +11,7 @@ const flowJson = JSON.stringify({ version: "7.1", screens: [{ id: "WELCOME", tit
 
 const jsonFile = (text: string) => ({ bytes: new TextEncoder().encode(text), filename: "flow.json", type: "application/json" })
 
+/** A raw upload: multipart bodies, their bytes and parts as sent, are the wire's matter. */
 const upload = (token: string, flowId: string, fields: Parameters<typeof form>[0]) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", `/flows/${flowId}/assets`, { token, body: form(fields) }))
 
@@ -21,9 +23,9 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
       const hub = yield* TestHub
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant({ accessToken: "EAAG-flows" })
-      const result = yield* hub.request("GET", "/flows?limit=10&fields=id,name,status", { token: tenant.instanceToken })
-      expect(result.status).toBe(200)
-      expect(result.body).toEqual({
+      const client = yield* hub.client(tenant.instanceToken)
+      const result = yield* client.flows.list({ urlParams: { limit: 10, fields: "id,name,status" } })
+      expect(result).toEqual({
         data: [
           { id: DRAFT, name: "signup", status: "DRAFT", categories: ["SIGN_UP"], validation_errors: [] },
           { id: PUBLISHED, name: "survey", status: "PUBLISHED", categories: ["SURVEY"], validation_errors: [] }
@@ -42,10 +44,9 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
       const fake = yield* FakeGraph
       yield* fake.reset
       const tenant = yield* seedTenant()
-      const result = yield* hub.request("GET", `/flows/${PUBLISHED}/assets`, { token: tenant.instanceToken })
-      expect(result.status).toBe(200)
-      expect(result.body).toMatchObject({ data: [{ name: "flow.json", asset_type: "FLOW_JSON" }] })
-      expect(String(itemsOf(result.body)[0]?.download_url)).toMatch(/^http/)
+      const result = yield* (yield* hub.client(tenant.instanceToken)).flows.assets({ path: { flowId: PUBLISHED } })
+      expect(result).toMatchObject({ data: [{ name: "flow.json", asset_type: "FLOW_JSON" }] })
+      expect(result.data[0]?.download_url).toMatch(/^http/)
       expect(yield* calls).toEqual([`GET /v23.0/${tenant.wabaId}/flows`, `GET /v23.0/${PUBLISHED}/assets`])
       expect((yield* fake.requests)[0]?.query).toEqual({ fields: "id", limit: "100" })
     }))
@@ -66,8 +67,7 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
       yield* fake.respond({ path: `/${tenant.wabaId}/flows` }, {
         body: { data: [{ id: "1" }], paging: { cursors: { after: "PAGE2" }, next: "https://graph.facebook.com/v23.0/x/flows?after=PAGE2" } }
       })
-      const result = yield* hub.request("POST", "/flows/42/deprecate", { token: tenant.instanceToken })
-      expect(result.status).toBe(200)
+      yield* (yield* hub.client(tenant.instanceToken)).flows.deprecate({ path: { flowId: "42" } })
       const lists = (yield* fake.requests).filter((r) => r.path.endsWith("/flows"))
       expect(lists.map((r) => r.query)).toEqual([{ fields: "id", limit: "100" }, { fields: "id", limit: "100", after: "PAGE2" }])
       expect(yield* calls).toContain("POST /v23.0/42/deprecate")
@@ -165,9 +165,9 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
       const fake = yield* FakeGraph
       yield* fake.reset
       const tenant = yield* seedTenant({ accessToken: "EAAG-deprecate" })
-      const done = yield* hub.request("POST", `/flows/${PUBLISHED}/deprecate`, { token: tenant.instanceToken })
-      expect(done.status).toBe(200)
-      expect(done.body).toEqual({ success: true })
+      const client = yield* hub.client(tenant.instanceToken)
+      const done = yield* client.flows.deprecate({ path: { flowId: PUBLISHED } })
+      expect(done).toEqual({ success: true })
       const sent = yield* fake.lastRequest
       expect(sent).toMatchObject({ method: "POST", path: `/v23.0/${PUBLISHED}/deprecate` })
       expect(sent.headers.authorization).toBe("Bearer EAAG-deprecate")
@@ -176,10 +176,9 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
         status: 400,
         body: { error: { message: "Flow is not published", code: 139001, error_subcode: 4016012, fbtrace_id: "F" } }
       })
-      const refused = yield* hub.request("POST", `/flows/${DRAFT}/deprecate`, { token: tenant.instanceToken })
+      const refused = yield* refusedWith(client.flows.deprecate({ path: { flowId: DRAFT } }), "UpstreamFailure")
       expect(refused.status).toBe(400)
-      expect(refused.body).toEqual({
-        statusCode: 400,
+      expect({ message: refused.message, error: refused.error, details: refused.details }).toEqual({
         message: "Flow is not published",
         error: "upstream_error",
         details: { upstream: { code: 139001, error_subcode: 4016012, fbtrace_id: "F" } }
@@ -194,11 +193,15 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
       const tenant = yield* seedTenant()
       const foreign = "999000999"
       const notFound = { statusCode: 404, message: `flow ${foreign} was not found`, error: "not_found" }
-      expect((yield* hub.request("GET", `/flows/${foreign}/assets`, { token: tenant.instanceToken })).body).toEqual(notFound)
-      expect((yield* hub.request("POST", `/flows/${foreign}/deprecate`, { token: tenant.instanceToken })).body).toEqual(notFound)
+      const client = yield* hub.client(tenant.instanceToken)
+      for (const call of [client.flows.assets({ path: { flowId: foreign } }), client.flows.deprecate({ path: { flowId: foreign } })]) {
+        const refused = yield* refusedWith(call, "NotFound")
+        expect({ statusCode: refused.statusCode, message: refused.message, error: refused.error, details: refused.details }).toEqual({ ...notFound, details: undefined })
+      }
       expect((yield* upload(tenant.instanceToken, foreign, { file: jsonFile(flowJson), name: "flow.json", asset_type: "FLOW_JSON" })).body).toEqual(notFound)
       expect((yield* calls).every((c) => c === `GET /v23.0/${tenant.wabaId}/flows`)).toBe(true)
 
+      // Not numeric: the typed client would refuse to encode the path, so it goes raw.
       const bad = yield* hub.request("POST", "/flows/abc/deprecate", { token: tenant.instanceToken })
       expect(bad.status).toBe(400)
       expect(bad.body.details).toEqual([{ field: "flowId", message: "must be a numeric Graph id (digits only)" }])
@@ -208,10 +211,15 @@ layer(testHubOnFakeGraph())("flows on the Graph API", (it) => {
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      for (const [method, path] of [["GET", "/flows"], ["GET", `/flows/${DRAFT}/assets`], ["POST", `/flows/${DRAFT}/assets`], ["POST", `/flows/${DRAFT}/deprecate`]] as const) {
-        const result = yield* hub.request(method, path, { token: tenant.orgToken })
-        expect(result.status).toBe(403)
-        expect(result.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+      const client = yield* hub.client(tenant.orgToken)
+      const path = { flowId: DRAFT }
+      for (const call of [client.flows.list({ urlParams: {} }), client.flows.assets({ path }), client.flows.deprecate({ path })]) {
+        const refused = yield* refusedWith(call, "Forbidden")
+        expect(refused.error).toBe("forbidden_token_kind")
       }
+      // An upload without a body: the typed client cannot send one, so it goes raw.
+      const result = yield* hub.request("POST", `/flows/${DRAFT}/assets`, { token: tenant.orgToken })
+      expect(result.status).toBe(403)
+      expect(result.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
     }))
 })

@@ -8,7 +8,9 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
-import { itemsOf, seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
+import { refusedWith } from "./support/Refusal.js"
+import { seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
+import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
 import { wamid } from "./support/UpstreamPayloads.js"
 
 const NUMBER = "16505551234"
@@ -59,21 +61,28 @@ const inbound = (tenant: Tenant, who: { readonly waId?: string; readonly userId:
   }
 }
 
+/** The tenant's instance token's typed client. */
+const clientOf = (tenant: Tenant) => Effect.flatMap(TestHub, (hub) => hub.client(tenant.instanceToken))
+
+/** The records of GET /api/messages through the typed client. */
+const recordsOf = (tenant: Tenant, filters: { readonly user?: string; readonly waMessageId?: string; readonly direction?: "inbound" | "outbound" }) =>
+  Effect.map(
+    Effect.flatMap(clientOf(tenant), (client) => client.messages.list({ urlParams: { ...messagesFirstPage, ...filters } })),
+    (page) => page.data
+  )
+
 const historyOf = (tenant: Tenant, user: string) =>
   Effect.gen(function*() {
-    const hub = yield* TestHub
-    const listed = yield* hub.request("GET", `/api/messages?user=${encodeURIComponent(user)}&limit=100`, { token: tenant.instanceToken })
-    expect(listed.status).toBe(200)
-    return itemsOf(listed.body).map((record) => record.waMessageId).sort()
+    const client = yield* clientOf(tenant)
+    const listed = yield* client.messages.list({ urlParams: { page: 1, limit: 100, user } })
+    return listed.data.map((record) => record.waMessageId).sort()
   })
 
-const send = (tenant: Tenant, json: Record<string, unknown>) =>
+const send = (tenant: Tenant, target: { readonly to: string } | { readonly recipient: string }) =>
   Effect.gen(function*() {
-    const hub = yield* TestHub
-    const sent = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { type: "text", text: { body: "Hi" }, ...json } })
-    expect(sent.status).toBe(200)
-    const messages = sent.body.messages
-    return Array.isArray(messages) && typeof messages[0]?.id === "string" ? messages[0].id : ""
+    const client = yield* clientOf(tenant)
+    const sent = yield* client.messages.send({ payload: { ...individualMessage, type: "text", text: { body: "Hi" }, ...target }, headers: {} })
+    return sent.messages[0]?.id ?? ""
   })
 
 describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
@@ -98,12 +107,11 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
         expect(yield* historyOf(tenant, PARENT)).toEqual(all)
         // Pairs are the organization's own: another one's history of the same number holds none of these.
         expect(yield* historyOf(stranger, BSUID)).toEqual([])
-        const hub = yield* TestHub
-        const record = itemsOf((yield* hub.request("GET", `/api/messages?waMessageId=${both.id}`, { token: tenant.instanceToken })).body)[0]
+        const [record] = yield* recordsOf(tenant, { waMessageId: both.id })
         expect(record).toMatchObject({ to: NUMBER, userId: BSUID, parentUserId: PARENT, username: "pablomorales", direction: "inbound" })
         // Filters combine with the person.
-        const hubList = yield* hub.request("GET", `/api/messages?user=${BSUID}&direction=outbound`, { token: tenant.instanceToken })
-        expect(itemsOf(hubList.body).map((r) => r.waMessageId)).toEqual([toNumber])
+        const outbound = yield* recordsOf(tenant, { user: BSUID, direction: "outbound" })
+        expect(outbound.map((r) => r.waMessageId)).toEqual([toNumber])
       }))
 
     it.effect("a send answered with both identifiers pairs them; a status naming the user by BSUID alone moves its record", () =>
@@ -125,8 +133,7 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
         yield* postChanges(tenant, messagesChange(tenant, {
           statuses: [{ id: answerId, status: "delivered", timestamp: nowSeconds(), recipient_user_id: BSUID }]
         }))
-        const hub = yield* TestHub
-        const record = itemsOf((yield* hub.request("GET", `/api/messages?waMessageId=${answerId}`, { token: tenant.instanceToken })).body)[0]
+        const [record] = yield* recordsOf(tenant, { waMessageId: answerId })
         expect(record).toMatchObject({ status: "delivered", to: BSUID, userId: BSUID })
       }))
 
@@ -166,6 +173,7 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
       Effect.gen(function*() {
         const hub = yield* TestHub
         const tenant = yield* seedTenant()
+        // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
         for (const user of ["us.123", "abc", "12"]) {
           const refused = yield* hub.request("GET", `/api/messages?user=${user}`, { token: tenant.instanceToken })
           expect(refused.status).toBe(400)
@@ -199,15 +207,13 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
             }]
           }
         })
-        const accepted = yield* hub.request("POST", "/api/calls/pre-accept", { token: tenant.instanceToken, json: { to: BSUID } })
-        expect(accepted.status).toBe(200)
+        const client = yield* hub.client(tenant.instanceToken)
+        yield* client.calls.preAccept({ payload: { to: BSUID } })
         expect((yield* fake.lastRequest).json).toEqual({ messaging_product: "whatsapp", recipient: BSUID, action: "pre_accept", call_id: callId })
         // The same call by number once the pair is known (a later message naming both); unknown before.
-        const early = yield* hub.request("POST", "/api/calls/pre-accept", { token: tenant.instanceToken, json: { to: NUMBER } })
-        expect(early.status).toBe(409)
+        yield* refusedWith(client.calls.preAccept({ payload: { to: NUMBER } }), "Conflict")
         yield* postChanges(tenant, inbound(tenant, { waId: NUMBER, userId: BSUID }).change)
-        const byNumber = yield* hub.request("POST", "/api/calls/pre-accept", { token: tenant.instanceToken, json: { to: `+${NUMBER}` } })
-        expect(byNumber.status).toBe(200)
+        yield* client.calls.preAccept({ payload: { to: `+${NUMBER}` } })
         expect((yield* fake.lastRequest).json).toEqual({ messaging_product: "whatsapp", to: NUMBER, action: "pre_accept", call_id: callId })
       }))
   })

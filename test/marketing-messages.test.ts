@@ -9,7 +9,9 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, TestClock } from "effect"
 import { InstancesRepo } from "../src/Instances/Repo.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
-import { itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { refusedWith } from "./support/Refusal.js"
+import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
 
 const TEMPLATE = { name: "spring_sale", language: "en_US" }
 
@@ -42,21 +44,29 @@ const completed = (category: string) => ({
 const marketingMessages = (tenant: Tenant, mode: "auto" | "off") =>
   Effect.flatMap(InstancesRepo, (repo) => repo.updateInstance(tenant.instanceId, { marketingMessages: mode }))
 
-/** Sends and answers which Graph endpoint received it, and the record's endpoint. */
-const sentTo = (tenant: Tenant, json: Record<string, unknown> = {}) =>
+/** The template send through the typed client: `via` the hub's own, `forwarded` the keys it does not model. */
+const typedTemplateSend = (options: { readonly via?: "auto" | "messages" | "marketing_messages"; readonly forwarded?: Record<string, string> }) => ({
+  ...individualMessage,
+  to: "16505551234",
+  type: "template" as const,
+  template: { name: TEMPLATE.name, language: { code: TEMPLATE.language } },
+  ...options
+})
+
+/** Sends (through the typed client) and answers which Graph endpoint received it, and the record's endpoint. */
+const sentTo = (tenant: Tenant, options: Parameters<typeof typedTemplateSend>[0] = {}) =>
   Effect.gen(function*() {
     const hub = yield* TestHub
     const fake = yield* FakeGraph
-    const sent = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: templateSend(json) })
-    expect(sent.status).toBe(200)
+    const client = yield* hub.client(tenant.instanceToken)
+    const sent = yield* client.messages.send({ payload: typedTemplateSend(options), headers: {} })
     const upstream = yield* fake.lastRequest
-    expect(upstream.json).toEqual({ messaging_product: "whatsapp", recipient_type: "individual", ...templateSend(), ...withoutVia(json) })
-    const id = Array.isArray(sent.body.messages) ? sent.body.messages[0]?.id : undefined
-    const [record] = itemsOf((yield* hub.request("GET", `/api/messages?waMessageId=${encodeURIComponent(String(id))}`, { token: tenant.instanceToken })).body)
+    expect(upstream.json).toEqual({ messaging_product: "whatsapp", recipient_type: "individual", ...templateSend(), ...options.forwarded })
+    const id = sent.messages[0]?.id
+    expect(id).toEqual(expect.any(String))
+    const [record] = (yield* client.messages.list({ urlParams: { ...messagesFirstPage, waMessageId: id } })).data
     return [upstream.path.split("/").pop(), record?.endpoint]
   })
-
-const withoutVia = (json: Record<string, unknown>) => Object.fromEntries(Object.entries(json).filter(([key]) => key !== "via"))
 
 describe.each(["sqlite", "postgres"] as const)("the Marketing Messages API (%s)", (engine) => {
   layer(testHubOnFakeGraph({ engine }), { excludeTestServices: true })("", (it) => {
@@ -68,7 +78,7 @@ describe.each(["sqlite", "postgres"] as const)("the Marketing Messages API (%s)"
         yield* postTemplateChange(tenant, "template_category_update", completed("MARKETING"))
         expect(yield* sentTo(tenant)).toEqual(["messages", "messages"])
         yield* marketingMessages(tenant, "auto")
-        expect(yield* sentTo(tenant, { biz_opaque_callback_data: "campaign-7" })).toEqual(["marketing_messages", "marketing_messages"])
+        expect(yield* sentTo(tenant, { forwarded: { biz_opaque_callback_data: "campaign-7" } })).toEqual(["marketing_messages", "marketing_messages"])
         // The request's `via` wins over the instance's setting, and is never sent upstream.
         expect(yield* sentTo(tenant, { via: "messages" })).toEqual(["messages", "messages"])
         yield* marketingMessages(tenant, "off")
@@ -111,19 +121,19 @@ describe.each(["sqlite", "postgres"] as const)("the Marketing Messages API (%s)"
         const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
         yield* marketingMessages(tenant, "auto")
-        const created = yield* hub.request("POST", "/templates", {
-          token: tenant.instanceToken,
-          json: { name: TEMPLATE.name, language: TEMPLATE.language, category: "MARKETING", components: [{ type: "BODY", text: "Spring sale: 20% off" }] }
+        const client = yield* hub.client(tenant.instanceToken)
+        yield* client.templates.create({
+          payload: { name: TEMPLATE.name, language: TEMPLATE.language, category: "MARKETING", components: [{ type: "BODY", text: "Spring sale: 20% off" }] }
         })
-        expect(created.status).toBe(200)
         expect(yield* sentTo(tenant)).toEqual(["marketing_messages", "marketing_messages"])
         yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/marketing_messages` }, {
           status: 400,
           body: { error: { message: "(#131055) Terms of service not accepted", code: 131055, fbtrace_id: "T" } }
         })
-        const refused = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: templateSend() })
+        const refused = yield* refusedWith(client.messages.send({ payload: typedTemplateSend({}), headers: {} }), "UpstreamFailure")
         expect(refused.status).toBe(400)
-        expect(refused.body).toMatchObject({ statusCode: 400, details: { upstream: { code: 131055 } } })
+        expect(refused.details).toMatchObject({ upstream: { code: 131055 } })
+        // An unknown `via`: the typed client would refuse to encode it, so it goes raw.
         const via = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: templateSend({ via: "marketing" }) })
         expect(via.status).toBe(400)
         expect(via.body).toMatchObject({ details: [{ field: "via", message: "must be auto, messages or marketing_messages" }] })
@@ -136,32 +146,24 @@ layer(testHub())("the Marketing Messages API on the sandbox", (it) => {
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
+      const client = yield* hub.client(tenant.instanceToken)
       for (const [name, category] of [["spring_sale", "MARKETING"], ["order_update", "UTILITY"]] as const) {
-        const created = yield* hub.request("POST", "/templates", {
-          token: tenant.instanceToken,
-          json: { name, language: "en_US", category, components: [{ type: "BODY", text: "Hello" }] }
-        })
-        expect(created.status).toBe(200)
+        yield* client.templates.create({ payload: { name, language: "en_US", category, components: [{ type: "BODY", text: "Hello" }] } })
       }
-      const send = (name: string) =>
-        hub.request("POST", "/api/messages", {
-          token: tenant.instanceToken,
-          json: { to: "16505551234", type: "template", template: { name, language: { code: "en_US" } }, via: "auto" }
+      const send = (name: string, via: "auto" | "marketing_messages") =>
+        client.messages.send({
+          payload: { ...individualMessage, to: "16505551234", type: "template", template: { name, language: { code: "en_US" } }, via },
+          headers: {}
         })
       yield* Effect.flatMap(InstancesRepo, (repo) => repo.updateInstance(tenant.instanceId, { marketingMessages: "auto" }))
       // The sandbox approves after HUB_SANDBOX_APPROVAL_DELAY (10 s by default), on the hub's clock.
       yield* TestClock.adjust(Duration.seconds(10))
-      const marketing = yield* send("spring_sale")
-      expect(marketing.status).toBe(200)
-      const utility = yield* send("order_update")
-      expect(utility.status).toBe(200)
-      const forced = yield* hub.request("POST", "/api/messages", {
-        token: tenant.instanceToken,
-        json: { to: "16505551234", type: "template", template: { name: "order_update", language: { code: "en_US" } }, via: "marketing_messages" }
-      })
+      yield* send("spring_sale", "auto")
+      yield* send("order_update", "auto")
+      const forced = yield* refusedWith(send("order_update", "marketing_messages"), "UpstreamFailure")
       expect(forced.status).toBe(400)
-      expect(forced.body).toMatchObject({ details: { upstream: { code: 100 } } })
-      const records = itemsOf((yield* hub.request("GET", "/api/messages?limit=10", { token: tenant.instanceToken })).body)
+      expect(forced.details).toMatchObject({ upstream: { code: 100 } })
+      const records = (yield* client.messages.list({ urlParams: { page: 1, limit: 10 } })).data
       expect(records.map((r) => [r.status === "failed" ? "failed" : "accepted", r.endpoint])).toEqual([
         ["failed", "marketing_messages"],
         ["accepted", "messages"],
