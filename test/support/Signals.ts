@@ -3,10 +3,13 @@
  * the start and again each time the signal fires, until it holds or the deadline passes. Signals that
  * fire while a check runs are taken as one: the next check sees what all of them did.
  */
-import { Duration, Effect, Option, Stream } from "effect"
+import { Clock, type Duration, Effect, Option, Stream } from "effect"
 import { DeliveryWatch } from "../../src/Delivery/DeliveryWatch.js"
 
-export const DEFAULT_DEADLINE = Duration.seconds(10)
+export const DEFAULT_DEADLINE: Duration.DurationInput = "10 seconds"
+
+/** Deadlines are kept in real time, also where the test runs the hub on the TestClock. */
+const realClock = Clock.make()
 
 /**
  * Runs `check` at once and after each emission of `signal` until it answers Some; dies naming `what`
@@ -25,8 +28,8 @@ export const untilAfterEachSignal = <A, E, R, R2>(
     Stream.filterMap((found) => found),
     Stream.runHead,
     Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage(`${what}: the signal ended`), onSome: Effect.succeed })),
-    Effect.timeoutFail({ duration: deadline, onTimeout: () => new Error(`${what} did not happen in time`) }),
-    Effect.orDie
+    Effect.orDie,
+    Effect.raceFirst(Effect.zipRight(Effect.withClock(Effect.sleep(deadline), realClock), Effect.dieMessage(`${what} did not happen in time`)))
   )
 
 /** What `read` answers once `condition` holds of it, read again after each signal (see untilAfterEachSignal). */
