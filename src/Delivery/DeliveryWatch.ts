@@ -3,8 +3,9 @@
  * with the outcome of its test event's attempt. The dispatcher tells the watch of the attempts it
  * has just committed; with nothing watched that costs one size check a round.
  *
- * It also counts the attempts logged (one update a logged batch, never per delivery): tests wait on
- * `attemptsLogged` to look again at the deliveries API when something was logged, not on a timer.
+ * It also counts the attempts logged (one update of a SubscriptionRef a logged batch, nothing per
+ * delivery): tests wait on `attemptsLogged` to look again at the deliveries API when something was
+ * logged, not on a timer.
  */
 import { Deferred, Effect, type Scope, type Stream, SubscriptionRef } from "effect"
 import type { AttemptRecord } from "./Records.js"

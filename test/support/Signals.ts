@@ -5,8 +5,7 @@
  */
 import { Clock, type Duration, Effect, Option, Stream } from "effect"
 import { DeliveryWatch } from "../../src/Delivery/DeliveryWatch.js"
-
-export const DEFAULT_DEADLINE: Duration.DurationInput = "10 seconds"
+import { DEFAULT_DEADLINE } from "./Receivers.js"
 
 /** Deadlines are kept in real time, also where the test runs the hub on the TestClock. */
 const realClock = Clock.make()
