@@ -99,6 +99,7 @@ it.live("a hub killed with SIGKILL while deliveries are in flight delivers every
     for (const webhook of itemsOf(webhooks.body)) {
       yield* call(second, "GET", `/api/webhooks/${webhook.id}/deliveries?status=succeeded&limit=1`, { token }).pipe(
         Effect.filterOrFail((done) => done.body.total === EVENTS, () => "not yet"),
+        // A poll: the hub runs in another process, so no signal of its own reaches this one.
         Effect.retry(Schedule.spaced(Duration.millis(20))),
         Effect.timeoutFail({ duration: DEADLINE, onTimeout: () => new Error("not every delivery was recorded as succeeded") }),
         Effect.orDie

@@ -7,7 +7,7 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { hubServer } from "../src/Edge/FastLane.js"
-import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Schema, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schema, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -25,6 +25,7 @@ import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/D
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { seedTenant, type Tenant, TestHub, testHub, testHubConfig, TestHubLive, itemsOf, createWebhook } from "./support/TestHub.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const TIMEOUT_MS = 500
@@ -62,15 +63,9 @@ const postEvent = (tenant: Tenant, messageId: string = wamid()) =>
 const deliveries = (tenant: Tenant, webhookId: string, query = "") =>
   Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries${query}`, { token: tenant.instanceToken }))
 
-/** Polls the delivery log until the condition holds, bounded by a deadline. */
+/** Reads the delivery log until the condition holds: at once, then each time the dispatcher logs attempts (bounded by a deadline). */
 const untilDeliveries = (tenant: Tenant, webhookId: string, what: string, condition: (data: ReadonlyArray<DeliveryView>) => boolean) =>
-  deliveries(tenant, webhookId).pipe(
-    Effect.map((answer) => deliveryViews(answer.body)),
-    Effect.filterOrFail(condition, () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`deliveries: ${what} did not happen in time`) }),
-    Effect.orDie
-  )
+  untilAttemptsLogged(`deliveries: ${what}`, Effect.map(deliveries(tenant, webhookId), (answer) => deliveryViews(answer.body)), condition)
 
 const verify = (secret: string, request: ReceivedRequest | undefined) =>
   new Webhook(secret).verify(request?.body ?? "", {

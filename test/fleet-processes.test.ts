@@ -131,6 +131,7 @@ it.live("three replicas on one database: every change reaches every webhook, a k
     r1.kill("SIGTERM")
     const ready = yield* call(r1, "GET", "/ready").pipe(
       Effect.filterOrFail((answer) => answer.status === 503, () => "still ready"),
+      // A poll: the replica is another process, so no signal of its own reaches this one.
       Effect.retry(Schedule.spaced(Duration.millis(20))),
       Effect.timeout(Duration.seconds(5))
     )

@@ -9,14 +9,16 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Stream } from "effect"
+import { RevocationFeed } from "../src/Auth/RevocationFeed.js"
 import { DispatchSignal } from "../src/Delivery/DispatchSignal.js"
 import { compactMessageCounts } from "../src/Messages/Repo.js"
 import { claimFleetJob } from "../src/Sql/FleetJobs.js"
-import { announce, channels } from "../src/Sql/Notify.js"
+import { announce, channels, type PgListener, subscribe } from "../src/Sql/Notify.js"
 import { immediateSandbox } from "../src/Sandbox/Upstream.js"
 import { freshPostgresDatabase, testDatabase } from "./support/Databases.js"
 import { makeReceiver } from "./support/Receivers.js"
+import { makeSignal, untilSignalledThat } from "./support/Signals.js"
 import { itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
@@ -41,6 +43,18 @@ const createWebhook = (replica: Replica, tenant: Tenant, url: string) =>
   Effect.map(request(replica, "POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "fleet" } }), (created) => {
     expect(created.status).toBe(201)
     return String(created.body.id)
+  })
+
+/**
+ * Fires each time the replica may have forgotten a credential revoked elsewhere: its listener hears
+ * of a revocation or (re)starts listening (its cache then starts over), heard after its own resolver
+ * acted; or its revocation feed read further.
+ */
+const credentialNews = (replica: Context.Context<PgListener | RevocationFeed>) =>
+  Effect.gen(function*() {
+    const heard = makeSignal()
+    yield* Effect.provide(subscribe(channels.credentials, heard.fire, heard.fire), replica)
+    return Stream.merge(heard.changes, Context.get(replica, RevocationFeed).position.changes)
   })
 
 const sendText = (replica: Replica, tenant: Tenant, headers: Record<string, string> = {}) =>
@@ -94,17 +108,14 @@ describe("a fleet of two replicas on PostgreSQL", () => {
     Effect.gen(function*() {
       const { a, b } = yield* twoReplicas()
       const tenant = yield* on(a, seedTenant())
+      const heard = yield* credentialNews(b)
       const created = yield* request(a, "POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: { name: "short-lived" } })
       const token = String(created.body.token)
       // Replica b caches the token (for a minute, were it not told).
       expect((yield* request(b, "GET", "/api/instances", { token })).status).toBe(200)
       expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${created.body.id}`, { token: tenant.sessionToken })).status).toBe(204)
-      // The announcement reaches b within milliseconds; the bound is the documented 1 s.
-      const refused = yield* request(b, "GET", "/api/instances", { token }).pipe(
-        Effect.filterOrFail((answer) => answer.status === 401, () => "still admitted"),
-        Effect.retry(Schedule.spaced(Duration.millis(20))),
-        Effect.timeout(Duration.seconds(1))
-      )
+      // The announcement reaches b within milliseconds; the bound is the documented 1 s. b is asked again as it hears.
+      const refused = yield* untilSignalledThat(heard, "the token refused by b", request(b, "GET", "/api/instances", { token }), (answer) => answer.status === 401, Duration.seconds(1))
       expect(refused.body).toEqual({ statusCode: 401, message: "Unauthorized" })
     }).pipe(Effect.scoped))
 
@@ -115,21 +126,17 @@ describe("a fleet of two replicas on PostgreSQL", () => {
       const sql = yield* on(a, SqlClient.SqlClient)
       const listeners = sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM pg_stat_activity
         WHERE application_name = 'messaging-hub listener' AND datname = current_database()`
-      const untilListening = listeners.pipe(
-        Effect.filterOrFail((rows) => rows[0]?.n === 2, () => "not listening yet"),
-        Effect.retry(Schedule.spaced(Duration.millis(20))),
-        Effect.timeout(Duration.seconds(10))
-      )
+      const heardA = yield* credentialNews(a)
+      const heardB = yield* credentialNews(b)
+      // Looked at again each time a replica (re)starts listening (or reads its feed).
+      const untilListening = untilSignalledThat(Stream.merge(heardA, heardB), "both replicas listening", listeners, (rows) => rows[0]?.n === 2)
       const newToken = Effect.map(
         request(a, "POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: { name: "cached" } }),
         (created) => ({ id: String(created.body.id), token: String(created.body.token) })
       )
-      const refusedBy = (replica: Replica, token: string, within: Duration.Duration) =>
-        request(replica, "GET", "/api/instances", { token }).pipe(
-          Effect.filterOrFail((answer) => answer.status === 401, () => "still admitted"),
-          Effect.retry(Schedule.spaced(Duration.millis(20))),
-          Effect.timeout(within)
-        )
+      // b is asked again each time it hears of a revocation, listens again or reads its feed further.
+      const refusedByB = (token: string, within: Duration.Duration) =>
+        untilSignalledThat(heardB, "the token refused by b", request(b, "GET", "/api/instances", { token }), (answer) => answer.status === 401, within)
       yield* untilListening
       const first = yield* newToken
       expect((yield* request(b, "GET", "/api/instances", { token: first.token })).status).toBe(200)
@@ -138,13 +145,13 @@ describe("a fleet of two replicas on PostgreSQL", () => {
         WHERE application_name = 'messaging-hub listener' AND datname = current_database()`
       expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${first.id}`, { token: tenant.sessionToken })).status).toBe(204)
       // b listens again a second later and starts its cache over: the token is refused without waiting out the minute.
-      yield* refusedBy(b, first.token, Duration.seconds(5))
+      yield* refusedByB(first.token, Duration.seconds(5))
       yield* untilListening
       // And announcements reach it again.
       const second = yield* newToken
       expect((yield* request(b, "GET", "/api/instances", { token: second.token })).status).toBe(200)
       expect((yield* request(a, "DELETE", `/api/auth/api-tokens/${second.id}`, { token: tenant.sessionToken })).status).toBe(204)
-      yield* refusedBy(b, second.token, Duration.seconds(1))
+      yield* refusedByB(second.token, Duration.seconds(1))
     }).pipe(Effect.scoped))
 
   it.live("a webhook turned off on one replica gets nothing from the other: no replica keeps webhooks cached", () =>

@@ -5,7 +5,7 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Schedule, Scope } from "effect"
+import { Context, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope } from "effect"
 import { DispatchSignal } from "../src/Delivery/DispatchSignal.js"
 import { Handoff } from "../src/Delivery/Handoff.js"
 import { type IngestAnswer, Ingress, IngressLive } from "../src/Ingress/Ingress.js"
@@ -17,6 +17,7 @@ import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
 import { immediateSandbox } from "../src/Sandbox/Upstream.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
 import { type Engine, engines, testDatabase } from "./support/Databases.js"
 import { seedTenant, type Tenant, TEST_RETENTION, TestHub, testHub, itemsOf } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -260,11 +261,10 @@ for (const engine of engines) layer(signedHub(engine), { excludeTestServices: tr
       const got = yield* receiver.waitFor("six deliveries", (r) => r.length === 6)
       expect(new Set(got.map(bodyOf).map((b) => JSON.stringify(b)))).toEqual(new Set([repeated, ...distinct].map((p) => JSON.stringify(p))))
       // The dispatcher logs attempts just after the receivers answer.
-      yield* hub.request("GET", `/api/webhooks/${webhookId}/deliveries?status=succeeded`, { token: tenant.instanceToken }).pipe(
-        Effect.filterOrFail((log) => log.body.total === 6, () => "not yet"),
-        Effect.retry(Schedule.spaced(Duration.millis(20))),
-        Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("six deliveries were not logged as succeeded") }),
-        Effect.orDie
+      yield* untilAttemptsLogged(
+        "six deliveries logged as succeeded",
+        hub.request("GET", `/api/webhooks/${webhookId}/deliveries?status=succeeded`, { token: tenant.instanceToken }),
+        (log) => log.body.total === 6
       )
     }))
 

@@ -4,7 +4,7 @@
  * per organization (429 beyond). Through the real HTTP server.
  */
 import { expect, it as plain, layer } from "@effect/vitest"
-import { Duration, Effect, Either, Fiber, Stream, TestClock } from "effect"
+import { Duration, Effect, Either, Fiber, Option, Stream, TestClock } from "effect"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -15,6 +15,8 @@ import { TokenResolver } from "../src/Auth/TokenResolver.js"
 import { Unauthorized } from "../src/Domain/Errors.js"
 import { OrganizationId } from "../src/Domain/Ids.js"
 import { credentialEnds, HEARTBEAT } from "../src/LiveEvents/Http.js"
+import { LiveEvents } from "../src/LiveEvents/LiveEvents.js"
+import { untilAfterEachSignal } from "./support/Signals.js"
 import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
@@ -134,20 +136,19 @@ layer(testHub({ databaseFile, streamsPerToken: 2, streamsPerOrganization: 3 }), 
       const other = yield* seedTenant()
       const otherStream = yield* openStream(hub.baseUrl, other.orgToken)
       expect(otherStream.status).toBe(200)
-      // Closing one frees a place: the server notices the closed connection on its own time, so ask until it has (bounded).
+      // Closing one frees a place: the server notices the closed connection on its own time, so ask again as streams close (bounded).
+      const live = yield* LiveEvents
       first.close()
-      const reopened = yield* Effect.promise(async () => {
-        for (let i = 0; i < 500; i++) {
-          const answer = await fetch(`${hub.baseUrl}/api/events/stream`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
-          if (answer.status === 200) {
-            await answer.body?.cancel()
-            return 200
-          }
-          await answer.text()
-          await Bun.sleep(10)
+      const reopen = Effect.promise(async () => {
+        const answer = await fetch(`${hub.baseUrl}/api/events/stream`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
+        if (answer.status === 200) {
+          await answer.body?.cancel()
+          return Option.some(200)
         }
-        return 429
+        await answer.text()
+        return Option.none()
       })
+      const reopened = yield* untilAfterEachSignal(live.streamsOpen, "a stream opened in the closed one's place", reopen)
       expect(reopened).toBe(200)
     }).pipe(Effect.scoped))
 })

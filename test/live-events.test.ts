@@ -3,11 +3,12 @@
  * refusals, and the bounded buffer of a slow stream (LiveEvents alone).
  */
 import { describe, expect, it as plain, layer } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Schedule, Stream, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Option, Stream, TestClock } from "effect"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
 import { eventStream, frameText } from "../src/LiveEvents/Http.js"
 import { type CommittedEvent, liveEventsLayer, LiveEvents } from "../src/LiveEvents/LiveEvents.js"
 import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { untilAfterEachSignal } from "./support/Signals.js"
 import { type BusinessNumber, envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 interface OpenStream {
@@ -221,10 +222,9 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
         yield* nextEvent(stream)
         expect(live.openStreams(tenant.organizationId)).toBe(1)
       }))
-      // The server learns of the closed connection on its own time: look until it has (bounded).
-      yield* Effect.sync(() => live.openStreams(tenant.organizationId)).pipe(
-        Effect.repeat({ until: (open) => open === 0, schedule: Schedule.spaced("10 millis").pipe(Schedule.intersect(Schedule.recurs(500))) })
-      )
+      // The server learns of the closed connection on its own time: look again as streams close (bounded).
+      const closed = Effect.sync(() => (live.openStreams(tenant.organizationId) === 0 ? Option.some(0) : Option.none()))
+      yield* untilAfterEachSignal(live.streamsOpen, "the stream closed", closed)
       expect(live.openStreams(tenant.organizationId)).toBe(0)
     }))
 })

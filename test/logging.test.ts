@@ -5,9 +5,10 @@
  * id; and the pretty format's one line per record. Logs are captured through a test Logger.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Cause, Duration, Effect, HashMap, Layer, Logger, LogLevel, Schedule } from "effect"
+import { Cause, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option } from "effect"
 import { jsonLine, prettyLine } from "../src/Logging.js"
 import { makeReceiver } from "./support/Receivers.js"
+import { makeSignal, untilAfterEachSignal } from "./support/Signals.js"
 import { seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
@@ -18,20 +19,16 @@ interface Line {
 }
 
 const lines: Array<Line> = []
+/** Fires as the hub logs each line. */
+const logged = makeSignal()
 const capture = Logger.make(({ annotations, logLevel, message }) => {
   lines.push({ level: logLevel.label, message: [message].flat().map(String).join(" "), fields: Object.fromEntries(HashMap.toEntries(annotations)) })
+  logged.fire()
 })
 
-/** Waits until a captured line satisfies the condition; dies after the deadline. */
+/** Waits until a captured line satisfies the condition, looking again as each line is logged; dies after the deadline. */
 const lineWhere = (what: string, condition: (line: Line) => boolean) =>
-  Effect.suspend(() => {
-    const found = lines.find(condition)
-    return found === undefined ? Effect.fail("not yet") : Effect.succeed(found)
-  }).pipe(
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`no log line: ${what}`) }),
-    Effect.orDie
-  )
+  untilAfterEachSignal(logged.changes, `a log line: ${what}`, Effect.sync(() => Option.fromNullable(lines.find(condition))))
 
 const postEvent = (tenant: Tenant) =>
   Effect.flatMap(TestHub, (hub) =>

@@ -7,12 +7,13 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Redacted, Schedule } from "effect"
+import { Duration, Effect, Option, Redacted } from "effect"
 import { outboxStateQueries } from "../src/Delivery/OutboxStates.js"
 import { OUTBOX_COUNT_CAP } from "../src/Metrics/Metrics.js"
 import { testHubOnFakeGraph, FakeGraph } from "./support/FakeGraph.js"
 import { sendMessage } from "./support/Messages.js"
 import { makeReceiver } from "./support/Receivers.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
 import { seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES } from "./support/UpstreamPayloads.js"
 
@@ -68,22 +69,20 @@ type Scrape = Effect.Effect.Success<ReturnType<typeof scrape>>
 const moved = (before: Scrape, after: Scrape, name: string, labels: Readonly<Record<string, string>> = {}) =>
   after.value(name, labels) - before.value(name, labels)
 
-/** Polls until `condition` holds of the webhook's record (the dispatcher disables it after logging its attempt). */
+/** Reads until `condition` holds of the webhook's record, again each time attempts are logged (the dispatcher disables it after logging its attempt). */
 const untilWebhook = (tenant: Tenant, webhookId: string, condition: (body: Readonly<Record<string, unknown>>) => boolean) =>
-  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })).pipe(
-    Effect.filterOrFail((answer) => condition(answer.body), () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`webhook ${webhookId} never got there`) }),
-    Effect.orDie
+  untilAttemptsLogged(
+    `webhook ${webhookId} got there`,
+    Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })),
+    (answer) => condition(answer.body)
   )
 
-/** Polls until a webhook's only delivery has the status. */
+/** Reads until a webhook's only delivery has the status, again each time attempts are logged. */
 const untilDelivery = (tenant: Tenant, webhookId: string, status: string) =>
-  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token: tenant.instanceToken })).pipe(
-    Effect.filterOrFail((answer) => JSON.stringify(answer.body.data ?? []).includes(`"status":"${status}"`), () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`no ${status} delivery for ${webhookId}`) }),
-    Effect.orDie
+  untilAttemptsLogged(
+    `a ${status} delivery for ${webhookId}`,
+    Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token: tenant.instanceToken })),
+    (answer) => JSON.stringify(answer.body.data ?? []).includes(`"status":"${status}"`)
   )
 
 const TEXT = { to: "16505551234", type: "text", text: { body: "hi" } }

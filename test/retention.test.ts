@@ -4,9 +4,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect, Schedule } from "effect"
+import { Duration, Effect } from "effect"
 import { Retention } from "../src/Delivery/Retention.js"
 import { makeReceiver } from "./support/Receivers.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
 import { itemsOf, seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
 import { engines } from "./support/Databases.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -16,14 +17,9 @@ const deliveryStatuses = (tenant: Tenant, webhookId: string) =>
     Effect.map((answer) => itemsOf(answer.body).map((d) => String(d.status)))
   )
 
-/** Polls the delivery log until the condition holds, bounded by a deadline. */
+/** Reads the delivery log until the condition holds: at once, then each time attempts are logged (bounded by a deadline). */
 const until = (tenant: Tenant, webhookId: string, condition: (statuses: ReadonlyArray<string>) => boolean) =>
-  deliveryStatuses(tenant, webhookId).pipe(
-    Effect.filterOrFail(condition, () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("deliveries did not settle in time") }),
-    Effect.orDie
-  )
+  untilAttemptsLogged("deliveries settled", deliveryStatuses(tenant, webhookId), condition)
 
 const count = (table: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM ${sql(table)}`).pipe(

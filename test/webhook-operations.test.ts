@@ -5,11 +5,12 @@
  */
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Redacted, Schedule } from "effect"
+import { Duration, Effect, Option, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
 import { WebhookDeliveries } from "../src/Webhooks/Deliveries.js"
 import { kindsOf, selectChanges } from "../src/Domain/EventKinds.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
 import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
@@ -40,14 +41,8 @@ const deliveriesOf = (tenant: Tenant, webhookId: string, query = "") =>
     Effect.map((r) => itemsOf(r.body))
   )
 
-/** Polls until the condition holds on what `read` answers, bounded by a deadline. */
-const until = <A, R>(what: string, read: Effect.Effect<A, never, R>, condition: (a: A) => boolean) =>
-  read.pipe(
-    Effect.filterOrFail(condition, () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`${what} did not happen in time`) }),
-    Effect.orDie
-  )
+/** Reads until the condition holds on what `read` answers: at once, then each time attempts are logged (bounded by a deadline). */
+const until = untilAttemptsLogged
 
 const verify = (secret: string, request: ReceivedRequest | undefined) =>
   new Webhook(secret).verify(request?.body ?? "", {

@@ -1,6 +1,6 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { padded, powerOfTwoChunks } from "../src/Sql/StatementShapes.js"
 import { AddressRefused, HostResolver, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { classifyAddress } from "../src/Net/AddressRanges.js"
@@ -8,6 +8,7 @@ import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/Te
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 import { engines } from "./support/Databases.js"
 import { makeReceiver } from "./support/Receivers.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
 
 const RECORD_KEYS = [
   "active",
@@ -409,14 +410,12 @@ layer(testHub(), { excludeTestServices: true })("webhook URL policy in the sandb
     }))
 })
 
-/** Polls a webhook's delivery log until the condition holds (bounded). */
+/** Reads a webhook's delivery log until the condition holds: at once, then each time attempts are logged (bounded). */
 const untilDelivered = (token: string, webhookId: string, condition: (data: ReadonlyArray<Readonly<Record<string, unknown>>>) => boolean) =>
-  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token })).pipe(
-    Effect.map((answer) => itemsOf(answer.body)),
-    Effect.filterOrFail(condition, () => "not yet"),
-    Effect.retry(Schedule.spaced(Duration.millis(20))),
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("the delivery log did not reach the expected state") }),
-    Effect.orDie
+  untilAttemptsLogged(
+    "the delivery log reaching the expected state",
+    Effect.map(Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token })), (answer) => itemsOf(answer.body)),
+    condition
   )
 
 const NEVER_ANSWERS: HostLookup = () => new Promise(() => {})

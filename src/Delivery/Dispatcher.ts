@@ -150,10 +150,10 @@ export const DispatcherLive = Layer.scopedDiscard(
 
     /** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop, watchers hear. */
     const afterLogging = (records: ReadonlyArray<AttemptRecord>, failing: ReadonlyMap<string, string>) =>
-      Effect.zipRight(deliveries.afterLogged(records, failing), Effect.sync(() => {
-        retryWake.wakeFor(records)
-        watch.logged(records)
-      }))
+      deliveries.afterLogged(records, failing).pipe(
+        Effect.zipRight(Effect.sync(() => retryWake.wakeFor(records))),
+        Effect.zipRight(watch.logged(records))
+      )
 
     /** Logs what finished; returns after the commit. */
     const logFinished = (records: ReadonlyArray<AttemptRecord>) =>

@@ -9,7 +9,7 @@
  * its dropping strategy would drop for every stream when one is behind, and its sliding strategy
  * drops without telling the client.)
  */
-import { Chunk, Context, Effect, Layer, Queue, type Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { TooManyRequests } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 
@@ -55,6 +55,8 @@ export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
   readonly subscribe: (audience: Audience, limits?: StreamLimits) => Effect.Effect<Stream.Stream<LiveFrame>, TooManyRequests, Scope.Scope>
   /** The organization's streams open now. */
   readonly openStreams: (organizationId: string) => number
+  /** How many streams are open (all organizations): the count now, then each change (tests wait on it). */
+  readonly streamsOpen: Stream.Stream<number>
   /** The 429 a new stream of the audience would be refused with now; undefined when there is room. */
   readonly refusal: (audience: Audience, limits: StreamLimits) => TooManyRequests | undefined
 }>() {
@@ -63,6 +65,7 @@ export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
     publish: () => {},
     subscribe: () => Effect.succeed(Stream.never),
     openStreams: () => 0,
+    streamsOpen: Stream.make(0),
     refusal: () => undefined
   })
 }
@@ -78,7 +81,7 @@ interface Subscriber {
 export const STREAM_BUFFER = 256
 
 export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
-  Layer.sync(LiveEvents, () => {
+  Layer.effect(LiveEvents, Effect.map(SubscriptionRef.make(0), (streamsOpen) => {
     const byOrganization = new Map<string, Set<Subscriber>>()
     const perCredential = new Map<string, number>()
     let open = 0
@@ -158,7 +161,7 @@ export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
               const subscriber: Subscriber = { instanceId: audience.instanceId, queue, dropped: 0 }
               add(audience.organizationId, subscriber)
               countCredential(audience.credentialId, 1)
-              return Effect.succeed(subscriber)
+              return Effect.as(SubscriptionRef.update(streamsOpen, (n) => n + 1), subscriber)
             })),
           (subscriber) =>
             Effect.zipRight(
@@ -166,13 +169,19 @@ export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
                 remove(audience.organizationId, subscriber)
                 countCredential(audience.credentialId, -1)
               }),
-              Queue.shutdown(subscriber.queue)
+              Effect.zipRight(SubscriptionRef.update(streamsOpen, (n) => n - 1), Queue.shutdown(subscriber.queue))
             )
         ),
         (subscriber) => Stream.repeatEffectChunk(next(subscriber))
       )
 
-    return LiveEvents.of({ publish, subscribe, refusal, openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0 })
-  })
+    return LiveEvents.of({
+      publish,
+      subscribe,
+      refusal,
+      openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0,
+      streamsOpen: streamsOpen.changes
+    })
+  }))
 
 export const LiveEventsLive = liveEventsLayer()

@@ -4,8 +4,9 @@
  * plausible default success for the known Graph paths (404 Graph error 100/33 for unknown ones).
  * Media uploaded to it can be looked up and downloaded again, like the real upstream.
  */
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, type Stream } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import { makeSignal } from "./Signals.js"
 import { testHub, type TestHubOptions } from "./TestHub.js"
 
 export interface FormFile {
@@ -53,6 +54,8 @@ export class FakeGraph extends Context.Tag("FakeGraph")<FakeGraph, {
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   /** Dies if there was no request. */
   readonly lastRequest: Effect.Effect<RecordedRequest>
+  /** Fires as each request is recorded: the count of requests so far, then each new count. */
+  readonly received: Stream.Stream<number>
   /** Waits until at least `count` requests were recorded (woken by each request, never by polling). */
   readonly waitForRequests: (count: number) => Effect.Effect<ReadonlyArray<RecordedRequest>>
   /** Answer the next matching request(s) with this response; `times` default 1; later rules win over earlier ones and defaults. */
@@ -316,6 +319,7 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
     const listeners = new Set<() => void>()
+    const received = makeSignal()
     let rules: Array<Rule> = []
     let origin = ""
     const defaults = makeDefaults(() => origin)
@@ -331,6 +335,7 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
             const recorded = await record(request.clone(), url)
             requests.push(recorded)
             for (const listener of [...listeners]) listener()
+            received.fire()
             const rule = [...rules].reverse().find((r) => r.remaining > 0 && matches(r, request.method, url.pathname))
             if (rule === undefined) return defaults.answer(request, url, recorded)
             rule.remaining--
@@ -353,6 +358,7 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
     return FakeGraph.of({
       baseUrl: `${origin}${VERSION}`,
       requests: Effect.sync(() => [...requests]),
+      received: received.changes,
       waitForRequests: (count) =>
         Effect.async<ReadonlyArray<RecordedRequest>>((resume) => {
           const check = () => {

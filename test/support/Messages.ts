@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { FakeGraph, type RecordedRequest } from "./FakeGraph.js"
+import { untilSignalledThat } from "./Signals.js"
 import { itemsOf, TestHub } from "./TestHub.js"
 
 export const sendMessage = (token: string, json: unknown, headers?: Record<string, string>) =>
@@ -26,17 +27,12 @@ export const sendsTo = (phoneNumberId: string): Effect.Effect<ReadonlyArray<Reco
   )
 
 /**
- * Waits (in real time: the hub runs on the TestClock) until the fake has received `count` sends for the
- * number: the signal that the hub is now waiting on the upstream.
+ * Waits until the fake has received `count` sends for the number, looking as each request arrives
+ * (a deadline in real time: the hub runs on the TestClock): the signal that the hub is now waiting on the upstream.
  */
 export const untilSendsReach = (phoneNumberId: string, count: number) =>
-  Effect.gen(function*() {
-    for (let attempt = 0; attempt < 1000; attempt++) {
-      if ((yield* sendsTo(phoneNumberId)).length >= count) return
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
-    }
-    return yield* Effect.dieMessage(`the fake upstream never received ${count} send(s) for ${phoneNumberId}`)
-  })
+  Effect.flatMap(FakeGraph, (fake) =>
+    Effect.asVoid(untilSignalledThat(fake.received, `${count} send(s) for ${phoneNumberId} at the fake upstream`, sendsTo(phoneNumberId), (sends) => sends.length >= count, "5 seconds")))
 
 /** The `details[].field` names of a validation answer. */
 export const fieldsOf = (body: Readonly<Record<string, unknown>>): ReadonlyArray<string> =>
