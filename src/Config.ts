@@ -144,7 +144,7 @@ const optionalSecret = (name: (typeof SECRET_SETTINGS)[number]) =>
  * The environment as the settings read it: a variable given empty or blank is as if unset (its default
  * applies), except the secrets, which `optionalSecret` refuses when blank.
  */
-export const hubEnvironment = (env: Readonly<Record<string, string | undefined>>): ConfigProvider.ConfigProvider => {
+const hubEnvironment = (env: Readonly<Record<string, string | undefined>>): ConfigProvider.ConfigProvider => {
   const secrets: ReadonlySet<string> = new Set(SECRET_SETTINGS)
   const entries = Object.entries(env).flatMap(([name, value]): ReadonlyArray<[string, string]> =>
     value === undefined || (isBlank(value) && !secrets.has(name)) ? [] : [[name, value]]
@@ -223,11 +223,11 @@ const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
 const LEVEL_ALIASES: Readonly<Record<string, string>> = { warn: "warning" }
 
 /** The log level names, the same as the command line's `--log-level` (Effect's own: LogLevel.allLevels). */
-export const LOG_LEVEL_NAMES: ReadonlyArray<string> = [...LogLevel.allLevels.map((level) => level._tag.toLowerCase()), ...Object.keys(LEVEL_ALIASES)]
+const LOG_LEVEL_NAMES: ReadonlyArray<string> = [...LogLevel.allLevels.map((level) => level._tag.toLowerCase()), ...Object.keys(LEVEL_ALIASES)]
 
 
 /** The level a name means (Effect's own names, or `warn`), case-insensitive. */
-export const logLevelNamed = (text: string): LogLevel.LogLevel | undefined => {
+const logLevelNamed = (text: string): LogLevel.LogLevel | undefined => {
   const name = text.trim().toLowerCase()
   const canonical = LEVEL_ALIASES[name] ?? name
   return LogLevel.allLevels.find((candidate) => candidate._tag.toLowerCase() === canonical)

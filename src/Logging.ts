@@ -23,7 +23,7 @@ const batchedToStdout = (lines: Logger.Logger<unknown, string>) =>
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g
 
 /** Text with every control character written as `\uXXXX`. */
-export const escapeControl = (text: string): string =>
+const escapeControl = (text: string): string =>
   text.replace(CONTROL, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`)
 
 /** Effect's structured log record as one JSON line (JSON.stringify leaves DEL, C1 and U+2028/9 raw). */
@@ -96,7 +96,7 @@ export const prettyLine = (
 }
 
 /** The pretty logger's line: coloured levels only on a terminal. */
-export const prettyLogLine = Logger.make((record) => prettyLine(record, process.stdout.isTTY === true))
+const prettyLogLine = Logger.make((record) => prettyLine(record, process.stdout.isTTY === true))
 
 /** Log format and level from the config; `quiet` keeps stdout for a command's own output (warnings only). */
 export const loggingLayer = (quiet: boolean) =>

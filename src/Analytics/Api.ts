@@ -16,14 +16,14 @@ const UNIX_SECONDS = /^\d{1,12}$/
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/
 
 /** Milliseconds since the epoch of a Unix-seconds or ISO 8601 time; NaN when it is neither. */
-export const timeOf = (value: string): number =>
+const timeOf = (value: string): number =>
   UNIX_SECONDS.test(value) ? Number(value) * 1000 : ISO_8601.test(value) ? Date.parse(value) : Number.NaN
 
 const Time = Schema.String.pipe(Schema.filter((value) => !Number.isNaN(timeOf(value)), {
   message: () => "must be a Unix timestamp in seconds or an ISO 8601 time such as 2025-10-14T16:45:00Z"
 }))
 
-export const ActivitiesQuery = RequestStruct({
+const ActivitiesQuery = RequestStruct({
   ...instanceSelectorFields,
   since: Schema.optional(Time),
   until: Schema.optional(Time),
@@ -40,7 +40,7 @@ export const ActivitiesQuery = RequestStruct({
   Schema.annotations({ parseOptions: { errors: "all" } })
 )
 
-export const ComplianceQuery = RequestStruct({ ...instanceSelectorFields })
+const ComplianceQuery = RequestStruct({ ...instanceSelectorFields })
 
 /** The spec's activity fields; whichever `fields` asked for come back, so none is required. */
 export const Activity = PassThrough({

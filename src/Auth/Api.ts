@@ -11,7 +11,7 @@ import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
 import type { ApiTokenRow } from "./Repo.js"
 
-export const CreateApiToken = RequestStruct({
+const CreateApiToken = RequestStruct({
   name: Label(100),
   instance_id: Schema.optional(IdString)
 })

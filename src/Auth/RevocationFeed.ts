@@ -63,7 +63,7 @@ export const RevocationFeedLive = Layer.effect(
 )
 
 /** Polls the feed about once a second while the server runs; a failed read is logged and tried again. */
-export const RevocationPollLive = Layer.scopedDiscard(
+const RevocationPollLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const feed = yield* RevocationFeed
     const once = feed.poll.pipe(

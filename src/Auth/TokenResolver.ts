@@ -26,7 +26,7 @@ interface CacheEntry {
   readonly cachedAt: number
 }
 
-export interface TokenResolverShape {
+interface TokenResolverShape {
   readonly resolve: (secret: string) => Effect.Effect<Principal, Unauthorized>
   /** resolve's answer when it needs no database read; undefined when it does (a credential not cached). */
   readonly resolveNow: (secret: string) => Either.Either<Principal, Unauthorized> | undefined

@@ -17,7 +17,7 @@ import { BSUID, USER_NUMBER } from "../Domain/UserIds.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 
 
-export const MAX_USERS = 1000
+const MAX_USERS = 1000
 
 const notAUser = (actual: unknown) =>
   `${JSON.stringify(actual) ?? String(actual)} is neither a phone number (6 to 15 digits, a leading + allowed) nor a business-scoped user id such as US.13491208655302741918`
@@ -25,7 +25,7 @@ const notAUser = (actual: unknown) =>
 /** Either of the two, as one pattern (the document shows it). */
 const USER = new RegExp(`^(${USER_NUMBER.source.slice(1, -1)}|${BSUID.source.slice(1, -1)})$`)
 
-export const UserRef = Schema.String.annotations({ message: (issue) => notAUser(issue.actual) }).pipe(
+const UserRef = Schema.String.annotations({ message: (issue) => notAUser(issue.actual) }).pipe(
   Schema.pattern(USER, { message: (issue) => notAUser(issue.actual) }),
   Schema.annotations({
     description: "A user's phone number (6 to 15 digits, a leading + allowed) or business-scoped user id (such as US.13491208655302741918)"
@@ -63,10 +63,10 @@ const failedUsers = Schema.optional(Schema.Array(FailedUser).annotations({
   description: "Users the upstream refused, each with its error; present only when some were refused"
 }))
 
-export const UsersBlocked = Schema.Struct({ added_users: Schema.Array(UserOutcome), failed_users: failedUsers })
-export const UsersUnblocked = Schema.Struct({ removed_users: Schema.Array(UserOutcome), failed_users: failedUsers })
+const UsersBlocked = Schema.Struct({ added_users: Schema.Array(UserOutcome), failed_users: failedUsers })
+const UsersUnblocked = Schema.Struct({ removed_users: Schema.Array(UserOutcome), failed_users: failedUsers })
 
-export const BlockedUsersQuery = RequestStruct({
+const BlockedUsersQuery = RequestStruct({
   ...instanceSelectorFields,
   limit: Schema.optional(GraphLimit),
   after: Schema.optional(Schema.String),

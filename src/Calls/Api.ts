@@ -12,7 +12,7 @@ import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { ForwardedRequest, RequestStruct } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
 
-export const PreAccept = ForwardedRequest({
+const PreAccept = ForwardedRequest({
   to: UserIdentifier.annotations({
     description: "The caller: their number (wa_id digits) or, for a username user, their business-scoped user id (sent as `recipient`)"
   }),

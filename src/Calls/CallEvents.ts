@@ -9,13 +9,13 @@ import type { Json, JsonObject } from "../Domain/Json.js"
 import { isJsonObject } from "../Domain/Json.js"
 import { isoFromUnix } from "../Domain/UpstreamTime.js"
 
-export const callStates = ["ringing", "connected", "accepted", "rejected", "ended"] as const
+const callStates = ["ringing", "connected", "accepted", "rejected", "ended"] as const
 export type CallState = (typeof callStates)[number]
 
 /** The order states move in: a late or repeated event never moves a call back. */
 export const callStateRank: Record<CallState, number> = { ringing: 0, connected: 1, accepted: 1, rejected: 2, ended: 2 }
 
-export type CallDirection = "USER_INITIATED" | "BUSINESS_INITIATED"
+type CallDirection = "USER_INITIATED" | "BUSINESS_INITIATED"
 
 export interface CallEvent {
   readonly instanceId: InstanceId

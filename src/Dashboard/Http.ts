@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { HubConfig } from "../Config.js"
 import { script, stylesheet, version } from "./generated/assets.js"
 
-export const CONTENT_SECURITY_POLICY = [
+const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
@@ -64,7 +64,7 @@ const inlineSources = (html: string, tag: "script" | "style") =>
  * @effect/platform writes it): the dashboard's policy, with exactly those blocks allowed by their
  * hash instead of 'self' files, so no other inline script can run.
  */
-export const inlinePageSecurityHeaders = (html: string): Record<string, string> => ({
+const inlinePageSecurityHeaders = (html: string): Record<string, string> => ({
   ...securityHeaders,
   "content-security-policy": CONTENT_SECURITY_POLICY
     .replace("script-src 'self'", `script-src ${inlineSources(html, "script").join(" ")}`)

@@ -26,7 +26,7 @@ const describeFailure = (answer: ReceiverAnswer) =>
     ? `the receiver answered ${answer.status} (a redirect, which is not followed)`
     : `the receiver answered ${answer.status}`
 
-export interface Deliveries {
+interface Deliveries {
   /** What a delivery is signed and sent with (decrypted once per secret, not once per attempt). */
   readonly credentials: (d: LeasedDelivery, nowMs: number) => Effect.Effect<Credentials>
   /** Sends one attempt; undefined when `shutdown` aborted it (the attempt is then not logged). */

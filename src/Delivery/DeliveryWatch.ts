@@ -10,7 +10,7 @@
 import { Deferred, Effect, type Scope, type Stream, SubscriptionRef } from "effect"
 import type { AttemptRecord } from "./Records.js"
 
-export interface DeliveryWatchShape {
+interface DeliveryWatchShape {
   /**
    * Starts watching a delivery (before it is written, so no attempt is missed) until the scope
    * closes; the effect returned waits for its next logged attempt.

@@ -19,7 +19,7 @@ import type { AcceptedChange, AttemptRecord, EventRecord, LeasedDelivery, NewDel
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
 
-export interface OutboxRepoShape {
+interface OutboxRepoShape {
   /** The instances bound to any of these phone number ids or business accounts. */
   readonly routes: (phoneNumberIds: ReadonlyArray<string>, wabaIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<RouteRow>>
   /**

@@ -22,7 +22,7 @@ export interface EventRecord {
 }
 
 /** An event's changes as a webhook's event filter sees them (see Domain/EventKinds.ts). */
-export interface FilterableEvent {
+interface FilterableEvent {
   /** Each change's field and value, in the order of the body. */
   readonly changes: ReadonlyArray<{ readonly field: string | undefined; readonly value: JsonObject }>
   /** The body holding only the changes at these indices (ascending), each unaltered. */

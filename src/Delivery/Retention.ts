@@ -20,7 +20,7 @@ const BATCH = 500
 /** An event's deliveries are written in its transaction, so they are at most moments younger than it. */
 const EVENT_MARGIN_MS = 60_000
 
-export interface PruneCounts {
+interface PruneCounts {
   readonly deliveries: number
   readonly events: number
   readonly unrouted: number
@@ -30,7 +30,7 @@ export interface PruneCounts {
   readonly testKeys: number
 }
 
-export interface RetentionShape {
+interface RetentionShape {
   /** Deletes what was finished before `cutoffMillis` (epoch milliseconds). */
   readonly prune: (cutoffMillis: number) => Effect.Effect<PruneCounts>
 }

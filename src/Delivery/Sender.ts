@@ -25,7 +25,7 @@ export interface ReceiverAnswer {
 
 export class NoAnswer extends Data.TaggedError("NoAnswer")<{ readonly message: string }> {}
 
-export interface SendInput {
+interface SendInput {
   readonly target: ConnectTarget
   readonly headers: Record<string, string>
   readonly body: string

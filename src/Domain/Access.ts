@@ -34,7 +34,7 @@ export interface RouteBodyLimit {
 export class BodyLimit extends Context.Tag("hub/BodyLimit")<BodyLimit, RouteBodyLimit>() {}
 
 /** Every JSON API route's limit, the default. */
-export const JSON_ROUTE_LIMIT: RouteBodyLimit = { bytes: jsonBodyLimit.bytes, tooLarge: () => jsonBodyLimit.tooLarge }
+const JSON_ROUTE_LIMIT: RouteBodyLimit = { bytes: jsonBodyLimit.bytes, tooLarge: () => jsonBodyLimit.tooLarge }
 
 type AnyEndpoint<Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE> =
   HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>

@@ -45,7 +45,7 @@ export const OtherKeys = Schema.Record({ key: Schema.String, value: JsonValue })
 const Cursors = Schema.Struct({ before: Schema.optional(Schema.String), after: Schema.optional(Schema.String) }, OtherKeys)
 
 /** Graph cursor paging, kept as the upstream sent it. */
-export const Paging = Schema.Struct({ cursors: Schema.optional(Cursors) }, OtherKeys)
+const Paging = Schema.Struct({ cursors: Schema.optional(Cursors) }, OtherKeys)
 
 /** A Graph list envelope `{data[], paging?}` passed through unchanged (other keys too). */
 export const GraphList = <A extends JsonObject, I, R>(item: Schema.Schema<A, I, R>) =>

@@ -4,8 +4,8 @@
  * shares with HttpApi's way of reading bodies. Features implement handlers against this; only the
  * edge installs them, so no feature imports the edge.
  */
-import { HttpApiError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { type Cause, Context, Effect, Either, Schema, type Scope } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { type Cause, Context, Effect, type Scope } from "effect"
 import { boundedRequest, declaredLength, isBodyTooLarge, JSON_BODY_LIMIT } from "../Net/BodyLimit.js"
 import { BadRequest, PayloadTooLarge } from "./Errors.js"
 
@@ -107,11 +107,3 @@ export const requestPayload = (request: Request, limit: BodyLimit): Effect.Effec
   return readBody(async () => new Uint8Array(await bounded.arrayBuffer()))
 }
 
-/** Decodes with `schema` as HttpApi does: a failure lists every field issue and renders as a 400. */
-export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknownEither(schema)
-  return (input: unknown): Effect.Effect<A, HttpApiError.HttpApiDecodeError> => {
-    const decoded = decode(input)
-    return Either.isRight(decoded) ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
-  }
-}

@@ -8,7 +8,7 @@ import { Schema } from "effect"
 /** A business-scoped user id or parent id, as Meta writes it. */
 export const BSUID = /^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$/
 
-export const BSUID_RULE = "must be a business-scoped user id such as US.13491208655302741918 (or a parent id US.ENT.…)"
+const BSUID_RULE = "must be a business-scoped user id such as US.13491208655302741918 (or a parent id US.ENT.…)"
 
 export const isBusinessScopedUserId = (text: string) => BSUID.test(text)
 

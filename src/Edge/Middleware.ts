@@ -21,7 +21,7 @@ import { type HubMetrics, Metrics, noMetrics, type RouteRecorder } from "../Metr
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
 import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 
-export const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
+const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
 
 /**
@@ -29,7 +29,7 @@ export const errorResponse = (body: ErrorBody, headers: Record<string, string> =
  * knows when to come back, the Retry-After header; a 413 closes the connection (the rest of a body
  * over its limit is never read, so the connection cannot carry another request).
  */
-export const hubErrorResponse = (e: HubError) => {
+const hubErrorResponse = (e: HubError) => {
   if (e._tag === "TooManyRequests") return errorResponse(errorBody(e), { "retry-after": String(retryAfterOf(e)) })
   if ((e._tag === "ServiceUnavailable" || e._tag === "UpstreamFailure") && e.retryAfterSeconds !== undefined) {
     return errorResponse(errorBody(e), { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
@@ -48,7 +48,7 @@ const isDecodeIssues = (u: unknown): u is ReadonlyArray<DecodeIssue> =>
   Array.isArray(u) && u.every((i) => Predicate.hasProperty(i, "path") && Predicate.hasProperty(i, "message"))
 
 /** Schema issues as `{field, message}`, the field written as a dotted path such as `image.caption`. */
-export const fieldIssues = (issues: ReadonlyArray<DecodeIssue>): ReadonlyArray<FieldIssue> => {
+const fieldIssues = (issues: ReadonlyArray<DecodeIssue>): ReadonlyArray<FieldIssue> => {
   const all = issues.map((issue) => ({ field: issue.path.map(String).join(".") || "body", message: issue.message }))
   // An optional field's schema is a union with undefined; its "Expected undefined" branch says nothing useful.
   return all.filter((issue) =>
@@ -57,7 +57,7 @@ export const fieldIssues = (issues: ReadonlyArray<DecodeIssue>): ReadonlyArray<F
   )
 }
 
-export const validationResponse = (issues: ReadonlyArray<FieldIssue>) =>
+const validationResponse = (issues: ReadonlyArray<FieldIssue>) =>
   errorResponse({
     statusCode: 400,
     message: `Invalid request: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`,

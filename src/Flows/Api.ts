@@ -10,7 +10,7 @@ import { GraphId } from "../Domain/Ids.js"
 import { GraphList, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
-export const FlowListQuery = RequestStruct({
+const FlowListQuery = RequestStruct({
   ...GraphPagingFields
 })
 
@@ -28,7 +28,7 @@ export const FlowAsset = PassThrough({
   download_url: Schema.optional(Schema.String)
 })
 
-export const FlowAssetUpload = HttpApiSchema.Multipart(
+const FlowAssetUpload = HttpApiSchema.Multipart(
   RequestStruct({
     file: Multipart.SingleFileSchema.annotations({ message: () => "must be exactly one file part" }),
     name: Schema.String.pipe(Schema.pattern(/^[^/\\\x00-\x1f]{1,200}$/, { message: () => "must be a file name such as flow.json" })),
@@ -45,7 +45,7 @@ export const FlowAssetUpload = HttpApiSchema.Multipart(
   { fieldMimeTypes: [] }
 )
 
-export const FlowAssetUploaded = Schema.Struct({ success: Schema.Boolean, validation_errors: Schema.Array(JsonObjectSchema) })
+const FlowAssetUploaded = Schema.Struct({ success: Schema.Boolean, validation_errors: Schema.Array(JsonObjectSchema) })
 
 const FlowPath = Schema.Struct({ flowId: GraphId })
 

@@ -7,7 +7,7 @@ import { Authentication } from "../Domain/Authentication.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GroupId } from "./GroupId.js"
 
-export const Group = Schema.Struct({
+const Group = Schema.Struct({
   id: Schema.String.annotations({ description: "The group id as the upstream gives it" }),
   subject: Schema.String,
   description: Schema.String,

@@ -18,7 +18,7 @@ const groupNumberOf = (opaqueId: string): string | undefined =>
   /^capi_group:\d+:(\d+)/.exec(Buffer.from(opaqueId, "base64url").toString("latin1"))?.[1]
 
 /** Whether a listed id names the requested group, in either of the two forms a group id takes. */
-export const sameGroup = (listed: string, requested: string): boolean => {
+const sameGroup = (listed: string, requested: string): boolean => {
   if (listed === requested) return true
   const numbered = /^(\d+)@g\.us$/.exec(requested)?.[1]
   return numbered !== undefined && groupNumberOf(listed) === numbered

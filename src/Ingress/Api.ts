@@ -9,7 +9,7 @@ import { documented } from "../Domain/Documented.js"
 import { PayloadTooLarge, Wire } from "../Domain/Errors.js"
 import { JsonObjectSchema } from "../Domain/Json.js"
 
-export const IngestSummary = Schema.Struct({
+const IngestSummary = Schema.Struct({
   changes: Schema.Number,
   accepted: Schema.Number,
   duplicates: Schema.Number,

@@ -37,10 +37,10 @@ const stringAt = (o: JsonObject, key: string): string | undefined => {
  * dedupe key's canonical form, the envelopes' text) would overflow the stack on a post nested
  * thousands deep, failing the group it is written with, so such a post is refused alone, with a 400.
  */
-export const MAX_PAYLOAD_DEPTH = 64
+const MAX_PAYLOAD_DEPTH = 64
 
 /** Whether a value nests deeper than `limit` (walked without recursion, so any depth is measured safely). */
-export const nestsDeeperThan = (value: Json, limit: number): boolean => {
+const nestsDeeperThan = (value: Json, limit: number): boolean => {
   const stack: Array<readonly [Json, number]> = [[value, 1]]
   for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
     const [at, depth] = next
@@ -92,7 +92,7 @@ export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyAr
 }
 
 /** JSON with object keys sorted, so equal values always give the same text. */
-export const canonicalJson = (value: Json): string => {
+const canonicalJson = (value: Json): string => {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   if (isJsonObject(value)) {
     return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] ?? null)}`).join(",")}}`

@@ -15,6 +15,3 @@ export const verifyHubSignature = (appSecret: string, rawBody: Uint8Array, heade
   return timingSafeEqual(expected, Buffer.from(match[1], "hex"))
 }
 
-/** The header value the upstream would send for a body (tests and the sandbox sign with it). */
-export const hubSignature = (appSecret: string, rawBody: string | Uint8Array): string =>
-  `sha256=${createHmac("sha256", appSecret).update(rawBody).digest("hex")}`

@@ -36,7 +36,7 @@ const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
  * the template category it settles, then its status moves and messages (its statuses first, as
  * listed) or its call events.
  */
-export const recordChangesOf = (
+const recordChangesOf = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   change: UpstreamChange,
   receivedAt: string

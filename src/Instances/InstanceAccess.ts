@@ -21,7 +21,7 @@ const TARGET_TTL_MS = 60_000
 /** Most instances kept found (an organization token's lookups); past it the cache starts over. */
 const KNOWN_INSTANCES = 10_000
 
-export interface InstanceAccessShape {
+interface InstanceAccessShape {
   readonly resolve: (principal: Principal, selector: InstanceSelector) => Effect.Effect<InstanceRef, BadRequest | Forbidden | NotFound>
   /**
    * What resolve answers when it needs no lookup (an instance token, a selector missing, or an

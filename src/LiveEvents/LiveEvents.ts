@@ -78,7 +78,7 @@ interface Subscriber {
 }
 
 /** Events buffered per stream before it drops (envelopes are a few KB each). */
-export const STREAM_BUFFER = 256
+const STREAM_BUFFER = 256
 
 export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
   Layer.effect(LiveEvents, Effect.map(SubscriptionRef.make(0), (streamsOpen) => {

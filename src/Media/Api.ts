@@ -9,7 +9,7 @@ import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
-export const MediaUpload = HttpApiSchema.Multipart(
+const MediaUpload = HttpApiSchema.Multipart(
   RequestStruct({
     file: Multipart.SingleFileSchema.annotations({ message: () => "must be exactly one file part" }),
     type: Schema.String.pipe(Schema.nonEmptyString({ message: () => "must be the MIME type of the file" })),
@@ -26,9 +26,9 @@ export const MediaUpload = HttpApiSchema.Multipart(
   { fieldMimeTypes: [] }
 )
 
-export const MediaUploaded = Schema.Struct({ id: Schema.String })
+const MediaUploaded = Schema.Struct({ id: Schema.String })
 
-export const MediaInfo = Schema.Struct({
+const MediaInfo = Schema.Struct({
   url: Schema.String.annotations({ description: "Temporary download URL (about 5 minutes); needs the instance's access token" }),
   mime_type: Schema.String,
   sha256: Schema.String,

@@ -16,7 +16,7 @@ import { sendEndpoints } from "../Upstream/Upstream.js"
 const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 /** The upstream's answer, passed through unchanged (fields beyond the spec's included). */
-export const SendMessageResponse = Schema.Struct(
+const SendMessageResponse = Schema.Struct(
   {
     messaging_product: Schema.String,
     contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.optional(Schema.String) }, Extra)),
@@ -81,7 +81,7 @@ const Status = Schema.Literal(...messageStatuses).annotations(oneIssue(`must be 
 const Direction = Schema.Literal(...directions).annotations(oneIssue(`must be ${directions.join(" or ")}`))
 const WaMessageId = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(256))
 
-export const ListMessagesQuery = RequestStruct({
+const ListMessagesQuery = RequestStruct({
   page: Schema.optionalWith(wholeNumber(1, 1_000_000), { default: () => 1 }),
   limit: Schema.optionalWith(wholeNumber(1, 100), { default: () => 50 }),
   status: Schema.optional(Status),

@@ -35,7 +35,7 @@ export interface StoredRecord {
 }
 
 /** An outbound record's state after the group (written only for records that moved). */
-export interface RecordMove {
+interface RecordMove {
   readonly id: string
   readonly status: MessageStatus
   readonly statusAt: string
@@ -49,7 +49,7 @@ export interface RecordMove {
 }
 
 /** A status for an id no record has yet. */
-export interface EarlyStatus {
+interface EarlyStatus {
   readonly instanceId: string
   readonly waMessageId: string
   readonly status: MessageStatus

@@ -14,7 +14,7 @@ import { runForFleet } from "../Sql/FleetJobs.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import type { Json } from "../Domain/Json.js"
 
-export const IDEMPOTENCY_TTL = Duration.hours(24)
+const IDEMPOTENCY_TTL = Duration.hours(24)
 
 const SendKeyHeld = Schema.Struct({
   organization_id: Schema.String,

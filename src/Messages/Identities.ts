@@ -29,7 +29,7 @@ export interface IdentityChange {
 }
 
 /** A person's identifiers are few; a lookup stops here whatever a bad merge may have gathered. */
-export const MAX_IDENTIFIERS = 64
+const MAX_IDENTIFIERS = 64
 
 const text = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 

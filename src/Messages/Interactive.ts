@@ -246,19 +246,6 @@ const otherKind = (type: (typeof otherKinds)[number]) =>
     OtherKeys
   )
 
-export const interactiveKinds = [
-  "product",
-  "product_list",
-  "catalog_message",
-  "button",
-  "list",
-  "flow",
-  "call_permission_request",
-  "order_details",
-  "order_status",
-  ...otherKinds
-] as const
-
 export const Interactive = Schema.Union(
   Product,
   ProductList,

@@ -16,7 +16,7 @@ import { Template } from "./Template.js"
 import { isRecord, JsonObjectSchema } from "../Domain/Json.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
 
-export const messageTypes = [
+const messageTypes = [
   "text",
   "image",
   "audio",
@@ -29,7 +29,6 @@ export const messageTypes = [
   "template",
   "interactive"
 ] as const
-export type MessageType = (typeof messageTypes)[number]
 
 const PHONE_NUMBER = /^\d{5,20}$/
 const NUMBER_RULE = "must be the recipient's number in E.164 form: 5 to 20 digits, without \"+\""
@@ -151,7 +150,6 @@ const TypedMessage = Schema.Union(...typedMembers).annotations({
   // As RequestStruct: report every failing field; unknown top-level keys are dropped, not refused.
   parseOptions: { errors: "all", onExcessProperty: "ignore" }
 })
-
 
 /** The upstream's default: `text` without `type` is a text message. */
 const withDefaultType = (input: unknown): unknown =>

@@ -45,7 +45,7 @@ const tooMany = (phoneNumberId: string, ratePerSecond: number, retryAfterSeconds
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds))
   })
 
-export const makePacing = (ratePerSecond: number): Pacing["Type"] => {
+const makePacing = (ratePerSecond: number): Pacing["Type"] => {
   const buckets = new Map<string, Bucket>()
   const takeAt = (phoneNumberId: string, now: number) => {
     const bucket = buckets.get(phoneNumberId) ?? { tokens: ratePerSecond, at: now }
@@ -78,7 +78,7 @@ interface Grant {
  * `giveBack` sends of the replica's previous slice that were never made: the theoretical arrival time
  * moves on by what is granted, never more than one second (the burst) past now.
  */
-export const grantQuery = (sql: SqlClient.SqlClient, phoneNumberId: string, want: number, giveBack: number, ratePerSecond: number) => {
+const grantQuery = (sql: SqlClient.SqlClient, phoneNumberId: string, want: number, giveBack: number, ratePerSecond: number) => {
   const interval = 1000 / ratePerSecond
   // The database's clock, shared by every replica.
   const now = sql.literal("(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)")
@@ -110,7 +110,7 @@ interface Slice {
  * ask: a replica never holds budget another needs for long, and N replicas sending a number below
  * its rate between them are not refused for budget none of them used.
  */
-export const makeSharedPacing = (
+const makeSharedPacing = (
   ratePerSecond: number,
   grant: (phoneNumberId: string, want: number, giveBack: number) => Promise<Grant>
 ): Pacing["Type"] => {

@@ -38,7 +38,7 @@ export type SendOutcome =
 
 type SendError = Conflict | ServiceUnavailable | TooManyRequests | UpstreamFailure
 
-export interface MessageSenderShape {
+interface MessageSenderShape {
   /**
    * A send, as a plain promise of its outcome (the refusal on the left), without a fiber (see the top
    * of this file). The rare effects it runs (a target to load, a failure to record, an error to log)
@@ -76,7 +76,7 @@ const keepsAnswer = (e: SendError) =>
   ((e.status < 500 && e.error === "upstream_error") || e.error === "upstream_timeout" || e.error === "upstream_unreachable")
 
 /** A send's outcome as the metrics count it (hub_sends_total's result). */
-export const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): SendResult => {
+const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): SendResult => {
   if (Either.isRight(outcome)) return "sent"
   const e = outcome.left
   switch (e._tag) {

@@ -47,7 +47,7 @@ const passThroughParameter = (type: (typeof passThroughTypes)[number]) =>
     Schema.filter((parameter) => parameter[type] === undefined ? { path: [type], message: "is missing" } : undefined)
   )
 
-export const TemplateParameter = Schema.Union(
+const TemplateParameter = Schema.Union(
   TextParameter,
   ImageParameter,
   VideoParameter,

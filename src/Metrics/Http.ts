@@ -13,7 +13,7 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i
 const digest = (text: string) => createHash("sha256").update(text).digest()
 
 /** HUB_METRICS_TOKEN, when set, as a Bearer token compared in constant time; no token needed otherwise. */
-export const MetricsAuthorizationLive = Layer.effect(
+const MetricsAuthorizationLive = Layer.effect(
   MetricsAuthorization,
   Effect.map(HubConfig, (config) => {
     const expected = Option.map(config.metricsToken, (token) => digest(Redacted.value(token)))

@@ -70,7 +70,7 @@ const processMetrics = () => {
 }
 
 /** A hub's metrics over its own registry; `routes` are the routes HttpApi serves (see Routes.ts). */
-export const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
+const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
   Effect.gen(function*() {
     const registry = new Registry()
     const registers = [registry]

@@ -45,7 +45,7 @@ export interface GraphRecorder {
 }
 
 /** What one upstream post's commit brought (Ingress.ts's answer to it). */
-export interface IngestCounts {
+interface IngestCounts {
   readonly changes: number
   readonly duplicates: number
   readonly unrouted: number

@@ -43,7 +43,7 @@ export interface ConnectionRequest {
 }
 
 /** The connection closed (or failed) with no answer framed. */
-export interface Closed {
+interface Closed {
   readonly _tag: "Closed"
   readonly message: string
   /** No byte of the answer had arrived: perhaps a kept connection the server had just closed. */

@@ -43,7 +43,7 @@ export interface PoolTimers {
   readonly every: (ms: number, tick: () => void) => () => void
 }
 
-export const systemTimers: PoolTimers = {
+const systemTimers: PoolTimers = {
   now: () => performance.now(),
   every: (ms, tick) => {
     const timer = setInterval(tick, ms)

@@ -6,7 +6,7 @@
  */
 
 /** The longest wait a Retry-After is taken at: a day. */
-export const MAX_RETRY_AFTER_SECONDS = 24 * 60 * 60
+const MAX_RETRY_AFTER_SECONDS = 24 * 60 * 60
 
 const DELTA_SECONDS = /^\d+$/
 const MONTHS: Readonly<Record<string, number>> = { Jan: 0, Feb: 1, Mar: 2, Apr: 3, May: 4, Jun: 5, Jul: 6, Aug: 7, Sep: 8, Oct: 9, Nov: 10, Dec: 11 }

@@ -14,13 +14,13 @@ import { RequestStruct } from "../Domain/Schemas.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { SettingsUpdate } from "./Settings.js"
 
-export const SettingsQuery = RequestStruct({
+const SettingsQuery = RequestStruct({
   include_sip_credentials: Schema.optional(Schema.Literal("true", "false").annotations({ message: () => ({ message: "must be true or false", override: true }) }))
 })
 
-export const SettingsUpdated = Schema.Struct({ success: Schema.Boolean })
+const SettingsUpdated = Schema.Struct({ success: Schema.Boolean })
 
-export const PhoneNumberListQuery = RequestStruct({
+const PhoneNumberListQuery = RequestStruct({
   ...instanceSelectorFields,
   ...GraphPagingFields
 })

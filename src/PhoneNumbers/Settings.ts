@@ -8,7 +8,7 @@ import { JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { ForwardedRequest, forwardedBody } from "../Domain/Schemas.js"
 import type { Json, JsonObject } from "../Domain/Json.js"
 
-export const SETTINGS_SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"] as const
+const SETTINGS_SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"] as const
 
 const anyCase = (values: ReadonlyArray<string>) =>
   Schema.String.pipe(Schema.filter((s) => values.includes(s.toLowerCase()), {

@@ -12,7 +12,7 @@ const Fields = Schema.String.pipe(Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\)
   message: () => "must be field names, comma separated, such as code,prefilled_message,deep_link_url"
 }))
 
-export const QrCodeListQuery = RequestStruct({
+const QrCodeListQuery = RequestStruct({
   ...GraphPagingFields,
   fields: Schema.optional(Fields)
 })

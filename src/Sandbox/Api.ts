@@ -92,7 +92,7 @@ const SimulatedChange = Schema.Struct({
  * tokens name it). Each value gets `messaging_product` unless it has one, and `metadata` naming the
  * instance's number, so every change routes to this instance and no other.
  */
-export const SandboxChanges = RequestStruct({
+const SandboxChanges = RequestStruct({
   instance_id: Schema.optional(IdString),
   phone_number_id: Schema.optional(GraphId),
   changes: Schema.Array(SimulatedChange).pipe(

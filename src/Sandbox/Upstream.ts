@@ -43,7 +43,7 @@ import { conversationId, type StatusName, statusPayload } from "./Graph/Webhooks
 import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 
 
-export const makeSandboxUpstream = Effect.gen(function*() {
+const makeSandboxUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
   const events = yield* SandboxEvents
   const fibers = yield* FiberSet.make()

@@ -67,7 +67,7 @@ const beginningImmediately = (sql: SqlClient.SqlClient) => {
  * shared-memory files it creates the database file's mode, and those left by an older version are
  * narrowed here. A folder that already exists is the operator's and is left as it is.
  */
-export const ownerOnlyDatabase = (filename: string) => {
+const ownerOnlyDatabase = (filename: string) => {
   mkdirSync(dirname(filename), { recursive: true, mode: 0o700 })
   closeSync(openSync(filename, "a", 0o600))
   for (const file of [filename, `${filename}-wal`, `${filename}-shm`]) {
@@ -93,7 +93,7 @@ export const sqliteLayer = (filename: string) => {
 }
 
 /** Any number, to name the advisory lock the fleet's migrations take (the hub's other locks use others). */
-export const MIGRATION_LOCK = 0x6875_6201
+const MIGRATION_LOCK = 0x6875_6201
 
 /**
  * Migrations run once for the fleet, even when replicas start together: each takes a transaction-scoped

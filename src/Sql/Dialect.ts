@@ -20,15 +20,6 @@ export const jsonArrayRows = (sql: SqlClient.SqlClient, json: string, alias: str
     : sql`json_each(${json}) AS ${sql.literal(alias)}`
 
 /**
- * The integer a JSON object (text) holds under the key `keyExpression` (an SQL expression), or NULL:
- * a scalar subquery. SQLite reads `json_each`'s key and value; PostgreSQL `json_each_text`'s, cast.
- */
-export const jsonObjectInteger = (sql: SqlClient.SqlClient, json: string, keyExpression: string): Statement.Fragment =>
-  isPostgres(sql)
-    ? sql`(SELECT f.value::integer FROM json_each_text(${json}::json) AS f WHERE f.key = ${sql.literal(keyExpression)})`
-    : sql`(SELECT f.value FROM json_each(${json}) AS f WHERE f.key = ${sql.literal(keyExpression)})`
-
-/**
  * Appended to a SELECT that picks rows to claim: on PostgreSQL `FOR UPDATE SKIP LOCKED`, so that
  * replicas claiming at once each take other rows instead of queueing on the same ones; nothing on
  * SQLite, whose single writer already excludes that.

@@ -14,7 +14,7 @@ import { databaseEngine } from "../Config.js"
 import { postgresLayer, sqliteLayer } from "./Client.js"
 import { countRows } from "./RowSchemas.js"
 
-export class MigrateDataError extends Data.TaggedError("MigrateDataError")<{ readonly message: string }> {}
+class MigrateDataError extends Data.TaggedError("MigrateDataError")<{ readonly message: string }> {}
 
 /** Tables that are the database's own bookkeeping, not data. */
 const SKIPPED = new Set(["effect_sql_migrations", "fleet_jobs"])
@@ -25,7 +25,7 @@ const VALUES_PER_INSERT = 30_000
 /** Rows read from the source at a time. */
 const READ_BATCH = 2_000
 
-export interface CopiedTable {
+interface CopiedTable {
   readonly table: string
   readonly rows: number
 }
@@ -93,7 +93,7 @@ const copyTable = (source: SqlClient.SqlClient, target: SqlClient.SqlClient, tab
   })
 
 /** Copies every table of `source` (SQLite) into `target` (PostgreSQL), which must hold no rows. */
-export const copyAll = (source: SqlClient.SqlClient, target: SqlClient.SqlClient) =>
+const copyAll = (source: SqlClient.SqlClient, target: SqlClient.SqlClient) =>
   Effect.gen(function*() {
     const tables = yield* tablesInOrder(source)
     for (const table of tables) {

@@ -20,7 +20,7 @@ import { HubConfig, parseSecretKey } from "../Config.js"
 export class CipherError extends Data.TaggedError("CipherError")<{ readonly message: string }> {}
 
 /** Every column that holds an encrypted secret, as `table.column`. */
-export type SecretColumn =
+type SecretColumn =
   | "instances.access_token_encrypted"
   | "webhooks.secret_encrypted"
   | "webhooks.previous_secret_encrypted"

@@ -6,7 +6,7 @@
  */
 
 /** Most rows per statement: SQLite allows 32766 bound values, and 14 columns a row stay well below at this size. */
-export const MAX_ROWS = 256
+const MAX_ROWS = 256
 
 /** The items in chunks of `max` (a power of two), then of decreasing powers of two (77 → 64, 8, 4, 1). */
 export const powerOfTwoChunks = <A>(items: ReadonlyArray<A>, max = MAX_ROWS): ReadonlyArray<ReadonlyArray<A>> => {

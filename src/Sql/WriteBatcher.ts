@@ -27,7 +27,7 @@ const MAX_BATCH = 256
  * on their own cost the hub about 15 % more CPU per delivery than one shared commit every 10 ms;
  * 40 ms paced the dispatcher's rounds too much in overload.
  */
-export const GATHER_MS = 10
+const GATHER_MS = 10
 
 /** Answers a job's callers once the shared transaction's COMMIT is known (its failure, if any). */
 type Settle = (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) => void

@@ -10,11 +10,11 @@ import { GraphList, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough 
 import { ForwardedRequest, RequestStruct } from "../Domain/Schemas.js"
 import { componentIssues } from "./Components.js"
 
-export const TemplateCategory = Schema.Literal("MARKETING", "UTILITY", "AUTHENTICATION").annotations({
+const TemplateCategory = Schema.Literal("MARKETING", "UTILITY", "AUTHENTICATION").annotations({
   message: () => ({ message: "must be MARKETING, UTILITY or AUTHENTICATION", override: true })
 })
 
-export const CreateTemplate = ForwardedRequest({
+const CreateTemplate = ForwardedRequest({
   name: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,512}$/, {
     message: () => "must be snake_case: lowercase letters, digits and underscores, at most 512 characters"
   })),
@@ -28,9 +28,9 @@ export const CreateTemplate = ForwardedRequest({
   Schema.annotations({ parseOptions: { errors: "all" }, identifier: "CreateTemplate" })
 )
 
-export const TemplateCreated = Schema.Struct({ id: Schema.String, status: Schema.String, category: Schema.String })
+const TemplateCreated = Schema.Struct({ id: Schema.String, status: Schema.String, category: Schema.String })
 
-export const TemplateStatus = Schema.Literal(
+const TemplateStatus = Schema.Literal(
   "APPROVED",
   "PENDING",
   "REJECTED",
@@ -43,7 +43,7 @@ export const TemplateStatus = Schema.Literal(
   "ARCHIVED"
 ).annotations({ message: () => ({ message: "must be a template status such as APPROVED, PENDING or REJECTED", override: true }) })
 
-export const TemplateListQuery = RequestStruct({
+const TemplateListQuery = RequestStruct({
   ...GraphPagingFields,
   name: Schema.optional(Schema.String.pipe(Schema.maxLength(512))),
   status: Schema.optional(TemplateStatus)

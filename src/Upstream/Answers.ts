@@ -8,7 +8,7 @@ import { toHubError } from "./toHubError.js"
 import type { UpstreamError } from "./UpstreamError.js"
 
 /** Graph's ways of saying "no such object (for this token)": HTTP 404, code 100 subcode 33, code 803. */
-export const isMissingObject = (e: UpstreamError): boolean =>
+const isMissingObject = (e: UpstreamError): boolean =>
   e.kind === "graph" && (e.status === 404 || (e.code === 100 && e.subcode === 33) || e.code === 803)
 
 /** toHubError, except that a missing object is a plain 404 naming what was asked for. */

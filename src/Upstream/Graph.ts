@@ -149,7 +149,7 @@ const textAtMost = <E>(
     )
   })
 
-export const makeGraphUpstream = Effect.gen(function*() {
+const makeGraphUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
   // Spans would only cost time (no exporter is configured), and their headers are not the Graph's business.

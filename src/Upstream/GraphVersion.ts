@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 
 /** The last day each version is served (inclusive), as Meta announces it. */
-export const GRAPH_VERSION_ENDS: Readonly<Record<string, string>> = {
+const GRAPH_VERSION_ENDS: Readonly<Record<string, string>> = {
   "v18.0": "2026-01-26",
   "v19.0": "2026-05-21",
   "v20.0": "2026-09-24",
@@ -17,7 +17,7 @@ export const GRAPH_VERSION_ENDS: Readonly<Record<string, string>> = {
 }
 
 /** How long before a version's end the hub starts warning about it. */
-export const WARN_BEFORE_DAYS = 90
+const WARN_BEFORE_DAYS = 90
 
 /** The `vNN.N` version a Graph base URL names (its last path segment), if it names one. */
 export const graphVersionOf = (graphUrl: string): string | undefined => /\/(v\d+\.\d+)\/?$/.exec(graphUrl)?.[1]

@@ -38,7 +38,7 @@ const RETRY_LATER: ReadonlySet<number> = new Set([138002, 138005, 138009, 131208
 /** The upstream is in maintenance for about a minute while a number's throughput is upgraded. */
 const MAINTENANCE = 131057
 
-export const refusalErrorOf = (code: number): string =>
+const refusalErrorOf = (code: number): string =>
   REFUSALS.find(([from, to]) => code >= from && code <= to)?.[2] ?? "upstream_error"
 
 export const toHubError = (e: UpstreamError): TooManyRequests | UpstreamFailure => {

@@ -15,7 +15,7 @@ import { CustomHeadersInput } from "./CustomHeaders.js"
 import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Domain/EventKinds.js"
 import { deliveryStatuses, disabledReasons } from "../Domain/Vocabulary.js"
 
-export const WebhookUrl = Schema.Trim.pipe(
+const WebhookUrl = Schema.Trim.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),
   Schema.filter((s) => {
     const url = URL.parse(s)
@@ -35,7 +35,7 @@ const kindRule = `must be "*" or a webhook field name of the upstream's form (lo
 const MAX_KINDS = 100
 
 /** One kind of change: a refinement rather than a Literal union, so a wrong name is one issue. */
-export const EventKindName = Schema.String.pipe(
+const EventKindName = Schema.String.pipe(
   Schema.filter((s) => s === ALL_KINDS || isEventKind(s), {
     message: () => kindRule,
     // The document shows the pattern and lists the known kinds, so generated clients and the dashboard know them.
@@ -43,7 +43,7 @@ export const EventKindName = Schema.String.pipe(
   })
 ).annotations({ description: `A kind of change, or "*" for all; the known ones: ${EVENT_KINDS.join(", ")}; any other field Meta adds may be named too` })
 
-export const EventFilter = Schema.Array(EventKindName).pipe(
+const EventFilter = Schema.Array(EventKindName).pipe(
   Schema.minItems(1, { message: () => `must name at least one kind (or "*" for all)` }),
   Schema.maxItems(MAX_KINDS, { message: () => `must name at most ${MAX_KINDS} kinds` })
 ).annotations({
@@ -54,7 +54,7 @@ export const EventFilter = Schema.Array(EventKindName).pipe(
   examples: [["messages", "statuses"], ["*"]]
 })
 
-export const CreateWebhook = RequestStruct({
+const CreateWebhook = RequestStruct({
   instance_id: Schema.optional(IdString).annotations({ description: "Required with an organization token" }),
   url: WebhookUrl,
   name: Label(100),
@@ -62,7 +62,7 @@ export const CreateWebhook = RequestStruct({
   headers: Schema.optional(CustomHeadersInput)
 })
 
-export const UpdateWebhook = RequestStruct({
+const UpdateWebhook = RequestStruct({
   url: Schema.optional(WebhookUrl),
   name: Schema.optional(Label(100)),
   active: Schema.optional(Schema.Boolean),
@@ -118,7 +118,7 @@ export const SecretRotated = Schema.Struct({
 const deliveryStatusSet: ReadonlySet<string> = new Set(deliveryStatuses)
 
 /** A refinement rather than a Literal union, so a wrong value is reported once, not once per member. */
-export const DeliveryStatus = Schema.String.pipe(
+const DeliveryStatus = Schema.String.pipe(
   Schema.filter((s): s is typeof deliveryStatuses[number] => deliveryStatusSet.has(s), {
     message: () => `must be one of ${deliveryStatuses.join(", ")}`
   })
@@ -136,7 +136,7 @@ const PositiveInt = (max: number, fallback: number) =>
 const INSTANT = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
 
 /** An instant (ISO 8601; without a zone, UTC) or a day (its midnight UTC), normalised to an ISO 8601 UTC timestamp. */
-export const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
+const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
   strict: true,
   decode: (text, _, ast) => {
     const trimmed = text.trim()
@@ -164,9 +164,9 @@ const deliveryListFields = {
   after: Schema.optional(Cursor)
 }
 
-export const DeliveriesQuery = RequestStruct(deliveryListFields)
+const DeliveriesQuery = RequestStruct(deliveryListFields)
 
-export const DeliverySearchQuery = RequestStruct({
+const DeliverySearchQuery = RequestStruct({
   ...deliveryListFields,
   webhook_id: Schema.optional(IdString).annotations({ description: "One of the caller's webhooks" }),
   instance_id: Schema.optional(IdString).annotations({ description: "One of the caller's instances" })
@@ -209,7 +209,7 @@ export const DeliveryList = Schema.Struct({
     "a page examines at most 20,000 deliveries and then answers what it found, cursors.before continuing from there."
 })
 
-export const RecoverRequest = RequestStruct({
+const RecoverRequest = RequestStruct({
   since: Instant.annotations({ description: "Recover deliveries created at or after this" }),
   until: Schema.optional(Instant).annotations({ description: "…and before this (default: now)" })
 })
@@ -223,7 +223,7 @@ export const Recovered = Schema.Struct({
   until: IsoTimestamp
 })
 
-export const TestHeaders = RequestStruct({
+const TestHeaders = RequestStruct({
   "idempotency-key": Schema.optional(
     Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" }))
   ).annotations({ description: "Repeating a test with the same key within 10 minutes answers the first test's delivery instead of sending another" })

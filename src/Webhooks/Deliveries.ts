@@ -24,10 +24,10 @@ import type { DeliveryStatus } from "../Domain/Vocabulary.js"
 /** Most queued rows of each status the health of a webhook counts. */
 export const QUEUED_CAP = 1_000
 
-export type ReplayOutcome = "requeued" | "not_found" | "already_queued"
+type ReplayOutcome = "requeued" | "not_found" | "already_queued"
 
 /** What a recover did: how many deliveries it queued again, and whether more wait in the window. */
-export interface RecoverOutcome {
+interface RecoverOutcome {
   readonly requeued: number
   readonly more: boolean
 }

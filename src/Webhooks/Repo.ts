@@ -58,7 +58,7 @@ export interface WebhookScope {
   readonly instanceId: string | undefined
 }
 
-export interface WebhookPatch {
+interface WebhookPatch {
   readonly url?: string | undefined
   readonly name?: string | undefined
   readonly active?: boolean | undefined
@@ -69,13 +69,13 @@ export interface WebhookPatch {
 }
 
 /** The instance already has as many webhooks as it may. */
-export class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
+class WebhookLimitReached extends Data.TaggedError("WebhookLimitReached")<{ readonly limit: number }> {}
 
 /**
  * Secret headers given as "[redacted]" whose stored value cannot be kept: there is none, or the
  * webhook moves to another origin (its secrets are for the receiver they were given for).
  */
-export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
+class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
   readonly names: ReadonlyArray<string>
   readonly originChanged: boolean
 }> {}
@@ -84,7 +84,7 @@ export class NoSecretToKeep extends Data.TaggedError("NoSecretToKeep")<{
 const movesOrigin = (from: string, to: string | undefined): boolean =>
   to !== undefined && URL.parse(from)?.origin !== URL.parse(to)?.origin
 
-export interface WebhooksRepoShape {
+interface WebhooksRepoShape {
   readonly create: (input: {
     readonly organizationId: string
     readonly instanceId: string

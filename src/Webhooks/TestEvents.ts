@@ -59,7 +59,7 @@ const testEventBody = (input: { readonly webhookId: string; readonly instanceId:
   })
 
 /** What a test call did: answered an earlier test's delivery, was refused for `retryAfterMs`, or sent one. */
-export type TestOutcome =
+type TestOutcome =
   | { readonly _tag: "Repeat"; readonly deliveryId: string }
   | { readonly _tag: "TooSoon"; readonly retryAfterMs: number }
   | { readonly _tag: "Sent"; readonly deliveryId: string }

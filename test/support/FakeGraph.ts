@@ -9,7 +9,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { makeSignal } from "./Signals.js"
 import { testHub, type TestHubOptions } from "./TestHub.js"
 
-export interface FormFile {
+interface FormFile {
   readonly filename: string
   readonly type: string
   readonly size: number

@@ -42,7 +42,7 @@ export const fieldsOf = (body: Readonly<Record<string, unknown>>): ReadonlyArray
 export const waIdOf = (body: Readonly<Record<string, unknown>>): string => String(itemsOf(body, "messages")[0]?.id)
 
 /** An upstream message id in the real format, for replies and reactions. */
-export const WAMID = "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3"
+const WAMID = "wamid.HBgLMTY1MDUwNzY1MjAVAgASGBQzQTk5RkM3"
 
 /** One send of every message type, as the request gives it and as the upstream must receive it. */
 export interface TypeCase {

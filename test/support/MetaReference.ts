@@ -47,7 +47,7 @@ const META_DOCUMENT = join(referenceDir, "meta-openapi", "business-messaging-api
 let parsed: JsonObject | undefined
 
 /** Meta's OpenAPI document, parsed once per test file. */
-export const metaDocument = (): JsonObject => {
+const metaDocument = (): JsonObject => {
   if (parsed !== undefined) return parsed
   const document: unknown = parse(readFileSync(META_DOCUMENT, "utf8"))
   if (!isObject(document) || !isObject(document.paths)) throw new Error(`${META_DOCUMENT} is not an OpenAPI document with paths`)

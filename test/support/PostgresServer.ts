@@ -23,7 +23,7 @@ export interface PostgresServer {
   readonly stop: () => Promise<void>
 }
 
-export const PG_USER = "hub"
+const PG_USER = "hub"
 const PG_PASSWORD = "hub-test-password"
 
 const freePort = () =>

@@ -15,7 +15,7 @@ export type Reply =
   | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string; readonly delayMs?: number }
   | "hang"
 
-export interface Receiver {
+interface Receiver {
   readonly url: string
   readonly requests: ReadonlyArray<ReceivedRequest>
   /** Waits until the requests received so far satisfy the condition; dies naming `what` after the deadline. */

@@ -42,7 +42,7 @@ export const untilSignalledThat = <A, E, R, R2>(
   untilAfterEachSignal(signal, what, Effect.map(read, (a) => (condition(a) ? Option.some(a) : Option.none())), deadline)
 
 /** The hub's count of logged delivery attempts: fires each time the dispatcher commits attempts (and has acted on them). */
-export const attemptsLogged: Stream.Stream<number, never, DeliveryWatch> = Stream.unwrap(Effect.map(DeliveryWatch, (watch) => watch.attemptsLogged))
+const attemptsLogged: Stream.Stream<number, never, DeliveryWatch> = Stream.unwrap(Effect.map(DeliveryWatch, (watch) => watch.attemptsLogged))
 
 /** Waits until `condition` holds of what `read` answers, reading again each time delivery attempts are logged. */
 export const untilAttemptsLogged = <A, E, R>(what: string, read: Effect.Effect<A, E, R>, condition: (a: A) => boolean, deadline?: Duration.DurationInput) =>

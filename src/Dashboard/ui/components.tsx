@@ -66,7 +66,7 @@ export const usePolling = (active: boolean, reload: () => Promise<void>, ms: num
 }
 
 /** When a refusal says to come back (its Retry-After), in words, after its message. */
-export const retryAfterText = (error: ApiError) =>
+const retryAfterText = (error: ApiError) =>
   error.retryAfterSeconds === undefined ? "" : `${/[.!?]$/.test(error.message) ? "" : "."} Try again in ${error.retryAfterSeconds} s.`
 
 /** An API failure, as its message (and when to try again, if it says). Announced at once to screen readers. */

@@ -9,7 +9,7 @@ import { createParser } from "eventsource-parser"
 import { useEffect, useState } from "preact/hooks"
 import type { ApiError } from "./api.js"
 
-export interface LiveEvent {
+interface LiveEvent {
   readonly id: string
   readonly instanceId: string
   readonly receivedAt: string

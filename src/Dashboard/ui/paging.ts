@@ -6,13 +6,9 @@
  * count of steps, shown as the page number; Previous to the first page asks for the plain newest
  * page again rather than a cursor. Pure: no DOM, so it is tested on its own.
  */
-import type { COUNT_CAP } from "../../Domain/Paging.js"
 import type { PageCursors } from "./types.js"
 
-/** The hub counts totals up to this; beyond it an answer says `total_capped` (the type checks it is the hub's value). */
-export const TOTAL_CAP: typeof COUNT_CAP = 10_000
-
-export type PageCursor = { readonly before: string } | { readonly after: string }
+type PageCursor = { readonly before: string } | { readonly after: string }
 
 export interface PagePlace {
   /** The page number shown: 1 for the newest page. */

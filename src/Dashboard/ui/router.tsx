@@ -2,7 +2,7 @@
 import type { ComponentChildren } from "preact"
 import { useEffect, useState } from "preact/hooks"
 
-export const BASE = "/dashboard"
+const BASE = "/dashboard"
 
 export interface Location {
   /** The path below /dashboard, such as `/webhooks/whk_1` (`/` for the dashboard itself). */

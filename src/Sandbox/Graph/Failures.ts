@@ -104,7 +104,7 @@ const toError = (f: Failure): UpstreamError =>
 const digitsOf = (value: string) => value.replace(/^\+/, "").replace(/^wacid\./, "")
 
 /** The forced failure for a value, if it carries a reserved prefix. */
-export const reservedFailure = (value: string | undefined): UpstreamError | undefined => {
+const reservedFailure = (value: string | undefined): UpstreamError | undefined => {
   if (value === undefined) return undefined
   const v = digitsOf(value)
   for (const [prefix, failure] of Object.entries(RESERVED_FAILURES)) {

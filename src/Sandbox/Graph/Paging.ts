@@ -26,7 +26,7 @@ export const selectFields = (item: JsonObject, fields: string | undefined): Json
   return selected
 }
 
-export const parseLimit = (query: GraphQuery, fallback: number, max: number): Effect.Effect<number, UpstreamError> => {
+const parseLimit = (query: GraphQuery, fallback: number, max: number): Effect.Effect<number, UpstreamError> => {
   const raw = query.limit
   if (raw === undefined || raw === "") return Effect.succeed(fallback)
   const n = Number(raw)

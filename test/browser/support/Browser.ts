@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 
 export const launchBrowser = () =>
   chromium.launch({
@@ -26,7 +26,7 @@ export interface OpenedPage {
   readonly close: () => Promise<void>
 }
 
-export const LAPTOP = { width: 1280, height: 800 }
+const LAPTOP = { width: 1280, height: 800 }
 export const PHONE = { width: 390, height: 844 }
 
 export const openPage = async (

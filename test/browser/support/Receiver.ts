@@ -1,7 +1,7 @@
 /** A webhook receiver on 127.0.0.1 for the browser tests: records every request and answers as told. */
 import { createServer, type IncomingHttpHeaders } from "node:http"
 
-export interface Received {
+interface Received {
   readonly headers: IncomingHttpHeaders
   readonly body: string
 }

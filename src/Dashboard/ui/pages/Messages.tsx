@@ -14,7 +14,7 @@ type Filters = Readonly<Record<Filter, string>>
 
 const LIMITS = [10, 25, 50, 100]
 
-export const statusTone = (status: string): Tone =>
+const statusTone = (status: string): Tone =>
   status === "read" || status === "delivered" ? "ok" : status === "failed" ? "bad" : status === "sent" ? "info" : "neutral"
 
 const filtersOf = (query: URLSearchParams): Filters => ({
@@ -146,7 +146,7 @@ interface Step {
 }
 
 /** A message's steps: each step's time as the record keeps it (`statusTimes`), and status events seen live since. */
-export const timelineOf = (message: Message, seen: ReadonlyArray<SeenStatus>): ReadonlyArray<Step> => {
+const timelineOf = (message: Message, seen: ReadonlyArray<SeenStatus>): ReadonlyArray<Step> => {
   if (message.direction === "inbound") {
     return [{ status: "received", reached: true, detail: "Received from the customer and recorded", at: message.createdAt }]
   }

@@ -43,7 +43,7 @@ interface SectionProps {
 }
 
 /** The sections of a webhook's page, in order, each a card reached from the page's own menu. */
-export interface WebhookSection {
+interface WebhookSection {
   readonly id: string
   readonly title: string
   readonly render: (props: SectionProps) => ComponentChildren
@@ -325,7 +325,7 @@ const Recover = (props: SectionProps) => {
   )
 }
 
-export const webhookSections: ReadonlyArray<WebhookSection> = [
+const webhookSections: ReadonlyArray<WebhookSection> = [
   { id: "health", title: "Health", render: (props) => <HealthPanel webhook={props.webhook} /> },
   { id: "deliveries", title: "Deliveries", render: (props) => <DeliveryLog webhook={props.webhook} refresh={props.refresh} /> },
   { id: "test", title: "Test", render: (props) => <TestEvent {...props} /> },

@@ -7,8 +7,8 @@ import type { MAX_HEADERS, REDACTED } from "../../../Webhooks/CustomHeaders.js"
 import { ALL_KINDS, FIELD_KINDS, inKindOrder, kindDescription, MESSAGE_KINDS, takesEveryKind } from "../eventKinds.js"
 
 /** The hub's limit and placeholder (the type checks they are the hub's values). */
-export const HEADER_LIMIT: typeof MAX_HEADERS = 10
-export const REDACTED_VALUE: typeof REDACTED = "[redacted]"
+const HEADER_LIMIT: typeof MAX_HEADERS = 10
+const REDACTED_VALUE: typeof REDACTED = "[redacted]"
 
 export interface KindsChoice {
   readonly every: boolean

@@ -12,7 +12,7 @@ import type { DisabledReason, Webhook } from "../types.js"
 const QUEUED_LIMIT: typeof QUEUED_CAP = 1_000
 
 /** Why a webhook is inactive, in words: short for a badge, long for its page. */
-export const disabledReasons: Readonly<Record<DisabledReason, { readonly short: string; readonly long: string }>> = {
+const disabledReasons: Readonly<Record<DisabledReason, { readonly short: string; readonly long: string }>> = {
   gone_410: {
     short: "receiver gone (410)",
     long: "The receiver answered 410 Gone, so the hub turned the webhook off."

@@ -7,7 +7,7 @@ import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.j
 import { EVERY_KIND, EventKindsField, eventsOf, type HeaderRow, headersOf, HeadersField, type KindsChoice } from "./WebhookFields.js"
 import { queuedSummary, recentSummary, webhookState } from "./WebhookHealth.js"
 
-export { webhookState }
+
 
 /** Organization tokens choose among their instances; an instance token always acts for its own. */
 export const useInstances = (kind: TokenKind) =>
