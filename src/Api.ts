@@ -1,27 +1,27 @@
 /** HubApi: every endpoint group of the hub, composed, and the OpenAPI document's own fields. */
 import { HttpApi, OpenApi } from "@effect/platform"
 import packageJson from "../package.json" with { type: "json" }
-import { AuthApi } from "./Auth/Api.js"
-import { Wire } from "./Domain/Errors.js"
-import { HealthApi } from "./Health/Api.js"
-import { InstancesApi } from "./Instances/Api.js"
 import { AnalyticsApi } from "./Analytics/Api.js"
+import { AuthApi } from "./Auth/Api.js"
 import { BlockUsersApi } from "./BlockUsers/Api.js"
 import { BusinessProfileApi } from "./BusinessProfile/Api.js"
 import { CallsApi } from "./Calls/Api.js"
+import { Wire } from "./Domain/Errors.js"
+import { isRecord } from "./Domain/Json.js"
 import { FlowsApi } from "./Flows/Api.js"
 import { GroupsApi } from "./Groups/Api.js"
+import { HealthApi } from "./Health/Api.js"
+import { UpstreamEventsApi } from "./Ingress/Api.js"
+import { InstancesApi } from "./Instances/Api.js"
+import { LiveEventsApi } from "./LiveEvents/Api.js"
 import { MediaApi } from "./Media/Api.js"
 import { MessagesApi } from "./Messages/Api.js"
+import { MetricsApi } from "./Metrics/Api.js"
 import { PhoneNumbersApi } from "./PhoneNumbers/Api.js"
 import { QrCodesApi } from "./QrCodes/Api.js"
-import { TemplatesApi } from "./Templates/Api.js"
-import { UpstreamEventsApi } from "./Ingress/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
+import { TemplatesApi } from "./Templates/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
-import { LiveEventsApi } from "./LiveEvents/Api.js"
-import { isRecord } from "./Domain/Json.js"
-import { MetricsApi } from "./Metrics/Api.js"
 
 const DESCRIPTION = [
   "HTTP gateway in front of the WhatsApp Business Cloud API.",
@@ -31,14 +31,17 @@ const DESCRIPTION = [
   "Every error answer is an ErrorBody `{statusCode, message, error?, details?}`; a 429 carries `Retry-After`."
 ].join("\n\n")
 
-
 const ERROR_BODY = "#/components/schemas/ErrorBody"
 /** HttpApi declares its own decode error on every endpoint; the edge answers it as an ErrorBody 400 (validation_failed). */
 const DECODE_ERROR = "#/components/schemas/HttpApiDecodeError"
 const DECODE_ERROR_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
 
 const retryAfterHeader = {
-  "Retry-After": { description: "Seconds to wait before retrying", required: true, schema: { type: "integer", minimum: 1 } }
+  "Retry-After": {
+    description: "Seconds to wait before retrying",
+    required: true,
+    schema: { type: "integer", minimum: 1 }
+  }
 }
 
 /** An error answer's schema member: ErrorBody (with the error's description, if any), or HttpApi's decode error. */
@@ -86,8 +89,14 @@ const errorResponses = <Spec extends object>(spec: Spec): Spec => {
     }
   }
   withoutSchemaIds(spec)
-  const components = "components" in spec && isRecord(spec.components) && isRecord(spec.components.schemas) ? spec.components.schemas : {}
-  if (!JSON.stringify(paths).includes(DECODE_ERROR)) for (const name of DECODE_ERROR_SCHEMAS) delete components[name]
+  const components = "components" in spec && isRecord(spec.components) && isRecord(spec.components.schemas)
+    ? spec.components.schemas
+    : {}
+  if (!JSON.stringify(paths).includes(DECODE_ERROR)) {
+    for (const name of DECODE_ERROR_SCHEMAS) {
+      delete components[name]
+    }
+  }
   return spec
 }
 

@@ -2,7 +2,19 @@
  * Every setting of the hub, read from the environment once at start and validated there:
  * a bad value stops the hub with a message naming the variable and what it expects.
  */
-import { Config, ConfigError, ConfigProvider, Context, Duration, Either, Effect, Layer, LogLevel, Option, Redacted } from "effect"
+import {
+  Config,
+  ConfigError,
+  ConfigProvider,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  LogLevel,
+  Option,
+  Redacted
+} from "effect"
 
 export type UpstreamMode = "sandbox" | "graph"
 export type LogFormat = "pretty" | "json"
@@ -117,9 +129,12 @@ export const parseDuration = (text: string): Option.Option<Duration.Duration> =>
 }
 
 /** The engine HUB_DB names: a postgres:// or postgresql:// URL selects PostgreSQL, anything else is a SQLite file. */
-export const databaseEngine = (hubDb: string): "postgres" | "sqlite" => (/^postgres(ql)?:\/\//i.test(hubDb) ? "postgres" : "sqlite")
+export const databaseEngine = (
+  hubDb: string
+): "postgres" | "sqlite" => (/^postgres(ql)?:\/\//i.test(hubDb) ? "postgres" : "sqlite")
 
-const invalid = (name: string, expected: string) => ConfigError.InvalidData([name], `Expected ${name} to be ${expected}`)
+const invalid = (name: string, expected: string) =>
+  ConfigError.InvalidData([name], `Expected ${name} to be ${expected}`)
 
 /**
  * The settings that hold a secret. One given empty or blank (what an unset variable of a compose file
@@ -135,7 +150,9 @@ const optionalSecret = (name: (typeof SECRET_SETTINGS)[number]) =>
   Config.option(Config.redacted(name)).pipe(
     Config.mapOrFail((value) =>
       Option.isSome(value) && isBlank(Redacted.value(value.value))
-        ? Either.left(invalid(name, "a non-empty secret: it is set but empty or blank (unset it, or give it its value)"))
+        ? Either.left(
+          invalid(name, "a non-empty secret: it is set but empty or blank (unset it, or give it its value)")
+        )
         : Either.right(value)
     )
   )
@@ -187,7 +204,10 @@ const webhookRetry = Config.string("HUB_WEBHOOK_RETRY").pipe(
 
 const webhookTimeout = Config.integer("HUB_WEBHOOK_TIMEOUT_MS").pipe(
   Config.withDefault(20_000),
-  Config.validate({ message: "Expected HUB_WEBHOOK_TIMEOUT_MS to be a positive number of milliseconds", validation: (n) => n > 0 }),
+  Config.validate({
+    message: "Expected HUB_WEBHOOK_TIMEOUT_MS to be a positive number of milliseconds",
+    validation: (n) => n > 0
+  }),
   Config.map(Duration.millis)
 )
 
@@ -199,23 +219,35 @@ const positiveInteger = (name: string, fallback: number) =>
 
 const port = Config.integer("PORT").pipe(
   Config.withDefault(3000),
-  Config.validate({ message: "Expected PORT to be a port number from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 })
+  Config.validate({
+    message: "Expected PORT to be a port number from 0 to 65535",
+    validation: (n) => n >= 0 && n <= 65535
+  })
 )
 
 const sendRate = Config.integer("HUB_SEND_RATE").pipe(
   Config.withDefault(80),
-  Config.validate({ message: "Expected HUB_SEND_RATE to be a whole number of messages per second from 1 to 1000", validation: (n) => n >= 1 && n <= 1000 })
+  Config.validate({
+    message: "Expected HUB_SEND_RATE to be a whole number of messages per second from 1 to 1000",
+    validation: (n) => n >= 1 && n <= 1000
+  })
 )
 
 const memoryTarget = Config.integer("HUB_MEMORY_TARGET_MB").pipe(
   Config.withDefault(200),
-  Config.validate({ message: "Expected HUB_MEMORY_TARGET_MB to be a whole number of megabytes, or 0 for no target", validation: (n) => n >= 0 })
+  Config.validate({
+    message: "Expected HUB_MEMORY_TARGET_MB to be a whole number of megabytes, or 0 for no target",
+    validation: (n) => n >= 0
+  })
 )
 
 const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
   // v23.0 ends 2027-10-08 (Upstream/GraphVersion.ts has the table the start-up warning reads).
   Config.withDefault("https://graph.facebook.com/v25.0"),
-  Config.validate({ message: "Expected HUB_GRAPH_URL to be an http(s) URL", validation: (url) => URL.canParse(url) && /^https?:/.test(url) }),
+  Config.validate({
+    message: "Expected HUB_GRAPH_URL to be an http(s) URL",
+    validation: (url) => URL.canParse(url) && /^https?:/.test(url)
+  }),
   Config.map((url) => url.replace(/\/+$/, ""))
 )
 
@@ -223,8 +255,10 @@ const graphUrl = Config.string("HUB_GRAPH_URL").pipe(
 const LEVEL_ALIASES: Readonly<Record<string, string>> = { warn: "warning" }
 
 /** The log level names, the same as the command line's `--log-level` (Effect's own: LogLevel.allLevels). */
-const LOG_LEVEL_NAMES: ReadonlyArray<string> = [...LogLevel.allLevels.map((level) => level._tag.toLowerCase()), ...Object.keys(LEVEL_ALIASES)]
-
+const LOG_LEVEL_NAMES: ReadonlyArray<string> = [
+  ...LogLevel.allLevels.map((level) => level._tag.toLowerCase()),
+  ...Object.keys(LEVEL_ALIASES)
+]
 
 /** The level a name means (Effect's own names, or `warn`), case-insensitive. */
 const logLevelNamed = (text: string): LogLevel.LogLevel | undefined => {
@@ -257,7 +291,10 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   ),
   databasePoolSize: Config.integer("HUB_DB_POOL_SIZE").pipe(
     Config.withDefault(10),
-    Config.validate({ message: "Expected HUB_DB_POOL_SIZE to be a whole number of connections from 2 to 1000", validation: (n) => n >= 2 && n <= 1000 })
+    Config.validate({
+      message: "Expected HUB_DB_POOL_SIZE to be a whole number of connections from 2 to 1000",
+      validation: (n) => n >= 2 && n <= 1000
+    })
   ),
   upstream: Config.literal("sandbox", "graph")("HUB_UPSTREAM").pipe(Config.withDefault<UpstreamMode>("sandbox")),
   graphUrl,
@@ -291,7 +328,10 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   // 8 posts of the 8 MiB limit; Meta's posts are a few KiB, so this only binds on what is not Meta.
   ingressUnverifiedMaxBytes: Config.integer("HUB_INGRESS_UNVERIFIED_MB").pipe(
     Config.withDefault(64),
-    Config.validate({ message: "Expected HUB_INGRESS_UNVERIFIED_MB to be a whole number of megabytes of at least 8 (one post's limit)", validation: (n) => n >= 8 }),
+    Config.validate({
+      message: "Expected HUB_INGRESS_UNVERIFIED_MB to be a whole number of megabytes of at least 8 (one post's limit)",
+      validation: (n) => n >= 8
+    }),
     Config.map((mb) => mb * 1024 * 1024)
   ),
   streamsPerToken: positiveInteger("HUB_STREAMS_PER_TOKEN", 5),
@@ -314,7 +354,12 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
     // Real access tokens must be encrypted with a key the operator keeps; only a sandbox on SQLite may
     // make its own (kept beside the file): replicas on PostgreSQL must share one key.
     if (Option.isNone(settings.secretKey) && settings.upstream === "graph") {
-      missing.push(ConfigError.MissingData(["HUB_SECRET_KEY"], "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"))
+      missing.push(
+        ConfigError.MissingData(
+          ["HUB_SECRET_KEY"],
+          "Expected HUB_SECRET_KEY (32 bytes as 64 hex characters or base64) when HUB_UPSTREAM=graph"
+        )
+      )
     } else if (Option.isNone(settings.secretKey) && databaseEngine(settings.databaseFile) === "postgres") {
       missing.push(ConfigError.MissingData(
         ["HUB_SECRET_KEY"],
@@ -323,7 +368,12 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
     }
     // Without it anyone could post forged messages and statuses to /upstream/events, fanned out signed.
     if (settings.upstream === "graph" && Option.isNone(settings.appSecret)) {
-      missing.push(ConfigError.MissingData(["HUB_APP_SECRET"], "HUB_APP_SECRET is required when HUB_UPSTREAM=graph (the Meta app secret that signs upstream posts)"))
+      missing.push(
+        ConfigError.MissingData(
+          ["HUB_APP_SECRET"],
+          "HUB_APP_SECRET is required when HUB_UPSTREAM=graph (the Meta app secret that signs upstream posts)"
+        )
+      )
     }
     const [first, ...rest] = missing
     return first === undefined ? Either.right(settings) : Either.left(rest.reduce(ConfigError.And, first))
@@ -331,7 +381,10 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
 )
 
 /** Reads the settings from the process's environment (blank values as unset: hubEnvironment). */
-export const HubConfigLive = Layer.effect(HubConfig, Effect.withConfigProvider(hubSettings, hubEnvironment(process.env)))
+export const HubConfigLive = Layer.effect(
+  HubConfig,
+  Effect.withConfigProvider(hubSettings, hubEnvironment(process.env))
+)
 
 /** Settings for tests and embedding: defaults overridden by the given values. */
 export const hubConfigWith = (overrides: Partial<HubSettings>) =>

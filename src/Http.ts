@@ -1,57 +1,57 @@
 /** The HTTP server: HubApi with its handlers, Swagger UI at /docs, OpenAPI at /openapi.json. */
 import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import { AnalyticsHttpLive } from "./Analytics/Http.js"
 import { HubApi } from "./Api.js"
 import { AuthHttpLive } from "./Auth/Http.js"
 import { AuthenticationLive } from "./Auth/Middleware.js"
 import { TokensRepoLive } from "./Auth/Repo.js"
 import { RevocationFeedServerLive } from "./Auth/RevocationFeed.js"
 import { TokenResolver } from "./Auth/TokenResolver.js"
-import { HubConfig } from "./Config.js"
-import { hubServer, installPlainHotRoute } from "./Edge/FastLane.js"
-import type { HotRoutes } from "./Domain/PlainRoute.js"
-import { makeUpstreamPostPlainRoute } from "./Ingress/FastRoute.js"
-import { makeSendPlainRoute } from "./Messages/FastRoute.js"
-import { HealthHttpLive } from "./Health/Http.js"
-import { ReadinessLive } from "./Health/Readiness.js"
-import { HttpEdgeLive } from "./Edge/Middleware.js"
-import { SecretCipher } from "./Sql/SecretCipher.js"
-import { InstancesHttpLive } from "./Instances/Http.js"
-import { InstanceAccess } from "./Instances/InstanceAccess.js"
-import { InstancesRepoLive } from "./Instances/Repo.js"
-import { AnalyticsHttpLive } from "./Analytics/Http.js"
 import { BlockUsersHttpLive } from "./BlockUsers/Http.js"
 import { BusinessProfileHttpLive } from "./BusinessProfile/Http.js"
 import { CallsHttpLive } from "./Calls/Http.js"
+import { HubConfig } from "./Config.js"
+import { DashboardHttpLive, DocsSecurityHeadersLive } from "./Dashboard/Http.js"
+import { DispatcherLive } from "./Delivery/Dispatcher.js"
+import { RetentionScheduleLive } from "./Delivery/Retention.js"
+import { EndpointPolicies } from "./Domain/Access.js"
+import type { HotRoutes } from "./Domain/PlainRoute.js"
+import { apiRoutes, type RouteOf } from "./Domain/Routes.js"
+import { hubServer, installPlainHotRoute } from "./Edge/FastLane.js"
+import { HttpEdgeLive } from "./Edge/Middleware.js"
 import { FlowsHttpLive } from "./Flows/Http.js"
 import { GroupsHttpLive } from "./Groups/Http.js"
+import { HealthHttpLive } from "./Health/Http.js"
+import { ReadinessLive } from "./Health/Readiness.js"
+import { makeUpstreamPostPlainRoute } from "./Ingress/FastRoute.js"
+import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
+import { IngressServicesLive } from "./Ingress/Layer.js"
+import { InstancesHttpLive } from "./Instances/Http.js"
+import { InstanceAccess } from "./Instances/InstanceAccess.js"
+import { InstancesRepoLive } from "./Instances/Repo.js"
+import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
+import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
 import { MediaHttpLive } from "./Media/Http.js"
+import { MemoryTargetLive } from "./MemoryTarget.js"
+import { makeSendPlainRoute } from "./Messages/FastRoute.js"
 import { MessagesHttpLive } from "./Messages/Http.js"
 import { MessageSender } from "./Messages/Send.js"
+import { MetricsHttpLive } from "./Metrics/Http.js"
+import { metricsLayer } from "./Metrics/Live.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
-import { TemplatesHttpLive } from "./Templates/Http.js"
-import { MemoryTargetLive } from "./MemoryTarget.js"
+import { SandboxEventsLive } from "./Sandbox/Feed.js"
+import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
+import { SecretCipher } from "./Sql/SecretCipher.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
+import { TemplatesHttpLive } from "./Templates/Http.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
-import { DispatcherLive } from "./Delivery/Dispatcher.js"
-import { RetentionScheduleLive } from "./Delivery/Retention.js"
-import { IngressServicesLive } from "./Ingress/Layer.js"
-import { SandboxEventsLive } from "./Sandbox/Feed.js"
-import { WebhooksRepo } from "./Webhooks/Repo.js"
-import { UpstreamEventsHttpLive } from "./Ingress/Http.js"
-import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { WebhooksHttpLive } from "./Webhooks/Http.js"
-import { DashboardHttpLive, DocsSecurityHeadersLive } from "./Dashboard/Http.js"
-import { LiveEventsHttpLive } from "./LiveEvents/Http.js"
-import { LiveEventsLive } from "./LiveEvents/LiveEvents.js"
-import { MetricsHttpLive } from "./Metrics/Http.js"
-import { metricsLayer } from "./Metrics/Live.js"
-import { apiRoutes, type RouteOf } from "./Domain/Routes.js"
-import { EndpointPolicies } from "./Domain/Access.js"
+import { WebhooksRepo } from "./Webhooks/Repo.js"
 
 /** What the server answers beside HubApi's endpoints (HttpLive below): the request metrics' routes besides those. */
 const PLAIN_ROUTES: ReadonlyArray<RouteOf> = [
@@ -84,7 +84,9 @@ const overFoundation = <ROut, E, RIn>(layer: Layer.Layer<ROut, E, RIn>) => Layer
 const IngressStackLive = overFoundation(IngressServicesLive)
 
 /** The upstream (Graph or the sandbox, whose events enter through the ingress like the real upstream's). */
-const UpstreamStackLive = overFoundation(UpstreamLive.pipe(Layer.provide(SandboxEventsLive), Layer.provide(IngressStackLive)))
+const UpstreamStackLive = overFoundation(
+  UpstreamLive.pipe(Layer.provide(SandboxEventsLive), Layer.provide(IngressStackLive))
+)
 
 /**
  * The hub's services: a list, each over what it declares (Effect.Service's `dependencies`, the
@@ -145,7 +147,15 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
  * server; the dispatcher drains when it stops), over the server, over the services.
  */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>) =>
-  Layer.mergeAll(HttpLive, FastLaneLive, CheckpointerLive, DispatcherLive, RetentionScheduleLive, MemoryTargetLive, RevocationFeedServerLive).pipe(
+  Layer.mergeAll(
+    HttpLive,
+    FastLaneLive,
+    CheckpointerLive,
+    DispatcherLive,
+    RetentionScheduleLive,
+    MemoryTargetLive,
+    RevocationFeedServerLive
+  ).pipe(
     Layer.provideMerge(server),
     Layer.provideMerge(ServicesLive),
     Layer.provide(EndpointPoliciesLive),

@@ -34,7 +34,9 @@ const show = (value: unknown): string => escapeControl(showRaw(value))
 
 const showRaw = (value: unknown): string => {
   if (typeof value === "string") return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value)
-  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value)
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) {
+    return String(value)
+  }
   if (value instanceof Error) return JSON.stringify(value.message)
   try {
     return JSON.stringify(value) ?? String(value)
@@ -47,7 +49,9 @@ const text = (part: unknown) => (typeof part === "string" ? escapeControl(part) 
 
 const pad2 = (n: number) => String(n).padStart(2, "0")
 const clockTime = (date: Date) =>
-  `${pad2(date.getHours())}:${pad2(date.getMinutes())}:${pad2(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, "0")}`
+  `${pad2(date.getHours())}:${pad2(date.getMinutes())}:${pad2(date.getSeconds())}.${
+    String(date.getMilliseconds()).padStart(3, "0")
+  }`
 
 const levelColour: Partial<Record<LogLevel.LogLevel["_tag"], string>> = {
   Trace: "90",
@@ -60,7 +64,10 @@ const levelColour: Partial<Record<LogLevel.LogLevel["_tag"], string>> = {
 
 /** Fields in a stable order: the request id first, then the others by name. */
 const orderedFields = (annotations: HashMap.HashMap<string, unknown>) =>
-  [...HashMap.entries(annotations)].sort(([a], [b]) => (a === "requestId" ? -1 : b === "requestId" ? 1 : a < b ? -1 : a > b ? 1 : 0))
+  [...HashMap.entries(annotations)].sort((
+    [a],
+    [b]
+  ) => (a === "requestId" ? -1 : b === "requestId" ? 1 : a < b ? -1 : a > b ? 1 : 0))
 
 /** One record on one line (see the top of this file); `colour` styles the level for a terminal. */
 export const prettyLine = (
@@ -74,7 +81,12 @@ export const prettyLine = (
   colour: boolean
 ): string => {
   const level = record.logLevel.label.padEnd(5)
-  const parts = [`[${clockTime(record.date)}]`, colour && levelColour[record.logLevel._tag] ? `\u001b[${levelColour[record.logLevel._tag]}m${level}\u001b[0m` : level]
+  const parts = [
+    `[${clockTime(record.date)}]`,
+    colour && levelColour[record.logLevel._tag]
+      ? `\u001b[${levelColour[record.logLevel._tag]}m${level}\u001b[0m`
+      : level
+  ]
   const fields = orderedFields(record.annotations)
   const messages = Array.isArray(record.message) ? record.message : [record.message]
   const field = (name: string) => fields.find(([key]) => key === name)?.[1]
@@ -82,7 +94,10 @@ export const prettyLine = (
   const path = field("path")
   const status = field("status")
   const duration = field("durationMs")
-  if (messages[0] === "request" && method !== undefined && path !== undefined && status !== undefined && duration !== undefined) {
+  if (
+    messages[0] === "request" && method !== undefined && path !== undefined && status !== undefined &&
+    duration !== undefined
+  ) {
     // The access line: what an operator scans for, in the order they read it.
     const shown = new Set(["method", "path", "status", "durationMs"])
     parts.push(`${text(method)} ${text(path)} ${text(status)} ${text(duration)}ms`)
@@ -91,7 +106,9 @@ export const prettyLine = (
     parts.push(messages.map(text).join(" "))
     for (const [key, value] of fields) parts.push(`${key}=${show(value)}`)
   }
-  if (!Cause.isEmpty(record.cause)) parts.push(`cause=${escapeControl(JSON.stringify(Cause.pretty(record.cause, { renderErrorCause: true })))}`)
+  if (!Cause.isEmpty(record.cause)) {
+    parts.push(`cause=${escapeControl(JSON.stringify(Cause.pretty(record.cause, { renderErrorCause: true })))}`)
+  }
   return parts.join(" ")
 }
 
@@ -103,7 +120,10 @@ export const loggingLayer = (quiet: boolean) =>
   Layer.unwrapEffect(
     Effect.map(HubConfig, (config) =>
       Layer.merge(
-        Logger.replaceScoped(Logger.defaultLogger, batchedToStdout(config.logFormat === "json" ? jsonLine : prettyLogLine)),
+        Logger.replaceScoped(
+          Logger.defaultLogger,
+          batchedToStdout(config.logFormat === "json" ? jsonLine : prettyLogLine)
+        ),
         Logger.minimumLogLevel(quiet ? LogLevel.Warning : config.logLevel)
       ))
   )

@@ -51,8 +51,9 @@ export const keepUnder = (targetBytes: number, probe: MemoryProbe): Effect.Effec
       Effect.sync(() => {
         const resident = probe.residentBytes()
         if (resident <= targetBytes) return
-        if (resident > targetBytes * WAITING_ABOVE && now >= quietUntil) quietUntil = now + probe.collect() / MAX_COLLECTING_SHARE
-        else probe.requestCollection()
+        if (resident > targetBytes * WAITING_ABOVE && now >= quietUntil) {
+          quietUntil = now + probe.collect() / MAX_COLLECTING_SHARE
+        } else probe.requestCollection()
       })).pipe(Effect.repeat(Schedule.spaced(MEMORY_CHECK_INTERVAL)), Effect.asVoid)
   })
 

@@ -7,10 +7,15 @@ import { describe, expect, it } from "@effect/vitest"
 import { makeAdmission } from "../src/Delivery/Admission.js"
 
 /** A delivery of this webhook, of organization "org" unless another is named. */
-const owned = (webhookId: string, organizationId = "org") => ({ webhook_id: webhookId, organization_id: organizationId })
+const owned = (webhookId: string, organizationId = "org") => ({
+  webhook_id: webhookId,
+  organization_id: organizationId
+})
 
 /** An admission whose first lease came back short, as the dispatcher's first round does on an empty queue. */
-const cleared = (limits: { readonly concurrency: number; readonly perWebhook: number; readonly perOrganization?: number }) => {
+const cleared = (
+  limits: { readonly concurrency: number; readonly perWebhook: number; readonly perOrganization?: number }
+) => {
   const admission = makeAdmission({ perOrganization: limits.concurrency, ...limits })
   admission.leased(limits.concurrency, [])
   return admission
@@ -32,7 +37,11 @@ describe("admission", () => {
 
   it("a webhook is admitted up to its share; a row queued then keeps its later rows queued until a short lease finds the webhook below its share", () => {
     const admission = cleared({ concurrency: 10, perWebhook: 2 })
-    expect([admission.admit("a", "org"), admission.admit("a", "org"), admission.admit("a", "org")]).toEqual([true, true, false])
+    expect([admission.admit("a", "org"), admission.admit("a", "org"), admission.admit("a", "org")]).toEqual([
+      true,
+      true,
+      false
+    ])
     expect(admission.queueEmpty()).toBe(false)
     // Room again, but the queued row is older: the next one queues behind it.
     admission.finished(owned("a"))
@@ -50,7 +59,11 @@ describe("admission", () => {
 
   it("once a row queues for want of room overall, no webhook skips the queue until a lease comes back short", () => {
     const admission = cleared({ concurrency: 2, perWebhook: 2 })
-    expect([admission.admit("a", "org"), admission.admit("b", "org"), admission.admit("c", "org")]).toEqual([true, true, false])
+    expect([admission.admit("a", "org"), admission.admit("b", "org"), admission.admit("c", "org")]).toEqual([
+      true,
+      true,
+      false
+    ])
     admission.finished(owned("a"))
     expect(admission.admit("d", "org")).toBe(false)
     admission.leased(1, [])
@@ -80,7 +93,12 @@ describe("admission", () => {
   it("an organization is admitted up to its share while slots are scarce; others are not held back", () => {
     const admission = cleared({ concurrency: 4, perWebhook: 4, perOrganization: 2 })
     // Four slots: a quarter (one) stays free of organizations past their share, so A may take three.
-    expect([admission.admit("a1", "A"), admission.admit("a2", "A"), admission.admit("a3", "A"), admission.admit("a4", "A")]).toEqual([true, true, true, false])
+    expect([
+      admission.admit("a1", "A"),
+      admission.admit("a2", "A"),
+      admission.admit("a3", "A"),
+      admission.admit("a4", "A")
+    ]).toEqual([true, true, true, false])
     expect(admission.inFlightByOrganization()).toEqual(new Map([["A", 3]]))
     // Organization B is within its share: its delivery still starts at once.
     expect(admission.admit("b1", "B")).toBe(true)
@@ -97,7 +115,15 @@ describe("admission", () => {
   it("an organization past its share takes idle slots while a quarter of all slots stays free", () => {
     const admission = cleared({ concurrency: 8, perWebhook: 8, perOrganization: 3 })
     // Alone, A passes its share of three up to six attempts: two of the eight slots stay free.
-    expect(Array.from({ length: 7 }, (_, i) => admission.admit(`a${i}`, "A"))).toEqual([true, true, true, true, true, true, false])
+    expect(Array.from({ length: 7 }, (_, i) => admission.admit(`a${i}`, "A"))).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+      true,
+      false
+    ])
     expect(admission.overShareRoom()).toBe(0)
     // The free quarter is for organizations within their share.
     expect([admission.admit("b1", "B"), admission.admit("b2", "B")]).toEqual([true, true])

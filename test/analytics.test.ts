@@ -28,7 +28,14 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       yield* fake.respond({ method: "GET", path: `/${tenant.wabaId}/activities` }, { body: activities })
       const client = yield* hub.client(tenant.instanceToken)
       const result = yield* client.analytics.activities({
-        urlParams: { since: "1760000000", until: "2025-10-20T00:00:00Z", limit: 25, fields: "id,activity_type", after: "abc", type: "TEMPLATE_CREATED,USER_ADDED" }
+        urlParams: {
+          since: "1760000000",
+          until: "2025-10-20T00:00:00Z",
+          limit: 25,
+          fields: "id,activity_type",
+          after: "abc",
+          type: "TEMPLATE_CREATED,USER_ADDED"
+        }
       })
       expect(result).toEqual(activities)
       const sent = yield* fake.lastRequest
@@ -58,7 +65,10 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       const unnamed = yield* refusedWith(client.analytics.compliance({ urlParams: {} }), "BadRequest")
       expect(unnamed.error).toBe("instance_required")
       const other = yield* seedTenant()
-      yield* refusedWith(client.analytics.activities({ urlParams: { phone_number_id: other.phoneNumberId } }), "NotFound")
+      yield* refusedWith(
+        client.analytics.activities({ urlParams: { phone_number_id: other.phoneNumberId } }),
+        "NotFound"
+      )
       const session = yield* hub.client(tenant.sessionToken)
       yield* refusedWith(session.analytics.activities({ urlParams: { instance_id: tenant.instanceId } }), "Forbidden")
     }))
@@ -71,13 +81,19 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       const tenant = yield* seedTenant()
       const timeRule = "must be a Unix timestamp in seconds or an ISO 8601 time such as 2025-10-14T16:45:00Z"
       const cases: ReadonlyArray<readonly [string, ReadonlyArray<{ field: string; message: string }>]> = [
-        ["since=yesterday&until=2025-13-45", [{ field: "since", message: timeRule }, { field: "until", message: timeRule }]],
+        ["since=yesterday&until=2025-13-45", [{ field: "since", message: timeRule }, {
+          field: "until",
+          message: timeRule
+        }]],
         ["since=2025-10-20&until=2025-10-14T00:00:00Z", [{ field: "until", message: "must not be before since" }]],
         ["since=1760000000&until=1700000000", [{ field: "until", message: "must not be before since" }]],
         ["limit=0", [{ field: "limit", message: "must be a whole number from 1 to 100" }]],
         ["limit=101", [{ field: "limit", message: "must be a whole number from 1 to 100" }]],
         ["limit=2.5", [{ field: "limit", message: "must be a whole number from 1 to 100" }]],
-        ["type=template created", [{ field: "type", message: "must be activity types such as TEMPLATE_CREATED, comma separated" }]]
+        ["type=template created", [{
+          field: "type",
+          message: "must be activity types such as TEMPLATE_CREATED, comma separated"
+        }]]
       ]
       // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
       for (const [query, details] of cases) {
@@ -86,7 +102,9 @@ layer(testHubOnFakeGraph())("analytics on the Graph API", (it) => {
       }
       expect(yield* fake.requests).toEqual([])
       const client = yield* hub.client(tenant.instanceToken)
-      yield* client.analytics.activities({ urlParams: { since: "2025-10-14", until: "2025-10-14T23:59:59.999+02:00", limit: 100 } })
+      yield* client.analytics.activities({
+        urlParams: { since: "2025-10-14", until: "2025-10-14T23:59:59.999+02:00", limit: 100 }
+      })
     }))
 
   it.effect("GET /api/analytics/compliance passes the envelope through unchanged", () =>

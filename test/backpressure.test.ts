@@ -5,8 +5,8 @@
  * The overload is made deterministic: the database's writer is held by a transaction the test
  * releases, and the fake Graph API holds its answers until the test lets them go.
  */
-import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option, Queue, Redacted } from "effect"
 import { WriteBatcher } from "../src/Sql/WriteBatcher.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
@@ -30,12 +30,16 @@ const holdWriter = Effect.gen(function*() {
   const batcher = yield* WriteBatcher
   const held = yield* Deferred.make<void>()
   const release = yield* Deferred.make<void>()
-  const fiber = yield* Effect.fork(batcher.run(Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(release))))
+  const fiber = yield* Effect.fork(
+    batcher.run(Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(release)))
+  )
   yield* Deferred.await(held)
   return { release: Effect.zipRight(Deferred.succeed(release, undefined), Fiber.join(fiber)) }
 })
 
-layer(testHub({ appSecret: Option.some(Redacted.make(APP_SECRET)), ingressMaxPending: 3 }), { excludeTestServices: true })(
+layer(testHub({ appSecret: Option.some(Redacted.make(APP_SECRET)), ingressMaxPending: 3 }), {
+  excludeTestServices: true
+})(
   "upstream posts past HUB_INGRESS_MAX_PENDING",
   (it) => {
     it.scoped("are refused with 503 and Retry-After while the others wait; every post answered 200 is stored and delivered", () =>
@@ -44,7 +48,10 @@ layer(testHub({ appSecret: Option.some(Redacted.make(APP_SECRET)), ingressMaxPen
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* seedTenant()
         const receiver = yield* makeReceiver()
-        const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url: receiver.url, name: "r" } })
+        const created = yield* hub.request("POST", "/api/webhooks", {
+          token: tenant.instanceToken,
+          json: { url: receiver.url, name: "r" }
+        })
         expect(created.status).toBe(201)
 
         const writer = yield* holdWriter
@@ -60,7 +67,9 @@ layer(testHub({ appSecret: Option.some(Redacted.make(APP_SECRET)), ingressMaxPen
         // which the test waits for before it lets the commit go.
         const answered = yield* Queue.unbounded<readonly [string, HttpResult]>()
         const inFlight = yield* Effect.fork(
-          Effect.forEach(ids, (id) => Effect.flatMap(post(id), (answer) => Queue.offer(answered, [id, answer])), { concurrency: "unbounded" })
+          Effect.forEach(ids, (id) => Effect.flatMap(post(id), (answer) => Queue.offer(answered, [id, answer])), {
+            concurrency: "unbounded"
+          })
         )
         const refusals = yield* Queue.takeBetween(answered, 3, 3)
         expect([...refusals].map(([, answer]) => answer.status)).toEqual([503, 503, 503])
@@ -78,7 +87,9 @@ layer(testHub({ appSecret: Option.some(Redacted.make(APP_SECRET)), ingressMaxPen
         const delivered = yield* receiver.waitFor("the accepted posts' deliveries", (requests) => requests.length >= 3)
         const deliveredIds = delivered.flatMap((request) => accepted.filter((id) => request.body.includes(id)))
         expect([...deliveredIds].sort()).toEqual([...accepted].sort())
-        const stored = yield* sql<{ readonly wa_message_id: string }>`SELECT wa_message_id FROM messages WHERE instance_id = ${tenant.instanceId}`
+        const stored = yield* sql<
+          { readonly wa_message_id: string }
+        >`SELECT wa_message_id FROM messages WHERE instance_id = ${tenant.instanceId}`
         expect(stored.map((row) => row.wa_message_id).sort()).toEqual([...accepted].sort())
 
         // The upstream retries what was refused; with room again, those are accepted too.
@@ -89,41 +100,56 @@ layer(testHub({ appSecret: Option.some(Redacted.make(APP_SECRET)), ingressMaxPen
   }
 )
 
-layer(testHubOnFakeGraph({ sendMaxInFlight: 2 }), { excludeTestServices: true })("sends past HUB_SEND_MAX_IN_FLIGHT", (it) => {
-  it.effect("are refused with 503 and Retry-After without reaching the upstream; the sends in flight complete and are recorded", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const fake = yield* FakeGraph
-      const sql = yield* SqlClient.SqlClient
-      const tenant = yield* seedTenant()
-      const gate = Promise.withResolvers<void>()
-      const accepted = (id: string) => ({ messaging_product: "whatsapp", contacts: [{ input: "x", wa_id: "x" }], messages: [{ id }] })
-      yield* fake.respond({ method: "POST", path: /\/messages$/ }, { after: gate.promise, body: accepted(wamid()) }, 1)
-      yield* fake.respond({ method: "POST", path: /\/messages$/ }, { after: gate.promise, body: accepted(wamid()) }, 1)
-      const send = (n: number) =>
-        hub.request("POST", "/api/messages", {
-          token: tenant.instanceToken,
-          json: { to: `1650555${String(n).padStart(4, "0")}`, type: "text", text: { body: `message ${n}` } }
+layer(testHubOnFakeGraph({ sendMaxInFlight: 2 }), { excludeTestServices: true })(
+  "sends past HUB_SEND_MAX_IN_FLIGHT",
+  (it) => {
+    it.effect("are refused with 503 and Retry-After without reaching the upstream; the sends in flight complete and are recorded", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        const gate = Promise.withResolvers<void>()
+        const accepted = (id: string) => ({
+          messaging_product: "whatsapp",
+          contacts: [{ input: "x", wa_id: "x" }],
+          messages: [{ id }]
         })
-      const held = yield* Effect.fork(Effect.all([send(1), send(2)], { concurrency: "unbounded" }))
-      // Both held sends have reached the upstream: the hub now has two in flight.
-      yield* fake.waitForRequests(2)
-      const refused = yield* send(3)
-      expect(refused.status).toBe(503)
-      expect(refused.headers.get("retry-after")).toBe("1")
-      expect(refused.body).toMatchObject({ statusCode: 503, error: "overloaded" })
-      expect((yield* fake.requests).length).toBe(2)
-      gate.resolve()
-      const answers = yield* Fiber.join(held)
-      expect(answers.map((answer) => answer.status)).toEqual([200, 200])
-      const records = yield* sql<{ readonly to_number: string; readonly wa_message_id: string | null }>`
+        yield* fake.respond(
+          { method: "POST", path: /\/messages$/ },
+          { after: gate.promise, body: accepted(wamid()) },
+          1
+        )
+        yield* fake.respond(
+          { method: "POST", path: /\/messages$/ },
+          { after: gate.promise, body: accepted(wamid()) },
+          1
+        )
+        const send = (n: number) =>
+          hub.request("POST", "/api/messages", {
+            token: tenant.instanceToken,
+            json: { to: `1650555${String(n).padStart(4, "0")}`, type: "text", text: { body: `message ${n}` } }
+          })
+        const held = yield* Effect.fork(Effect.all([send(1), send(2)], { concurrency: "unbounded" }))
+        // Both held sends have reached the upstream: the hub now has two in flight.
+        yield* fake.waitForRequests(2)
+        const refused = yield* send(3)
+        expect(refused.status).toBe(503)
+        expect(refused.headers.get("retry-after")).toBe("1")
+        expect(refused.body).toMatchObject({ statusCode: 503, error: "overloaded" })
+        expect((yield* fake.requests).length).toBe(2)
+        gate.resolve()
+        const answers = yield* Fiber.join(held)
+        expect(answers.map((answer) => answer.status)).toEqual([200, 200])
+        const records = yield* sql<{ readonly to_number: string; readonly wa_message_id: string | null }>`
         SELECT to_number, wa_message_id FROM messages WHERE instance_id = ${tenant.instanceId} ORDER BY to_number`
-      expect(records.map((row) => row.to_number)).toEqual(["16505550001", "16505550002"])
-      expect(records.every((row) => row.wa_message_id !== null)).toBe(true)
-      // Room again: the next send goes through.
-      expect((yield* send(4)).status).toBe(200)
-    }))
-})
+        expect(records.map((row) => row.to_number)).toEqual(["16505550001", "16505550002"])
+        expect(records.every((row) => row.wa_message_id !== null)).toBe(true)
+        // Room again: the next send goes through.
+        expect((yield* send(4)).status).toBe(200)
+      }))
+  }
+)
 
 layer(testHubOnFakeGraph({ sendMaxInFlight: 10, sendMaxInFlightPerOrganization: 2 }), { excludeTestServices: true })(
   "sends past HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION",
@@ -135,16 +161,29 @@ layer(testHubOnFakeGraph({ sendMaxInFlight: 10, sendMaxInFlightPerOrganization: 
         const busy = yield* seedTenant()
         const other = yield* seedTenant()
         const gate = Promise.withResolvers<void>()
-        const accepted = () => ({ messaging_product: "whatsapp", contacts: [{ input: "x", wa_id: "x" }], messages: [{ id: wamid() }] })
-        yield* fake.respond({ method: "POST", path: `/${busy.phoneNumberId}/messages` }, { after: gate.promise, body: accepted() }, 2)
+        const accepted = () => ({
+          messaging_product: "whatsapp",
+          contacts: [{ input: "x", wa_id: "x" }],
+          messages: [{ id: wamid() }]
+        })
+        yield* fake.respond({ method: "POST", path: `/${busy.phoneNumberId}/messages` }, {
+          after: gate.promise,
+          body: accepted()
+        }, 2)
         const send = (tenant: typeof busy, n: number) =>
-          hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { to: `1650555${String(n).padStart(4, "0")}`, text: { body: `m ${n}` } } })
+          hub.request("POST", "/api/messages", {
+            token: tenant.instanceToken,
+            json: { to: `1650555${String(n).padStart(4, "0")}`, text: { body: `m ${n}` } }
+          })
         const held = yield* Effect.fork(Effect.all([send(busy, 1), send(busy, 2)], { concurrency: "unbounded" }))
         yield* fake.waitForRequests(2)
         const refused = yield* send(busy, 3)
         expect(refused.status).toBe(503)
         expect(refused.headers.get("retry-after")).toBe("1")
-        expect(refused.body).toMatchObject({ error: "overloaded", message: expect.stringContaining("HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION") })
+        expect(refused.body).toMatchObject({
+          error: "overloaded",
+          message: expect.stringContaining("HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION")
+        })
         // The other organization is not held back by the first one's slow calls.
         expect((yield* send(other, 4)).status).toBe(200)
         gate.resolve()

@@ -19,7 +19,8 @@ const clientWith = (token: string) => Effect.flatMap(TestHub, (hub) => hub.clien
 const blockUsers = (method: "POST" | "DELETE", token: string, json: unknown) =>
   Effect.flatMap(TestHub, (hub) => hub.request(method, "/api/block-users", { token, json }))
 
-const listBlocked = (token: string, query = "") => Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/block-users${query}`, { token }))
+const listBlocked = (token: string, query = "") =>
+  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/block-users${query}`, { token }))
 
 layer(testHub())("block users on the sandbox", (it) => {
   it.effect("blocks a number and a business-scoped user id, lists them page by page, unblocks one", () =>
@@ -31,7 +32,10 @@ layer(testHub())("block users on the sandbox", (it) => {
       expect(blocked).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: BSUID, user_id: BSUID }] })
 
       const listed = yield* hub.blockUsers.list({ urlParams: {} })
-      expect(listed.data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }, { messaging_product: "whatsapp", user_id: BSUID }])
+      expect(listed.data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }, {
+        messaging_product: "whatsapp",
+        user_id: BSUID
+      }])
 
       const first = yield* hub.blockUsers.list({ urlParams: { limit: 1 } })
       expect(first.data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
@@ -42,7 +46,10 @@ layer(testHub())("block users on the sandbox", (it) => {
 
       const unblocked = yield* hub.blockUsers.unblock({ payload: { users: [NUMBER] } })
       expect(unblocked).toEqual({ removed_users: [{ input: NUMBER, wa_id: NUMBER }] })
-      expect((yield* hub.blockUsers.list({ urlParams: {} })).data).toEqual([{ messaging_product: "whatsapp", user_id: BSUID }])
+      expect((yield* hub.blockUsers.list({ urlParams: {} })).data).toEqual([{
+        messaging_product: "whatsapp",
+        user_id: BSUID
+      }])
     }))
 
   it.effect("an organization token names the instance by phone_number_id or instance_id; each number has its own list", () =>
@@ -75,23 +82,45 @@ layer(testHub())("block users on the sandbox", (it) => {
       expect((yield* blockUsers("POST", tenant.instanceToken, { users: [] })).body).toMatchObject({
         details: [{ field: "users", message: "must hold at least one user" }]
       })
-      const tooMany = yield* blockUsers("DELETE", tenant.instanceToken, { users: Array.from({ length: 1001 }, (_, i) => String(16505550000 + i)) })
-      expect(tooMany.body).toMatchObject({ statusCode: 400, details: [{ field: "users", message: "must hold at most 1000 users" }] })
+      const tooMany = yield* blockUsers("DELETE", tenant.instanceToken, {
+        users: Array.from({ length: 1001 }, (_, i) => String(16505550000 + i))
+      })
+      expect(tooMany.body).toMatchObject({
+        statusCode: 400,
+        details: [{ field: "users", message: "must hold at most 1000 users" }]
+      })
     }))
 
   it.effect("users refused one by one (999139100) are reported per user with 200; all refused is the upstream's 400", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const client = yield* clientWith(tenant.instanceToken)
-      const partial = yield* client.blockUsers.block({ payload: { users: [NUMBER, "999139100123", "US.999139100ABC"] } })
+      const partial = yield* client.blockUsers.block({
+        payload: { users: [NUMBER, "999139100123", "US.999139100ABC"] }
+      })
       expect(partial).toEqual({
         added_users: [{ input: NUMBER, wa_id: NUMBER }],
         failed_users: [
-          { input: "999139100123", wa_id: "999139100123", code: 139100, message: "(#139100) Failed to block/unblock users", details: "Sandbox: forced block failure for this user" },
-          { input: "US.999139100ABC", user_id: "US.999139100ABC", code: 139100, message: "(#139100) Failed to block/unblock users", details: "Sandbox: forced block failure for this user" }
+          {
+            input: "999139100123",
+            wa_id: "999139100123",
+            code: 139100,
+            message: "(#139100) Failed to block/unblock users",
+            details: "Sandbox: forced block failure for this user"
+          },
+          {
+            input: "US.999139100ABC",
+            user_id: "US.999139100ABC",
+            code: 139100,
+            message: "(#139100) Failed to block/unblock users",
+            details: "Sandbox: forced block failure for this user"
+          }
         ]
       })
-      expect((yield* client.blockUsers.list({ urlParams: {} })).data).toEqual([{ messaging_product: "whatsapp", wa_id: NUMBER }])
+      expect((yield* client.blockUsers.list({ urlParams: {} })).data).toEqual([{
+        messaging_product: "whatsapp",
+        wa_id: NUMBER
+      }])
 
       const none = yield* refusedWith(client.blockUsers.unblock({ payload: { users: ["999139100123"] } }), "BadRequest")
       expect(none).toMatchObject({
@@ -106,7 +135,10 @@ layer(testHub())("block users on the sandbox", (it) => {
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const client = yield* clientWith(tenant.instanceToken)
-      const refused = yield* refusedWith(client.blockUsers.block({ payload: { users: [NUMBER, "999100123"] } }), "UpstreamFailure")
+      const refused = yield* refusedWith(
+        client.blockUsers.block({ payload: { users: [NUMBER, "999100123"] } }),
+        "UpstreamFailure"
+      )
       expect(refused.status).toBe(400)
       expect(refused).toMatchObject({ error: "upstream_error", details: { upstream: { code: 100 } } })
       expect((yield* client.blockUsers.list({ urlParams: {} })).data).toEqual([])
@@ -114,7 +146,11 @@ layer(testHub())("block users on the sandbox", (it) => {
       // The refusal of no token is the edge's: raw.
       const hub = yield* TestHub
       for (const method of ["POST", "DELETE", "GET"]) {
-        const anonymous = yield* hub.request(method, "/api/block-users", method === "GET" ? {} : { json: { users: [NUMBER] } })
+        const anonymous = yield* hub.request(
+          method,
+          "/api/block-users",
+          method === "GET" ? {} : { json: { users: [NUMBER] } }
+        )
         expect(anonymous.status, method).toBe(401)
         expect(anonymous.body).toEqual({ statusCode: 401, message: "Unauthorized" })
       }
@@ -122,7 +158,11 @@ layer(testHub())("block users on the sandbox", (it) => {
 })
 
 /** Meta's mixed answer (HTTP 400): the users taken and refused beside the 139100 error. */
-const mixedAnswer = (taken: "added_users" | "removed_users", users: ReadonlyArray<unknown>, failed: ReadonlyArray<unknown>) => ({
+const mixedAnswer = (
+  taken: "added_users" | "removed_users",
+  users: ReadonlyArray<unknown>,
+  failed: ReadonlyArray<unknown>
+) => ({
   status: 400,
   body: {
     messaging_product: "whatsapp",
@@ -145,7 +185,9 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
       const blocked = yield* (yield* clientWith(tenant.orgToken)).blockUsers.block({
         payload: { users: [`+${NUMBER}`, "US.ENT.abc123"], instance_id: tenant.instanceId, reason: { note: "spam" } }
       })
-      expect(blocked).toEqual({ added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: "US.ENT.abc123", user_id: "US.ENT.abc123" }] })
+      expect(blocked).toEqual({
+        added_users: [{ input: NUMBER, wa_id: NUMBER }, { input: "US.ENT.abc123", user_id: "US.ENT.abc123" }]
+      })
       const sent = yield* fake.lastRequest
       expect(sent.method).toBe("POST")
       expect(sent.path).toBe(`/v23.0/${tenant.phoneNumberId}/block_users`)
@@ -167,11 +209,17 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
       })
 
       const page = {
-        data: [{ messaging_product: "whatsapp", wa_id: NUMBER }, { messaging_product: "whatsapp", wa_id: "16505551235", user_id: BSUID }],
+        data: [{ messaging_product: "whatsapp", wa_id: NUMBER }, {
+          messaging_product: "whatsapp",
+          wa_id: "16505551235",
+          user_id: BSUID
+        }],
         paging: { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } }
       }
       yield* fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/block_users` }, { body: page })
-      const listed = yield* client.blockUsers.list({ urlParams: { limit: 2, after: "QVFIUmFmdGVy", before: "QVFIUmJlZm9yZQ" } })
+      const listed = yield* client.blockUsers.list({
+        urlParams: { limit: 2, after: "QVFIUmFmdGVy", before: "QVFIUmJlZm9yZQ" }
+      })
       expect(listed).toEqual(page)
       expect((yield* fake.lastRequest).query).toEqual({ limit: "2", after: "QVFIUmFmdGVy", before: "QVFIUmJlZm9yZQ" })
     }))
@@ -184,7 +232,10 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
       const before = (yield* fake.requests).length
       const refused = yield* blockUsers("POST", tenant.instanceToken, { users: [NUMBER, "us.lowercase"] })
       expect(refused.status).toBe(400)
-      expect(refused.body).toMatchObject({ error: "validation_failed", details: [{ field: "users.1", message: expect.stringContaining(`"us.lowercase"`) }] })
+      expect(refused.body).toMatchObject({
+        error: "validation_failed",
+        details: [{ field: "users.1", message: expect.stringContaining(`"us.lowercase"`) }]
+      })
       expect((yield* fake.requests).length).toBe(before)
     }))
 
@@ -192,16 +243,31 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
     Effect.gen(function*() {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
-      yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/block_users` }, mixedAnswer(
-        "added_users",
-        [{ input: NUMBER, wa_id: NUMBER }],
-        [{ input: "16505550000", errors: [{ message: "Re-engagement required", code: "131047", error_data: { details: "User has not messaged in the last 24 hours" } }] }]
-      ))
+      yield* fake.respond(
+        { method: "POST", path: `/${tenant.phoneNumberId}/block_users` },
+        mixedAnswer(
+          "added_users",
+          [{ input: NUMBER, wa_id: NUMBER }],
+          [{
+            input: "16505550000",
+            errors: [{
+              message: "Re-engagement required",
+              code: "131047",
+              error_data: { details: "User has not messaged in the last 24 hours" }
+            }]
+          }]
+        )
+      )
       const client = yield* clientWith(tenant.instanceToken)
       const partial = yield* client.blockUsers.block({ payload: { users: [NUMBER, "16505550000"] } })
       expect(partial).toEqual({
         added_users: [{ input: NUMBER, wa_id: NUMBER }],
-        failed_users: [{ input: "16505550000", code: 131047, message: "Re-engagement required", details: "User has not messaged in the last 24 hours" }]
+        failed_users: [{
+          input: "16505550000",
+          code: 131047,
+          message: "Re-engagement required",
+          details: "User has not messaged in the last 24 hours"
+        }]
       })
 
       yield* fake.respond({ method: "DELETE", path: `/${tenant.phoneNumberId}/block_users` }, {
@@ -212,7 +278,10 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
             code: 139100,
             error_data: {
               details: "Failed to unblock some users",
-              block_users: { removed_users: [{ input: NUMBER, wa_id: NUMBER }], failed_users: [{ input: BSUID, user_id: BSUID, errors: [{ message: "Unknown user", code: 100 }] }] }
+              block_users: {
+                removed_users: [{ input: NUMBER, wa_id: NUMBER }],
+                failed_users: [{ input: BSUID, user_id: BSUID, errors: [{ message: "Unknown user", code: 100 }] }]
+              }
             }
           }
         }
@@ -228,11 +297,14 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
     Effect.gen(function*() {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant()
-      yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/block_users` }, mixedAnswer(
-        "added_users",
-        [],
-        [{ input: NUMBER, wa_id: NUMBER, errors: [{ message: "Re-engagement required", code: 131047 }] }]
-      ))
+      yield* fake.respond(
+        { method: "POST", path: `/${tenant.phoneNumberId}/block_users` },
+        mixedAnswer(
+          "added_users",
+          [],
+          [{ input: NUMBER, wa_id: NUMBER, errors: [{ message: "Re-engagement required", code: 131047 }] }]
+        )
+      )
       const client = yield* clientWith(tenant.instanceToken)
       const none = yield* refusedWith(client.blockUsers.block({ payload: { users: [NUMBER] } }), "BadRequest")
       expect({ statusCode: none.statusCode, message: none.message, error: none.error, details: none.details }).toEqual({
@@ -240,7 +312,11 @@ layer(testHubOnFakeGraph())("block users on the Graph API", (it) => {
         message: "(#139100) Failed to block/unblock users",
         error: "block_users_failed",
         details: {
-          upstream: { code: 139100, fbtrace_id: "AbCdEfGh", details: "Failed to block some users, see the block_users response list for details" },
+          upstream: {
+            code: 139100,
+            fbtrace_id: "AbCdEfGh",
+            details: "Failed to block some users, see the block_users response list for details"
+          },
           failed_users: [{ input: NUMBER, wa_id: NUMBER, code: 131047, message: "Re-engagement required" }]
         }
       })

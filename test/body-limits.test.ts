@@ -59,7 +59,9 @@ const chunkedPost = (base: string, path: string, total: number, headers: Record<
       port: Number(url.port),
       socket: {
         open: (socket) => {
-          socket.write(`POST ${path} HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\n${extra}transfer-encoding: chunked\r\n\r\n`)
+          socket.write(
+            `POST ${path} HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\n${extra}transfer-encoding: chunked\r\n\r\n`
+          )
           pump(socket)
         },
         drain: (socket) => pump(socket),
@@ -70,7 +72,12 @@ const chunkedPost = (base: string, path: string, total: number, headers: Record<
         close: () => {
           closed = true
           const split = received.indexOf("\r\n\r\n")
-          resolve({ head: received.slice(0, split), body: received.slice(split + 4), sentBeforeAnswer, closedByServer: sent < total })
+          resolve({
+            head: received.slice(0, split),
+            body: received.slice(split + 4),
+            sentBeforeAnswer,
+            closedByServer: sent < total
+          })
         },
         error: (_socket, error) => reject(error)
       }
@@ -84,7 +91,11 @@ layer(testHub(), { excludeTestServices: true })("route limits, through the real 
       const answer = yield* Effect.promise(() => chunkedPost(hub.baseUrl, "/upstream/events", 60 * MB))
       expect(answer.head).toMatch(/^HTTP\/1\.1 413/)
       expect(answer.head.toLowerCase()).toContain("connection: close")
-      expect(JSON.parse(answer.body)).toEqual({ statusCode: 413, message: "The event payload is larger than 8 MB", error: "payload_too_large" })
+      expect(JSON.parse(answer.body)).toEqual({
+        statusCode: 413,
+        message: "The event payload is larger than 8 MB",
+        error: "payload_too_large"
+      })
       // Answered long before the 60 MB were sent: reading stopped at the limit.
       expect(answer.sentBeforeAnswer).toBeLessThan(30 * MB)
       expect(answer.closedByServer).toBe(true)
@@ -96,7 +107,9 @@ layer(testHub(), { excludeTestServices: true })("route limits, through the real 
       const tenant = yield* seedTenant()
       const refusal = { statusCode: 413, message: "The request body is larger than 1 MB", error: "payload_too_large" }
       for (const path of ["/api/webhooks", "/api/messages", "/templates"]) {
-        const streamed = yield* Effect.promise(() => chunkedPost(hub.baseUrl, path, 4 * MB, { authorization: `Bearer ${tenant.instanceToken}` }))
+        const streamed = yield* Effect.promise(() =>
+          chunkedPost(hub.baseUrl, path, 4 * MB, { authorization: `Bearer ${tenant.instanceToken}` })
+        )
         expect(streamed.head, path).toMatch(/^HTTP\/1\.1 413/)
         expect(streamed.head.toLowerCase(), path).toContain("connection: close")
         expect(JSON.parse(streamed.body), path).toEqual(refusal)
@@ -119,19 +132,30 @@ layer(testHub(), { excludeTestServices: true })("route limits, through the real 
 })
 
 describe("the hub's memory under oversized posts", () => {
-  it.scoped("eight parallel 60 MB chunked posts raise the hub's resident memory by less than their 8 MiB limits", () =>
-    Effect.gen(function*() {
-      const hub = yield* startHubProcess({ HUB_DB: join(mkdtempSync(join(tmpdir(), "hub-limits-")), "hub.sqlite"), HUB_MEMORY_TARGET_MB: "0" })
-      const answers = yield* Effect.promise(async () => {
-        // Warm the route once, so what follows measures the bodies, not the first request's code paths.
-        await chunkedPost(hub.baseUrl, "/upstream/events", 10 * MB)
-        const before = await residentBytes(hub.pid)
-        const all = await Promise.all(Array.from({ length: 8 }, () => chunkedPost(hub.baseUrl, "/upstream/events", 60 * MB)))
-        return { all, grown: (await residentBytes(hub.pid)) - before }
-      })
-      expect(answers.all.map((answer) => answer.head.split("\r\n")[0])).toEqual(Array.from({ length: 8 }, () => "HTTP/1.1 413 Payload Too Large"))
-      // Buffering the bodies would take 480 MB; the limits allow 64 MiB, plus room for the sockets'
-      // buffers and the allocator (the runtime's own, whatever the hub does).
-      expect(answers.grown, `grew ${Math.round(answers.grown / MB)} MB`).toBeLessThan(8 * 8 * MB + 32 * MB)
-    }), 60_000)
+  it.scoped(
+    "eight parallel 60 MB chunked posts raise the hub's resident memory by less than their 8 MiB limits",
+    () =>
+      Effect.gen(function*() {
+        const hub = yield* startHubProcess({
+          HUB_DB: join(mkdtempSync(join(tmpdir(), "hub-limits-")), "hub.sqlite"),
+          HUB_MEMORY_TARGET_MB: "0"
+        })
+        const answers = yield* Effect.promise(async () => {
+          // Warm the route once, so what follows measures the bodies, not the first request's code paths.
+          await chunkedPost(hub.baseUrl, "/upstream/events", 10 * MB)
+          const before = await residentBytes(hub.pid)
+          const all = await Promise.all(
+            Array.from({ length: 8 }, () => chunkedPost(hub.baseUrl, "/upstream/events", 60 * MB))
+          )
+          return { all, grown: (await residentBytes(hub.pid)) - before }
+        })
+        expect(answers.all.map((answer) => answer.head.split("\r\n")[0])).toEqual(
+          Array.from({ length: 8 }, () => "HTTP/1.1 413 Payload Too Large")
+        )
+        // Buffering the bodies would take 480 MB; the limits allow 64 MiB, plus room for the sockets'
+        // buffers and the allocator (the runtime's own, whatever the hub does).
+        expect(answers.grown, `grew ${Math.round(answers.grown / MB)} MB`).toBeLessThan(8 * 8 * MB + 32 * MB)
+      }),
+    60_000
+  )
 })

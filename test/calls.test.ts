@@ -1,8 +1,8 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import type { HubClient } from "../src/Client.js"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { refusedWith } from "./support/Refusal.js"
 import { addInstance, seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
 
@@ -21,7 +21,11 @@ interface CallItem {
 }
 
 /** The upstream's `calls` change for a number: call events (connect, terminate) and call statuses. */
-const callsChange = (phoneNumberId: string, calls: ReadonlyArray<CallItem>, statuses: ReadonlyArray<Record<string, string>> = []) => ({
+const callsChange = (
+  phoneNumberId: string,
+  calls: ReadonlyArray<CallItem>,
+  statuses: ReadonlyArray<Record<string, string>> = []
+) => ({
   field: "calls",
   value: {
     messaging_product: "whatsapp",
@@ -50,7 +54,8 @@ const postCalls = (tenant: { readonly wabaId: string }, ...changes: ReadonlyArra
   })
 
 /** A raw pre-accept: for bodies the typed client cannot send. */
-const preAccept = (token: string, json: unknown) => Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/calls/pre-accept", { token, json }))
+const preAccept = (token: string, json: unknown) =>
+  Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/calls/pre-accept", { token, json }))
 
 /** A pre-accept through the typed client. */
 const preAccepting = (token: string, payload: Parameters<HubClient["calls"]["preAccept"]>[0]["payload"]) =>
@@ -69,7 +74,8 @@ const expectNoRingingCall = (tenant: Tenant, to = CALLER) =>
     const before = (yield* fake.requests).length
     const refused = yield* refusedWith(preAccepting(tenant.instanceToken, { to }), "Conflict")
     expect({ message: refused.message, error: refused.error, details: refused.details }).toEqual({
-      message: `No call from ${to} is ringing on this number: pass call_id, or wait for the call's connect webhook (calls field) to arrive`,
+      message:
+        `No call from ${to} is ringing on this number: pass call_id, or wait for the call's connect webhook (calls field) to arrive`,
       error: "no_ringing_call",
       details: undefined
     })
@@ -81,13 +87,21 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
     Effect.gen(function*() {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant({ accessToken: "EAAG-calls" })
-      const minimal = yield* preAccepting(tenant.instanceToken, { to: CALLER, call_id: "wacid.HBgLMTIxODU1NTI4MjgVAgARGCAyODRQIAFRoA" })
+      const minimal = yield* preAccepting(tenant.instanceToken, {
+        to: CALLER,
+        call_id: "wacid.HBgLMTIxODU1NTI4MjgVAgARGCAyODRQIAFRoA"
+      })
       expect(minimal).toEqual({ success: true })
       let sent = yield* fake.lastRequest
       expect(sent.method).toBe("POST")
       expect(sent.path).toBe(`/v23.0/${tenant.phoneNumberId}/calls`)
       expect(sent.headers.authorization).toBe("Bearer EAAG-calls")
-      expect(sent.json).toEqual({ messaging_product: "whatsapp", to: CALLER, action: "pre_accept", call_id: "wacid.HBgLMTIxODU1NTI4MjgVAgARGCAyODRQIAFRoA" })
+      expect(sent.json).toEqual({
+        messaging_product: "whatsapp",
+        to: CALLER,
+        action: "pre_accept",
+        call_id: "wacid.HBgLMTIxODU1NTI4MjgVAgARGCAyODRQIAFRoA"
+      })
 
       yield* preAccepting(tenant.instanceToken, {
         to: CALLER,
@@ -112,12 +126,23 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
       const second = yield* addInstance(tenant)
       yield* expectNoRingingCall(tenant)
 
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [
-        { id: "wacid.OLDER", event: "connect", direction: "USER_INITIATED", at: nowSeconds() - 30 },
-        { id: "wacid.NEWER", event: "connect", direction: "USER_INITIATED", at: nowSeconds() - 5 },
-        { id: "wacid.OTHER_CALLER", event: "connect", from: "5511900000000", at: nowSeconds() }
-      ]), callsChange(second.phoneNumberId, [{ id: "wacid.OTHER_NUMBER", event: "connect", direction: "USER_INITIATED", at: nowSeconds() }]))
-      const calls = yield* sql<{ readonly call_id: string; readonly user_number: string; readonly state: string; readonly direction: string }>`
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [
+          { id: "wacid.OLDER", event: "connect", direction: "USER_INITIATED", at: nowSeconds() - 30 },
+          { id: "wacid.NEWER", event: "connect", direction: "USER_INITIATED", at: nowSeconds() - 5 },
+          { id: "wacid.OTHER_CALLER", event: "connect", from: "5511900000000", at: nowSeconds() }
+        ]),
+        callsChange(second.phoneNumberId, [{
+          id: "wacid.OTHER_NUMBER",
+          event: "connect",
+          direction: "USER_INITIATED",
+          at: nowSeconds()
+        }])
+      )
+      const calls = yield* sql<
+        { readonly call_id: string; readonly user_number: string; readonly state: string; readonly direction: string }
+      >`
         SELECT call_id, user_number, state, direction FROM calls WHERE instance_id = ${tenant.instanceId} ORDER BY call_id`
       expect(calls).toEqual([
         { call_id: "wacid.NEWER", user_number: CALLER, state: "ringing", direction: "USER_INITIATED" },
@@ -136,12 +161,24 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
       })
 
       // The newer call ends: the older one, still ringing, is the one meant.
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [{ id: "wacid.NEWER", event: "terminate", direction: "USER_INITIATED" }]))
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [{ id: "wacid.NEWER", event: "terminate", direction: "USER_INITIATED" }])
+      )
       yield* preAccepting(tenant.instanceToken, { to: CALLER })
       expect(yield* preAcceptedCallId).toBe("wacid.OLDER")
 
       // Accepted (a call status) is no longer ringing either.
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [], [{ id: "wacid.OLDER", status: "ACCEPTED", type: "call", timestamp: String(nowSeconds()), recipient_id: CALLER }]))
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [], [{
+          id: "wacid.OLDER",
+          status: "ACCEPTED",
+          type: "call",
+          timestamp: String(nowSeconds()),
+          recipient_id: CALLER
+        }])
+      )
       yield* expectNoRingingCall(tenant)
 
       // Another instance's call from the same number is that instance's own.
@@ -153,13 +190,45 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       // Ended before the connect was delivered: the late connect does not make it ring again.
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [{ id: "wacid.LATE", event: "terminate", direction: "USER_INITIATED" }]))
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [{ id: "wacid.LATE", event: "connect", direction: "USER_INITIATED" }]))
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [{ id: "wacid.LATE", event: "terminate", direction: "USER_INITIATED" }])
+      )
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [{ id: "wacid.LATE", event: "connect", direction: "USER_INITIATED" }])
+      )
       // Rang ten minutes ago, and its terminate webhook never came.
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [{ id: "wacid.OLD", event: "connect", direction: "USER_INITIATED", at: nowSeconds() - 600 }]))
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [{
+          id: "wacid.OLD",
+          event: "connect",
+          direction: "USER_INITIATED",
+          at: nowSeconds() - 600
+        }])
+      )
       // The business called the user: a call status says RINGING, but it is no incoming call.
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [], [{ id: "wacid.OUT", status: "RINGING", type: "call", timestamp: String(nowSeconds()), recipient_id: CALLER }]))
-      yield* postCalls(tenant, callsChange(tenant.phoneNumberId, [{ id: "wacid.OUT2", event: "connect", from: "15550783881", to: CALLER, direction: "BUSINESS_INITIATED" }]))
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [], [{
+          id: "wacid.OUT",
+          status: "RINGING",
+          type: "call",
+          timestamp: String(nowSeconds()),
+          recipient_id: CALLER
+        }])
+      )
+      yield* postCalls(
+        tenant,
+        callsChange(tenant.phoneNumberId, [{
+          id: "wacid.OUT2",
+          event: "connect",
+          from: "15550783881",
+          to: CALLER,
+          direction: "BUSINESS_INITIATED"
+        }])
+      )
       yield* expectNoRingingCall(tenant)
 
       const sql = yield* SqlClient.SqlClient
@@ -180,17 +249,28 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
       const tenant = yield* seedTenant()
       const cases: ReadonlyArray<readonly [unknown, ReadonlyArray<{ field: string; message: string }>]> = [
         [{}, [{ field: "to", message: "is missing" }]],
-        [{ to: "+55 11 98765-4321" }, [{ field: "to", message: "must be a number in wa_id form (country code and number, digits) or a business-scoped user id such as US.13491208655302741918" }]],
+        [{ to: "+55 11 98765-4321" }, [{
+          field: "to",
+          message:
+            "must be a number in wa_id form (country code and number, digits) or a business-scoped user id such as US.13491208655302741918"
+        }]],
         [{ to: CALLER, session: { sdp_type: "pranswer" } }, [
           { field: "session.sdp_type", message: "must be answer or offer" },
           { field: "session.sdp", message: "is missing" }
         ]],
-        [{ to: CALLER, call_id: "has spaces" }, [{ field: "call_id", message: "must be the upstream call id (wacid.…)" }]]
+        [{ to: CALLER, call_id: "has spaces" }, [{
+          field: "call_id",
+          message: "must be the upstream call id (wacid.…)"
+        }]]
       ]
       // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
       for (const [payload, details] of cases) {
         const result = yield* preAccept(tenant.instanceToken, payload)
-        expect({ payload, status: result.status, details: result.body.details }).toEqual({ payload, status: 400, details })
+        expect({ payload, status: result.status, details: result.body.details }).toEqual({
+          payload,
+          status: 400,
+          details
+        })
       }
       expect(yield* fake.requests).toEqual([])
     }))
@@ -203,7 +283,10 @@ layer(testHubOnFakeGraph())("calls on the Graph API", (it) => {
         status: 400,
         body: { error: { message: "(#138006) No call permission", code: 138006, fbtrace_id: "T" } }
       })
-      const refused = yield* refusedWith(preAccepting(tenant.instanceToken, { to: CALLER, call_id: "wacid.ABGGFjFVU2AfAgo6V" }), "BadRequest")
+      const refused = yield* refusedWith(
+        preAccepting(tenant.instanceToken, { to: CALLER, call_id: "wacid.ABGGFjFVU2AfAgo6V" }),
+        "BadRequest"
+      )
       expect({ message: refused.message, error: refused.error, details: refused.details }).toEqual({
         message: "(#138006) No call permission",
         error: "calling_refused",

@@ -3,12 +3,12 @@
  * scope and filters, keyset cursors, the offset cap, capped totals, the window of status=succeeded,
  * and the query plans that keep every request bounded whatever the number of deliveries.
  */
-import { expect, layer } from "@effect/vitest"
 import { SqlClient, type Statement } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { logQueries, type LogFilter } from "../src/Webhooks/DeliveryLog.js"
-import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import type { DeliveryStatus } from "../src/Domain/Vocabulary.js"
+import { type LogFilter, logQueries } from "../src/Webhooks/DeliveryLog.js"
+import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 
 interface Seed {
   readonly id: string
@@ -27,7 +27,15 @@ const seedDeliveries = (webhookId: string, instanceId: string, seeds: ReadonlyAr
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const eventId = `evt_seed${++events}`
-    yield* sql`INSERT INTO events ${sql.insert({ id: eventId, instance_id: instanceId, body: "{}", change_count: 1, received_at: "2026-01-01T00:00:00.000Z" })}`
+    yield* sql`INSERT INTO events ${
+      sql.insert({
+        id: eventId,
+        instance_id: instanceId,
+        body: "{}",
+        change_count: 1,
+        received_at: "2026-01-01T00:00:00.000Z"
+      })
+    }`
     for (const seed of seeds) {
       yield* sql`INSERT INTO deliveries ${
         sql.insert({
@@ -47,12 +55,16 @@ const seedDeliveries = (webhookId: string, instanceId: string, seeds: ReadonlyAr
     }
   }).pipe(Effect.orDie)
 
-const at = (day: number, second: number) => `2026-02-${String(day).padStart(2, "0")}T00:00:${String(second).padStart(2, "0")}.000Z`
+const at = (day: number, second: number) =>
+  `2026-02-${String(day).padStart(2, "0")}T00:00:${String(second).padStart(2, "0")}.000Z`
 
 const hookOf = (token: string, json: Record<string, unknown>) =>
   Effect.gen(function*() {
     const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token, json: { url: "https://example.com/hook", name: "log", ...json } })
+    const created = yield* hub.request("POST", "/api/webhooks", {
+      token,
+      json: { url: "https://example.com/hook", name: "log", ...json }
+    })
     expect(created.status).toBe(201)
     return String(created.body.id)
   })
@@ -121,17 +133,29 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       expect(all.body).toMatchObject({ total: 9, page: 1, limit: 50 })
       expect(all.body.total_capped).toBeUndefined()
       const [first] = itemsOf(all.body)
-      expect(first).toMatchObject({ id: idsOf("a4")[0], webhook_id: a, event_id: expect.stringMatching(/^evt_/), message_id: `msg_${idsOf("a4")[0]}`, status: "failed", attempt_log: [] })
+      expect(first).toMatchObject({
+        id: idsOf("a4")[0],
+        webhook_id: a,
+        event_id: expect.stringMatching(/^evt_/),
+        message_id: `msg_${idsOf("a4")[0]}`,
+        status: "failed",
+        attempt_log: []
+      })
 
       const own = yield* get(tenant.instanceToken, "/api/deliveries")
       expect(ids(own.body)).toEqual(idsOf("a4", "c2", "a3", "a2", "c1", "a1"))
       expect(ids((yield* get(sibling.instanceToken, "/api/deliveries")).body)).toEqual(idsOf("b3", "b2", "b1"))
-      expect(ids((yield* get(tenant.orgToken, `/api/deliveries?instance_id=${sibling.instanceId}`)).body)).toEqual(idsOf("b3", "b2", "b1"))
+      expect(ids((yield* get(tenant.orgToken, `/api/deliveries?instance_id=${sibling.instanceId}`)).body)).toEqual(
+        idsOf("b3", "b2", "b1")
+      )
       expect(ids((yield* get(tenant.orgToken, `/api/deliveries?webhook_id=${c}`)).body)).toEqual(idsOf("c2", "c1"))
-      expect(ids((yield* get(tenant.orgToken, `/api/deliveries?webhook_id=${c}&instance_id=${sibling.instanceId}`)).body)).toEqual([])
+      expect(
+        ids((yield* get(tenant.orgToken, `/api/deliveries?webhook_id=${c}&instance_id=${sibling.instanceId}`)).body)
+      ).toEqual([])
 
       // Each status through its own range, merged across webhooks.
-      const byStatus = (status: string) => Effect.map(get(tenant.orgToken, `/api/deliveries?status=${status}`), (r) => ids(r.body))
+      const byStatus = (status: string) =>
+        Effect.map(get(tenant.orgToken, `/api/deliveries?status=${status}`), (r) => ids(r.body))
       expect(yield* byStatus("pending")).toEqual(idsOf("c2", "a3"))
       expect(yield* byStatus("failed")).toEqual(idsOf("a4"))
       expect(yield* byStatus("dead")).toEqual(idsOf("a2", "c1"))
@@ -140,9 +164,14 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       const window = yield* get(tenant.orgToken, `/api/deliveries?since=${at(1, 3)}&until=${at(1, 8)}`)
       expect(ids(window.body)).toEqual(idsOf("a3", "b2", "a2", "c1"))
       expect(window.body.total).toBe(4)
-      expect(ids((yield* get(tenant.orgToken, "/api/deliveries?since=2026-02-02&status=failed")).body)).toEqual(idsOf("a4"))
+      expect(ids((yield* get(tenant.orgToken, "/api/deliveries?since=2026-02-02&status=failed")).body)).toEqual(
+        idsOf("a4")
+      )
       // Instants with an offset, or without a zone (UTC), are the same instants.
-      const offsets = yield* get(tenant.orgToken, `/api/deliveries?since=2026-02-01T01:00:03%2B0100&until=2026-02-01T00:00:08`)
+      const offsets = yield* get(
+        tenant.orgToken,
+        `/api/deliveries?since=2026-02-01T01:00:03%2B0100&until=2026-02-01T00:00:08`
+      )
       expect(ids(offsets.body)).toEqual(ids(window.body))
 
       // Other tenants' and other instances' webhooks are not found; another instance is forbidden to an instance token.
@@ -155,7 +184,10 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       const invalid = yield* get(tenant.orgToken, "/api/deliveries?status=lost&since=yesterday&limit=101")
       expect(itemsOf(invalid.body, "details").map((d) => String(d.field)).sort()).toEqual(["limit", "since", "status"])
       const backwards = yield* get(tenant.orgToken, `/api/deliveries?since=${at(2, 0)}&until=${at(1, 0)}`)
-      expect(backwards.body).toMatchObject({ statusCode: 400, details: [{ field: "until", message: "must be after since" }] })
+      expect(backwards.body).toMatchObject({
+        statusCode: 400,
+        details: [{ field: "until", message: "must be after since" }]
+      })
     }))
 
   it.effect("cursors walk every delivery once across webhooks; after answers the newer ones; offsets are capped", () =>
@@ -165,7 +197,9 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       expect(yield* walk(tenant.orgToken, "/api/deliveries", 2)).toEqual(everything)
       expect(yield* walk(tenant.orgToken, "/api/deliveries?status=succeeded", 1)).toEqual(idsOf("b3", "b1", "a1"))
       expect(yield* walk(tenant.orgToken, "/api/deliveries?status=pending", 1)).toEqual(idsOf("c2", "a3"))
-      expect(yield* walk(tenant.instanceToken, `/api/webhooks/${a}/deliveries`, 3)).toEqual(idsOf("a4", "a3", "a2", "a1"))
+      expect(yield* walk(tenant.instanceToken, `/api/webhooks/${a}/deliveries`, 3)).toEqual(
+        idsOf("a4", "a3", "a2", "a1")
+      )
 
       const third = yield* get(tenant.orgToken, "/api/deliveries?limit=3&page=2")
       expect(ids(third.body)).toEqual(idsOf("a3", "b2", "a2"))
@@ -192,7 +226,11 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       const sql = yield* SqlClient.SqlClient
       const tenant: Tenant = yield* seedTenant()
       const hook = yield* hookOf(tenant.instanceToken, {})
-      yield* seedDeliveries(hook, tenant.instanceId, [{ id: "dlv_000_old_success", createdAt: "2026-02-28T00:00:00.000Z", status: "succeeded" }])
+      yield* seedDeliveries(hook, tenant.instanceId, [{
+        id: "dlv_000_old_success",
+        createdAt: "2026-02-28T00:00:00.000Z",
+        status: "succeeded"
+      }])
       // 20,001 dead deliveries, newer than the one success: one more than a page's window examines.
       yield* sql`WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20001)
         INSERT INTO deliveries (id, webhook_id, event_id, message_id, status, attempts, created_at, updated_at)
@@ -204,8 +242,14 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       const all = yield* get(tenant.instanceToken, `${path}?limit=2`)
       expect(all.body).toMatchObject({ total: 10_000, total_capped: true })
       expect(ids(all.body)).toEqual(["dlv_bulk_020001", "dlv_bulk_020000"])
-      expect((yield* get(tenant.instanceToken, `${path}?status=dead&limit=1`)).body).toMatchObject({ total: 10_000, total_capped: true })
-      const rangeTotal = yield* get(tenant.instanceToken, `${path}?status=dead&since=2026-03-01T00:00:01Z&until=2026-03-01T00:00:11Z`)
+      expect((yield* get(tenant.instanceToken, `${path}?status=dead&limit=1`)).body).toMatchObject({
+        total: 10_000,
+        total_capped: true
+      })
+      const rangeTotal = yield* get(
+        tenant.instanceToken,
+        `${path}?status=dead&since=2026-03-01T00:00:01Z&until=2026-03-01T00:00:11Z`
+      )
       expect(rangeTotal.body).toMatchObject({ total: 10 })
       expect(rangeTotal.body.total_capped).toBeUndefined()
 
@@ -219,7 +263,11 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       // Organization-wide, the same window bounds the walk.
       const search = yield* get(tenant.orgToken, "/api/deliveries?status=succeeded")
       expect(search.body).toMatchObject({ data: [], total_capped: true })
-      expect(ids((yield* get(tenant.orgToken, `/api/deliveries?status=succeeded&before=${cursor(search.body, "before")}`)).body)).toEqual(["dlv_000_old_success"])
+      expect(
+        ids(
+          (yield* get(tenant.orgToken, `/api/deliveries?status=succeeded&before=${cursor(search.body, "before")}`)).body
+        )
+      ).toEqual(["dlv_000_old_success"])
     }))
 
   it.effect("every page, window and total reads index ranges: no table scan, no full sort", () =>
@@ -248,12 +296,19 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
       for (const status of [undefined, "pending", "failed", "dead", "cancelled", "succeeded"] as const) {
         for (const page of pages) {
           for (const webhookIds of [["whk_1"], ["whk_1", "whk_2", "whk_3"]]) {
-            for (const window of [{ since: undefined, until: undefined }, { since: "2026-01-01T00:00:00.000Z", until: "2026-03-01T00:00:00.000Z" }]) {
+            for (
+              const window of [{ since: undefined, until: undefined }, {
+                since: "2026-01-01T00:00:00.000Z",
+                until: "2026-03-01T00:00:00.000Z"
+              }]
+            ) {
               const filter: LogFilter = { webhookIds, status, ...window, page }
               const queries = logQueries(sql, filter)
               const index = expectedIndex[status ?? "all"]
               const time = status === "pending" ? "next_attempt_at" : "created_at"
-              const label = `${status ?? "all"} ${page._tag} ${webhookIds.length} ${window.since === undefined ? "open" : "window"}`
+              const label = `${status ?? "all"} ${page._tag} ${webhookIds.length} ${
+                window.since === undefined ? "open" : "window"
+              }`
               const bound = status === "succeeded" ? { createdAt: "2026-02-01T00:00:01.000Z", id: "dlv_w" } : undefined
               // Only a walked status (succeeded) has windows.
               const statements = [
@@ -269,9 +324,16 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
                   // The window's end walks the whole log of one webhook (created_at), whatever the status.
                   const wanted = statement === statements[2] ? "deliveries_webhook" : index
                   const column = statement === statements[2] ? "created_at" : time
-                  expect(step, `${label}: ${plan.join(" | ")}`).toMatch(new RegExp(`^SEARCH deliveries USING (COVERING )?INDEX ${wanted} \\(webhook_id=\\?.* AND ${column}>\\? AND ${column}<\\?\\)$`))
+                  expect(step, `${label}: ${plan.join(" | ")}`).toMatch(
+                    new RegExp(
+                      `^SEARCH deliveries USING (COVERING )?INDEX ${wanted} \\(webhook_id=\\?.* AND ${column}>\\? AND ${column}<\\?\\)$`
+                    )
+                  )
                 }
-                expect(plan.filter((step) => step.startsWith("SCAN deliveries") || step === "USE TEMP B-TREE FOR ORDER BY"), label).toEqual([])
+                expect(
+                  plan.filter((step) => step.startsWith("SCAN deliveries") || step === "USE TEMP B-TREE FOR ORDER BY"),
+                  label
+                ).toEqual([])
               }
             }
           }
@@ -282,9 +344,17 @@ layer(testHub(), { excludeTestServices: true })("delivery log", (it) => {
   it.effect("a page of several webhooks is a lazy merge of their ranges", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const queries = logQueries(sql, { webhookIds: ["whk_1", "whk_2"], status: "dead", since: undefined, until: undefined, page: { _tag: "Offset", offset: 0, limit: 10 } })
+      const queries = logQueries(sql, {
+        webhookIds: ["whk_1", "whk_2"],
+        status: "dead",
+        since: undefined,
+        until: undefined,
+        page: { _tag: "Offset", offset: 0, limit: 10 }
+      })
       const [text, params] = queries.pageOf(["whk_1", "whk_2"], undefined, true).compile()
-      const plan = (yield* sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${text}`, params)).map((row) => row.detail)
+      const plan = (yield* sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${text}`, params)).map((row) =>
+        row.detail
+      )
       expect(plan[0]).toBe("MERGE (UNION ALL)")
     }))
 })

@@ -5,22 +5,33 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
 import type { Json } from "../src/Domain/Json.js"
+import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
 
 /** The one change of an upstream payload carrying `value`. */
 const changeOf = (value: Json, field = "messages"): UpstreamChange => {
-  const parsed = parseEnvelope({ object: "whatsapp_business_account", entry: [{ id: "waba", changes: [{ field, value }] }] })
+  const parsed = parseEnvelope({
+    object: "whatsapp_business_account",
+    entry: [{ id: "waba", changes: [{ field, value }] }]
+  })
   if (Either.isLeft(parsed) || parsed.right.changes[0] === undefined) throw new Error("the test's payload must parse")
   return parsed.right.changes[0]
 }
 
-const status = (id: string, timestamp: string | number) => ({ id, status: "delivered", timestamp, recipient_id: "1555" })
+const status = (id: string, timestamp: string | number) => ({
+  id,
+  status: "delivered",
+  timestamp,
+  recipient_id: "1555"
+})
 
 describe("dedupe keys", () => {
   it("the same change gives the same key, whatever the order of its JSON; another change, field or instance another", () => {
     const key = dedupeKey("ins_1", changeOf({ statuses: [status("wamid.A", "1763700000")] }))
-    const reordered = dedupeKey("ins_1", changeOf({ statuses: [{ recipient_id: "1555", timestamp: "1763700000", status: "delivered", id: "wamid.A" }] }))
+    const reordered = dedupeKey(
+      "ins_1",
+      changeOf({ statuses: [{ recipient_id: "1555", timestamp: "1763700000", status: "delivered", id: "wamid.A" }] })
+    )
     expect(reordered).toBe(key)
     expect(dedupeKey("ins_2", changeOf({ statuses: [status("wamid.A", "1763700000")] }))).not.toBe(key)
     expect(dedupeKey("ins_1", changeOf({ statuses: [status("wamid.B", "1763700000")] }))).not.toBe(key)
@@ -42,9 +53,13 @@ describe("dedupe keys", () => {
   })
 
   it("a change without a usable time (an account update, a malformed timestamp) keys from the start", () => {
-    expect(dedupeKey("ins_1", changeOf({ event: "VERIFIED_ACCOUNT" }, "account_update")).slice(0, 11)).toBe("0000000000.")
+    expect(dedupeKey("ins_1", changeOf({ event: "VERIFIED_ACCOUNT" }, "account_update")).slice(0, 11)).toBe(
+      "0000000000."
+    )
     expect(dedupeKey("ins_1", changeOf({ statuses: [status("wamid.A", "soon")] })).slice(0, 11)).toBe("0000000000.")
-    expect(dedupeKey("ins_1", changeOf({ statuses: [status("wamid.A", "12345678901")] })).slice(0, 11)).toBe("0000000000.")
+    expect(dedupeKey("ins_1", changeOf({ statuses: [status("wamid.A", "12345678901")] })).slice(0, 11)).toBe(
+      "0000000000."
+    )
   })
 })
 
@@ -76,6 +91,9 @@ describe("an instance's envelope", () => {
     // An upstream envelope without `object` gets the one it stands for.
     const bare = parseEnvelope({ entry: [{ id: "waba", changes: [mine] }] })
     if (Either.isLeft(bare)) throw new Error("the test's payload must parse")
-    expect(JSON.parse(envelopeFor(bare.right.object, bare.right.changes))).toEqual({ object: "whatsapp_business_account", entry: [{ id: "waba", changes: [mine] }] })
+    expect(JSON.parse(envelopeFor(bare.right.object, bare.right.changes))).toEqual({
+      object: "whatsapp_business_account",
+      entry: [{ id: "waba", changes: [mine] }]
+    })
   })
 })

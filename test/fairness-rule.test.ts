@@ -41,12 +41,17 @@ describe("fairness rule", () => {
     countDown(byWebhook, "b")
     expect(byWebhook.has("b")).toBe(false)
     expect(anyAtShare({ byWebhook, byOrganization: new Map() }, { perWebhook: 3, perOrganization: 3 })).toBe(false)
-    expect(anyAtShare({ byWebhook, byOrganization: counts({ A: 3 }) }, { perWebhook: 3, perOrganization: 3 })).toBe(true)
+    expect(anyAtShare({ byWebhook, byOrganization: counts({ A: 3 }) }, { perWebhook: 3, perOrganization: 3 })).toBe(
+      true
+    )
   })
 
   it("withAttempts adds deliveries to copies of the counts", () => {
     const inFlight = { byWebhook: counts({ a: 1 }), byOrganization: counts({ A: 1 }) }
-    const added = withAttempts(inFlight, [{ webhook_id: "a", organization_id: "A" }, { webhook_id: "b", organization_id: "B" }])
+    const added = withAttempts(inFlight, [{ webhook_id: "a", organization_id: "A" }, {
+      webhook_id: "b",
+      organization_id: "B"
+    }])
     expect(added).toEqual({ byWebhook: counts({ a: 2, b: 1 }), byOrganization: counts({ A: 2, B: 1 }) })
     expect(inFlight.byWebhook.get("a")).toBe(1)
   })
@@ -55,12 +60,28 @@ describe("fairness rule", () => {
     const shares = { concurrency: 8, perWebhook: 2, perOrganization: 4 }
     const inFlight = { byWebhook: counts({ a1: 2, a2: 2 }), byOrganization: counts({ A: 4 }) }
     // Below the over-share limit (6 of 8), an organization past its share may still start one.
-    expect(roomFor(shares, 4, inFlight, { webhook_id: "a3", organization_id: "A" })).toEqual({ overall: true, organization: true, owner: true })
+    expect(roomFor(shares, 4, inFlight, { webhook_id: "a3", organization_id: "A" })).toEqual({
+      overall: true,
+      organization: true,
+      owner: true
+    })
     // A webhook at its share has no room, whatever its organization's.
-    expect(roomFor(shares, 4, inFlight, { webhook_id: "a1", organization_id: "A" })).toEqual({ overall: true, organization: true, owner: false })
+    expect(roomFor(shares, 4, inFlight, { webhook_id: "a1", organization_id: "A" })).toEqual({
+      overall: true,
+      organization: true,
+      owner: false
+    })
     // At the limit, the organization's share binds; another organization is not held back.
-    expect(roomFor(shares, 6, inFlight, { webhook_id: "a3", organization_id: "A" })).toEqual({ overall: true, organization: false, owner: false })
-    expect(roomFor(shares, 6, inFlight, { webhook_id: "b1", organization_id: "B" })).toEqual({ overall: true, organization: true, owner: true })
+    expect(roomFor(shares, 6, inFlight, { webhook_id: "a3", organization_id: "A" })).toEqual({
+      overall: true,
+      organization: false,
+      owner: false
+    })
+    expect(roomFor(shares, 6, inFlight, { webhook_id: "b1", organization_id: "B" })).toEqual({
+      overall: true,
+      organization: true,
+      owner: true
+    })
     expect(roomFor(shares, 8, inFlight, { webhook_id: "b1", organization_id: "B" }).overall).toBe(false)
   })
 
@@ -101,11 +122,19 @@ describe("fairness rule", () => {
       due("a3", "wa3", "A", "2026-01-01T00:00:03.000Z"),
       due("b1", "wb", "B", "2026-01-01T00:00:04.000Z")
     ]
-    const request = { limit: 10, perWebhook: 5, perOrganization: 1, byWebhook: new Map<string, number>(), byOrganization: new Map<string, number>() }
+    const request = {
+      limit: 10,
+      perWebhook: 5,
+      perOrganization: 1,
+      byWebhook: new Map<string, number>(),
+      byOrganization: new Map<string, number>()
+    }
     expect(pickWithinShares(rows, { ...request, overShareRoom: 0 }).picked.map((row) => row.id)).toEqual(["a1", "b1"])
     const past = pickWithinShares(rows, { ...request, overShareRoom: 1 })
     expect(past.picked.map((row) => row.id)).toEqual(["a1", "b1", "a2"])
     expect(past.overShare).toBe(1)
-    expect(pickWithinShares(rows, { ...request, limit: 1, overShareRoom: 3 }).picked.map((row) => row.id)).toEqual(["a1"])
+    expect(pickWithinShares(rows, { ...request, limit: 1, overShareRoom: 3 }).picked.map((row) => row.id)).toEqual([
+      "a1"
+    ])
   })
 })

@@ -41,9 +41,12 @@ layer(testHub(settings), { excludeTestServices: true })("the dispatch share of a
         })
       }
       const register = (tenant: Tenant, url: string) =>
-        Effect.map(hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "r" } }), (created) => {
-          expect(created.status).toBe(201)
-        })
+        Effect.map(
+          hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "r" } }),
+          (created) => {
+            expect(created.status).toBe(201)
+          }
+        )
 
       const a = yield* seedTenant()
       const hanging = yield* Effect.all(Array.from({ length: 4 }, () => makeReceiver(() => "hang")))
@@ -52,7 +55,9 @@ layer(testHub(settings), { excludeTestServices: true })("the dispatch share of a
       for (let n = 0; n < 4; n++) expect((yield* post(a)).status).toBe(200)
       const received = () => hanging.reduce((total, receiver) => total + receiver.requests.length, 0)
       // Alone, A takes its share (4) and idle slots up to six of the eight: wait until those six hang at the receivers.
-      yield* Effect.forEach(hanging, (receiver) => receiver.waitFor("A's attempts", () => received() >= 6), { discard: true })
+      yield* Effect.forEach(hanging, (receiver) => receiver.waitFor("A's attempts", () => received() >= 6), {
+        discard: true
+      })
 
       const b = yield* seedTenant()
       const healthy = yield* makeReceiver()

@@ -6,16 +6,25 @@
  * status, content type, body (byte for byte, upstream message ids aside) and the edge's headers.
  * A counting HotRoutes proves which requests the fast lane actually served.
  */
-import { expect, layer } from "@effect/vitest"
 import { HttpMiddleware } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
 import { Context, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { hubServer } from "../src/Edge/FastLane.js"
 import { type HotRoute, HotRoutes } from "../src/Domain/PlainRoute.js"
+import { hubServer } from "../src/Edge/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
-import { type HttpResult, itemsOf, type RequestOptions, seedTenant, type Tenant, TestHub, testHubConfig, TestHubLive } from "./support/TestHub.js"
 import { whileAcceptanceRefused } from "./support/Messages.js"
+import {
+  type HttpResult,
+  itemsOf,
+  type RequestOptions,
+  seedTenant,
+  type Tenant,
+  TestHub,
+  testHubConfig,
+  TestHubLive
+} from "./support/TestHub.js"
 import { envelope, signBody, status, statusChange } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "fast-lane-app-secret"
@@ -110,7 +119,11 @@ const bothWays = (method: string, path: string, options: RequestOptions = {}, pl
     const fast = yield* fastHub.request(method, path, options)
     const between = hits.snapshot()
     const plain = yield* plainHub.request(method, path, plainOptions)
-    return { fast, plain, fastLaneHits: { fast: hitsBetween(before, between), plain: hitsBetween(between, hits.snapshot()) } } satisfies BothWays
+    return {
+      fast,
+      plain,
+      fastLaneHits: { fast: hitsBetween(before, between), plain: hitsBetween(between, hits.snapshot()) }
+    } satisfies BothWays
   })
 
 const HOT_SEND: HotRoute = "POST /api/messages"
@@ -135,7 +148,9 @@ const expectAlike = (answers: BothWays, hot: HotRoute | undefined) => {
   expect([NO_HITS, served]).toContainEqual(answers.fastLaneHits.plain)
   expect(fast.status).toBe(plain.status)
   expect(fast.headers.get("content-type")).toBe(plain.headers.get("content-type"))
-  for (const header of ["idempotent-replayed", "retry-after"]) expect(fast.headers.get(header), header).toBe(plain.headers.get(header))
+  for (const header of ["idempotent-replayed", "retry-after"]) {
+    expect(fast.headers.get(header), header).toBe(plain.headers.get(header))
+  }
   expect(withoutWamids(fast.text)).toBe(withoutWamids(plain.text))
   for (const answer of [fast, plain]) expect(answer.headers.get("x-request-id")).toMatch(/^[A-Za-z0-9._-]{1,64}$/)
   return fast
@@ -209,11 +224,15 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       for (const body of [TEXT, { to: "x" }]) {
-        const fast = expectAlike(yield* bothWays("POST", "/api/messages", sendBody(body, { token: tenant.sessionToken })), HOT_SEND)
+        const fast = expectAlike(
+          yield* bothWays("POST", "/api/messages", sendBody(body, { token: tenant.sessionToken })),
+          HOT_SEND
+        )
         expect(fast.status).toBe(403)
         expect(fast.body).toEqual({
           statusCode: 403,
-          message: "This endpoint needs an organization token or an instance token; a session token cannot be used here",
+          message:
+            "This endpoint needs an organization token or an instance token; a session token cannot be used here",
           error: "forbidden_token_kind"
         })
       }
@@ -227,16 +246,37 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       // An invalid Idempotency-Key as well: the body's issues are reported first. (Only the way every
       // request comes: HttpApi checks the headers HubApi declares before it hands a request over.)
       const hub = yield* TestHub
-      const withBadKey = yield* hub.request("POST", "/api/messages", sendBody(invalid, { token: tenant.instanceToken, headers: { "idempotency-key": "has space" } }))
-      for (const fast of [expectAlike(yield* bothWays("POST", "/api/messages", sendBody(invalid, { token: tenant.instanceToken })), HOT_SEND), withBadKey]) {
+      const withBadKey = yield* hub.request(
+        "POST",
+        "/api/messages",
+        sendBody(invalid, { token: tenant.instanceToken, headers: { "idempotency-key": "has space" } })
+      )
+      for (
+        const fast of [
+          expectAlike(
+            yield* bothWays("POST", "/api/messages", sendBody(invalid, { token: tenant.instanceToken })),
+            HOT_SEND
+          ),
+          withBadKey
+        ]
+      ) {
         expect(fast.status).toBe(400)
         expect(fast.body.error).toBe("validation_failed")
         expect(fast.body.statusCode).toBe(400)
-        expect(itemsOf(fast.body, "details").map((d) => d.field).sort()).toEqual(["context.message_id", "text.body", "to"])
+        expect(itemsOf(fast.body, "details").map((d) => d.field).sort()).toEqual([
+          "context.message_id",
+          "text.body",
+          "to"
+        ])
         expect(String(fast.body.message)).toMatch(/^Invalid request: /)
-        for (const field of ["to:", "text.body:", "context.message_id:"]) expect(String(fast.body.message)).toContain(field)
+        for (const field of ["to:", "text.body:", "context.message_id:"]) {
+          expect(String(fast.body.message)).toContain(field)
+        }
       }
-      const notAnObject = expectAlike(yield* bothWays("POST", "/api/messages", sendBody("send hi", { token: tenant.instanceToken })), HOT_SEND)
+      const notAnObject = expectAlike(
+        yield* bothWays("POST", "/api/messages", sendBody("send hi", { token: tenant.instanceToken })),
+        HOT_SEND
+      )
       expect(notAnObject.status).toBe(400)
       expect(itemsOf(notAnObject.body, "details").map((d) => d.field)).toEqual(["body"])
       expect(yield* listTotal(tenant)).toBe(0)
@@ -246,15 +286,29 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const cases: ReadonlyArray<RequestOptions> = [
-        { token: tenant.instanceToken, body: "{\"to\": \"16505551234\",", headers: { "content-type": "application/json" } },
-        { token: tenant.instanceToken, body: "{\"to\"", headers: { "content-type": "application/json; charset=utf-8" } },
+        {
+          token: tenant.instanceToken,
+          body: "{\"to\": \"16505551234\",",
+          headers: { "content-type": "application/json" }
+        },
+        {
+          token: tenant.instanceToken,
+          body: "{\"to\"",
+          headers: { "content-type": "application/json; charset=utf-8" }
+        },
         { token: tenant.instanceToken, body: "not json" },
         { token: tenant.instanceToken }
       ]
       for (const options of cases) {
         const fast = expectAlike(yield* bothWays("POST", "/api/messages", options), HOT_SEND)
         expect(fast.status).toBe(400)
-        expect(fast.text).toBe(JSON.stringify({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" }))
+        expect(fast.text).toBe(
+          JSON.stringify({
+            statusCode: 400,
+            message: "Malformed request body: it is not valid JSON",
+            error: "malformed_body"
+          })
+        )
       }
       expect(yield* listTotal(tenant)).toBe(0)
     }))
@@ -262,7 +316,10 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
   it.effect("a body without a content type is read as JSON either way", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      const fast = expectAlike(yield* bothWays("POST", "/api/messages", { token: tenant.instanceToken, body: JSON.stringify(TEXT) }), HOT_SEND)
+      const fast = expectAlike(
+        yield* bothWays("POST", "/api/messages", { token: tenant.instanceToken, body: JSON.stringify(TEXT) }),
+        HOT_SEND
+      )
       expect(fast.status).toBe(200)
       expect(yield* listTotal(tenant)).toBe(2)
     }))
@@ -271,7 +328,11 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       for (const contentType of ["text/plain", "application/octet-stream", "application/x-www-form-urlencoded"]) {
-        const options = { token: tenant.instanceToken, body: JSON.stringify(TEXT), headers: { "content-type": contentType } }
+        const options = {
+          token: tenant.instanceToken,
+          body: JSON.stringify(TEXT),
+          headers: { "content-type": contentType }
+        }
         const fast = expectAlike(yield* bothWays("POST", "/api/messages", options), HOT_SEND)
         expect(fast.status).toBe(400)
       }
@@ -283,7 +344,11 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       const tenant = yield* seedTenant()
       for (const key of ["has space", "k".repeat(256), "clé"]) {
         const fast = expectAlike(
-          yield* bothWays("POST", "/api/messages", sendBody(TEXT, { token: tenant.instanceToken, headers: { "idempotency-key": key } })),
+          yield* bothWays(
+            "POST",
+            "/api/messages",
+            sendBody(TEXT, { token: tenant.instanceToken, headers: { "idempotency-key": key } })
+          ),
           HOT_SEND
         )
         expect(fast.status).toBe(400)
@@ -302,7 +367,8 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       const tenant = yield* seedTenant()
       const fastHub = yield* TestHub
       const plainHub = yield* PlainHub
-      const keyed = (key: string) => sendBody(TEXT, { token: tenant.instanceToken, headers: { "idempotency-key": key } })
+      const keyed = (key: string) =>
+        sendBody(TEXT, { token: tenant.instanceToken, headers: { "idempotency-key": key } })
 
       // Each key is first used one way, then replayed both ways.
       const firstFast = yield* fastHub.request("POST", "/api/messages", keyed("fast-first"))
@@ -331,7 +397,10 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       const reused = yield* bothWays(
         "POST",
         "/api/messages",
-        sendBody({ ...TEXT, text: { body: "another" } }, { token: tenant.instanceToken, headers: { "idempotency-key": "fast-first" } })
+        sendBody({ ...TEXT, text: { body: "another" } }, {
+          token: tenant.instanceToken,
+          headers: { "idempotency-key": "fast-first" }
+        })
       )
       const conflict = expectAlike(reused, HOT_SEND)
       expect(conflict.status).toBe(409)
@@ -357,7 +426,9 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
         for (const insane of ["has space", "x".repeat(65), "semi;colon"]) {
           const replaced = yield* bothWays("POST", "/api/messages", { ...options, headers: { "x-request-id": insane } })
           expectAlike(replaced, HOT_SEND)
-          for (const answer of [replaced.fast, replaced.plain]) expect(answer.headers.get("x-request-id")).toMatch(GENERATED_REQUEST_ID)
+          for (const answer of [replaced.fast, replaced.plain]) {
+            expect(answer.headers.get("x-request-id")).toMatch(GENERATED_REQUEST_ID)
+          }
         }
       }
     }))
@@ -367,17 +438,38 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       const tenant = yield* seedTenant()
       const other = yield* seedTenant()
       for (const round of ["first use", "known"]) {
-        const fast = expectAlike(yield* bothWays("POST", "/api/messages", sendBody({ ...TEXT, phone_number_id: tenant.phoneNumberId }, { token: tenant.orgToken })), HOT_SEND)
+        const fast = expectAlike(
+          yield* bothWays(
+            "POST",
+            "/api/messages",
+            sendBody({ ...TEXT, phone_number_id: tenant.phoneNumberId }, { token: tenant.orgToken })
+          ),
+          HOT_SEND
+        )
         expect(fast.status, round).toBe(200)
       }
-      const unnamed = expectAlike(yield* bothWays("POST", "/api/messages", sendBody(TEXT, { token: tenant.orgToken })), HOT_SEND)
+      const unnamed = expectAlike(
+        yield* bothWays("POST", "/api/messages", sendBody(TEXT, { token: tenant.orgToken })),
+        HOT_SEND
+      )
       expect(unnamed.status).toBe(400)
       expect(unnamed.body).toMatchObject({ statusCode: 400, message: expect.stringContaining("phone_number_id") })
       // Another organization's number is not found, as an unknown one is.
       for (const phoneNumberId of [other.phoneNumberId, "123456789012345"]) {
-        const foreign = expectAlike(yield* bothWays("POST", "/api/messages", sendBody({ ...TEXT, phone_number_id: phoneNumberId }, { token: tenant.orgToken })), HOT_SEND)
+        const foreign = expectAlike(
+          yield* bothWays(
+            "POST",
+            "/api/messages",
+            sendBody({ ...TEXT, phone_number_id: phoneNumberId }, { token: tenant.orgToken })
+          ),
+          HOT_SEND
+        )
         expect(foreign.status).toBe(404)
-        expect(foreign.body).toEqual({ statusCode: 404, message: `phone_number_id ${phoneNumberId} was not found`, error: "not_found" })
+        expect(foreign.body).toEqual({
+          statusCode: 404,
+          message: `phone_number_id ${phoneNumberId} was not found`,
+          error: "not_found"
+        })
       }
       expect(yield* listTotal(tenant)).toBe(4)
     }))
@@ -393,9 +485,20 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
         { to: "999503111", status: 502, error: "upstream_error", code: 2 }
       ] as const
       for (const refusal of refusals) {
-        const fast = expectAlike(yield* bothWays("POST", "/api/messages", sendBody({ ...TEXT, to: refusal.to }, { token: tenant.instanceToken })), HOT_SEND)
+        const fast = expectAlike(
+          yield* bothWays(
+            "POST",
+            "/api/messages",
+            sendBody({ ...TEXT, to: refusal.to }, { token: tenant.instanceToken })
+          ),
+          HOT_SEND
+        )
         expect(fast.status, refusal.to).toBe(refusal.status)
-        expect(fast.body, refusal.to).toMatchObject({ statusCode: refusal.status, error: refusal.error, details: { upstream: { code: refusal.code } } })
+        expect(fast.body, refusal.to).toMatchObject({
+          statusCode: refusal.status,
+          error: refusal.error,
+          details: { upstream: { code: refusal.code } }
+        })
         expect(fast.headers.get("retry-after"), refusal.to).toBeNull()
       }
     }))
@@ -405,9 +508,20 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
   it.effect("429: the upstream's throttling, with Retry-After, alike", () =>
     Effect.gen(function*() {
       const throttled = yield* seedTenant()
-      const upstream = expectAlike(yield* bothWays("POST", "/api/messages", sendBody({ ...TEXT, to: "999130429111" }, { token: throttled.instanceToken })), HOT_SEND)
+      const upstream = expectAlike(
+        yield* bothWays(
+          "POST",
+          "/api/messages",
+          sendBody({ ...TEXT, to: "999130429111" }, { token: throttled.instanceToken })
+        ),
+        HOT_SEND
+      )
       expect(upstream.status).toBe(429)
-      expect(upstream.body).toMatchObject({ statusCode: 429, error: "upstream_rate_limited", details: { upstream: { code: 130429 } } })
+      expect(upstream.body).toMatchObject({
+        statusCode: 429,
+        error: "upstream_rate_limited",
+        details: { upstream: { code: 130429 } }
+      })
       expect(upstream.headers.get("retry-after")).toBe("2")
     }))
 
@@ -422,7 +536,11 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       )
       const fast = expectAlike(answers, HOT_SEND)
       expect(fast.status).toBe(503)
-      expect(fast.body).toEqual({ statusCode: 503, message: "The message could not be recorded, so it was not sent", error: "storage_unavailable" })
+      expect(fast.body).toEqual({
+        statusCode: 503,
+        message: "The message could not be recorded, so it was not sent",
+        error: "storage_unavailable"
+      })
       expect(yield* listTotal(tenant)).toBe(0)
     }))
 
@@ -430,9 +548,13 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const fastHub = yield* TestHub
-      expect((yield* fastHub.request("POST", "/api/messages", sendBody(TEXT, { token: tenant.instanceToken }))).status).toBe(200)
+      expect((yield* fastHub.request("POST", "/api/messages", sendBody(TEXT, { token: tenant.instanceToken }))).status)
+        .toBe(200)
 
-      const listed = expectAlike(yield* bothWays("GET", "/api/messages?limit=5", { token: tenant.instanceToken }), undefined)
+      const listed = expectAlike(
+        yield* bothWays("GET", "/api/messages?limit=5", { token: tenant.instanceToken }),
+        undefined
+      )
       expect(listed.status).toBe(200)
       expect(listed.body).toMatchObject({ total: 1, page: 1, limit: 5 })
       expect(itemsOf(listed.body)).toHaveLength(1)
@@ -440,14 +562,24 @@ layer(hubs, { excludeTestServices: true })("POST /api/messages: the fast lane an
       const unauthenticated = expectAlike(yield* bothWays("GET", "/api/messages"), undefined)
       expect(unauthenticated.status).toBe(401)
 
-      const badQuery = expectAlike(yield* bothWays("GET", "/api/messages?limit=0", { token: tenant.instanceToken }), undefined)
+      const badQuery = expectAlike(
+        yield* bothWays("GET", "/api/messages?limit=0", { token: tenant.instanceToken }),
+        undefined
+      )
       expect(badQuery.status).toBe(400)
       expect(badQuery.body.error).toBe("validation_failed")
 
       for (const method of ["PUT", "DELETE", "PATCH"]) {
-        const other = expectAlike(yield* bothWays(method, "/api/messages", sendBody(TEXT, { token: tenant.instanceToken })), undefined)
+        const other = expectAlike(
+          yield* bothWays(method, "/api/messages", sendBody(TEXT, { token: tenant.instanceToken })),
+          undefined
+        )
         expect(other.status).toBe(404)
-        expect(other.body).toEqual({ statusCode: 404, message: `No route for ${method} /api/messages`, error: "route_not_found" })
+        expect(other.body).toEqual({
+          statusCode: 404,
+          message: `No route for ${method} /api/messages`,
+          error: "route_not_found"
+        })
       }
     }))
 })
@@ -456,13 +588,18 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
   it.effect("a bad or missing signature: 401, nothing stored", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      const body = JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status("wamid.unsigned", "sent", 1750263773))]]))
+      const body = JSON.stringify(
+        envelope([tenant.wabaId, [statusChange(tenant, status("wamid.unsigned", "sent", 1750263773))]])
+      )
       const cases: ReadonlyArray<RequestOptions> = [
         signedEvents(body, "another-secret"),
         { body, headers: { "content-type": "application/json" } },
         { body, headers: { "content-type": "application/json", "x-hub-signature-256": "sha256=zz" } },
         // Signed, but the signature covers other bytes.
-        { body: `${body} `, headers: { "content-type": "application/json", "x-hub-signature-256": signBody(APP_SECRET, body) } }
+        {
+          body: `${body} `,
+          headers: { "content-type": "application/json", "x-hub-signature-256": signBody(APP_SECRET, body) }
+        }
       ]
       for (const options of cases) {
         const fast = expectAlike(yield* bothWays("POST", "/upstream/events", options), HOT_EVENTS)
@@ -472,8 +609,22 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
       // Nothing was ingested: the same change, validly signed now, is new (and then a duplicate).
       const accepted = yield* bothWays("POST", "/upstream/events", signedEvents(body))
       expect(accepted.fastLaneHits.fast).toEqual({ ...NO_HITS, [HOT_EVENTS]: 1 })
-      expect(accepted.fast.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
-      expect(accepted.plain.body).toEqual({ changes: 1, accepted: 0, duplicates: 1, unrouted: 0, deliveries: 0, stale: 0 })
+      expect(accepted.fast.body).toEqual({
+        changes: 1,
+        accepted: 1,
+        duplicates: 0,
+        unrouted: 0,
+        deliveries: 0,
+        stale: 0
+      })
+      expect(accepted.plain.body).toEqual({
+        changes: 1,
+        accepted: 0,
+        duplicates: 1,
+        unrouted: 0,
+        deliveries: 0,
+        stale: 0
+      })
     }))
 
   it.effect("a malformed body: 400 malformed_body; an envelope of the wrong shape: 400 validation_failed", () =>
@@ -481,9 +632,18 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
       for (const body of ["{\"object\":", "[1,2]", ""]) {
         const fast = expectAlike(yield* bothWays("POST", "/upstream/events", signedEvents(body)), HOT_EVENTS)
         expect(fast.status).toBe(400)
-        expect(fast.text).toBe(JSON.stringify({ statusCode: 400, message: "Malformed request body: it is not a JSON object", error: "malformed_body" }))
+        expect(fast.text).toBe(
+          JSON.stringify({
+            statusCode: 400,
+            message: "Malformed request body: it is not a JSON object",
+            error: "malformed_body"
+          })
+        )
       }
-      const shape = JSON.stringify({ object: "whatsapp_business_account", entry: [{ id: "1", changes: [{ field: "messages" }] }, 7] })
+      const shape = JSON.stringify({
+        object: "whatsapp_business_account",
+        entry: [{ id: "1", changes: [{ field: "messages" }] }, 7]
+      })
       const fast = expectAlike(yield* bothWays("POST", "/upstream/events", signedEvents(shape)), HOT_EVENTS)
       expect(fast.status).toBe(400)
       expect(fast.body).toMatchObject({
@@ -498,24 +658,37 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
 
   it.effect("a body over 8 MB: 413 payload_too_large", () =>
     Effect.gen(function*() {
-      const body = JSON.stringify({ object: "whatsapp_business_account", entry: [], padding: "x".repeat(8 * 1024 * 1024) })
+      const body = JSON.stringify({
+        object: "whatsapp_business_account",
+        entry: [],
+        padding: "x".repeat(8 * 1024 * 1024)
+      })
       const fast = expectAlike(yield* bothWays("POST", "/upstream/events", signedEvents(body)), HOT_EVENTS)
       expect(fast.status).toBe(413)
-      expect(fast.body).toEqual({ statusCode: 413, message: "The event payload is larger than 8 MB", error: "payload_too_large" })
+      expect(fast.body).toEqual({
+        statusCode: 413,
+        message: "The event payload is larger than 8 MB",
+        error: "payload_too_large"
+      })
     }))
 
   it.effect("a valid status payload: 200 with the ingest summary, applied to the message either way; a repeat is a duplicate", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
       const fastHub = yield* TestHub
-      const sendOne = Effect.map(fastHub.request("POST", "/api/messages", sendBody(TEXT, { token: tenant.instanceToken })), (sent) => {
-        expect(sent.status).toBe(200)
-        return String(itemsOf(sent.body, "messages")[0]?.id)
-      })
+      const sendOne = Effect.map(
+        fastHub.request("POST", "/api/messages", sendBody(TEXT, { token: tenant.instanceToken })),
+        (sent) => {
+          expect(sent.status).toBe(200)
+          return String(itemsOf(sent.body, "messages")[0]?.id)
+        }
+      )
       const first = yield* sendOne
       const second = yield* sendOne
       const delivered = (id: string) =>
-        signedEvents(JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status(id, "delivered", 1750263790))]])))
+        signedEvents(
+          JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status(id, "delivered", 1750263790))]]))
+        )
 
       // Each way gets its own message's status: both are new.
       const fresh = yield* bothWays("POST", "/upstream/events", delivered(first), delivered(second))
@@ -532,18 +705,29 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
 
       // Both statuses were committed before the answers.
       const listed = yield* fastHub.request("GET", "/api/messages", { token: tenant.instanceToken })
-      expect(itemsOf(listed.body).map((m) => [m.waMessageId, m.status]).sort()).toEqual([[first, "delivered"], [second, "delivered"]].sort())
+      expect(itemsOf(listed.body).map((m) => [m.waMessageId, m.status]).sort()).toEqual(
+        [[first, "delivered"], [second, "delivered"]].sort()
+      )
 
       // A number the hub does not know is unrouted, either way.
       const stranger = { phoneNumberId: "999000111222333", wabaId: "888000111222333" }
-      const unknown = (id: string) => signedEvents(JSON.stringify(envelope([stranger.wabaId, [statusChange(stranger, status(id, "read", 1750263795))]])))
-      const unrouted = expectAlike(yield* bothWays("POST", "/upstream/events", unknown("wamid.stranger.1"), unknown("wamid.stranger.2")), HOT_EVENTS)
+      const unknown = (id: string) =>
+        signedEvents(
+          JSON.stringify(envelope([stranger.wabaId, [statusChange(stranger, status(id, "read", 1750263795))]]))
+        )
+      const unrouted = expectAlike(
+        yield* bothWays("POST", "/upstream/events", unknown("wamid.stranger.1"), unknown("wamid.stranger.2")),
+        HOT_EVENTS
+      )
       expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0, stale: 0 })
     }))
 
   it.effect("x-request-id: a sane caller's id is echoed on the fast lane's answers too", () =>
     Effect.gen(function*() {
-      const answers = yield* bothWays("POST", "/upstream/events", { body: "{}", headers: { "x-request-id": "meta-delivery-7" } })
+      const answers = yield* bothWays("POST", "/upstream/events", {
+        body: "{}",
+        headers: { "x-request-id": "meta-delivery-7" }
+      })
       const fast = expectAlike(answers, HOT_EVENTS)
       expect(fast.status).toBe(401)
       expect(answers.fast.headers.get("x-request-id")).toBe("meta-delivery-7")
@@ -552,13 +736,22 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
 
   it.effect("the GET handshake is served by HttpApi, as before", () =>
     Effect.gen(function*() {
-      const ok = yield* bothWays("GET", `/upstream/events?hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1158201444`)
+      const ok = yield* bothWays(
+        "GET",
+        `/upstream/events?hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1158201444`
+      )
       const fast = expectAlike(ok, undefined)
       expect(fast.status).toBe(200)
       expect(fast.text).toBe("1158201444")
       expect(fast.headers.get("content-type")).toContain("text/plain")
 
-      for (const query of [`hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1`, `hub.mode=unsubscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1`, ""]) {
+      for (
+        const query of [
+          `hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1`,
+          `hub.mode=unsubscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1`,
+          ""
+        ]
+      ) {
         const refused = expectAlike(yield* bothWays("GET", `/upstream/events?${query}`), undefined)
         expect(refused.status, query).toBe(403)
         expect(refused.body).toEqual({
@@ -576,13 +769,18 @@ layer(hubs, { excludeTestServices: true })("POST /upstream/events: the fast lane
 /** Log lines as the hub wrote them: the message and its annotations. */
 class CapturedLogs extends Context.Tag("test/CapturedLogs")<CapturedLogs, {
   /** The lines logged under this request id, in order. */
-  readonly linesFor: (requestId: string | null) => ReadonlyArray<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }>
+  readonly linesFor: (
+    requestId: string | null
+  ) => ReadonlyArray<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }>
 }>() {}
 
 const loggingHub = Layer.unwrapEffect(Effect.sync(() => {
   const lines: Array<{ readonly message: string; readonly annotations: Readonly<Record<string, unknown>> }> = []
   const capture = Logger.make(({ annotations, message }) => {
-    lines.push({ message: [message].flat().map(String).join(" "), annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+    lines.push({
+      message: [message].flat().map(String).join(" "),
+      annotations: Object.fromEntries(HashMap.toEntries(annotations))
+    })
   })
   return TestHubLive.pipe(
     Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
@@ -592,7 +790,12 @@ const loggingHub = Layer.unwrapEffect(Effect.sync(() => {
       logLevel: LogLevel.Info,
       sandboxStatusDelay: Duration.hours(1)
     })),
-    Layer.merge(Layer.succeed(CapturedLogs, CapturedLogs.of({ linesFor: (requestId) => lines.filter((line) => line.annotations.requestId === requestId) }))),
+    Layer.merge(
+      Layer.succeed(
+        CapturedLogs,
+        CapturedLogs.of({ linesFor: (requestId) => lines.filter((line) => line.annotations.requestId === requestId) })
+      )
+    ),
     Layer.provide(Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Info)))
   )
 }))
@@ -604,21 +807,41 @@ layer(loggingHub, { excludeTestServices: true })("POST /upstream/events on the f
       const logs = yield* CapturedLogs
       const tenant = yield* seedTenant()
 
-      const ok = yield* hub.request("POST", "/upstream/events", signedEvents(JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status("wamid.logs.1", "sent", 1750263790))]]))))
+      const ok = yield* hub.request(
+        "POST",
+        "/upstream/events",
+        signedEvents(
+          JSON.stringify(envelope([tenant.wabaId, [statusChange(tenant, status("wamid.logs.1", "sent", 1750263790))]]))
+        )
+      )
       expect(ok.status).toBe(200)
       expect(ok.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
       const okId = ok.headers.get("x-request-id")
       expect(okId).toMatch(/^[0-9a-f]{8}-[0-9a-z]+$/)
-      expect(logs.linesFor(okId).map((line) => [line.message, line.annotations.method, line.annotations.path, line.annotations.status]))
+      expect(
+        logs.linesFor(okId).map((
+          line
+        ) => [line.message, line.annotations.method, line.annotations.path, line.annotations.status])
+      )
         .toEqual([["request", "POST", "/upstream/events", 200]])
 
       const stranger = { phoneNumberId: "999000111222444", wabaId: "888000111222444" }
-      const strangerPost = signedEvents(JSON.stringify(envelope([stranger.wabaId, [statusChange(stranger, status("wamid.logs.2", "read", 1750263795))]])))
-      const unrouted = yield* hub.request("POST", "/upstream/events", { ...strangerPost, headers: { ...strangerPost.headers, "x-request-id": "meta-post-42" } })
+      const strangerPost = signedEvents(
+        JSON.stringify(
+          envelope([stranger.wabaId, [statusChange(stranger, status("wamid.logs.2", "read", 1750263795))]])
+        )
+      )
+      const unrouted = yield* hub.request("POST", "/upstream/events", {
+        ...strangerPost,
+        headers: { ...strangerPost.headers, "x-request-id": "meta-post-42" }
+      })
       expect(unrouted.body).toEqual({ changes: 1, accepted: 0, duplicates: 0, unrouted: 1, deliveries: 0, stale: 0 })
       expect(unrouted.headers.get("x-request-id")).toBe("meta-post-42")
       const warned = logs.linesFor("meta-post-42")
-      expect(warned.map((line) => line.message)).toEqual(["Upstream changes for unknown numbers were kept aside (unrouted_events)", "request"])
+      expect(warned.map((line) => line.message)).toEqual([
+        "Upstream changes for unknown numbers were kept aside (unrouted_events)",
+        "request"
+      ])
       expect(warned[0]?.annotations).toMatchObject({ count: 1, numbers: stranger.phoneNumberId })
 
       // A refusal is rendered and logged by the edge, as before.
@@ -641,11 +864,16 @@ layer(loggingHub, { excludeTestServices: true })("POST /api/messages: a send's e
           headers: { "x-request-id": requestId }
         })
       const unrecorded = "The upstream accepted a send the hub could not mark accepted; the record stays pending"
-      const [first, second] = yield* whileAcceptanceRefused(Effect.all([send("send-log-first"), Effect.suspend(() => send("send-log-second"))]))
+      const [first, second] = yield* whileAcceptanceRefused(
+        Effect.all([send("send-log-first"), Effect.suspend(() => send("send-log-second"))])
+      )
       expect([first.status, second.status]).toEqual([200, 200])
       for (const requestId of ["send-log-first", "send-log-second"]) {
         // The message, then its ids (an object; the capture shows it as such).
-        expect(logs.linesFor(requestId).map((line) => line.message)).toEqual([`${unrecorded} [object Object]`, "request"])
+        expect(logs.linesFor(requestId).map((line) => line.message)).toEqual([
+          `${unrecorded} [object Object]`,
+          "request"
+        ])
       }
     }))
 })

@@ -1,18 +1,21 @@
 /** The issue-4 endpoints against the in-process sandbox (the default upstream), end to end over HTTP. */
-import { sandboxGroupsOf } from "../src/Sandbox/Graph/Account.js"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, Redacted } from "effect"
+import { sandboxGroupsOf } from "../src/Sandbox/Graph/Account.js"
 import { Upstream } from "../src/Upstream/Upstream.js"
 import { fileBytes, form, JPEG_HEAD, sha256 } from "./support/Files.js"
-import { ShiftedClock, shiftedClockLayer } from "./support/ShiftedClock.js"
+import { checkedFetch } from "./support/OpenApiCheck.js"
 import { refusedWith } from "./support/Refusal.js"
+import { ShiftedClock, shiftedClockLayer } from "./support/ShiftedClock.js"
 import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { sendVia } from "./support/UpstreamSend.js"
-import { checkedFetch } from "./support/OpenApiCheck.js"
 
 const APPROVAL_DELAY = Duration.hours(1)
 
-const hub = Layer.provideMerge(testHub({ sandboxApprovalDelay: APPROVAL_DELAY, sandboxStatusDelay: Duration.hours(1) }), shiftedClockLayer)
+const hub = Layer.provideMerge(
+  testHub({ sandboxApprovalDelay: APPROVAL_DELAY, sandboxStatusDelay: Duration.hours(1) }),
+  shiftedClockLayer
+)
 
 layer(hub)("issue 4 endpoints on the sandbox", (it) => {
   it.effect("media: upload on both paths, info with an integer file_size, download of the same bytes", () =>
@@ -25,14 +28,26 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       for (const path of ["/media", "/api/media"]) {
         const uploaded = yield* http.request("POST", path, {
           token: tenant.instanceToken,
-          body: form({ messaging_product: "whatsapp", type: "image/jpeg", file: { bytes, filename: "photo.jpg", type: "image/jpeg" } })
+          body: form({
+            messaging_product: "whatsapp",
+            type: "image/jpeg",
+            file: { bytes, filename: "photo.jpg", type: "image/jpeg" }
+          })
         })
         expect(uploaded.status).toBe(200)
         const id = String(uploaded.body.id)
         const info = yield* client.media.info({ path: { mediaId: id } })
-        expect(info).toEqual({ url: expect.stringMatching(/^http/), mime_type: "image/jpeg", sha256: sha256(bytes), file_size: bytes.byteLength, id })
+        expect(info).toEqual({
+          url: expect.stringMatching(/^http/),
+          mime_type: "image/jpeg",
+          sha256: sha256(bytes),
+          file_size: bytes.byteLength,
+          id
+        })
         const download = yield* Effect.promise(() =>
-          checkedFetch(`${http.baseUrl}/media/${id}/download`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
+          checkedFetch(`${http.baseUrl}/media/${id}/download`, {
+            headers: { authorization: `Bearer ${tenant.instanceToken}` }
+          })
         )
         expect(download.status).toBe(200)
         expect(download.headers.get("content-type")).toBe("image/jpeg")
@@ -44,10 +59,17 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
         token: tenant.instanceToken,
         body: form({ messaging_product: "whatsapp", type: "image/jpeg", file: { bytes, filename: "photo.jpg" } })
       })
-      yield* refusedWith((yield* http.client(other.instanceToken)).media.info({ path: { mediaId: String(uploaded.body.id) } }), "NotFound")
+      yield* refusedWith(
+        (yield* http.client(other.instanceToken)).media.info({ path: { mediaId: String(uploaded.body.id) } }),
+        "NotFound"
+      )
       const tooBig = yield* http.request("POST", "/media", {
         token: tenant.instanceToken,
-        body: form({ messaging_product: "whatsapp", type: "image/jpeg", file: { bytes: fileBytes(JPEG_HEAD, 5 * 1024 * 1024 + 1), filename: "big.jpg" } })
+        body: form({
+          messaging_product: "whatsapp",
+          type: "image/jpeg",
+          file: { bytes: fileBytes(JPEG_HEAD, 5 * 1024 * 1024 + 1), filename: "big.jpg" }
+        })
       })
       expect(tooBig.status).toBe(413)
     }))
@@ -74,12 +96,20 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       const pending = yield* client.templates.list({ urlParams: { status: "PENDING" } })
       expect(pending.data.map((t) => t.id)).toEqual([id])
 
-      const target = { phoneNumberId: tenant.phoneNumberId, wabaId: tenant.wabaId, accessToken: Redacted.make("sandbox") }
+      const target = {
+        phoneNumberId: tenant.phoneNumberId,
+        wabaId: tenant.wabaId,
+        accessToken: Redacted.make("sandbox")
+      }
       const send = sendVia(upstream, target, {
         messaging_product: "whatsapp",
         to: "5511987654321",
         type: "template",
-        template: { name: "order_ready", language: { code: "en_US" }, components: [{ type: "body", parameters: [{ type: "text", text: "42" }] }] }
+        template: {
+          name: "order_ready",
+          language: { code: "en_US" },
+          components: [{ type: "body", parameters: [{ type: "text", text: "42" }] }]
+        }
       })
       const refused = yield* Effect.either(send)
       expect(Either.isLeft(refused) && refused.left.code).toBe(132001)
@@ -94,9 +124,15 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
 
       const duplicate = yield* refusedWith(client.templates.create({ payload: template }), "UpstreamFailure")
       expect(duplicate.status).toBe(400)
-      expect(duplicate).toMatchObject({ error: "upstream_error", details: { upstream: { code: 100, error_subcode: 2388024 } } })
+      expect(duplicate).toMatchObject({
+        error: "upstream_error",
+        details: { upstream: { code: 100, error_subcode: 2388024 } }
+      })
       const other = yield* seedTenant()
-      yield* refusedWith((yield* http.client(other.instanceToken)).templates.get({ path: { templateId: id } }), "NotFound")
+      yield* refusedWith(
+        (yield* http.client(other.instanceToken)).templates.get({ path: { templateId: id } }),
+        "NotFound"
+      )
     }))
 
   it.effect("settings: passwords only on request; one section updates, the read shows it", () =>
@@ -106,16 +142,29 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       const client = yield* http.client(tenant.instanceToken)
       const plain = yield* client.phoneNumbers.settings({ urlParams: {} })
       expect(JSON.stringify(plain)).not.toContain("password")
-      expect(plain).toMatchObject({ calling: { status: "ENABLED" }, payload_encryption: { status: "disabled" }, storage_configuration: { status: "DEFAULT" } })
+      expect(plain).toMatchObject({
+        calling: { status: "ENABLED" },
+        payload_encryption: { status: "disabled" },
+        storage_configuration: { status: "DEFAULT" }
+      })
       const secret = yield* client.phoneNumbers.settings({ urlParams: { include_sip_credentials: "true" } })
       expect(JSON.stringify(secret)).toContain("sip_user_password")
 
       const updated = yield* client.phoneNumbers.updateSettings({
-        payload: { payload_encryption: { status: "enabled", client_encryption_key: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA" } }
+        payload: {
+          payload_encryption: {
+            status: "enabled",
+            client_encryption_key: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA"
+          }
+        }
       })
       expect(updated).toEqual({ success: true })
       const after = yield* client.phoneNumbers.settings({ urlParams: {} })
-      expect(after.payload_encryption).toMatchObject({ status: "enabled", client_encryption_key_fingerprint: expect.any(String), cloud_encryption_key: expect.any(String) })
+      expect(after.payload_encryption).toMatchObject({
+        status: "enabled",
+        client_encryption_key_fingerprint: expect.any(String),
+        cloud_encryption_key: expect.any(String)
+      })
       const storage = yield* client.phoneNumbers.updateSettingsApi({
         payload: { storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" } }
       })
@@ -127,7 +176,10 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       })
       expect(two.status).toBe(400)
       const final = yield* client.phoneNumbers.settings({ urlParams: {} })
-      expect(final.storage_configuration).toEqual({ status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" })
+      expect(final.storage_configuration).toEqual({
+        status: "IN_COUNTRY_STORAGE_ENABLED",
+        data_localization_region: "DE"
+      })
       expect(final.calling).toMatchObject({ status: "ENABLED" })
     }))
 
@@ -138,12 +190,16 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       const client = yield* http.client(tenant.instanceToken)
       const org = yield* http.client(tenant.orgToken)
       const list = yield* org.phoneNumbers.list({ urlParams: { phone_number_id: tenant.phoneNumberId } })
-      expect(list.data).toEqual([expect.objectContaining({ id: tenant.phoneNumberId, quality_rating: "GREEN", status: "CONNECTED" })])
+      expect(list.data).toEqual([
+        expect.objectContaining({ id: tenant.phoneNumberId, quality_rating: "GREEN", status: "CONNECTED" })
+      ])
 
       // No call is ringing until the upstream's connect webhook says one is; then `to` finds it.
       const early = yield* refusedWith(client.calls.preAccept({ payload: { to: "5511987654321" } }), "Conflict")
       expect(early.error).toBe("no_ringing_call")
-      const byId = yield* client.calls.preAccept({ payload: { to: "5511987654321", call_id: "wacid.ABGGFjFVU2AfAgo6V" } })
+      const byId = yield* client.calls.preAccept({
+        payload: { to: "5511987654321", call_id: "wacid.ABGGFjFVU2AfAgo6V" }
+      })
       expect(byId).toEqual({ success: true })
       const connect = {
         object: "whatsapp_business_account",
@@ -173,12 +229,17 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
 
       const page = yield* client.analytics.activities({ urlParams: { limit: 5 } })
       expect(page.data.length).toBe(5)
-      expect(page.paging).toMatchObject({ cursors: { before: expect.any(String), after: expect.any(String) }, next: expect.any(String) })
+      expect(page.paging).toMatchObject({
+        cursors: { before: expect.any(String), after: expect.any(String) },
+        next: expect.any(String)
+      })
       const after = page.paging?.cursors?.after
       expect(after).toEqual(expect.any(String))
       const next = yield* client.analytics.activities({ urlParams: { limit: 5, after } })
       expect(next.data[0]?.id).not.toBe(page.data[0]?.id)
-      const typed = yield* org.analytics.activities({ urlParams: { type: "TEMPLATE_CREATED", instance_id: tenant.instanceId } })
+      const typed = yield* org.analytics.activities({
+        urlParams: { type: "TEMPLATE_CREATED", instance_id: tenant.instanceId }
+      })
       expect(typed.data.length).toBeGreaterThan(0)
       expect(typed.data.every((a) => a.activity_type === "TEMPLATE_CREATED")).toBe(true)
       const since = Math.floor(Date.now() / 1000) - 7 * 24 * 3600
@@ -199,7 +260,11 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       const client = yield* http.client(tenant.instanceToken)
       const codes = yield* client.qrCodes.list({ urlParams: { fields: "code,prefilled_message,deep_link_url" } })
       const first = codes.data[0]
-      expect(first).toEqual({ code: expect.stringMatching(/^[A-Z0-9]{14}$/), prefilled_message: expect.any(String), deep_link_url: expect.stringMatching(/^https:\/\/wa\.me\/message\//) })
+      expect(first).toEqual({
+        code: expect.stringMatching(/^[A-Z0-9]{14}$/),
+        prefilled_message: expect.any(String),
+        deep_link_url: expect.stringMatching(/^https:\/\/wa\.me\/message\//)
+      })
       const messagesOnly = yield* client.qrCodes.list({ urlParams: { fields: "prefilled_message", limit: 1 } })
       expect(messagesOnly.data).toEqual([{ prefilled_message: first?.prefilled_message }])
       const one = yield* client.qrCodes.get({ path: { qrCodeId: String(first?.code) }, urlParams: {} })
@@ -219,13 +284,24 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       })
       expect(Number.isInteger(group.creation_time)).toBe(true)
       const opaque = yield* client.groups.get({ path: { groupId: otherGroup } })
-      expect(opaque).toMatchObject({ id: otherGroup, subject: expect.any(String), participants_count: expect.any(Number) })
+      expect(opaque).toMatchObject({
+        id: otherGroup,
+        subject: expect.any(String),
+        participants_count: expect.any(Number)
+      })
       // Another sandbox number's group is not this instance's.
       const stranger = yield* seedTenant()
-      yield* refusedWith((yield* http.client(stranger.instanceToken)).groups.get({ path: { groupId: otherGroup } }), "NotFound")
+      yield* refusedWith(
+        (yield* http.client(stranger.instanceToken)).groups.get({ path: { groupId: otherGroup } }),
+        "NotFound"
+      )
 
       const profile = yield* client.businessProfile.get({ urlParams: {} })
-      expect(profile).toMatchObject({ about: expect.any(String), vertical: expect.any(String), websites: expect.any(Array) })
+      expect(profile).toMatchObject({
+        about: expect.any(String),
+        vertical: expect.any(String),
+        websites: expect.any(Array)
+      })
     }))
 
   it.effect("flows: list, assets, upload, and deprecation of a PUBLISHED flow only, once", () =>
@@ -236,19 +312,38 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       const flows = (yield* client.flows.list({ urlParams: {} })).data
       const published = flows.find((f) => f.status === "PUBLISHED")
       const draft = flows.find((f) => f.status === "DRAFT")
-      expect(published).toMatchObject({ id: expect.stringMatching(/^\d+$/), categories: expect.any(Array), validation_errors: [] })
-      if (published === undefined || draft === undefined) return yield* Effect.dieMessage("the sandbox's published and draft flows")
+      expect(published).toMatchObject({
+        id: expect.stringMatching(/^\d+$/),
+        categories: expect.any(Array),
+        validation_errors: []
+      })
+      if (published === undefined || draft === undefined) {
+        return yield* Effect.dieMessage("the sandbox's published and draft flows")
+      }
 
       const assets = yield* client.flows.assets({ path: { flowId: published.id } })
-      expect(assets.data).toEqual([expect.objectContaining({ name: "flow.json", asset_type: "FLOW_JSON", download_url: expect.any(String) })])
+      expect(assets.data).toEqual([
+        expect.objectContaining({ name: "flow.json", asset_type: "FLOW_JSON", download_url: expect.any(String) })
+      ])
 
       // An upload (multipart): raw.
       const noVersion = yield* http.request("POST", `/flows/${draft.id}/assets`, {
         token: tenant.instanceToken,
-        body: form({ file: { bytes: new TextEncoder().encode("{\"screens\":[]}"), filename: "flow.json", type: "application/json" }, name: "flow.json", asset_type: "FLOW_JSON" })
+        body: form({
+          file: {
+            bytes: new TextEncoder().encode("{\"screens\":[]}"),
+            filename: "flow.json",
+            type: "application/json"
+          },
+          name: "flow.json",
+          asset_type: "FLOW_JSON"
+        })
       })
       expect(noVersion.status).toBe(200)
-      expect(noVersion.body).toEqual({ success: true, validation_errors: [expect.objectContaining({ error: "MISSING_REQUIRED_PROPERTY" })] })
+      expect(noVersion.body).toEqual({
+        success: true,
+        validation_errors: [expect.objectContaining({ error: "MISSING_REQUIRED_PROPERTY" })]
+      })
 
       const refused = yield* refusedWith(client.flows.deprecate({ path: { flowId: draft.id } }), "UpstreamFailure")
       expect(refused.status).toBe(400)
@@ -263,6 +358,9 @@ layer(hub)("issue 4 endpoints on the sandbox", (it) => {
       expect(after.find((f) => f.id === published.id)?.status).toBe("DEPRECATED")
 
       const other = yield* seedTenant()
-      yield* refusedWith((yield* http.client(other.instanceToken)).flows.assets({ path: { flowId: published.id } }), "NotFound")
+      yield* refusedWith(
+        (yield* http.client(other.instanceToken)).flows.assets({ path: { flowId: published.id } }),
+        "NotFound"
+      )
     }))
 })

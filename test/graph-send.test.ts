@@ -9,9 +9,18 @@ import { makeGraphSend } from "../src/Upstream/GraphSend.js"
 import type { UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { FakeGraph, fakeGraphLayer } from "./support/FakeGraph.js"
 
-const target = (accessToken = "graph-token-1"): UpstreamTarget => ({ phoneNumberId: "106540352242922", wabaId: "102290129340398", accessToken: Redacted.make(accessToken) })
+const target = (accessToken = "graph-token-1"): UpstreamTarget => ({
+  phoneNumberId: "106540352242922",
+  wabaId: "102290129340398",
+  accessToken: Redacted.make(accessToken)
+})
 const message = { messaging_product: "whatsapp", to: "16505551234", type: "text", text: { body: "hi" } }
-const accepted = { messaging_product: "whatsapp", contacts: [{ input: "16505551234", wa_id: "16505551234" }], messages: [{ id: "wamid.sent" }], x_extra: 1 }
+const accepted = {
+  messaging_product: "whatsapp",
+  contacts: [{ input: "16505551234", wa_id: "16505551234" }],
+  messages: [{ id: "wamid.sent" }],
+  x_extra: 1
+}
 
 /** A GraphSend over a kept-alive pool (closed with the scope) or over fetch. */
 const graphSend = (way: "pool" | "fetch", timeout = Duration.seconds(5)) =>
@@ -19,7 +28,10 @@ const graphSend = (way: "pool" | "fetch", timeout = Duration.seconds(5)) =>
     const fake = yield* FakeGraph
     const pool = way === "fetch"
       ? undefined
-      : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 8, maxPerOrigin: 64 })), (p) => Effect.sync(() => p.close()))
+      : yield* Effect.acquireRelease(
+        Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 8, maxPerOrigin: 64 })),
+        (p) => Effect.sync(() => p.close())
+      )
     const send = makeGraphSend({ graphUrl: fake.baseUrl, timeout, pool })
     return (to: UpstreamTarget) => Effect.promise(() => send(to, message))
   })
@@ -52,7 +64,15 @@ for (const way of ["pool", "fetch"] as const) {
         yield* fake.respond({ path: "/106540352242922/messages" }, {
           status: 429,
           headers: { "retry-after": "7" },
-          body: { error: { message: "(#130429) Rate limit hit", code: 130429, error_subcode: 2494055, fbtrace_id: "trace-1", error_data: { details: "slow down" } } }
+          body: {
+            error: {
+              message: "(#130429) Rate limit hit",
+              code: 130429,
+              error_subcode: 2494055,
+              fbtrace_id: "trace-1",
+              error_data: { details: "slow down" }
+            }
+          }
         })
         const refused = yield* send(target())
         expect(Either.isLeft(refused) && refused.left).toMatchObject({
@@ -65,9 +85,15 @@ for (const way of ["pool", "fetch"] as const) {
           details: "slow down",
           retryAfterSeconds: 7
         })
-        yield* fake.respond({ path: "/106540352242922/messages" }, { body: { messaging_product: "whatsapp", messages: [] } })
+        yield* fake.respond({ path: "/106540352242922/messages" }, {
+          body: { messaging_product: "whatsapp", messages: [] }
+        })
         const malformed = yield* send(target())
-        expect(Either.isLeft(malformed) && malformed.left).toMatchObject({ kind: "graph", status: 502, message: "The upstream answered the send with an unexpected body" })
+        expect(Either.isLeft(malformed) && malformed.left).toMatchObject({
+          kind: "graph",
+          status: 502,
+          message: "The upstream answered the send with an unexpected body"
+        })
       }))
 
     it.scoped("no answer within the deadline is a timeout, sent once; a token that would break the request is refused unsent", () =>
@@ -76,11 +102,18 @@ for (const way of ["pool", "fetch"] as const) {
         yield* fake.reset
         yield* fake.respond({ path: "/106540352242922/messages" }, { hang: true })
         const timedOut = yield* Effect.flatMap(graphSend(way, Duration.millis(50)), (send) => send(target()))
-        expect(Either.isLeft(timedOut) && timedOut.left).toMatchObject({ kind: "timeout", status: 0, message: "The upstream did not answer the send within 50ms" })
+        expect(Either.isLeft(timedOut) && timedOut.left).toMatchObject({
+          kind: "timeout",
+          status: 0,
+          message: "The upstream did not answer the send within 50ms"
+        })
         expect(yield* fake.requests).toHaveLength(1)
 
         const broken = yield* Effect.flatMap(graphSend(way), (send) => send(target("token\r\nx-injected: 1")))
-        expect(Either.isLeft(broken) && broken.left).toMatchObject({ kind: "network", message: `the header "authorization" cannot be sent` })
+        expect(Either.isLeft(broken) && broken.left).toMatchObject({
+          kind: "network",
+          message: `the header "authorization" cannot be sent`
+        })
         expect(yield* fake.requests).toHaveLength(1)
       }))
   })

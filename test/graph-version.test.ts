@@ -36,7 +36,13 @@ const capture = Logger.make(({ logLevel, message }) => {
   logged.push({ level: logLevel.label, message: [message].flat().map(String).join(" ") })
 })
 
-layer(testHubOnFakeGraph({}, Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Info))), { excludeTestServices: true })(
+layer(
+  testHubOnFakeGraph(
+    {},
+    Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Info))
+  ),
+  { excludeTestServices: true }
+)(
   "the version the Graph answers with",
   (it) => {
     it.effect("another version than asked is logged once, however many answers carry it", () =>
@@ -44,8 +50,13 @@ layer(testHubOnFakeGraph({}, Layer.merge(Logger.replace(Logger.defaultLogger, ca
         const hub = yield* TestHub
         const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "GET", path: /message_qrdls/ }, { body: { data: [] }, headers: { "facebook-api-version": "v24.0" } }, 3)
-        for (let i = 0; i < 3; i++) expect((yield* hub.request("GET", "/qr-codes", { token: tenant.instanceToken })).status).toBe(200)
+        yield* fake.respond({ method: "GET", path: /message_qrdls/ }, {
+          body: { data: [] },
+          headers: { "facebook-api-version": "v24.0" }
+        }, 3)
+        for (let i = 0; i < 3; i++) {
+          expect((yield* hub.request("GET", "/qr-codes", { token: tenant.instanceToken })).status).toBe(200)
+        }
         expect(logged.filter((line) => line.message.startsWith("The Graph API answers with version"))).toEqual([
           { level: "WARN", message: "The Graph API answers with version v24.0, not the v23.0 HUB_GRAPH_URL asks for" }
         ])

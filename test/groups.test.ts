@@ -6,8 +6,13 @@ import { seedTenant, TestHub } from "./support/TestHub.js"
 
 /** The number's group list (GET /{phone-number-id}/groups) names these groups. */
 const listsGroups = (tenant: { readonly phoneNumberId: string }, ...ids: ReadonlyArray<string>) =>
-  Effect.flatMap(FakeGraph, (fake) =>
-    fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/groups` }, { body: { data: ids.map((id) => ({ id })), paging: { cursors: {} } } }, 10))
+  Effect.flatMap(
+    FakeGraph,
+    (fake) =>
+      fake.respond({ method: "GET", path: `/${tenant.phoneNumberId}/groups` }, {
+        body: { data: ids.map((id) => ({ id })), paging: { cursors: {} } }
+      }, 10)
+  )
 
 layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it) => {
   it.effect("GET /groups/{id} renames the upstream fields as the spec names them", () =>
@@ -42,10 +47,21 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       const tenant = yield* seedTenant()
       yield* listsGroups(tenant, "1203@g.us")
       yield* fake.respond({ path: /(@|%40)g\.us$/ }, {
-        body: { id: "1203@g.us", subject: "Team", creation_timestamp: "1750269342", participants: [{ wa_id: "1" }, { wa_id: "2" }, { wa_id: "3" }] }
+        body: {
+          id: "1203@g.us",
+          subject: "Team",
+          creation_timestamp: "1750269342",
+          participants: [{ wa_id: "1" }, { wa_id: "2" }, { wa_id: "3" }]
+        }
       })
       const result = yield* (yield* hub.client(tenant.instanceToken)).groups.get({ path: { groupId: "1203@g.us" } })
-      expect(result).toEqual({ id: "1203@g.us", subject: "Team", description: "", creation_time: 1750269342, participants_count: 3 })
+      expect(result).toEqual({
+        id: "1203@g.us",
+        subject: "Team",
+        description: "",
+        creation_time: 1750269342,
+        participants_count: 3
+      })
     }))
 
   it.effect("a Cloud API group id (opaque, as Graph and the group webhooks give it) reads the same", () =>
@@ -99,12 +115,21 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       }
       // Listed, but the Graph does not know it: its refusal is a 404 too.
       yield* listsGroups(tenant, "999@g.us")
-      yield* fake.respond({ path: /(@|%40)g\.us$/ }, { status: 400, body: { error: { message: "Unsupported get request", code: 100, error_subcode: 33 } } })
-      const missing = yield* refusedWith((yield* hub.client(tenant.instanceToken)).groups.get({ path: { groupId: "999@g.us" } }), "NotFound")
+      yield* fake.respond({ path: /(@|%40)g\.us$/ }, {
+        status: 400,
+        body: { error: { message: "Unsupported get request", code: 100, error_subcode: 33 } }
+      })
+      const missing = yield* refusedWith(
+        (yield* hub.client(tenant.instanceToken)).groups.get({ path: { groupId: "999@g.us" } }),
+        "NotFound"
+      )
       expect(missing.message).toBe("group 999@g.us was not found")
       expect(missing.error).toBe("not_found")
       expect(missing.details).toBeUndefined()
-      const byOrg = yield* refusedWith((yield* hub.client(tenant.orgToken)).groups.get({ path: { groupId: "999@g.us" } }), "Forbidden")
+      const byOrg = yield* refusedWith(
+        (yield* hub.client(tenant.orgToken)).groups.get({ path: { groupId: "999@g.us" } }),
+        "Forbidden"
+      )
       expect(byOrg.error).toBe("forbidden_token_kind")
     }))
 
@@ -118,15 +143,23 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       yield* listsGroups(owner, opaque)
       yield* fake.reset
       yield* listsGroups(owner, opaque)
-      yield* fake.respond({ method: "GET", path: /\/v23\.0\/(Y2Fwa|\d+(@|%40)g\.us)/ }, { body: { id: opaque, subject: "Team", creation_timestamp: 1750269342 } }, 10)
+      yield* fake.respond({ method: "GET", path: /\/v23\.0\/(Y2Fwa|\d+(@|%40)g\.us)/ }, {
+        body: { id: opaque, subject: "Team", creation_timestamp: 1750269342 }
+      }, 10)
       const ownerClient = yield* hub.client(owner.instanceToken)
       const strangerClient = yield* hub.client(stranger.instanceToken)
       for (const id of [opaque, "120363394320896415@g.us"]) {
         yield* ownerClient.groups.get({ path: { groupId: id } })
         const foreign = yield* refusedWith(strangerClient.groups.get({ path: { groupId: id } }), "NotFound")
-        expect({ message: foreign.message, error: foreign.error, details: foreign.details }).toEqual({ message: `group ${id} was not found`, error: "not_found", details: undefined })
+        expect({ message: foreign.message, error: foreign.error, details: foreign.details }).toEqual({
+          message: `group ${id} was not found`,
+          error: "not_found",
+          details: undefined
+        })
       }
-      const lookups = (yield* fake.requests).filter((r) => !r.path.endsWith("/groups")).map((r) => decodeURIComponent(r.path))
+      const lookups = (yield* fake.requests).filter((r) => !r.path.endsWith("/groups")).map((r) =>
+        decodeURIComponent(r.path)
+      )
       expect(lookups).toEqual([`/v23.0/${opaque}`, "/v23.0/120363394320896415@g.us"])
     }))
 
@@ -160,7 +193,9 @@ layer(testHubOnFakeGraph())("groups and business profile on the Graph API", (it)
       expect((yield* fake.lastRequest).query).toEqual({ fields: "about,vertical" })
 
       // instance_id is no parameter of this endpoint (the typed client cannot name it): raw.
-      const byOrg = yield* hub.request("GET", `/api/business-profile?instance_id=${tenant.instanceId}`, { token: tenant.orgToken })
+      const byOrg = yield* hub.request("GET", `/api/business-profile?instance_id=${tenant.instanceId}`, {
+        token: tenant.orgToken
+      })
       expect(byOrg.status).toBe(403)
       expect(byOrg.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
     }))

@@ -10,9 +10,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import type { Socket, TCPSocketListener } from "bun"
+import { originOf } from "../src/Net/Connection.js"
 import { Deadline } from "../src/Net/Deadline.js"
 import { makeKeepAlivePool, type PoolOutcome } from "../src/Net/Pool.js"
-import { originOf } from "../src/Net/Connection.js"
 import { HeaderRefused, requestBytes } from "../src/Net/RequestHead.js"
 import { type BodyKept, type ReadEnd, type ReadOutcome, ResponseReader, SNIPPET } from "../src/Net/ResponseReader.js"
 
@@ -56,10 +56,34 @@ const CORPUS: ReadonlyArray<string> = [
 
 /** Bytes and fragments that matter to HTTP/1.1 framing. */
 const INTERESTING: ReadonlyArray<string> = [
-  "\r\n", "\n", "\r", " ", "\t", ":", "\u0000", ",", ";", "0", "9", "ff", "-1", "\r\n\r\n", "\u00ff", "\u007f",
-  "content-length: 5\r\n", "Content-Length: 0\r\n", "content-length : 2\r\n", "transfer-encoding: chunked\r\n",
-  "transfer-encoding: gzip, chunked\r\n", "connection: close\r\n", " folded\r\n", "HTTP/1.1 200 OK\r\n",
-  "HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 204 No Content\r\n", "x-trailer: 1\r\n", "0\r\n\r\n"
+  "\r\n",
+  "\n",
+  "\r",
+  " ",
+  "\t",
+  ":",
+  "\u0000",
+  ",",
+  ";",
+  "0",
+  "9",
+  "ff",
+  "-1",
+  "\r\n\r\n",
+  "\u00ff",
+  "\u007f",
+  "content-length: 5\r\n",
+  "Content-Length: 0\r\n",
+  "content-length : 2\r\n",
+  "transfer-encoding: chunked\r\n",
+  "transfer-encoding: gzip, chunked\r\n",
+  "connection: close\r\n",
+  " folded\r\n",
+  "HTTP/1.1 200 OK\r\n",
+  "HTTP/1.1 100 Continue\r\n\r\n",
+  "HTTP/1.1 204 No Content\r\n",
+  "x-trailer: 1\r\n",
+  "0\r\n\r\n"
 ]
 
 const latin1 = (text: string) => Buffer.from(text, "latin1")
@@ -102,7 +126,11 @@ const mutate = (random: Random, original: Buffer): Buffer => {
 /** Random bytes, half of them behind a status line so that the header parsing is reached. */
 const noise = (random: Random): Buffer => {
   const bytes = Buffer.alloc(random.below(300))
-  for (let i = 0; i < bytes.length; i++) bytes[i] = random.next() < 0.2 ? random.pick([10, 13, 32, 58, 0, 48]) : random.below(256)
+  for (let i = 0; i < bytes.length; i++) {
+    bytes[i] = random.next() < 0.2
+      ? random.pick([10, 13, 32, 58, 0, 48])
+      : random.below(256)
+  }
   return random.next() < 0.5 ? Buffer.concat([latin1("HTTP/1.1 200 OK\r\n"), bytes]) : bytes
 }
 
@@ -163,7 +191,12 @@ const expected = (c: Case): ReadEnd | undefined => {
 const comparable = (outcome: ReadEnd) =>
   outcome._tag === "Malformed"
     ? outcome
-    : { status: outcome.answer.status, headers: outcome.answer.headers, retryAfter: outcome.answer.retryAfter, body: outcome.answer.body.toString("latin1") }
+    : {
+      status: outcome.answer.status,
+      headers: outcome.answer.headers,
+      retryAfter: outcome.answer.retryAfter,
+      body: outcome.answer.body.toString("latin1")
+    }
 
 describe("the response reader, fuzzed", () => {
   it("never throws, keeps no more than asked, and reads the same wherever the bytes are cut", () => {
@@ -180,7 +213,9 @@ describe("the response reader, fuzzed", () => {
       const cutFed = feed(cut, pieces(random, c.bytes))
       const cutEnd = cutFed._tag === "None" ? cut.closed() : cutFed
       expect(["Answer", "Malformed"]).toContain(wholeEnd._tag)
-      expect(comparable(cutEnd), `case ${n}: ${JSON.stringify(c.bytes.toString("latin1"))}`).toEqual(comparable(wholeEnd))
+      expect(comparable(cutEnd), `case ${n}: ${JSON.stringify(c.bytes.toString("latin1"))}`).toEqual(
+        comparable(wholeEnd)
+      )
       if (wholeEnd._tag === "Answer" && cutEnd._tag === "Answer") {
         const { status, body, reusable } = wholeEnd.answer
         expect(Number.isInteger(status) && status >= 200 && status <= 999).toBe(true)
@@ -248,14 +283,21 @@ const fuzzServer = (cases: ReadonlyArray<Case>, random: Random): FuzzServer => {
   return {
     port: listener.port,
     requests,
-    whenClosed: (connection) => (closed.has(connection) ? Promise.resolve() : new Promise((resolve) => waiters.set(connection, resolve))),
+    whenClosed: (
+      connection
+    ) => (closed.has(connection) ? Promise.resolve() : new Promise((resolve) => waiters.set(connection, resolve))),
     stop: () => listener.stop(true)
   }
 }
 
 /** Fails after `ms` if `promise` has not settled: a safety net, never what a test waits for. */
 const within = <A>(promise: Promise<A>, ms: number, what: string): Promise<A> =>
-  Promise.race([promise, new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref())])
+  Promise.race([
+    promise,
+    new Promise<A>((_, reject) =>
+      setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref()
+    )
+  ])
 
 describe("the kept-alive pool, fuzzed over TCP", () => {
   it("never hands a connection back after an anomaly: it is closed, and the next request opens a new one", async () => {
@@ -263,7 +305,11 @@ describe("the kept-alive pool, fuzzed over TCP", () => {
     const cases = Array.from({ length: POOL_CASES }, () => makeCase(random))
     const server = fuzzServer(cases, random)
     // The idle sweep never runs (its timer is never called): a connection closes only because the pool found it unfit.
-    const pool = makeKeepAlivePool({ maxIdlePerOrigin: 4, maxPerOrigin: 4, timers: { now: () => 0, every: () => () => undefined } })
+    const pool = makeKeepAlivePool({
+      maxIdlePerOrigin: 4,
+      maxPerOrigin: 4,
+      timers: { now: () => 0, every: () => () => undefined }
+    })
     const origin = originOf(new URL(`http://127.0.0.1:${server.port}/`))
     const tally = { kept: 0, closed: 0 }
     try {
@@ -273,7 +319,14 @@ describe("the kept-alive pool, fuzzed over TCP", () => {
         const bytes = requestBytes(c.headRequest ? "HEAD" : "GET", `/case/${n}`, `127.0.0.1:${server.port}`, {}, "")
         if (bytes instanceof HeaderRefused) throw bytes
         const deadline = new Deadline(5_000)
-        const outcome: PoolOutcome = await pool.request({ origin, bytes, resendable: false, headRequest: c.headRequest, kept: c.kept, signal: deadline.signal })
+        const outcome: PoolOutcome = await pool.request({
+          origin,
+          bytes,
+          resendable: false,
+          headRequest: c.headRequest,
+          kept: c.kept,
+          signal: deadline.signal
+        })
         deadline.settle()
         const what = `case ${n}: ${JSON.stringify(c.bytes.toString("latin1"))}`
         expect(["Answer", "Malformed", "Unreachable"], what).toContain(outcome._tag)
@@ -296,9 +349,10 @@ describe("the kept-alive pool, fuzzed over TCP", () => {
         if (before === undefined) continue
         const sound = expected(before)
         const sameConnection = server.requests[n] === server.requests[n - 1]
-        expect(sameConnection, `request ${n} after case ${n - 1}: ${JSON.stringify(before.bytes.toString("latin1"))}`).toBe(
-          sound?._tag === "Answer" && sound.answer.reusable
-        )
+        expect(sameConnection, `request ${n} after case ${n - 1}: ${JSON.stringify(before.bytes.toString("latin1"))}`)
+          .toBe(
+            sound?._tag === "Answer" && sound.answer.reusable
+          )
       }
       expect(tally.kept).toBeGreaterThan(POOL_CASES / 50)
       expect(tally.closed).toBeGreaterThan(POOL_CASES / 2)

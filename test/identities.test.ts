@@ -37,7 +37,10 @@ const messagesChange = (tenant: Tenant, value: Record<string, unknown>) => ({
 })
 
 /** A text message as a username user sends it: contacts[] and messages[] naming what is known of them. */
-const inbound = (tenant: Tenant, who: { readonly waId?: string; readonly userId: string; readonly parentUserId?: string }) => {
+const inbound = (
+  tenant: Tenant,
+  who: { readonly waId?: string; readonly userId: string; readonly parentUserId?: string }
+) => {
   const id = wamid()
   return {
     id,
@@ -65,10 +68,15 @@ const inbound = (tenant: Tenant, who: { readonly waId?: string; readonly userId:
 const clientOf = (tenant: Tenant) => Effect.flatMap(TestHub, (hub) => hub.client(tenant.instanceToken))
 
 /** The records of GET /api/messages through the typed client. */
-const recordsOf = (tenant: Tenant, filters: { readonly user?: string; readonly waMessageId?: string; readonly direction?: "inbound" | "outbound" }) =>
+const recordsOf = (
+  tenant: Tenant,
+  filters: { readonly user?: string; readonly waMessageId?: string; readonly direction?: "inbound" | "outbound" }
+) =>
   Effect.map(
-    Effect.flatMap(clientOf(tenant), (client) => client.messages.list({ urlParams: { ...messagesFirstPage, ...filters } })),
-    (page) => page.data
+    Effect.flatMap(clientOf(tenant), (client) =>
+      client.messages.list({ urlParams: { ...messagesFirstPage, ...filters } })),
+    (page) =>
+      page.data
   )
 
 const historyOf = (tenant: Tenant, user: string) =>
@@ -81,7 +89,10 @@ const historyOf = (tenant: Tenant, user: string) =>
 const send = (tenant: Tenant, target: { readonly to: string } | { readonly recipient: string }) =>
   Effect.gen(function*() {
     const client = yield* clientOf(tenant)
-    const sent = yield* client.messages.send({ payload: { ...individualMessage, type: "text", text: { body: "Hi" }, ...target }, headers: {} })
+    const sent = yield* client.messages.send({
+      payload: { ...individualMessage, type: "text", text: { body: "Hi" }, ...target },
+      headers: {}
+    })
     return sent.messages[0]?.id ?? ""
   })
 
@@ -108,7 +119,13 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
         // Pairs are the organization's own: another one's history of the same number holds none of these.
         expect(yield* historyOf(stranger, BSUID)).toEqual([])
         const [record] = yield* recordsOf(tenant, { waMessageId: both.id })
-        expect(record).toMatchObject({ to: NUMBER, userId: BSUID, parentUserId: PARENT, username: "pablomorales", direction: "inbound" })
+        expect(record).toMatchObject({
+          to: NUMBER,
+          userId: BSUID,
+          parentUserId: PARENT,
+          username: "pablomorales",
+          direction: "inbound"
+        })
         // Filters combine with the person.
         const outbound = yield* recordsOf(tenant, { user: BSUID, direction: "outbound" })
         expect(outbound.map((r) => r.waMessageId)).toEqual([toNumber])
@@ -120,19 +137,29 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
         const fake = yield* FakeGraph
         const answerId = wamid()
         yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          body: { messaging_product: "whatsapp", contacts: [{ input: BSUID, wa_id: NUMBER, user_id: BSUID }], messages: [{ id: answerId }] }
+          body: {
+            messaging_product: "whatsapp",
+            contacts: [{ input: BSUID, wa_id: NUMBER, user_id: BSUID }],
+            messages: [{ id: answerId }]
+          }
         })
         expect(yield* send(tenant, { recipient: BSUID })).toBe(answerId)
         // A message naming the number only: the send's answer is what ties it to the BSUID the send record holds.
         const fromNumber = wamid()
-        yield* postChanges(tenant, messagesChange(tenant, {
-          contacts: [{ profile: { name: "P" }, wa_id: NUMBER }],
-          messages: [{ from: NUMBER, id: fromNumber, timestamp: nowSeconds(), type: "text", text: { body: "x" } }]
-        }))
+        yield* postChanges(
+          tenant,
+          messagesChange(tenant, {
+            contacts: [{ profile: { name: "P" }, wa_id: NUMBER }],
+            messages: [{ from: NUMBER, id: fromNumber, timestamp: nowSeconds(), type: "text", text: { body: "x" } }]
+          })
+        )
         expect(yield* historyOf(tenant, BSUID)).toEqual([answerId, fromNumber].sort())
-        yield* postChanges(tenant, messagesChange(tenant, {
-          statuses: [{ id: answerId, status: "delivered", timestamp: nowSeconds(), recipient_user_id: BSUID }]
-        }))
+        yield* postChanges(
+          tenant,
+          messagesChange(tenant, {
+            statuses: [{ id: answerId, status: "delivered", timestamp: nowSeconds(), recipient_user_id: BSUID }]
+          })
+        )
         const [record] = yield* recordsOf(tenant, { waMessageId: answerId })
         expect(record).toMatchObject({ status: "delivered", to: BSUID, userId: BSUID })
       }))
@@ -143,30 +170,49 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
         const before = inbound(tenant, { waId: NUMBER, userId: BSUID })
         yield* postChanges(tenant, before.change)
         const changedNumber = wamid()
-        yield* postChanges(tenant, messagesChange(tenant, {
-          messages: [{
-            from: NUMBER,
-            id: changedNumber,
-            timestamp: nowSeconds(),
-            type: "system",
-            system: { body: "User changed number", type: "user_changed_number", wa_id: NEW_NUMBER, user_id: NEW_BSUID, previous_user_id: BSUID }
-          }]
-        }))
+        yield* postChanges(
+          tenant,
+          messagesChange(tenant, {
+            messages: [{
+              from: NUMBER,
+              id: changedNumber,
+              timestamp: nowSeconds(),
+              type: "system",
+              system: {
+                body: "User changed number",
+                type: "user_changed_number",
+                wa_id: NEW_NUMBER,
+                user_id: NEW_BSUID,
+                previous_user_id: BSUID
+              }
+            }]
+          })
+        )
         const after = inbound(tenant, { userId: NEW_BSUID })
         yield* postChanges(tenant, after.change)
         const renewed = "US.88888888888888888888"
         const changedId = wamid()
-        yield* postChanges(tenant, messagesChange(tenant, {
-          messages: [{
-            from_user_id: renewed,
-            id: changedId,
-            timestamp: nowSeconds(),
-            type: "system",
-            system: { body: "User id changed", type: "user_changed_user_id", user_id: renewed, previous_user_id: NEW_BSUID }
-          }]
-        }))
+        yield* postChanges(
+          tenant,
+          messagesChange(tenant, {
+            messages: [{
+              from_user_id: renewed,
+              id: changedId,
+              timestamp: nowSeconds(),
+              type: "system",
+              system: {
+                body: "User id changed",
+                type: "user_changed_user_id",
+                user_id: renewed,
+                previous_user_id: NEW_BSUID
+              }
+            }]
+          })
+        )
         const all = [before.id, changedNumber, after.id, changedId].sort()
-        for (const identifier of [NUMBER, NEW_NUMBER, BSUID, NEW_BSUID, renewed]) expect(yield* historyOf(tenant, identifier), identifier).toEqual(all)
+        for (const identifier of [NUMBER, NEW_NUMBER, BSUID, NEW_BSUID, renewed]) {
+          expect(yield* historyOf(tenant, identifier), identifier).toEqual(all)
+        }
       }))
 
     it.effect("?user= must be a number or a business-scoped user id", () =>
@@ -179,7 +225,11 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
           expect(refused.status).toBe(400)
           expect(refused.body).toMatchObject({
             error: "validation_failed",
-            details: [{ field: "user", message: "must be a number in wa_id form (country code and number, digits) or a business-scoped user id such as US.13491208655302741918" }]
+            details: [{
+              field: "user",
+              message:
+                "must be a number in wa_id form (country code and number, digits) or a business-scoped user id such as US.13491208655302741918"
+            }]
           })
         }
       }))
@@ -209,12 +259,22 @@ describe.each(["sqlite", "postgres"] as const)("identities (%s)", (engine) => {
         })
         const client = yield* hub.client(tenant.instanceToken)
         yield* client.calls.preAccept({ payload: { to: BSUID } })
-        expect((yield* fake.lastRequest).json).toEqual({ messaging_product: "whatsapp", recipient: BSUID, action: "pre_accept", call_id: callId })
+        expect((yield* fake.lastRequest).json).toEqual({
+          messaging_product: "whatsapp",
+          recipient: BSUID,
+          action: "pre_accept",
+          call_id: callId
+        })
         // The same call by number once the pair is known (a later message naming both); unknown before.
         yield* refusedWith(client.calls.preAccept({ payload: { to: NUMBER } }), "Conflict")
         yield* postChanges(tenant, inbound(tenant, { waId: NUMBER, userId: BSUID }).change)
         yield* client.calls.preAccept({ payload: { to: `+${NUMBER}` } })
-        expect((yield* fake.lastRequest).json).toEqual({ messaging_product: "whatsapp", to: NUMBER, action: "pre_accept", call_id: callId })
+        expect((yield* fake.lastRequest).json).toEqual({
+          messaging_product: "whatsapp",
+          to: NUMBER,
+          action: "pre_accept",
+          call_id: callId
+        })
       }))
   })
 })

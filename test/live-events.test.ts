@@ -6,9 +6,9 @@ import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Option, Stream, TestClock } from "effect"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
 import { eventStream, frameText } from "../src/LiveEvents/Http.js"
-import { type CommittedEvent, liveEventsLayer, LiveEvents } from "../src/LiveEvents/LiveEvents.js"
-import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { type CommittedEvent, LiveEvents, liveEventsLayer } from "../src/LiveEvents/LiveEvents.js"
 import { untilAfterEachSignal } from "./support/Signals.js"
+import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { type BusinessNumber, envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 interface OpenStream {
@@ -24,7 +24,10 @@ const openStream = (baseUrl: string, token: string, query = "") =>
   Effect.acquireRelease(
     Effect.promise(async (): Promise<OpenStream> => {
       const abort = new AbortController()
-      const response = await fetch(`${baseUrl}/api/events/stream${query}`, { headers: { authorization: `Bearer ${token}` }, signal: abort.signal })
+      const response = await fetch(`${baseUrl}/api/events/stream${query}`, {
+        headers: { authorization: `Bearer ${token}` },
+        signal: abort.signal
+      })
       const parsed: Array<EventSourceMessage> = []
       const parser = createParser({ onEvent: (event) => parsed.push(event) })
       const reader = response.body?.getReader()
@@ -38,7 +41,12 @@ const openStream = (baseUrl: string, token: string, query = "") =>
           parser.feed(decoder.decode(chunk.value, { stream: true }))
         }
       }
-      return { status: response.status, contentType: response.headers.get("content-type"), next, close: () => abort.abort() }
+      return {
+        status: response.status,
+        contentType: response.headers.get("content-type"),
+        next,
+        close: () => abort.abort()
+      }
     }),
     (stream) => Effect.sync(stream.close)
   )
@@ -69,51 +77,81 @@ const committed = (n: number, instanceId = "ins_a", organizationId = "org_a"): C
 })
 
 const idsOf = (frames: Chunk.Chunk<{ readonly _tag: string }>) =>
-  Chunk.toReadonlyArray(frames).map((frame) => ("id" in frame ? frame.id : "count" in frame ? `dropped ${frame.count}` : frame._tag))
+  Chunk.toReadonlyArray(frames).map((
+    frame
+  ) => ("id" in frame ? frame.id : "count" in frame ? `dropped ${frame.count}` : frame._tag))
 
 describe("LiveEvents, a slow stream", () => {
-  plain.scoped("keeps at most its buffer, then tells how many events it dropped, after what it kept; later events flow again", () =>
-    Effect.gen(function*() {
-      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-      const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined, credentialId: "test" })
-      const pull = yield* Stream.toPull(frames)
-      live.publish([committed(1), committed(2), committed(3), committed(4), committed(5, "ins_b")])
-      expect(idsOf(yield* pull)).toEqual(["evt_1", "evt_2", "dropped 3"])
-      live.publish([committed(6), committed(7, "ins_a", "org_other")])
-      expect(idsOf(yield* pull)).toEqual(["evt_6"])
-    }))
+  plain.scoped(
+    "keeps at most its buffer, then tells how many events it dropped, after what it kept; later events flow again",
+    () =>
+      Effect.gen(function*() {
+        const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+        const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined, credentialId: "test" })
+        const pull = yield* Stream.toPull(frames)
+        live.publish([committed(1), committed(2), committed(3), committed(4), committed(5, "ins_b")])
+        expect(idsOf(yield* pull)).toEqual(["evt_1", "evt_2", "dropped 3"])
+        live.publish([committed(6), committed(7, "ins_a", "org_other")])
+        expect(idsOf(yield* pull)).toEqual(["evt_6"])
+      })
+  )
 
-  plain.effect("a stream for one instance gets only its events; a closed stream is removed", () =>
-    Effect.gen(function*() {
-      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-      yield* Effect.scoped(Effect.gen(function*() {
-        const pull = yield* Stream.toPull(yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a", credentialId: "test" }))
-        expect(live.openStreams("org_a")).toBe(1)
-        live.publish([committed(1, "ins_b"), committed(2, "ins_b"), committed(3, "ins_b"), committed(4)])
-        expect(idsOf(yield* pull)).toEqual(["evt_4"])
-      }))
-      expect(live.openStreams("org_a")).toBe(0)
-    }))
+  plain.effect(
+    "a stream for one instance gets only its events; a closed stream is removed",
+    () =>
+      Effect.gen(function*() {
+        const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+        yield* Effect.scoped(Effect.gen(function*() {
+          const pull = yield* Stream.toPull(
+            yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a", credentialId: "test" })
+          )
+          expect(live.openStreams("org_a")).toBe(1)
+          live.publish([committed(1, "ins_b"), committed(2, "ins_b"), committed(3, "ins_b"), committed(4)])
+          expect(idsOf(yield* pull)).toEqual(["evt_4"])
+        }))
+        expect(live.openStreams("org_a")).toBe(0)
+      })
+  )
 
-  plain.scoped("a quiet stream writes a comment every 5 s, so that Bun's idle timeout (10 s) never closes it", () =>
-    Effect.gen(function*() {
-      const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-      const decoder = new TextDecoder()
-      const pull = yield* Stream.toPull(Stream.map(eventStream(live, { organizationId: "org_a", instanceId: undefined, credentialId: "test" }), (bytes) => decoder.decode(bytes)))
-      expect(Chunk.toReadonlyArray(yield* pull)).toEqual(["retry: 3000\nevent: ready\ndata: {\"instance_id\":null}\n\n"])
-      const next = yield* Effect.fork(pull)
-      yield* TestClock.adjust("4999 millis")
-      expect(next.unsafePoll()).toBeNull()
-      yield* TestClock.adjust("1 millis")
-      expect(Chunk.toReadonlyArray(yield* Fiber.join(next))).toEqual([": keep-alive\n\n"])
-    }))
+  plain.scoped(
+    "a quiet stream writes a comment every 5 s, so that Bun's idle timeout (10 s) never closes it",
+    () =>
+      Effect.gen(function*() {
+        const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+        const decoder = new TextDecoder()
+        const pull = yield* Stream.toPull(
+          Stream.map(
+            eventStream(live, { organizationId: "org_a", instanceId: undefined, credentialId: "test" }),
+            (bytes) => decoder.decode(bytes)
+          )
+        )
+        expect(Chunk.toReadonlyArray(yield* pull)).toEqual([
+          "retry: 3000\nevent: ready\ndata: {\"instance_id\":null}\n\n"
+        ])
+        const next = yield* Effect.fork(pull)
+        yield* TestClock.adjust("4999 millis")
+        expect(next.unsafePoll()).toBeNull()
+        yield* TestClock.adjust("1 millis")
+        expect(Chunk.toReadonlyArray(yield* Fiber.join(next))).toEqual([": keep-alive\n\n"])
+      })
+  )
 
   plain("a dropped notice is a named event whose data says how many", () => {
     expect(frameText({ _tag: "Dropped", count: 3 })).toBe(
       "event: dropped\ndata: {\"dropped\":3,\"message\":\"3 events were dropped: this client read them too slowly\"}\n\n"
     )
-    expect(frameText({ _tag: "Event", id: "evt_1", instanceId: "ins_a", receivedAt: "2026-01-01T00:00:00.000Z", body: "{\"a\":1}" }))
-      .toBe("id: evt_1\ndata: {\"id\":\"evt_1\",\"instance_id\":\"ins_a\",\"received_at\":\"2026-01-01T00:00:00.000Z\",\"payload\":{\"a\":1}}\n\n")
+    expect(
+      frameText({
+        _tag: "Event",
+        id: "evt_1",
+        instanceId: "ins_a",
+        receivedAt: "2026-01-01T00:00:00.000Z",
+        body: "{\"a\":1}"
+      })
+    )
+      .toBe(
+        "id: evt_1\ndata: {\"id\":\"evt_1\",\"instance_id\":\"ins_a\",\"received_at\":\"2026-01-01T00:00:00.000Z\",\"payload\":{\"a\":1}}\n\n"
+      )
   })
 })
 
@@ -138,7 +176,9 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
       expect(data.id).toMatch(/^evt_/)
       expect(data.instance_id).toBe(tenant.instanceId)
       expect(Number.isNaN(Date.parse(data.received_at))).toBe(false)
-      expect(data.payload).toEqual(envelope([tenant.wabaId, [statusChange(tenant, status(id, "delivered", 1750263790))]]))
+      expect(data.payload).toEqual(
+        envelope([tenant.wabaId, [statusChange(tenant, status(id, "delivered", 1750263790))]])
+      )
     }))
 
   it.scoped("an instance token sees only its instance's changes; its organization's token sees both, in commit order", () =>
@@ -190,7 +230,9 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
       const data = JSON.parse((yield* nextEvent(stream)).data)
       const change = data.payload.entry[0].changes[0]
       expect(change.field).toBe("messages")
-      expect(change.value.messages).toEqual([expect.objectContaining({ id: sent.body.id, from: "16505551234", text: { body: "Hi there" } })])
+      expect(change.value.messages).toEqual([
+        expect.objectContaining({ id: sent.body.id, from: "16505551234", text: { body: "Hi there" } })
+      ])
     }))
 
   it.effect("refusals: no token 401, a session token 403, another instance 403, an unknown instance 404", () =>
@@ -204,10 +246,14 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
       const session = yield* hub.request("GET", "/api/events/stream", { token: tenant.sessionToken })
       expect(session.status).toBe(403)
       expect(session.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
-      const foreign = yield* hub.request("GET", `/api/events/stream?instance_id=${sibling.instanceId}`, { token: tenant.instanceToken })
+      const foreign = yield* hub.request("GET", `/api/events/stream?instance_id=${sibling.instanceId}`, {
+        token: tenant.instanceToken
+      })
       expect(foreign.status).toBe(403)
       expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
-      const unknown = yield* hub.request("GET", "/api/events/stream?instance_id=ins_nothere", { token: tenant.orgToken })
+      const unknown = yield* hub.request("GET", "/api/events/stream?instance_id=ins_nothere", {
+        token: tenant.orgToken
+      })
       expect(unknown.status).toBe(404)
       expect(unknown.body).toMatchObject({ statusCode: 404 })
     }))

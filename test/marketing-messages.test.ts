@@ -27,7 +27,10 @@ const postTemplateChange = (tenant: Tenant, field: string, value: Record<string,
   Effect.gen(function*() {
     const hub = yield* TestHub
     const posted = yield* hub.request("POST", "/upstream/events", {
-      json: { object: "whatsapp_business_account", entry: [{ id: tenant.wabaId, time: 1750000000, changes: [{ field, value }] }] }
+      json: {
+        object: "whatsapp_business_account",
+        entry: [{ id: tenant.wabaId, time: 1750000000, changes: [{ field, value }] }]
+      }
     })
     expect(posted.status).toBe(200)
   })
@@ -45,7 +48,9 @@ const marketingMessages = (tenant: Tenant, mode: "auto" | "off") =>
   Effect.flatMap(InstancesRepo, (repo) => repo.updateInstance(tenant.instanceId, { marketingMessages: mode }))
 
 /** The template send through the typed client: `via` the hub's own, `forwarded` the keys it does not model. */
-const typedTemplateSend = (options: { readonly via?: "auto" | "messages" | "marketing_messages"; readonly forwarded?: Record<string, string> }) => ({
+const typedTemplateSend = (
+  options: { readonly via?: "auto" | "messages" | "marketing_messages"; readonly forwarded?: Record<string, string> }
+) => ({
   ...individualMessage,
   to: "16505551234",
   type: "template" as const,
@@ -61,7 +66,12 @@ const sentTo = (tenant: Tenant, options: Parameters<typeof typedTemplateSend>[0]
     const client = yield* hub.client(tenant.instanceToken)
     const sent = yield* client.messages.send({ payload: typedTemplateSend(options), headers: {} })
     const upstream = yield* fake.lastRequest
-    expect(upstream.json).toEqual({ messaging_product: "whatsapp", recipient_type: "individual", ...templateSend(), ...options.forwarded })
+    expect(upstream.json).toEqual({
+      messaging_product: "whatsapp",
+      recipient_type: "individual",
+      ...templateSend(),
+      ...options.forwarded
+    })
     const id = sent.messages[0]?.id
     expect(id).toEqual(expect.any(String))
     const [record] = (yield* client.messages.list({ urlParams: { ...messagesFirstPage, waMessageId: id } })).data
@@ -78,12 +88,18 @@ describe.each(["sqlite", "postgres"] as const)("the Marketing Messages API (%s)"
         yield* postTemplateChange(tenant, "template_category_update", completed("MARKETING"))
         expect(yield* sentTo(tenant)).toEqual(["messages", "messages"])
         yield* marketingMessages(tenant, "auto")
-        expect(yield* sentTo(tenant, { forwarded: { biz_opaque_callback_data: "campaign-7" } })).toEqual(["marketing_messages", "marketing_messages"])
+        expect(yield* sentTo(tenant, { forwarded: { biz_opaque_callback_data: "campaign-7" } })).toEqual([
+          "marketing_messages",
+          "marketing_messages"
+        ])
         // The request's `via` wins over the instance's setting, and is never sent upstream.
         expect(yield* sentTo(tenant, { via: "messages" })).toEqual(["messages", "messages"])
         yield* marketingMessages(tenant, "off")
         expect(yield* sentTo(tenant, { via: "auto" })).toEqual(["marketing_messages", "marketing_messages"])
-        expect(yield* sentTo(tenant, { via: "marketing_messages" })).toEqual(["marketing_messages", "marketing_messages"])
+        expect(yield* sentTo(tenant, { via: "marketing_messages" })).toEqual([
+          "marketing_messages",
+          "marketing_messages"
+        ])
         // Another organization's business account knows nothing of this template.
         const other = yield* seedTenant()
         expect(yield* sentTo(other, { via: "auto" })).toEqual(["messages", "messages"])
@@ -123,20 +139,33 @@ describe.each(["sqlite", "postgres"] as const)("the Marketing Messages API (%s)"
         yield* marketingMessages(tenant, "auto")
         const client = yield* hub.client(tenant.instanceToken)
         yield* client.templates.create({
-          payload: { name: TEMPLATE.name, language: TEMPLATE.language, category: "MARKETING", components: [{ type: "BODY", text: "Spring sale: 20% off" }] }
+          payload: {
+            name: TEMPLATE.name,
+            language: TEMPLATE.language,
+            category: "MARKETING",
+            components: [{ type: "BODY", text: "Spring sale: 20% off" }]
+          }
         })
         expect(yield* sentTo(tenant)).toEqual(["marketing_messages", "marketing_messages"])
         yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/marketing_messages` }, {
           status: 400,
           body: { error: { message: "(#131055) Terms of service not accepted", code: 131055, fbtrace_id: "T" } }
         })
-        const refused = yield* refusedWith(client.messages.send({ payload: typedTemplateSend({}), headers: {} }), "UpstreamFailure")
+        const refused = yield* refusedWith(
+          client.messages.send({ payload: typedTemplateSend({}), headers: {} }),
+          "UpstreamFailure"
+        )
         expect(refused.status).toBe(400)
         expect(refused.details).toMatchObject({ upstream: { code: 131055 } })
         // An unknown `via`: the typed client would refuse to encode it, so it goes raw.
-        const via = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: templateSend({ via: "marketing" }) })
+        const via = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: templateSend({ via: "marketing" })
+        })
         expect(via.status).toBe(400)
-        expect(via.body).toMatchObject({ details: [{ field: "via", message: "must be auto, messages or marketing_messages" }] })
+        expect(via.body).toMatchObject({
+          details: [{ field: "via", message: "must be auto, messages or marketing_messages" }]
+        })
       }))
   })
 })
@@ -148,14 +177,25 @@ layer(testHub())("the Marketing Messages API on the sandbox", (it) => {
       const tenant = yield* seedTenant()
       const client = yield* hub.client(tenant.instanceToken)
       for (const [name, category] of [["spring_sale", "MARKETING"], ["order_update", "UTILITY"]] as const) {
-        yield* client.templates.create({ payload: { name, language: "en_US", category, components: [{ type: "BODY", text: "Hello" }] } })
+        yield* client.templates.create({
+          payload: { name, language: "en_US", category, components: [{ type: "BODY", text: "Hello" }] }
+        })
       }
       const send = (name: string, via: "auto" | "marketing_messages") =>
         client.messages.send({
-          payload: { ...individualMessage, to: "16505551234", type: "template", template: { name, language: { code: "en_US" } }, via },
+          payload: {
+            ...individualMessage,
+            to: "16505551234",
+            type: "template",
+            template: { name, language: { code: "en_US" } },
+            via
+          },
           headers: {}
         })
-      yield* Effect.flatMap(InstancesRepo, (repo) => repo.updateInstance(tenant.instanceId, { marketingMessages: "auto" }))
+      yield* Effect.flatMap(
+        InstancesRepo,
+        (repo) => repo.updateInstance(tenant.instanceId, { marketingMessages: "auto" })
+      )
       // The sandbox approves after HUB_SANDBOX_APPROVAL_DELAY (10 s by default), on the hub's clock.
       yield* TestClock.adjust(Duration.seconds(10))
       yield* send("spring_sale", "auto")

@@ -1,11 +1,23 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
-import { isMediaHost } from "../src/Upstream/Graph.js"
 import { baseMimeType, kindFor, matchesSignature, MAX_UPLOAD_BYTES, MEDIA_KINDS } from "../src/Media/MediaKinds.js"
+import { isMediaHost } from "../src/Upstream/Graph.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
-import { declaredOnly, fileBytes, form, JPEG_HEAD, MP3_HEAD, MP4_HEAD, OGG_HEAD, PDF_HEAD, PNG_HEAD, sha256, WEBP_HEAD } from "./support/Files.js"
-import { seedTenant, TestHub } from "./support/TestHub.js"
+import {
+  declaredOnly,
+  fileBytes,
+  form,
+  JPEG_HEAD,
+  MP3_HEAD,
+  MP4_HEAD,
+  OGG_HEAD,
+  PDF_HEAD,
+  PNG_HEAD,
+  sha256,
+  WEBP_HEAD
+} from "./support/Files.js"
 import { checkedFetch } from "./support/OpenApiCheck.js"
+import { seedTenant, TestHub } from "./support/TestHub.js"
 
 const KB = 1024
 const MB = 1024 * 1024
@@ -51,9 +63,16 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
       const hub = yield* TestHub
       const info = yield* hub.request("GET", `/media/${result.body.id}`, { token: tenant.instanceToken })
       expect(info.status).toBe(200)
-      expect(info.body).toMatchObject({ id: result.body.id, mime_type: "image/jpeg", sha256: sha256(bytes), file_size: bytes.byteLength })
+      expect(info.body).toMatchObject({
+        id: result.body.id,
+        mime_type: "image/jpeg",
+        sha256: sha256(bytes),
+        file_size: bytes.byteLength
+      })
       const download = yield* Effect.promise(() =>
-        checkedFetch(`${hub.baseUrl}/media/${result.body.id}/download`, { headers: { authorization: `Bearer ${tenant.instanceToken}` } })
+        checkedFetch(`${hub.baseUrl}/media/${result.body.id}/download`, {
+          headers: { authorization: `Bearer ${tenant.instanceToken}` }
+        })
       )
       expect(download.status).toBe(200)
       expect(download.headers.get("content-type")).toBe("image/jpeg")
@@ -139,7 +158,11 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
         file: { bytes: fileBytes(JPEG_HEAD, 5 * MB + 1), filename: "big.jpg" }
       })
       expect(image.status).toBe(413)
-      expect(image.body).toMatchObject({ statusCode: 413, error: "payload_too_large", details: { kind: "image", max_bytes: 5 * MB, size: 5 * MB + 1 } })
+      expect(image.body).toMatchObject({
+        statusCode: 413,
+        error: "payload_too_large",
+        details: { kind: "image", max_bytes: 5 * MB, size: 5 * MB + 1 }
+      })
       const sticker = yield* upload(tenant.instanceToken, {
         messaging_product: "whatsapp",
         type: "image/webp",
@@ -237,9 +260,18 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      for (const [method, path] of [["POST", "/media"], ["POST", "/api/media"], ["GET", "/media/123"], ["GET", "/media/123/download"]] as const) {
+      for (
+        const [method, path] of [["POST", "/media"], ["POST", "/api/media"], ["GET", "/media/123"], [
+          "GET",
+          "/media/123/download"
+        ]] as const
+      ) {
         const result = method === "POST"
-          ? yield* upload(tenant.orgToken, { messaging_product: "whatsapp", type: "image/jpeg", file: { bytes: fileBytes(JPEG_HEAD, 10), filename: "a.jpg" } }, path)
+          ? yield* upload(tenant.orgToken, {
+            messaging_product: "whatsapp",
+            type: "image/jpeg",
+            file: { bytes: fileBytes(JPEG_HEAD, 10), filename: "a.jpg" }
+          }, path)
           : yield* hub.request(method, path, { token: tenant.orgToken })
         expect(result.status).toBe(403)
         expect(result.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
@@ -273,7 +305,11 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
         id: "1037543291543636"
       })
       const sent = yield* fake.lastRequest
-      expect(sent).toMatchObject({ method: "GET", path: "/v23.0/1037543291543636", query: { phone_number_id: tenant.phoneNumberId } })
+      expect(sent).toMatchObject({
+        method: "GET",
+        path: "/v23.0/1037543291543636",
+        query: { phone_number_id: tenant.phoneNumberId }
+      })
       expect(sent.headers.authorization).toBe("Bearer EAAG-info")
     }))
 
@@ -287,7 +323,14 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
       expect(bad.body.details).toEqual([{ field: "mediaId", message: "must be a numeric Graph id (digits only)" }])
       yield* fake.respond({ path: "/999" }, {
         status: 400,
-        body: { error: { message: "Unsupported get request. Object with ID '999' does not exist", code: 100, error_subcode: 33, fbtrace_id: "x" } }
+        body: {
+          error: {
+            message: "Unsupported get request. Object with ID '999' does not exist",
+            code: 100,
+            error_subcode: 33,
+            fbtrace_id: "x"
+          }
+        }
       }, 2)
       const missing = yield* hub.request("GET", "/media/999", { token: tenant.instanceToken })
       expect(missing.status).toBe(404)
@@ -320,7 +363,9 @@ layer(testHubOnFakeGraph())("media on the Graph API", (it) => {
     }))
 })
 
-layer(testHubOnFakeGraph({ graphUploadTimeout: Duration.millis(600), mediaDownloadsPerOrganization: 1 }), { excludeTestServices: true })(
+layer(testHubOnFakeGraph({ graphUploadTimeout: Duration.millis(600), mediaDownloadsPerOrganization: 1 }), {
+  excludeTestServices: true
+})(
   "media downloads: deadline, share and hosts",
   (it) => {
     it.effect("a body that stalls ends within HUB_GRAPH_UPLOAD_TIMEOUT; meanwhile the organization's share waits and another organization is served", () =>
@@ -332,7 +377,9 @@ layer(testHubOnFakeGraph({ graphUploadTimeout: Duration.millis(600), mediaDownlo
         yield* fake.respond({ method: "GET", path: "/lookaside/701" }, { stallAfter: "first bytes" })
         const began = Date.now()
         const stalled = yield* Effect.fork(Effect.promise(async () => {
-          const answer = await fetch(`${hub.baseUrl}/media/701/download`, { headers: { authorization: `Bearer ${slow.instanceToken}` } })
+          const answer = await fetch(`${hub.baseUrl}/media/701/download`, {
+            headers: { authorization: `Bearer ${slow.instanceToken}` }
+          })
           // The answer began (200), then its body is cut at the deadline.
           const body = await answer.text().then(() => "complete", () => "cut off")
           return { status: answer.status, body, ms: Date.now() - began }
@@ -362,15 +409,35 @@ layer(testHubOnFakeGraph({ graphUploadTimeout: Duration.millis(600), mediaDownlo
         const elsewhere = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("stolen") })
         yield* Effect.addFinalizer(() => Effect.promise(() => elsewhere.stop(true)))
         yield* fake.respond({ method: "GET", path: "/v23.0/704" }, {
-          body: { url: `http://127.0.0.1:${elsewhere.port}/lookaside/704`, mime_type: "image/jpeg", sha256: "x", file_size: 5, id: "704", messaging_product: "whatsapp" }
+          body: {
+            url: `http://127.0.0.1:${elsewhere.port}/lookaside/704`,
+            mime_type: "image/jpeg",
+            sha256: "x",
+            file_size: 5,
+            id: "704",
+            messaging_product: "whatsapp"
+          }
         })
         const refused = yield* hub.request("GET", "/media/704/download", { token: tenant.instanceToken })
         expect(refused.status).toBe(502)
         expect(refused.text).not.toContain("EAAG-keep")
         expect((yield* fake.requests).map((r) => r.path)).toEqual(["/v23.0/704"])
-        expect(isMediaHost("https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1", "https://graph.facebook.com/v25.0")).toBe(true)
+        expect(
+          isMediaHost(
+            "https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1",
+            "https://graph.facebook.com/v25.0"
+          )
+        ).toBe(true)
         expect(isMediaHost("https://scontent.xx.fbcdn.net/v/t1", "https://graph.facebook.com/v25.0")).toBe(true)
-        for (const url of ["http://lookaside.fbsbx.com/x", "https://fbsbx.com.evil.example/x", "https://evilfbsbx.com/x", "https://user@lookaside.fbsbx.com/x", "not a url"]) {
+        for (
+          const url of [
+            "http://lookaside.fbsbx.com/x",
+            "https://fbsbx.com.evil.example/x",
+            "https://evilfbsbx.com/x",
+            "https://user@lookaside.fbsbx.com/x",
+            "not a url"
+          ]
+        ) {
           expect(isMediaHost(url, "https://graph.facebook.com/v25.0"), url).toBe(false)
         }
       }).pipe(Effect.scoped))
@@ -381,7 +448,14 @@ describe("media limits table", () => {
   it("documents are PDF, text and office formats up to 100 MB; the parser cuts at the largest limit", () => {
     expect(MEDIA_KINDS.document.maxBytes).toBe(100 * MB)
     expect(MAX_UPLOAD_BYTES).toBe(100 * MB)
-    for (const type of ["application/pdf", "text/plain", "application/msword", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"]) {
+    for (
+      const type of [
+        "application/pdf",
+        "text/plain",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+      ]
+    ) {
       expect(kindFor(type, undefined)).toBe("document")
     }
     expect(MEDIA_KINDS.audio.maxBytes).toBe(16 * MB)

@@ -6,7 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, TestClock } from "effect"
 import { listMessages, sendMessage, typeCases, waIdOf } from "./support/Messages.js"
-import { seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
+import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 const TO = "16505551234"
 
@@ -20,7 +20,15 @@ const orderTemplate = {
   components: [
     { type: "HEADER", format: "IMAGE", example: { header_handle: ["4::aW1hZ2UvanBlZw==:ARb"] } },
     { type: "BODY", text: "Hi {{1}}, order {{2}} is on its way.", example: { body_text: [["Mark", "860198"]] } },
-    { type: "BUTTONS", buttons: [{ type: "URL", text: "Track", url: "https://example.com/t/{{1}}", example: ["https://example.com/t/860198"] }] }
+    {
+      type: "BUTTONS",
+      buttons: [{
+        type: "URL",
+        text: "Track",
+        url: "https://example.com/t/{{1}}",
+        example: ["https://example.com/t/860198"]
+      }]
+    }
   ]
 }
 
@@ -46,13 +54,19 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
       for (const content of contentByType) {
         const sent = yield* sendMessage(tenant.instanceToken, { to: `+${TO}`, ...content })
         expect(sent.status, JSON.stringify(content)).toBe(200)
-        expect(sent.body).toEqual({ messaging_product: "whatsapp", contacts: [{ input: TO, wa_id: TO }], messages: [{ id: expect.stringMatching(/^wamid\./) }] })
+        expect(sent.body).toEqual({
+          messaging_product: "whatsapp",
+          contacts: [{ input: TO, wa_id: TO }],
+          messages: [{ id: expect.stringMatching(/^wamid\./) }]
+        })
         sentIds.push(waIdOf(sent.body))
       }
       const listed = yield* listMessages(tenant.instanceToken, "limit=100")
       expect(listed.body.total).toBe(contentByType.length)
       expect(itemsOf(listed.body).map((record) => record.waMessageId).sort()).toEqual([...sentIds].sort())
-      expect(itemsOf(listed.body).map((record) => record.type).sort()).toEqual(contentByType.map((content) => String(content.type)).sort())
+      expect(itemsOf(listed.body).map((record) => record.type).sort()).toEqual(
+        contentByType.map((content) => String(content.type)).sort()
+      )
       expect(new Set(itemsOf(listed.body).map((record) => record.status))).toEqual(new Set(["pending"]))
     }))
 
@@ -66,7 +80,11 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
 
       const early = yield* sendMessage(tenant.instanceToken, templateSend)
       expect(early.status).toBe(404)
-      expect(early.body).toMatchObject({ statusCode: 404, error: "upstream_error", details: { upstream: { code: 132001, error_subcode: 2494073 } } })
+      expect(early.body).toMatchObject({
+        statusCode: 404,
+        error: "upstream_error",
+        details: { upstream: { code: 132001, error_subcode: 2494073 } }
+      })
 
       // The sandbox approves after HUB_SANDBOX_APPROVAL_DELAY (10 s by default), on the hub's clock.
       yield* TestClock.adjust(Duration.seconds(10))
@@ -78,7 +96,10 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
         messages: [{ id: expect.stringMatching(/^wamid\./), message_status: "accepted" }]
       })
       const listed = yield* listMessages(tenant.instanceToken, "limit=100")
-      expect(itemsOf(listed.body).map((record) => [record.type, record.status])).toEqual([["template", "pending"], ["template", "failed"]])
+      expect(itemsOf(listed.body).map((record) => [record.type, record.status])).toEqual([["template", "pending"], [
+        "template",
+        "failed"
+      ]])
     }))
 
   it.effect("the sandbox's status events move the record forward to read", () =>
@@ -102,9 +123,17 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
       const userId = "US.13491208655302741918"
-      const sent = yield* sendMessage(tenant.instanceToken, { recipient: userId, type: "text", text: { body: "Your order shipped" } })
+      const sent = yield* sendMessage(tenant.instanceToken, {
+        recipient: userId,
+        type: "text",
+        text: { body: "Your order shipped" }
+      })
       expect(sent.status).toBe(200)
-      expect(sent.body).toEqual({ messaging_product: "whatsapp", contacts: [{ input: userId, user_id: userId }], messages: [{ id: expect.stringMatching(/^wamid\./) }] })
+      expect(sent.body).toEqual({
+        messaging_product: "whatsapp",
+        contacts: [{ input: userId, user_id: userId }],
+        messages: [{ id: expect.stringMatching(/^wamid\./) }]
+      })
       // The statuses name the user by recipient_user_id only; the record still moves to read.
       const status = Effect.map(listMessages(tenant.instanceToken), (listed) => itemsOf(listed.body)[0]?.status)
       for (let attempt = 0; attempt < 200 && (yield* status) !== "read"; attempt++) {
@@ -118,17 +147,37 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
       })
       expect(inbound.status).toBe(200)
       const received = itemsOf((yield* listMessages(tenant.instanceToken, "direction=inbound")).body)
-      expect(received).toEqual([expect.objectContaining({ waMessageId: inbound.body.id, userId, username: "pablomorales", direction: "inbound" })])
+      expect(received).toEqual([
+        expect.objectContaining({
+          waMessageId: inbound.body.id,
+          userId,
+          username: "pablomorales",
+          direction: "inbound"
+        })
+      ])
       // Neither a number nor a user id: refused, naming what to give.
-      const neither = yield* hub.request("POST", "/sandbox/inbound", { token: tenant.instanceToken, json: { type: "text" } })
+      const neither = yield* hub.request("POST", "/sandbox/inbound", {
+        token: tenant.instanceToken,
+        json: { type: "text" }
+      })
       expect(neither.status).toBe(400)
-      expect(neither.body).toMatchObject({ details: [{ field: "from", message: "give from (the sender's number), user_id (their business-scoped user id), or both" }] })
+      expect(neither.body).toMatchObject({
+        details: [{
+          field: "from",
+          message: "give from (the sender's number), user_id (their business-scoped user id), or both"
+        }]
+      })
     }))
 
   it.effect("an authentication template cannot go to a business-scoped user id (131062)", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      const sent = yield* sendMessage(tenant.instanceToken, { recipient: "US.1349120865", type: "text", text: { body: "code 123" }, category: "authentication" })
+      const sent = yield* sendMessage(tenant.instanceToken, {
+        recipient: "US.1349120865",
+        type: "text",
+        text: { body: "code 123" },
+        category: "authentication"
+      })
       expect(sent.status).toBe(400)
       expect(sent.body).toMatchObject({ details: { upstream: { code: 131062 } } })
     }))
@@ -158,11 +207,17 @@ layer(testHub())("POST /api/messages on the sandbox", (it) => {
         const tenant = yield* seedTenant()
         const sent = yield* sendMessage(tenant.instanceToken, { to: failure.to, type: "text", text: { body: "hi" } })
         expect(sent.status).toBe(failure.status)
-        expect(sent.body).toMatchObject({ statusCode: failure.status, error: failure.error, details: { upstream: { code: failure.code } } })
+        expect(sent.body).toMatchObject({
+          statusCode: failure.status,
+          error: failure.error,
+          details: { upstream: { code: failure.code } }
+        })
         expect(typeof sent.body.message).toBe("string")
         expect(sent.headers.get("retry-after")).toBe(failure.retryAfter ?? null)
         const listed = yield* listMessages(tenant.instanceToken)
-        expect(itemsOf(listed.body)).toEqual([expect.objectContaining({ to: failure.to, status: "failed", waMessageId: null, direction: "outbound" })])
+        expect(itemsOf(listed.body)).toEqual([
+          expect.objectContaining({ to: failure.to, status: "failed", waMessageId: null, direction: "outbound" })
+        ])
       }))
   }
 })

@@ -10,26 +10,53 @@ import { Deadline, DeadlineExceeded } from "../src/Net/Deadline.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../src/Net/RequestHead.js"
 
 const text = (bytes: Buffer | HeaderRefused) => (bytes instanceof HeaderRefused ? bytes : bytes.toString("latin1"))
-const refusal = (bytes: Buffer | HeaderRefused | undefined) => (bytes instanceof HeaderRefused ? bytes.message : "written")
+const refusal = (
+  bytes: Buffer | HeaderRefused | undefined
+) => (bytes instanceof HeaderRefused ? bytes.message : "written")
 
 describe("the request writer", () => {
   it("writes the request line, the Host, the caller's headers in order, the length and the body", () => {
-    expect(text(requestBytes("POST", "/v23.0/1/messages?x=1", "graph.test", { authorization: "Bearer t", "content-type": "application/json" }, "{\"a\":\"é\"}")))
-      .toBe("POST /v23.0/1/messages?x=1 HTTP/1.1\r\nhost: graph.test\r\nauthorization: Bearer t\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{\"a\":\"\u00c3\u00a9\"}")
-    expect(text(requestBytes("GET", "/", "[::1]:8080", { accept: "*/*" }, new Uint8Array(0)))).toBe("GET / HTTP/1.1\r\nhost: [::1]:8080\r\naccept: */*\r\n\r\n")
+    expect(
+      text(
+        requestBytes("POST", "/v23.0/1/messages?x=1", "graph.test", {
+          authorization: "Bearer t",
+          "content-type": "application/json"
+        }, "{\"a\":\"é\"}")
+      )
+    )
+      .toBe(
+        "POST /v23.0/1/messages?x=1 HTTP/1.1\r\nhost: graph.test\r\nauthorization: Bearer t\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{\"a\":\"\u00c3\u00a9\"}"
+      )
+    expect(text(requestBytes("GET", "/", "[::1]:8080", { accept: "*/*" }, new Uint8Array(0)))).toBe(
+      "GET / HTTP/1.1\r\nhost: [::1]:8080\r\naccept: */*\r\n\r\n"
+    )
     expect(text(requestBytes("HEAD", "/x", "h.test", {}, ""))).toBe("HEAD /x HTTP/1.1\r\nhost: h.test\r\n\r\n")
     // Other methods say their empty body's length; bytes are written as they are.
-    expect(text(requestBytes("DELETE", "/x", "h.test", {}, ""))).toBe("DELETE /x HTTP/1.1\r\nhost: h.test\r\ncontent-length: 0\r\n\r\n")
-    expect(text(requestBytes("PUT", "/x", "h.test", {}, Uint8Array.of(0, 255)))).toBe("PUT /x HTTP/1.1\r\nhost: h.test\r\ncontent-length: 2\r\n\r\n\u0000\u00ff")
+    expect(text(requestBytes("DELETE", "/x", "h.test", {}, ""))).toBe(
+      "DELETE /x HTTP/1.1\r\nhost: h.test\r\ncontent-length: 0\r\n\r\n"
+    )
+    expect(text(requestBytes("PUT", "/x", "h.test", {}, Uint8Array.of(0, 255)))).toBe(
+      "PUT /x HTTP/1.1\r\nhost: h.test\r\ncontent-length: 2\r\n\r\n\u0000\u00ff"
+    )
   })
 
   it("writes the framing headers itself, whatever the caller's say", () => {
-    const own = { Host: "evil.test", "CONTENT-LENGTH": "99", Connection: "close", "transfer-encoding": "chunked", "x-kept": "1" }
-    expect(text(requestBytes("POST", "/", "h.test", own, "ab"))).toBe("POST / HTTP/1.1\r\nhost: h.test\r\nx-kept: 1\r\ncontent-length: 2\r\n\r\nab")
+    const own = {
+      Host: "evil.test",
+      "CONTENT-LENGTH": "99",
+      Connection: "close",
+      "transfer-encoding": "chunked",
+      "x-kept": "1"
+    }
+    expect(text(requestBytes("POST", "/", "h.test", own, "ab"))).toBe(
+      "POST / HTTP/1.1\r\nhost: h.test\r\nx-kept: 1\r\ncontent-length: 2\r\n\r\nab"
+    )
   })
 
   it("keeps values of visible ASCII, spaces, tabs and obs-text", () => {
-    expect(refusal(requestBytes("GET", "/", "h", { "x-Any_name.1!#$%&'*+^`|~": "a b\tc \u00e9\u00ff !~", empty: "" }, ""))).toBe("written")
+    expect(
+      refusal(requestBytes("GET", "/", "h", { "x-Any_name.1!#$%&'*+^`|~": "a b\tc \u00e9\u00ff !~", empty: "" }, ""))
+    ).toBe("written")
   })
 
   it("refuses a header, method, target or host that could break the request, as a value and before anything is written", () => {
@@ -51,14 +78,20 @@ describe("the request writer", () => {
       [{ "x\r\ny": "1" }, "x\r\ny"]
     ]
     for (const [headers, name] of refusedHeaders) {
-      expect(refusal(requestBytes("POST", "/", "h.test", headers, "{}"))).toBe(`the header ${JSON.stringify(name)} cannot be sent`)
+      expect(refusal(requestBytes("POST", "/", "h.test", headers, "{}"))).toBe(
+        `the header ${JSON.stringify(name)} cannot be sent`
+      )
       expect(checkHeaders(headers)?.message).toBe(`the header ${JSON.stringify(name)} cannot be sent`)
     }
     expect(checkHeaders({ authorization: "Bearer t" })).toBeUndefined()
-    expect(refusal(requestBytes("GET /x HTTP/1.1\r\n", "/", "h.test", {}, ""))).toBe("the method \"GET /x HTTP/1.1\\r\\n\" cannot be sent")
+    expect(refusal(requestBytes("GET /x HTTP/1.1\r\n", "/", "h.test", {}, ""))).toBe(
+      "the method \"GET /x HTTP/1.1\\r\\n\" cannot be sent"
+    )
     expect(refusal(requestBytes("POST", "/a b", "h.test", {}, ""))).toBe("the request target \"/a b\" cannot be sent")
     expect(refusal(requestBytes("POST", "", "h.test", {}, ""))).toBe("the request target \"\" cannot be sent")
-    expect(refusal(requestBytes("POST", "/", "h.test\r\nx: 1", {}, ""))).toBe("the host \"h.test\\r\\nx: 1\" cannot be sent")
+    expect(refusal(requestBytes("POST", "/", "h.test\r\nx: 1", {}, ""))).toBe(
+      "the host \"h.test\\r\\nx: 1\" cannot be sent"
+    )
     expect(refusal(requestBytes("POST", "/", "", {}, ""))).toBe("the host \"\" cannot be sent")
   })
 })
@@ -76,7 +109,11 @@ describe("the deadline", () => {
     vi.advanceTimersByTime(999)
     expect(deadline.signal.aborted).toBe(false)
     vi.advanceTimersByTime(1)
-    expect([deadline.signal.aborted, deadline.timedOut, deadline.signal.reason instanceof DeadlineExceeded]).toEqual([true, true, true])
+    expect([deadline.signal.aborted, deadline.timedOut, deadline.signal.reason instanceof DeadlineExceeded]).toEqual([
+      true,
+      true,
+      true
+    ])
     const thrown = new Error("socket closed")
     expect(deadline.cause(thrown)).toBe(deadline.signal.reason)
     expect(vi.getTimerCount()).toBe(0)

@@ -38,7 +38,9 @@ describe("the OpenAPI document", () => {
   })
 
   it("documents every error answer as the one ErrorBody, and Retry-After on every 429", () => {
-    const components = isRecord(document.components) && isRecord(document.components.schemas) ? document.components.schemas : {}
+    const components = isRecord(document.components) && isRecord(document.components.schemas)
+      ? document.components.schemas
+      : {}
     expect(components.ErrorBody).toMatchObject({
       type: "object",
       required: ["statusCode", "message"],
@@ -54,11 +56,15 @@ describe("the OpenAPI document", () => {
           content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorBody" } } }
         })
         if (status === "429") {
-          expect(response, `${method} ${path}`).toMatchObject({ headers: { "Retry-After": { required: true, schema: { type: "integer" } } } })
+          expect(response, `${method} ${path}`).toMatchObject({
+            headers: { "Retry-After": { required: true, schema: { type: "integer" } } }
+          })
         }
       }
       // Every operation may fail with a validation error or a defect.
-      expect(responsesOf(operation).map(([status]) => status), `${method} ${path}`).toEqual(expect.arrayContaining(["400", "500"]))
+      expect(responsesOf(operation).map(([status]) => status), `${method} ${path}`).toEqual(
+        expect.arrayContaining(["400", "500"])
+      )
     }
     expect(errors).toBeGreaterThan(100)
     // Effect's own error encoding (`_tag`, `issues`) appears nowhere.
@@ -73,27 +79,43 @@ describe("the OpenAPI document", () => {
         const path = endpoint.path.replace(/:(\w+)/g, "{$1}")
         const found = operations.find((o) => o.method === endpoint.method && o.path === path)
         expect(found?.operation.summary, `${endpoint.method} ${path}`).toMatch(/\w/)
-        expect(found?.operation.description, `${endpoint.method} ${path}`).toEqual(expect.stringContaining(accessText(mergedAnnotations)))
+        expect(found?.operation.description, `${endpoint.method} ${path}`).toEqual(
+          expect.stringContaining(accessText(mergedAnnotations))
+        )
         seen.set(`${endpoint.method} ${endpoint.path}`, accessText(mergedAnnotations))
       }
     })
     expect(seen.size).toBe(operations.length)
-    expect(seen.get("POST /api/messages")).toBe("Accepts an organization token or an instance token as `Authorization: Bearer <token>`.")
-    expect(seen.get("POST /api/auth/api-tokens")).toBe("Accepts a session token (from `hub session create`) as `Authorization: Bearer <token>`.")
+    expect(seen.get("POST /api/messages")).toBe(
+      "Accepts an organization token or an instance token as `Authorization: Bearer <token>`."
+    )
+    expect(seen.get("POST /api/auth/api-tokens")).toBe(
+      "Accepts a session token (from `hub session create`) as `Authorization: Bearer <token>`."
+    )
     expect(seen.get("GET /metrics")).toMatch(/^Takes no api token: when the hub sets HUB_METRICS_TOKEN/)
     expect(seen.get("GET /health")).toBe("Needs no Bearer token.")
   })
 
   it("gives every JSON request body an example", () => {
     for (const { method, path, operation } of operations) {
-      const content = isRecord(operation.requestBody) && isRecord(operation.requestBody.content) ? operation.requestBody.content : {}
-      if ("application/json" in content) expect(content["application/json"], `${method} ${path}`).toHaveProperty("example")
+      const content = isRecord(operation.requestBody) && isRecord(operation.requestBody.content)
+        ? operation.requestBody.content
+        : {}
+      if ("application/json" in content) {
+        expect(content["application/json"], `${method} ${path}`).toHaveProperty("example")
+      }
     }
   })
 })
 
 describe("the check every answer goes through", () => {
-  const answer = (method: string, url: string, status: number, body: unknown, headers: Record<string, string> = {}) => ({
+  const answer = (
+    method: string,
+    url: string,
+    status: number,
+    body: unknown,
+    headers: Record<string, string> = {}
+  ) => ({
     method,
     url,
     status,
@@ -102,18 +124,40 @@ describe("the check every answer goes through", () => {
   })
 
   it("accepts what the document allows", async () => {
-    await expectDocumented(answer("GET", "/api/webhooks/wh_1", 404, { statusCode: 404, message: "webhook wh_1 was not found", error: "not_found" }))
-    await expectDocumented(answer("POST", "/api/messages", 429, { statusCode: 429, message: "slow down", error: "rate_limited" }, { "retry-after": "2" }))
-    await expectDocumented(answer("GET", "/no/such/route?x=1", 404, { statusCode: 404, message: "No route for GET /no/such/route" }))
+    await expectDocumented(
+      answer("GET", "/api/webhooks/wh_1", 404, {
+        statusCode: 404,
+        message: "webhook wh_1 was not found",
+        error: "not_found"
+      })
+    )
+    await expectDocumented(
+      answer("POST", "/api/messages", 429, { statusCode: 429, message: "slow down", error: "rate_limited" }, {
+        "retry-after": "2"
+      })
+    )
+    await expectDocumented(
+      answer("GET", "/no/such/route?x=1", 404, { statusCode: 404, message: "No route for GET /no/such/route" })
+    )
   })
 
   it("refuses an error body in Effect's own encoding, an undocumented status, a 429 without Retry-After, a wrong content type", async () => {
-    await expect(expectDocumented(answer("GET", "/api/webhooks/wh_1", 404, { _tag: "NotFound", message: "gone" }))).rejects.toThrow(/does not allow/)
-    await expect(expectDocumented(answer("GET", "/api/webhooks/wh_1", 409, { statusCode: 409, message: "no" }))).rejects.toThrow(/not documented/)
-    await expect(expectDocumented(answer("POST", "/api/messages", 429, { statusCode: 429, message: "slow down" }))).rejects.toThrow(/headers/)
-    await expect(expectDocumented({ ...answer("GET", "/health", 200, { status: "ok" }), headers: new Headers({ "content-type": "text/plain" }) }))
+    await expect(expectDocumented(answer("GET", "/api/webhooks/wh_1", 404, { _tag: "NotFound", message: "gone" })))
+      .rejects.toThrow(/does not allow/)
+    await expect(expectDocumented(answer("GET", "/api/webhooks/wh_1", 409, { statusCode: 409, message: "no" }))).rejects
+      .toThrow(/not documented/)
+    await expect(expectDocumented(answer("POST", "/api/messages", 429, { statusCode: 429, message: "slow down" })))
+      .rejects.toThrow(/headers/)
+    await expect(
+      expectDocumented({
+        ...answer("GET", "/health", 200, { status: "ok" }),
+        headers: new Headers({ "content-type": "text/plain" })
+      })
+    )
       .rejects.toThrow(/text\/plain/)
-    await expect(expectDocumented(answer("GET", "/health", 200, { status: "ok", extra: 1 }))).rejects.toThrow(/does not allow/)
+    await expect(expectDocumented(answer("GET", "/health", 200, { status: "ok", extra: 1 }))).rejects.toThrow(
+      /does not allow/
+    )
   })
 })
 
@@ -124,16 +168,23 @@ layer(testHub({ sandboxStatusDelay: Duration.hours(1) }))("the document's reques
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
       const withExamples = operations.flatMap(({ method, path, operation }) => {
-        const content = isRecord(operation.requestBody) && isRecord(operation.requestBody.content) ? operation.requestBody.content : {}
+        const content = isRecord(operation.requestBody) && isRecord(operation.requestBody.content)
+          ? operation.requestBody.content
+          : {}
         const media = content["application/json"]
         return isRecord(media) && "example" in media ? [{ method, path, example: media.example }] : []
       })
       // The webhook's example first, then its update turns it off: nothing is ever delivered to example.com.
-      const order = (path: string, method: string) => (path === "/api/webhooks" ? 0 : path === "/api/webhooks/{id}" && method === "PATCH" ? 2 : 1)
+      const order = (
+        path: string,
+        method: string
+      ) => (path === "/api/webhooks" ? 0 : path === "/api/webhooks/{id}" && method === "PATCH" ? 2 : 1)
       withExamples.sort((a, b) => order(a.path, a.method) - order(b.path, b.method))
       let webhookId = ""
       for (const { method, path, example } of withExamples) {
-        const kinds = policies.find((policy) => policy.method === method && policy.path === path.replace(/\{(\w+)\}/g, ":$1"))?.accepts
+        const kinds = policies.find((policy) =>
+          policy.method === method && policy.path === path.replace(/\{(\w+)\}/g, ":$1")
+        )?.accepts
         const token = kinds === undefined
           ? undefined
           : kinds.includes("instance")

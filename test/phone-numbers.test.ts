@@ -32,7 +32,10 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       expect(JSON.stringify(plain)).not.toContain("s3cr3t")
       expect(plain).toEqual({
         ...settingsWithSip,
-        calling: { ...settingsWithSip.calling, sip: { status: "ENABLED", servers: [{ hostname: "sip.example.com", port: 5061 }] } }
+        calling: {
+          ...settingsWithSip.calling,
+          sip: { status: "ENABLED", servers: [{ hostname: "sip.example.com", port: 5061 }] }
+        }
       })
       let sent = yield* fake.lastRequest
       expect(sent.path).toBe(`/v23.0${path}`)
@@ -54,7 +57,9 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       const tenant = yield* seedTenant()
       // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
       for (const value of ["yes", "1", "TRUE", ""]) {
-        const result = yield* hub.request("GET", `/api/phone-numbers/settings?include_sip_credentials=${value}`, { token: tenant.instanceToken })
+        const result = yield* hub.request("GET", `/api/phone-numbers/settings?include_sip_credentials=${value}`, {
+          token: tenant.instanceToken
+        })
         expect(result.status).toBe(400)
         expect(result.body.details).toEqual([{ field: "include_sip_credentials", message: "must be true or false" }])
       }
@@ -66,8 +71,21 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       const fake = yield* FakeGraph
       const tenant = yield* seedTenant({ accessToken: "EAAG-update" })
       const updates = [
-        { calling: { status: "enabled", call_icon_visibility: "DEFAULT", sip: { status: "ENABLED", servers: [{ hostname: "sip.example.com", port: 5061 }] }, srtp_key_exchange_protocol: "DTLS", call_hours: { status: "ENABLED", timezone_id: "Europe/Berlin" } } },
-        { payload_encryption: { status: "enabled", client_encryption_key: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA" } },
+        {
+          calling: {
+            status: "enabled",
+            call_icon_visibility: "DEFAULT",
+            sip: { status: "ENABLED", servers: [{ hostname: "sip.example.com", port: 5061 }] },
+            srtp_key_exchange_protocol: "DTLS",
+            call_hours: { status: "ENABLED", timezone_id: "Europe/Berlin" }
+          }
+        },
+        {
+          payload_encryption: {
+            status: "enabled",
+            client_encryption_key: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA"
+          }
+        },
         { payload_encryption: { status: "disabled" } },
         { storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" } },
         { user_identity_change: { enable_identity_key_check: true } }
@@ -95,23 +113,45 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       const cases: ReadonlyArray<readonly [unknown, ReadonlyArray<{ field: string; message: string }>]> = [
         [{}, [{ field: "body", message: rule("none") }]],
         // A section the hub does not model is forwarded as one (see sends-2026.test.ts), so it counts.
-        [{ calling: { status: "enabled" }, unknown_section: {} }, [{ field: "body", message: rule("calling, unknown_section") }]],
-        [{ calling: { status: "enabled" }, payload_encryption: { status: "disabled" } }, [{ field: "body", message: rule("calling, payload_encryption") }]],
-        [{ payload_encryption: { status: "enabled" } }, [{ field: "payload_encryption.client_encryption_key", message: "is required when status is enabled" }]],
-        [{ payload_encryption: { status: "on" } }, [{ field: "payload_encryption.status", message: "must be one of enabled, disabled (any case)" }]],
+        [{ calling: { status: "enabled" }, unknown_section: {} }, [{
+          field: "body",
+          message: rule("calling, unknown_section")
+        }]],
+        [{ calling: { status: "enabled" }, payload_encryption: { status: "disabled" } }, [{
+          field: "body",
+          message: rule("calling, payload_encryption")
+        }]],
+        [{ payload_encryption: { status: "enabled" } }, [{
+          field: "payload_encryption.client_encryption_key",
+          message: "is required when status is enabled"
+        }]],
+        [{ payload_encryption: { status: "on" } }, [{
+          field: "payload_encryption.status",
+          message: "must be one of enabled, disabled (any case)"
+        }]],
         [{ calling: { status: "maybe", sip: { status: 1 } } }, [
           { field: "calling.status", message: "must be one of enabled, disabled (any case)" },
           { field: "calling.sip.status", message: "Expected string, actual 1" }
         ]],
         [{ storage_configuration: { status: "DEFAULT", data_localization_region: "Germany" } }, [
-          { field: "storage_configuration.data_localization_region", message: "must be a two-letter country code such as DE" }
+          {
+            field: "storage_configuration.data_localization_region",
+            message: "must be a two-letter country code such as DE"
+          }
         ]],
         [{ user_identity_change: "yes" }, [{ field: "user_identity_change", message: "must be an object" }]]
       ]
       // Invalid on purpose: the typed client would refuse to encode these, so they go raw.
       for (const [update, details] of cases) {
-        const result = yield* hub.request("POST", "/api/phone-numbers/settings", { token: tenant.instanceToken, json: update })
-        expect({ update, status: result.status, details: result.body.details }).toEqual({ update, status: 400, details })
+        const result = yield* hub.request("POST", "/api/phone-numbers/settings", {
+          token: tenant.instanceToken,
+          json: update
+        })
+        expect({ update, status: result.status, details: result.body.details }).toEqual({
+          update,
+          status: 400,
+          details
+        })
       }
       expect(yield* fake.requests).toEqual([])
     }))
@@ -123,7 +163,13 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       const tenant = yield* seedTenant({ accessToken: "EAAG-list" })
       const listed = yield* (yield* hub.client(tenant.instanceToken)).phoneNumbers.list({ urlParams: {} })
       expect(listed).toEqual({
-        data: [{ id: "106540352242922", display_phone_number: "+1 555-078-3881", verified_name: "Lucky Shrub", quality_rating: "GREEN", status: "CONNECTED" }],
+        data: [{
+          id: "106540352242922",
+          display_phone_number: "+1 555-078-3881",
+          verified_name: "Lucky Shrub",
+          quality_rating: "GREEN",
+          status: "CONNECTED"
+        }],
         paging: { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } }
       })
       const sent = yield* fake.lastRequest
@@ -139,7 +185,10 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       expect(unnamed.error).toBe("instance_required")
       const other = yield* seedTenant()
       yield* refusedWith(org.phoneNumbers.list({ urlParams: { instance_id: other.instanceId } }), "NotFound")
-      yield* refusedWith((yield* hub.client(tenant.instanceToken)).phoneNumbers.list({ urlParams: { instance_id: other.instanceId } }), "Forbidden")
+      yield* refusedWith(
+        (yield* hub.client(tenant.instanceToken)).phoneNumbers.list({ urlParams: { instance_id: other.instanceId } }),
+        "Forbidden"
+      )
     }))
 
   it.effect("settings are instance-only: organization tokens get 403", () =>
@@ -147,7 +196,9 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
       // phone_number_id is no parameter of the settings read (the typed client cannot name it): raw.
-      const read = yield* hub.request("GET", `/api/phone-numbers/settings?phone_number_id=${tenant.phoneNumberId}`, { token: tenant.orgToken })
+      const read = yield* hub.request("GET", `/api/phone-numbers/settings?phone_number_id=${tenant.phoneNumberId}`, {
+        token: tenant.orgToken
+      })
       expect(read.status).toBe(403)
       expect(read.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
       const org = yield* hub.client(tenant.orgToken)
@@ -164,8 +215,14 @@ layer(testHubOnFakeGraph())("phone numbers on the Graph API", (it) => {
       const fake = yield* FakeGraph
       yield* fake.reset
       const tenant = yield* seedTenant()
-      yield* fake.respond({ path: `/${tenant.phoneNumberId}/settings` }, { status: 500, body: { error: { message: "Service temporarily unavailable", code: 2 } } }, 5)
-      const result = yield* refusedWith((yield* hub.client(tenant.instanceToken)).phoneNumbers.settings({ urlParams: {} }), "UpstreamFailure")
+      yield* fake.respond({ path: `/${tenant.phoneNumberId}/settings` }, {
+        status: 500,
+        body: { error: { message: "Service temporarily unavailable", code: 2 } }
+      }, 5)
+      const result = yield* refusedWith(
+        (yield* hub.client(tenant.instanceToken)).phoneNumbers.settings({ urlParams: {} }),
+        "UpstreamFailure"
+      )
       expect(result.status).toBe(502)
       expect(result.message).toBe("Service temporarily unavailable")
       expect(result.error).toBe("upstream_error")

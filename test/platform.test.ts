@@ -1,8 +1,8 @@
-import { createHash } from "node:crypto"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServer } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { expect, it, layer } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import { createHash } from "node:crypto"
 import { HubApi } from "../src/Api.js"
 import { acceptedKinds, endpointPoliciesOf, policiesOf } from "../src/Domain/Access.js"
 import { Authentication } from "../src/Domain/Authentication.js"
@@ -34,7 +34,11 @@ layer(testHub())("platform endpoints", (it) => {
       const hub = yield* TestHub
       const missing = yield* hub.request("GET", "/api/nothing-here?x=1")
       expect(missing.status).toBe(404)
-      expect(missing.body).toEqual({ statusCode: 404, message: "No route for GET /api/nothing-here", error: "route_not_found" })
+      expect(missing.body).toEqual({
+        statusCode: 404,
+        message: "No route for GET /api/nothing-here",
+        error: "route_not_found"
+      })
     }))
 
   it.effect("OpenAPI and Swagger UI are served, the UI without any outside asset", () =>
@@ -43,7 +47,9 @@ layer(testHub())("platform endpoints", (it) => {
       const spec = yield* hub.request("GET", "/openapi.json")
       expect(spec.status).toBe(200)
       expect(spec.body.openapi).toMatch(/^3\./)
-      expect(Object.keys(spec.body.paths ?? {})).toEqual(expect.arrayContaining(["/api/auth/api-tokens", "/api/instances", "/health"]))
+      expect(Object.keys(spec.body.paths ?? {})).toEqual(
+        expect.arrayContaining(["/api/auth/api-tokens", "/api/instances", "/health"])
+      )
       const docs = yield* hub.request("GET", "/docs")
       expect(docs.status).toBe(200)
       expect(docs.headers.get("content-type")).toContain("text/html")
@@ -55,11 +61,15 @@ layer(testHub())("platform endpoints", (it) => {
       for (const header of ["x-content-type-options", "referrer-policy", "x-frame-options"]) {
         expect(docs.headers.get(header), header).toBe(dashboard.headers.get(header))
       }
-      const hashOf = (block: string | undefined) => `'sha256-${createHash("sha256").update(block ?? "").digest("base64")}'`
+      const hashOf = (block: string | undefined) =>
+        `'sha256-${createHash("sha256").update(block ?? "").digest("base64")}'`
       const script = /<script>([\s\S]*?)<\/script>/.exec(docs.text)?.[1]
       const style = /<style>([\s\S]*?)<\/style>/.exec(docs.text)?.[1]
       expect(docs.headers.get("content-security-policy")).toBe(
-        (dashboard.headers.get("content-security-policy") ?? "").replace("script-src 'self'", `script-src ${hashOf(script)}`).replace("style-src 'self'", `style-src ${hashOf(style)}`)
+        (dashboard.headers.get("content-security-policy") ?? "").replace(
+          "script-src 'self'",
+          `script-src ${hashOf(script)}`
+        ).replace("style-src 'self'", `style-src ${hashOf(style)}`)
       )
       expect(docs.headers.get("content-security-policy")).toContain("default-src 'none'")
     }))
@@ -71,7 +81,9 @@ it("every endpoint behind the Authentication middleware names the token kinds it
   HttpApi.reflect(HubApi, {
     onGroup: () => {},
     onEndpoint: ({ endpoint, mergedAnnotations, middleware }) => {
-      if ([...middleware].some((m) => m.key === Authentication.key)) authenticated.push(`${endpoint.method} ${endpoint.path}`)
+      if ([...middleware].some((m) => m.key === Authentication.key)) {
+        authenticated.push(`${endpoint.method} ${endpoint.path}`)
+      }
       const kinds = acceptedKinds(mergedAnnotations)
       if (kinds !== undefined && kinds.length > 0) annotated.push(`${endpoint.method} ${endpoint.path}`)
     }
@@ -85,8 +97,11 @@ class Failing extends HttpApiGroup.make("failing")
   .add(HttpApiEndpoint.get("boom", "/boom").addSuccess(Schema.String))
 {}
 class FailingApi extends HttpApi.make("failing").add(Failing) {}
-const FailingLive = HttpApiBuilder.group(FailingApi, "failing", (handlers) =>
-  handlers.handle("boom", () => Effect.die(new Error("secret stack detail"))))
+const FailingLive = HttpApiBuilder.group(
+  FailingApi,
+  "failing",
+  (handlers) => handlers.handle("boom", () => Effect.die(new Error("secret stack detail")))
+)
 
 it.scoped("a defect is a bare 500 without stack trace or message detail", () =>
   Effect.gen(function*() {

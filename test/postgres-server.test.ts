@@ -32,7 +32,10 @@ it("starts from binaries inside a folder only its owner may enter, and answers a
 }, 60_000)
 
 it("when it cannot start, says why and what to do", async () => {
-  const error = await startPostgres({ binaries: join(tmpdir(), "no-postgres-here") }).then(() => undefined, (e: unknown) => e)
+  const error = await startPostgres({ binaries: join(tmpdir(), "no-postgres-here") }).then(
+    () => undefined,
+    (e: unknown) => e
+  )
   expect(error).toBeInstanceOf(Error)
   const message = error instanceof Error ? error.message : ""
   expect(message).toMatch(/^PostgreSQL for the tests could not (copy its binaries|initialise its data directory)/)

@@ -6,14 +6,17 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { Retention } from "../src/Delivery/Retention.js"
+import { engines } from "./support/Databases.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
-import { itemsOf, seedTenant, type Tenant, TestHub, testHub, createWebhookId } from "./support/TestHub.js"
-import { engines } from "./support/Databases.js"
+import { createWebhookId, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const deliveryStatuses = (tenant: Tenant, webhookId: string) =>
-  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token: tenant.instanceToken })).pipe(
+  Effect.flatMap(
+    TestHub,
+    (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token: tenant.instanceToken })
+  ).pipe(
     Effect.map((answer) => itemsOf(answer.body).map((d) => String(d.status)))
   )
 
@@ -22,70 +25,112 @@ const until = (tenant: Tenant, webhookId: string, condition: (statuses: Readonly
   untilAttemptsLogged("deliveries settled", deliveryStatuses(tenant, webhookId), condition)
 
 const count = (table: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM ${sql(table)}`).pipe(
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM ${sql(table)}`
+  ).pipe(
     Effect.map((rows) => rows[0]?.n ?? 0),
     Effect.orDie
   )
 
-for (const engine of engines) layer(testHub({ engine, webhookRetry: [Duration.hours(1)] }), { excludeTestServices: true })(`retention (${engine})`, (it) => {
-  it.scoped("deletes finished history past the cutoff and keeps what a waiting delivery needs", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const retention = yield* Retention
-      const tenant = yield* seedTenant()
-      const healthy = yield* makeReceiver()
-      const failing = yield* makeReceiver(() => ({ status: 500 }))
-      const delivered = yield* createWebhookId(tenant, `${healthy.url}/hook`)
-      const waiting = yield* createWebhookId(tenant, `${failing.url}/hook`)
+for (const engine of engines) {
+  layer(testHub({ engine, webhookRetry: [Duration.hours(1)] }), { excludeTestServices: true })(
+    `retention (${engine})`,
+    (it) => {
+      it.scoped("deletes finished history past the cutoff and keeps what a waiting delivery needs", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const retention = yield* Retention
+          const tenant = yield* seedTenant()
+          const healthy = yield* makeReceiver()
+          const failing = yield* makeReceiver(() => ({ status: 500 }))
+          const delivered = yield* createWebhookId(tenant, `${healthy.url}/hook`)
+          const waiting = yield* createWebhookId(tenant, `${failing.url}/hook`)
 
-      // A second instance whose only webhook succeeds: its event is needed by no delivery once pruned.
-      const other = yield* seedTenant()
-      const otherHook = yield* createWebhookId(other, `${healthy.url}/other`)
-      for (const owner of [tenant, other]) {
-        const payload = envelope([owner.wabaId, [statusChange(owner, status(wamid(), "sent", Math.floor(Date.now() / 1000)))]])
-        expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
-      }
-      yield* until(other, otherHook, (s) => s.length === 1 && s[0] === "succeeded")
-      const unrouted = envelope(["999999", [statusChange({ phoneNumberId: "999999999", wabaId: "999999" }, status(wamid(), "sent", 1))]])
-      expect((yield* hub.request("POST", "/upstream/events", { json: unrouted })).status).toBe(200)
-      yield* until(tenant, delivered, (s) => s.length === 1 && s[0] === "succeeded")
-      yield* until(tenant, waiting, (s) => s.length === 1 && s[0] === "failed")
-      const eventsBefore = yield* count("events")
-      const unroutedBefore = yield* count("unrouted_events")
-      expect(unroutedBefore).toBeGreaterThan(0)
+          // A second instance whose only webhook succeeds: its event is needed by no delivery once pruned.
+          const other = yield* seedTenant()
+          const otherHook = yield* createWebhookId(other, `${healthy.url}/other`)
+          for (const owner of [tenant, other]) {
+            const payload = envelope([owner.wabaId, [
+              statusChange(owner, status(wamid(), "sent", Math.floor(Date.now() / 1000)))
+            ]])
+            expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
+          }
+          yield* until(other, otherHook, (s) => s.length === 1 && s[0] === "succeeded")
+          const unrouted = envelope(["999999", [
+            statusChange({ phoneNumberId: "999999999", wabaId: "999999" }, status(wamid(), "sent", 1))
+          ]])
+          expect((yield* hub.request("POST", "/upstream/events", { json: unrouted })).status).toBe(200)
+          yield* until(tenant, delivered, (s) => s.length === 1 && s[0] === "succeeded")
+          yield* until(tenant, waiting, (s) => s.length === 1 && s[0] === "failed")
+          const eventsBefore = yield* count("events")
+          const unroutedBefore = yield* count("unrouted_events")
+          expect(unroutedBefore).toBeGreaterThan(0)
 
-      // A webhook test's Idempotency-Key, left by a test made before the cutoff.
-      yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql`INSERT INTO webhook_tests ${sql.insert({ webhook_id: delivered, idempotency_key: "k", delivery_id: "dlv_test", created_at: new Date().toISOString() })}`).pipe(Effect.orDie)
-      // A cutoff in the past deletes nothing.
-      expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({ deliveries: 0, events: 0, unrouted: 0, earlyStatuses: 0, deliveryCounts: 0, testKeys: 0 })
-      const lastSuccess = (yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })).body.last_success_at
-      expect(lastSuccess).toEqual(expect.any(String))
+          // A webhook test's Idempotency-Key, left by a test made before the cutoff.
+          yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql`INSERT INTO webhook_tests ${
+              sql.insert({
+                webhook_id: delivered,
+                idempotency_key: "k",
+                delivery_id: "dlv_test",
+                created_at: new Date().toISOString()
+              })
+            }`).pipe(Effect.orDie)
+          // A cutoff in the past deletes nothing.
+          expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({
+            deliveries: 0,
+            events: 0,
+            unrouted: 0,
+            earlyStatuses: 0,
+            deliveryCounts: 0,
+            testKeys: 0
+          })
+          const lastSuccess =
+            (yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })).body
+              .last_success_at
+          expect(lastSuccess).toEqual(expect.any(String))
 
-      const pruned = yield* retention.prune(Date.now() + 120_000)
-      expect(pruned.deliveries).toBeGreaterThanOrEqual(1)
-      expect(pruned.unrouted).toBe(unroutedBefore)
-      // The status was for a message id no send of this hub claimed: kept as an early status until now.
-      expect(pruned.earlyStatuses).toBe(2)
-      expect(pruned.testKeys).toBe(1)
-      expect(pruned.events).toBeGreaterThanOrEqual(1)
-      expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
-      expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])
-      expect(yield* deliveryStatuses(tenant, waiting)).toEqual(["failed"])
-      // The event the waiting delivery carries is kept; events no delivery needs are gone.
-      expect(yield* count("events")).toBe(eventsBefore - pruned.events)
-      const kept = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries d JOIN events e ON e.id = d.event_id`).pipe(Effect.orDie)
-      expect(kept[0]?.n).toBe(yield* count("deliveries"))
-      expect(yield* count("unrouted_events")).toBe(0)
-      expect(yield* count("delivery_attempts")).toBeGreaterThanOrEqual(1)
-      // Hourly delivery counts go by the hour, but each webhook's latest success: its last_success_at stays.
-      // (The first cutoff may or may not have passed the current hour's end.)
-      expect(pruned.deliveryCounts + (yield* retention.prune(Date.now() + 2 * 3600_000)).deliveryCounts).toBe(1)
-      const counts = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ readonly webhook_id: string; readonly outcome: string }>`SELECT webhook_id, outcome FROM webhook_delivery_hours ORDER BY webhook_id`).pipe(Effect.orDie)
-      expect(counts).toEqual([{ webhook_id: delivered, outcome: "succeeded" }, { webhook_id: otherHook, outcome: "succeeded" }].sort((a, b) => a.webhook_id.localeCompare(b.webhook_id)))
-      const after = yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })
-      expect(after.body).toMatchObject({ last_success_at: lastSuccess, deliveries_24h: { succeeded: 1, failed: 0, dead: 0 } })
-    }))
-})
+          const pruned = yield* retention.prune(Date.now() + 120_000)
+          expect(pruned.deliveries).toBeGreaterThanOrEqual(1)
+          expect(pruned.unrouted).toBe(unroutedBefore)
+          // The status was for a message id no send of this hub claimed: kept as an early status until now.
+          expect(pruned.earlyStatuses).toBe(2)
+          expect(pruned.testKeys).toBe(1)
+          expect(pruned.events).toBeGreaterThanOrEqual(1)
+          expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
+          expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])
+          expect(yield* deliveryStatuses(tenant, waiting)).toEqual(["failed"])
+          // The event the waiting delivery carries is kept; events no delivery needs are gone.
+          expect(yield* count("events")).toBe(eventsBefore - pruned.events)
+          const kept = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql<
+              { readonly n: number }
+            >`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM deliveries d JOIN events e ON e.id = d.event_id`).pipe(
+              Effect.orDie
+            )
+          expect(kept[0]?.n).toBe(yield* count("deliveries"))
+          expect(yield* count("unrouted_events")).toBe(0)
+          expect(yield* count("delivery_attempts")).toBeGreaterThanOrEqual(1)
+          // Hourly delivery counts go by the hour, but each webhook's latest success: its last_success_at stays.
+          // (The first cutoff may or may not have passed the current hour's end.)
+          expect(pruned.deliveryCounts + (yield* retention.prune(Date.now() + 2 * 3600_000)).deliveryCounts).toBe(1)
+          const counts = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql<
+              { readonly webhook_id: string; readonly outcome: string }
+            >`SELECT webhook_id, outcome FROM webhook_delivery_hours ORDER BY webhook_id`).pipe(Effect.orDie)
+          expect(counts).toEqual(
+            [{ webhook_id: delivered, outcome: "succeeded" }, { webhook_id: otherHook, outcome: "succeeded" }].sort((
+              a,
+              b
+            ) => a.webhook_id.localeCompare(b.webhook_id))
+          )
+          const after = yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })
+          expect(after.body).toMatchObject({
+            last_success_at: lastSuccess,
+            deliveries_24h: { succeeded: 1, failed: 0, dead: 0 }
+          })
+        }))
+    }
+  )
+}

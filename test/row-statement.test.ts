@@ -4,8 +4,8 @@
  * in order; outside a transaction the rows are written in one of their own; a statement naming a
  * parameter it was not given is a defect, not a silent misbinding.
  */
-import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer } from "effect"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { insertRow, insertRows, rowStatement } from "../src/Sql/RowStatement.js"
@@ -24,7 +24,12 @@ layer(Db)("row statements", (it) => {
   it.effect("insert rows by column name, return each row's RETURNING rows in order, and bind names used twice", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const insert = insertRow(sql, "rs_items", ["note", "value", "name"], "ON CONFLICT (name) DO NOTHING RETURNING name")
+      const insert = insertRow(
+        sql,
+        "rs_items",
+        ["note", "value", "name"],
+        "ON CONFLICT (name) DO NOTHING RETURNING name"
+      )
       const results = yield* sql.withTransaction(insert([
         { name: "a", value: 1, note: null },
         { name: "b", value: 2, note: "second" },
@@ -33,8 +38,14 @@ layer(Db)("row statements", (it) => {
       // The repeated key returns no row: it was not written.
       expect(results).toEqual([[{ name: "a" }], [{ name: "b" }], []])
 
-      const bump = rowStatement(sql, ["name", "by"], (p) =>
-        sql`UPDATE rs_items SET value = value + ${p("by")}, note = ${p("name")} || '+' || ${p("by")} WHERE name = ${p("name")}`)
+      const bump = rowStatement(
+        sql,
+        ["name", "by"],
+        (p) =>
+          sql`UPDATE rs_items SET value = value + ${p("by")}, note = ${p("name")} || '+' || ${p("by")} WHERE name = ${
+            p("name")
+          }`
+      )
       // Outside a transaction: written in one of its own.
       yield* bump([{ by: 10, name: "a" }, { by: 20, name: "b" }])
       expect(yield* sql`SELECT name, value, note FROM rs_items ORDER BY name`).toEqual([
@@ -46,30 +57,43 @@ layer(Db)("row statements", (it) => {
   it.effect("a statement with a parameter that is not a named one dies, and writes nothing", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const wrong = rowStatement(sql, ["name"], (p) => sql`INSERT INTO rs_items (name, value) VALUES (${p("name")}, ${7})`)
+      const wrong = rowStatement(
+        sql,
+        ["name"],
+        (p) => sql`INSERT INTO rs_items (name, value) VALUES (${p("name")}, ${7})`
+      )
       const outcome = yield* Effect.exit(wrong([{ name: "z" }]))
       expect(Exit.isFailure(outcome) && Cause.isDie(outcome.cause)).toBe(true)
       expect(yield* sql`SELECT name FROM rs_items WHERE name = 'z'`).toEqual([])
     }))
 })
 
-for (const engine of engines) layer(Tables.pipe(Layer.provideMerge(testDatabase(engine))))(`rows inserted together (${engine})`, (it) => {
-  it.effect("insertRows writes every row (one statement on PostgreSQL) and answers the RETURNING rows of all; a repeated key is not written", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const insert = insertRows(sql, "rs_items", ["note", "value", "name"], "ON CONFLICT (name) DO NOTHING RETURNING name")
-      const returned = yield* sql.withTransaction(insert([
-        { name: "a", value: 1, note: null },
-        { name: "b", value: 2, note: "second" },
-        { name: "a", value: 3, note: "again" }
-      ]))
-      expect(returned).toEqual([{ name: "a" }, { name: "b" }])
-      expect(yield* insert([{ name: "b", value: 9, note: null }, { name: "c", value: 4, note: "third" }])).toEqual([{ name: "c" }])
-      expect(yield* sql`SELECT name, value, note FROM rs_items ORDER BY name`).toEqual([
-        { name: "a", value: 1, note: null },
-        { name: "b", value: 2, note: "second" },
-        { name: "c", value: 4, note: "third" }
-      ])
-      expect(yield* insert([])).toEqual([])
-    }))
-})
+for (const engine of engines) {
+  layer(Tables.pipe(Layer.provideMerge(testDatabase(engine))))(`rows inserted together (${engine})`, (it) => {
+    it.effect("insertRows writes every row (one statement on PostgreSQL) and answers the RETURNING rows of all; a repeated key is not written", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const insert = insertRows(
+          sql,
+          "rs_items",
+          ["note", "value", "name"],
+          "ON CONFLICT (name) DO NOTHING RETURNING name"
+        )
+        const returned = yield* sql.withTransaction(insert([
+          { name: "a", value: 1, note: null },
+          { name: "b", value: 2, note: "second" },
+          { name: "a", value: 3, note: "again" }
+        ]))
+        expect(returned).toEqual([{ name: "a" }, { name: "b" }])
+        expect(yield* insert([{ name: "b", value: 9, note: null }, { name: "c", value: 4, note: "third" }])).toEqual([{
+          name: "c"
+        }])
+        expect(yield* sql`SELECT name, value, note FROM rs_items ORDER BY name`).toEqual([
+          { name: "a", value: 1, note: null },
+          { name: "b", value: 2, note: "second" },
+          { name: "c", value: 4, note: "third" }
+        ])
+        expect(yield* insert([])).toEqual([])
+      }))
+  })
+}

@@ -6,32 +6,45 @@ import { expect, layer } from "@effect/vitest"
 import { Clock, Context, Duration, Effect, Layer, Queue, Redacted, Stream, TestClock } from "effect"
 import { createHash } from "node:crypto"
 import { hubConfigWith } from "../src/Config.js"
-import { SandboxUpstream } from "../src/Sandbox/Upstream.js"
-import { INBOUND_MESSAGE_TYPES, inboundMessagePayload } from "../src/Sandbox/Graph/Webhooks.js"
-import { RESERVED_FAILURES } from "../src/Sandbox/Graph/Failures.js"
 import { isJsonObject } from "../src/Domain/Json.js"
-import { SandboxEvents } from "../src/Sandbox/Events.js"
-import { Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { type Json, type JsonObject } from "../src/Domain/Json.js"
+import { SandboxEvents } from "../src/Sandbox/Events.js"
+import { RESERVED_FAILURES } from "../src/Sandbox/Graph/Failures.js"
+import { INBOUND_MESSAGE_TYPES, inboundMessagePayload } from "../src/Sandbox/Graph/Webhooks.js"
+import { SandboxUpstream } from "../src/Sandbox/Upstream.js"
+import { Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { sendVia } from "./support/UpstreamSend.js"
 
 class Emitted extends Context.Tag("Emitted")<Emitted, Queue.Queue<JsonObject>>() {}
 
 const EmittedLive = Layer.effect(Emitted, Queue.unbounded<JsonObject>())
-const CapturingEvents = Layer.effect(SandboxEvents, Effect.map(Emitted, (queue) => ({ emit: (payload: JsonObject) => Queue.offer(queue, payload) })))
+const CapturingEvents = Layer.effect(
+  SandboxEvents,
+  Effect.map(Emitted, (queue) => ({ emit: (payload: JsonObject) => Queue.offer(queue, payload) }))
+)
 
 /** The sandbox with its events captured; default delays (10 s approval, 1 s per status) driven by TestClock. */
 const sandbox = SandboxUpstream.pipe(
   Layer.provide(CapturingEvents),
   Layer.provideMerge(EmittedLive),
-  Layer.provide(hubConfigWith({ databaseFile: ":memory:", sandboxApprovalDelay: Duration.seconds(10), sandboxStatusDelay: Duration.seconds(1) }))
+  Layer.provide(
+    hubConfigWith({
+      databaseFile: ":memory:",
+      sandboxApprovalDelay: Duration.seconds(10),
+      sandboxStatusDelay: Duration.seconds(1)
+    })
+  )
 )
 
 let counter = 0
 /** A fresh phone number and WABA per test, so state does not leak between tests. */
 const newTarget = (): UpstreamTarget => {
   counter++
-  return { phoneNumberId: String(106540352242900 + counter), wabaId: String(102290129340300 + counter), accessToken: Redacted.make("sandbox") }
+  return {
+    phoneNumberId: String(106540352242900 + counter),
+    wabaId: String(102290129340300 + counter),
+    accessToken: Redacted.make("sandbox")
+  }
 }
 
 const text = (to: string) => ({ messaging_product: "whatsapp", to, type: "text", text: { body: "hello" } })
@@ -67,11 +80,19 @@ const statusOf = (payload: JsonObject) => at(payload, "entry", 0, "changes", 0, 
  */
 const phoneOf = (payload: JsonObject) => at(payload, "entry", 0, "changes", 0, "value", "metadata", "phone_number_id")
 const nextEventFor = (target: UpstreamTarget): Effect.Effect<JsonObject, never, Emitted> =>
-  Effect.flatMap(Emitted, (queue) =>
-    Effect.flatMap(Queue.take(queue), (payload) => phoneOf(payload) === target.phoneNumberId ? Effect.succeed(payload) : nextEventFor(target)))
+  Effect.flatMap(
+    Emitted,
+    (queue) =>
+      Effect.flatMap(Queue.take(queue), (payload) =>
+        phoneOf(payload) === target.phoneNumberId ? Effect.succeed(payload) : nextEventFor(target))
+  )
 const pendingEventsFor = (target: UpstreamTarget) =>
-  Effect.flatMap(Emitted, (queue) =>
-    Effect.map(Queue.takeAll(queue), (payloads) => [...payloads].filter((payload) => phoneOf(payload) === target.phoneNumberId)))
+  Effect.flatMap(
+    Emitted,
+    (queue) =>
+      Effect.map(Queue.takeAll(queue), (payloads) =>
+        [...payloads].filter((payload) => phoneOf(payload) === target.phoneNumberId))
+  )
 
 layer(sandbox)("sandbox sends", (it) => {
   it.effect("a text send answers like the upstream with a wamid and the recipient as sent", () =>
@@ -133,9 +154,22 @@ layer(sandbox)("sandbox sends", (it) => {
         [{ messaging_product: "whatsapp", type: "text", text: { body: "x" } }, "to"],
         [{ messaging_product: "whatsapp", to: "16505551234", type: "text", text: {} }, "text.body"],
         [{ messaging_product: "whatsapp", to: "16505551234", type: "hologram", hologram: {} }, "type must be one of"],
-        [{ messaging_product: "whatsapp", to: "16505551234", type: "image", image: { id: "1", link: "https://x.test/a.jpg" } }, "exactly one of id or link"],
-        [{ messaging_product: "whatsapp", to: "16505551234", type: "audio", audio: { id: "1", caption: "no" } }, "caption is not allowed"],
-        [{ messaging_product: "whatsapp", to: "16505551234", type: "interactive", interactive: { type: "product", body: { text: "x" }, action: { catalog_id: "1" } } }, "product_retailer_id"]
+        [{
+          messaging_product: "whatsapp",
+          to: "16505551234",
+          type: "image",
+          image: { id: "1", link: "https://x.test/a.jpg" }
+        }, "exactly one of id or link"],
+        [
+          { messaging_product: "whatsapp", to: "16505551234", type: "audio", audio: { id: "1", caption: "no" } },
+          "caption is not allowed"
+        ],
+        [{
+          messaging_product: "whatsapp",
+          to: "16505551234",
+          type: "interactive",
+          interactive: { type: "product", body: { text: "x" }, action: { catalog_id: "1" } }
+        }, "product_retailer_id"]
       ]
       for (const [body, problem] of cases) {
         const error = yield* Effect.flip(sendVia(upstream, target, body))
@@ -160,7 +194,8 @@ layer(sandbox)("sandbox sends", (it) => {
       }
       expect(yield* Effect.flip(sendVia(upstream, newTarget(), text("999131030555")))).toMatchObject({
         message: "(#131030) Recipient phone number not in allowed list",
-        details: "Recipient phone number not in allowed list: Add recipient phone number to recipient list and try again."
+        details:
+          "Recipient phone number not in allowed list: Add recipient phone number to recipient list and try again."
       })
       yield* TestClock.adjust("1 minute")
       expect(yield* pendingEventsFor(target)).toEqual([])
@@ -170,9 +205,16 @@ layer(sandbox)("sandbox sends", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const broken: UpstreamTarget = { ...newTarget(), phoneNumberId: "999500123" }
-      expect(yield* Effect.flip(sendVia(upstream, broken, text("16505551234")))).toMatchObject({ status: 500, code: 131000 })
+      expect(yield* Effect.flip(sendVia(upstream, broken, text("16505551234")))).toMatchObject({
+        status: 500,
+        code: 131000
+      })
       expect(yield* Effect.flip(upstream.getSettings(broken, false))).toMatchObject({ status: 500, code: 131000 })
-      expect(yield* Effect.flip(upstream.getMedia(newTarget(), "999130429777"))).toMatchObject({ status: 429, code: 130429, retryAfterSeconds: 2 })
+      expect(yield* Effect.flip(upstream.getMedia(newTarget(), "999130429777"))).toMatchObject({
+        status: 429,
+        code: 130429,
+        retryAfterSeconds: 2
+      })
     }))
 
   it.effect("a closed 24 h window: 999131047 is refused at once for free-form messages only", () =>
@@ -180,7 +222,12 @@ layer(sandbox)("sandbox sends", (it) => {
       const upstream = yield* Upstream
       const target = newTarget()
       const error = yield* Effect.flip(sendVia(upstream, target, text("999131047001")))
-      expect(error).toMatchObject({ kind: "graph", status: 400, code: 131047, message: "(#131047) Re-engagement message" })
+      expect(error).toMatchObject({
+        kind: "graph",
+        status: 400,
+        code: 131047,
+        message: "(#131047) Re-engagement message"
+      })
       yield* upstream.createTemplate(target, newTemplate("window_reopen"))
       yield* TestClock.adjust("10 seconds")
       const sent = yield* sendVia(upstream, target, templateSend("999131047001", "window_reopen"))
@@ -194,7 +241,12 @@ layer(sandbox)("sandbox sends", (it) => {
       const sent = yield* sendVia(upstream, target, text("999231047001"))
       yield* TestClock.adjust("1 second")
       const status = statusOf(yield* nextEventFor(target))
-      expect(status).toMatchObject({ id: sent.messages[0]?.id, status: "failed", recipient_id: "999231047001", errors: [{ code: 131047, title: "Re-engagement message" }] })
+      expect(status).toMatchObject({
+        id: sent.messages[0]?.id,
+        status: "failed",
+        recipient_id: "999231047001",
+        errors: [{ code: 131047, title: "Re-engagement message" }]
+      })
       expect(status).not.toHaveProperty("pricing")
       yield* TestClock.adjust("10 seconds")
       expect(yield* pendingEventsFor(target)).toEqual([])
@@ -218,16 +270,28 @@ layer(sandbox)("sandbox templates", (it) => {
       yield* TestClock.adjust("9 seconds")
       expect(yield* upstream.getTemplate(target, id)).toMatchObject({ status: "PENDING" })
       yield* TestClock.adjust("1 second")
-      expect(yield* upstream.getTemplate(target, id)).toMatchObject({ status: "APPROVED", language: "en_US", category: "UTILITY" })
-      expect(yield* upstream.listTemplates(target, {})).toMatchObject({ data: [{ id, name: "order_update", status: "APPROVED" }] })
+      expect(yield* upstream.getTemplate(target, id)).toMatchObject({
+        status: "APPROVED",
+        language: "en_US",
+        category: "UTILITY"
+      })
+      expect(yield* upstream.listTemplates(target, {})).toMatchObject({
+        data: [{ id, name: "order_update", status: "APPROVED" }]
+      })
 
       const sent = yield* sendVia(upstream, target, templateSend("16505551234", "order_update"))
       expect(sent.messages[0]).toEqual({ id: expect.stringMatching(/^wamid\./), message_status: "accepted" })
-      const otherLanguage = yield* Effect.flip(sendVia(upstream, target, templateSend("16505551234", "order_update", "pt_BR")))
+      const otherLanguage = yield* Effect.flip(
+        sendVia(upstream, target, templateSend("16505551234", "order_update", "pt_BR"))
+      )
       expect(otherLanguage).toMatchObject({ code: 132001 })
       const otherWaba = yield* Effect.flip(sendVia(upstream, newTarget(), templateSend("16505551234", "order_update")))
       expect(otherWaba).toMatchObject({ code: 132001 })
-      expect(yield* Effect.flip(upstream.getTemplate(newTarget(), id))).toMatchObject({ status: 400, code: 100, subcode: 33 })
+      expect(yield* Effect.flip(upstream.getTemplate(newTarget(), id))).toMatchObject({
+        status: 400,
+        code: 100,
+        subcode: 33
+      })
     }))
 
   it.effect("a second template with the same name and language is refused with 100 / 2388024", () =>
@@ -237,7 +301,9 @@ layer(sandbox)("sandbox templates", (it) => {
       yield* upstream.createTemplate(target, newTemplate("welcome"))
       const error = yield* Effect.flip(upstream.createTemplate(target, newTemplate("welcome")))
       expect(error).toMatchObject({ status: 400, code: 100, subcode: 2388024 })
-      expect(yield* upstream.createTemplate(target, newTemplate("welcome", "pt_BR"))).toMatchObject({ status: "PENDING" })
+      expect(yield* upstream.createTemplate(target, newTemplate("welcome", "pt_BR"))).toMatchObject({
+        status: "PENDING"
+      })
     }))
 })
 
@@ -246,7 +312,12 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const target = newTarget()
-      const { id } = yield* upstream.uploadMedia(target, { filename: "a.pdf", mimeType: "application/pdf", size: 7, content: new Blob(["%PDF-1."]) })
+      const { id } = yield* upstream.uploadMedia(target, {
+        filename: "a.pdf",
+        mimeType: "application/pdf",
+        size: 7,
+        content: new Blob(["%PDF-1."])
+      })
       expect(id).toMatch(/^\d{16}$/)
       const info = yield* upstream.getMedia(target, id)
       const now = yield* Clock.currentTimeMillis
@@ -260,12 +331,24 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
       })
       const download = yield* upstream.downloadMedia(target, info.url)
       const bytes = yield* Stream.runFold(download.body, "", (acc, chunk) => acc + new TextDecoder().decode(chunk))
-      expect({ type: download.contentType, length: download.contentLength, bytes }).toEqual({ type: "application/pdf", length: 7, bytes: "%PDF-1." })
+      expect({ type: download.contentType, length: download.contentLength, bytes }).toEqual({
+        type: "application/pdf",
+        length: 7,
+        bytes: "%PDF-1."
+      })
 
       yield* TestClock.adjust("301 seconds")
       expect(yield* Effect.flip(upstream.downloadMedia(target, info.url))).toMatchObject({ status: 404 })
-      expect(yield* Effect.flip(upstream.getMedia(newTarget(), id))).toMatchObject({ status: 400, code: 100, subcode: 33 })
-      expect(yield* Effect.flip(upstream.getMedia(target, "123"))).toMatchObject({ status: 400, code: 100, subcode: 33 })
+      expect(yield* Effect.flip(upstream.getMedia(newTarget(), id))).toMatchObject({
+        status: 400,
+        code: 100,
+        subcode: 33
+      })
+      expect(yield* Effect.flip(upstream.getMedia(target, "123"))).toMatchObject({
+        status: 400,
+        code: 100,
+        subcode: 33
+      })
     }))
 
   it.effect("settings: realistic defaults, SIP passwords only on request, exactly one section per update", () =>
@@ -273,23 +356,37 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
       const upstream = yield* Upstream
       const target = newTarget()
       const plain = yield* upstream.getSettings(target, false)
-      expect(plain).toMatchObject({ calling: { status: "ENABLED" }, payload_encryption: { status: "disabled" }, storage_configuration: { status: "DEFAULT" } })
+      expect(plain).toMatchObject({
+        calling: { status: "ENABLED" },
+        payload_encryption: { status: "disabled" },
+        storage_configuration: { status: "DEFAULT" }
+      })
       expect(JSON.stringify(plain)).not.toContain("sip_user_password")
       const withSecrets = yield* upstream.getSettings(target, true)
-      expect(withSecrets).toMatchObject({ calling: { sip: { servers: [{ sip_user_password: expect.stringMatching(/^[0-9a-f]{24}$/) }] } } })
+      expect(withSecrets).toMatchObject({
+        calling: { sip: { servers: [{ sip_user_password: expect.stringMatching(/^[0-9a-f]{24}$/) }] } }
+      })
 
       for (const body of [{}, { calling: { status: "DISABLED" }, storage_configuration: { status: "DEFAULT" } }]) {
         const error = yield* Effect.flip(upstream.updateSettings(target, body))
         expect(error).toMatchObject({ status: 400, code: 100, message: "(#100) One feature setting must be specified" })
       }
-      expect(yield* upstream.updateSettings(target, { storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" } })).toEqual({ success: true })
-      expect(yield* upstream.updateSettings(target, { calling: { call_icon_visibility: "DISABLE_ALL" } })).toEqual({ success: true })
+      expect(
+        yield* upstream.updateSettings(target, {
+          storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" }
+        })
+      ).toEqual({ success: true })
+      expect(yield* upstream.updateSettings(target, { calling: { call_icon_visibility: "DISABLE_ALL" } })).toEqual({
+        success: true
+      })
       const after = yield* upstream.getSettings(target, false)
       expect(after).toMatchObject({
         storage_configuration: { status: "IN_COUNTRY_STORAGE_ENABLED", data_localization_region: "DE" },
         calling: { status: "ENABLED", call_icon_visibility: "DISABLE_ALL" }
       })
-      expect(yield* upstream.getSettings(newTarget(), false)).toMatchObject({ storage_configuration: { status: "DEFAULT" } })
+      expect(yield* upstream.getSettings(newTarget(), false)).toMatchObject({
+        storage_configuration: { status: "DEFAULT" }
+      })
     }))
 
   it.effect("flows: seeded per WABA, only a PUBLISHED flow can be deprecated, once", () =>
@@ -298,17 +395,35 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
       const target = newTarget()
       const flows = yield* upstream.listFlows(target, {})
       expect(flows.data).toEqual([
-        { id: expect.stringMatching(/^\d{16}$/), name: "sandbox_survey", status: "PUBLISHED", categories: ["SURVEY"], validation_errors: [] },
-        { id: expect.stringMatching(/^\d{16}$/), name: "sandbox_signup", status: "DRAFT", categories: ["SIGN_UP"], validation_errors: [] }
+        {
+          id: expect.stringMatching(/^\d{16}$/),
+          name: "sandbox_survey",
+          status: "PUBLISHED",
+          categories: ["SURVEY"],
+          validation_errors: []
+        },
+        {
+          id: expect.stringMatching(/^\d{16}$/),
+          name: "sandbox_signup",
+          status: "DRAFT",
+          categories: ["SIGN_UP"],
+          validation_errors: []
+        }
       ])
       const published = String(at(flows, "data", 0, "id"))
       const draft = String(at(flows, "data", 1, "id"))
       expect(yield* upstream.deprecateFlow(target, published)).toEqual({ success: true })
       expect(yield* Effect.flip(upstream.deprecateFlow(target, published))).toMatchObject({ status: 400, code: 100 })
       expect(yield* Effect.flip(upstream.deprecateFlow(target, draft))).toMatchObject({ status: 400, code: 100 })
-      expect(yield* Effect.flip(upstream.deprecateFlow(target, "1234567890"))).toMatchObject({ status: 400, code: 100, subcode: 33 })
+      expect(yield* Effect.flip(upstream.deprecateFlow(target, "1234567890"))).toMatchObject({
+        status: 400,
+        code: 100,
+        subcode: 33
+      })
       expect(yield* Effect.flip(upstream.deprecateFlow(newTarget(), draft))).toMatchObject({ code: 100, subcode: 33 })
-      expect((yield* upstream.listFlows(target, {})).data).toMatchObject([{ id: published, status: "DEPRECATED" }, { status: "DRAFT" }])
+      expect((yield* upstream.listFlows(target, {})).data).toMatchObject([{ id: published, status: "DEPRECATED" }, {
+        status: "DRAFT"
+      }])
     }))
 
   it.effect("flow assets: a FLOW_JSON without a top-level version comes back with a validation error", () =>
@@ -326,9 +441,16 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
         success: true,
         validation_errors: [{ error: "MISSING_REQUIRED_PROPERTY", error_type: "JSON_SCHEMA_ERROR" }]
       })
-      expect(yield* upload(JSON.stringify({ version: "7.2", screens: [] }))).toEqual({ success: true, validation_errors: [] })
+      expect(yield* upload(JSON.stringify({ version: "7.2", screens: [] }))).toEqual({
+        success: true,
+        validation_errors: []
+      })
       const assets = yield* upstream.listFlowAssets(target, flowId)
-      expect(assets.data).toEqual([{ name: "flow.json", asset_type: "FLOW_JSON", download_url: expect.stringContaining(flowId) }])
+      expect(assets.data).toEqual([{
+        name: "flow.json",
+        asset_type: "FLOW_JSON",
+        download_url: expect.stringContaining(flowId)
+      }])
     }))
 
   it.effect("QR codes: 14-character codes with cursor paging, and one code wrapped in data[]", () =>
@@ -339,15 +461,30 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
       expect(list(first.data)).toHaveLength(2)
       for (const qr of list(first.data)) expect(at(qr, "code")).toMatch(/^[A-Z0-9]{14}$/)
       expect(at(first, "paging", "next")).toContain("after=")
-      const second = yield* upstream.listQrCodes(target, { limit: "2", after: String(at(first, "paging", "cursors", "after")), fields: "code,prefilled_message" })
-      expect(second.data).toEqual([{ code: expect.stringMatching(/^[A-Z0-9]{14}$/), prefilled_message: expect.any(String) }])
+      const second = yield* upstream.listQrCodes(target, {
+        limit: "2",
+        after: String(at(first, "paging", "cursors", "after")),
+        fields: "code,prefilled_message"
+      })
+      expect(second.data).toEqual([{
+        code: expect.stringMatching(/^[A-Z0-9]{14}$/),
+        prefilled_message: expect.any(String)
+      }])
       expect(second.paging).not.toHaveProperty("next")
 
       const code = String(at(first, "data", 0, "code"))
       expect(yield* upstream.getQrCode(target, code, {})).toEqual({
-        data: [{ code, prefilled_message: expect.any(String), deep_link_url: `https://wa.me/message/${code}`, qr_image_url: expect.any(String) }]
+        data: [{
+          code,
+          prefilled_message: expect.any(String),
+          deep_link_url: `https://wa.me/message/${code}`,
+          qr_image_url: expect.any(String)
+        }]
       })
-      expect(yield* Effect.flip(upstream.getQrCode(target, "AAAAAAAAAAAAAA", {}))).toMatchObject({ code: 100, subcode: 33 })
+      expect(yield* Effect.flip(upstream.getQrCode(target, "AAAAAAAAAAAAAA", {}))).toMatchObject({
+        code: 100,
+        subcode: 33
+      })
       expect(yield* Effect.flip(upstream.listQrCodes(target, { limit: "0" }))).toMatchObject({ code: 100 })
     }))
 
@@ -355,32 +492,78 @@ layer(sandbox)("sandbox media, settings and account data", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const target = newTarget()
-      expect(yield* upstream.getGroup(target, "120363025246125@g.us")).toMatchObject({ id: "120363025246125@g.us", subject: expect.any(String), creation_timestamp: expect.any(Number) })
+      expect(yield* upstream.getGroup(target, "120363025246125@g.us")).toMatchObject({
+        id: "120363025246125@g.us",
+        subject: expect.any(String),
+        creation_timestamp: expect.any(Number)
+      })
       const cloudGroup = "Y2FwaV9ncm91cDoxODA1NTU1MDE3MjoxMjAzNjMyMjI3NzE5NjMwNjcZD"
       const opaque = yield* upstream.getGroup(target, cloudGroup)
-      expect(opaque).toMatchObject({ id: cloudGroup, subject: expect.any(String), creation_timestamp: expect.any(Number) })
+      expect(opaque).toMatchObject({
+        id: cloudGroup,
+        subject: expect.any(String),
+        creation_timestamp: expect.any(Number)
+      })
       expect(yield* upstream.getGroup(target, cloudGroup)).toEqual(opaque)
       expect(yield* Effect.flip(upstream.getGroup(target, "not-a-group"))).toMatchObject({ code: 100, subcode: 33 })
 
-      expect(yield* upstream.callAction(target, { messaging_product: "whatsapp", action: "pre_accept", to: "16505551234" })).toEqual({ messaging_product: "whatsapp", success: true })
-      expect(yield* Effect.flip(upstream.callAction(target, { messaging_product: "whatsapp", action: "pre_accept", to: "999138006111" }))).toMatchObject({ code: 138006 })
-      expect(yield* Effect.flip(upstream.callAction(target, { messaging_product: "whatsapp", action: "pre_accept", call_id: "wacid.999138006abc" }))).toMatchObject({ code: 138006 })
-      expect((yield* upstream.callAction(target, { messaging_product: "whatsapp", action: "connect", to: "16505551234" })).calls).toEqual([{ id: expect.stringMatching(/^wacid\./) }])
+      expect(
+        yield* upstream.callAction(target, { messaging_product: "whatsapp", action: "pre_accept", to: "16505551234" })
+      ).toEqual({ messaging_product: "whatsapp", success: true })
+      expect(
+        yield* Effect.flip(
+          upstream.callAction(target, { messaging_product: "whatsapp", action: "pre_accept", to: "999138006111" })
+        )
+      ).toMatchObject({ code: 138006 })
+      expect(
+        yield* Effect.flip(
+          upstream.callAction(target, {
+            messaging_product: "whatsapp",
+            action: "pre_accept",
+            call_id: "wacid.999138006abc"
+          })
+        )
+      ).toMatchObject({ code: 138006 })
+      expect(
+        (yield* upstream.callAction(target, { messaging_product: "whatsapp", action: "connect", to: "16505551234" }))
+          .calls
+      ).toEqual([{ id: expect.stringMatching(/^wacid\./) }])
 
       const activities = yield* upstream.listActivities(target, { activity_type: "TEMPLATE_CREATED", limit: "2" })
-      expect(list(activities.data).map((item) => at(item, "activity_type"))).toEqual(["TEMPLATE_CREATED", "TEMPLATE_CREATED"])
-      expect(activities.paging).toMatchObject({ cursors: { before: expect.any(String), after: expect.any(String) }, next: expect.stringContaining("after=") })
+      expect(list(activities.data).map((item) => at(item, "activity_type"))).toEqual([
+        "TEMPLATE_CREATED",
+        "TEMPLATE_CREATED"
+      ])
+      expect(activities.paging).toMatchObject({
+        cursors: { before: expect.any(String), after: expect.any(String) },
+        next: expect.stringContaining("after=")
+      })
       const now = yield* Clock.currentTimeMillis
-      const recent = yield* upstream.listActivities(target, { since: new Date(now - 4 * 86_400_000).toISOString(), until: new Date(now).toISOString() })
+      const recent = yield* upstream.listActivities(target, {
+        since: new Date(now - 4 * 86_400_000).toISOString(),
+        until: new Date(now).toISOString()
+      })
       expect(list(recent.data)).toHaveLength(2)
-      expect(yield* Effect.flip(upstream.listActivities(target, { since: "yesterday-ish" }))).toMatchObject({ code: 100 })
+      expect(yield* Effect.flip(upstream.listActivities(target, { since: "yesterday-ish" }))).toMatchObject({
+        code: 100
+      })
 
       expect(yield* upstream.listPhoneNumbers(target, {})).toMatchObject({
-        data: [{ id: target.phoneNumberId, verified_name: "Sandbox Business", quality_rating: "GREEN", status: "CONNECTED", display_phone_number: expect.stringMatching(/^\+1 555-/) }],
+        data: [{
+          id: target.phoneNumberId,
+          verified_name: "Sandbox Business",
+          quality_rating: "GREEN",
+          status: "CONNECTED",
+          display_phone_number: expect.stringMatching(/^\+1 555-/)
+        }],
         paging: { cursors: {} }
       })
-      expect(yield* upstream.getComplianceInfo(target)).toMatchObject({ data: [{ whatsapp_business_account_id: target.wabaId, is_registered: true }] })
-      expect(yield* upstream.getBusinessProfile(target, { fields: "about,email" })).toEqual({ data: [{ about: expect.any(String), email: "hello@sandbox.invalid" }] })
+      expect(yield* upstream.getComplianceInfo(target)).toMatchObject({
+        data: [{ whatsapp_business_account_id: target.wabaId, is_registered: true }]
+      })
+      expect(yield* upstream.getBusinessProfile(target, { fields: "about,email" })).toEqual({
+        data: [{ about: expect.any(String), email: "hello@sandbox.invalid" }]
+      })
     }))
 })
 
@@ -390,7 +573,13 @@ layer(sandbox)("sandbox inbound payloads", (it) => {
       const upstream = yield* Upstream
       const target = newTarget()
       for (const type of INBOUND_MESSAGE_TYPES) {
-        const payload = inboundMessagePayload({ ...target, from: "+16505551234", type, at: 1750000000000, profileName: "Sheena" })
+        const payload = inboundMessagePayload({
+          ...target,
+          from: "+16505551234",
+          type,
+          at: 1750000000000,
+          profileName: "Sheena"
+        })
         expect(payload).toMatchObject({
           object: "whatsapp_business_account",
           entry: [{
@@ -399,9 +588,17 @@ layer(sandbox)("sandbox inbound payloads", (it) => {
               field: "messages",
               value: {
                 messaging_product: "whatsapp",
-                metadata: { phone_number_id: target.phoneNumberId, display_phone_number: expect.stringMatching(/^1555\d{7}$/) },
+                metadata: {
+                  phone_number_id: target.phoneNumberId,
+                  display_phone_number: expect.stringMatching(/^1555\d{7}$/)
+                },
                 contacts: [{ profile: { name: "Sheena" }, wa_id: "16505551234" }],
-                messages: [{ from: "16505551234", id: expect.stringMatching(/^wamid\./), timestamp: "1750000000", type }]
+                messages: [{
+                  from: "16505551234",
+                  id: expect.stringMatching(/^wamid\./),
+                  timestamp: "1750000000",
+                  type
+                }]
               }
             }]
           }]
@@ -422,7 +619,16 @@ layer(sandbox)("sandbox inbound payloads", (it) => {
         at: 0
       })
       expect(reply).toMatchObject({
-        entry: [{ changes: [{ value: { messages: [{ context: { id: "wamid.ABC" }, interactive: { type: "list_reply", list_reply: { id: "row-1" } } }] } }] }]
+        entry: [{
+          changes: [{
+            value: {
+              messages: [{
+                context: { id: "wamid.ABC" },
+                interactive: { type: "list_reply", list_reply: { id: "row-1" } }
+              }]
+            }
+          }]
+        }]
       })
     }))
 })

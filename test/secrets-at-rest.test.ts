@@ -2,8 +2,8 @@
  * Secrets at rest: AES-256-GCM bound to table, column and row; the full tag required; the format
  * before this binding re-encrypted at start.
  */
-import { describe, expect, it, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Logger, Option, Redacted } from "effect"
 import { createCipheriv, randomBytes } from "node:crypto"
 import { mkdtempSync } from "node:fs"
@@ -11,9 +11,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { hubConfigWith } from "../src/Config.js"
 import { InstanceId } from "../src/Domain/Ids.js"
-import { CipherError, makeCipher, SecretCipher, SecretSlot } from "../src/Sql/SecretCipher.js"
 import { InstancesRepo, InstancesRepoLive } from "../src/Instances/Repo.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
+import { CipherError, makeCipher, SecretCipher, SecretSlot } from "../src/Sql/SecretCipher.js"
 import { seedTenant, testHub } from "./support/TestHub.js"
 
 const KEY = Uint8Array.from(randomBytes(32))
@@ -30,13 +30,21 @@ describe("the cipher", () => {
     expect(stored).toMatch(/^v2:[A-Za-z0-9+/]+=*$/)
     expect(stored).not.toContain("whsec_secret")
     expect(Effect.runSync(cipher.decrypt(stored, slot))).toBe("whsec_secret")
-    for (const elsewhere of [SecretSlot.webhookSecret("whk_b"), SecretSlot.webhookPreviousSecret("whk_a"), SecretSlot.instanceAccessToken("whk_a")]) {
+    for (
+      const elsewhere of [
+        SecretSlot.webhookSecret("whk_b"),
+        SecretSlot.webhookPreviousSecret("whk_a"),
+        SecretSlot.instanceAccessToken("whk_a")
+      ]
+    ) {
       expect(Option.getOrUndefined(refusal(cipher.decrypt(stored, elsewhere)))).toBeInstanceOf(CipherError)
     }
     // Another key fails too; the message names the place, never the secret.
     const wrongKey = refusal(makeCipher(Uint8Array.from(randomBytes(32))).decrypt(stored, slot))
     expect(Option.map(wrongKey, (e) => e.message)).toEqual(
-      Option.some("Cannot decrypt the secret in webhooks.secret_encrypted of whk_a: wrong HUB_SECRET_KEY, or not written for this row?")
+      Option.some(
+        "Cannot decrypt the secret in webhooks.secret_encrypted of whk_a: wrong HUB_SECRET_KEY, or not written for this row?"
+      )
     )
   })
 
@@ -49,7 +57,16 @@ describe("the cipher", () => {
     const raw = Buffer.from(cipher.encrypt("whsec_secret", slot).slice(3), "base64")
     raw[raw.length - 1] = (raw[raw.length - 1] ?? 0) ^ 1
     const flipped = `v2:${raw.toString("base64")}`
-    for (const stored of [truncated, flipped, "v2:", "v2:!!!not base64!!!", "whsec_secret", legacyEncrypt(KEY, "whsec_secret")]) {
+    for (
+      const stored of [
+        truncated,
+        flipped,
+        "v2:",
+        "v2:!!!not base64!!!",
+        "whsec_secret",
+        legacyEncrypt(KEY, "whsec_secret")
+      ]
+    ) {
       expect(Option.isSome(refusal(cipher.decrypt(stored, slot))), stored).toBe(true)
     }
   })
@@ -77,9 +94,33 @@ describe("upgrading secrets stored before this release", () => {
         yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_old", name: "Old", created_at: now })}`
         yield* sql`INSERT INTO instances ${
           sql.insert([
-            { id: "ins_old", organization_id: "org_old", name: "Old", phone_number_id: "111", waba_id: "222", access_token_encrypted: legacyEncrypt(KEY, "EAAG-old-token"), created_at: now },
-            { id: "ins_none", organization_id: "org_old", name: "None", phone_number_id: "112", waba_id: "222", access_token_encrypted: null, created_at: now },
-            { id: "ins_lost", organization_id: "org_old", name: "Lost", phone_number_id: "113", waba_id: "222", access_token_encrypted: legacyEncrypt(otherKey, "EAAG-lost"), created_at: now }
+            {
+              id: "ins_old",
+              organization_id: "org_old",
+              name: "Old",
+              phone_number_id: "111",
+              waba_id: "222",
+              access_token_encrypted: legacyEncrypt(KEY, "EAAG-old-token"),
+              created_at: now
+            },
+            {
+              id: "ins_none",
+              organization_id: "org_old",
+              name: "None",
+              phone_number_id: "112",
+              waba_id: "222",
+              access_token_encrypted: null,
+              created_at: now
+            },
+            {
+              id: "ins_lost",
+              organization_id: "org_old",
+              name: "Lost",
+              phone_number_id: "113",
+              waba_id: "222",
+              access_token_encrypted: legacyEncrypt(otherKey, "EAAG-lost"),
+              created_at: now
+            }
           ])
         }`
         yield* sql`INSERT INTO webhooks ${
@@ -100,12 +141,23 @@ describe("upgrading secrets stored before this release", () => {
       }).pipe(Effect.provide(database))
 
       const warnings: Array<string> = []
-      const collectWarnings = Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => warnings.push(JSON.stringify(message))))
-      const started = InstancesRepoLive.pipe(Layer.provideMerge(SecretCipher.Default), Layer.provideMerge(database), Layer.provide(collectWarnings))
+      const collectWarnings = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ message }) => warnings.push(JSON.stringify(message)))
+      )
+      const started = InstancesRepoLive.pipe(
+        Layer.provideMerge(SecretCipher.Default),
+        Layer.provideMerge(database),
+        Layer.provide(collectWarnings)
+      )
       const stored = Effect.flatMap(SqlClient.SqlClient, (sql) =>
         Effect.all({
-          instances: sql<{ readonly id: string; readonly access_token_encrypted: string | null }>`SELECT id, access_token_encrypted FROM instances ORDER BY id`,
-          webhook: sql<{ readonly secret_encrypted: string; readonly previous_secret_encrypted: string }>`SELECT secret_encrypted, previous_secret_encrypted FROM webhooks`
+          instances: sql<
+            { readonly id: string; readonly access_token_encrypted: string | null }
+          >`SELECT id, access_token_encrypted FROM instances ORDER BY id`,
+          webhook: sql<
+            { readonly secret_encrypted: string; readonly previous_secret_encrypted: string }
+          >`SELECT secret_encrypted, previous_secret_encrypted FROM webhooks`
         }))
       const first = yield* Effect.gen(function*() {
         const cipher = yield* SecretCipher
@@ -114,8 +166,12 @@ describe("upgrading secrets stored before this release", () => {
         const [webhook] = after.webhook
         expect(webhook?.secret_encrypted).toMatch(/^v2:/)
         expect(webhook?.previous_secret_encrypted).toMatch(/^v2:/)
-        expect(yield* cipher.decrypt(webhook?.secret_encrypted ?? "", SecretSlot.webhookSecret("whk_old"))).toBe("whsec_current")
-        expect(yield* cipher.decrypt(webhook?.previous_secret_encrypted ?? "", SecretSlot.webhookPreviousSecret("whk_old"))).toBe("whsec_previous")
+        expect(yield* cipher.decrypt(webhook?.secret_encrypted ?? "", SecretSlot.webhookSecret("whk_old"))).toBe(
+          "whsec_current"
+        )
+        expect(
+          yield* cipher.decrypt(webhook?.previous_secret_encrypted ?? "", SecretSlot.webhookPreviousSecret("whk_old"))
+        ).toBe("whsec_previous")
         expect(yield* instances.accessToken(InstanceId.make("ins_old"))).toEqual(Option.some("EAAG-old-token"))
         expect(yield* instances.accessToken(InstanceId.make("ins_none"))).toEqual(Option.none())
         return after

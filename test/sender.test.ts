@@ -43,12 +43,16 @@ const send = (sender: Sender, url: string, options: PostOptions = {}) => {
   }).finally(() => deadline.settle())
 }
 
-const post = (sender: Sender, url: string, options: PostOptions = {}) => Effect.promise(() => send(sender, url, options))
+const post = (sender: Sender, url: string, options: PostOptions = {}) =>
+  Effect.promise(() => send(sender, url, options))
 
 /** Waits (on the receiver's close events, within a safety deadline) until it has seen `n` connections close. */
 const untilClosed = (receiver: RawReceiver, n: number) =>
   Effect.promise(() => receiver.whenClosed(n)).pipe(
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error(`${n} connections were not closed`) }),
+    Effect.timeoutFail({
+      duration: Duration.seconds(10),
+      onTimeout: () => new Error(`${n} connections were not closed`)
+    }),
     Effect.orDie
   )
 
@@ -106,7 +110,13 @@ describe("Sender", () => {
       const sender = yield* makeTestSender()
       const url = `http://127.0.0.1:${receiver.port}/in`
       // A caller's own Host, Content-Length, Connection or Transfer-Encoding never reaches the wire.
-      const own = { "content-type": "application/json", Host: "evil.test", "Content-Length": "1", connection: "close", "transfer-encoding": "chunked" }
+      const own = {
+        "content-type": "application/json",
+        Host: "evil.test",
+        "Content-Length": "1",
+        connection: "close",
+        "transfer-encoding": "chunked"
+      }
       expect(yield* post(sender, url, { serverName: "hooks.example", headers: own })).toMatchObject({ status: 200 })
       expect(receiver.requests[0]?.head.split("\r\n").slice(1)).toEqual([
         "host: hooks.example",
@@ -128,7 +138,9 @@ describe("Sender", () => {
         expect(refused instanceof NoAnswer ? refused.message : refused).toBe(message)
       }
       const badHost = yield* post(sender, url, { serverName: "hooks.test\r\nx: 1" })
-      expect(badHost instanceof NoAnswer ? badHost.message : badHost).toBe("the host \"hooks.test\\r\\nx: 1\" cannot be sent")
+      expect(badHost instanceof NoAnswer ? badHost.message : badHost).toBe(
+        "the host \"hooks.test\\r\\nx: 1\" cannot be sent"
+      )
       expect(receiver.bytesReceived()).toBe(before)
       expect(receiver.requests.length).toBe(1)
     }))
@@ -173,11 +185,17 @@ describe("Sender", () => {
       const sender = yield* makeTestSender()
       const url = `http://127.0.0.1:${receiver.port}/`
       const cut = yield* post(sender, url)
-      expect(cut instanceof NoAnswer ? cut.message : cut).toBe("could not be reached: the receiver closed the connection before its answer was complete")
+      expect(cut instanceof NoAnswer ? cut.message : cut).toBe(
+        "could not be reached: the receiver closed the connection before its answer was complete"
+      )
       const garbled = yield* post(sender, url)
-      expect(garbled instanceof NoAnswer ? garbled.message : garbled).toBe("the receiver's answer is malformed: the answer is not HTTP/1.x")
+      expect(garbled instanceof NoAnswer ? garbled.message : garbled).toBe(
+        "the receiver's answer is malformed: the answer is not HTTP/1.x"
+      )
       const spaced = yield* post(sender, url)
-      expect(spaced instanceof NoAnswer ? spaced.message : spaced).toBe("the receiver's answer is malformed: the answer has a malformed header line")
+      expect(spaced instanceof NoAnswer ? spaced.message : spaced).toBe(
+        "the receiver's answer is malformed: the answer has a malformed header line"
+      )
       expect(yield* post(sender, url)).toEqual({ status: 204, retryAfter: null, snippet: "" })
       expect(yield* post(sender, url)).toMatchObject({ status: 200 })
       expect(receiver.requests.map((r) => r.connection)).toEqual([0, 1, 2, 3, 4])
@@ -262,12 +280,19 @@ describe("Sender", () => {
       const receiver = yield* rawReceiver(() => ({ bytes: OK }))
       const one = yield* makeTestSender({ maxPerOrigin: 1 })
       const url = `http://127.0.0.1:${receiver.port}/`
-      yield* Effect.promise(() => Promise.all(Array.from({ length: 10 }, (_, i) => send(one, url, { body: String(i) }))))
-      expect(receiver.requests.map((r) => [r.connection, r.body])).toEqual(Array.from({ length: 10 }, (_, i) => [0, String(i)]))
+      yield* Effect.promise(() =>
+        Promise.all(Array.from({ length: 10 }, (_, i) => send(one, url, { body: String(i) })))
+      )
+      expect(receiver.requests.map((r) => [r.connection, r.body])).toEqual(
+        Array.from({ length: 10 }, (_, i) => [0, String(i)])
+      )
 
       const other = yield* rawReceiver(() => ({ bytes: OK }))
       const three = yield* makeTestSender({ maxPerOrigin: 3 })
-      const answers = yield* Effect.all(Array.from({ length: 40 }, () => post(three, `http://127.0.0.1:${other.port}/`)), { concurrency: "unbounded" })
+      const answers = yield* Effect.all(
+        Array.from({ length: 40 }, () => post(three, `http://127.0.0.1:${other.port}/`)),
+        { concurrency: "unbounded" }
+      )
       expect(answers.every((answer) => !(answer instanceof NoAnswer) && answer.status === 200)).toBe(true)
       expect([other.connections(), other.peakConnections(), other.requests.length]).toEqual([3, 3, 40])
     }))
@@ -319,11 +344,42 @@ const testCertificates = Effect.acquireRelease(
       if (result.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${result.stderr.toString()}`)
     }
     const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Hub Test CA",
-      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
+    run(
+      "req",
+      "-x509",
+      ...ec,
+      "-keyout",
+      "ca.key",
+      "-out",
+      "ca.pem",
+      "-days",
+      "2",
+      "-subj",
+      "/CN=Hub Test CA",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,keyCertSign"
+    )
     run("req", ...ec, "-keyout", "hooks.key", "-out", "hooks.csr", "-subj", "/CN=hooks.test")
     writeFileSync(join(folder, "ext.cnf"), "subjectAltName=DNS:hooks.test\nbasicConstraints=CA:FALSE\n")
-    run("x509", "-req", "-in", "hooks.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "hooks.pem", "-days", "2", "-extfile", "ext.cnf")
+    run(
+      "x509",
+      "-req",
+      "-in",
+      "hooks.csr",
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-out",
+      "hooks.pem",
+      "-days",
+      "2",
+      "-extfile",
+      "ext.cnf"
+    )
     const read = (name: string) => readFileSync(join(folder, name), "utf8")
     return { folder, ca: read("ca.pem"), key: read("hooks.key"), cert: read("hooks.pem") }
   }),
@@ -337,14 +393,23 @@ describe("Sender over TLS", () => {
       const receiver = yield* rawReceiver(() => ({ bytes: OK }), { key: certificates.key, cert: certificates.cert })
       const url = `https://127.0.0.1:${receiver.port}/secure`
       const trusting = yield* makeTestSender({ ca: certificates.ca })
-      expect(yield* post(trusting, url, { serverName: "hooks.test" })).toEqual({ status: 200, retryAfter: null, snippet: "ok" })
+      expect(yield* post(trusting, url, { serverName: "hooks.test" })).toEqual({
+        status: 200,
+        retryAfter: null,
+        snippet: "ok"
+      })
       expect(yield* post(trusting, url, { serverName: "hooks.test" })).toMatchObject({ status: 200 })
-      expect(receiver.requests.map((r) => [r.connection, r.head.split("\r\n")[0]])).toEqual([[0, "POST /secure HTTP/1.1"], [0, "POST /secure HTTP/1.1"]])
+      expect(receiver.requests.map((r) => [r.connection, r.head.split("\r\n")[0]])).toEqual([[
+        0,
+        "POST /secure HTTP/1.1"
+      ], [0, "POST /secure HTTP/1.1"]])
       const before = receiver.bytesReceived()
 
       // A certificate for another name, or from a CA not trusted: refused, and not one byte of the request sent.
       const otherName = yield* post(trusting, url, { serverName: "other.test" })
-      expect(otherName instanceof NoAnswer ? otherName.message : otherName).toMatch(/^could not be reached: .*other\.test/)
+      expect(otherName instanceof NoAnswer ? otherName.message : otherName).toMatch(
+        /^could not be reached: .*other\.test/
+      )
       const untrusting = yield* makeTestSender()
       const untrusted = yield* post(untrusting, url, { serverName: "hooks.test" })
       expect(untrusted instanceof NoAnswer ? untrusted.message : untrusted).toMatch(/^could not be reached: /)

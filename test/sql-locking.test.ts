@@ -5,17 +5,17 @@
  * 8,000 upstream posts answered 500 that way. Checked on the SQL client, on the write batcher, and
  * through the real HTTP server.
  */
-import { expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Metrics } from "../src/Metrics/Metrics.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { WriteBatcher, WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
 import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES, signBody, wamid } from "./support/UpstreamPayloads.js"
-import { Metrics } from "../src/Metrics/Metrics.js"
 
 /** How long the other process keeps the lock once it says it has it. */
 const HOLD_MS = 300
@@ -76,14 +76,22 @@ it.live("a transaction that reads before it writes waits for another connection'
       const outcome = yield* scenario(file, Effect.flatMap(SqlClient.SqlClient, readThenWrite))
       // It began after the other writer committed: it saw that row, and its own came after.
       expect(outcome).toEqual({ seenBefore: 1, rows: ["other", "hub"] })
-    })))
+    })
+  ))
 
 it.live("the write batcher's shared transaction waits the same way", () =>
   inFolder((file) =>
     Effect.gen(function*() {
-      const outcome = yield* scenario(file, Effect.flatMap(Effect.zip(SqlClient.SqlClient, WriteBatcher), ([sql, batcher]) => batcher.run(readThenWrite(sql))))
+      const outcome = yield* scenario(
+        file,
+        Effect.flatMap(
+          Effect.zip(SqlClient.SqlClient, WriteBatcher),
+          ([sql, batcher]) => batcher.run(readThenWrite(sql))
+        )
+      )
       expect(outcome).toEqual({ seenBefore: 1, rows: ["other", "hub"] })
-    })))
+    })
+  ))
 
 const APP_SECRET = "app-secret-for-locking"
 
@@ -105,4 +113,5 @@ it.live("an upstream post that arrives while another connection holds the lock i
       expect(posted.body).toEqual({ changes: 1, accepted: 1, duplicates: 0, unrouted: 0, deliveries: 0, stale: 0 })
       const inbound = yield* hub.request("GET", "/api/messages?direction=inbound", { token: tenant.instanceToken })
       expect(itemsOf(inbound.body).map((m) => m.waMessageId)).toEqual([id])
-    }).pipe(Effect.provide(testHub({ databaseFile: file, appSecret: Option.some(Redacted.make(APP_SECRET)) })))))
+    }).pipe(Effect.provide(testHub({ databaseFile: file, appSecret: Option.some(Redacted.make(APP_SECRET)) })))
+  ))

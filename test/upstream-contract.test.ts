@@ -10,7 +10,14 @@ import { Duration, Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { fileBytes, form, JPEG_HEAD, OGG_HEAD, WEBP_HEAD } from "./support/Files.js"
 import { listMessages, sendMessage, sendsTo, waIdOf } from "./support/Messages.js"
-import { filledPlaceholders, isObject, type JsonObject, type NamedExample, requestExamples, responseExamples } from "./support/MetaReference.js"
+import {
+  filledPlaceholders,
+  isObject,
+  type JsonObject,
+  type NamedExample,
+  requestExamples,
+  responseExamples
+} from "./support/MetaReference.js"
 import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 const objectOf = (example: NamedExample): JsonObject => {
@@ -23,7 +30,9 @@ const objectOf = (example: NamedExample): JsonObject => {
 const examplesBut = (path: string, method: string, left: Readonly<Record<string, string>>) => {
   const all = requestExamples(path, method)
   for (const name of Object.keys(left)) {
-    if (!all.some((e) => e.name === name)) throw new Error(`Meta's document no longer has the example "${name}" of ${method.toUpperCase()} ${path}`)
+    if (!all.some((e) => e.name === name)) {
+      throw new Error(`Meta's document no longer has the example "${name}" of ${method.toUpperCase()} ${path}`)
+    }
   }
   return all.filter((e) => left[e.name] === undefined)
 }
@@ -32,8 +41,10 @@ const SENDS = "/{Version}/{Phone-Number-ID}/messages"
 
 /** Examples of the messages path that are no sends, or that the upstream itself refuses. */
 const notSends: Readonly<Record<string, string>> = {
-  "Send typing indicator and read receipt": "marks a message read (a status, not a send); the hub offers no such endpoint",
-  "Send Reply to List Message": "has `interactive` but no `type`: the upstream reads a missing type as text, so it refuses this example too"
+  "Send typing indicator and read receipt":
+    "marks a message read (a status, not a send); the hub offers no such endpoint",
+  "Send Reply to List Message":
+    "has `interactive` but no `type`: the upstream reads a missing type as text, so it refuses this example too"
 }
 
 /** What the upstream must receive for a send: the example, with the hub's additions the interface names. */
@@ -51,13 +62,22 @@ layer(testHubOnFakeGraph())("Meta's example sends through POST /api/messages", (
         const tenant = yield* seedTenant()
         const body = objectOf(example)
         const sent = yield* sendMessage(tenant.instanceToken, body)
-        expect({ status: sent.status, body: sent.body }).toMatchObject({ status: 200, body: { messaging_product: "whatsapp" } })
+        expect({ status: sent.status, body: sent.body }).toMatchObject({
+          status: 200,
+          body: { messaging_product: "whatsapp" }
+        })
         const received = yield* sendsTo(tenant.phoneNumberId)
         expect(received.map((r) => r.json)).toEqual([upstreamBodyOf(body)])
 
         const listed = itemsOf((yield* listMessages(tenant.instanceToken)).body)
         expect(listed.map((m) => [m.waMessageId, m.type, m.to, m.direction, m.status])).toEqual([
-          [waIdOf(sent.body), typeof body.type === "string" ? body.type : "text", String(body.to).replace(/^\+/, ""), "outbound", "pending"]
+          [
+            waIdOf(sent.body),
+            typeof body.type === "string" ? body.type : "text",
+            String(body.to).replace(/^\+/, ""),
+            "outbound",
+            "pending"
+          ]
         ])
       }))
   }
@@ -69,17 +89,33 @@ layer(testHubOnFakeGraph())("Meta's example sends through POST /api/messages", (
       if (example === undefined) return yield* Effect.dieMessage("Meta's document lost its list reply example")
       const refused = yield* sendMessage(tenant.instanceToken, objectOf(example))
       expect(refused.status).toBe(400)
-      expect(refused.body).toMatchObject({ error: "validation_failed", details: [{ field: "type", message: "is missing" }] })
+      expect(refused.body).toMatchObject({
+        error: "validation_failed",
+        details: [{ field: "type", message: "is missing" }]
+      })
       expect(yield* sendsTo(tenant.phoneNumberId)).toEqual([])
     }))
 
   it.effect("every interactive kind of Meta's document is among its examples sent above", () =>
     Effect.sync(() => {
-      const kinds = new Set(requestExamples(SENDS, "post").flatMap((e) => {
-        const value = objectOf(e)
-        return isObject(value.interactive) && typeof value.interactive.type === "string" ? [value.interactive.type] : []
-      }))
-      expect([...kinds].sort()).toEqual(["button", "catalog_message", "flow", "list", "order_details", "order_status", "product", "product_list"])
+      const kinds = new Set(
+        requestExamples(SENDS, "post").flatMap((e) => {
+          const value = objectOf(e)
+          return isObject(value.interactive) && typeof value.interactive.type === "string"
+            ? [value.interactive.type]
+            : []
+        })
+      )
+      expect([...kinds].sort()).toEqual([
+        "button",
+        "catalog_message",
+        "flow",
+        "list",
+        "order_details",
+        "order_status",
+        "product",
+        "product_list"
+      ])
     }))
 })
 
@@ -108,7 +144,10 @@ layer(testHubOnFakeGraph())("Meta's other example requests through the hub", (it
         const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
         const body = objectOf(example)
-        const updated = yield* hub.request("POST", "/api/phone-numbers/settings", { token: tenant.instanceToken, json: body })
+        const updated = yield* hub.request("POST", "/api/phone-numbers/settings", {
+          token: tenant.instanceToken,
+          json: body
+        })
         expect({ status: updated.status, body: updated.body }).toEqual({ status: 200, body: { success: true } })
         const sent = yield* fake.lastRequest
         expect([sent.method, sent.path, sent.json]).toEqual(["POST", `/v23.0/${tenant.phoneNumberId}/settings`, body])
@@ -135,7 +174,11 @@ layer(testHubOnFakeGraph())("Meta's other example requests through the hub", (it
       })
       expect({ status: answered.status, body: answered.body }).toEqual({ status: 200, body: { success: true } })
       const sent = yield* fake.lastRequest
-      expect([sent.path, sent.json]).toEqual([`/v23.0/${tenant.phoneNumberId}/calls`, { ...accept, action: "pre_accept", call_id: callId }])
+      expect([sent.path, sent.json]).toEqual([`/v23.0/${tenant.phoneNumberId}/calls`, {
+        ...accept,
+        action: "pre_accept",
+        call_id: callId
+      }])
     }))
 
   /** The document's uploads are curl lines (`@/local/path/file.ogg;type=ogg`): the file they name, sent as the form the interface gives. */
@@ -154,18 +197,29 @@ layer(testHubOnFakeGraph())("Meta's other example requests through the hub", (it
         const file = /^@(?<path>[^;]+)/.exec(String(body.file))?.groups?.path ?? ""
         const filename = file.split("/").at(-1) ?? ""
         const kind = uploads[example.name]
-        if (kind === undefined) return yield* Effect.dieMessage(`no file kind for Meta's upload example ${example.name}`)
+        if (kind === undefined) {
+          return yield* Effect.dieMessage(`no file kind for Meta's upload example ${example.name}`)
+        }
         const bytes = fileBytes(kind.head, 2048)
         const uploaded = yield* hub.request("POST", "/media", {
           token: tenant.instanceToken,
-          body: form({ messaging_product: String(body.messaging_product), type: kind.type, file: { bytes, filename, type: kind.type } })
+          body: form({
+            messaging_product: String(body.messaging_product),
+            type: kind.type,
+            file: { bytes, filename, type: kind.type }
+          })
         })
         expect(uploaded.status).toBe(200)
         expect(String(uploaded.body.id)).toMatch(/^\d+$/)
         const sent = yield* fake.lastRequest
         expect(sent.path).toBe(`/v23.0/${tenant.phoneNumberId}/media`)
         const sentFile = sent.form?.file
-        expect({ ...sent.form, file: typeof sentFile === "object" ? { filename: sentFile.filename, type: sentFile.type, size: sentFile.size } : sentFile }).toEqual({
+        expect({
+          ...sent.form,
+          file: typeof sentFile === "object"
+            ? { filename: sentFile.filename, type: sentFile.type, size: sentFile.size }
+            : sentFile
+        }).toEqual({
           messaging_product: "whatsapp",
           type: kind.type,
           file: { filename, type: kind.type, size: bytes.byteLength }
@@ -200,14 +254,22 @@ const passedThrough: ReadonlyArray<PassedThrough> = [
   {
     path: "/{Version}/{Phone-Number-ID}/business_compliance_info",
     method: "get",
-    hub: (t) => ({ method: "GET", path: "/api/analytics/compliance", upstream: `/${t.phoneNumberId}/business_compliance_info` })
+    hub: (t) => ({
+      method: "GET",
+      path: "/api/analytics/compliance",
+      upstream: `/${t.phoneNumberId}/business_compliance_info`
+    })
   },
   {
     path: "/{Version}/{WABA-ID}/phone_numbers",
     method: "get",
     hub: (t) => ({ method: "GET", path: "/phone-numbers/list", upstream: `/${t.wabaId}/phone_numbers` })
   },
-  { path: "/{Version}/{WABA-ID}/flows", method: "get", hub: (t) => ({ method: "GET", path: "/flows", upstream: `/${t.wabaId}/flows` }) },
+  {
+    path: "/{Version}/{WABA-ID}/flows",
+    method: "get",
+    hub: (t) => ({ method: "GET", path: "/flows", upstream: `/${t.wabaId}/flows` })
+  },
   {
     path: "/{Version}/{Flow-ID}/assets",
     method: "get",
@@ -236,14 +298,21 @@ const passedThrough: ReadonlyArray<PassedThrough> = [
   {
     path: "/{Version}/{Phone-Number-ID}/settings",
     method: "post",
-    hub: (t) => ({ method: "POST", path: "/api/phone-numbers/settings", upstream: `/${t.phoneNumberId}/settings`, json: { calling: { status: "disabled" } } })
+    hub: (t) => ({
+      method: "POST",
+      path: "/api/phone-numbers/settings",
+      upstream: `/${t.phoneNumberId}/settings`,
+      json: { calling: { status: "disabled" } }
+    })
   }
 ]
 
 layer(testHubOnFakeGraph())("Meta's example answers back through the hub", (it) => {
   for (const operation of passedThrough) {
     // The read receipt's answer is no send's: that example is no send (see notSends).
-    const answers = responseExamples(operation.path, operation.method).filter((a) => a.name !== "Send typing indicator and read receipt")
+    const answers = responseExamples(operation.path, operation.method).filter((a) =>
+      a.name !== "Send typing indicator and read receipt"
+    )
     it.effect(`${operation.method.toUpperCase()} ${operation.path}: its ${answers.length} example answer(s) reach the caller unchanged`, () =>
       Effect.gen(function*() {
         expect(answers.length).toBeGreaterThan(0)
@@ -253,8 +322,15 @@ layer(testHubOnFakeGraph())("Meta's example answers back through the hub", (it) 
           const tenant = yield* seedTenant()
           const call = operation.hub(tenant)
           yield* fake.respond({ method: call.method, path: call.upstream }, { body: answer.value })
-          const result = yield* hub.request(call.method, call.path, { token: tenant.instanceToken, ...(call.json === undefined ? {} : { json: call.json }) })
-          expect({ example: answer.name, status: result.status, body: JSON.parse(result.text) }).toEqual({ example: answer.name, status: 200, body: answer.value })
+          const result = yield* hub.request(call.method, call.path, {
+            token: tenant.instanceToken,
+            ...(call.json === undefined ? {} : { json: call.json })
+          })
+          expect({ example: answer.name, status: result.status, body: JSON.parse(result.text) }).toEqual({
+            example: answer.name,
+            status: 200,
+            body: answer.value
+          })
         }
       }))
   }

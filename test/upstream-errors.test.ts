@@ -47,12 +47,25 @@ layer(testHub(), { excludeTestServices: true })("the 2026 Graph codes through th
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const upgrade = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { to: "9991310571234", text: { body: "x" } } })
+      const upgrade = yield* hub.request("POST", "/api/messages", {
+        token: tenant.instanceToken,
+        json: { to: "9991310571234", text: { body: "x" } }
+      })
       expect(upgrade.status).toBe(503)
       expect(upgrade.headers.get("retry-after")).toBe("60")
-      expect(upgrade.body).toMatchObject({ statusCode: 503, error: "upstream_maintenance", details: { upstream: { code: 131057 } } })
-      const bsuid = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: { to: "9991310621234", text: { body: "x" } } })
+      expect(upgrade.body).toMatchObject({
+        statusCode: 503,
+        error: "upstream_maintenance",
+        details: { upstream: { code: 131057 } }
+      })
+      const bsuid = yield* hub.request("POST", "/api/messages", {
+        token: tenant.instanceToken,
+        json: { to: "9991310621234", text: { body: "x" } }
+      })
       expect(bsuid.status).toBe(400)
-      expect(bsuid.body).toMatchObject({ error: "recipient_needs_phone_number", details: { upstream: { code: 131062 } } })
+      expect(bsuid.body).toMatchObject({
+        error: "recipient_needs_phone_number",
+        details: { upstream: { code: 131062 } }
+      })
     }))
 })

@@ -8,14 +8,23 @@ import { rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { hubConfigWith } from "../src/Config.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
 import { GraphUpstream } from "../src/Upstream/Graph.js"
 import { Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendVia } from "./support/UpstreamSend.js"
-import { Metrics } from "../src/Metrics/Metrics.js"
 
-const target: UpstreamTarget = { phoneNumberId: "106540352242922", wabaId: "102290129340398", accessToken: Redacted.make("EAAG-instance-token") }
-const textBody = { messaging_product: "whatsapp", to: "+16505551234", type: "text", text: { body: "Does it come in blue?" } }
+const target: UpstreamTarget = {
+  phoneNumberId: "106540352242922",
+  wabaId: "102290129340398",
+  accessToken: Redacted.make("EAAG-instance-token")
+}
+const textBody = {
+  messaging_product: "whatsapp",
+  to: "+16505551234",
+  type: "text",
+  text: { body: "Does it come in blue?" }
+}
 
 const collectText = <E>(stream: Stream.Stream<Uint8Array, E>) =>
   Stream.runFold(stream, "", (text, chunk) => text + new TextDecoder().decode(chunk))
@@ -97,7 +106,12 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
   it.effect("getMedia asks for the media on the instance's number and downloadMedia fetches its URL with the same token", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      const uploaded = yield* upstream.uploadMedia(target, { filename: "a.txt", mimeType: "text/plain", size: 5, content: new Blob(["hello"]) })
+      const uploaded = yield* upstream.uploadMedia(target, {
+        filename: "a.txt",
+        mimeType: "text/plain",
+        size: 5,
+        content: new Blob(["hello"])
+      })
       const info = yield* upstream.getMedia(target, uploaded.id)
       const lookup = yield* fake.lastRequest
       expect(lookup.method).toBe("GET")
@@ -118,7 +132,12 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
   it.effect("template, settings, calls and flow calls use their Graph paths, methods and bodies", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      const template = { name: "order_update", language: "en_US", category: "UTILITY", components: [{ type: "BODY", text: "Hi {{1}}" }] }
+      const template = {
+        name: "order_update",
+        language: "en_US",
+        category: "UTILITY",
+        components: [{ type: "BODY", text: "Hi {{1}}" }]
+      }
       expect(yield* upstream.createTemplate(target, template)).toMatchObject({ status: "PENDING", category: "UTILITY" })
       yield* upstream.getSettings(target, true)
       yield* upstream.updateSettings(target, { storage_configuration: { status: "DEFAULT" } })
@@ -128,18 +147,43 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
       const seen = (yield* fake.requests).map((r) => ({ method: r.method, path: r.path, query: r.query, json: r.json }))
       expect(seen).toEqual([
         { method: "POST", path: "/v23.0/102290129340398/message_templates", query: {}, json: template },
-        { method: "GET", path: "/v23.0/106540352242922/settings", query: { include_sip_credentials: "true" }, json: undefined },
-        { method: "POST", path: "/v23.0/106540352242922/settings", query: {}, json: { storage_configuration: { status: "DEFAULT" } } },
-        { method: "POST", path: "/v23.0/106540352242922/calls", query: {}, json: { messaging_product: "whatsapp", action: "pre_accept", to: "16505551234" } },
+        {
+          method: "GET",
+          path: "/v23.0/106540352242922/settings",
+          query: { include_sip_credentials: "true" },
+          json: undefined
+        },
+        {
+          method: "POST",
+          path: "/v23.0/106540352242922/settings",
+          query: {},
+          json: { storage_configuration: { status: "DEFAULT" } }
+        },
+        {
+          method: "POST",
+          path: "/v23.0/106540352242922/calls",
+          query: {},
+          json: { messaging_product: "whatsapp", action: "pre_accept", to: "16505551234" }
+        },
         { method: "POST", path: "/v23.0/1308927590133477/deprecate", query: {}, json: undefined },
-        { method: "GET", path: "/v23.0/106540352242922/settings", query: { include_sip_credentials: "false" }, json: undefined }
+        {
+          method: "GET",
+          path: "/v23.0/106540352242922/settings",
+          query: { include_sip_credentials: "false" },
+          json: undefined
+        }
       ])
     }))
 
   it.effect("list calls pass the defined query values only, and path segments are URL-encoded", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      yield* upstream.listActivities(target, { limit: "10", since: "2025-01-01", until: undefined, activity_type: "TEMPLATE_CREATED" })
+      yield* upstream.listActivities(target, {
+        limit: "10",
+        since: "2025-01-01",
+        until: undefined,
+        activity_type: "TEMPLATE_CREATED"
+      })
       yield* upstream.listQrCodes(target, { fields: "code,prefilled_message", after: undefined })
       yield* upstream.getQrCode(target, "AB/C D", {})
       yield* upstream.getGroup(target, "120363@g.us")
@@ -164,7 +208,9 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
         `GET /v23.0/102290129340398/message_templates {"limit":"5"}`,
         `GET /v23.0/594425479261596 {}`
       ])
-      for (const request of yield* fake.requests) expect(request.headers.authorization).toBe("Bearer EAAG-instance-token")
+      for (const request of yield* fake.requests) {
+        expect(request.headers.authorization).toBe("Bearer EAAG-instance-token")
+      }
     }))
 
   it.effect("uploadFlowAsset sends file, name, asset_type and messaging_product as multipart", () =>
@@ -174,7 +220,12 @@ layer(testHubOnFakeGraph())("GraphUpstream calls", (it) => {
       const answer = yield* upstream.uploadFlowAsset(target, "1308927590133476", {
         name: "flow.json",
         assetType: "FLOW_JSON",
-        file: { filename: "flow.json", mimeType: "application/json", size: flowJson.length, content: new Blob([flowJson]) }
+        file: {
+          filename: "flow.json",
+          mimeType: "application/json",
+          size: flowJson.length,
+          content: new Blob([flowJson])
+        }
       })
       expect(answer).toEqual({ success: true, validation_errors: [] })
       const request = yield* fake.lastRequest
@@ -202,7 +253,10 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
             type: "OAuthException",
             code: 131030,
             error_subcode: 2655007,
-            error_data: { messaging_product: "whatsapp", details: "Recipient phone number not in allowed list: Add it and try again." },
+            error_data: {
+              messaging_product: "whatsapp",
+              details: "Recipient phone number not in allowed list: Add it and try again."
+            },
             fbtrace_id: "AbCdEfGhIjKlMnOp"
           }
         }
@@ -233,7 +287,9 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
   it.effect("a 2xx answer missing the fields the hub reads is a 502-class upstream error", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      yield* fake.respond({ method: "POST", path: /\/messages$/ }, { body: { messaging_product: "whatsapp", messages: [] } })
+      yield* fake.respond({ method: "POST", path: /\/messages$/ }, {
+        body: { messaging_product: "whatsapp", messages: [] }
+      })
       const error = yield* Effect.flip(sendVia(upstream, target, textBody))
       expect(error).toMatchObject({ kind: "graph", status: 502, code: 0 })
       expect(error.message).toBe("The upstream answered the send with an unexpected body")
@@ -242,16 +298,24 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
   it.effect("a read is retried on 5xx and succeeds when the upstream recovers", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      yield* fake.respond({ method: "GET", path: /\/message_templates$/ }, { status: 500, body: { error: { message: "boom", code: 1 } } }, 2)
+      yield* fake.respond({ method: "GET", path: /\/message_templates$/ }, {
+        status: 500,
+        body: { error: { message: "boom", code: 1 } }
+      }, 2)
       const list = yield* upstream.listTemplates(target, {})
       expect(list).toEqual({ data: [], paging: { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } } })
-      expect((yield* fake.requests).map((r) => r.path)).toEqual(Array(3).fill("/v23.0/102290129340398/message_templates"))
+      expect((yield* fake.requests).map((r) => r.path)).toEqual(
+        Array(3).fill("/v23.0/102290129340398/message_templates")
+      )
     }))
 
   it.effect("a read gives up after three tries and reports the last failure", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      yield* fake.respond({ method: "GET", path: /\/settings$/ }, { status: 503, body: { error: { message: "(#2) Service temporarily unavailable", code: 2 } } }, 5)
+      yield* fake.respond({ method: "GET", path: /\/settings$/ }, {
+        status: 503,
+        body: { error: { message: "(#2) Service temporarily unavailable", code: 2 } }
+      }, 5)
       const error = yield* Effect.flip(upstream.getSettings(target, false))
       expect(error).toMatchObject({ kind: "graph", status: 503, code: 2 })
       expect(yield* fake.requests).toHaveLength(3)
@@ -260,13 +324,19 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
   it.effect("a read is retried on throttling (code 130429) but not on a 4xx parameter error", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      yield* fake.respond({ method: "GET", path: /\/flows$/ }, { status: 400, body: { error: { message: "(#130429) Rate limit hit", code: 130429 } } })
+      yield* fake.respond({ method: "GET", path: /\/flows$/ }, {
+        status: 400,
+        body: { error: { message: "(#130429) Rate limit hit", code: 130429 } }
+      })
       const flows = yield* upstream.listFlows(target, {})
       expect(flows.data).toHaveLength(2)
       expect(yield* fake.requests).toHaveLength(2)
 
       yield* fake.reset
-      yield* fake.respond({ method: "GET", path: /\/flows$/ }, { status: 400, body: { error: { message: "(#100) Invalid parameter", code: 100 } } })
+      yield* fake.respond({ method: "GET", path: /\/flows$/ }, {
+        status: 400,
+        body: { error: { message: "(#100) Invalid parameter", code: 100 } }
+      })
       const error = yield* Effect.flip(upstream.listFlows(target, {}))
       expect(error).toMatchObject({ status: 400, code: 100 })
       expect(yield* fake.requests).toHaveLength(1)
@@ -275,10 +345,15 @@ layer(testHubOnFakeGraph())("GraphUpstream errors and retries", (it) => {
   it.effect("sends, uploads and other writes are never retried, even on 5xx", () =>
     Effect.gen(function*() {
       const { fake, upstream } = yield* setup
-      const failure = { status: 500, body: { error: { message: "(#131000) Something went wrong", code: 131000, is_transient: true } } }
+      const failure = {
+        status: 500,
+        body: { error: { message: "(#131000) Something went wrong", code: 131000, is_transient: true } }
+      }
       yield* fake.respond({ path: /./ }, failure, 10)
       expect(yield* Effect.flip(sendVia(upstream, target, textBody))).toMatchObject({ status: 500, code: 131000 })
-      yield* Effect.flip(upstream.uploadMedia(target, { filename: "a.jpg", mimeType: "image/jpeg", size: 1, content: new Blob(["x"]) }))
+      yield* Effect.flip(
+        upstream.uploadMedia(target, { filename: "a.jpg", mimeType: "image/jpeg", size: 1, content: new Blob(["x"]) })
+      )
       yield* Effect.flip(upstream.createTemplate(target, { name: "x" }))
       yield* Effect.flip(upstream.updateSettings(target, { calling: { status: "ENABLED" } }))
       yield* Effect.flip(upstream.callAction(target, { action: "pre_accept" }))
@@ -323,7 +398,13 @@ const closedPort = () => {
 
 const unreachable = GraphUpstream.pipe(
   Layer.provide(Metrics.Off),
-  Layer.provide(hubConfigWith({ upstream: "graph", graphUrl: `http://127.0.0.1:${closedPort()}/v23.0`, graphRetryBase: Duration.millis(1) }))
+  Layer.provide(
+    hubConfigWith({
+      upstream: "graph",
+      graphUrl: `http://127.0.0.1:${closedPort()}/v23.0`,
+      graphRetryBase: Duration.millis(1)
+    })
+  )
 )
 
 layer(unreachable)("GraphUpstream network failure", (it) => {

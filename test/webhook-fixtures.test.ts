@@ -23,7 +23,9 @@ const fixtures = webhookFixtures()
 
 type Json = JsonObject[string]
 
-const list = (value: Json | undefined): ReadonlyArray<JsonObject> => (Array.isArray(value) ? value.filter(isObject) : [])
+const list = (
+  value: Json | undefined
+): ReadonlyArray<JsonObject> => (Array.isArray(value) ? value.filter(isObject) : [])
 
 /** Every change of a payload, in order. */
 const changesOf = (payload: Json): ReadonlyArray<JsonObject> =>
@@ -33,27 +35,38 @@ const changesOf = (payload: Json): ReadonlyArray<JsonObject> =>
  * The values of message changes (a change without field is a message change, as the hub reads it),
  * with where they came from: a `standby` change carries one one level down.
  */
-const messageValues = (payload: JsonObject): ReadonlyArray<{ readonly value: JsonObject; readonly origin: string | undefined }> =>
-  changesOf(payload).flatMap((c): ReadonlyArray<{ readonly value: JsonObject; readonly origin: string | undefined }> => {
-    if (!isObject(c.value)) return []
-    if (c.field === undefined || c.field === "messages") return [{ value: c.value, origin: undefined }]
-    return c.field === "standby" && isObject(c.value.standby) ? [{ value: c.value.standby, origin: "standby" }] : []
-  })
+const messageValues = (
+  payload: JsonObject
+): ReadonlyArray<{ readonly value: JsonObject; readonly origin: string | undefined }> =>
+  changesOf(payload).flatMap(
+    (c): ReadonlyArray<{ readonly value: JsonObject; readonly origin: string | undefined }> => {
+      if (!isObject(c.value)) return []
+      if (c.field === undefined || c.field === "messages") return [{ value: c.value, origin: undefined }]
+      return c.field === "standby" && isObject(c.value.standby) ? [{ value: c.value.standby, origin: "standby" }] : []
+    }
+  )
 
 const messageStatuses = (payload: JsonObject) => messageValues(payload).flatMap(({ value }) => list(value.statuses))
 
 const inboundMessages = (payload: JsonObject) => messageValues(payload).flatMap(({ value }) => list(value.messages))
 
 /** What the business sent elsewhere, as the records should show it: [waMessageId, to, type, origin]. */
-const echoes = (payload: JsonObject): ReadonlyArray<readonly [string, Json | undefined, string, string]> => [
-  ...messageValues(payload).flatMap(({ value, origin }) => (origin === undefined ? [] : list(value.message_echoes).map((e) => [e, origin] as const))),
-  ...changesOf(payload).flatMap((c) =>
-    (c.field === "smb_message_echoes" || c.field === "message_echoes") && isObject(c.value) ? list(c.value.message_echoes).map((e) => [e, String(c.field)] as const) : []
-  )
-].flatMap(([echo, origin]) => {
-  const sent = isObject(echo.message) ? { ...echo.message, ...echo } : echo
-  return typeof sent.id === "string" ? [[sent.id, sent.to ?? sent.to_user_id, typeof sent.type === "string" ? sent.type : "unknown", origin] as const] : []
-})
+const echoes = (payload: JsonObject): ReadonlyArray<readonly [string, Json | undefined, string, string]> =>
+  [
+    ...messageValues(payload).flatMap((
+      { value, origin }
+    ) => (origin === undefined ? [] : list(value.message_echoes).map((e) => [e, origin] as const))),
+    ...changesOf(payload).flatMap((c) =>
+      (c.field === "smb_message_echoes" || c.field === "message_echoes") && isObject(c.value)
+        ? list(c.value.message_echoes).map((e) => [e, String(c.field)] as const)
+        : []
+    )
+  ].flatMap(([echo, origin]) => {
+    const sent = isObject(echo.message) ? { ...echo.message, ...echo } : echo
+    return typeof sent.id === "string"
+      ? [[sent.id, sent.to ?? sent.to_user_id, typeof sent.type === "string" ? sent.type : "unknown", origin] as const]
+      : []
+  })
 
 /** The history's messages, as the records should show them: [waMessageId, direction, the user, type]. */
 const historyMessages = (payload: JsonObject): ReadonlyArray<readonly [string, string, Json | undefined, string]> =>
@@ -64,7 +77,14 @@ const historyMessages = (payload: JsonObject): ReadonlyArray<readonly [string, s
       list(thread.messages).flatMap((m) => {
         const outbound = m.from === business
         return typeof m.id === "string"
-          ? [[m.id, outbound ? "outbound" : "inbound", outbound ? m.to ?? thread.id : m.from, typeof m.type === "string" ? m.type : "unknown"] as const]
+          ? [
+            [
+              m.id,
+              outbound ? "outbound" : "inbound",
+              outbound ? m.to ?? thread.id : m.from,
+              typeof m.type === "string" ? m.type : "unknown"
+            ] as const
+          ]
           : []
       })
     )
@@ -72,29 +92,46 @@ const historyMessages = (payload: JsonObject): ReadonlyArray<readonly [string, s
 
 const callIds = (payload: JsonObject) =>
   changesOf(payload).filter((c) => c.field === "calls").flatMap((c) =>
-    isObject(c.value) ? [...list(c.value.calls), ...list(c.value.statuses)].flatMap((item) => (typeof item.id === "string" ? [item.id] : [])) : []
+    isObject(c.value)
+      ? [...list(c.value.calls), ...list(c.value.statuses)].flatMap((
+        item
+      ) => (typeof item.id === "string" ? [item.id] : []))
+      : []
   )
 
 /** The record status a status event gives a just-sent message. */
-const RECORD_STATUS: Readonly<Record<string, string>> = { sent: "sent", delivered: "delivered", read: "read", played: "read", failed: "failed" }
+const RECORD_STATUS: Readonly<Record<string, string>> = {
+  sent: "sent",
+  delivered: "delivered",
+  read: "read",
+  played: "read",
+  failed: "failed"
+}
 
 /** The payload with `extra` first among its first entry's changes, keys in their order. */
 const withChangeFirst = (payload: JsonObject, extra: JsonObject): JsonObject =>
-  Object.fromEntries(Object.entries(payload).map(([key, value]) => [
-    key,
-    key === "entry" && Array.isArray(value)
-      ? value.map((entry, i) =>
-        i === 0 && isObject(entry)
-          ? Object.fromEntries(Object.entries(entry).map(([k, v]) => [k, k === "changes" && Array.isArray(v) ? [extra, ...v] : v]))
-          : entry
-      )
-      : value
-  ]))
+  Object.fromEntries(
+    Object.entries(payload).map(([key, value]) => [
+      key,
+      key === "entry" && Array.isArray(value)
+        ? value.map((entry, i) =>
+          i === 0 && isObject(entry)
+            ? Object.fromEntries(
+              Object.entries(entry).map(([k, v]) => [k, k === "changes" && Array.isArray(v) ? [extra, ...v] : v])
+            )
+            : entry
+        )
+        : value
+    ])
+  )
 
 const webhookTo = (tenant: Tenant, url: string) =>
   Effect.gen(function*() {
     const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "fixtures" } })
+    const created = yield* hub.request("POST", "/api/webhooks", {
+      token: tenant.instanceToken,
+      json: { url, name: "fixtures" }
+    })
     expect(created.status).toBe(201)
   })
 
@@ -103,7 +140,11 @@ const sentAs = (tenant: Tenant, id: string, group: boolean) =>
   Effect.gen(function*() {
     const fake = yield* FakeGraph
     yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-      body: { messaging_product: "whatsapp", contacts: [{ input: "16505551234", wa_id: "16505551234" }], messages: [{ id }] }
+      body: {
+        messaging_product: "whatsapp",
+        contacts: [{ input: "16505551234", wa_id: "16505551234" }],
+        messages: [{ id }]
+      }
     })
     const sent = yield* sendMessage(tenant.instanceToken, {
       ...(group ? { recipient_type: "group", to: "120363394320896415@g.us" } : { to: "16505551234" }),
@@ -123,7 +164,10 @@ const post = (body: string) =>
 const deliveredChanges = (request: ReceivedRequest | undefined) => changesOf(JSON.parse(request?.body ?? "null"))
 
 const recordOf = (tenant: Tenant, waMessageId: string) =>
-  Effect.map(listMessages(tenant.instanceToken, `waMessageId=${encodeURIComponent(waMessageId)}`), (listed) => itemsOf(listed.body))
+  Effect.map(
+    listMessages(tenant.instanceToken, `waMessageId=${encodeURIComponent(waMessageId)}`),
+    (listed) => itemsOf(listed.body)
+  )
 
 const checkFixture = (fixture: Fixture) =>
   Effect.gen(function*() {
@@ -143,7 +187,14 @@ const checkFixture = (fixture: Fixture) =>
     const posted = yield* post(JSON.stringify(withChangeFirst(payload, otherChange)))
     const changes = changesOf(payload).length
     expect(posted.status).toBe(200)
-    expect(posted.body).toEqual({ changes: changes + 1, accepted: changes + 1, duplicates: 0, unrouted: 0, deliveries: 2, stale: 0 })
+    expect(posted.body).toEqual({
+      changes: changes + 1,
+      accepted: changes + 1,
+      duplicates: 0,
+      unrouted: 0,
+      deliveries: 2,
+      stale: 0
+    })
 
     // The tenant gets the upstream's envelope as posted, byte for byte once parsed and written
     // again, less the other tenant's change; the other tenant gets only its own.
@@ -155,23 +206,46 @@ const checkFixture = (fixture: Fixture) =>
     // Records: statuses moved the messages they name, inbound messages were recorded, calls too.
     for (const s of statuses) {
       const records = yield* recordOf(tenant, String(s.id))
-      expect(records.map((r) => [r.direction, r.status])).toEqual([["outbound", RECORD_STATUS[String(s.status)] ?? "pending"]])
+      expect(records.map((r) => [r.direction, r.status])).toEqual([[
+        "outbound",
+        RECORD_STATUS[String(s.status)] ?? "pending"
+      ]])
     }
     // A username user's message has no `from`, only `from_user_id` (a BSUID): it is recorded all the same.
-    const inbound = inboundMessages(payload).filter((m) => typeof m.id === "string" && (typeof m.from === "string" || typeof m.from_user_id === "string"))
+    const inbound = inboundMessages(payload).filter((m) =>
+      typeof m.id === "string" && (typeof m.from === "string" || typeof m.from_user_id === "string")
+    )
     for (const m of inbound) {
       const records = yield* recordOf(tenant, String(m.id))
-      expect(records.map((r) => [r.direction, r.type, r.to])).toEqual([["inbound", typeof m.type === "string" ? m.type : "unknown", m.from ?? m.from_user_id]])
+      expect(records.map((r) => [r.direction, r.type, r.to])).toEqual([[
+        "inbound",
+        typeof m.type === "string" ? m.type : "unknown",
+        m.from ?? m.from_user_id
+      ]])
       if (typeof m.from_user_id === "string") expect(records[0]).toMatchObject({ userId: m.from_user_id })
     }
     // Echoes of what the business sent elsewhere and the synchronised history are records too, marked with their origin.
     for (const [id, to, type, origin] of echoes(payload)) {
-      expect((yield* recordOf(tenant, id)).map((r) => [r.direction, r.to, r.type, r.origin])).toEqual([["outbound", to, type, origin]])
+      expect((yield* recordOf(tenant, id)).map((r) => [r.direction, r.to, r.type, r.origin])).toEqual([[
+        "outbound",
+        to,
+        type,
+        origin
+      ]])
     }
     for (const [id, direction, user, type] of historyMessages(payload)) {
-      expect((yield* recordOf(tenant, id)).map((r) => [r.direction, r.to, r.type, r.origin])).toEqual([[direction, user, type, "history"]])
+      expect((yield* recordOf(tenant, id)).map((r) => [r.direction, r.to, r.type, r.origin])).toEqual([[
+        direction,
+        user,
+        type,
+        "history"
+      ]])
     }
-    const recorded = new Set([...inbound.map((m) => m.id), ...echoes(payload).map(([id]) => id), ...historyMessages(payload).map(([id]) => id)])
+    const recorded = new Set([
+      ...inbound.map((m) => m.id),
+      ...echoes(payload).map(([id]) => id),
+      ...historyMessages(payload).map(([id]) => id)
+    ])
     expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + recorded.size)
     // Posted again (the upstream's retry), nothing is recorded twice.
     if (recorded.size > 0) {
@@ -179,17 +253,22 @@ const checkFixture = (fixture: Fixture) =>
       expect(Number((yield* listMessages(tenant.instanceToken)).body.total)).toBe(before + recorded.size)
     }
     const sql = yield* SqlClient.SqlClient
-    const calls = yield* sql<{ readonly call_id: string }>`SELECT call_id FROM calls WHERE instance_id = ${tenant.instanceId} ORDER BY call_id`
+    const calls = yield* sql<
+      { readonly call_id: string }
+    >`SELECT call_id FROM calls WHERE instance_id = ${tenant.instanceId} ORDER BY call_id`
     expect(calls.map((c) => c.call_id)).toEqual([...new Set(callIds(payload))].sort())
   })
 
-layer(testHubOnFakeGraph({ appSecret: Option.some(Redacted.make(APP_SECRET)), webhookAllowPrivate: true }))("webhook payloads written by others", (it) => {
-  it("the fixtures folder and Meta's 16 webhook examples are all here", () => {
-    expect(fixtures.filter((f) => f.name.startsWith("meta/"))).toHaveLength(16)
-    expect(fixtures.filter((f) => !f.name.startsWith("meta/")).length).toBeGreaterThanOrEqual(40)
-  })
+layer(testHubOnFakeGraph({ appSecret: Option.some(Redacted.make(APP_SECRET)), webhookAllowPrivate: true }))(
+  "webhook payloads written by others",
+  (it) => {
+    it("the fixtures folder and Meta's 16 webhook examples are all here", () => {
+      expect(fixtures.filter((f) => f.name.startsWith("meta/"))).toHaveLength(16)
+      expect(fixtures.filter((f) => !f.name.startsWith("meta/")).length).toBeGreaterThanOrEqual(40)
+    })
 
-  for (const fixture of fixtures) {
-    it.scoped(`${fixture.name}: delivered unchanged to its tenant only, records updated`, () => checkFixture(fixture))
+    for (const fixture of fixtures) {
+      it.scoped(`${fixture.name}: delivered unchanged to its tenant only, records updated`, () => checkFixture(fixture))
+    }
   }
-})
+)

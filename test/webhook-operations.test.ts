@@ -3,12 +3,12 @@
  * limit per instance, custom headers, health on the record, recover and test events, and the
  * sandbox's simulated changes.
  */
-import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { Duration, Effect, Option, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
-import { WebhookDeliveries } from "../src/Webhooks/Deliveries.js"
 import { kindsOf, selectChanges } from "../src/Domain/EventKinds.js"
+import { WebhookDeliveries } from "../src/Webhooks/Deliveries.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
 import { addInstance, itemsOf, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
@@ -34,10 +34,14 @@ const post = (payload: unknown) =>
   })
 
 const read = (tenant: Tenant, webhookId: string) =>
-  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })).pipe(Effect.map((r) => r.body))
+  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken }))
+    .pipe(Effect.map((r) => r.body))
 
 const deliveriesOf = (tenant: Tenant, webhookId: string, query = "") =>
-  Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries${query}`, { token: tenant.instanceToken })).pipe(
+  Effect.flatMap(
+    TestHub,
+    (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries${query}`, { token: tenant.instanceToken })
+  ).pipe(
     Effect.map((r) => itemsOf(r.body))
   )
 
@@ -99,7 +103,10 @@ layer(
       // Only the partial delivery carries a body of its own; the others read their event's.
       const bodies = yield* sql<{ readonly webhook_id: string; readonly own: number }>`
         SELECT webhook_id, CASE WHEN body IS NULL THEN 0 ELSE 1 END AS own FROM deliveries WHERE webhook_id IN (${allHook.id}, ${someHook.id})`
-      expect(Object.fromEntries(bodies.map((b) => [b.webhook_id, b.own]))).toEqual({ [allHook.id]: 0, [someHook.id]: 1 })
+      expect(Object.fromEntries(bodies.map((b) => [b.webhook_id, b.own]))).toEqual({
+        [allHook.id]: 0,
+        [someHook.id]: 1
+      })
 
       // An event with only a kind it does not take makes no delivery for the filtered webhook.
       const onlyInbound = envelope([tenant.wabaId, [inboundChange(tenant, { ...META_MESSAGES.location, id: wamid() })]])
@@ -108,8 +115,14 @@ layer(
 
       // A re-send goes through a dispatcher round's lease, which reads the delivery's own body.
       const [partDelivery] = yield* deliveriesOf(tenant, someHook.id)
-      yield* until("the partial delivery succeeded", deliveriesOf(tenant, someHook.id), (d) => d[0]?.status === "succeeded")
-      const resent = yield* hub.request("POST", `/api/webhooks/${someHook.id}/deliveries/${partDelivery?.id}/retry`, { token: tenant.orgToken })
+      yield* until(
+        "the partial delivery succeeded",
+        deliveriesOf(tenant, someHook.id),
+        (d) => d[0]?.status === "succeeded"
+      )
+      const resent = yield* hub.request("POST", `/api/webhooks/${someHook.id}/deliveries/${partDelivery?.id}/retry`, {
+        token: tenant.orgToken
+      })
       expect(resent.status).toBe(200)
       const [, again] = yield* some.waitFor("the re-send", (r) => r.length === 2)
       expect(again?.body).toBe(part?.body)
@@ -128,7 +141,10 @@ layer(
       expect(badKind.body).toMatchObject({ error: "validation_failed", details: [{ field: "event" }] })
 
       // PATCH ["*"] takes everything again.
-      const widened = yield* hub.request("PATCH", `/api/webhooks/${callsHook.id}`, { token: tenant.instanceToken, json: { events: ["*"] } })
+      const widened = yield* hub.request("PATCH", `/api/webhooks/${callsHook.id}`, {
+        token: tenant.instanceToken,
+        json: { events: ["*"] }
+      })
       expect(widened.body).toMatchObject({ events: ["*"] })
       const next = envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "read", nowSeconds()))]])
       expect(yield* post(next)).toMatchObject({ deliveries: 3 })
@@ -143,7 +159,10 @@ layer(
       const other = yield* makeReceiver()
       yield* createWebhook(tenant, { url: naming.url, events: ["standby", "meta_future_field"] })
       yield* createWebhook(tenant, { url: other.url, events: ["statuses"] })
-      const future = { field: "meta_future_field", value: { messaging_product: "whatsapp", metadata: { phone_number_id: tenant.phoneNumberId }, novelty: 1 } }
+      const future = {
+        field: "meta_future_field",
+        value: { messaging_product: "whatsapp", metadata: { phone_number_id: tenant.phoneNumberId }, novelty: 1 }
+      }
       const payload = envelope([tenant.wabaId, [future]])
       expect(yield* post(payload)).toMatchObject({ accepted: 1, deliveries: 1 })
       const [received] = yield* naming.waitFor("the new field's change", (r) => r.length === 1)
@@ -155,15 +174,27 @@ layer(
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const unknown = yield* create(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: ["messages", "no-dash", "Statuses", "x".repeat(65)] })
+      const unknown = yield* create(tenant.instanceToken, {
+        url: "https://example.com/f",
+        name: "f",
+        events: ["messages", "no-dash", "Statuses", "x".repeat(65)]
+      })
       expect(unknown.status).toBe(400)
       expect(itemsOf(unknown.body, "details").map((d) => d.field)).toEqual(["events.1", "events.2", "events.3"])
-      expect(String(itemsOf(unknown.body, "details")[0]?.message)).toContain("must be \"*\" or a webhook field name of the upstream's form")
+      expect(String(itemsOf(unknown.body, "details")[0]?.message)).toContain(
+        "must be \"*\" or a webhook field name of the upstream's form"
+      )
       const empty = yield* create(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: [] })
-      expect(empty.body).toMatchObject({ statusCode: 400, details: [{ field: "events", message: "must name at least one kind (or \"*\" for all)" }] })
+      expect(empty.body).toMatchObject({
+        statusCode: 400,
+        details: [{ field: "events", message: "must name at least one kind (or \"*\" for all)" }]
+      })
       const created = yield* createWebhook(tenant, { url: "https://example.com/f", events: ["*", "calls"] })
       expect(created.body.events).toEqual(["*"])
-      const patched = yield* hub.request("PATCH", `/api/webhooks/${created.id}`, { token: tenant.instanceToken, json: { events: ["Bogus!"] } })
+      const patched = yield* hub.request("PATCH", `/api/webhooks/${created.id}`, {
+        token: tenant.instanceToken,
+        json: { events: ["Bogus!"] }
+      })
       expect(patched.status).toBe(400)
       expect((yield* read(tenant, created.id)).events).toEqual(["*"])
     }))
@@ -173,7 +204,11 @@ layer(
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
       const made = yield* Effect.all(
-        Array.from({ length: 8 }, (_, i) => create(tenant.orgToken, { instance_id: tenant.instanceId, url: `https://example.com/${i}`, name: `n${i}` })),
+        Array.from(
+          { length: 8 },
+          (_, i) =>
+            create(tenant.orgToken, { instance_id: tenant.instanceId, url: `https://example.com/${i}`, name: `n${i}` })
+        ),
         { concurrency: "unbounded" }
       )
       expect(made.map((r) => r.status).sort()).toEqual([201, 201, 201, 201, 409, 409, 409, 409])
@@ -181,7 +216,8 @@ layer(
       expect(refused?.body).toEqual({
         statusCode: 409,
         error: "webhook_limit_reached",
-        message: `instance ${tenant.instanceId} already has 4 webhooks, the most an instance may have (HUB_WEBHOOKS_PER_INSTANCE=4); delete one first`
+        message:
+          `instance ${tenant.instanceId} already has 4 webhooks, the most an instance may have (HUB_WEBHOOKS_PER_INSTANCE=4); delete one first`
       })
       const listed = itemsOf((yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })).body)
       expect(listed.length).toBe(4)
@@ -210,15 +246,22 @@ layer(
       })
       expect(created.status).toBe(201)
       const id = String(created.body.id)
-      const patch = (json: Record<string, unknown>) => hub.request("PATCH", `/api/webhooks/${id}`, { token: tenant.instanceToken, json })
+      const patch = (json: Record<string, unknown>) =>
+        hub.request("PATCH", `/api/webhooks/${id}`, { token: tenant.instanceToken, json })
       // Another path on the same origin keeps them.
-      expect((yield* patch({ url: `${owners.url}/other` })).body).toMatchObject({ headers: { authorization: "[redacted]", "x-tenant": "acme" } })
+      expect((yield* patch({ url: `${owners.url}/other` })).body).toMatchObject({
+        headers: { authorization: "[redacted]", "x-tenant": "acme" }
+      })
       // "[redacted]" cannot carry a secret to another origin: 400 naming it, nothing changed.
       const carried = yield* patch({ url: attacker.url, headers: { authorization: "[redacted]", "x-tenant": "acme" } })
       expect(carried.status).toBe(400)
       expect(carried.body).toMatchObject({
         error: "validation_failed",
-        details: [{ field: "headers.authorization", message: "the url moves to another origin, so no stored value is kept; give its value instead of \"[redacted]\"" }]
+        details: [{
+          field: "headers.authorization",
+          message:
+            "the url moves to another origin, so no stored value is kept; give its value instead of \"[redacted]\""
+        }]
       })
       expect((yield* read(tenant, id)).url).toBe(`${owners.url}/other`)
       // An instance token points it at its own receiver: the secret header is dropped, the plain one kept.
@@ -236,10 +279,19 @@ layer(
       expect(regiven.body).toMatchObject({ headers: { authorization: "[redacted]" } })
       // Credentials in the URL itself are refused, at creation and on PATCH.
       const withCredentials = `${owners.url.replace("http://", "http://user:pa55@")}/hooks`
-      for (const answer of [yield* create(tenant.instanceToken, { url: withCredentials, name: "creds" }), yield* patch({ url: withCredentials })]) {
+      for (
+        const answer of [
+          yield* create(tenant.instanceToken, { url: withCredentials, name: "creds" }),
+          yield* patch({ url: withCredentials })
+        ]
+      ) {
         expect(answer.status).toBe(400)
         expect(answer.body).toMatchObject({
-          details: [{ field: "url", message: "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization" }]
+          details: [{
+            field: "url",
+            message:
+              "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
+          }]
         })
       }
     }))
@@ -264,7 +316,11 @@ layer(
       const payload = envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]])
       yield* post(payload)
       const [request] = yield* receiver.waitFor("the delivery", (r) => r.length === 1)
-      expect(request?.headers).toMatchObject({ authorization: "Bearer s3cret-value", "x-tenant": "acme", "x-api-key": "key-4711" })
+      expect(request?.headers).toMatchObject({
+        authorization: "Bearer s3cret-value",
+        "x-tenant": "acme",
+        "x-api-key": "key-4711"
+      })
       expect(request?.headers["content-type"]).toBe("application/json")
       expect(verify(hook.secret, request)).toEqual(payload)
 
@@ -284,7 +340,17 @@ layer(
       expect(denied.status).toBe(400)
       expect(denied.body).toMatchObject({ error: "validation_failed", details: [{ field: "headers" }] })
       const message = String(itemsOf(denied.body, "details")[0]?.message)
-      for (const part of ["header host", "header content-length", "header webhook-signature", "header proxy-authorization", "\"bad name\"", "x-injected", "x-nul"]) {
+      for (
+        const part of [
+          "header host",
+          "header content-length",
+          "header webhook-signature",
+          "header proxy-authorization",
+          "\"bad name\"",
+          "x-injected",
+          "x-nul"
+        ]
+      ) {
         expect(message).toContain(part)
       }
       const tooMany = yield* create(tenant.instanceToken, {
@@ -292,8 +358,15 @@ layer(
         name: "many",
         headers: Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`x-h${i}`, "v"]))
       })
-      expect(tooMany.body).toMatchObject({ statusCode: 400, details: [{ field: "headers", message: "at most 10 headers" }] })
-      const twice = yield* create(tenant.instanceToken, { url: receiver.url, name: "twice", headers: { "X-A": "1", "x-a": "2" } })
+      expect(tooMany.body).toMatchObject({
+        statusCode: 400,
+        details: [{ field: "headers", message: "at most 10 headers" }]
+      })
+      const twice = yield* create(tenant.instanceToken, {
+        url: receiver.url,
+        name: "twice",
+        headers: { "X-A": "1", "x-a": "2" }
+      })
       expect(String(itemsOf(twice.body, "details")[0]?.message)).toBe("header x-a is given twice")
 
       // A secret given back as "[redacted]" keeps its stored value; the rest is replaced as given.
@@ -309,7 +382,10 @@ layer(
       // A placeholder for a secret the webhook does not have is refused, and nothing changes.
       const nothingToKeep = yield* patchHeaders({ authorization: "[redacted]", "x-api-key": "[redacted]" })
       expect(nothingToKeep.status).toBe(400)
-      expect(nothingToKeep.body).toMatchObject({ error: "validation_failed", details: [{ field: "headers.x-api-key" }] })
+      expect(nothingToKeep.body).toMatchObject({
+        error: "validation_failed",
+        details: [{ field: "headers.x-api-key" }]
+      })
       expect((yield* read(tenant, hook.id)).headers).toEqual({ authorization: "[redacted]", "x-tenant": "globex" })
 
       // PATCH replaces them all: {} removes them.
@@ -327,13 +403,25 @@ layer(
       let healthy = false
       const receiver = yield* makeReceiver(() => (healthy ? { status: 200 } : { status: 500 }))
       const hook = yield* createWebhook(tenant, { url: receiver.url })
-      expect(hook.body).toMatchObject({ failing_since: null, last_success_at: null, deliveries_24h: { succeeded: 0, failed: 0, dead: 0 } })
+      expect(hook.body).toMatchObject({
+        failing_since: null,
+        last_success_at: null,
+        deliveries_24h: { succeeded: 0, failed: 0, dead: 0 }
+      })
 
       yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
       // Two attempts (one retry in the schedule): the delivery is dead, the webhook failing.
       yield* until("the delivery died", deliveriesOf(tenant, hook.id), (d) => d[0]?.status === "dead")
-      const failing = yield* until("the failure counted", read(tenant, hook.id), (w) => JSON.stringify(w.deliveries_24h) === JSON.stringify({ succeeded: 0, failed: 1, dead: 1 }))
-      expect(failing).toMatchObject({ failing_since: expect.any(String), last_success_at: null, queued: { pending: 0, failed: 0 } })
+      const failing = yield* until(
+        "the failure counted",
+        read(tenant, hook.id),
+        (w) => JSON.stringify(w.deliveries_24h) === JSON.stringify({ succeeded: 0, failed: 1, dead: 1 })
+      )
+      expect(failing).toMatchObject({
+        failing_since: expect.any(String),
+        last_success_at: null,
+        queued: { pending: 0, failed: 0 }
+      })
       const attemptsLog = (yield* deliveriesOf(tenant, hook.id))[0]?.attempt_log
       expect(Array.isArray(attemptsLog) ? attemptsLog.length : 0).toBe(2)
 
@@ -343,14 +431,23 @@ layer(
       expect(recovered).toMatchObject({ failing_since: null, deliveries_24h: { succeeded: 1, failed: 1, dead: 1 } })
       const [succeeded] = yield* deliveriesOf(tenant, hook.id)
       const log = Array.isArray(succeeded?.attempt_log) ? succeeded.attempt_log : []
-      expect(recovered.last_success_at).toBe(new Date(Date.parse(String(log[0]?.started_at)) + Number(log[0]?.latency_ms)).toISOString())
+      expect(recovered.last_success_at).toBe(
+        new Date(Date.parse(String(log[0]?.started_at)) + Number(log[0]?.latency_ms)).toISOString()
+      )
 
       // A retry scheduled an hour away is queued.
       const later = yield* makeReceiver(() => ({ status: 503, headers: { "retry-after": "3600" } }))
       const waiting = yield* createWebhook(tenant, { url: later.url })
       yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
-      const queued = yield* until("the retry queued", read(tenant, waiting.id), (w) => JSON.stringify(w.queued) === JSON.stringify({ pending: 0, failed: 1 }))
-      expect(queued).toMatchObject({ deliveries_24h: { succeeded: 0, failed: 1, dead: 0 }, failing_since: expect.any(String) })
+      const queued = yield* until(
+        "the retry queued",
+        read(tenant, waiting.id),
+        (w) => JSON.stringify(w.queued) === JSON.stringify({ pending: 0, failed: 1 })
+      )
+      expect(queued).toMatchObject({
+        deliveries_24h: { succeeded: 0, failed: 1, dead: 0 },
+        failing_since: expect.any(String)
+      })
     }))
 
   it.scoped("recover after a receiver comes back delivers every dead delivery once more, with its original webhook-id; a repeat queues nothing", () =>
@@ -361,12 +458,19 @@ layer(
       const receiver = yield* makeReceiver(() => (up ? { status: 200 } : { status: 500 }))
       const hook = yield* createWebhook(tenant, { url: receiver.url })
       const since = new Date(Date.now() - 1000).toISOString()
-      for (let i = 0; i < 3; i++) yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
-      const dead = yield* until("three dead deliveries", deliveriesOf(tenant, hook.id, "?status=dead"), (d) => d.length === 3)
+      for (let i = 0; i < 3; i++) {
+        yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
+      }
+      const dead = yield* until(
+        "three dead deliveries",
+        deliveriesOf(tenant, hook.id, "?status=dead"),
+        (d) => d.length === 3
+      )
       expect(receiver.requests.length).toBe(6)
 
       up = true
-      const recover = (json: Record<string, unknown>) => hub.request("POST", `/api/webhooks/${hook.id}/recover`, { token: tenant.orgToken, json })
+      const recover = (json: Record<string, unknown>) =>
+        hub.request("POST", `/api/webhooks/${hook.id}/recover`, { token: tenant.orgToken, json })
       const recovered = yield* recover({ since })
       expect(recovered.status).toBe(200)
       expect(recovered.body).toMatchObject({ requeued: 3, more: false, since })
@@ -375,15 +479,25 @@ layer(
       yield* receiver.waitFor("three more", (r) => r.length === 9)
       const again = receiver.requests.slice(6).map((r) => r.headers["webhook-id"]).sort()
       expect(again).toEqual(dead.map((d) => String(d.message_id)).sort())
-      const settled = yield* until("all succeeded", deliveriesOf(tenant, hook.id), (d) => d.length === 3 && d.every((x) => x.status === "succeeded"))
+      const settled = yield* until(
+        "all succeeded",
+        deliveriesOf(tenant, hook.id),
+        (d) => d.length === 3 && d.every((x) => x.status === "succeeded")
+      )
       expect(settled.map((d) => d.attempts)).toEqual([3, 3, 3])
       expect((yield* recover({ since })).body).toMatchObject({ requeued: 0 })
       expect(receiver.requests.length).toBe(9)
 
       // A window before the deliveries holds none; bad windows and inactive webhooks are refused.
-      expect((yield* recover({ since: "2020-01-01", until: "2020-01-02" })).body).toMatchObject({ requeued: 0, until: "2020-01-02T00:00:00.000Z" })
+      expect((yield* recover({ since: "2020-01-01", until: "2020-01-02" })).body).toMatchObject({
+        requeued: 0,
+        until: "2020-01-02T00:00:00.000Z"
+      })
       const backwards = yield* recover({ since, until: "2020-01-01" })
-      expect(backwards.body).toMatchObject({ statusCode: 400, details: [{ field: "until", message: "must be after since" }] })
+      expect(backwards.body).toMatchObject({
+        statusCode: 400,
+        details: [{ field: "until", message: "must be after since" }]
+      })
       const missing = yield* recover({})
       expect(missing.body).toMatchObject({ statusCode: 400, details: [{ field: "since", message: "is missing" }] })
       yield* hub.request("PATCH", `/api/webhooks/${hook.id}`, { token: tenant.orgToken, json: { active: false } })
@@ -396,16 +510,24 @@ layer(
       const tenant = yield* seedTenant()
       const receiver = yield* makeReceiver(() => ({ status: 500 }))
       const hook = yield* createWebhook(tenant, { url: receiver.url })
-      for (let i = 0; i < 3; i++) yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
+      for (let i = 0; i < 3; i++) {
+        yield* post(envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", nowSeconds()))]]))
+      }
       yield* until("three dead deliveries", deliveriesOf(tenant, hook.id, "?status=dead"), (d) => d.length === 3)
       yield* receiver.waitFor("six attempts", (r) => r.length === 6)
       const window = { since: "2020-01-01T00:00:00.000Z", until: new Date(Date.now() + 60_000).toISOString() }
       // Taken in a fresh hub-less moment: the dispatcher may attempt them again, which only makes them dead once more.
-      expect(yield* deliveries.recover(hook.id, window, new Date().toISOString(), 2)).toEqual({ requeued: 2, more: true })
+      expect(yield* deliveries.recover(hook.id, window, new Date().toISOString(), 2)).toEqual({
+        requeued: 2,
+        more: true
+      })
       // The third is still dead; a re-send queues it due from its creation, as recover does (read before the dispatcher wakes).
       const [left] = yield* deliveriesOf(tenant, hook.id, "?status=dead")
-      const resent = yield* Effect.flatMap(TestHub, (hub) =>
-        hub.request("POST", `/api/webhooks/${hook.id}/deliveries/${left?.id}/retry`, { token: tenant.instanceToken }))
+      const resent = yield* Effect.flatMap(
+        TestHub,
+        (hub) =>
+          hub.request("POST", `/api/webhooks/${hook.id}/deliveries/${left?.id}/retry`, { token: tenant.instanceToken })
+      )
       expect(resent.body).toMatchObject({ status: "pending", next_attempt_at: left?.created_at, attempts: 2 })
     }))
 
@@ -415,7 +537,8 @@ layer(
       const tenant = yield* seedTenant()
       const receiver = yield* makeReceiver()
       const hook = yield* createWebhook(tenant, { url: receiver.url, events: ["calls"] })
-      const test = (headers: Record<string, string> = {}) => hub.request("POST", `/api/webhooks/${hook.id}/test`, { token: tenant.instanceToken, headers })
+      const test = (headers: Record<string, string> = {}) =>
+        hub.request("POST", `/api/webhooks/${hook.id}/test`, { token: tenant.instanceToken, headers })
 
       const first = yield* test({ "idempotency-key": "k-1" })
       expect(first.status).toBe(200)
@@ -455,7 +578,10 @@ layer(
       expect((yield* deliveriesOf(tenant, hook.id)).map((d) => d.id)).toEqual([first.body.id])
 
       yield* hub.request("PATCH", `/api/webhooks/${hook.id}`, { token: tenant.orgToken, json: { active: false } })
-      expect((yield* test({ "idempotency-key": "k-2" })).body).toMatchObject({ statusCode: 409, error: "webhook_inactive" })
+      expect((yield* test({ "idempotency-key": "k-2" })).body).toMatchObject({
+        statusCode: 409,
+        error: "webhook_inactive"
+      })
     }))
 
   it.scoped("a test to a failing receiver answers the failed attempt and its scheduled retry", () =>
@@ -466,7 +592,12 @@ layer(
       const hook = yield* createWebhook(tenant, { url: receiver.url })
       const answer = yield* hub.request("POST", `/api/webhooks/${hook.id}/test`, { token: tenant.orgToken })
       expect(answer.status).toBe(200)
-      expect(answer.body).toMatchObject({ status: "failed", attempts: 1, last_status_code: 503, last_error: "the receiver answered 503" })
+      expect(answer.body).toMatchObject({
+        status: "failed",
+        attempts: 1,
+        last_status_code: 503,
+        last_error: "the receiver answered 503"
+      })
       expect(itemsOf(answer.body, "attempt_log")).toMatchObject([{ status_code: 503, response_snippet: "down" }])
       expect(Date.parse(String(answer.body.next_attempt_at))).toBeGreaterThan(Date.now() + 3000_000)
     }))
@@ -480,7 +611,10 @@ layer(
       const simulate = (json: unknown) => hub.request("POST", "/sandbox/changes", { token: tenant.instanceToken, json })
       const answer = yield* simulate({
         changes: [
-          { field: "message_template_status_update", value: { event: "APPROVED", message_template_id: 1234, message_template_name: "order_ready" } },
+          {
+            field: "message_template_status_update",
+            value: { event: "APPROVED", message_template_id: 1234, message_template_name: "order_ready" }
+          },
           { field: "account_update", value: { event: "VERIFIED_ACCOUNT" } },
           // A metadata naming another number is replaced: the change is for this instance only.
           { field: "message_template_status_update", value: { event: "REJECTED", metadata: { phone_number_id: "1" } } }
@@ -497,9 +631,18 @@ layer(
           changes: [
             {
               field: "message_template_status_update",
-              value: { messaging_product: "whatsapp", event: "APPROVED", message_template_id: 1234, message_template_name: "order_ready", metadata }
+              value: {
+                messaging_product: "whatsapp",
+                event: "APPROVED",
+                message_template_id: 1234,
+                message_template_name: "order_ready",
+                metadata
+              }
             },
-            { field: "message_template_status_update", value: { messaging_product: "whatsapp", event: "REJECTED", metadata } }
+            {
+              field: "message_template_status_update",
+              value: { messaging_product: "whatsapp", event: "REJECTED", metadata }
+            }
           ]
         }]
       })
@@ -511,25 +654,45 @@ layer(
     Effect.gen(function*() {
       const hub = yield* TestHub
       const document = (yield* hub.request("GET", "/openapi.json")).text
-      for (const path of ["/api/deliveries", "/api/webhooks/{id}/recover", "/api/webhooks/{id}/test", "/sandbox/changes"]) {
+      for (
+        const path of ["/api/deliveries", "/api/webhooks/{id}/recover", "/api/webhooks/{id}/test", "/sandbox/changes"]
+      ) {
         expect(document).toContain(`"${path}"`)
       }
-      for (const field of ["last_success_at", "failing_since", "deliveries_24h", "gone_410", "total_capped", "hub.test", "webhook_limit_reached"]) {
+      for (
+        const field of [
+          "last_success_at",
+          "failing_since",
+          "deliveries_24h",
+          "gone_410",
+          "total_capped",
+          "hub.test",
+          "webhook_limit_reached"
+        ]
+      ) {
         expect(document).toContain(field)
       }
     }))
 })
 
-layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(3))) }), { excludeTestServices: true })(
+layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(3))) }), {
+  excludeTestServices: true
+})(
   "outside the sandbox",
   (it) => {
     it.effect("simulated changes exist only in sandbox mode", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
         const tenant = yield* seedTenant()
-        const answer = yield* hub.request("POST", "/sandbox/changes", { token: tenant.instanceToken, json: { changes: [{ field: "account_update" }] } })
+        const answer = yield* hub.request("POST", "/sandbox/changes", {
+          token: tenant.instanceToken,
+          json: { changes: [{ field: "account_update" }] }
+        })
         expect(answer.status).toBe(404)
-        expect(answer.body).toMatchObject({ error: "route_not_found", message: "POST /sandbox/changes exists only in sandbox mode (HUB_UPSTREAM=sandbox)" })
+        expect(answer.body).toMatchObject({
+          error: "route_not_found",
+          message: "POST /sandbox/changes exists only in sandbox mode (HUB_UPSTREAM=sandbox)"
+        })
       }))
   }
 )

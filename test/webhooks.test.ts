@@ -1,14 +1,14 @@
-import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { padded, powerOfTwoChunks } from "../src/Sql/StatementShapes.js"
-import { AddressRefused, HostResolver, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { classifyAddress } from "../src/Net/AddressRanges.js"
-import { addInstance, seedTenant, TestHub, testHub, itemsOf } from "./support/TestHub.js"
-import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
+import { AddressRefused, type HostLookup, HostResolver, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
+import { padded, powerOfTwoChunks } from "../src/Sql/StatementShapes.js"
 import { engines } from "./support/Databases.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
+import { addInstance, itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const RECORD_KEYS = [
   "active",
@@ -31,227 +31,316 @@ const RECORD_KEYS = [
 const createWebhook = (token: string, json: Record<string, unknown>) =>
   Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/webhooks", { token, json }))
 
-for (const engine of engines) layer(testHub({ engine }), { excludeTestServices: true })(`webhooks API (${engine})`, (it) => {
-  it.effect("create answers 201 with the record and a whsec_ secret shown only once, stored encrypted", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const sql = yield* SqlClient.SqlClient
-      const tenant = yield* seedTenant()
-      const created = yield* createWebhook(tenant.orgToken, {
-        instance_id: tenant.instanceId,
-        url: "https://example.com/hooks/wa",
-        name: "orders"
-      })
-      expect(created.status).toBe(201)
-      expect(Object.keys(created.body).sort()).toEqual([...RECORD_KEYS, "secret"].sort())
-      expect(created.body).toMatchObject({
-        instance_id: tenant.instanceId,
-        url: "https://example.com/hooks/wa",
-        name: "orders",
-        active: true,
-        events: ["*"],
-        headers: {},
-        disabled_reason: null,
-        failing_since: null,
-        last_success_at: null,
-        deliveries_24h: { succeeded: 0, failed: 0, dead: 0 },
-        queued: { pending: 0, failed: 0 }
-      })
-      expect(String(created.body.id)).toMatch(/^whk_/)
-      const secret = String(created.body.secret)
-      expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
-      expect(Buffer.from(secret.slice(6), "base64").length).toBe(24)
-      expect(created.body.created_at).toBe(created.body.updated_at)
+for (const engine of engines) {
+  layer(testHub({ engine }), { excludeTestServices: true })(`webhooks API (${engine})`, (it) => {
+    it.effect("create answers 201 with the record and a whsec_ secret shown only once, stored encrypted", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        const created = yield* createWebhook(tenant.orgToken, {
+          instance_id: tenant.instanceId,
+          url: "https://example.com/hooks/wa",
+          name: "orders"
+        })
+        expect(created.status).toBe(201)
+        expect(Object.keys(created.body).sort()).toEqual([...RECORD_KEYS, "secret"].sort())
+        expect(created.body).toMatchObject({
+          instance_id: tenant.instanceId,
+          url: "https://example.com/hooks/wa",
+          name: "orders",
+          active: true,
+          events: ["*"],
+          headers: {},
+          disabled_reason: null,
+          failing_since: null,
+          last_success_at: null,
+          deliveries_24h: { succeeded: 0, failed: 0, dead: 0 },
+          queued: { pending: 0, failed: 0 }
+        })
+        expect(String(created.body.id)).toMatch(/^whk_/)
+        const secret = String(created.body.secret)
+        expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
+        expect(Buffer.from(secret.slice(6), "base64").length).toBe(24)
+        expect(created.body.created_at).toBe(created.body.updated_at)
 
-      const read = yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
-      expect(read.status).toBe(200)
-      expect(Object.keys(read.body).sort()).toEqual(RECORD_KEYS)
-      const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
-      expect(listed.body.data).toEqual([read.body])
-      expect(listed.text).not.toContain(secret)
-      const stored = JSON.stringify(yield* sql`SELECT * FROM webhooks`)
-      expect(stored).not.toContain(secret)
-      expect(stored).not.toContain(secret.slice(6))
-    }))
+        const read = yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
+        expect(read.status).toBe(200)
+        expect(Object.keys(read.body).sort()).toEqual(RECORD_KEYS)
+        const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+        expect(listed.body.data).toEqual([read.body])
+        expect(listed.text).not.toContain(secret)
+        const stored = JSON.stringify(yield* sql`SELECT * FROM webhooks`)
+        expect(stored).not.toContain(secret)
+        expect(stored).not.toContain(secret.slice(6))
+      }))
 
-  it.effect("instance tokens act for their own instance; organization tokens must name one of theirs", () =>
-    Effect.gen(function*() {
-      const tenant = yield* seedTenant()
-      const other = yield* seedTenant()
-      const byInstance = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/a", name: "a" })
-      expect(byInstance.status).toBe(201)
-      expect(byInstance.body.instance_id).toBe(tenant.instanceId)
-      const explicit = yield* createWebhook(tenant.instanceToken, { instance_id: tenant.instanceId, url: "https://example.com/b", name: "b" })
-      expect(explicit.status).toBe(201)
+    it.effect("instance tokens act for their own instance; organization tokens must name one of theirs", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const other = yield* seedTenant()
+        const byInstance = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/a", name: "a" })
+        expect(byInstance.status).toBe(201)
+        expect(byInstance.body.instance_id).toBe(tenant.instanceId)
+        const explicit = yield* createWebhook(tenant.instanceToken, {
+          instance_id: tenant.instanceId,
+          url: "https://example.com/b",
+          name: "b"
+        })
+        expect(explicit.status).toBe(201)
 
-      const sibling = yield* addInstance(tenant)
-      const foreign = yield* createWebhook(tenant.instanceToken, { instance_id: sibling.instanceId, url: "https://example.com/c", name: "c" })
-      expect(foreign.status).toBe(403)
-      expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
+        const sibling = yield* addInstance(tenant)
+        const foreign = yield* createWebhook(tenant.instanceToken, {
+          instance_id: sibling.instanceId,
+          url: "https://example.com/c",
+          name: "c"
+        })
+        expect(foreign.status).toBe(403)
+        expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
 
-      const unnamed = yield* createWebhook(tenant.orgToken, { url: "https://example.com/d", name: "d" })
-      expect(unnamed.status).toBe(400)
-      expect(unnamed.body).toMatchObject({ statusCode: 400, error: "instance_required" })
-      const theirs = yield* createWebhook(tenant.orgToken, { instance_id: other.instanceId, url: "https://example.com/e", name: "e" })
-      expect(theirs.status).toBe(404)
-      expect(theirs.body).toEqual({ statusCode: 404, message: `instance_id ${other.instanceId} was not found`, error: "not_found" })
-      const toSibling = yield* createWebhook(tenant.orgToken, { instance_id: sibling.instanceId, url: "https://example.com/f", name: "f" })
-      expect(toSibling.status).toBe(201)
+        const unnamed = yield* createWebhook(tenant.orgToken, { url: "https://example.com/d", name: "d" })
+        expect(unnamed.status).toBe(400)
+        expect(unnamed.body).toMatchObject({ statusCode: 400, error: "instance_required" })
+        const theirs = yield* createWebhook(tenant.orgToken, {
+          instance_id: other.instanceId,
+          url: "https://example.com/e",
+          name: "e"
+        })
+        expect(theirs.status).toBe(404)
+        expect(theirs.body).toEqual({
+          statusCode: 404,
+          message: `instance_id ${other.instanceId} was not found`,
+          error: "not_found"
+        })
+        const toSibling = yield* createWebhook(tenant.orgToken, {
+          instance_id: sibling.instanceId,
+          url: "https://example.com/f",
+          name: "f"
+        })
+        expect(toSibling.status).toBe(201)
 
-      const bySession = yield* createWebhook(tenant.sessionToken, { instance_id: tenant.instanceId, url: "https://example.com/g", name: "g" })
-      expect(bySession.status).toBe(403)
-      expect(bySession.body).toMatchObject({ error: "forbidden_token_kind" })
-    }))
+        const bySession = yield* createWebhook(tenant.sessionToken, {
+          instance_id: tenant.instanceId,
+          url: "https://example.com/g",
+          name: "g"
+        })
+        expect(bySession.status).toBe(403)
+        expect(bySession.body).toMatchObject({ error: "forbidden_token_kind" })
+      }))
 
-  it.effect("listing: an organization sees all its instances' webhooks (instance_id filters), an instance only its own", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const sibling = yield* addInstance(tenant)
-      const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
-      const theirs = yield* createWebhook(sibling.instanceToken, { url: "https://example.com/theirs", name: "theirs" })
-      const ids = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((w) => String(w.id))
+    it.effect("listing: an organization sees all its instances' webhooks (instance_id filters), an instance only its own", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const sibling = yield* addInstance(tenant)
+        const mine = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/mine", name: "mine" })
+        const theirs = yield* createWebhook(sibling.instanceToken, {
+          url: "https://example.com/theirs",
+          name: "theirs"
+        })
+        const ids = (body: Readonly<Record<string, unknown>>) => itemsOf(body).map((w) => String(w.id))
 
-      const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
-      expect(ids(all.body).sort()).toEqual([mine.body.id, theirs.body.id].sort())
-      const filtered = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.orgToken })
-      expect(ids(filtered.body)).toEqual([theirs.body.id])
-      const own = yield* hub.request("GET", "/api/webhooks", { token: tenant.instanceToken })
-      expect(ids(own.body)).toEqual([mine.body.id])
-      const naming = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, { token: tenant.instanceToken })
-      expect(naming.status).toBe(403)
-      const stranger = yield* seedTenant()
-      const strangers = yield* hub.request("GET", `/api/webhooks?instance_id=${tenant.instanceId}`, { token: stranger.orgToken })
-      expect(strangers.status).toBe(404)
-    }))
+        const all = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+        expect(ids(all.body).sort()).toEqual([mine.body.id, theirs.body.id].sort())
+        const filtered = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, {
+          token: tenant.orgToken
+        })
+        expect(ids(filtered.body)).toEqual([theirs.body.id])
+        const own = yield* hub.request("GET", "/api/webhooks", { token: tenant.instanceToken })
+        expect(ids(own.body)).toEqual([mine.body.id])
+        const naming = yield* hub.request("GET", `/api/webhooks?instance_id=${sibling.instanceId}`, {
+          token: tenant.instanceToken
+        })
+        expect(naming.status).toBe(403)
+        const stranger = yield* seedTenant()
+        const strangers = yield* hub.request("GET", `/api/webhooks?instance_id=${tenant.instanceId}`, {
+          token: stranger.orgToken
+        })
+        expect(strangers.status).toBe(404)
+      }))
 
-  it.effect("another tenant's or another instance's webhook is 404 on every route", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const sibling = yield* addInstance(tenant)
-      const stranger = yield* seedTenant()
-      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/x", name: "x" })
-      const id = String(created.body.id)
-      const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
-        ["GET", `/api/webhooks/${id}`],
-        ["PATCH", `/api/webhooks/${id}`, { name: "stolen" }],
-        ["DELETE", `/api/webhooks/${id}`],
-        ["GET", `/api/webhooks/${id}/deliveries`],
-        ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
-        ["POST", `/api/webhooks/${id}/rotate-secret`],
-        ["POST", `/api/webhooks/${id}/recover`, { since: "2026-01-01" }],
-        ["POST", `/api/webhooks/${id}/test`]
-      ]
-      for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
-        for (const [method, path, json] of routes) {
-          const answer = yield* hub.request(method, path, { token, ...(json === undefined ? {} : { json }) })
-          expect(answer.status, `${method} ${path}`).toBe(404)
-          expect(answer.body).toEqual({ statusCode: 404, message: `webhook ${id} was not found`, error: "not_found" })
+    it.effect("another tenant's or another instance's webhook is 404 on every route", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const sibling = yield* addInstance(tenant)
+        const stranger = yield* seedTenant()
+        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/x", name: "x" })
+        const id = String(created.body.id)
+        const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
+          ["GET", `/api/webhooks/${id}`],
+          ["PATCH", `/api/webhooks/${id}`, { name: "stolen" }],
+          ["DELETE", `/api/webhooks/${id}`],
+          ["GET", `/api/webhooks/${id}/deliveries`],
+          ["POST", `/api/webhooks/${id}/deliveries/dlv_x/retry`],
+          ["POST", `/api/webhooks/${id}/rotate-secret`],
+          ["POST", `/api/webhooks/${id}/recover`, { since: "2026-01-01" }],
+          ["POST", `/api/webhooks/${id}/test`]
+        ]
+        for (const token of [stranger.orgToken, stranger.instanceToken, sibling.instanceToken]) {
+          for (const [method, path, json] of routes) {
+            const answer = yield* hub.request(method, path, { token, ...(json === undefined ? {} : { json }) })
+            expect(answer.status, `${method} ${path}`).toBe(404)
+            expect(answer.body).toEqual({ statusCode: 404, message: `webhook ${id} was not found`, error: "not_found" })
+          }
         }
-      }
-      const still = yield* hub.request("GET", `/api/webhooks/${id}`, { token: tenant.orgToken })
-      expect(still.body).toMatchObject({ name: "x", active: true })
-    }))
+        const still = yield* hub.request("GET", `/api/webhooks/${id}`, { token: tenant.orgToken })
+        expect(still.body).toMatchObject({ name: "x", active: true })
+      }))
 
-  it.effect("PATCH changes url, name and active; needs at least one field; unknown ids are 404", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const created = yield* createWebhook(tenant.orgToken, { instance_id: tenant.instanceId, url: "https://example.com/1", name: "one" })
-      const path = `/api/webhooks/${created.body.id}`
-      const renamed = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { name: "  two  ", url: "http://example.org/2" } })
-      expect(renamed.status).toBe(200)
-      expect(renamed.body).toMatchObject({ id: created.body.id, name: "two", url: "http://example.org/2", active: true })
-      expect(Date.parse(String(renamed.body.updated_at))).toBeGreaterThanOrEqual(Date.parse(String(created.body.updated_at)))
-      const off = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: false } })
-      expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "manual" })
-      const on = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: true } })
-      expect(on.body).toMatchObject({ active: true, disabled_reason: null })
+    it.effect("PATCH changes url, name and active; needs at least one field; unknown ids are 404", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const created = yield* createWebhook(tenant.orgToken, {
+          instance_id: tenant.instanceId,
+          url: "https://example.com/1",
+          name: "one"
+        })
+        const path = `/api/webhooks/${created.body.id}`
+        const renamed = yield* hub.request("PATCH", path, {
+          token: tenant.orgToken,
+          json: { name: "  two  ", url: "http://example.org/2" }
+        })
+        expect(renamed.status).toBe(200)
+        expect(renamed.body).toMatchObject({
+          id: created.body.id,
+          name: "two",
+          url: "http://example.org/2",
+          active: true
+        })
+        expect(Date.parse(String(renamed.body.updated_at))).toBeGreaterThanOrEqual(
+          Date.parse(String(created.body.updated_at))
+        )
+        const off = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: false } })
+        expect(off.body).toMatchObject({ active: false, name: "two", disabled_reason: "manual" })
+        const on = yield* hub.request("PATCH", path, { token: tenant.instanceToken, json: { active: true } })
+        expect(on.body).toMatchObject({ active: true, disabled_reason: null })
 
-      const empty = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: {} })
-      expect(empty.status).toBe(400)
-      expect(empty.body).toMatchObject({ error: "validation_failed", details: [{ field: "body", message: "give at least one of url, name, active, events, headers" }] })
-      const bad = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: { url: "ftp://example.com", active: "yes" } })
-      expect(bad.status).toBe(400)
-      expect(itemsOf(bad.body, "details").map((d) => String(d.field)).sort()).toEqual(["active", "url"])
-      const unknown = yield* hub.request("PATCH", "/api/webhooks/whk_unknown", { token: tenant.orgToken, json: { name: "n" } })
-      expect(unknown.status).toBe(404)
-    }))
+        const empty = yield* hub.request("PATCH", path, { token: tenant.orgToken, json: {} })
+        expect(empty.status).toBe(400)
+        expect(empty.body).toMatchObject({
+          error: "validation_failed",
+          details: [{ field: "body", message: "give at least one of url, name, active, events, headers" }]
+        })
+        const bad = yield* hub.request("PATCH", path, {
+          token: tenant.orgToken,
+          json: { url: "ftp://example.com", active: "yes" }
+        })
+        expect(bad.status).toBe(400)
+        expect(
+          itemsOf(bad.body, "details").map((d) => String(d.field)).sort()
+        ).toEqual(["active", "url"])
+        const unknown = yield* hub.request("PATCH", "/api/webhooks/whk_unknown", {
+          token: tenant.orgToken,
+          json: { name: "n" }
+        })
+        expect(unknown.status).toBe(404)
+      }))
 
-  it.effect("DELETE answers 204, after which the webhook is gone", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/bye", name: "bye" })
-      const removed = yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })
-      expect(removed.status).toBe(204)
-      expect(removed.text).toBe("")
-      expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
-      expect((yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(404)
-      const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
-      expect(listed.body.data).toEqual([])
-    }))
+    it.effect("DELETE answers 204, after which the webhook is gone", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/bye", name: "bye" })
+        const removed = yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, {
+          token: tenant.instanceToken
+        })
+        expect(removed.status).toBe(204)
+        expect(removed.text).toBe("")
+        expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status).toBe(
+          404
+        )
+        expect((yield* hub.request("DELETE", `/api/webhooks/${created.body.id}`, { token: tenant.orgToken })).status)
+          .toBe(404)
+        const listed = yield* hub.request("GET", "/api/webhooks", { token: tenant.orgToken })
+        expect(listed.body.data).toEqual([])
+      }))
 
-  it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
-    Effect.gen(function*() {
-      const tenant = yield* seedTenant()
-      const both = yield* createWebhook(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
-      expect(both.status).toBe(400)
-      expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
-      expect(both.body.details).toEqual([
-        { field: "url", message: "must be an http or https URL" },
-        { field: "name", message: "must not be empty" }
-      ])
-      const long = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2030)}`, name: "n".repeat(101) })
-      expect(long.body.details).toEqual([
-        { field: "url", message: "must be at most 2048 characters" },
-        { field: "name", message: "must be at most 100 characters" }
-      ])
-      const missing = yield* createWebhook(tenant.instanceToken, {})
-      expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, { field: "name", message: "is missing" }])
-      const fits = yield* createWebhook(tenant.instanceToken, { url: `https://example.com/${"a".repeat(2048 - 20)}`, name: "n".repeat(100) })
-      expect(fits.status).toBe(201)
-    }))
+    it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const both = yield* createWebhook(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
+        expect(both.status).toBe(400)
+        expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+        expect(both.body.details).toEqual([
+          { field: "url", message: "must be an http or https URL" },
+          { field: "name", message: "must not be empty" }
+        ])
+        const long = yield* createWebhook(tenant.instanceToken, {
+          url: `https://example.com/${"a".repeat(2030)}`,
+          name: "n".repeat(101)
+        })
+        expect(long.body.details).toEqual([
+          { field: "url", message: "must be at most 2048 characters" },
+          { field: "name", message: "must be at most 100 characters" }
+        ])
+        const missing = yield* createWebhook(tenant.instanceToken, {})
+        expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, {
+          field: "name",
+          message: "is missing"
+        }])
+        const fits = yield* createWebhook(tenant.instanceToken, {
+          url: `https://example.com/${"a".repeat(2048 - 20)}`,
+          name: "n".repeat(100)
+        })
+        expect(fits.status).toBe(201)
+      }))
 
-  it.effect("a URL with credentials (user:password@) is refused at creation and on update, saying why", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const why = "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
-      for (const url of ["https://user:pa55word@example.com/hook", "https://user@example.com/hook", "http://:pa55word@example.com/"]) {
-        const refused = yield* createWebhook(tenant.instanceToken, { url, name: "credentials" })
-        expect(refused.status, url).toBe(400)
-        expect(refused.body, url).toMatchObject({ statusCode: 400, error: "validation_failed", details: [{ field: "url", message: why }] })
-        expect(refused.text).not.toContain("pa55word")
-      }
-      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/hook", name: "plain" })
-      expect(created.status).toBe(201)
-      const moved = yield* hub.request("PATCH", `/api/webhooks/${created.body.id}`, {
-        token: tenant.instanceToken,
-        json: { url: "https://user:pa55word@example.com/hook" }
-      })
-      expect(moved.status).toBe(400)
-      expect(moved.body).toMatchObject({ error: "validation_failed", details: [{ field: "url", message: why }] })
-      expect((yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })).body.url).toBe("https://example.com/hook")
-    }))
+    it.effect("a URL with credentials (user:password@) is refused at creation and on update, saying why", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const why =
+          "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
+        for (
+          const url of [
+            "https://user:pa55word@example.com/hook",
+            "https://user@example.com/hook",
+            "http://:pa55word@example.com/"
+          ]
+        ) {
+          const refused = yield* createWebhook(tenant.instanceToken, { url, name: "credentials" })
+          expect(refused.status, url).toBe(400)
+          expect(refused.body, url).toMatchObject({
+            statusCode: 400,
+            error: "validation_failed",
+            details: [{ field: "url", message: why }]
+          })
+          expect(refused.text).not.toContain("pa55word")
+        }
+        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/hook", name: "plain" })
+        expect(created.status).toBe(201)
+        const moved = yield* hub.request("PATCH", `/api/webhooks/${created.body.id}`, {
+          token: tenant.instanceToken,
+          json: { url: "https://user:pa55word@example.com/hook" }
+        })
+        expect(moved.status).toBe(400)
+        expect(moved.body).toMatchObject({ error: "validation_failed", details: [{ field: "url", message: why }] })
+        expect(
+          (yield* hub.request("GET", `/api/webhooks/${created.body.id}`, { token: tenant.instanceToken })).body.url
+        ).toBe("https://example.com/hook")
+      }))
 
-  it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/r", name: "r" })
-      const before = Date.now()
-      const rotated = yield* hub.request("POST", `/api/webhooks/${created.body.id}/rotate-secret`, { token: tenant.orgToken })
-      expect(rotated.status).toBe(200)
-      expect(Object.keys(rotated.body).sort()).toEqual(["previous_secret_expires_at", "secret"])
-      expect(String(rotated.body.secret)).toMatch(/^whsec_/)
-      expect(rotated.body.secret).not.toBe(created.body.secret)
-      const until = Date.parse(String(rotated.body.previous_secret_expires_at)) - before
-      expect(until).toBeGreaterThanOrEqual(24 * 3600_000 - 1000)
-      expect(until).toBeLessThanOrEqual(24 * 3600_000 + 60_000)
-    }))
-})
+    it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const created = yield* createWebhook(tenant.instanceToken, { url: "https://example.com/r", name: "r" })
+        const before = Date.now()
+        const rotated = yield* hub.request("POST", `/api/webhooks/${created.body.id}/rotate-secret`, {
+          token: tenant.orgToken
+        })
+        expect(rotated.status).toBe(200)
+        expect(Object.keys(rotated.body).sort()).toEqual(["previous_secret_expires_at", "secret"])
+        expect(String(rotated.body.secret)).toMatch(/^whsec_/)
+        expect(rotated.body.secret).not.toBe(created.body.secret)
+        const until = Date.parse(String(rotated.body.previous_secret_expires_at)) - before
+        expect(until).toBeGreaterThanOrEqual(24 * 3600_000 - 1000)
+        expect(until).toBeLessThanOrEqual(24 * 3600_000 + 60_000)
+      }))
+  })
+}
 
 // A hub in front of the real Graph API refuses webhook URLs that reach internal addresses.
 const GRAPH = { upstream: "graph", secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(7))) } as const
@@ -259,7 +348,9 @@ const GRAPH = { upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 /** A resolver answering from a table; other names fail as the system's would. */
 const tableLookup = (answers: Record<string, ReadonlyArray<string>>): HostLookup => (host) => {
   const addresses = answers[host]
-  return Promise.resolve(addresses === undefined ? new AddressRefused({ message: `the host ${host} could not be resolved` }) : addresses)
+  return Promise.resolve(
+    addresses === undefined ? new AddressRefused({ message: `the host ${host} could not be resolved` }) : addresses
+  )
 }
 
 const INTERNAL_DNS = {
@@ -270,7 +361,9 @@ const INTERNAL_DNS = {
   "public.example.com": ["93.184.215.14", "2606:4700:4700::1111"]
 }
 
-layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(INTERNAL_DNS)))), { excludeTestServices: true })(
+layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(INTERNAL_DNS)))), {
+  excludeTestServices: true
+})(
   "webhook URL policy outside the sandbox",
   (it) => {
     it.effect("every non-public literal is refused at creation and on update, the literal and its kind named", () =>
@@ -299,9 +392,14 @@ layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(
           const answer = yield* createWebhook(tenant.instanceToken, { url, name: "internal" })
           expect(answer.status, url).toBe(400)
           expect(answer.body).toMatchObject({ statusCode: 400, error: "url_not_allowed", details: [{ field: "url" }] })
-          expect(String(answer.body.message), url).toBe(`url is not allowed: ${reason}; webhooks must reach a public address`)
+          expect(String(answer.body.message), url).toBe(
+            `url is not allowed: ${reason}; webhooks must reach a public address`
+          )
         }
-        const publicAddress = yield* createWebhook(tenant.instanceToken, { url: "https://93.184.215.14/hook", name: "public" })
+        const publicAddress = yield* createWebhook(tenant.instanceToken, {
+          url: "https://93.184.215.14/hook",
+          name: "public"
+        })
         expect(publicAddress.status).toBe(201)
         const moved = yield* hub.request("PATCH", `/api/webhooks/${publicAddress.body.id}`, {
           token: tenant.instanceToken,
@@ -309,7 +407,9 @@ layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(
         })
         expect(moved.status).toBe(400)
         expect(moved.body).toMatchObject({ error: "url_not_allowed" })
-        const unchanged = yield* hub.request("GET", `/api/webhooks/${publicAddress.body.id}`, { token: tenant.instanceToken })
+        const unchanged = yield* hub.request("GET", `/api/webhooks/${publicAddress.body.id}`, {
+          token: tenant.instanceToken
+        })
         expect(unchanged.body.url).toBe("https://93.184.215.14/hook")
       }))
 
@@ -322,13 +422,20 @@ layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(
           expect(answer.status, host).toBe(400)
           expect(answer.body).toEqual({
             statusCode: 400,
-            message: `url is not allowed: ${host} resolves to a non-public address; webhooks must reach a public address`,
+            message:
+              `url is not allowed: ${host} resolves to a non-public address; webhooks must reach a public address`,
             error: "url_not_allowed",
-            details: [{ field: "url", message: `${host} resolves to a non-public address; webhooks must reach a public address` }]
+            details: [{
+              field: "url",
+              message: `${host} resolves to a non-public address; webhooks must reach a public address`
+            }]
           })
           for (const address of addresses) expect(answer.text).not.toContain(address)
         }
-        const allowed = yield* createWebhook(tenant.instanceToken, { url: "https://public.example.com/hook", name: "public" })
+        const allowed = yield* createWebhook(tenant.instanceToken, {
+          url: "https://public.example.com/hook",
+          name: "public"
+        })
         expect(allowed.status).toBe(201)
       }))
   }
@@ -344,7 +451,9 @@ const PRIVATE_DNS = {
 }
 
 layer(
-  testHub({ ...GRAPH, webhookAllowPrivate: true, webhookRetry: [Duration.hours(1)] }).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(PRIVATE_DNS)))),
+  testHub({ ...GRAPH, webhookAllowPrivate: true, webhookRetry: [Duration.hours(1)] }).pipe(
+    Layer.provide(Layer.succeed(HostResolver, tableLookup(PRIVATE_DNS)))
+  ),
   { excludeTestServices: true }
 )("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
   it.effect("private addresses are accepted; cloud metadata addresses are still refused, in every IPv6 form that embeds them", () =>
@@ -383,17 +492,30 @@ layer(
       const port = new URL(receiver.url).port
       const cases = [
         ["siit.example.com", "siit.example.com resolves to a non-public address; webhooks must reach a public address"],
-        ["local-nat64.example.com", "local-nat64.example.com resolves to a non-public address; webhooks must reach a public address"],
-        ["isatap.example.com", "isatap.example.com resolves to a non-public address; webhooks must reach a public address"],
+        [
+          "local-nat64.example.com",
+          "local-nat64.example.com resolves to a non-public address; webhooks must reach a public address"
+        ],
+        [
+          "isatap.example.com",
+          "isatap.example.com resolves to a non-public address; webhooks must reach a public address"
+        ],
         ["localhost", "the host localhost resolves to no address a connection can be pinned to"]
       ] as const
       for (const [host, error] of cases) {
         // Without enforcement a name is registered unresolved; the delivery resolves and checks it.
         const created = yield* createWebhook(tenant.instanceToken, { url: `http://${host}:${port}/hook`, name: host })
         expect(created.status, host).toBe(201)
-        const tested = yield* hub.request("POST", `/api/webhooks/${created.body.id}/test`, { token: tenant.instanceToken })
+        const tested = yield* hub.request("POST", `/api/webhooks/${created.body.id}/test`, {
+          token: tenant.instanceToken
+        })
         expect(tested.status, host).toBe(200)
-        expect(tested.body, host).toMatchObject({ status: "failed", attempts: 1, last_status_code: null, last_error: error })
+        expect(tested.body, host).toMatchObject({
+          status: "failed",
+          attempts: 1,
+          last_status_code: null,
+          last_error: error
+        })
       }
       expect(receiver.requests).toEqual([])
     }))
@@ -403,155 +525,185 @@ layer(testHub(), { excludeTestServices: true })("webhook URL policy in the sandb
   it.effect("cloud metadata addresses are refused in sandbox mode too; other addresses are accepted", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      expect((yield* createWebhook(tenant.instanceToken, { url: "http://10.0.0.1/hook", name: "lan" })).status).toBe(201)
+      expect((yield* createWebhook(tenant.instanceToken, { url: "http://10.0.0.1/hook", name: "lan" })).status).toBe(
+        201
+      )
       const refused = yield* createWebhook(tenant.instanceToken, { url: "http://169.254.169.254/", name: "metadata" })
       expect(refused.status).toBe(400)
-      expect(refused.body).toMatchObject({ error: "url_not_allowed", message: "url is not allowed: 169.254.169.254 is not a public address (cloud metadata); webhooks must reach a public address" })
+      expect(refused.body).toMatchObject({
+        error: "url_not_allowed",
+        message:
+          "url is not allowed: 169.254.169.254 is not a public address (cloud metadata); webhooks must reach a public address"
+      })
     }))
 })
 
 /** Reads a webhook's delivery log until the condition holds: at once, then each time attempts are logged (bounded). */
-const untilDelivered = (token: string, webhookId: string, condition: (data: ReadonlyArray<Readonly<Record<string, unknown>>>) => boolean) =>
+const untilDelivered = (
+  token: string,
+  webhookId: string,
+  condition: (data: ReadonlyArray<Readonly<Record<string, unknown>>>) => boolean
+) =>
   untilAttemptsLogged(
     "the delivery log reaching the expected state",
-    Effect.map(Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token })), (answer) => itemsOf(answer.body)),
+    Effect.map(
+      Effect.flatMap(TestHub, (hub) => hub.request("GET", `/api/webhooks/${webhookId}/deliveries`, { token })),
+      (answer) => itemsOf(answer.body)
+    ),
     condition
   )
 
 const NEVER_ANSWERS: HostLookup = () => new Promise(() => {})
 
 layer(
-  testHub({ webhookTimeout: Duration.millis(300), webhookRetry: [Duration.hours(1)] }).pipe(Layer.provide(Layer.succeed(HostResolver, NEVER_ANSWERS))),
+  testHub({ webhookTimeout: Duration.millis(300), webhookRetry: [Duration.hours(1)] }).pipe(
+    Layer.provide(Layer.succeed(HostResolver, NEVER_ANSWERS))
+  ),
   { excludeTestServices: true }
 )("a resolver that never answers", (it) => {
   it.effect("the attempt fails at the webhook timeout and is logged; its slot is not held", () =>
     Effect.gen(function*() {
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
-      const created = yield* createWebhook(tenant.instanceToken, { url: "http://silent-dns.example.com/hook", name: "silent" })
+      const created = yield* createWebhook(tenant.instanceToken, {
+        url: "http://silent-dns.example.com/hook",
+        name: "silent"
+      })
       expect(created.status).toBe(201)
       const posted = yield* hub.request("POST", "/upstream/events", {
         json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]])
       })
       expect(posted.status).toBe(200)
-      const [delivery] = yield* untilDelivered(tenant.instanceToken, String(created.body.id), (d) => Number(d[0]?.attempts) === 1)
+      const [delivery] = yield* untilDelivered(
+        tenant.instanceToken,
+        String(created.body.id),
+        (d) => Number(d[0]?.attempts) === 1
+      )
       expect(delivery).toMatchObject({ status: "failed", attempts: 1, last_status_code: null })
-      expect(delivery?.last_error).toBe("the host silent-dns.example.com could not be resolved: no complete answer within 300 ms")
+      expect(delivery?.last_error).toBe(
+        "the host silent-dns.example.com could not be resolved: no complete answer within 300 ms"
+      )
       expect(itemsOf(delivery ?? {}, "attempt_log")).toEqual([
-        expect.objectContaining({ attempt: 1, status_code: null, error: "the host silent-dns.example.com could not be resolved: no complete answer within 300 ms" })
+        expect.objectContaining({
+          attempt: 1,
+          status_code: null,
+          error: "the host silent-dns.example.com could not be resolved: no complete answer within 300 ms"
+        })
       ])
     }))
 })
 
 describe("address classifier", () => {
   // One or more addresses per range of AddressRanges.ts, IPv4 and IPv6, and public ones beside them.
-  plain.each([
-    ["8.8.8.8", "public"],
-    ["93.184.215.14", "public"],
-    ["172.32.0.1", "public"],
-    ["100.128.0.1", "public"],
-    ["192.31.196.1", "public"],
-    ["192.0.3.1", "public"],
-    ["0.0.0.0", "unspecified"],
-    ["0.1.2.3", "unspecified"],
-    ["10.0.0.1", "private"],
-    ["10.255.255.255", "private"],
-    ["100.64.0.1", "shared"],
-    ["100.127.255.255", "shared"],
-    ["127.0.0.1", "loopback"],
-    ["127.255.255.254", "loopback"],
-    ["169.254.1.1", "link-local"],
-    ["172.16.0.1", "private"],
-    ["172.31.255.255", "private"],
-    ["192.0.0.8", "protocol-assignment"],
-    ["192.0.0.170", "protocol-assignment"],
-    ["192.0.2.10", "documentation"],
-    ["192.88.99.1", "reserved"],
-    ["192.168.0.1", "private"],
-    ["198.18.0.1", "benchmarking"],
-    ["198.19.255.255", "benchmarking"],
-    ["198.51.100.7", "documentation"],
-    ["203.0.113.9", "documentation"],
-    ["224.0.0.1", "multicast"],
-    ["239.255.255.250", "multicast"],
-    ["240.0.0.1", "reserved"],
-    ["255.255.255.255", "broadcast"],
-    ["169.254.169.254", "metadata"],
-    ["169.254.170.2", "metadata"],
-    ["169.254.170.23", "metadata"],
-    ["169.254.0.23", "metadata"],
-    ["100.100.100.200", "metadata"],
-    ["192.0.0.192", "metadata"],
-    ["168.63.129.16", "metadata"],
-    ["2606:4700:4700::1111", "public"],
-    ["2a00:1450:4001:80b::200e", "public"],
-    ["2620:4f:8000::1", "public"],
-    ["::", "unspecified"],
-    ["::1", "loopback"],
-    ["[::1]", "loopback"],
-    ["::ffff:127.0.0.1", "loopback"],
-    ["::ffff:7f00:1", "loopback"],
-    ["::ffff:8.8.8.8", "public"],
-    ["::ffff:169.254.169.254", "metadata"],
-    ["::10.0.0.1", "private"],
-    ["::8.8.8.8", "public"],
-    ["::ffff:0:10.0.0.1", "private"],
-    ["::ffff:0:8.8.8.8", "public"],
-    // Every IPv6 form that carries a metadata address is metadata, wherever the address sits in it.
-    ["::ffff:0:169.254.169.254", "metadata"],
-    ["::ffff:0:a9fe:a9fe", "metadata"],
-    ["::169.254.169.254", "metadata"],
-    ["64:ff9b::169.254.170.2", "metadata"],
-    ["64:ff9b:1::169.254.169.254", "metadata"],
-    ["64:ff9b:1:a9fe:a9:fe00::", "metadata"],
-    ["64:ff9b:1:a9:fe:a9fe::", "metadata"],
-    ["64:ff9b:1:0:a9:fea9:fe00:0", "metadata"],
-    ["64:ff9b:1:a9fe:a9:fe00::1", "metadata"],
-    ["64:ff9b:1::10.0.0.1", "translation"],
-    ["2002:a9fe:a9fe::1", "metadata"],
-    ["2002:6464:64c8::", "metadata"],
-    ["2001:0:a9fe:a9fe::1", "metadata"],
-    ["2001:0:4136:e378:8000:63bf:5601:5601", "metadata"],
-    ["2606:4700::5efe:169.254.169.254", "metadata"],
-    ["2606:4700::200:5efe:169.254.169.254", "metadata"],
-    ["fe80::5efe:a9fe:a9fe", "metadata"],
-    ["2606:4700::200:5efe:8.8.8.8", "public"],
-    ["64:ff9b::10.0.0.1", "private"],
-    ["64:ff9b::8.8.8.8", "public"],
-    ["64:ff9b::a9fe:a9fe", "metadata"],
-    ["64:ff9b:1::8.8.8.8", "translation"],
-    ["2002:a00:1::", "private"],
-    ["2002:808:808::1", "public"],
-    ["2002:7f00:1::", "loopback"],
-    ["100::1", "discard"],
-    ["100:0:0:1::1", "discard"],
-    ["2001::1", "tunnel"],
-    ["2001:0:4136:e378:8000:63bf:3fff:fdd2", "tunnel"],
-    ["2001:2::1", "benchmarking"],
-    ["2001:3::1", "protocol-assignment"],
-    ["2001:10::1", "identifier"],
-    ["2001:20::1", "identifier"],
-    ["2001:30::1", "identifier"],
-    ["2001:1ff::1", "protocol-assignment"],
-    ["2001:db8::1", "documentation"],
-    ["3fff::1", "documentation"],
-    ["5f00::1", "reserved"],
-    ["fc00::1", "unique-local"],
-    ["fdff:ffff::1", "unique-local"],
-    ["fe80::1%eth0", "link-local"],
-    ["febf::1", "link-local"],
-    ["fec0::1", "site-local"],
-    ["ff02::1", "multicast"],
-    ["fd00:ec2::254", "metadata"],
-    ["fd00:ec2::23", "metadata"],
-    ["fd20:ce::254", "metadata"],
-    ["4000::1", "reserved"],
-    ["1::1", "reserved"],
-    ["not-an-ip", "invalid"],
-    ["1.2.3", "invalid"],
-    ["01.2.3.4", "invalid"],
-    ["0x7f.0.0.1", "invalid"]
-  ] as const)("%s is %s", (address, expected) => {
+  plain.each(
+    [
+      ["8.8.8.8", "public"],
+      ["93.184.215.14", "public"],
+      ["172.32.0.1", "public"],
+      ["100.128.0.1", "public"],
+      ["192.31.196.1", "public"],
+      ["192.0.3.1", "public"],
+      ["0.0.0.0", "unspecified"],
+      ["0.1.2.3", "unspecified"],
+      ["10.0.0.1", "private"],
+      ["10.255.255.255", "private"],
+      ["100.64.0.1", "shared"],
+      ["100.127.255.255", "shared"],
+      ["127.0.0.1", "loopback"],
+      ["127.255.255.254", "loopback"],
+      ["169.254.1.1", "link-local"],
+      ["172.16.0.1", "private"],
+      ["172.31.255.255", "private"],
+      ["192.0.0.8", "protocol-assignment"],
+      ["192.0.0.170", "protocol-assignment"],
+      ["192.0.2.10", "documentation"],
+      ["192.88.99.1", "reserved"],
+      ["192.168.0.1", "private"],
+      ["198.18.0.1", "benchmarking"],
+      ["198.19.255.255", "benchmarking"],
+      ["198.51.100.7", "documentation"],
+      ["203.0.113.9", "documentation"],
+      ["224.0.0.1", "multicast"],
+      ["239.255.255.250", "multicast"],
+      ["240.0.0.1", "reserved"],
+      ["255.255.255.255", "broadcast"],
+      ["169.254.169.254", "metadata"],
+      ["169.254.170.2", "metadata"],
+      ["169.254.170.23", "metadata"],
+      ["169.254.0.23", "metadata"],
+      ["100.100.100.200", "metadata"],
+      ["192.0.0.192", "metadata"],
+      ["168.63.129.16", "metadata"],
+      ["2606:4700:4700::1111", "public"],
+      ["2a00:1450:4001:80b::200e", "public"],
+      ["2620:4f:8000::1", "public"],
+      ["::", "unspecified"],
+      ["::1", "loopback"],
+      ["[::1]", "loopback"],
+      ["::ffff:127.0.0.1", "loopback"],
+      ["::ffff:7f00:1", "loopback"],
+      ["::ffff:8.8.8.8", "public"],
+      ["::ffff:169.254.169.254", "metadata"],
+      ["::10.0.0.1", "private"],
+      ["::8.8.8.8", "public"],
+      ["::ffff:0:10.0.0.1", "private"],
+      ["::ffff:0:8.8.8.8", "public"],
+      // Every IPv6 form that carries a metadata address is metadata, wherever the address sits in it.
+      ["::ffff:0:169.254.169.254", "metadata"],
+      ["::ffff:0:a9fe:a9fe", "metadata"],
+      ["::169.254.169.254", "metadata"],
+      ["64:ff9b::169.254.170.2", "metadata"],
+      ["64:ff9b:1::169.254.169.254", "metadata"],
+      ["64:ff9b:1:a9fe:a9:fe00::", "metadata"],
+      ["64:ff9b:1:a9:fe:a9fe::", "metadata"],
+      ["64:ff9b:1:0:a9:fea9:fe00:0", "metadata"],
+      ["64:ff9b:1:a9fe:a9:fe00::1", "metadata"],
+      ["64:ff9b:1::10.0.0.1", "translation"],
+      ["2002:a9fe:a9fe::1", "metadata"],
+      ["2002:6464:64c8::", "metadata"],
+      ["2001:0:a9fe:a9fe::1", "metadata"],
+      ["2001:0:4136:e378:8000:63bf:5601:5601", "metadata"],
+      ["2606:4700::5efe:169.254.169.254", "metadata"],
+      ["2606:4700::200:5efe:169.254.169.254", "metadata"],
+      ["fe80::5efe:a9fe:a9fe", "metadata"],
+      ["2606:4700::200:5efe:8.8.8.8", "public"],
+      ["64:ff9b::10.0.0.1", "private"],
+      ["64:ff9b::8.8.8.8", "public"],
+      ["64:ff9b::a9fe:a9fe", "metadata"],
+      ["64:ff9b:1::8.8.8.8", "translation"],
+      ["2002:a00:1::", "private"],
+      ["2002:808:808::1", "public"],
+      ["2002:7f00:1::", "loopback"],
+      ["100::1", "discard"],
+      ["100:0:0:1::1", "discard"],
+      ["2001::1", "tunnel"],
+      ["2001:0:4136:e378:8000:63bf:3fff:fdd2", "tunnel"],
+      ["2001:2::1", "benchmarking"],
+      ["2001:3::1", "protocol-assignment"],
+      ["2001:10::1", "identifier"],
+      ["2001:20::1", "identifier"],
+      ["2001:30::1", "identifier"],
+      ["2001:1ff::1", "protocol-assignment"],
+      ["2001:db8::1", "documentation"],
+      ["3fff::1", "documentation"],
+      ["5f00::1", "reserved"],
+      ["fc00::1", "unique-local"],
+      ["fdff:ffff::1", "unique-local"],
+      ["fe80::1%eth0", "link-local"],
+      ["febf::1", "link-local"],
+      ["fec0::1", "site-local"],
+      ["ff02::1", "multicast"],
+      ["fd00:ec2::254", "metadata"],
+      ["fd00:ec2::23", "metadata"],
+      ["fd20:ce::254", "metadata"],
+      ["4000::1", "reserved"],
+      ["1::1", "reserved"],
+      ["not-an-ip", "invalid"],
+      ["1.2.3", "invalid"],
+      ["01.2.3.4", "invalid"],
+      ["0x7f.0.0.1", "invalid"]
+    ] as const
+  )("%s is %s", (address, expected) => {
     expect(classifyAddress(address)).toBe(expected)
   })
 })
@@ -559,78 +711,107 @@ describe("address classifier", () => {
 describe("delivery-time connection pinning", () => {
   const signal = new AbortController().signal
 
-  plain.effect("a host name is resolved once, checked, and the request goes to that address with the name as Host", () =>
-    Effect.gen(function*() {
-      const open = makeUrlPolicy(false)
-      const target = yield* Effect.promise(() => open.connectTarget("http://localhost:4567/path?q=1", signal))
-      expect(target).toEqual({ url: "http://127.0.0.1:4567/path?q=1", hostHeader: "localhost:4567", serverName: undefined })
-      const tls = yield* Effect.promise(() => open.connectTarget("https://localhost/secure", signal))
-      expect(tls).toEqual({ url: "https://127.0.0.1/secure", hostHeader: "localhost", serverName: "localhost" })
-      const literal = yield* Effect.promise(() => open.connectTarget("http://127.0.0.1:80/x", signal))
-      expect(literal).toEqual({ url: "http://127.0.0.1/x", hostHeader: "127.0.0.1", serverName: undefined })
+  plain.effect(
+    "a host name is resolved once, checked, and the request goes to that address with the name as Host",
+    () =>
+      Effect.gen(function*() {
+        const open = makeUrlPolicy(false)
+        const target = yield* Effect.promise(() => open.connectTarget("http://localhost:4567/path?q=1", signal))
+        expect(target).toEqual({
+          url: "http://127.0.0.1:4567/path?q=1",
+          hostHeader: "localhost:4567",
+          serverName: undefined
+        })
+        const tls = yield* Effect.promise(() => open.connectTarget("https://localhost/secure", signal))
+        expect(tls).toEqual({ url: "https://127.0.0.1/secure", hostHeader: "localhost", serverName: "localhost" })
+        const literal = yield* Effect.promise(() => open.connectTarget("http://127.0.0.1:80/x", signal))
+        expect(literal).toEqual({ url: "http://127.0.0.1/x", hostHeader: "127.0.0.1", serverName: undefined })
 
-      const enforced = makeUrlPolicy(true)
-      const refused = yield* Effect.promise(() => enforced.connectTarget("http://localhost:4567/path", signal))
-      expect(refused).toBeInstanceOf(AddressRefused)
-      expect(JSON.stringify(refused)).toContain("localhost resolves to a non-public address")
-      expect(JSON.stringify(refused)).not.toContain("127.0.0.1")
-      const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
-      expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
-    }))
-
-  plain.effect("without enforcement a name leading to cloud metadata is still refused at delivery", () =>
-    Effect.gen(function*() {
-      const open = makeUrlPolicy(false, { lookup: tableLookup({ "metadata.google.internal": ["169.254.169.254"], "lan.example": ["10.0.0.2"] }) })
-      yield* open.check("http://metadata.google.internal/computeMetadata/v1/")
-      const refused = yield* Effect.promise(() => open.connectTarget("http://metadata.google.internal/computeMetadata/v1/", signal))
-      expect(refused).toEqual(new AddressRefused({ message: "metadata.google.internal resolves to a non-public address; webhooks must reach a public address" }))
-      expect(yield* Effect.promise(() => open.connectTarget("http://lan.example/", signal))).toMatchObject({ url: "http://10.0.0.2/" })
-    }))
-
-  plain.effect("a host that cannot be pinned to a checked address is refused, never sent by name, whatever the settings", () =>
-    Effect.gen(function*() {
-      const dns = tableLookup({
-        "zoned.example": ["fe80::1%eth0"],
-        "empty.example": [],
-        "cname.example": ["receiver.example"],
-        "dual.example": ["fe80::1%eth0", "10.0.0.9"]
+        const enforced = makeUrlPolicy(true)
+        const refused = yield* Effect.promise(() => enforced.connectTarget("http://localhost:4567/path", signal))
+        expect(refused).toBeInstanceOf(AddressRefused)
+        expect(JSON.stringify(refused)).toContain("localhost resolves to a non-public address")
+        expect(JSON.stringify(refused)).not.toContain("127.0.0.1")
+        const unresolvable = yield* Effect.exit(enforced.check("http://no-such-host.invalid/"))
+        expect(JSON.stringify(unresolvable)).toContain("could not be resolved")
       })
-      for (const enforced of [true, false]) {
-        const policy = makeUrlPolicy(enforced, { lookup: dns })
-        for (const host of ["zoned.example", "empty.example", "cname.example"]) {
-          const refused = yield* Effect.promise(() => policy.connectTarget(`https://${host}/hook`, signal))
-          expect(refused, host).toBeInstanceOf(AddressRefused)
+  )
+
+  plain.effect(
+    "without enforcement a name leading to cloud metadata is still refused at delivery",
+    () =>
+      Effect.gen(function*() {
+        const open = makeUrlPolicy(false, {
+          lookup: tableLookup({ "metadata.google.internal": ["169.254.169.254"], "lan.example": ["10.0.0.2"] })
+        })
+        yield* open.check("http://metadata.google.internal/computeMetadata/v1/")
+        const refused = yield* Effect.promise(() =>
+          open.connectTarget("http://metadata.google.internal/computeMetadata/v1/", signal)
+        )
+        expect(refused).toEqual(
+          new AddressRefused({
+            message: "metadata.google.internal resolves to a non-public address; webhooks must reach a public address"
+          })
+        )
+        expect(yield* Effect.promise(() => open.connectTarget("http://lan.example/", signal))).toMatchObject({
+          url: "http://10.0.0.2/"
+        })
+      })
+  )
+
+  plain.effect(
+    "a host that cannot be pinned to a checked address is refused, never sent by name, whatever the settings",
+    () =>
+      Effect.gen(function*() {
+        const dns = tableLookup({
+          "zoned.example": ["fe80::1%eth0"],
+          "empty.example": [],
+          "cname.example": ["receiver.example"],
+          "dual.example": ["fe80::1%eth0", "10.0.0.9"]
+        })
+        for (const enforced of [true, false]) {
+          const policy = makeUrlPolicy(enforced, { lookup: dns })
+          for (const host of ["zoned.example", "empty.example", "cname.example"]) {
+            const refused = yield* Effect.promise(() => policy.connectTarget(`https://${host}/hook`, signal))
+            expect(refused, host).toBeInstanceOf(AddressRefused)
+          }
         }
-      }
-      const open = makeUrlPolicy(false, { lookup: dns })
-      expect(yield* Effect.promise(() => open.connectTarget("https://zoned.example/hook", signal))).toEqual(
-        new AddressRefused({ message: "the host zoned.example resolves to no address a connection can be pinned to" })
-      )
-      expect(yield* Effect.promise(() => open.connectTarget("https://cname.example/hook", signal))).toEqual(
-        new AddressRefused({ message: "the host cname.example resolves to something that is not an IP address, which a connection cannot be pinned to" })
-      )
-      // Another checked address that can be pinned is used instead.
-      expect(yield* Effect.promise(() => open.connectTarget("https://dual.example/hook", signal))).toEqual({
-        url: "https://10.0.0.9/hook",
-        hostHeader: "dual.example",
-        serverName: "dual.example"
+        const open = makeUrlPolicy(false, { lookup: dns })
+        expect(yield* Effect.promise(() => open.connectTarget("https://zoned.example/hook", signal))).toEqual(
+          new AddressRefused({ message: "the host zoned.example resolves to no address a connection can be pinned to" })
+        )
+        expect(yield* Effect.promise(() => open.connectTarget("https://cname.example/hook", signal))).toEqual(
+          new AddressRefused({
+            message:
+              "the host cname.example resolves to something that is not an IP address, which a connection cannot be pinned to"
+          })
+        )
+        // Another checked address that can be pinned is used instead.
+        expect(yield* Effect.promise(() => open.connectTarget("https://dual.example/hook", signal))).toEqual({
+          url: "https://10.0.0.9/hook",
+          hostHeader: "dual.example",
+          serverName: "dual.example"
+        })
       })
-    }))
+  )
 
-  plain.effect("a lookup that never answers is given up when the attempt's signal aborts, with the abort's reason", () =>
-    Effect.gen(function*() {
-      const policy = makeUrlPolicy(true, { lookup: NEVER_ANSWERS })
-      const controller = new AbortController()
-      const pending = policy.connectTarget("https://slow.example.com/hook", controller.signal)
-      controller.abort(new DOMException("no answer within 50 ms", "TimeoutError"))
-      expect(yield* Effect.promise(() => pending)).toEqual(
-        new AddressRefused({ message: "the host slow.example.com could not be resolved: no answer within 50 ms" })
-      )
-      // Registration has its own deadline.
-      const registration = makeUrlPolicy(true, { lookup: NEVER_ANSWERS, lookupTimeout: Duration.millis(20) })
-      const timedOut = yield* Effect.flip(registration.check("https://slow.example.com/hook"))
-      expect(timedOut.message).toMatch(/^the host slow\.example\.com could not be resolved: /)
-    }))
+  plain.effect(
+    "a lookup that never answers is given up when the attempt's signal aborts, with the abort's reason",
+    () =>
+      Effect.gen(function*() {
+        const policy = makeUrlPolicy(true, { lookup: NEVER_ANSWERS })
+        const controller = new AbortController()
+        const pending = policy.connectTarget("https://slow.example.com/hook", controller.signal)
+        controller.abort(new DOMException("no answer within 50 ms", "TimeoutError"))
+        expect(yield* Effect.promise(() => pending)).toEqual(
+          new AddressRefused({ message: "the host slow.example.com could not be resolved: no answer within 50 ms" })
+        )
+        // Registration has its own deadline.
+        const registration = makeUrlPolicy(true, { lookup: NEVER_ANSWERS, lookupTimeout: Duration.millis(20) })
+        const timedOut = yield* Effect.flip(registration.check("https://slow.example.com/hook"))
+        expect(timedOut.message).toMatch(/^the host slow\.example\.com could not be resolved: /)
+      })
+  )
 })
 
 describe("delivery-time address cache", () => {
@@ -647,44 +828,60 @@ describe("delivery-time address cache", () => {
     return { asked, lookup }
   }
 
-  plain.effect("a name is looked up once for a few seconds, every address is still checked each time, failures are asked again", () =>
-    Effect.gen(function*() {
-      let now = 1_000_000
-      const dns = countingLookup({ "hooks.example.com": ["93.184.216.34"], "rebound.example.com": ["93.184.216.35", "10.0.0.7"] })
-      const policy = makeUrlPolicy(true, { lookup: dns.lookup, clock: () => now })
+  plain.effect(
+    "a name is looked up once for a few seconds, every address is still checked each time, failures are asked again",
+    () =>
+      Effect.gen(function*() {
+        let now = 1_000_000
+        const dns = countingLookup({
+          "hooks.example.com": ["93.184.216.34"],
+          "rebound.example.com": ["93.184.216.35", "10.0.0.7"]
+        })
+        const policy = makeUrlPolicy(true, { lookup: dns.lookup, clock: () => now })
 
-      const first = yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/in", signal))
-      const second = yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/other", signal))
-      expect(first).toEqual({ url: "https://93.184.216.34/in", hostHeader: "hooks.example.com", serverName: "hooks.example.com" })
-      expect(second).toMatchObject({ url: "https://93.184.216.34/other" })
-      expect(dns.asked).toEqual(["hooks.example.com"])
+        const first = yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/in", signal))
+        const second = yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/other", signal))
+        expect(first).toEqual({
+          url: "https://93.184.216.34/in",
+          hostHeader: "hooks.example.com",
+          serverName: "hooks.example.com"
+        })
+        expect(second).toMatchObject({ url: "https://93.184.216.34/other" })
+        expect(dns.asked).toEqual(["hooks.example.com"])
 
-      // A cached answer holding a private address is refused on every delivery, not only the first.
-      for (let i = 0; i < 2; i++) {
-        const refused = yield* Effect.promise(() => policy.connectTarget("http://rebound.example.com/", signal))
-        expect(refused).toBeInstanceOf(AddressRefused)
-        expect(refused).toMatchObject({ message: "rebound.example.com resolves to a non-public address; webhooks must reach a public address" })
-      }
-      expect(dns.asked).toEqual(["hooks.example.com", "rebound.example.com"])
+        // A cached answer holding a private address is refused on every delivery, not only the first.
+        for (let i = 0; i < 2; i++) {
+          const refused = yield* Effect.promise(() => policy.connectTarget("http://rebound.example.com/", signal))
+          expect(refused).toBeInstanceOf(AddressRefused)
+          expect(refused).toMatchObject({
+            message: "rebound.example.com resolves to a non-public address; webhooks must reach a public address"
+          })
+        }
+        expect(dns.asked).toEqual(["hooks.example.com", "rebound.example.com"])
 
-      // IP literals need no lookup; an unresolvable name is asked again next time.
-      expect(yield* Effect.promise(() => policy.connectTarget("http://93.184.216.36:8080/x", signal))).toMatchObject({ url: "http://93.184.216.36:8080/x" })
-      yield* Effect.promise(() => policy.connectTarget("http://gone.example.com/", signal))
-      yield* Effect.promise(() => policy.connectTarget("http://gone.example.com/", signal))
-      expect(dns.asked.filter((h) => h === "gone.example.com").length).toBe(2)
+        // IP literals need no lookup; an unresolvable name is asked again next time.
+        expect(yield* Effect.promise(() => policy.connectTarget("http://93.184.216.36:8080/x", signal))).toMatchObject({
+          url: "http://93.184.216.36:8080/x"
+        })
+        yield* Effect.promise(() => policy.connectTarget("http://gone.example.com/", signal))
+        yield* Effect.promise(() => policy.connectTarget("http://gone.example.com/", signal))
+        expect(dns.asked.filter((h) => h === "gone.example.com").length).toBe(2)
 
-      // Once the cache time has passed the name is resolved again.
-      now += 5_001
-      yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/in", signal))
-      expect(dns.asked.filter((h) => h === "hooks.example.com").length).toBe(2)
-    }))
+        // Once the cache time has passed the name is resolved again.
+        now += 5_001
+        yield* Effect.promise(() => policy.connectTarget("https://hooks.example.com/in", signal))
+        expect(dns.asked.filter((h) => h === "hooks.example.com").length).toBe(2)
+      })
+  )
 
   plain("statement shapes: rows go in power-of-two chunks, IN lists are padded with their last item", () => {
     const sizes = (n: number) => powerOfTwoChunks(Array.from({ length: n }, (_, i) => i)).map((chunk) => chunk.length)
     expect(sizes(0)).toEqual([])
     expect(sizes(77)).toEqual([64, 8, 4, 1])
     expect(sizes(600)).toEqual([256, 256, 64, 16, 8])
-    expect(powerOfTwoChunks(Array.from({ length: 600 }, (_, i) => i)).flat()).toEqual(Array.from({ length: 600 }, (_, i) => i))
+    expect(powerOfTwoChunks(Array.from({ length: 600 }, (_, i) => i)).flat()).toEqual(
+      Array.from({ length: 600 }, (_, i) => i)
+    )
     expect(padded(["a", "b", "c"])).toEqual(["a", "b", "c", "c"])
     expect(padded(["a", "b", "c", "d"])).toEqual(["a", "b", "c", "d"])
     expect(padded([])).toEqual([])

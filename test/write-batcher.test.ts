@@ -4,12 +4,12 @@
  * COMMIT fails the whole batch, every write sees what was committed before it, and gathering
  * writes wait for a larger transaction unless another write begins one.
  */
-import { expect, layer } from "@effect/vitest"
 import { SqlClient, type SqlError } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
 import { Cause, Data, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option } from "effect"
-import { sqliteLayer } from "../src/Sql/Client.js"
-import { WriteBatcher, WriteBatcherLive, writeBatcherLayer } from "../src/Sql/WriteBatcher.js"
 import { Metrics } from "../src/Metrics/Metrics.js"
+import { sqliteLayer } from "../src/Sql/Client.js"
+import { WriteBatcher, writeBatcherLayer, WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
 
 interface Item {
   readonly name: string
@@ -46,8 +46,10 @@ const tableOf = Effect.map(SqlClient.SqlClient, (sql) => ({
   insertOne: (item: Item) => sql`INSERT INTO wb_items ${sql.insert({ ...item })}`,
   /** The names starting with `prefix`, sorted. */
   names: (prefix: string) =>
-    Effect.map(sql<{ readonly name: string }>`SELECT name FROM wb_items WHERE name LIKE ${`${prefix}%`} ORDER BY name`, (rows) =>
-      rows.map((r) => r.name)),
+    Effect.map(
+      sql<{ readonly name: string }>`SELECT name FROM wb_items WHERE name LIKE ${`${prefix}%`} ORDER BY name`,
+      (rows) => rows.map((r) => r.name)
+    ),
   /** The rows whose name starts with `prefix`, by name. */
   rowsLike: (prefix: string) =>
     sql<Row>`SELECT name, value FROM wb_items WHERE name LIKE ${`${prefix}%`} ORDER BY name`.pipe(
@@ -159,7 +161,14 @@ layer(Db)("WriteBatcher", (it) => {
       ]
       const outcomes = yield* Effect.forEach(items, (item) => Effect.either(write(item)), { concurrency: "unbounded" })
       expect(outcomes.map(failureTag)).toEqual(["ok", "ok", "SqlError", "ok", "SqlError", "ok"])
-      expect(outcomes.map((o) => Either.getOrElse(o, () => "failed"))).toEqual(["b-1=10", "b-2=20", "failed", "b-3=30", "failed", "b-4=40"])
+      expect(outcomes.map((o) => Either.getOrElse(o, () => "failed"))).toEqual([
+        "b-1=10",
+        "b-2=20",
+        "failed",
+        "b-3=30",
+        "failed",
+        "b-4=40"
+      ])
 
       // The multi-row statement failed as a whole, then each item was written alone.
       expect(statements).toHaveLength(1 + items.length)
@@ -193,11 +202,21 @@ layer(Db)("WriteBatcher", (it) => {
       const table = yield* tableOf
       const batcher = yield* WriteBatcher
       const writes = [
-        batcher.run(Effect.zipRight(table.insertOne({ name: "d-a1", value: 1 }), Effect.as(table.insertOne({ name: "d-a2", value: 2 }), "a"))),
+        batcher.run(
+          Effect.zipRight(
+            table.insertOne({ name: "d-a1", value: 1 }),
+            Effect.as(table.insertOne({ name: "d-a2", value: 2 }), "a")
+          )
+        ),
         // A typed failure after a successful statement.
         batcher.run(Effect.zipRight(table.insertOne({ name: "d-b1", value: 1 }), new Refused({ reason: "no" }))),
         // A constraint violation after a successful statement.
-        batcher.run(Effect.zipRight(table.insertOne({ name: "d-c1", value: 1 }), Effect.as(table.insertOne({ name: "d-a1", value: 9 }), "c"))),
+        batcher.run(
+          Effect.zipRight(
+            table.insertOne({ name: "d-c1", value: 1 }),
+            Effect.as(table.insertOne({ name: "d-a1", value: 9 }), "c")
+          )
+        ),
         // A defect after a successful statement.
         batcher.run(Effect.zipRight(table.insertOne({ name: "d-e1", value: 1 }), Effect.dieMessage("boom"))),
         batcher.runStatement(Effect.as(table.insertOne({ name: "d-d", value: 4 }), "d")),
@@ -226,7 +245,11 @@ layer(Db)("WriteBatcher", (it) => {
       // In one batch, writes run in the order they were made: each sees the earlier ones, never a rolled-back one.
       const [first, failed, third, fourth] = yield* Effect.all([
         batcher.run(Effect.zipRight(table.insertOne({ name: "f-x1", value: 1 }), table.names("f-x"))),
-        Effect.either(batcher.run(Effect.zipRight(table.insertOne({ name: "f-x2", value: 1 }), new Refused({ reason: "rolled back" })))),
+        Effect.either(
+          batcher.run(
+            Effect.zipRight(table.insertOne({ name: "f-x2", value: 1 }), new Refused({ reason: "rolled back" }))
+          )
+        ),
         batcher.runStatement(Effect.as(table.insertOne({ name: "f-x3", value: 1 }), "x3")),
         batcher.run(table.names("f-x"))
       ], { concurrency: "unbounded" })
@@ -278,7 +301,12 @@ layer(Db)("WriteBatcher: a failed COMMIT", (it) => {
 
 /** Some turns of the event loop: a batch not gathering would have begun within the first. */
 const eventLoopTurns = (n: number) =>
-  Effect.promise(() => Array.from({ length: n }).reduce<Promise<void>>((turns) => turns.then(() => new Promise((done) => setImmediate(done))), Promise.resolve()))
+  Effect.promise(() =>
+    Array.from({ length: n }).reduce<Promise<void>>(
+      (turns) => turns.then(() => new Promise((done) => setImmediate(done))),
+      Promise.resolve()
+    )
+  )
 
 // A gathering time no test outlasts: a gathering write that waits for it shows as not run.
 const Gathering = Layer.merge(writeBatcherLayer({ gatherMs: 60_000 }), Tables).pipe(

@@ -12,11 +12,11 @@
  */
 import { Database, type SQLQueryBindings } from "bun:sqlite"
 import { randomBytes } from "node:crypto"
-import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../../src/Ingress/Envelope.js"
 import { makeSender, NoAnswer } from "../../src/Delivery/Sender.js"
 import { webhookSignature } from "../../src/Delivery/Signing.js"
-import { verifyHubSignature } from "../../src/Ingress/HubSignature.js"
 import { parseJsonObject } from "../../src/Domain/Json.js"
+import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../../src/Ingress/Envelope.js"
+import { verifyHubSignature } from "../../src/Ingress/HubSignature.js"
 
 interface BareConfig {
   readonly dbFile: string
@@ -43,7 +43,10 @@ interface Webhook {
 
 /** Instances by phone number id, with their active webhooks: read once (the hub reads them per group). */
 const routes = new Map<string, { readonly instanceId: string; readonly webhooks: Array<Webhook> }>()
-const rows = db.query<{ instance_id: string; phone_number_id: string; webhook_id: string | null; url: string | null }, []>(
+const rows = db.query<
+  { instance_id: string; phone_number_id: string; webhook_id: string | null; url: string | null },
+  []
+>(
   `SELECT i.id AS instance_id, i.phone_number_id, w.id AS webhook_id, w.url FROM instances i
      LEFT JOIN webhooks w ON w.instance_id = i.id AND w.active = 1 AND w.deleted_at IS NULL`
 ).all()
@@ -64,7 +67,11 @@ const chunks = <A>(items: ReadonlyArray<A>): Array<ReadonlyArray<A>> => {
 }
 /** A multi-row statement for `rowCount` rows of `columns` values each (Bun caches it by its text). */
 const multiRow = <Row = unknown>(head: string, columns: number, rowCount: number, tail = "") =>
-  db.query<Row, Array<SQLQueryBindings>>(`${head} VALUES ${Array.from({ length: rowCount }, () => `(${Array.from({ length: columns }, () => "?").join(",")})`).join(",")} ${tail}`)
+  db.query<Row, Array<SQLQueryBindings>>(
+    `${head} VALUES ${
+      Array.from({ length: rowCount }, () => `(${Array.from({ length: columns }, () => "?").join(",")})`).join(",")
+    } ${tail}`
+  )
 
 interface Change {
   readonly instanceId: string
@@ -102,41 +109,84 @@ const commitPosts = () => {
   posts = []
   const now = new Date().toISOString()
   const events = group.flatMap((post) =>
-    post.changes.map((change) => ({ ...change, eventId: newId("evt"), body: envelopeFor(post.object, [change.change]) }))
+    post.changes.map((change) => ({
+      ...change,
+      eventId: newId("evt"),
+      body: envelopeFor(post.object, [change.change])
+    }))
   )
   const deliveries: Array<Delivery & { readonly eventId: string }> = []
   db.run("BEGIN IMMEDIATE")
   try {
     const fresh = new Set<string>()
     for (const chunk of chunks(events)) {
-      const accepted = multiRow<{ readonly dedupe_key: string }>("INSERT INTO event_changes (dedupe_key, event_id, received_at)", 3, chunk.length, "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
+      const accepted = multiRow<{ readonly dedupe_key: string }>(
+        "INSERT INTO event_changes (dedupe_key, event_id, received_at)",
+        3,
+        chunk.length,
+        "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key"
+      )
         .all(...chunk.flatMap((e) => [e.key, e.eventId, now]))
       for (const row of accepted) fresh.add(row.dedupe_key)
     }
     const stored = events.filter((e) => fresh.has(e.key))
     const statuses = stored.flatMap((e) => {
       const list = e.change.value.statuses
-      return Array.isArray(list) ? list.flatMap((s) => (typeof s === "object" && s !== null && !Array.isArray(s) ? [{ instanceId: e.instanceId, status: s }] : [])) : []
+      return Array.isArray(list)
+        ? list.flatMap((
+          s
+        ) => (typeof s === "object" && s !== null && !Array.isArray(s)
+          ? [{ instanceId: e.instanceId, status: s }]
+          : [])
+        )
+        : []
     })
     // As the hub: look the statuses' messages up, and keep those not known yet (all, here) for their send.
-    db.query(`SELECT m.id FROM json_each(?) AS c JOIN messages m ON m.instance_id = c.value ->> 'i' AND m.wa_message_id = c.value ->> 'w'`)
+    db.query(
+      `SELECT m.id FROM json_each(?) AS c JOIN messages m ON m.instance_id = c.value ->> 'i' AND m.wa_message_id = c.value ->> 'w'`
+    )
       .all(JSON.stringify(statuses.map((s) => ({ i: s.instanceId, w: String(s.status.id) }))))
     for (const chunk of chunks(statuses)) {
-      multiRow("INSERT INTO message_status_backlog (instance_id, wa_message_id, status, status_rank, status_at, error)", 6, chunk.length, "ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING")
+      multiRow(
+        "INSERT INTO message_status_backlog (instance_id, wa_message_id, status, status_rank, status_at, error)",
+        6,
+        chunk.length,
+        "ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING"
+      )
         .run(...chunk.flatMap((s) => [s.instanceId, String(s.status.id), String(s.status.status), 1, now, null]))
     }
     for (const chunk of chunks(stored)) {
-      multiRow("INSERT INTO events (id, instance_id, body, change_count, received_at)", 5, chunk.length).run(...chunk.flatMap((e) => [e.eventId, e.instanceId, e.body, 1, now]))
+      multiRow("INSERT INTO events (id, instance_id, body, change_count, received_at)", 5, chunk.length).run(
+        ...chunk.flatMap((e) => [e.eventId, e.instanceId, e.body, 1, now])
+      )
     }
     for (const e of stored) {
-      for (const webhook of e.webhooks) deliveries.push({ id: newId("dlv"), messageId: newId("msg"), body: e.body, webhook, eventId: e.eventId })
+      for (const webhook of e.webhooks) {
+        deliveries.push({ id: newId("dlv"), messageId: newId("msg"), body: e.body, webhook, eventId: e.eventId })
+      }
     }
     for (const chunk of chunks(deliveries)) {
       multiRow(
         "INSERT INTO deliveries (id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, lease_owner, lease_expires_at, created_at, updated_at)",
         11,
         chunk.length
-      ).run(...chunk.flatMap((d) => [d.id, d.webhook.id, d.eventId, d.messageId, "pending", 0, now, OWNER, "9999-12-31T00:00:00.000Z", now, now]))
+      ).run(
+        ...chunk.flatMap((
+          d
+        ) => [
+          d.id,
+          d.webhook.id,
+          d.eventId,
+          d.messageId,
+          "pending",
+          0,
+          now,
+          OWNER,
+          "9999-12-31T00:00:00.000Z",
+          now,
+          now
+        ])
+      )
     }
     db.run("COMMIT")
   } catch (error) {
@@ -196,10 +246,18 @@ const logAttempts = () => {
   const now = new Date().toISOString()
   db.run("BEGIN IMMEDIATE")
   for (const chunk of chunks(group)) {
-    multiRow("INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet)", 8, chunk.length)
-      .run(...chunk.flatMap((a) => [newId("att"), a.delivery.id, 1, a.startedAt, a.statusCode, a.latencyMs, a.error, ""]))
+    multiRow(
+      "INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet)",
+      8,
+      chunk.length
+    )
+      .run(
+        ...chunk.flatMap((a) => [newId("att"), a.delivery.id, 1, a.startedAt, a.statusCode, a.latencyMs, a.error, ""])
+      )
     db.query(`UPDATE deliveries SET status = 'succeeded', attempts = 1, last_status_code = 200, next_attempt_at = NULL,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id IN (${chunk.map(() => "?").join(",")}) AND lease_owner = ?`)
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id IN (${
+      chunk.map(() => "?").join(",")
+    }) AND lease_owner = ?`)
       .run(now, ...chunk.map((a) => a.delivery.id), OWNER)
   }
   db.run("COMMIT")
@@ -217,10 +275,19 @@ const server = Bun.serve({
         }
         const payload = parseJsonObject(new TextDecoder().decode(raw))
         const envelope = payload === undefined ? undefined : parseEnvelope(payload)
-        if (envelope === undefined || envelope._tag === "Left") return Response.json({ statusCode: 400, message: "Malformed envelope" }, { status: 400 })
+        if (envelope === undefined || envelope._tag === "Left") {
+          return Response.json({ statusCode: 400, message: "Malformed envelope" }, { status: 400 })
+        }
         const changes = envelope.right.changes.flatMap((change): Array<Change> => {
           const route = change.phoneNumberId === undefined ? undefined : routes.get(change.phoneNumberId)
-          return route === undefined ? [] : [{ instanceId: route.instanceId, key: dedupeKey(route.instanceId, change), change, webhooks: route.webhooks }]
+          return route === undefined
+            ? []
+            : [{
+              instanceId: route.instanceId,
+              key: dedupeKey(route.instanceId, change),
+              change,
+              webhooks: route.webhooks
+            }]
         })
         return new Promise<Response>((answer) => {
           if (posts.length === 0) setImmediate(commitPosts)

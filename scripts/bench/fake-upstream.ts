@@ -14,7 +14,9 @@ const server = Bun.serve({
         messages: [{ id: `wamid.BENCH${sequence.toString(36).padStart(12, "0")}` }]
       })
     }
-    return Response.json({ error: { message: "Unknown path", type: "OAuthException", code: 100, error_subcode: 33 } }, { status: 400 })
+    return Response.json({ error: { message: "Unknown path", type: "OAuthException", code: 100, error_subcode: 33 } }, {
+      status: 400
+    })
   }
 })
 console.log(JSON.stringify({ port: server.port }))

@@ -32,7 +32,11 @@ const worker = async (_: unknown, index: number) => {
     if (tokens !== undefined && tokens.length > 0) headers.authorization = `Bearer ${tokens[turn++ % tokens.length]}`
     const started = performance.now()
     try {
-      const response = await fetch(url, { method: config.method, headers, ...(config.body === undefined ? {} : { body: config.body }) })
+      const response = await fetch(url, {
+        method: config.method,
+        headers,
+        ...(config.body === undefined ? {} : { body: config.body })
+      })
       await response.arrayBuffer()
       latencies.push(performance.now() - started)
       statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1)
@@ -46,7 +50,8 @@ const started = performance.now()
 await Promise.all(Array.from({ length: config.connections }, worker))
 const elapsed = (performance.now() - started) / 1000
 latencies.sort((a, b) => a - b)
-const percentile = (p: number) => latencies.length === 0 ? 0 : latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0
+const percentile = (p: number) =>
+  latencies.length === 0 ? 0 : latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0
 const ok = [...statuses].filter(([status]) => status >= 200 && status < 300).reduce((n, [, count]) => n + count, 0)
 console.log(JSON.stringify({
   requests: latencies.length,

@@ -23,7 +23,11 @@ interface PostConfig {
 const config: PostConfig = JSON.parse(process.argv[2] ?? "{}")
 const maxInFlight = config.maxInFlight ?? 256
 const sender = makeSender({ maxIdlePerOrigin: maxInFlight, maxPerOrigin: maxInFlight })
-const targets = (config.urls ?? [config.url]).map((url) => ({ url, hostHeader: new URL(url).host, serverName: undefined }))
+const targets = (config.urls ?? [config.url]).map((url) => ({
+  url,
+  hostHeader: new URL(url).host,
+  serverName: undefined
+}))
 // The hub answers every post; no per-post timer (60,000 of them would pile up each second in overload).
 const never = new AbortController().signal
 let sent = 0
@@ -44,7 +48,12 @@ const payload = (n: number) => {
         value: {
           messaging_product: "whatsapp",
           metadata: { display_phone_number: "15550000000", phone_number_id: number.phoneNumberId },
-          statuses: [{ id: `wamid.bench.${now}.${n}`, status: "sent", timestamp: String(Math.floor(now / 1000)), recipient_id: "15551234567" }]
+          statuses: [{
+            id: `wamid.bench.${now}.${n}`,
+            status: "sent",
+            timestamp: String(Math.floor(now / 1000)),
+            recipient_id: "15551234567"
+          }]
         }
       }]
     }]
@@ -91,4 +100,14 @@ while (performance.now() - started < config.seconds * 1000) {
 await Promise.all(pending)
 sender.close()
 const elapsed = (performance.now() - started) / 1000
-console.log(JSON.stringify({ offered: sent, posted: sent - dropped, ok, errors, dropped, seconds: elapsed, acceptedRate: ok / elapsed }))
+console.log(
+  JSON.stringify({
+    offered: sent,
+    posted: sent - dropped,
+    ok,
+    errors,
+    dropped,
+    seconds: elapsed,
+    acceptedRate: ok / elapsed
+  })
+)

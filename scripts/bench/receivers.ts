@@ -15,8 +15,15 @@ const server = Bun.serve({
     const url = new URL(request.url)
     if (request.method === "GET" && url.pathname === "/stats") {
       const sorted = [...latencies].sort((a, b) => a - b)
-      const at = (p: number) => sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0
-      return Response.json({ deliveries, distinctWebhookIds: webhookIds.size, events: sorted.length, p50Ms: at(50), p99Ms: at(99) })
+      const at = (p: number) =>
+        sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0
+      return Response.json({
+        deliveries,
+        distinctWebhookIds: webhookIds.size,
+        events: sorted.length,
+        p50Ms: at(50),
+        p99Ms: at(99)
+      })
     }
     if (request.method === "POST" && url.pathname === "/reset") {
       latencies.length = 0

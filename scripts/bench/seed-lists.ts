@@ -33,31 +33,60 @@ const statusOf = (i: number) => {
   return n < 88 ? "read" : n < 96 ? "delivered" : n < 99 ? "sent" : "failed"
 }
 
-const insertMessage = db.prepare(`INSERT INTO messages (id, organization_id, instance_id, direction, wa_message_id, to_number,
-  from_number, type, status, error, status_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'text', ?, NULL, ?, ?, ?)`)
+const insertMessage = db.prepare(
+  `INSERT INTO messages (id, organization_id, instance_id, direction, wa_message_id, to_number,
+  from_number, type, status, error, status_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'text', ?, NULL, ?, ?, ?)`
+)
 db.transaction(() => {
   for (let i = 0; i < config.messages; i++) {
     const inbound = i % 5 === 0
     const created = at(i, config.messages)
-    insertMessage.run(id("msg", i), config.organizationId, config.instanceId, inbound ? "inbound" : "outbound", `wamid.seed${i}`,
-      inbound ? null : "15551234567", inbound ? "15557654321" : null, inbound ? "delivered" : statusOf(i), created, created, created)
+    insertMessage.run(
+      id("msg", i),
+      config.organizationId,
+      config.instanceId,
+      inbound ? "inbound" : "outbound",
+      `wamid.seed${i}`,
+      inbound ? null : "15551234567",
+      inbound ? "15557654321" : null,
+      inbound ? "delivered" : statusOf(i),
+      created,
+      created,
+      created
+    )
   }
 })()
 
 const eventId = "evt_seed"
 db.prepare("INSERT INTO events (id, instance_id, body, change_count, received_at) VALUES (?, ?, ?, 1, ?)")
   .run(eventId, config.instanceId, JSON.stringify({ object: "whatsapp_business_account", entry: [] }), at(0, 1))
-const insertDelivery = db.prepare(`INSERT INTO deliveries (id, webhook_id, event_id, message_id, status, attempts, next_attempt_at,
-  last_status_code, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`)
+const insertDelivery = db.prepare(
+  `INSERT INTO deliveries (id, webhook_id, event_id, message_id, status, attempts, next_attempt_at,
+  last_status_code, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`
+)
 db.transaction(() => {
   for (let i = 0; i < config.deliveries; i++) {
     const created = at(i, config.deliveries)
     const n = i % 100
     const [status, code] = n < 97 ? ["succeeded", 200] : n < 99 ? ["failed", 500] : ["dead", 500]
-    insertDelivery.run(id("dlv", i), config.webhookId, eventId, id("msg_d", i), status, status === "succeeded" ? 1 : 10, code, created, created)
+    insertDelivery.run(
+      id("dlv", i),
+      config.webhookId,
+      eventId,
+      id("msg_d", i),
+      status,
+      status === "succeeded" ? 1 : 10,
+      code,
+      created,
+      created
+    )
   }
 })()
 db.run("ANALYZE")
 const middle = Math.floor(config.messages / 2)
-console.log(JSON.stringify({ middleCursor: Buffer.from(`${at(middle, config.messages)}|${id("msg", middle)}`).toString("base64url") }))
+console.log(
+  JSON.stringify({
+    middleCursor: Buffer.from(`${at(middle, config.messages)}|${id("msg", middle)}`).toString("base64url")
+  })
+)
 db.close()

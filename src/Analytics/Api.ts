@@ -5,8 +5,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, apiTokens } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphList, GraphPagingFields, JsonObjectSchema, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
@@ -51,27 +51,36 @@ export const Activity = PassThrough({
 })
 
 export class AnalyticsApi extends HttpApiGroup.make("analytics")
-  .annotate(OpenApi.Description, "The business account's activities and the phone number's compliance info, passed through from the upstream.")
+  .annotate(
+    OpenApi.Description,
+    "The business account's activities and the phone number's compliance info, passed through from the upstream."
+  )
   .add(
     HttpApiEndpoint.get("activities", "/api/analytics/activities")
       .setUrlParams(ActivitiesQuery)
       .addSuccess(GraphList(Activity))
-      .pipe(accepts(apiTokens), documented(
-        "List business account activities",
-        "The upstream's activity log of the instance's business account, passed through with its paging cursors " +
-          "(`after`, `before`); filter by time (`since`, `until`) and `type`. An organization token names the instance " +
-          "with `instance_id` or `phone_number_id`."
-      ))
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "List business account activities",
+          "The upstream's activity log of the instance's business account, passed through with its paging cursors " +
+            "(`after`, `before`); filter by time (`since`, `until`) and `type`. An organization token names the instance " +
+            "with `instance_id` or `phone_number_id`."
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("compliance", "/api/analytics/compliance")
       .setUrlParams(ComplianceQuery)
       .addSuccess(GraphList(JsonObjectSchema))
-      .pipe(accepts(apiTokens), documented(
-        "Read compliance info",
-        "The phone number's compliance info from the upstream, passed through. An organization token names the instance " +
-          "with `instance_id` or `phone_number_id`."
-      ))
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "Read compliance info",
+          "The phone number's compliance info from the upstream, passed through. An organization token names the instance " +
+            "with `instance_id` or `phone_number_id`."
+        )
+      )
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

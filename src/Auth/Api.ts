@@ -4,11 +4,11 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { accepts, everyToken, management, sessionOnly } from "../Domain/Access.js"
+import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { Wire } from "../Domain/Errors.js"
 import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
-import { accepts, everyToken, management, sessionOnly } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
-import { Authentication } from "../Domain/Authentication.js"
 import type { ApiTokenRow } from "./Repo.js"
 
 const CreateApiToken = RequestStruct({
@@ -37,12 +37,16 @@ export const ApiTokenSummary = Schema.Struct({
 export const ApiTokenList = Schema.Struct({ data: Schema.Array(ApiTokenSummary) })
 
 export const WhoAmI = Schema.Struct({
-  kind: Schema.Literal("session", "organization", "instance").annotations({ description: "The token's kind, which decides what it may call" }),
+  kind: Schema.Literal("session", "organization", "instance").annotations({
+    description: "The token's kind, which decides what it may call"
+  }),
   organization_id: Schema.String,
   instance_id: Schema.optional(Schema.String).annotations({ description: "An instance token's instance" }),
   phone_number_id: Schema.optional(Schema.String).annotations({ description: "An instance token's phone number id" }),
   token_id: Schema.String.annotations({ description: "The api token's id (tok_…) or the session's" }),
-  expires_at: Schema.optional(IsoTimestamp).annotations({ description: "When a session token stops being valid; api tokens do not expire" })
+  expires_at: Schema.optional(IsoTimestamp).annotations({
+    description: "When a session token stops being valid; api tokens do not expire"
+  })
 })
 
 /** A new token as its creation answers it, with its secret (shown only then). */
@@ -66,23 +70,32 @@ export const apiTokenSummary = (row: ApiTokenRow): typeof ApiTokenSummary.Type =
 })
 
 export class AuthApi extends HttpApiGroup.make("apiTokens")
-  .annotate(OpenApi.Description, "Api tokens: organization tokens reach every instance of the organization, instance tokens one instance. Created with a session token.")
+  .annotate(
+    OpenApi.Description,
+    "Api tokens: organization tokens reach every instance of the organization, instance tokens one instance. Created with a session token."
+  )
   .add(
     HttpApiEndpoint.post("create", "/api/auth/api-tokens")
       .setPayload(CreateApiToken)
       .addSuccess(ApiTokenCreated, { status: 201 })
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(accepts(sessionOnly), documented(
-        "Create an api token",
-        "Creates an organization token, or with `instance_id` an instance token. The secret (`token`) is in this answer only.",
-      { example: { name: "ci pipeline" } }
-    ))
+      .pipe(
+        accepts(sessionOnly),
+        documented(
+          "Create an api token",
+          "Creates an organization token, or with `instance_id` an instance token. The secret (`token`) is in this answer only.",
+          { example: { name: "ci pipeline" } }
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("list", "/api/auth/api-tokens")
       .addSuccess(ApiTokenList)
-      .pipe(accepts(management), documented("List api tokens", "The organization's api tokens without their secrets (a hint of each is shown)."))
+      .pipe(
+        accepts(management),
+        documented("List api tokens", "The organization's api tokens without their secrets (a hint of each is shown).")
+      )
   )
   .add(
     HttpApiEndpoint.del("revoke", "/api/auth/api-tokens/:tokenId")
@@ -94,16 +107,25 @@ export class AuthApi extends HttpApiGroup.make("apiTokens")
   .add(
     HttpApiEndpoint.get("whoami", "/api/auth/whoami")
       .addSuccess(WhoAmI)
-      .pipe(accepts(everyToken), documented(
-        "Who am I",
-        "The calling token's kind and scope: its organization, an instance token's instance and number, a session's expiry. " +
-          "What a token may call follows from its kind (each operation names the kinds it accepts)."
-      ))
+      .pipe(
+        accepts(everyToken),
+        documented(
+          "Who am I",
+          "The calling token's kind and scope: its organization, an instance token's instance and number, a session's expiry. " +
+            "What a token may call follows from its kind (each operation names the kinds it accepts)."
+        )
+      )
   )
   .add(
     HttpApiEndpoint.del("revokeSession", "/api/auth/session")
       .addSuccess(HttpApiSchema.NoContent)
-      .pipe(accepts(sessionOnly), documented("Sign out a session", "Revokes the session token that calls it; it is refused from the next request on."))
+      .pipe(
+        accepts(sessionOnly),
+        documented(
+          "Sign out a session",
+          "Revokes the session token that calls it; it is refused from the next request on."
+        )
+      )
   )
   .middleware(Authentication)
 {}

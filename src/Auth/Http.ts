@@ -23,7 +23,10 @@ export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers)
               Option.filter((row) => row.organization_id === principal.organizationId)
             )
           if (payload.instance_id !== undefined && Option.isNone(instance)) {
-            return yield* new NotFound({ message: `instance_id ${payload.instance_id} was not found`, error: "not_found" })
+            return yield* new NotFound({
+              message: `instance_id ${payload.instance_id} was not found`,
+              error: "not_found"
+            })
           }
           const { row, secret } = yield* tokens.createApiToken({
             organizationId: principal.organizationId,
@@ -48,7 +51,9 @@ export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers)
         Effect.map(CurrentPrincipal, (principal) => ({
           kind: principal.kind,
           organization_id: principal.organizationId,
-          ...(principal.instance === undefined ? {} : { instance_id: principal.instance.id, phone_number_id: principal.instance.phoneNumberId }),
+          ...(principal.instance === undefined
+            ? {}
+            : { instance_id: principal.instance.id, phone_number_id: principal.instance.phoneNumberId }),
           token_id: principal.credentialId,
           ...(principal.expiresAt === undefined ? {} : { expires_at: new Date(principal.expiresAt).toISOString() })
         })))
@@ -57,6 +62,8 @@ export const AuthHttpLive = HttpApiBuilder.group(HubApi, "apiTokens", (handlers)
           // The access policy admits session tokens only, so the principal is this session.
           const principal = yield* CurrentPrincipal
           const revoked = yield* tokens.revokeSession(principal.credentialId)
-          if (Option.isSome(revoked)) yield* resolver.forget(revoked.value)
+          if (Option.isSome(revoked)) {
+            yield* resolver.forget(revoked.value)
+          }
         }))
   }))

@@ -4,12 +4,11 @@
  */
 import { HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Either, Layer } from "effect"
+import { EndpointPolicies, refusal } from "../Domain/Access.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { Forbidden, Unauthorized } from "../Domain/Errors.js"
 import type { Principal, TokenKind } from "../Domain/Principal.js"
-import { EndpointPolicies, refusal } from "../Domain/Access.js"
 import { TokenResolver } from "./TokenResolver.js"
-
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i
 
@@ -36,7 +35,10 @@ const admitKind = (principal: Principal, allowed: ReadonlyArray<TokenKind>): Eit
 
 /** The principal behind an Authorization header, if its token kind may use an endpoint allowing `allowed`. */
 export const authenticateBearer = (resolver: TokenResolver) =>
-(authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Effect.Effect<Principal, Unauthorized | Forbidden> => {
+(
+  authorization: string | undefined,
+  allowed: ReadonlyArray<TokenKind>
+): Effect.Effect<Principal, Unauthorized | Forbidden> => {
   const secret = bearerSecret(authorization)
   if (secret === undefined) return Effect.fail(new Unauthorized())
   return Effect.flatMap(resolver.resolve(secret), (principal) => admitKind(principal, allowed))
@@ -44,7 +46,10 @@ export const authenticateBearer = (resolver: TokenResolver) =>
 
 /** authenticateBearer's answer when it needs no database read (see TokenResolver.resolveNow); undefined when it does. */
 export const authenticateBearerNow = (resolver: TokenResolver) =>
-(authorization: string | undefined, allowed: ReadonlyArray<TokenKind>): Either.Either<Principal, Unauthorized | Forbidden> | undefined => {
+(
+  authorization: string | undefined,
+  allowed: ReadonlyArray<TokenKind>
+): Either.Either<Principal, Unauthorized | Forbidden> | undefined => {
   const secret = bearerSecret(authorization)
   if (secret === undefined) return Either.left(new Unauthorized())
   const resolved = resolver.resolveNow(secret)
@@ -57,7 +62,9 @@ export const AuthenticationLive = Layer.effect(
     const check = authenticateBearer(yield* TokenResolver)
     const allowedKinds = allowedKindsOf(yield* EndpointPolicies)
     // Runs on every protected request: plain combinators, one context read, no generator.
-    const authenticate = Effect.contextWithEffect((context: Context.Context<HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext>) =>
+    const authenticate = Effect.contextWithEffect((
+      context: Context.Context<HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext>
+    ) =>
       check(
         Context.get(context, HttpServerRequest.HttpServerRequest).headers.authorization,
         allowedKinds(Context.get(context, HttpRouter.RouteContext).route)

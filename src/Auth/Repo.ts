@@ -10,7 +10,7 @@ import { ApiTokenId, InstanceId, newId, nowIso, OrganizationId, SessionId } from
 import type { InstanceRef, TokenKind } from "../Domain/Principal.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { decodeRows, SqlBigint, SqlCount } from "../Sql/RowSchemas.js"
-import { API_TOKEN_PREFIX, generateSecret, hashSecret, SESSION_TOKEN_PREFIX, secretHint } from "./Secrets.js"
+import { API_TOKEN_PREFIX, generateSecret, hashSecret, secretHint, SESSION_TOKEN_PREFIX } from "./Secrets.js"
 
 export interface ApiTokenRow {
   readonly id: ApiTokenId
@@ -74,7 +74,12 @@ const toCredential = (row: CredentialRow): Credential => ({
   credentialId: row.id,
   organizationId: row.organization_id,
   instance: row.instance_id !== null && row.phone_number_id !== null && row.waba_id !== null
-    ? { id: row.instance_id, organizationId: row.organization_id, phoneNumberId: row.phone_number_id, wabaId: row.waba_id }
+    ? {
+      id: row.instance_id,
+      organizationId: row.organization_id,
+      phoneNumberId: row.phone_number_id,
+      wabaId: row.waba_id
+    }
     : undefined,
   expiresAt: row.expires_at === null ? undefined : Date.parse(row.expires_at)
 })
@@ -121,7 +126,9 @@ export const TokensRepoLive = Layer.effect(
         const now = nowIso()
         const hashes = (yield* update(now)).map((row) => row.token_hash)
         if (hashes.length > 0) {
-          yield* sql`INSERT INTO revocations ${sql.insert(hashes.map((token_hash) => ({ token_hash, revoked_at: now })))}`
+          yield* sql`INSERT INTO revocations ${
+            sql.insert(hashes.map((token_hash) => ({ token_hash, revoked_at: now })))
+          }`
           // On PostgreSQL every replica hears it as this commits and evicts at once; the feed is the 1 s bound.
           yield* Effect.forEach(hashes, (hash) => announce(sql, channels.credentials, hash), { discard: true })
         }
@@ -162,7 +169,11 @@ export const TokensRepoLive = Layer.effect(
             RETURNING token_hash`
         ).pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
       revokeSession: (id) =>
-        revoking((now) => sql<HashRow>`UPDATE sessions SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL RETURNING token_hash`)
+        revoking((now) =>
+          sql<
+            HashRow
+          >`UPDATE sessions SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL RETURNING token_hash`
+        )
           .pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
       revokeOrganizationSessions: (organizationId) =>
         revoking((now) =>
@@ -178,7 +189,8 @@ export const TokensRepoLive = Layer.effect(
         revocationRows(sql`SELECT seq, token_hash FROM revocations WHERE seq > ${seq} ORDER BY seq`).pipe(
           Effect.orDie
         ),
-      pruneRevocations: (before) => sql`DELETE FROM revocations WHERE revoked_at < ${before}`.pipe(Effect.asVoid, Effect.orDie),
+      pruneRevocations: (before) =>
+        sql`DELETE FROM revocations WHERE revoked_at < ${before}`.pipe(Effect.asVoid, Effect.orDie),
       createSession: (organizationId, ttlMillis) => {
         const secret = generateSecret(SESSION_TOKEN_PREFIX)
         const id = SessionId.make(newId("ses"))
@@ -207,7 +219,8 @@ export const TokensRepoLive = Layer.effect(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toCredential)),
           Effect.orDie
         ),
-      touchApiToken: (id, at) => sql`UPDATE api_tokens SET last_used_at = ${at} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+      touchApiToken: (id, at) =>
+        sql`UPDATE api_tokens SET last_used_at = ${at} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
     })
   })
 )

@@ -49,7 +49,9 @@ export const RevocationFeedLive = Layer.effect(
 
     const poll = Effect.gen(function*() {
       const at = yield* SubscriptionRef.get(position)
-      const rows = (yield* repo.revocationsAfter(Math.max(0, at - REREAD))).filter((row) => row.seq > at || !seen.has(row.seq))
+      const rows = (yield* repo.revocationsAfter(Math.max(0, at - REREAD))).filter((row) =>
+        row.seq > at || !seen.has(row.seq)
+      )
       const last = Math.max(at, ...rows.map((row) => row.seq))
       seen = new Set([...seen, ...rows.map((row) => row.seq)].filter((seq) => seq > last - REREAD))
       if (rows.length > 0) yield* resolver.forget(...rows.map((row) => row.token_hash))

@@ -5,13 +5,13 @@
  * reads it within about a second from the revocation feed (RevocationFeed.ts); entries also expire
  * after a minute.
  */
-import { LRUCache } from "lru-cache"
 import { Effect, Either, Option, Runtime } from "effect"
+import { LRUCache } from "lru-cache"
 import { Unauthorized } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import type { Principal } from "../Domain/Principal.js"
-import { type Credential, TokensRepo, TokensRepoLive } from "./Repo.js"
 import { channels, subscribe } from "../Sql/Notify.js"
+import { type Credential, TokensRepo, TokensRepoLive } from "./Repo.js"
 import { hashSecret } from "./Secrets.js"
 
 const CACHE_TTL_MS = 60_000
@@ -115,13 +115,18 @@ export class TokenResolver extends Effect.Service<TokenResolver>()("TokenResolve
     }
 
     const service: TokenResolverShape = {
-      resolveNow: (secret) => (malformed(secret) ? Either.left(new Unauthorized()) : cachedAnswer(hashSecret(secret), Date.now())),
+      resolveNow: (
+        secret
+      ) => (malformed(secret) ? Either.left(new Unauthorized()) : cachedAnswer(hashSecret(secret), Date.now())),
       resolve: (secret) => {
         if (malformed(secret)) return Effect.fail(new Unauthorized())
         const now = Date.now()
         const hash = hashSecret(secret)
         return cachedAnswer(hash, now) ??
-          Effect.flatMap(load(hash, now), (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now))
+          Effect.flatMap(
+            load(hash, now),
+            (entry) => entry === undefined ? Effect.fail(new Unauthorized()) : admit(entry, now)
+          )
       },
       forget: (...hashes) =>
         Effect.sync(() => {

@@ -3,14 +3,14 @@ import { Effect, Option, Schema } from "effect"
 import { HubApi } from "../Api.js"
 import { type TooManyRequests, UpstreamFailure } from "../Domain/Errors.js"
 import { GraphList, isJsonObject, type JsonObject, limitText } from "../Domain/Json.js"
+import { forwardedBody } from "../Domain/Schemas.js"
+import { isBusinessScopedUserId } from "../Domain/UserIds.js"
 import { requestTarget, selectorOf } from "../Instances/RequestTarget.js"
 import { decodeAnswer } from "../Upstream/Answers.js"
 import { toHubError, upstreamDetails } from "../Upstream/toHubError.js"
 import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
-import { isBusinessScopedUserId } from "../Domain/UserIds.js"
 import { BlockedUser, type FailedUser, UserOutcome, type UsersChange } from "./Api.js"
-import { forwardedBody } from "../Domain/Schemas.js"
 
 /** A refused user as the upstream lists it: its errors (Meta's examples write the code as text too). */
 const GraphFailedUser = Schema.Struct({
@@ -43,7 +43,9 @@ const upstreamBody = (payload: typeof UsersChange.Type): JsonObject => {
   return {
     ...forwardedBody(payload, ["users", "instance_id", "phone_number_id"]),
     messaging_product: "whatsapp",
-    block_users: payload.users.map((user) => (isBusinessScopedUserId(user) ? { user_id: user } : { user: user.replace(/^\+/, "") }))
+    block_users: payload.users.map((
+      user
+    ) => (isBusinessScopedUserId(user) ? { user_id: user } : { user: user.replace(/^\+/, "") }))
   }
 }
 
@@ -77,7 +79,9 @@ const failedUser = (user: typeof GraphFailedUser.Type): typeof FailedUser.Type =
 }
 
 const failedOf = (outcome: Outcome) =>
-  outcome.failed_users === undefined || outcome.failed_users.length === 0 ? {} : { failed_users: outcome.failed_users.map(failedUser) }
+  outcome.failed_users === undefined || outcome.failed_users.length === 0
+    ? {}
+    : { failed_users: outcome.failed_users.map(failedUser) }
 
 /** Every user refused: the upstream's error as the hub answers it, the refused users in its details. */
 const refusedAll = (e: UpstreamError, outcome: Outcome | undefined): TooManyRequests | UpstreamFailure => {
@@ -114,7 +118,9 @@ export const BlockUsersHttpLive = HttpApiBuilder.group(HubApi, "blockUsers", (ha
           Effect.map((answer) => answer.block_users),
           Effect.catchTag("UpstreamError", (e) => {
             const partial = partialOutcome(e)
-            return partial !== undefined && (partial[taken] ?? []).length > 0 ? Effect.succeed(partial) : Effect.fail(refusedAll(e, partial))
+            return partial !== undefined && (partial[taken] ?? []).length > 0
+              ? Effect.succeed(partial)
+              : Effect.fail(refusedAll(e, partial))
           })
         )
         return { users: outcome[taken] ?? [], ...failedOf(outcome) }
@@ -122,10 +128,16 @@ export const BlockUsersHttpLive = HttpApiBuilder.group(HubApi, "blockUsers", (ha
 
     return handlers
       .handle("block", ({ payload }) =>
-        Effect.map(change(payload, "added_users", upstream.blockUsers, "the user block"), ({ users, ...failed }) => ({ added_users: users, ...failed }))
+        Effect.map(
+          change(payload, "added_users", upstream.blockUsers, "the user block"),
+          ({ users, ...failed }) => ({ added_users: users, ...failed })
+        )
           .pipe(Effect.withSpan("BlockUsers.block")))
       .handle("unblock", ({ payload }) =>
-        Effect.map(change(payload, "removed_users", upstream.unblockUsers, "the user unblock"), ({ users, ...failed }) => ({ removed_users: users, ...failed }))
+        Effect.map(
+          change(payload, "removed_users", upstream.unblockUsers, "the user unblock"),
+          ({ users, ...failed }) => ({ removed_users: users, ...failed })
+        )
           .pipe(Effect.withSpan("BlockUsers.unblock")))
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {

@@ -2,8 +2,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, instanceOnly } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
@@ -23,10 +23,20 @@ export class BusinessProfileApi extends HttpApiGroup.make("businessProfile")
   .add(
     HttpApiEndpoint.get("get", "/api/business-profile")
       .setUrlParams(RequestStruct({
-        fields: Schema.optional(Schema.String.pipe(Schema.pattern(/^[a-z_]+(,[a-z_]+)*$/, { message: () => "must be field names, comma separated" })))
+        fields: Schema.optional(
+          Schema.String.pipe(Schema.pattern(/^[a-z_]+(,[a-z_]+)*$/, {
+            message: () => "must be field names, comma separated"
+          }))
+        )
       }))
       .addSuccess(BusinessProfile)
-      .pipe(accepts(instanceOnly), documented("Read the business profile", "The WhatsApp business profile of the instance's phone number, from the upstream."))
+      .pipe(
+        accepts(instanceOnly),
+        documented(
+          "Read the business profile",
+          "The WhatsApp business profile of the instance's phone number, from the upstream."
+        )
+      )
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

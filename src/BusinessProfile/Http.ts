@@ -16,19 +16,25 @@ import { BusinessProfile } from "./Api.js"
 const ProfileAnswer = Schema.Struct({ data: Schema.Array(JsonObjectSchema) })
 const Nested = Schema.Struct({ business_profile: JsonObjectSchema })
 
-export const BusinessProfileHttpLive = HttpApiBuilder.group(HubApi, "businessProfile", (handlers) =>
-  Effect.gen(function*() {
-    const upstream = yield* Upstream
-    return handlers.handle("get", ({ urlParams }) =>
-      Effect.gen(function*() {
-        const target = yield* requestTarget()
-        const answer = yield* upstream.getBusinessProfile(target, urlParams).pipe(
-          Effect.mapError(toHubError),
-          Effect.flatMap(decodeAnswer(ProfileAnswer, "the business profile"))
-        )
-        const first = answer.data[0]
-        if (first === undefined) return yield* new NotFound({ message: "The phone number has no business profile", error: "not_found" })
-        const profile = Schema.is(Nested)(first) ? first.business_profile : first
-        return yield* decodeAnswer(BusinessProfile, "the business profile")(profile)
-      }))
-  }))
+export const BusinessProfileHttpLive = HttpApiBuilder.group(
+  HubApi,
+  "businessProfile",
+  (handlers) =>
+    Effect.gen(function*() {
+      const upstream = yield* Upstream
+      return handlers.handle("get", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const target = yield* requestTarget()
+          const answer = yield* upstream.getBusinessProfile(target, urlParams).pipe(
+            Effect.mapError(toHubError),
+            Effect.flatMap(decodeAnswer(ProfileAnswer, "the business profile"))
+          )
+          const first = answer.data[0]
+          if (first === undefined) {
+            return yield* new NotFound({ message: "The phone number has no business profile", error: "not_found" })
+          }
+          const profile = Schema.is(Nested)(first) ? first.business_profile : first
+          return yield* decodeAnswer(BusinessProfile, "the business profile")(profile)
+        }))
+    })
+)

@@ -36,7 +36,6 @@ export interface CallChange {
   readonly event: CallEvent
 }
 
-
 const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
   const list = value[key]
   return Array.isArray(list) ? list.filter(isJsonObject) : []
@@ -44,7 +43,6 @@ const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
 
 const text = (value: Json | undefined): string | undefined =>
   typeof value === "string" && value !== "" ? value : typeof value === "number" ? String(value) : undefined
-
 
 /**
  * A `connect` names its direction; older payloads without it are told apart by their SDP: an

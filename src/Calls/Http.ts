@@ -3,13 +3,13 @@ import { Effect, Layer } from "effect"
 import { HubApi } from "../Api.js"
 import { Conflict } from "../Domain/Errors.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
+import { forwardedBody } from "../Domain/Schemas.js"
+import { isBusinessScopedUserId } from "../Domain/UserIds.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { decodeAnswer, SuccessAnswer } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream } from "../Upstream/Upstream.js"
 import { CallsRepo, CallsRepoLive } from "./Repo.js"
-import { isBusinessScopedUserId } from "../Domain/UserIds.js"
-import { forwardedBody } from "../Domain/Schemas.js"
 
 /**
  * How long an incoming call counts as ringing without a later event: the user's phone rings for
@@ -19,7 +19,8 @@ const RINGING_WINDOW_MS = 2 * 60 * 1000
 
 const noRingingCall = (from: string) =>
   new Conflict({
-    message: `No call from ${from} is ringing on this number: pass call_id, or wait for the call's connect webhook (calls field) to arrive`,
+    message:
+      `No call from ${from} is ringing on this number: pass call_id, or wait for the call's connect webhook (calls field) to arrive`,
     error: "no_ringing_call"
   })
 
@@ -34,7 +35,12 @@ export const CallsHttpLive = HttpApiBuilder.group(HubApi, "calls", (handlers) =>
         const target = yield* access.target(instance)
         // The wall clock, as the upstream's call timestamps are (not the Effect clock, which tests shift).
         const since = new Date(Date.now() - RINGING_WINDOW_MS).toISOString()
-        const callId = payload.call_id ?? (yield* calls.ringingCallFrom({ id: instance.id, organizationId: instance.organizationId }, payload.to, since))
+        const callId = payload.call_id ??
+          (yield* calls.ringingCallFrom(
+            { id: instance.id, organizationId: instance.organizationId },
+            payload.to,
+            since
+          ))
         if (callId === undefined) return yield* noRingingCall(payload.to)
         const body = {
           // Fields the hub does not model go to the Graph as given; `to` is sent as Meta names it.
@@ -44,7 +50,9 @@ export const CallsHttpLive = HttpApiBuilder.group(HubApi, "calls", (handlers) =>
           ...(isBusinessScopedUserId(payload.to) ? { recipient: payload.to } : { to: payload.to }),
           action: "pre_accept",
           call_id: callId,
-          ...(payload.session === undefined ? {} : { session: { sdp_type: payload.session.sdp_type, sdp: payload.session.sdp } })
+          ...(payload.session === undefined
+            ? {}
+            : { session: { sdp_type: payload.session.sdp_type, sdp: payload.session.sdp } })
         }
         const answer = yield* upstream.callAction(target, body).pipe(
           Effect.mapError(toHubError),

@@ -66,11 +66,15 @@ export const CallsRepoLive = Layer.effect(
       ringingCallFrom: (instance, user, since) =>
         Effect.flatMap(identifiersOf(sql, instance.organizationId, user), (identifiers) =>
           sql<{ readonly call_id: string }>`SELECT call_id FROM calls
-            WHERE instance_id = ${instance.id} AND (user_number IN ${sql.in(identifiers)} OR user_id IN ${sql.in(identifiers)})
+            WHERE instance_id = ${instance.id} AND (user_number IN ${sql.in(identifiers)} OR user_id IN ${
+            sql.in(identifiers)
+          })
               AND started_at >= ${since} AND state = 'ringing' AND direction = 'USER_INITIATED'
             ORDER BY started_at DESC LIMIT 1`).pipe(
-          Effect.map((rows) => rows[0]?.call_id),
-          Effect.orDie
-        )
+            Effect.map((rows) =>
+              rows[0]?.call_id
+            ),
+            Effect.orDie
+          )
     }))
 )

@@ -6,9 +6,9 @@
 import { Layer } from "effect"
 import { TokensRepoLive } from "../Auth/Repo.js"
 import { UnroutedRepoLive } from "../Ingress/Unrouted.js"
-import { SecretCipher } from "../Sql/SecretCipher.js"
 import { InstancesRepoLive } from "../Instances/Repo.js"
 import { SqlLive } from "../Sql/Client.js"
+import { SecretCipher } from "../Sql/SecretCipher.js"
 
 /** Organizations and instances; instances' access tokens encrypted with the key for secrets at rest. */
 export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(SecretCipher.Default), Layer.provide(SqlLive))

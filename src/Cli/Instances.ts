@@ -37,7 +37,8 @@ const instanceList = Command.make("list", {
     const { sendRatePerSecond } = yield* HubConfig
     const rows = yield* Option.match(org, {
       onNone: () => repo.listInstances,
-      onSome: (id) => Effect.flatMap(requireOrganization(id), (organization) => repo.listByOrganization(organization.id))
+      onSome: (id) =>
+        Effect.flatMap(requireOrganization(id), (organization) => repo.listByOrganization(organization.id))
     })
     yield* printWith(Schema.Struct({ data: Schema.Array(OrganizationInstanceRecord) }))({
       data: rows.map((row) => organizationInstance(row, sendRatePerSecond))
@@ -48,13 +49,20 @@ const instanceList = Command.make("list", {
   ))
 
 /** The access token given with --access-token, or read (trimmed) from standard input with --access-token-stdin. */
-const accessTokenOf = (options: { readonly accessToken: Option.Option<string>; readonly accessTokenStdin: boolean }) => {
+const accessTokenOf = (
+  options: { readonly accessToken: Option.Option<string>; readonly accessTokenStdin: boolean }
+) => {
   if (!options.accessTokenStdin) return Effect.succeed(options.accessToken)
   if (Option.isSome(options.accessToken)) {
-    return Effect.fail(new CliError({ message: "give the access token with --access-token or --access-token-stdin, not both" }))
+    return Effect.fail(
+      new CliError({ message: "give the access token with --access-token or --access-token-stdin, not both" })
+    )
   }
   return readStandardInput.pipe(
-    Effect.filterOrFail((token) => token !== "", () => new CliError({ message: "--access-token-stdin read no access token from standard input" })),
+    Effect.filterOrFail(
+      (token) => token !== "",
+      () => new CliError({ message: "--access-token-stdin read no access token from standard input" })
+    ),
     Effect.map(Option.some)
   )
 }
@@ -64,11 +72,15 @@ const instanceCreate = Command.make("create", {
   name: nonEmpty("name", "The instance's name"),
   phoneNumberId: graphId("phone-number-id", "The upstream's phone number id (digits) the instance sends from"),
   wabaId: graphId("waba-id", "The upstream's business account id (digits) the number belongs to"),
-  accessToken: Options.optional(Options.text("access-token").pipe(
-    Options.withDescription("The upstream access token for this number (stored encrypted); the sandbox needs none")
-  )),
+  accessToken: Options.optional(
+    Options.text("access-token").pipe(
+      Options.withDescription("The upstream access token for this number (stored encrypted); the sandbox needs none")
+    )
+  ),
   accessTokenStdin: Options.boolean("access-token-stdin").pipe(
-    Options.withDescription("Read the access token from standard input, so it shows in neither ps nor the shell's history")
+    Options.withDescription(
+      "Read the access token from standard input, so it shows in neither ps nor the shell's history"
+    )
   ),
   marketingMessages: marketingMessagesOption.pipe(Options.withDefault("off" as const))
 }, (options) =>
@@ -85,7 +97,9 @@ const instanceCreate = Command.make("create", {
       marketingMessages: options.marketingMessages
     }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
     yield* printWith(InstanceRecord)(instanceRecord(row, (yield* HubConfig).sendRatePerSecond))
-  })).pipe(Command.withDescription("Create an instance bound to one phone number of a business account; prints the instance"))
+  })).pipe(
+    Command.withDescription("Create an instance bound to one phone number of a business account; prints the instance")
+  )
 
 const instanceUpdate = Command.make("update", {
   instance: Args.text({ name: "instance-id" }).pipe(Args.withDescription("The instance to change")),
@@ -96,7 +110,9 @@ const instanceUpdate = Command.make("update", {
     const row = yield* repo.updateInstance(options.instance, { marketingMessages: options.marketingMessages })
     if (Option.isNone(row)) return yield* new CliError({ message: `instance ${options.instance} was not found` })
     yield* printInstance(organizationInstance(row.value, (yield* HubConfig).sendRatePerSecond))
-  })).pipe(Command.withDescription("Change an instance's settings (--marketing-messages auto|off); prints the instance"))
+  })).pipe(
+    Command.withDescription("Change an instance's settings (--marketing-messages auto|off); prints the instance")
+  )
 
 export const instancesCommand = Command.make("instance").pipe(
   Command.withDescription("Instances: each is bound to one business phone number"),

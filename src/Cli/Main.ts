@@ -21,7 +21,15 @@ import { tokensCommand } from "./Tokens.js"
 
 const hub = Command.make("hub").pipe(
   Command.withDescription("Messaging Hub: an HTTP gateway in front of the WhatsApp Business Cloud API"),
-  Command.withSubcommands([serveCommand, organizationsCommand, instancesCommand, sessionsCommand, tokensCommand, eventsCommand, migrateDataCommand])
+  Command.withSubcommands([
+    serveCommand,
+    organizationsCommand,
+    instancesCommand,
+    sessionsCommand,
+    tokensCommand,
+    eventsCommand,
+    migrateDataCommand
+  ])
 )
 
 const cli = Command.run(hub, { name: "hub", version: packageJson.version })

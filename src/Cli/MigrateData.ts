@@ -18,15 +18,20 @@ const MigrationReport = Schema.Struct({
  */
 const targetWithPassword = (options: { readonly to: string; readonly passwordStdin: boolean }) =>
   Effect.gen(function*() {
-    if (!URL.canParse(options.to)) return yield* new CliError({ message: "--to must be a postgres://user@host:port/database URL" })
+    if (!URL.canParse(options.to)) {
+      return yield* new CliError({ message: "--to must be a postgres://user@host:port/database URL" })
+    }
     const url = new URL(options.to)
     const fromStdin = options.passwordStdin ? yield* readStandardInput : undefined
-    if (fromStdin === "") return yield* new CliError({ message: "--password-stdin read no password from standard input" })
+    if (fromStdin === "") {
+      return yield* new CliError({ message: "--password-stdin read no password from standard input" })
+    }
     if (fromStdin !== undefined && url.password !== "") {
       return yield* new CliError({ message: "give the password in --to or with --password-stdin, not both" })
     }
     const fromEnvironment = process.env.PGPASSWORD?.trim()
-    const password = fromStdin ?? (url.password === "" && fromEnvironment !== undefined && fromEnvironment !== "" ? fromEnvironment : undefined)
+    const password = fromStdin ??
+      (url.password === "" && fromEnvironment !== undefined && fromEnvironment !== "" ? fromEnvironment : undefined)
     if (password !== undefined) url.password = password
     return url.toString()
   })
@@ -36,11 +41,15 @@ export const migrateDataCommand = Command.make("migrate-data", {
   to: Options.text("to").pipe(Options.withDescription(
     "postgres://user@host:port/database: a database no hub has used (its password from --password-stdin or PGPASSWORD; in the URL it shows in `ps`)"
   )),
-  passwordStdin: Options.boolean("password-stdin").pipe(Options.withDescription("Read the PostgreSQL password from standard input"))
+  passwordStdin: Options.boolean("password-stdin").pipe(
+    Options.withDescription("Read the PostgreSQL password from standard input")
+  )
 }, (options) =>
   targetWithPassword(options).pipe(
     Effect.flatMap((to) => migrateData({ from: options.from, to })),
-    Effect.catchAllDefect((defect) => Effect.fail(new CliError({ message: `migrate-data failed, nothing was kept: ${String(defect)}` }))),
+    Effect.catchAllDefect((defect) =>
+      Effect.fail(new CliError({ message: `migrate-data failed, nothing was kept: ${String(defect)}` }))
+    ),
     Effect.mapError((e) => new CliError({ message: e.message })),
     Effect.flatMap(printWith(MigrationReport))
   )).pipe(Command.withDescription("Copy every table of a SQLite hub into an empty PostgreSQL database"))

@@ -20,10 +20,14 @@ export const requireOrganization = (id: string) =>
     }))
   )
 
-const orgCreate = Command.make("create", { name: nonEmpty("name", "The organization's name") }, ({ name }) =>
-  Effect.flatMap(InstancesRepo, (repo) => repo.createOrganization(name)).pipe(
-    Effect.flatMap(printWith(OrganizationRecord))
-  )).pipe(Command.withDescription("Create an organization; prints {id, name, created_at}"))
+const orgCreate = Command.make(
+  "create",
+  { name: nonEmpty("name", "The organization's name") },
+  ({ name }) =>
+    Effect.flatMap(InstancesRepo, (repo) => repo.createOrganization(name)).pipe(
+      Effect.flatMap(printWith(OrganizationRecord))
+    )
+).pipe(Command.withDescription("Create an organization; prints {id, name, created_at}"))
 
 const orgList = Command.make("list", {}, () =>
   Effect.flatMap(InstancesRepo, (repo) => repo.listOrganizations).pipe(

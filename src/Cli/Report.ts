@@ -23,12 +23,16 @@ export const withCliConsole = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.consoleWith((base) =>
     Effect.withConsole(effect, {
       ...base,
-      log: (...args) => base.log(...(process.stdout.isTTY === true ? args : args.map((arg) => (typeof arg === "string" ? plain(arg) : arg)))),
+      log: (...args) =>
+        base.log(
+          ...(process.stdout.isTTY === true ? args : args.map((arg) => (typeof arg === "string" ? plain(arg) : arg)))
+        ),
       error: () => Effect.void
     })
   )
 
-const printError = (message: string) => Effect.sync(() => process.stderr.write(`${JSON.stringify({ error: message })}\n`))
+const printError = (message: string) =>
+  Effect.sync(() => process.stderr.write(`${JSON.stringify({ error: message })}\n`))
 
 /** One message per bad variable of a configuration error. */
 const configProblems = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
@@ -72,7 +76,9 @@ const reportDefect = (cause: Cause.Cause<unknown>) =>
     const defect = Cause.squash(cause)
     if (portInUse(defect)) {
       const where = `${process.env.HOST ?? "127.0.0.1"}:${process.env.PORT ?? "3000"}`
-      return yield* printError(`${where} is already in use: stop whatever listens there, or set PORT (or HOST) to a free one`)
+      return yield* printError(
+        `${where} is already in use: stop whatever listens there, or set PORT (or HOST) to a free one`
+      )
     }
     yield* printError(`Unexpected failure: ${defect instanceof Error ? defect.message : String(defect)}`)
   })

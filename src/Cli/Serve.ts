@@ -3,11 +3,11 @@ import { Command } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
-import { bootstrapSandbox, printDemoCredentials, printDocsLine, printNewTokensHint } from "./Bootstrap.js"
 import { HubConfig } from "../Config.js"
 import { ShutdownDelayLive, StopSignalsLive } from "../Health/Readiness.js"
 import { hubLayer, ServerLive } from "../Http.js"
 import { classifyAddress } from "../Net/AddressRanges.js"
+import { bootstrapSandbox, printDemoCredentials, printDocsLine, printNewTokensHint } from "./Bootstrap.js"
 
 /** The advisory lock the sandbox's demo is created under (any number unlike the hub's others). */
 const DEMO_LOCK = 0x6875_6202
@@ -59,10 +59,13 @@ export const serveCommand = Command.make("serve", {}, () =>
   Layer.launch(Layer.merge(
     UnsignedIngressWarningLive,
     // The stop signals are heard first (the hub turns not ready); the shutdown delay is released first, while the hub still serves.
-    ShutdownDelayLive.pipe(Layer.merge(StopSignalsLive), Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive))))
+    ShutdownDelayLive.pipe(
+      Layer.merge(StopSignalsLive),
+      Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive)))
+    )
   ))).pipe(
-  Command.withDescription(
-    "Run the hub's HTTP server on HOST:PORT (settings from the environment: see the README). In sandbox mode an empty " +
-      "database gets a demo organization, instance and tokens, printed once."
+    Command.withDescription(
+      "Run the hub's HTTP server on HOST:PORT (settings from the environment: see the README). In sandbox mode an empty " +
+        "database gets a demo organization, instance and tokens, printed once."
+    )
   )
-)

@@ -17,7 +17,11 @@ const SessionsRevoked = Schema.Struct({ revoked: Schema.Number })
 
 const sessionCreate = Command.make("create", {
   org: orgOption,
-  ttl: Options.optional(Options.text("ttl").pipe(Options.withDescription("How long the session lasts, such as 30m, 12h or 7d (default HUB_SESSION_TTL, 12h)")))
+  ttl: Options.optional(
+    Options.text("ttl").pipe(
+      Options.withDescription("How long the session lasts, such as 30m, 12h or 7d (default HUB_SESSION_TTL, 12h)")
+    )
+  )
 }, (options) =>
   Effect.gen(function*() {
     const config = yield* HubConfig
@@ -26,7 +30,8 @@ const sessionCreate = Command.make("create", {
       return yield* new CliError({ message: "--ttl must be a positive duration such as 30m, 12h or 7d" })
     }
     const organization = yield* requireOrganization(options.org)
-    const session = yield* Effect.flatMap(TokensRepo, (repo) => repo.createSession(organization.id, Duration.toMillis(ttl.value)))
+    const session = yield* Effect.flatMap(TokensRepo, (repo) =>
+      repo.createSession(organization.id, Duration.toMillis(ttl.value)))
     yield* printWith(SessionCreated)({ token: session.secret, expires_at: session.expiresAt })
   })).pipe(Command.withDescription(
     "Create a session token for an organization (it manages api tokens: POST /api/auth/api-tokens); prints {token, expires_at}"

@@ -6,8 +6,8 @@
  * allows this origin only, and no inline script or style. /docs answers with the same headers.
  */
 import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { createHash } from "node:crypto"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import { HubConfig } from "../Config.js"
 import { script, stylesheet, version } from "./generated/assets.js"
 
@@ -55,9 +55,9 @@ const securityHeaders = {
 
 /** The executable inline blocks of a page (`<script>` that is not JSON data, `<style>`), each as a CSP source. */
 const inlineSources = (html: string, tag: "script" | "style") =>
-  [...html.matchAll(new RegExp(`<${tag}(?![^>]*type="application/json")[^>]*>([\\s\\S]*?)</${tag}>`, "g"))].map((match) =>
-    `'sha256-${createHash("sha256").update(match[1] ?? "").digest("base64")}'`
-  )
+  [...html.matchAll(new RegExp(`<${tag}(?![^>]*type="application/json")[^>]*>([\\s\\S]*?)</${tag}>`, "g"))].map((
+    match
+  ) => `'sha256-${createHash("sha256").update(match[1] ?? "").digest("base64")}'`)
 
 /**
  * The security headers of a page whose script and style are inline (Swagger UI at /docs, as
@@ -81,7 +81,9 @@ export const DocsSecurityHeadersLive = HttpApiBuilder.middleware(Effect.sync(() 
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const response = yield* app
-      if (request.url.split("?")[0] !== "/docs" || response.status !== 200 || response.body._tag !== "Uint8Array") return response
+      if (
+        request.url.split("?")[0] !== "/docs" || response.status !== 200 || response.body._tag !== "Uint8Array"
+      ) return response
       docsHeaders ??= inlinePageSecurityHeaders(new TextDecoder().decode(response.body.body))
       return HttpServerResponse.setHeaders(response, docsHeaders)
     })
@@ -95,7 +97,9 @@ const asset = (body: string, contentType: string) =>
   })
 
 const notFound = (path: string) =>
-  HttpServerResponse.unsafeJson({ statusCode: 404, message: `No dashboard asset at ${path}`, error: "not_found" }, { status: 404 })
+  HttpServerResponse.unsafeJson({ statusCode: 404, message: `No dashboard asset at ${path}`, error: "not_found" }, {
+    status: 404
+  })
 
 export const DashboardHttpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {

@@ -21,7 +21,8 @@ const PURE_SERVER_MODULES: ReadonlySet<string> = new Set(["src/Domain/EventKinds
 const LIBRARIES = ["node_modules/preact/", "node_modules/eventsource-parser/"]
 
 const allowed = (path: string) =>
-  path.startsWith("src/Dashboard/ui/") || PURE_SERVER_MODULES.has(path) || LIBRARIES.some((library) => path.startsWith(library))
+  path.startsWith("src/Dashboard/ui/") || PURE_SERVER_MODULES.has(path) ||
+  LIBRARIES.some((library) => path.startsWith(library))
 
 const result = await Bun.build({
   entrypoints: [join(here, "ui", "main.tsx")],
@@ -43,12 +44,16 @@ const foreign = bundled.filter((path) => !allowed(path))
 if (bundled.length === 0 || foreign.length > 0) {
   console.error(
     `the dashboard bundle may hold only src/Dashboard/ui/, ${[...PURE_SERVER_MODULES, ...LIBRARIES].join(", ")}; ` +
-      `it holds: ${foreign.slice(0, 5).join(", ") || "(no inputs listed)"}${foreign.length > 5 ? ` and ${foreign.length - 5} more` : ""}`
+      `it holds: ${foreign.slice(0, 5).join(", ") || "(no inputs listed)"}${
+        foreign.length > 5 ? ` and ${foreign.length - 5} more` : ""
+      }`
   )
   process.exit(1)
 }
 
-const texts = await Promise.all(result.outputs.map(async (output) => ({ path: output.path, text: await output.text() })))
+const texts = await Promise.all(
+  result.outputs.map(async (output) => ({ path: output.path, text: await output.text() }))
+)
 const script = texts.filter((o) => o.path.endsWith(".js"))
 const styles = texts.filter((o) => o.path.endsWith(".css"))
 if (script.length !== 1 || styles.length !== 1) {
@@ -71,4 +76,8 @@ writeFileSync(
     ""
   ].join("\n")
 )
-console.log(`dashboard built: ${(js.length / 1024).toFixed(1)} KB script, ${(css.length / 1024).toFixed(1)} KB stylesheet (${version})`)
+console.log(
+  `dashboard built: ${(js.length / 1024).toFixed(1)} KB script, ${
+    (css.length / 1024).toFixed(1)
+  } KB stylesheet (${version})`
+)

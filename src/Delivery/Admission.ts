@@ -64,7 +64,10 @@ export const makeAdmission = (limits: Shares): Admission => {
     admit: (webhookId, organizationId) => {
       const delivery = { webhook_id: webhookId, organization_id: organizationId }
       const room = roomFor(limits, running, { byWebhook, byOrganization }, delivery)
-      if (!closed && queueClear && room.overall && room.owner && !behind.has(webhookId) && !organizationsBehind.has(organizationId)) {
+      if (
+        !closed && queueClear && room.overall && room.owner && !behind.has(webhookId) &&
+        !organizationsBehind.has(organizationId)
+      ) {
         count(delivery)
         return true
       }
@@ -82,7 +85,9 @@ export const makeAdmission = (limits: Shares): Admission => {
       queueClear = deliveries.length < asked
       behind = new Set(atShare(byWebhook, limits.perWebhook))
       // Below the limit, an organization at its share could have taken more: it left nothing waiting.
-      organizationsBehind = running < overShareUpTo ? new Set() : new Set(atShare(byOrganization, limits.perOrganization))
+      organizationsBehind = running < overShareUpTo
+        ? new Set()
+        : new Set(atShare(byOrganization, limits.perOrganization))
     },
     finished: (delivery) => {
       running--

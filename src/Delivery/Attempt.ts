@@ -13,9 +13,9 @@ import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
 import { WebhooksRepo } from "../Webhooks/Repo.js"
+import { type Credentials, makeCredentials } from "./Credentials.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
-import { type Credentials, makeCredentials } from "./Credentials.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
 import { webhookSignature } from "./Signing.js"
 
@@ -30,9 +30,16 @@ interface Deliveries {
   /** What a delivery is signed and sent with (decrypted once per secret, not once per attempt). */
   readonly credentials: (d: LeasedDelivery, nowMs: number) => Effect.Effect<Credentials>
   /** Sends one attempt; undefined when `shutdown` aborted it (the attempt is then not logged). */
-  readonly attempt: (d: LeasedDelivery, credentials: Credentials, shutdown: AbortSignal) => Promise<AttemptRecord | undefined>
+  readonly attempt: (
+    d: LeasedDelivery,
+    credentials: Credentials,
+    shutdown: AbortSignal
+  ) => Promise<AttemptRecord | undefined>
   /** Once attempts are logged: a 410, or failures without a success for too long, disable the webhook. */
-  readonly afterLogged: (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) => Effect.Effect<void>
+  readonly afterLogged: (
+    records: ReadonlyArray<AttemptRecord>,
+    failingSince: ReadonlyMap<string, string>
+  ) => Effect.Effect<void>
 }
 
 /**
@@ -55,7 +62,9 @@ const logAttempts = (records: ReadonlyArray<AttemptRecord>) =>
       const logged = result._tag === "Succeeded"
         ? Effect.logDebug("Webhook delivery succeeded")
         : result._tag === "RetryAt"
-        ? Effect.logWarning("Webhook delivery failed; it will be retried").pipe(Effect.annotateLogs("retryAt", result.at))
+        ? Effect.logWarning("Webhook delivery failed; it will be retried").pipe(
+          Effect.annotateLogs("retryAt", result.at)
+        )
         : Effect.logError("Webhook delivery dead: no more attempts")
       return Effect.annotateLogs(logged, fields)
     }, { discard: true }))
@@ -78,13 +87,20 @@ export const makeDeliveries = Effect.gen(function*() {
   const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
   // As many idle connections per receiver as attempts may be in flight; closed with the dispatcher.
   const sender = yield* Effect.acquireRelease(
-    Effect.sync(() => makeSender({ maxIdlePerOrigin: config.dispatchConcurrency, maxPerOrigin: config.maxConnectionsPerOrigin })),
+    Effect.sync(() =>
+      makeSender({ maxIdlePerOrigin: config.dispatchConcurrency, maxPerOrigin: config.maxConnectionsPerOrigin })
+    ),
     (s) => Effect.sync(() => s.close())
   )
 
   const credentials = makeCredentials(cipher)
 
-  const exchange = async (d: LeasedDelivery, { headers, keys }: Credentials, signal: AbortSignal, timestamp: number) => {
+  const exchange = async (
+    d: LeasedDelivery,
+    { headers, keys }: Credentials,
+    signal: AbortSignal,
+    timestamp: number
+  ) => {
     const target = await policy.connectTarget(d.url, signal)
     if (target instanceof AddressRefused) return target
     return sender.send({
@@ -103,11 +119,17 @@ export const makeDeliveries = Effect.gen(function*() {
     })
   }
 
-  const attempt = async (d: LeasedDelivery, credentials: Credentials, shutdown: AbortSignal): Promise<AttemptRecord | undefined> => {
+  const attempt = async (
+    d: LeasedDelivery,
+    credentials: Credentials,
+    shutdown: AbortSignal
+  ): Promise<AttemptRecord | undefined> => {
     const startedMs = Date.now()
     // The timeout bounds the whole exchange, the answer's snippet included; the shutdown ends it too.
     const deadline = new Deadline(timeoutMs, shutdown)
-    const answer = await exchange(d, credentials, deadline.signal, Math.floor(startedMs / 1000)).finally(() => deadline.settle())
+    const answer = await exchange(d, credentials, deadline.signal, Math.floor(startedMs / 1000)).finally(() =>
+      deadline.settle()
+    )
     if (shutdown.aborted) return undefined
     const finishedMs = Date.now()
     const noAnswer = answer instanceof NoAnswer || answer instanceof AddressRefused ? answer : undefined
@@ -123,7 +145,10 @@ export const makeDeliveries = Effect.gen(function*() {
       nowMs: finishedMs,
       random: Math.random()
     })
-    metrics.attempt(result._tag === "Succeeded" ? "succeeded" : result._tag === "RetryAt" ? "failed" : "dead", (finishedMs - startedMs) / 1000)
+    metrics.attempt(
+      result._tag === "Succeeded" ? "succeeded" : result._tag === "RetryAt" ? "failed" : "dead",
+      (finishedMs - startedMs) / 1000
+    )
     return {
       delivery: d,
       attempt: d.attempts + 1,
@@ -131,7 +156,11 @@ export const makeDeliveries = Effect.gen(function*() {
       finishedAt: iso(finishedMs),
       latencyMs: finishedMs - startedMs,
       statusCode,
-      error: noAnswer !== undefined ? noAnswer.message : received === undefined || succeeded ? null : describeFailure(received),
+      error: noAnswer !== undefined
+        ? noAnswer.message
+        : received === undefined || succeeded
+        ? null
+        : describeFailure(received),
       responseSnippet: received?.snippet ?? null,
       result
     }

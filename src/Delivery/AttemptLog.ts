@@ -19,13 +19,26 @@ export const hourOf = (iso: string) => iso.slice(0, 13)
  * of attempts, with the last attempt's time.
  */
 const hourlyCounts = (records: ReadonlyArray<AttemptRecord>) => {
-  const counts = new Map<string, { webhook_id: string; outcome: string; hour: string; deliveries: number; last_at: string }>()
+  const counts = new Map<
+    string,
+    { webhook_id: string; outcome: string; hour: string; deliveries: number; last_at: string }
+  >()
   for (const record of records) {
-    const outcome = record.result._tag === "Succeeded" ? "succeeded" : record.result._tag === "RetryAt" ? "failed" : "dead"
+    const outcome = record.result._tag === "Succeeded"
+      ? "succeeded"
+      : record.result._tag === "RetryAt"
+      ? "failed"
+      : "dead"
     const key = `${record.delivery.webhook_id} ${outcome} ${hourOf(record.finishedAt)}`
     const count = counts.get(key)
     if (count === undefined) {
-      counts.set(key, { webhook_id: record.delivery.webhook_id, outcome, hour: hourOf(record.finishedAt), deliveries: 1, last_at: record.finishedAt })
+      counts.set(key, {
+        webhook_id: record.delivery.webhook_id,
+        outcome,
+        hour: hourOf(record.finishedAt),
+        deliveries: 1,
+        last_at: record.finishedAt
+      })
     } else {
       count.deliveries++
       if (record.finishedAt > count.last_at) count.last_at = record.finishedAt
@@ -47,24 +60,65 @@ const attemptStatements = (sql: SqlClient.SqlClient) => {
     "response_snippet"
   ])
   // A success stands even if the webhook was disabled meanwhile: the receiver has the event.
-  const markSucceededEach = rowStatement(sql, ["id", "owner", "attempts", "status_code", "at"], (p) =>
-    sql`UPDATE deliveries SET status = 'succeeded', attempts = ${p("attempts")}, last_status_code = ${p("status_code")},
+  const markSucceededEach = rowStatement(
+    sql,
+    ["id", "owner", "attempts", "status_code", "at"],
+    (p) =>
+      sql`UPDATE deliveries SET status = 'succeeded', attempts = ${p("attempts")}, last_status_code = ${
+        p("status_code")
+      },
         last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ${p("at")}
-      WHERE id = ${p("id")} AND lease_owner = ${p("owner")}`)
-  const markFailedEach = rowStatement(sql, ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"], (p) =>
-    sql`UPDATE deliveries SET status = ${p("status")}, next_attempt_at = ${p("next_attempt_at")}, attempts = ${p("attempts")},
+      WHERE id = ${p("id")} AND lease_owner = ${p("owner")}`
+  )
+  const markFailedEach = rowStatement(
+    sql,
+    ["id", "owner", "status", "next_attempt_at", "attempts", "status_code", "error", "at"],
+    (p) =>
+      sql`UPDATE deliveries SET status = ${p("status")}, next_attempt_at = ${p("next_attempt_at")}, attempts = ${
+        p("attempts")
+      },
         last_status_code = ${p("status_code")}, last_error = ${p("error")}, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = ${p("at")}
-      WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`)
+      WHERE id = ${p("id")} AND lease_owner = ${p("owner")} AND status IN ('pending', 'failed')`
+  )
   // On PostgreSQL the same, every row in one statement (each statement is a round trip there).
-  const markSucceededAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly attempts: number; readonly status_code: number | null; readonly at: string }>) =>
-    rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts,
+  const markSucceededAll = (
+    rows: ReadonlyArray<
+      {
+        readonly id: string
+        readonly owner: string
+        readonly attempts: number
+        readonly status_code: number | null
+        readonly at: string
+      }
+    >
+  ) =>
+    rows.length === 0 ?
+      Effect.void :
+      Effect.asVoid(sql`UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts,
         last_status_code = r.status_code, last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = r.at
-      FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
+      FROM json_to_recordset(${
+        JSON.stringify(rows)
+      }::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
       WHERE d.id = r.id AND d.lease_owner = r.owner`)
-  const markFailedAll = (rows: ReadonlyArray<{ readonly id: string; readonly owner: string; readonly status: string; readonly next_attempt_at: string | null; readonly attempts: number; readonly status_code: number | null; readonly error: string | null; readonly at: string }>) =>
-    rows.length === 0 ? Effect.void : Effect.asVoid(sql`UPDATE deliveries AS d SET status = r.status, next_attempt_at = r.next_attempt_at,
+  const markFailedAll = (
+    rows: ReadonlyArray<
+      {
+        readonly id: string
+        readonly owner: string
+        readonly status: string
+        readonly next_attempt_at: string | null
+        readonly attempts: number
+        readonly status_code: number | null
+        readonly error: string | null
+        readonly at: string
+      }
+    >
+  ) =>
+    rows.length === 0 ?
+      Effect.void :
+      Effect.asVoid(sql`UPDATE deliveries AS d SET status = r.status, next_attempt_at = r.next_attempt_at,
         attempts = r.attempts, last_status_code = r.status_code, last_error = r.error, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = r.at
       FROM json_to_recordset(${JSON.stringify(rows)}::json)
@@ -74,12 +128,16 @@ const attemptStatements = (sql: SqlClient.SqlClient) => {
   const markSucceeded = postgres ? markSucceededAll : markSucceededEach
   const markFailed = postgres ? markFailedAll : markFailedEach
   // One row per webhook, outcome and hour; a round adds its counts to it.
-  const countDeliveries = rowStatement(sql, ["webhook_id", "outcome", "hour", "deliveries", "last_at"], (p) =>
-    sql`INSERT INTO webhook_delivery_hours (webhook_id, outcome, hour, deliveries, last_at)
+  const countDeliveries = rowStatement(
+    sql,
+    ["webhook_id", "outcome", "hour", "deliveries", "last_at"],
+    (p) =>
+      sql`INSERT INTO webhook_delivery_hours (webhook_id, outcome, hour, deliveries, last_at)
       VALUES (${p("webhook_id")}, ${p("outcome")}, ${p("hour")}, ${p("deliveries")}, ${p("last_at")})
       ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
         deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
-        last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`)
+        last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`
+  )
 
   return { insertAttempt, markSucceeded, markFailed, countDeliveries }
 }
@@ -104,11 +162,23 @@ export const makeRecordAttempts = (sql: SqlClient.SqlClient) => {
         response_snippet: record.responseSnippet
       })))
       const succeeded = records.filter((r) => r.result._tag === "Succeeded")
-      yield* markSucceeded(succeeded.map((r) => ({ id: r.delivery.id, owner, attempts: r.attempt, status_code: r.statusCode, at: r.finishedAt })))
+      yield* markSucceeded(
+        succeeded.map((r) => ({
+          id: r.delivery.id,
+          owner,
+          attempts: r.attempt,
+          status_code: r.statusCode,
+          at: r.finishedAt
+        }))
+      )
       // Only webhooks seen failing when their rows were leased: most rounds need no statement here.
-      const recovered = [...new Set(succeeded.flatMap((r) => (r.delivery.webhook_failing_since === null ? [] : [r.delivery.webhook_id])))]
+      const recovered = [
+        ...new Set(succeeded.flatMap((r) => (r.delivery.webhook_failing_since === null ? [] : [r.delivery.webhook_id])))
+      ]
       if (recovered.length > 0) {
-        yield* sql`UPDATE webhooks SET failing_since = NULL WHERE ${sql.in("id", padded(recovered))} AND failing_since IS NOT NULL`
+        yield* sql`UPDATE webhooks SET failing_since = NULL WHERE ${
+          sql.in("id", padded(recovered))
+        } AND failing_since IS NOT NULL`
       }
 
       const failed = records.filter((r) => r.result._tag !== "Succeeded")

@@ -23,7 +23,8 @@ const NO_HEADERS: Readonly<Record<string, string>> = {}
 /** The stored secrets a delivery is signed with at `nowMs`, each with the slot it was encrypted for. */
 const secretsOf = (d: LeasedDelivery, nowMs: number): ReadonlyArray<readonly [string, SecretSlot]> => {
   const current = [d.secret_encrypted, SecretSlot.webhookSecret(d.webhook_id)] as const
-  return d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null && Date.parse(d.previous_secret_expires_at) > nowMs
+  return d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
+      Date.parse(d.previous_secret_expires_at) > nowMs
     ? [current, [d.previous_secret_encrypted, SecretSlot.webhookPreviousSecret(d.webhook_id)] as const]
     : [current]
 }
@@ -38,7 +39,9 @@ export const makeCredentials = (cipher: SecretCipherShape) => {
   const keys = new LRUCache<string, { readonly key: Uint8Array; readonly slot: SecretSlot }>({ max: 10_000 })
   const knownKey = (encrypted: string, slot: SecretSlot) => {
     const known = keys.get(encrypted)
-    return known !== undefined && known.slot.rowId === slot.rowId && known.slot.column === slot.column ? known.key : undefined
+    return known !== undefined && known.slot.rowId === slot.rowId && known.slot.column === slot.column
+      ? known.key
+      : undefined
   }
   const keyOf = ([encrypted, slot]: readonly [string, SecretSlot]) =>
     Effect.suspend(() => {
@@ -73,7 +76,9 @@ export const makeCredentials = (cipher: SecretCipherShape) => {
     // Every attempt asks: what is already decrypted is answered without an effect per secret.
     const known = secrets.map(([encrypted, slot]) => knownKey(encrypted, slot))
     const headers = d.headers === null ? NO_HEADERS : headerSets.get(storedHeaders(d))
-    if (known.every((key): key is Uint8Array => key !== undefined) && headers !== undefined) return Effect.succeed({ keys: known, headers })
+    if (known.every((key): key is Uint8Array => key !== undefined) && headers !== undefined) {
+      return Effect.succeed({ keys: known, headers })
+    }
     return Effect.zipWith(Effect.forEach(secrets, keyOf), customHeaders(d), (keys, headers) => ({ keys, headers }))
   }
   return credentials

@@ -24,25 +24,28 @@ export interface DispatchSignalShape {
 }
 
 export class DispatchSignal extends Effect.Service<DispatchSignal>()("DispatchSignal", {
-  scoped: Effect.tap(Effect.map(Queue.sliding<void>(1), (queue): DispatchSignalShape => {
-    let due = false
-    const wakeNow = () => {
-      queue.unsafeOffer(undefined)
-    }
-    const notifyNow = () => {
-      due = true
-      wakeNow()
-    }
-    return {
-      notify: Effect.sync(notifyNow),
-      notifyNow,
-      wakeNow,
-      takeDue: () => {
-        const was = due
-        due = false
-        return was
-      },
-      wait: Queue.take(queue)
-    }
-  }), (signal) => subscribe(channels.outbox, signal.notifyNow, signal.notifyNow))
+  scoped: Effect.tap(
+    Effect.map(Queue.sliding<void>(1), (queue): DispatchSignalShape => {
+      let due = false
+      const wakeNow = () => {
+        queue.unsafeOffer(undefined)
+      }
+      const notifyNow = () => {
+        due = true
+        wakeNow()
+      }
+      return {
+        notify: Effect.sync(notifyNow),
+        notifyNow,
+        wakeNow,
+        takeDue: () => {
+          const was = due
+          due = false
+          return was
+        },
+        wait: Queue.take(queue)
+      }
+    }),
+    (signal) => subscribe(channels.outbox, signal.notifyNow, signal.notifyNow)
+  )
 }) {}

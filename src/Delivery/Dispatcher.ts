@@ -44,8 +44,8 @@ import type { Shares } from "./Fairness.js"
 import { Handoff } from "./Handoff.js"
 import type { LeaseRequest } from "./Lease.js"
 import { OutboxRepo } from "./Outbox.js"
-import type { AttemptRecord, LeasedDelivery } from "./Records.js"
 import { outboxStateQueries } from "./OutboxStates.js"
+import type { AttemptRecord, LeasedDelivery } from "./Records.js"
 
 const POLL_INTERVAL = Duration.seconds(1)
 
@@ -62,7 +62,9 @@ const reportAtScrape = (leased: () => number) =>
         leased: leased(),
         failed: counts.failed,
         dead: counts.dead,
-        oldestDueAgeSeconds: counts.oldestDueAt === null ? 0 : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
+        oldestDueAgeSeconds: counts.oldestDueAt === null
+          ? 0
+          : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
       }))
     }))
   })
@@ -73,7 +75,10 @@ const retryWaker = (notify: () => void) => {
   return {
     wakeFor: (records: ReadonlyArray<AttemptRecord>) => {
       const nowMs = Date.now()
-      const soonest = records.reduce((min, r) => (r.result._tag === "RetryAt" ? Math.min(min, Date.parse(r.result.at) - nowMs) : min), Infinity)
+      const soonest = records.reduce(
+        (min, r) => (r.result._tag === "RetryAt" ? Math.min(min, Date.parse(r.result.at) - nowMs) : min),
+        Infinity
+      )
       if (soonest < Duration.toMillis(POLL_INTERVAL)) {
         const timer = setTimeout(() => {
           timers.delete(timer)
@@ -89,7 +94,14 @@ const retryWaker = (notify: () => void) => {
 }
 
 /** What a round asks of the lease: `limit` rows until `untilMs`, within the shares, given what is in flight. */
-const leaseRequest = (admission: Admission, shares: Shares, owner: string, nowMs: number, untilMs: number, limit: number): LeaseRequest => ({
+const leaseRequest = (
+  admission: Admission,
+  shares: Shares,
+  owner: string,
+  nowMs: number,
+  untilMs: number,
+  limit: number
+): LeaseRequest => ({
   owner,
   now: iso(nowMs),
   leaseUntil: iso(untilMs),
@@ -120,7 +132,11 @@ export const DispatcherLive = Layer.scopedDiscard(
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     const leaseMs = Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin)
-    const shares = { concurrency: config.dispatchConcurrency, perWebhook: config.dispatchPerWebhook, perOrganization: config.dispatchPerOrganization }
+    const shares = {
+      concurrency: config.dispatchConcurrency,
+      perWebhook: config.dispatchPerWebhook,
+      perOrganization: config.dispatchPerOrganization
+    }
     const admission = makeAdmission(shares)
     let stopping = false
     /** Attempts finished since the last round, waiting to be logged. */
@@ -191,18 +207,22 @@ export const DispatcherLive = Layer.scopedDiscard(
           const wanted = signal.takeDue() || !admission.queueEmpty()
           // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
           const free = stopping || !wanted ? 0 : config.dispatchConcurrency - admission.running()
-          const leased = free <= 0 ? [] : yield* outbox.lease(leaseRequest(admission, shares, owner, nowMs, nowMs + leaseMs, free))
+          const leased = free <= 0
+            ? []
+            : yield* outbox.lease(leaseRequest(admission, shares, owner, nowMs, nowMs + leaseMs, free))
           // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
           counted = leased.filter((d) => Boolean(d.webhook_active))
           admission.leased(free, counted)
           return [failing, leased, free] as const
         })).pipe(
           // Nothing of the round was committed: its attempts are logged by the next one.
-          Effect.tapErrorCause(() => Effect.sync(() => {
-            finished = [...records, ...finished]
-            inactive = [...cancelled, ...inactive]
-            for (const d of counted) admission.finished(d)
-          })),
+          Effect.tapErrorCause(() =>
+            Effect.sync(() => {
+              finished = [...records, ...finished]
+              inactive = [...cancelled, ...inactive]
+              for (const d of counted) admission.finished(d)
+            })
+          ),
           Effect.orDie
         )
         if (records.length > 0) yield* afterLogging(records, failing)
@@ -230,7 +250,9 @@ export const DispatcherLive = Layer.scopedDiscard(
         Effect.forEach(handed, (d) =>
           // Stopping: not started. The row stays leased to this process until the shutdown's release
           // below frees it, or, if it committed after that, until its lease expires.
-          stopping ? Effect.sync(() => settle(d, undefined)) : Effect.map(deliveries.credentials(d, Date.now()), (credentials) => start(d, credentials)), {
+          stopping
+            ? Effect.sync(() => settle(d, undefined))
+            : Effect.map(deliveries.credentials(d, Date.now()), (credentials) => start(d, credentials)), {
           discard: true
         }),
       releaseUncommitted: (handed) => {
@@ -249,11 +271,15 @@ export const DispatcherLive = Layer.scopedDiscard(
         yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: admission.running() }))
         if (admission.running() === 0) yield* Deferred.succeed(idle, undefined)
         // Finalizers run uninterruptibly; the wait must be interruptible for the bound to cut it short.
-        yield* Effect.timeout(Effect.interruptible(Deferred.await(idle)), config.dispatchDrainTimeout).pipe(Effect.ignore)
+        yield* Effect.timeout(Effect.interruptible(Deferred.await(idle)), config.dispatchDrainTimeout).pipe(
+          Effect.ignore
+        )
         const unfinished = admission.running()
         // What is still in flight is abandoned: not logged, released below, sent again by the next start.
         shutdown.abort()
-        yield* logFinished(finished.splice(0)).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not log attempts", cause)))
+        yield* logFinished(finished.splice(0)).pipe(
+          Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not log attempts", cause))
+        )
         yield* batcher.run(outbox.release(owner, "all")).pipe(Effect.orDie)
         yield* Effect.logInfo("Dispatcher stopped").pipe(Effect.annotateLogs({ unfinished }))
       })

@@ -9,8 +9,8 @@
  */
 import { Effect } from "effect"
 import { LRUCache } from "lru-cache"
-import { newId } from "../Domain/Ids.js"
 import { kindsOf, parseFilter, selectChanges } from "../Domain/EventKinds.js"
+import { newId } from "../Domain/Ids.js"
 import type { DispatcherIntake } from "./Handoff.js"
 import { OutboxRepo } from "./Outbox.js"
 import type { EventRecord, LeasedDelivery, NewDeliveryRow, QueueingWebhook } from "./Records.js"
@@ -54,7 +54,9 @@ interface HandOffLease {
 }
 
 const leaseOf = (intake: DispatcherIntake | undefined): HandOffLease | undefined =>
-  intake === undefined ? undefined : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString() }
+  intake === undefined
+    ? undefined
+    : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString() }
 
 /** An admitted row as the dispatcher starts it, with what it takes to send it. */
 const handedOff = (row: NewDeliveryRow, webhook: QueueingWebhook, event: EventRecord): LeasedDelivery => ({
@@ -86,10 +88,16 @@ const deliveryRow = (
   event: EventRecord,
   body: string | null,
   now: string,
-  handOff: { readonly intake: DispatcherIntake | undefined; readonly lease: HandOffLease | undefined; readonly handedOver: Array<LeasedDelivery> },
+  handOff: {
+    readonly intake: DispatcherIntake | undefined
+    readonly lease: HandOffLease | undefined
+    readonly handedOver: Array<LeasedDelivery>
+  },
   id = newId("dlv")
 ): NewDeliveryRow => {
-  const lease = handOff.intake !== undefined && handOff.intake.admit(webhook.id, webhook.organization_id) ? handOff.lease : undefined
+  const lease = handOff.intake !== undefined && handOff.intake.admit(webhook.id, webhook.organization_id)
+    ? handOff.lease
+    : undefined
   const row: NewDeliveryRow = {
     id,
     webhook_id: webhook.id,
@@ -154,7 +162,9 @@ export class Enqueue extends Effect.Service<Enqueue>()("Enqueue", {
       Effect.gen(function*() {
         const webhook = yield* outbox.queueingWebhook(webhookId)
         if (webhook === undefined) return false
-        yield* outbox.insertDeliveries([deliveryRow(webhook, event, null, now, { intake, lease: leaseOf(intake), handedOver }, deliveryId)])
+        yield* outbox.insertDeliveries([
+          deliveryRow(webhook, event, null, now, { intake, lease: leaseOf(intake), handedOver }, deliveryId)
+        ])
         return true
       })
   })),

@@ -60,7 +60,8 @@ export const withAttempts = (inFlight: InFlight, deliveries: ReadonlyArray<Owned
 
 /** Whether some webhook or organization has reached its share. */
 export const anyAtShare = (inFlight: InFlight, shares: Omit<Shares, "concurrency">) =>
-  atShare(inFlight.byWebhook, shares.perWebhook).length > 0 || atShare(inFlight.byOrganization, shares.perOrganization).length > 0
+  atShare(inFlight.byWebhook, shares.perWebhook).length > 0 ||
+  atShare(inFlight.byOrganization, shares.perOrganization).length > 0
 
 /**
  * Whether one more attempt to this webhook of this organization may start, with `running` in flight:
@@ -79,9 +80,17 @@ export const roomFor = (shares: Shares, running: number, inFlight: InFlight, del
  * How many rows of this webhook the lease may still take: what its share leaves, and what its
  * organization's share leaves or, past it, the idle slots left to organizations past theirs.
  */
-export const rowsLeft = (shares: Omit<Shares, "concurrency">, inFlight: InFlight, overShareRoom: number, delivery: Owned) => {
+export const rowsLeft = (
+  shares: Omit<Shares, "concurrency">,
+  inFlight: InFlight,
+  overShareRoom: number,
+  delivery: Owned
+) => {
   const organizationLeft = shares.perOrganization - (inFlight.byOrganization.get(delivery.organization_id) ?? 0)
-  return Math.min(shares.perWebhook - (inFlight.byWebhook.get(delivery.webhook_id) ?? 0), Math.max(organizationLeft, overShareRoom))
+  return Math.min(
+    shares.perWebhook - (inFlight.byWebhook.get(delivery.webhook_id) ?? 0),
+    Math.max(organizationLeft, overShareRoom)
+  )
 }
 
 /** A due row, as the lease orders it: first attempts (phase 0) before retries (phase 1), each by due time. */
@@ -105,7 +114,9 @@ export interface PickRequest extends InFlight {
  * up to `overShareRoom` rows. `overShare` says how many of the picked rows were those.
  */
 export const pickWithinShares = <Row extends DueRow>(rows: ReadonlyArray<Row>, input: PickRequest) => {
-  const ordered = [...rows].sort((a, b) => a.phase - b.phase || a.next_attempt_at.localeCompare(b.next_attempt_at) || a.id.localeCompare(b.id))
+  const ordered = [...rows].sort((a, b) =>
+    a.phase - b.phase || a.next_attempt_at.localeCompare(b.next_attempt_at) || a.id.localeCompare(b.id)
+  )
   const byWebhook = new Map(input.byWebhook)
   const byOrganization = new Map(input.byOrganization)
   const picked: Array<Row> = []

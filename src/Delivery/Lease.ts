@@ -10,7 +10,15 @@ import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
-import { anyAtShare, atShare, type DueRow, type InFlight, pickWithinShares, rowsLeft, withAttempts } from "./Fairness.js"
+import {
+  anyAtShare,
+  atShare,
+  type DueRow,
+  type InFlight,
+  pickWithinShares,
+  rowsLeft,
+  withAttempts
+} from "./Fairness.js"
 import type { LeasedDelivery } from "./Records.js"
 
 /** What a dispatcher round asks of the lease: rows for `owner` until `leaseUntil`, within the shares. */
@@ -36,11 +44,26 @@ const SCAN_PER_LEASED_ROW = 4
 const WEBHOOKS_PER_STATEMENT = 128
 
 /** What is in flight, as the request tells it. */
-const inFlightOf = (input: LeaseRequest): InFlight => ({ byWebhook: input.inFlight, byOrganization: input.inFlightByOrganization })
+const inFlightOf = (input: LeaseRequest): InFlight => ({
+  byWebhook: input.inFlight,
+  byOrganization: input.inFlightByOrganization
+})
 
 /** The rows to pick from, within the request's shares with `inFlight` and `overShareRoom` (see Fairness.pickWithinShares). */
-const pick = <Row extends DueRow>(rows: ReadonlyArray<Row>, input: LeaseRequest, limit: number, inFlight: InFlight, overShareRoom: number) =>
-  pickWithinShares(rows, { limit, perWebhook: input.perWebhook, perOrganization: input.perOrganization, overShareRoom, ...inFlight })
+const pick = <Row extends DueRow>(
+  rows: ReadonlyArray<Row>,
+  input: LeaseRequest,
+  limit: number,
+  inFlight: InFlight,
+  overShareRoom: number
+) =>
+  pickWithinShares(rows, {
+    limit,
+    perWebhook: input.perWebhook,
+    perOrganization: input.perOrganization,
+    overShareRoom,
+    ...inFlight
+  })
 
 /**
  * The lease's statements (a test checks their plans): the oldest due rows overall, within each
@@ -62,9 +85,13 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
   const dueRows = (input: LeaseRequest) => {
     const full = atShare(input.inFlight, input.perWebhook)
     // Organizations at their share are left out only when none may take idle slots.
-    const fullOrganizations = input.overShareRoom > 0 ? [] : atShare(input.inFlightByOrganization, input.perOrganization)
+    const fullOrganizations = input.overShareRoom > 0
+      ? []
+      : atShare(input.inFlightByOrganization, input.perOrganization)
     // Enough of the front that, once the webhooks and organizations at their share are left out, the rows wanted are there.
-    const front = (input.limit + input.perWebhook * (full.length + 1) + input.perOrganization * fullOrganizations.length) * SCAN_PER_LEASED_ROW
+    const front =
+      (input.limit + input.perWebhook * (full.length + 1) + input.perOrganization * fullOrganizations.length) *
+      SCAN_PER_LEASED_ROW
     const phase = (status: "pending" | "failed", rank: number) =>
       sql`SELECT due.id, due.webhook_id, w.organization_id, ${rank} AS phase, due.next_attempt_at FROM (
           SELECT id, webhook_id, next_attempt_at FROM deliveries
@@ -73,13 +100,17 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
            ${skipLocked(sql)}
         ) AS due
         JOIN webhooks w ON w.id = due.webhook_id
-        WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${sql.in("w.organization_id", padded(fullOrganizations))})`
+        WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${
+        sql.in("w.organization_id", padded(fullOrganizations))
+      })`
     // Hand-typed, not decoded with a Schema: read on every lease (speed).
     return sql<DueRow>`${phase("pending", 0)} UNION ALL ${phase("failed", 1)}`
   }
 
   /** The webhooks with queued rows, with their organizations: one seek of deliveries_webhook_due each (a test checks the plan). */
-  const queuedWebhooks = sql<{ readonly webhook_id: string; readonly organization_id: string }>`WITH RECURSIVE queued (webhook_id) AS (
+  const queuedWebhooks = sql<
+    { readonly webhook_id: string; readonly organization_id: string }
+  >`WITH RECURSIVE queued (webhook_id) AS (
       SELECT MIN(webhook_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
       UNION ALL
       SELECT (SELECT MIN(d.webhook_id) FROM deliveries d WHERE d.next_attempt_at IS NOT NULL AND d.webhook_id > queued.webhook_id)
@@ -91,15 +122,20 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
   const lockRows = skipLockedText(sql)
   const dueOf = (input: LeaseRequest, shares: ReadonlyArray<readonly [webhookId: string, share: number]>) =>
     sql.unsafe<Omit<DueRow, "organization_id">>(
-      placeholders(sql, shares.flatMap(() =>
-        [0, 1].map((rank) =>
-          `SELECT * FROM (SELECT id, webhook_id, ${rank} AS phase, next_attempt_at FROM deliveries
+      placeholders(
+        sql,
+        shares.flatMap(() =>
+          [0, 1].map((rank) =>
+            `SELECT * FROM (SELECT id, webhook_id, ${rank} AS phase, next_attempt_at FROM deliveries
             WHERE webhook_id = ? AND status = '${rank === 0 ? "pending" : "failed"}' AND next_attempt_at <= ?
               AND (lease_expires_at IS NULL OR lease_expires_at < ?)
             ORDER BY next_attempt_at LIMIT ?${lockRows === "" ? "" : ` ${lockRows}`}) AS due_${rank}`
-        )
-      ).join(" UNION ALL ")),
-      shares.flatMap(([webhookId, share]) => [webhookId, input.now, input.now, share, webhookId, input.now, input.now, share])
+          )
+        ).join(" UNION ALL ")
+      ),
+      shares.flatMap((
+        [webhookId, share]
+      ) => [webhookId, input.now, input.now, share, webhookId, input.now, input.now, share])
     )
 
   /**
@@ -130,7 +166,10 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
         const share = rowsLeft(input, inFlight, overShareRoom, row)
         return share > 0 ? [[row.webhook_id, share]] : []
       })
-      const rows = yield* Effect.forEach(powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT), (chunk) => queries.dueOf(input, chunk))
+      const rows = yield* Effect.forEach(
+        powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT),
+        (chunk) => queries.dueOf(input, chunk)
+      )
       const owned = rows.flat().map((row) => ({ ...row, organization_id: organizationOf.get(row.webhook_id) ?? "" }))
       return pick(owned, input, input.limit - taken.length, inFlight, overShareRoom).picked
     })
@@ -146,7 +185,13 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
     Effect.gen(function*() {
       // The shares are applied to the front of the due order; the rows picked are then leased by id,
       // the lease condition checked again on each (a concurrent leaser never takes a row twice).
-      const { picked, overShare } = pick(yield* queries.dueRows(input), input, input.limit, inFlightOf(input), input.overShareRoom)
+      const { picked, overShare } = pick(
+        yield* queries.dueRows(input),
+        input,
+        input.limit,
+        inFlightOf(input),
+        input.overShareRoom
+      )
       // Short of the limit with some webhook or organization at its share: the first read left its
       // rows out (or stopped at its bound on them), so other webhooks' rows may wait further on. With
       // none at its share, every row read was eligible: there are no more due rows.

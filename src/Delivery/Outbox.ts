@@ -14,19 +14,34 @@ import { insertRows } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/StatementShapes.js"
 import { makeRecordAttempts } from "./AttemptLog.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
-import type { AcceptedChange, AttemptRecord, EventRecord, LeasedDelivery, NewDeliveryRow, QueueingWebhook, RouteRow, UnroutedChange } from "./Records.js"
+import type {
+  AcceptedChange,
+  AttemptRecord,
+  EventRecord,
+  LeasedDelivery,
+  NewDeliveryRow,
+  QueueingWebhook,
+  RouteRow,
+  UnroutedChange
+} from "./Records.js"
 
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
 
 interface OutboxRepoShape {
   /** The instances bound to any of these phone number ids or business accounts. */
-  readonly routes: (phoneNumberIds: ReadonlyArray<string>, wabaIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<RouteRow>>
+  readonly routes: (
+    phoneNumberIds: ReadonlyArray<string>,
+    wabaIds: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<RouteRow>>
   /**
    * Records change keys; returns the new keys with the event that holds each (a key seen before is a
    * duplicate; a key given twice is kept for its first event).
    */
-  readonly acceptChanges: (changes: ReadonlyArray<AcceptedChange>, now: string) => Effect.Effect<ReadonlyMap<string, string>>
+  readonly acceptChanges: (
+    changes: ReadonlyArray<AcceptedChange>,
+    now: string
+  ) => Effect.Effect<ReadonlyMap<string, string>>
   readonly insertEvents: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<void>
   readonly insertUnrouted: (changes: ReadonlyArray<UnroutedChange>, now: string) => Effect.Effect<void>
   /** The active webhooks of these instances, with what it takes to queue a delivery to each and send it at once. */
@@ -48,7 +63,10 @@ interface OutboxRepoShape {
   /** Gives leased rows back so they are taken at once (by this or another process). */
   readonly release: (owner: string, ids: ReadonlyArray<string> | "all") => Effect.Effect<void>
   /** Logs attempts and moves their deliveries on (run it in a transaction; see AttemptLog.ts). */
-  readonly recordAttempts: (owner: string, records: ReadonlyArray<AttemptRecord>) => Effect.Effect<ReadonlyMap<string, string>>
+  readonly recordAttempts: (
+    owner: string,
+    records: ReadonlyArray<AttemptRecord>
+  ) => Effect.Effect<ReadonlyMap<string, string>>
 }
 
 /** The engine's SQL over the outbox (see the header). */
@@ -58,9 +76,22 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
 
     const lease = makeLease(sql)
     // The hot writes, one row at a time (see RowStatement.ts).
-    const acceptChange = insertRows(sql, "event_changes", ["dedupe_key", "event_id", "received_at"], "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key")
+    const acceptChange = insertRows(
+      sql,
+      "event_changes",
+      ["dedupe_key", "event_id", "received_at"],
+      "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key"
+    )
     const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
-    const insertUnrouted = insertRows(sql, "unrouted_events", ["id", "phone_number_id", "waba_id", "field", "change_json", "received_at", "reason"])
+    const insertUnrouted = insertRows(sql, "unrouted_events", [
+      "id",
+      "phone_number_id",
+      "waba_id",
+      "field",
+      "change_json",
+      "received_at",
+      "reason"
+    ])
     const insertDelivery = insertRows(sql, "deliveries", [
       "id",
       "webhook_id",
@@ -78,7 +109,9 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
     const service: OutboxRepoShape = {
       routes: (phoneNumberIds, wabaIds) =>
         sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
-          WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(Effect.orDie),
+          WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(
+          Effect.orDie
+        ),
       acceptChanges: (changes, now) => {
         // A key given twice is kept for its first event: later ones are not written at all.
         const first = new Map<string, string>()
@@ -90,14 +123,26 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
         return acceptChange(ordered.map(([dedupe_key, event_id]) => ({ dedupe_key, event_id, received_at: now }))).pipe(
           // A key stored before returns no row.
           Effect.map((stored) => {
-            const fresh = new Set(stored.flatMap((row) => (typeof row === "object" && row !== null && "dedupe_key" in row ? [String(row.dedupe_key)] : [])))
+            const fresh = new Set(
+              stored.flatMap((
+                row
+              ) => (typeof row === "object" && row !== null && "dedupe_key" in row ? [String(row.dedupe_key)] : []))
+            )
             return new Map(ordered.filter(([key]) => fresh.has(key)))
           }),
           Effect.orDie
         )
       },
       insertEvents: (events, now) =>
-        insertEvent(events.map((e) => ({ id: e.id, instance_id: e.instanceId, body: e.body, change_count: e.changeCount, received_at: now }))).pipe(
+        insertEvent(
+          events.map((e) => ({
+            id: e.id,
+            instance_id: e.instanceId,
+            body: e.body,
+            change_count: e.changeCount,
+            received_at: now
+          }))
+        ).pipe(
           Effect.asVoid,
           Effect.orDie
         ),
@@ -115,7 +160,9 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
       queueingWebhooks: (instanceIds) =>
         sql<QueueingWebhook>`
           SELECT ${sql.literal(queueingColumns)} FROM webhooks
-           WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.orDie),
+           WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`.pipe(
+          Effect.orDie
+        ),
       queueingWebhook: (id) =>
         sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
           WHERE id = ${id} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.map((rows) => rows[0]), Effect.orDie),

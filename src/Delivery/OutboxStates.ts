@@ -40,7 +40,8 @@ const stateRows = decodeRows(Schema.Struct({
 /** The statement (a test checks its plan) and its reading at `now`. */
 export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
   const unleased = (now: string) => sql`(lease_expires_at IS NULL OR lease_expires_at < ${now})`
-  const capped = (rows: Statement.Fragment) => sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${OUTBOX_COUNT_CAP}) AS counted)`
+  const capped = (rows: Statement.Fragment) =>
+    sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${OUTBOX_COUNT_CAP}) AS counted)`
   const due = (status: "pending" | "failed", now: string) =>
     capped(sql`SELECT 1 AS one FROM deliveries
       WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND ${unleased(now)}`)
@@ -51,17 +52,22 @@ export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
 
   const statement = (now: string) =>
     sql`SELECT ${due("pending", now)} AS due_pending, ${due("failed", now)} AS due_failed,
-        ${capped(sql`SELECT 1 AS one FROM deliveries WHERE status = 'failed' AND next_attempt_at IS NOT NULL AND next_attempt_at > ${now}`)} AS failed,
+        ${
+      capped(
+        sql`SELECT 1 AS one FROM deliveries WHERE status = 'failed' AND next_attempt_at IS NOT NULL AND next_attempt_at > ${now}`
+      )
+    } AS failed,
         ${
       // CROSS JOIN: SQLite keeps the webhooks as the outer loop (a seek each), whatever its statistics say.
       capped(sql`SELECT 1 AS one FROM webhooks w CROSS JOIN deliveries d
-          WHERE d.webhook_id = w.id AND d.status = 'dead' AND d.status IN ('failed', 'dead', 'cancelled')`)
-    } AS dead,
+          WHERE d.webhook_id = w.id AND d.status = 'dead' AND d.status IN ('failed', 'dead', 'cancelled')`)} AS dead,
         ${oldest("pending", now)} AS oldest_pending, ${oldest("failed", now)} AS oldest_failed`
 
   const read = (now: string): Effect.Effect<OutboxStateCounts> =>
     Effect.map(stateRows(statement(now)), ([row]) => {
-      const oldest = [row?.oldest_pending ?? null, row?.oldest_failed ?? null].filter((at): at is string => at !== null).sort()[0]
+      const oldest = [row?.oldest_pending ?? null, row?.oldest_failed ?? null].filter((at): at is string =>
+        at !== null
+      ).sort()[0]
       return {
         due: Math.min(OUTBOX_COUNT_CAP, (row?.due_pending ?? 0) + (row?.due_failed ?? 0)),
         failed: row?.failed ?? 0,

@@ -51,10 +51,14 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
     const deliveries = (below: string) =>
       sql.withTransaction(Effect.gen(function*() {
         const finished = (yield* sql<{ readonly id: string }>`SELECT id FROM deliveries
-          WHERE id < ${below} AND status IN ('succeeded', 'dead', 'cancelled') ORDER BY id LIMIT ${BATCH}`).map((row) => row.id)
+          WHERE id < ${below} AND status IN ('succeeded', 'dead', 'cancelled') ORDER BY id LIMIT ${BATCH}`).map((row) =>
+          row.id
+        )
         if (finished.length === 0) return 0
         yield* sql`DELETE FROM delivery_attempts WHERE ${sql.in("delivery_id", finished)}`
-        return (yield* sql<{ readonly id: string }>`DELETE FROM deliveries WHERE ${sql.in("id", finished)} RETURNING id`).length
+        return (yield* sql<{ readonly id: string }>`DELETE FROM deliveries WHERE ${
+          sql.in("id", finished)
+        } RETURNING id`).length
       }))
 
     const events = (below: string, deliveriesBelow: string) =>
@@ -65,7 +69,9 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
           ORDER BY e.id LIMIT ${BATCH}`).map((row) => row.id)
         if (unreferenced.length === 0) return 0
         yield* sql`DELETE FROM event_changes WHERE ${sql.in("event_id", unreferenced)}`
-        return (yield* sql<{ readonly id: string }>`DELETE FROM events WHERE ${sql.in("id", unreferenced)} RETURNING id`).length
+        return (yield* sql<{ readonly id: string }>`DELETE FROM events WHERE ${
+          sql.in("id", unreferenced)
+        } RETURNING id`).length
       }))
 
     const unrouted = (below: string) =>
@@ -87,7 +93,9 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
         RETURNING webhook_id`.pipe(Effect.map((rows) => rows.length))
 
     const testKeys = (before: string) =>
-      sql<{ readonly n: number }>`DELETE FROM webhook_tests WHERE created_at < ${before} RETURNING 1 AS n`.pipe(Effect.map((rows) => rows.length))
+      sql<{ readonly n: number }>`DELETE FROM webhook_tests WHERE created_at < ${before} RETURNING 1 AS n`.pipe(
+        Effect.map((rows) => rows.length)
+      )
 
     const service: RetentionShape = {
       prune: (cutoffMillis) =>
@@ -111,13 +119,22 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
     const retention = yield* Retention
     const pruneOnce = Effect.gen(function*() {
       const counts = yield* retention.prune(Date.now() - Duration.toMillis(config.retention))
-      if (counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts + counts.testKeys > 0) {
+      if (
+        counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts +
+            counts.testKeys > 0
+      ) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }
     })
     yield* runForFleet("retention", { every: Duration.hours(1), firstAfter: Duration.minutes(1) }, pruneOnce)
     // PostgreSQL's message counts are added rows (migration 0010): folded each minute, so a list's total sums a few.
     const sql = yield* SqlClient.SqlClient
-    if (isPostgres(sql)) yield* runForFleet("message-counts", { every: Duration.minutes(1), firstAfter: Duration.minutes(1) }, compactMessageCounts(sql))
+    if (isPostgres(sql)) {
+      yield* runForFleet(
+        "message-counts",
+        { every: Duration.minutes(1), firstAfter: Duration.minutes(1) },
+        compactMessageCounts(sql)
+      )
+    }
   })
 )

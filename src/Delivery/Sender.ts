@@ -6,10 +6,10 @@
  * was no answer. The head is written by src/Net/RequestHead.ts, which refuses a header that would
  * break the request's framing before anything is sent.
  */
-import { LRUCache } from "lru-cache"
 import { Data } from "effect"
-import { makeKeepAlivePool, type PoolOptions } from "../Net/Pool.js"
+import { LRUCache } from "lru-cache"
 import { type Origin, originOf } from "../Net/Connection.js"
+import { makeKeepAlivePool, type PoolOptions } from "../Net/Pool.js"
 import { HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import { SNIPPET } from "../Net/ResponseReader.js"
 import type { ConnectTarget } from "../Net/UrlPolicy.js"
@@ -62,10 +62,21 @@ export const makeSender = (options: PoolOptions): Sender => {
     // The Host is the webhook's own, while the connection goes to the address checked for it.
     const bytes = requestBytes("POST", path, input.target.hostHeader, input.headers, input.body)
     if (bytes instanceof HeaderRefused) return new NoAnswer({ message: bytes.message })
-    const outcome = await pool.request({ origin, bytes, resendable: true, headRequest: false, kept: SNIPPET, signal: input.signal })
+    const outcome = await pool.request({
+      origin,
+      bytes,
+      resendable: true,
+      headRequest: false,
+      kept: SNIPPET,
+      signal: input.signal
+    })
     switch (outcome._tag) {
       case "Answer":
-        return { status: outcome.answer.status, retryAfter: outcome.answer.retryAfter, snippet: utf8.decode(outcome.answer.body) }
+        return {
+          status: outcome.answer.status,
+          retryAfter: outcome.answer.retryAfter,
+          snippet: utf8.decode(outcome.answer.body)
+        }
       case "Aborted":
         return new NoAnswer({ message: `no answer within ${input.timeoutMs} ms` })
       case "Malformed":

@@ -8,7 +8,12 @@ export const generateWebhookSecret = (): string => `${WEBHOOK_SECRET_PREFIX}${ra
 
 /** The key bytes of a `whsec_…` secret: the base64 part after the prefix. */
 export const webhookSecretKey = (secret: string): Uint8Array =>
-  Uint8Array.from(Buffer.from(secret.startsWith(WEBHOOK_SECRET_PREFIX) ? secret.slice(WEBHOOK_SECRET_PREFIX.length) : secret, "base64"))
+  Uint8Array.from(
+    Buffer.from(
+      secret.startsWith(WEBHOOK_SECRET_PREFIX) ? secret.slice(WEBHOOK_SECRET_PREFIX.length) : secret,
+      "base64"
+    )
+  )
 
 /** `v1,<sig>` for each key, space-separated: receivers accept the message if any one matches. */
 export const webhookSignature = (

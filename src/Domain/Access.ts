@@ -36,13 +36,25 @@ export class BodyLimit extends Context.Tag("hub/BodyLimit")<BodyLimit, RouteBody
 /** Every JSON API route's limit, the default. */
 const JSON_ROUTE_LIMIT: RouteBodyLimit = { bytes: jsonBodyLimit.bytes, tooLarge: () => jsonBodyLimit.tooLarge }
 
-type AnyEndpoint<Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE> =
-  HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
+type AnyEndpoint<
+  Name extends string,
+  Method extends HttpMethod.HttpMethod,
+  Path,
+  UrlParams,
+  Payload,
+  Headers,
+  Success,
+  Error,
+  R,
+  RE
+> = HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
 
-const annotating = <I, S>(tag: Context.Tag<I, S>, value: S) =>
-<Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
-  endpoint: AnyEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
-): AnyEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE> => endpoint.annotate(tag, value)
+const annotating =
+  <I, S>(tag: Context.Tag<I, S>, value: S) =>
+  <Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
+    endpoint: AnyEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
+  ): AnyEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE> =>
+    endpoint.annotate(tag, value)
 
 /** The token kinds this endpoint accepts (apply before `documented`, which says them). */
 export const accepts = (kinds: ReadonlyArray<TokenKind>) => annotating(Accepts, kinds)
@@ -91,15 +103,20 @@ export class EndpointPolicies extends Context.Tag("hub/EndpointPolicies")<Endpoi
   /** The largest body any route takes: Bun's own bound on every request. */
   readonly maxBodyBytes: number
 }>() {
-  static readonly fromApi = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) =>
-    Layer.succeed(EndpointPolicies, EndpointPolicies.of(endpointPoliciesOf(policiesOf(api))))
+  static readonly fromApi = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+    api: HttpApi.HttpApi<Id, Groups, E, R>
+  ) => Layer.succeed(EndpointPolicies, EndpointPolicies.of(endpointPoliciesOf(policiesOf(api))))
 }
 
 /** The lookups over a list of policies (a route's kinds by its pattern; a body limit by the request's path). */
 export const endpointPoliciesOf = (policies: ReadonlyArray<EndpointPolicy>): EndpointPolicies["Type"] => {
   const kinds = new Map(policies.map((policy) => [`${policy.method} ${policy.path}`, policy.accepts ?? []]))
   const limits = new Map(policies.map((policy) => [`${policy.method} ${policy.path}`, policy.bodyLimit]))
-  const bodyLimitOf = makeRouteFinder(policies, (method, pattern) => limits.get(`${method} ${pattern}`) ?? JSON_ROUTE_LIMIT, () => JSON_ROUTE_LIMIT)
+  const bodyLimitOf = makeRouteFinder(
+    policies,
+    (method, pattern) => limits.get(`${method} ${pattern}`) ?? JSON_ROUTE_LIMIT,
+    () => JSON_ROUTE_LIMIT
+  )
   return {
     acceptsOf: (method, pattern) => kinds.get(`${method} ${pattern}`) ?? [],
     bodyLimitOf,

@@ -5,9 +5,9 @@
  */
 import { type HttpApiEndpoint, type HttpMethod, OpenApi } from "@effect/platform"
 import { Context, Option } from "effect"
-import type { TokenKind } from "./Principal.js"
 import { acceptedKinds, OperatorCredential } from "./Access.js"
 import { isRecord } from "./Json.js"
+import type { TokenKind } from "./Principal.js"
 
 const kindNames: Record<TokenKind, string> = {
   session: "a session token (from `hub session create`)",
@@ -18,16 +18,18 @@ const kindNames: Record<TokenKind, string> = {
 /** The sentence naming who may call an endpoint: the token kinds it accepts, the operator's credential, or no token. */
 export const accessText = (annotations: Context.Context<never>): string => {
   const kinds = acceptedKinds(annotations)
-  if (kinds === undefined) return Option.getOrElse(Context.getOption(annotations, OperatorCredential), () => "Needs no Bearer token.")
+  if (kinds === undefined) {
+    return Option.getOrElse(Context.getOption(annotations, OperatorCredential), () => "Needs no Bearer token.")
+  }
   return `Accepts ${kinds.map((kind) => kindNames[kind]).join(" or ")} as \`Authorization: Bearer <token>\`.`
 }
 
-
 /** The request body's example, set on each of its media types (the example Swagger UI fills in). */
 const withRequestExample = (example: unknown) => <Operation extends object>(operation: Operation): Operation => {
-  const content = "requestBody" in operation && isRecord(operation.requestBody) && isRecord(operation.requestBody.content)
-    ? operation.requestBody.content
-    : {}
+  const content =
+    "requestBody" in operation && isRecord(operation.requestBody) && isRecord(operation.requestBody.content)
+      ? operation.requestBody.content
+      : {}
   for (const media of Object.values(content)) if (isRecord(media)) media.example = example
   return operation
 }
@@ -37,12 +39,13 @@ const withRequestExample = (example: unknown) => <Operation extends object>(oper
  * (its `accepts` annotation, so apply that first),
  * and its request body's example (one a caller can send as it is: test/openapi.test.ts sends each).
  */
-export const documented = (summary: string, description?: string, options: { readonly example?: unknown } = {}) =>
-<Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
-  endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
-): HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE> =>
-  endpoint.annotateContext(OpenApi.annotations({
-    summary,
-    description: [description, accessText(endpoint.annotations)].filter((text) => text !== undefined).join("\n\n"),
-    ...(options.example === undefined ? {} : { transform: withRequestExample(options.example) })
-  }))
+export const documented =
+  (summary: string, description?: string, options: { readonly example?: unknown } = {}) =>
+  <Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
+    endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
+  ): HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE> =>
+    endpoint.annotateContext(OpenApi.annotations({
+      summary,
+      description: [description, accessText(endpoint.annotations)].filter((text) => text !== undefined).join("\n\n"),
+      ...(options.example === undefined ? {} : { transform: withRequestExample(options.example) })
+    }))

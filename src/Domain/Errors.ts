@@ -15,9 +15,12 @@ import { ParseResult, Schema } from "effect"
 /** What every error answer carries. */
 export const ErrorBody = Schema.Struct({
   statusCode: Schema.Int.annotations({ description: "The answer's HTTP status, repeated" }),
-  message: Schema.String.annotations({ description: "What went wrong, in words a person can act on; exactly `Unauthorized` for 401" }),
+  message: Schema.String.annotations({
+    description: "What went wrong, in words a person can act on; exactly `Unauthorized` for 401"
+  }),
   error: Schema.optional(Schema.String.annotations({
-    description: "A stable code to branch on, such as validation_failed, malformed_body, not_found, forbidden_token_kind, " +
+    description:
+      "A stable code to branch on, such as validation_failed, malformed_body, not_found, forbidden_token_kind, " +
       "rate_limited, upstream_error, upstream_timeout, not_ready"
   })),
   details: Schema.optional(Schema.Unknown.annotations({
@@ -95,7 +98,9 @@ export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()
 
 /** A defect: logged with the request id, answered without any detail. Never raised by a handler on purpose. */
 export class InternalServerError extends Schema.TaggedError<InternalServerError>()("InternalServerError", {
-  message: Schema.optionalWith(Schema.Literal("Internal Server Error"), { default: () => "Internal Server Error" as const })
+  message: Schema.optionalWith(Schema.Literal("Internal Server Error"), {
+    default: () => "Internal Server Error" as const
+  })
 }) {
   readonly statusCode = 500
 }
@@ -166,7 +171,9 @@ const answeredAs = <A extends HubError | InternalServerError>(
     decode: (body, _, ast) => {
       const error = body.statusCode === status ? make(body) : undefined
       return error === undefined
-        ? ParseResult.fail(new ParseResult.Type(ast, body, `Expected an error answer of status ${status}: ${description}`))
+        ? ParseResult.fail(
+          new ParseResult.Type(ast, body, `Expected an error answer of status ${status}: ${description}`)
+        )
         : ParseResult.succeed(error)
     },
     encode: (error) => ParseResult.succeed(errorBody(error))

@@ -20,7 +20,8 @@ export const isJsonObject = (value: Json | undefined): value is JsonObject =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** Whether an unknown value is a plain object (not an array, not null): its fields are then readable. */
-export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+export const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** Parses text as a JSON object; anything else (invalid JSON, an array, a scalar) is undefined. */
 export const parseJsonObject = (text: string): JsonObject | undefined => {
@@ -42,7 +43,10 @@ export const JsonObjectSchema: Schema.Schema<JsonObject> = Schema.Record({ key: 
 /** The other keys of an object whose known fields a Struct names; they are kept, not dropped. */
 export const OtherKeys = Schema.Record({ key: Schema.String, value: JsonValue })
 
-const Cursors = Schema.Struct({ before: Schema.optional(Schema.String), after: Schema.optional(Schema.String) }, OtherKeys)
+const Cursors = Schema.Struct(
+  { before: Schema.optional(Schema.String), after: Schema.optional(Schema.String) },
+  OtherKeys
+)
 
 /** Graph cursor paging, kept as the upstream sent it. */
 const Paging = Schema.Struct({ cursors: Schema.optional(Cursors) }, OtherKeys)
@@ -57,7 +61,9 @@ export const PassThrough = <Fields extends Schema.Struct.Fields>(fields: Fields)
 
 /** Graph's `limit` query: a whole number of items from 1 to 100, given as text. */
 export const GraphLimit = Schema.NumberFromString.pipe(
-  Schema.filter((n) => Number.isInteger(n) && n >= 1 && n <= 100, { message: () => "must be a whole number from 1 to 100" })
+  Schema.filter((n) => Number.isInteger(n) && n >= 1 && n <= 100, {
+    message: () => "must be a whole number from 1 to 100"
+  })
 )
 
 /** Graph cursor paging and field selection, as list endpoints take them in their query. */
@@ -69,4 +75,6 @@ export const GraphPagingFields = {
 }
 
 /** A decoded `limit` as the text the upstream query takes. */
-export const limitText = (limit: number | undefined): string | undefined => (limit === undefined ? undefined : String(limit))
+export const limitText = (
+  limit: number | undefined
+): string | undefined => (limit === undefined ? undefined : String(limit))

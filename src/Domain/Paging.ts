@@ -27,7 +27,8 @@ export interface Keyset {
 
 const SEPARATOR = "|"
 
-export const encodeCursor = (at: Keyset): string => Buffer.from(`${at.createdAt}${SEPARATOR}${at.id}`).toString("base64url")
+export const encodeCursor = (at: Keyset): string =>
+  Buffer.from(`${at.createdAt}${SEPARATOR}${at.id}`).toString("base64url")
 
 const cursorRule = "must be a cursor from an earlier answer's cursors.before or cursors.after"
 
@@ -52,14 +53,19 @@ export const Cursor = Schema.transformOrFail(
 
 /** Where the next pages are: `before` continues to older rows (null when none may follow), `after` to newer ones. */
 export const Cursors = Schema.Struct({
-  before: Schema.NullOr(Schema.String).annotations({ description: "Pass as `before` for the next older page; null when no older row may follow" }),
-  after: Schema.NullOr(Schema.String).annotations({ description: "Pass as `after` for rows newer than this page (to poll for new ones); null on an empty first page" })
+  before: Schema.NullOr(Schema.String).annotations({
+    description: "Pass as `before` for the next older page; null when no older row may follow"
+  }),
+  after: Schema.NullOr(Schema.String).annotations({
+    description: "Pass as `after` for rows newer than this page (to poll for new ones); null on an empty first page"
+  })
 })
 
 /** The envelope fields every paged list adds to the spec's `data`, `total`, `page`, `limit`. */
 export const PageFields = {
   total_capped: Schema.optional(Schema.Boolean).annotations({
-    description: `True when the total is a lower bound: more than ${COUNT_CAP} rows match, or a filter looked through ${SCAN_WINDOW} rows without reaching the end`
+    description:
+      `True when the total is a lower bound: more than ${COUNT_CAP} rows match, or a filter looked through ${SCAN_WINDOW} rows without reaching the end`
   }),
   cursors: Cursors
 }
@@ -80,7 +86,9 @@ export const pageRequest = (query: {
   readonly after?: Keyset | undefined
 }): Either.Either<PageRequest, BadRequest> => {
   const { after, before, limit, page } = query
-  if (before !== undefined && after !== undefined) return Either.left(invalid("after", "give either before or after, not both"))
+  if (before !== undefined && after !== undefined) {
+    return Either.left(invalid("after", "give either before or after, not both"))
+  }
   const cursor = before ?? after
   if (cursor !== undefined) {
     return page > 1
@@ -106,6 +114,10 @@ export const cursorsOf = (
   const first = rows[0]
   return {
     before: more === undefined ? null : encodeCursor(more),
-    after: first !== undefined ? encodeCursor({ createdAt: first.created_at, id: first.id }) : request._tag === "Offset" ? null : encodeCursor(request.at)
+    after: first !== undefined
+      ? encodeCursor({ createdAt: first.created_at, id: first.id })
+      : request._tag === "Offset"
+      ? null
+      : encodeCursor(request.at)
   }
 }

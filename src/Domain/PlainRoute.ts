@@ -33,7 +33,10 @@ export type RunInRequest = <A>(effect: Effect.Effect<A>) => Promise<A>
  */
 export class HotRoutes extends Context.Tag("HotRoutes")<HotRoutes, {
   /** Serves `route` with `handler` until the scope closes. */
-  readonly install: (route: HotRoute, handler: (request: Request) => Promise<Response>) => Effect.Effect<void, never, Scope.Scope>
+  readonly install: (
+    route: HotRoute,
+    handler: (request: Request) => Promise<Response>
+  ) => Effect.Effect<void, never, Scope.Scope>
   /** Answers `request` with `route`'s installed handler (503 while none is). */
   readonly serve: (route: HotRoute, request: Request) => Promise<Response>
 }>() {}
@@ -44,12 +47,13 @@ export class HotRoutes extends Context.Tag("HotRoutes")<HotRoutes, {
  * HttpApi sees it, so this runs only where a request reaches HttpApi first (no path does on the hub's
  * server); its answer is then logged by both edges.
  */
-export const servedByHotRoute = (route: HotRoute) => (options: { readonly request: HttpServerRequest.HttpServerRequest }) =>
-  Effect.gen(function*() {
-    const routes = yield* HotRoutes
-    const request = yield* Effect.orDie(HttpServerRequest.toWeb(options.request))
-    return HttpServerResponse.fromWeb(yield* Effect.promise(() => routes.serve(route, request)))
-  })
+export const servedByHotRoute =
+  (route: HotRoute) => (options: { readonly request: HttpServerRequest.HttpServerRequest }) =>
+    Effect.gen(function*() {
+      const routes = yield* HotRoutes
+      const request = yield* Effect.orDie(HttpServerRequest.toWeb(options.request))
+      return HttpServerResponse.fromWeb(yield* Effect.promise(() => routes.serve(route, request)))
+    })
 
 /** A feature's plain handler for one hot route, with what the edge waits for before it stops. */
 export interface PlainRoute {
@@ -59,9 +63,13 @@ export interface PlainRoute {
   readonly drained?: Effect.Effect<void>
 }
 
-export const malformedJson = new BadRequest({ message: "Malformed request body: it is not valid JSON", error: "malformed_body" })
+export const malformedJson = new BadRequest({
+  message: "Malformed request body: it is not valid JSON",
+  error: "malformed_body"
+})
 
-const contentTypeOf = (request: Request) => (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
+const contentTypeOf = (request: Request) =>
+  (request.headers.get("content-type") ?? "application/json").toLowerCase().trim()
 
 const isJsonType = (contentType: string) => contentType.includes("application/json")
 
@@ -93,7 +101,10 @@ export const jsonBodyLimit: BodyLimit = {
  * nothing, form fields, text, or bytes otherwise (which the payload schema then refuses alike). The
  * body is bounded as it streams (Net/BodyLimit.ts): past `limit` it is refused with its 413.
  */
-export const requestPayload = (request: Request, limit: BodyLimit): Effect.Effect<unknown, BadRequest | PayloadTooLarge> => {
+export const requestPayload = (
+  request: Request,
+  limit: BodyLimit
+): Effect.Effect<unknown, BadRequest | PayloadTooLarge> => {
   const declared = declaredLength(request.headers.get("content-length"))
   if (declared !== undefined && declared > limit.bytes) return Effect.fail(limit.tooLarge)
   const bounded = boundedRequest(request, limit.bytes)
@@ -102,8 +113,9 @@ export const requestPayload = (request: Request, limit: BodyLimit): Effect.Effec
   const contentType = contentTypeOf(request)
   if (isJsonType(contentType)) return readBody(() => bounded.json())
   if (contentType.includes("multipart/form-data")) return readBody(async () => formFields(await bounded.formData()))
-  if (contentType.includes("x-www-form-urlencoded")) return readBody(async () => Object.fromEntries(new URLSearchParams(await bounded.text())))
+  if (contentType.includes("x-www-form-urlencoded")) {
+    return readBody(async () => Object.fromEntries(new URLSearchParams(await bounded.text())))
+  }
   if (contentType.startsWith("text/")) return readBody(() => bounded.text())
   return readBody(async () => new Uint8Array(await bounded.arrayBuffer()))
 }
-

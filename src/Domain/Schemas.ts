@@ -18,7 +18,10 @@ export const ForwardedRequest = <Fields extends Schema.Struct.Fields>(fields: Fi
   Schema.Struct(fields, OtherKeys).annotations({ parseOptions: { errors: "all" } })
 
 /** A forwarded request's body less the hub's own keys (which instance it is for, and the like). */
-export const forwardedBody = (request: { readonly [key: string]: Json | undefined }, hubKeys: ReadonlyArray<string>): JsonObject => {
+export const forwardedBody = (
+  request: { readonly [key: string]: Json | undefined },
+  hubKeys: ReadonlyArray<string>
+): JsonObject => {
   const own: ReadonlySet<string> = new Set(hubKeys)
   const body: Record<string, Json> = {}
   for (const [key, value] of Object.entries(request)) if (value !== undefined && !own.has(key)) body[key] = value
@@ -37,4 +40,7 @@ export const IdString = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_.:@=+\-]{1,200}$/, { message: () => "must be an identifier" })
 )
 
-export const IsoTimestamp = Schema.String.annotations({ description: "ISO 8601 timestamp", examples: ["2026-11-21T14:00:00.000Z"] })
+export const IsoTimestamp = Schema.String.annotations({
+  description: "ISO 8601 timestamp",
+  examples: ["2026-11-21T14:00:00.000Z"]
+})

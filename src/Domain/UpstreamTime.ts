@@ -10,7 +10,11 @@ const AHEAD_MS = 24 * 60 * 60 * 1000
 
 /** Unix seconds as milliseconds, when they are a sane time of the past or near future; undefined otherwise. */
 const upstreamMillis = (value: Json | undefined, receivedAtMs: number): number | undefined => {
-  const seconds = typeof value === "string" && /^\d{1,12}$/.test(value) ? Number(value) : typeof value === "number" ? value : Number.NaN
+  const seconds = typeof value === "string" && /^\d{1,12}$/.test(value)
+    ? Number(value)
+    : typeof value === "number"
+    ? value
+    : Number.NaN
   const millis = seconds * 1000
   return Number.isFinite(millis) && millis > 0 && millis <= receivedAtMs + AHEAD_MS ? millis : undefined
 }

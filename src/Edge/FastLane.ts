@@ -12,13 +12,17 @@ import { HttpServerResponse } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { Cause, Effect, FiberSet, Layer } from "effect"
 import { HubConfig } from "../Config.js"
+import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import { type HotRoute, HotRoutes, type PlainResponder, type PlainRoute } from "../Domain/PlainRoute.js"
 import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
-import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
-import { atEdge, logRequest, logsRequests, type RequestLine, requestIdFor } from "./Middleware.js"
+import { atEdge, logRequest, logsRequests, requestIdFor, type RequestLine } from "./Middleware.js"
 
 const starting = () =>
-  Promise.resolve(Response.json({ statusCode: 503, message: "The hub is starting or stopping; retry shortly", error: "not_ready" }, { status: 503 }))
+  Promise.resolve(
+    Response.json({ statusCode: 503, message: "The hub is starting or stopping; retry shortly", error: "not_ready" }, {
+      status: 503
+    })
+  )
 
 /**
  * The hub's Bun server: HttpApi serves every request but the hot routes, which Bun routes to the
@@ -30,7 +34,10 @@ export const hubServer = (options: { readonly port: number; readonly hostname: s
     const dispatch = (route: HotRoute) => (request: Request) => (handlers.get(route) ?? starting)(request)
     const hotRoutes = HotRoutes.of({
       install: (route, handler) =>
-        Effect.acquireRelease(Effect.sync(() => handlers.set(route, handler)), () => Effect.sync(() => handlers.delete(route))),
+        Effect.acquireRelease(
+          Effect.sync(() => handlers.set(route, handler)),
+          () => Effect.sync(() => handlers.delete(route))
+        ),
       serve: (route, request) => dispatch(route)(request)
     })
     return Layer.merge(
@@ -63,16 +70,17 @@ const lineOf = (route: HotRoute, request: Request, bodyLimit: RouteBodyLimit): R
 
 /** `answer` behind the edge, run with `run`, as a web Response (503 if the hub interrupts it while stopping). */
 const atEdgeOn = <R>(
-  run: (effect: Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>) => Promise<HttpServerResponse.HttpServerResponse>,
+  run: (
+    effect: Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>
+  ) => Promise<HttpServerResponse.HttpServerResponse>,
   line: RequestLine,
   logRequests: boolean,
   answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>,
   recorder: RouteRecorder,
   startedAt: number
 ) =>
-  run(Effect.catchAllCause(atEdge(line, logRequests, answer, recorder, startedAt), () => Effect.succeed(interrupted))).then((response) =>
-    HttpServerResponse.toWeb(response)
-  )
+  run(Effect.catchAllCause(atEdge(line, logRequests, answer, recorder, startedAt), () => Effect.succeed(interrupted)))
+    .then((response) => HttpServerResponse.toWeb(response))
 
 /**
  * Installs a plain async handler for `route`, without a fiber per request: for upstream posts, where
@@ -104,9 +112,17 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
             recorder.observe(200, (performance.now() - startedAt) / 1000)
             if (log !== undefined || logRequests) {
               const accessLine = logRequests ? logRequest(line, 200, startedAt) : Effect.void
-              runFork(Effect.annotateLogs(log === undefined ? accessLine : Effect.zipRight(log, accessLine), "requestId", requestId))
+              runFork(
+                Effect.annotateLogs(
+                  log === undefined ? accessLine : Effect.zipRight(log, accessLine),
+                  "requestId",
+                  requestId
+                )
+              )
             }
-            return new Response(JSON.stringify(body), { headers: { "content-type": "application/json", "x-request-id": requestId } })
+            return new Response(JSON.stringify(body), {
+              headers: { "content-type": "application/json", "x-request-id": requestId }
+            })
           },
           fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause), recorder, startedAt),
           run: (answer) => atEdgeOn(run, line, logRequests, answer, recorder, startedAt),

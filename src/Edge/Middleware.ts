@@ -6,6 +6,7 @@ import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } f
 import { Cause, Context, Effect, Layer, LogLevel, Option, Predicate } from "effect"
 import { randomBytes } from "node:crypto"
 import { HubConfig } from "../Config.js"
+import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import {
   type ErrorBody,
   errorBody,
@@ -19,7 +20,6 @@ import {
 } from "../Domain/Errors.js"
 import { type HubMetrics, Metrics, noMetrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
-import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 
 const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
@@ -34,7 +34,9 @@ const hubErrorResponse = (e: HubError) => {
   if ((e._tag === "ServiceUnavailable" || e._tag === "UpstreamFailure") && e.retryAfterSeconds !== undefined) {
     return errorResponse(errorBody(e), { "retry-after": String(Math.max(1, Math.ceil(e.retryAfterSeconds))) })
   }
-  return e._tag === "PayloadTooLarge" ? errorResponse(errorBody(e), { connection: "close" }) : errorResponse(errorBody(e))
+  return e._tag === "PayloadTooLarge"
+    ? errorResponse(errorBody(e), { connection: "close" })
+    : errorResponse(errorBody(e))
 }
 
 interface DecodeIssue {
@@ -86,7 +88,9 @@ const failureResponse = (failure: unknown, request: RequestLine) => {
   if (isHubError(failure)) return Option.some(hubErrorResponse(failure))
   const tooLarge = bodyTooLargeResponse(failure, request)
   if (Option.isSome(tooLarge)) return tooLarge
-  if (hasTag(failure, "HttpApiDecodeError") && Predicate.hasProperty(failure, "issues") && isDecodeIssues(failure.issues)) {
+  if (
+    hasTag(failure, "HttpApiDecodeError") && Predicate.hasProperty(failure, "issues") && isDecodeIssues(failure.issues)
+  ) {
     return Option.some(validationResponse(fieldIssues(failure.issues)))
   }
   if (hasTag(failure, "RouteNotFound")) {
@@ -104,7 +108,13 @@ const defectResponse = (defect: unknown, request: RequestLine) => {
   const tooLarge = bodyTooLargeResponse(defect, request)
   if (Option.isSome(tooLarge)) return tooLarge
   if (hasTag(defect, "RequestError") && Predicate.hasProperty(defect, "reason") && defect.reason === "Decode") {
-    return Option.some(errorResponse({ statusCode: 400, message: "Malformed request body: it is not valid JSON", error: "malformed_body" }))
+    return Option.some(
+      errorResponse({
+        statusCode: 400,
+        message: "Malformed request body: it is not valid JSON",
+        error: "malformed_body"
+      })
+    )
   }
   if (hasTag(defect, "MultipartError") && Predicate.hasProperty(defect, "reason")) {
     return Option.some(
@@ -134,12 +144,22 @@ const logUpstreamFailure = (e: UpstreamFailure | TooManyRequests) => {
     return value === undefined ? {} : { [key]: value }
   }
   return Effect.logWarning(upstream === undefined ? "An upstream call failed" : "The upstream refused a request").pipe(
-    Effect.annotateLogs({ status: e.statusCode, error: e.error ?? "", message: e.message, ...graph("code"), ...graph("error_subcode"), ...graph("fbtrace_id") })
+    Effect.annotateLogs({
+      status: e.statusCode,
+      error: e.error ?? "",
+      message: e.message,
+      ...graph("code"),
+      ...graph("error_subcode"),
+      ...graph("fbtrace_id")
+    })
   )
 }
 
 /** Renders every failure the same way; unexpected ones are logged and become a bare 500, the upstream's at warn. */
-const renderFailures = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, request: RequestLine) =>
+const renderFailures = <E, R>(
+  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  request: RequestLine
+) =>
   Effect.catchAllCause(answer, (cause) => {
     if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
     const rendered = Option.orElse(
@@ -161,7 +181,8 @@ let requestSequence = 0
 const nextRequestId = () => `${processPrefix}-${(++requestSequence).toString(36)}`
 
 /** The id an answer carries and its logs are annotated with: the caller's `x-request-id` when sane, otherwise a new one. */
-export const requestIdFor = (offered: string | undefined) => offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
+export const requestIdFor = (offered: string | undefined) =>
+  offered !== undefined && REQUEST_ID.test(offered) ? offered : nextRequestId()
 
 /** The access-log line of an answered request (never its query string or headers, which may carry secrets). */
 export const logRequest = (request: RequestLine, status: number, startedAt: number) =>
@@ -191,7 +212,11 @@ export const atEdge = <E, R>(
     return HttpServerResponse.setHeader(response, "x-request-id", requestId)
   })
   if (!logRequests) return Effect.annotateLogs(respond, "requestId", requestId)
-  return Effect.annotateLogs(Effect.tap(respond, (response) => logRequest(request, response.status, started)), "requestId", requestId)
+  return Effect.annotateLogs(
+    Effect.tap(respond, (response) => logRequest(request, response.status, started)),
+    "requestId",
+    requestId
+  )
 }
 
 /**
@@ -199,26 +224,42 @@ export const atEdge = <E, R>(
  * declared length over the route's limit is refused at once, and a body of no declared length is
  * counted as it streams: the limit is the route's `bodyLimit` annotation (Domain/Access.ts).
  */
-export const edge = (logRequests: boolean, policies: EndpointPolicies["Type"], metrics: HubMetrics = noMetrics) => (app: HttpApp.Default): HttpApp.Default =>
-  Effect.withFiberRuntime((fiber) => {
-    const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-    const limit = policies.bodyLimitOf(request.method, request.url)
-    const line: RequestLine = { method: request.method, url: request.url, requestId: request.headers["x-request-id"], bodyLimit: limit }
-    const recorder = metrics.routeOf(request.method, request.url)
-    const declared = declaredLength(request.headers["content-length"])
-    if (declared !== undefined && declared > limit.bytes) return atEdge(line, logRequests, Effect.fail(limit.tooLarge(declared)), recorder)
-    const source = request.source
-    const streamed = declared === undefined && source instanceof Request && source.body !== null
-    return atEdge(
-      line,
-      logRequests,
-      streamed ? Effect.provideService(app, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(boundedRequest(source, limit.bytes))) : app,
-      recorder
-    )
-  })
+export const edge =
+  (logRequests: boolean, policies: EndpointPolicies["Type"], metrics: HubMetrics = noMetrics) =>
+  (app: HttpApp.Default): HttpApp.Default =>
+    Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      const limit = policies.bodyLimitOf(request.method, request.url)
+      const line: RequestLine = {
+        method: request.method,
+        url: request.url,
+        requestId: request.headers["x-request-id"],
+        bodyLimit: limit
+      }
+      const recorder = metrics.routeOf(request.method, request.url)
+      const declared = declaredLength(request.headers["content-length"])
+      if (declared !== undefined && declared > limit.bytes) {
+        return atEdge(line, logRequests, Effect.fail(limit.tooLarge(declared)), recorder)
+      }
+      const source = request.source
+      const streamed = declared === undefined && source instanceof Request && source.body !== null
+      return atEdge(
+        line,
+        logRequests,
+        streamed
+          ? Effect.provideService(
+            app,
+            HttpServerRequest.HttpServerRequest,
+            HttpServerRequest.fromWeb(boundedRequest(source, limit.bytes))
+          )
+          : app,
+        recorder
+      )
+    })
 
 /** Whether the access log is on: info-level logging. */
-export const logsRequests = (config: { readonly logLevel: LogLevel.LogLevel }) => LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel)
+export const logsRequests = (config: { readonly logLevel: LogLevel.LogLevel }) =>
+  LogLevel.greaterThanEqual(LogLevel.Info, config.logLevel)
 
 export const HttpEdgeLive = Layer.unwrapEffect(
   Effect.gen(function*() {

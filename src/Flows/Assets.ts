@@ -36,7 +36,9 @@ export const checkFlowAsset = (input: {
     if (onDisk.size === 0) return yield* emptyFile
     if (onDisk.size > MAX_FLOW_ASSET_BYTES) {
       return yield* new PayloadTooLarge({
-        message: `A flow asset may be at most ${describeSize(MAX_FLOW_ASSET_BYTES)}; this file is ${describeSize(onDisk.size)}`,
+        message: `A flow asset may be at most ${describeSize(MAX_FLOW_ASSET_BYTES)}; this file is ${
+          describeSize(onDisk.size)
+        }`,
         error: "payload_too_large",
         details: { max_bytes: MAX_FLOW_ASSET_BYTES, size: onDisk.size }
       })
@@ -44,12 +46,27 @@ export const checkFlowAsset = (input: {
     if (input.asset_type === "FLOW_JSON") {
       // At most 10 MB (checked above), so reading it to parse it is bounded.
       const text = yield* Effect.promise(() => onDisk.text())
-      if (!isJsonObject(text)) return yield* invalidJson("a FLOW_JSON asset must be a JSON object (the flow definition)")
-      return { filename: input.name, mimeType: "application/json", size: onDisk.size, content: Bun.file(input.file.path, { type: "application/json" }) }
+      if (!isJsonObject(text)) {
+        return yield* invalidJson("a FLOW_JSON asset must be a JSON object (the flow definition)")
+      }
+      return {
+        filename: input.name,
+        mimeType: "application/json",
+        size: onDisk.size,
+        content: Bun.file(input.file.path, { type: "application/json" })
+      }
     }
     const format = imageFormatOf(yield* readHead(input.file.path))
     if (format === undefined) {
-      return yield* new UnsupportedMediaType({ message: "An IMAGE asset must be a PNG or JPEG image", error: "unsupported_media_type" })
+      return yield* new UnsupportedMediaType({
+        message: "An IMAGE asset must be a PNG or JPEG image",
+        error: "unsupported_media_type"
+      })
     }
-    return { filename: input.name, mimeType: format, size: onDisk.size, content: Bun.file(input.file.path, { type: format }) }
+    return {
+      filename: input.name,
+      mimeType: format,
+      size: onDisk.size,
+      content: Bun.file(input.file.path, { type: format })
+    }
   })

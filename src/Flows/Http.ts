@@ -33,10 +33,11 @@ export const FlowsHttpLive = HttpApiBuilder.group(HubApi, "flows", (handlers) =>
       Effect.gen(function*() {
         let after: string | undefined = undefined
         for (let page = 0; page < MAX_FLOW_PAGES; page++) {
-          const list: typeof FlowIds.Type = yield* upstream.listFlows(target, { fields: "id", limit: "100", after }).pipe(
-            Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(FlowIds, "the flow list"))
-          )
+          const list: typeof FlowIds.Type = yield* upstream.listFlows(target, { fields: "id", limit: "100", after })
+            .pipe(
+              Effect.mapError(toHubError),
+              Effect.flatMap(decodeAnswer(FlowIds, "the flow list"))
+            )
           if (list.data.some((flow) => flow.id === flowId)) return target
           after = list.paging?.cursors?.after
           if (after === undefined || list.paging?.next === undefined) break
@@ -68,7 +69,11 @@ export const FlowsHttpLive = HttpApiBuilder.group(HubApi, "flows", (handlers) =>
         Effect.gen(function*() {
           const file = yield* checkFlowAsset(payload)
           const target = yield* flowTarget(path.flowId)
-          const answer = yield* upstream.uploadFlowAsset(target, path.flowId, { name: payload.name, assetType: payload.asset_type, file }).pipe(
+          const answer = yield* upstream.uploadFlowAsset(target, path.flowId, {
+            name: payload.name,
+            assetType: payload.asset_type,
+            file
+          }).pipe(
             Effect.mapError(toHubErrorOrNotFound(`flow ${path.flowId}`)),
             Effect.flatMap(decodeAnswer(UploadAnswer, "the flow asset upload"))
           )

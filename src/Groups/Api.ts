@@ -2,8 +2,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, instanceOnly } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GroupId } from "./GroupId.js"
 
@@ -21,7 +21,13 @@ export class GroupsApi extends HttpApiGroup.make("groups")
     HttpApiEndpoint.get("get", "/groups/:groupId")
       .setPath(Schema.Struct({ groupId: GroupId }))
       .addSuccess(Group)
-      .pipe(accepts(instanceOnly), documented("Read a group", "A group of the instance's phone number: subject, description, creation time and participant count."))
+      .pipe(
+        accepts(instanceOnly),
+        documented(
+          "Read a group",
+          "A group of the instance's phone number: subject, description, creation time and participant count."
+        )
+      )
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -6,7 +6,8 @@ import { Schema } from "effect"
  * webhooks give it). An opaque id has a letter: a bare number would name another Graph node (a
  * phone number, a media object) with the instance's token.
  */
-export const isGroupId = (id: string) => /^\d{1,40}@g\.us$/.test(id) || (/^[A-Za-z0-9_=-]{8,256}$/.test(id) && /[A-Za-z]/.test(id))
+export const isGroupId = (id: string) =>
+  /^\d{1,40}@g\.us$/.test(id) || (/^[A-Za-z0-9_=-]{8,256}$/.test(id) && /[A-Za-z]/.test(id))
 
 export const GroupId = Schema.String.pipe(
   Schema.filter(isGroupId, {

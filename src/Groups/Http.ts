@@ -1,13 +1,13 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import { HubApi } from "../Api.js"
+import { NotFound } from "../Domain/Errors.js"
 import { JsonObjectSchema } from "../Domain/Json.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
-import { NotFound } from "../Domain/Errors.js"
 import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
-import { numberHasGroup } from "./Ownership.js"
 import { Upstream } from "../Upstream/Upstream.js"
+import { numberHasGroup } from "./Ownership.js"
 
 /** What Graph answers for a group; the count leaves out the business itself. */
 const UpstreamGroup = Schema.Struct({

@@ -5,8 +5,8 @@
  */
 import { Effect, Option } from "effect"
 import { isJsonObject, type Json, type JsonObject } from "../Domain/Json.js"
-import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import type { Upstream, UpstreamTarget } from "../Upstream/Upstream.js"
+import type { UpstreamError } from "../Upstream/UpstreamError.js"
 
 /** Groups a page asks for: Meta's largest page. */
 const PAGE = 1024
@@ -39,12 +39,19 @@ const afterOf = (page: JsonObject): string | undefined => {
 }
 
 /** Whether the number of `target` lists the group, reading its group list page by page. */
-export const numberHasGroup = (upstream: Upstream["Type"], target: UpstreamTarget, groupId: string): Effect.Effect<boolean, UpstreamError> => {
+export const numberHasGroup = (
+  upstream: Upstream["Type"],
+  target: UpstreamTarget,
+  groupId: string
+): Effect.Effect<boolean, UpstreamError> => {
   const look = (after: string | undefined, pagesLeft: number): Effect.Effect<boolean, UpstreamError> =>
-    Effect.flatMap(upstream.listGroups(target, { limit: String(PAGE), fields: "id", ...(after === undefined ? {} : { after }) }), (page) => {
-      if (idsOf(page).some((id) => sameGroup(id, groupId))) return Effect.succeed(true)
-      const next = Option.fromNullable(afterOf(page))
-      return Option.isSome(next) && pagesLeft > 1 ? look(next.value, pagesLeft - 1) : Effect.succeed(false)
-    })
+    Effect.flatMap(
+      upstream.listGroups(target, { limit: String(PAGE), fields: "id", ...(after === undefined ? {} : { after }) }),
+      (page) => {
+        if (idsOf(page).some((id) => sameGroup(id, groupId))) return Effect.succeed(true)
+        const next = Option.fromNullable(afterOf(page))
+        return Option.isSome(next) && pagesLeft > 1 ? look(next.value, pagesLeft - 1) : Effect.succeed(false)
+      }
+    )
   return look(undefined, MAX_PAGES)
 }

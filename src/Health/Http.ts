@@ -14,10 +14,17 @@ export const HealthHttpLive = HttpApiBuilder.group(HubApi, "health", (handlers) 
       .handle("health", () => Effect.succeed(ok))
       .handle("ready", () =>
         readiness.draining()
-          ? Effect.fail(new ServiceUnavailable({ message: "The hub is stopping (draining); send requests to another replica", error: "draining" }))
+          ? Effect.fail(
+            new ServiceUnavailable({
+              message: "The hub is stopping (draining); send requests to another replica",
+              error: "draining"
+            })
+          )
           : sql`SELECT 1 AS one`.pipe(
-          Effect.as({ status: "ready", database: "ok" } as const),
-          Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => "timeout" }),
-          Effect.mapError(() => new ServiceUnavailable({ message: "The database is not reachable", error: "not_ready" }))
-        ))
+            Effect.as({ status: "ready", database: "ok" } as const),
+            Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => "timeout" }),
+            Effect.mapError(() =>
+              new ServiceUnavailable({ message: "The database is not reachable", error: "not_ready" })
+            )
+          ))
   }))

@@ -58,6 +58,12 @@ export const ShutdownDelayLive = Layer.scopedDiscard(
   Effect.flatMap(HubConfig, (config) =>
     Effect.addFinalizer(() =>
       Duration.toMillis(config.shutdownDelay) > 0
-        ? Effect.zipRight(Effect.logInfo("Stopping: not ready, still serving").pipe(Effect.annotateLogs({ delay: Duration.format(config.shutdownDelay) })), Effect.sleep(config.shutdownDelay))
-        : Effect.void))
+        ? Effect.zipRight(
+          Effect.logInfo("Stopping: not ready, still serving").pipe(
+            Effect.annotateLogs({ delay: Duration.format(config.shutdownDelay) })
+          ),
+          Effect.sleep(config.shutdownDelay)
+        )
+        : Effect.void
+    ))
 )

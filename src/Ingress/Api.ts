@@ -30,7 +30,12 @@ const STATUS_EVENT_EXAMPLE = {
       value: {
         messaging_product: "whatsapp",
         metadata: { display_phone_number: "15550000001", phone_number_id: "100000000000001" },
-        statuses: [{ id: "wamid.HBgLMTY1MDU1NTEyMzQVAgARGBI", status: "delivered", timestamp: "1760000000", recipient_id: "16505551234" }]
+        statuses: [{
+          id: "wamid.HBgLMTY1MDU1NTEyMzQVAgARGBI",
+          status: "delivered",
+          timestamp: "1760000000",
+          recipient_id: "16505551234"
+        }]
       }
     }]
   }]
@@ -39,12 +44,18 @@ const STATUS_EVENT_EXAMPLE = {
 /** The largest upstream post: Meta's are a few KB, batches well under 1 MB; anything far larger is refused. */
 export const MAX_UPSTREAM_BODY = 8 * 1024 * 1024
 
-export const upstreamBodyTooLarge = new PayloadTooLarge({ message: "The event payload is larger than 8 MB", error: "payload_too_large" })
+export const upstreamBodyTooLarge = new PayloadTooLarge({
+  message: "The event payload is larger than 8 MB",
+  error: "payload_too_large"
+})
 
 const UPSTREAM_POST_LIMIT: RouteBodyLimit = { bytes: MAX_UPSTREAM_BODY, tooLarge: () => upstreamBodyTooLarge }
 
 export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
-  .annotate(OpenApi.Description, "Where the upstream posts its events (signed with the app secret) and verifies the callback; no Bearer token.")
+  .annotate(
+    OpenApi.Description,
+    "Where the upstream posts its events (signed with the app secret) and verifies the callback; no Bearer token."
+  )
   .add(
     HttpApiEndpoint.get("verify", "/upstream/events")
       .setUrlParams(Schema.Struct({
@@ -67,12 +78,15 @@ export class UpstreamEventsApi extends HttpApiGroup.make("upstreamEvents")
       .addError(Wire.Unauthorized)
       .addError(Wire.PayloadTooLarge)
       .addError(Wire.ServiceUnavailable)
-      .pipe(bodyLimit(UPSTREAM_POST_LIMIT), documented(
-        "Receive upstream events (the upstream calls this)",
-        "The upstream posts its webhook envelopes here, signed with `X-Hub-Signature-256` when the hub has an app secret " +
-          "(401 if the signature does not match). Answered 200 once the events and their deliveries are committed; each change " +
-          "is routed by its phone number id to the instance's webhooks. At most 8 MB.",
-        { example: STATUS_EVENT_EXAMPLE }
-      ))
+      .pipe(
+        bodyLimit(UPSTREAM_POST_LIMIT),
+        documented(
+          "Receive upstream events (the upstream calls this)",
+          "The upstream posts its webhook envelopes here, signed with `X-Hub-Signature-256` when the hub has an app secret " +
+            "(401 if the signature does not match). Answered 200 once the events and their deliveries are committed; each change " +
+            "is routed by its phone number id to the instance's webhooks. At most 8 MB.",
+          { example: STATUS_EVENT_EXAMPLE }
+        )
+      )
   )
 {}

@@ -3,8 +3,8 @@
  * the identity of a change (what makes a redelivered change a duplicate), and the envelope an
  * instance receives: the upstream's own, every field kept, holding only that instance's changes.
  */
-import { createHash } from "node:crypto"
 import { Either } from "effect"
+import { createHash } from "node:crypto"
 import type { FieldIssue } from "../Domain/Errors.js"
 import type { Json, JsonObject } from "../Domain/Json.js"
 import { isJsonObject } from "../Domain/Json.js"
@@ -56,7 +56,9 @@ const nestsDeeperThan = (value: Json, limit: number): boolean => {
 /** Checks the envelope's shape (every entry and every change), naming each part that is wrong. */
 export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyArray<FieldIssue>> => {
   if (!isJsonObject(payload)) return Either.left([{ field: "body", message: "must be a JSON object" }])
-  if (nestsDeeperThan(payload, MAX_PAYLOAD_DEPTH)) return Either.left([{ field: "body", message: `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels` }])
+  if (nestsDeeperThan(payload, MAX_PAYLOAD_DEPTH)) {
+    return Either.left([{ field: "body", message: `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels` }])
+  }
   const issues: Array<FieldIssue> = []
   const object = payload.object
   if (object !== undefined && typeof object !== "string") issues.push({ field: "object", message: "must be a string" })
@@ -95,7 +97,9 @@ export const parseEnvelope = (payload: Json): Either.Either<Envelope, ReadonlyAr
 const canonicalJson = (value: Json): string => {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   if (isJsonObject(value)) {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] ?? null)}`).join(",")}}`
+    return `{${
+      Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] ?? null)}`).join(",")
+    }}`
   }
   return JSON.stringify(value)
 }
@@ -125,8 +129,14 @@ const itemsOf = (value: JsonObject) => {
   }
   const id = (item: JsonObject) => stringAt(item, "id")
   of("messages", (m) => (id(m) === undefined ? undefined : `message:${id(m)}`))
-  of("statuses", (s) => (id(s) === undefined ? undefined : `status:${id(s)}:${stringAt(s, "status")}:${stringAt(s, "timestamp")}`))
-  of("calls", (c) => (id(c) === undefined ? undefined : `call:${id(c)}:${stringAt(c, "event")}:${stringAt(c, "timestamp")}`))
+  of(
+    "statuses",
+    (s) => (id(s) === undefined ? undefined : `status:${id(s)}:${stringAt(s, "status")}:${stringAt(s, "timestamp")}`)
+  )
+  of(
+    "calls",
+    (c) => (id(c) === undefined ? undefined : `call:${id(c)}:${stringAt(c, "event")}:${stringAt(c, "timestamp")}`)
+  )
   return { identities, earliest, latest }
 }
 
@@ -177,6 +187,10 @@ export const envelopeFor = (object: string, changes: ReadonlyArray<UpstreamChang
     list.push(change.change)
     entries.set(change.entry, list)
   }
-  const envelope = replacing(changes[0]?.payload ?? {}, "entry", [...entries].map(([entry, list]) => replacing(entry, "changes", list)))
+  const envelope = replacing(
+    changes[0]?.payload ?? {},
+    "entry",
+    [...entries].map(([entry, list]) => replacing(entry, "changes", list))
+  )
   return JSON.stringify(envelope.object === undefined ? { object, ...envelope } : envelope)
 }

@@ -24,8 +24,10 @@ const abortedAnswer = HttpServerResponse.unsafeJson(
 
 const utf8 = new TextDecoder()
 
-
-const notAnObject = new BadRequest({ message: "Malformed request body: it is not a JSON object", error: "malformed_body" })
+const notAnObject = new BadRequest({
+  message: "Malformed request body: it is not a JSON object",
+  error: "malformed_body"
+})
 
 /** The checks of a post, in their order: its size, its signature, its JSON, then the envelope's shape. */
 const makeUpstreamPostCheck = Effect.gen(function*() {
@@ -37,9 +39,14 @@ const makeUpstreamPostCheck = Effect.gen(function*() {
     declaredTooLarge: (contentLength: string | undefined) => Number(contentLength ?? 0) > MAX_UPSTREAM_BODY,
     tooLarge: upstreamBodyTooLarge,
     /** The post's envelope, or why it is refused: size, signature, JSON, then the envelope's shape. */
-    check: (body: Uint8Array, signature: string | undefined): Either.Either<Envelope, PayloadTooLarge | Unauthorized | BadRequest> => {
+    check: (
+      body: Uint8Array,
+      signature: string | undefined
+    ): Either.Either<Envelope, PayloadTooLarge | Unauthorized | BadRequest> => {
       if (body.byteLength > MAX_UPSTREAM_BODY) return Either.left(upstreamBodyTooLarge)
-      if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) return Either.left(new Unauthorized())
+      if (Option.isSome(appSecret) && !verifyHubSignature(appSecret.value, body, signature)) {
+        return Either.left(new Unauthorized())
+      }
       const payload = parseJsonObject(utf8.decode(body))
       if (payload === undefined) return Either.left(notAnObject)
       return ingress.check(payload)
@@ -47,12 +54,13 @@ const makeUpstreamPostCheck = Effect.gen(function*() {
   }
 })
 
-
 export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
   const post = yield* makeUpstreamPostCheck
   const ingress = yield* Ingress
   const handle = async (request: Request, edge: PlainResponder): Promise<Response> => {
-    if (post.declaredTooLarge(request.headers.get("content-length") ?? undefined)) return edge.fail(Cause.fail(post.tooLarge))
+    if (post.declaredTooLarge(request.headers.get("content-length") ?? undefined)) {
+      return edge.fail(Cause.fail(post.tooLarge))
+    }
     // Refused before the body is read, and again just before it joins a group (other posts were read meanwhile).
     const busy = ingress.overloaded()
     if (busy !== undefined) return edge.fail(Cause.fail(busy))
@@ -65,7 +73,12 @@ export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
       envelope = post.check(body, request.headers.get("x-hub-signature-256") ?? undefined)
     } catch (error) {
       // The poster went away mid-body: nothing was stored, and the upstream sends it again.
-      return edge.run(Effect.as(Effect.logWarning("An upstream post was aborted before its body arrived", String(error)), abortedAnswer))
+      return edge.run(
+        Effect.as(
+          Effect.logWarning("An upstream post was aborted before its body arrived", String(error)),
+          abortedAnswer
+        )
+      )
     } finally {
       release()
     }
@@ -75,7 +88,9 @@ export const makeUpstreamPostPlainRoute = Effect.gen(function*() {
     const outcome = await new Promise<Exit.Exit<IngestAnswer>>((resolve) => ingress.submit(envelope.right, resolve))
     if (Exit.isFailure(outcome)) return edge.fail(outcome.cause)
     const answer = outcome.value
-    return answer.unrouted > 0 ? edge.json(summaryOf(answer), ingress.warnUnrouted(answer)) : edge.json(summaryOf(answer))
+    return answer.unrouted > 0
+      ? edge.json(summaryOf(answer), ingress.warnUnrouted(answer))
+      : edge.json(summaryOf(answer))
   }
   return { route: "POST /upstream/events", handle } satisfies PlainRoute
 })

@@ -14,4 +14,3 @@ export const verifyHubSignature = (appSecret: string, rawBody: Uint8Array, heade
   const expected = createHmac("sha256", appSecret).update(rawBody).digest()
   return timingSafeEqual(expected, Buffer.from(match[1], "hex"))
 }
-

@@ -15,21 +15,28 @@
  */
 import { Context, Duration, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
 import { HubConfig } from "../Config.js"
-import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
-import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
-import { Metrics } from "../Metrics/Metrics.js"
-import { newId, nowIso } from "../Domain/Ids.js"
-import { MessagesRepo } from "../Messages/Repo.js"
-import { WriteBatcher } from "../Sql/WriteBatcher.js"
-import type { Json } from "../Domain/Json.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, parseEnvelope, type UpstreamChange } from "./Envelope.js"
-import { Handoff, type DispatcherIntake } from "../Delivery/Handoff.js"
-import { recordChangesOrNone } from "./RecordChanges.js"
-import { MAX_UPSTREAM_BODY } from "./Api.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
+import { type DispatcherIntake, Handoff } from "../Delivery/Handoff.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord, LeasedDelivery, RouteRow } from "../Delivery/Records.js"
+import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
+import { newId, nowIso } from "../Domain/Ids.js"
+import type { Json } from "../Domain/Json.js"
+import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
+import { MessagesRepo } from "../Messages/Repo.js"
+import { Metrics } from "../Metrics/Metrics.js"
+import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import { MAX_UPSTREAM_BODY } from "./Api.js"
+import {
+  dedupeKey,
+  type Envelope,
+  envelopeFor,
+  isReplayBefore,
+  parseEnvelope,
+  type UpstreamChange
+} from "./Envelope.js"
+import { recordChangesOrNone } from "./RecordChanges.js"
 
 export interface IngestResult {
   /** Changes in the payload, over all entries. */
@@ -122,7 +129,10 @@ const plan = (changes: ReadonlyArray<UpstreamChange>, routeOf: (change: Upstream
  * for webhooks that take only some kinds (the envelope of a subset is built only if one does).
  */
 const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
-  const byEvent = new Map<string, { readonly instanceId: string; readonly changes: Array<Routed>; readonly upstream: Array<UpstreamChange> }>()
+  const byEvent = new Map<
+    string,
+    { readonly instanceId: string; readonly changes: Array<Routed>; readonly upstream: Array<UpstreamChange> }
+  >()
   for (const r of accepted) {
     const event = byEvent.get(r.eventId) ?? { instanceId: r.route.id, changes: [], upstream: [] }
     event.changes.push(r)
@@ -159,8 +169,12 @@ interface GroupStores {
 /** The routes of every change of the group, in one query. */
 const routesFor = (outbox: OutboxRepo, changes: ReadonlyArray<UpstreamChange>) =>
   Effect.gen(function*() {
-    const phoneNumberIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined ? [] : [c.phoneNumberId])))]
-    const wabaIds = [...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined && c.entryId !== undefined ? [c.entryId] : [])))]
+    const phoneNumberIds = [
+      ...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined ? [] : [c.phoneNumberId])))
+    ]
+    const wabaIds = [
+      ...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined && c.entryId !== undefined ? [c.entryId] : [])))
+    ]
     const rows = yield* outbox.routes(phoneNumberIds, wabaIds)
     return (change: UpstreamChange): ReadonlyArray<RouteRow> =>
       change.phoneNumberId !== undefined
@@ -218,13 +232,20 @@ const writeGroup = (
     const unapplied: Array<string> = []
     yield* messages.applyChanges(events.flatMap((e) =>
       e.changes.flatMap((r) =>
-        recordChangesOrNone({ instanceId: r.route.id, organizationId: r.route.organization_id }, r.change, now, (error) => {
-          unapplied.push(`${r.eventId}: ${String(error)}`)
-        })
+        recordChangesOrNone(
+          { instanceId: r.route.id, organizationId: r.route.organization_id },
+          r.change,
+          now,
+          (error) => {
+            unapplied.push(`${r.eventId}: ${String(error)}`)
+          }
+        )
       )
     ))
     if (unapplied.length > 0) {
-      yield* Effect.logWarning("Upstream changes were stored and delivered as received, but not applied to message records").pipe(
+      yield* Effect.logWarning(
+        "Upstream changes were stored and delivered as received, but not applied to message records"
+      ).pipe(
         Effect.annotateLogs({ changes: unapplied.join("; ") })
       )
     }
@@ -260,29 +281,31 @@ const check = (payload: Json): Either.Either<Envelope, BadRequest> =>
 const makeUnverifiedBudget = (maxBytes: number) => {
   let unverifiedBytes = 0
   return (declaredBytes: number | undefined) => {
-  const bytes = Math.min(declaredBytes ?? MAX_UPSTREAM_BODY, MAX_UPSTREAM_BODY)
-  if (unverifiedBytes + bytes > maxBytes) {
-    return new ServiceUnavailable({
-      message: "The hub holds as many unverified upstream posts as it may (HUB_INGRESS_UNVERIFIED_MB); retry shortly",
-      error: "overloaded",
-      retryAfterSeconds: 1
-    })
+    const bytes = Math.min(declaredBytes ?? MAX_UPSTREAM_BODY, MAX_UPSTREAM_BODY)
+    if (unverifiedBytes + bytes > maxBytes) {
+      return new ServiceUnavailable({
+        message: "The hub holds as many unverified upstream posts as it may (HUB_INGRESS_UNVERIFIED_MB); retry shortly",
+        error: "overloaded",
+        retryAfterSeconds: 1
+      })
+    }
+    unverifiedBytes += bytes
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      unverifiedBytes -= bytes
+    }
   }
-  unverifiedBytes += bytes
-  let released = false
-  return () => {
-    if (released) return
-    released = true
-    unverifiedBytes -= bytes
-  }
-}
 }
 
 /** The warning an answer with unrouted changes is logged with. */
 const warnUnrouted = (answer: IngestAnswer) =>
-  answer.unrouted === 0 ? Effect.void : Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
-    Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
-  )
+  answer.unrouted === 0 ?
+    Effect.void :
+    Effect.logWarning("Upstream changes for unknown numbers were kept aside (unrouted_events)").pipe(
+      Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
+    )
 
 export const IngressLive = Layer.scoped(
   Ingress,
@@ -364,7 +387,7 @@ export const IngressLive = Layer.scoped(
         writing = false
         inGroup = 0
         // Interrupted (the hub is stopping) before the group was answered: it is answered so.
-        if (Exit.isFailure(exit)) for (const q of take()) q.done(Exit.failCause(exit.cause))
+        if (Exit.isFailure(exit)) { for (const q of take()) q.done(Exit.failCause(exit.cause)) }
         writeNext()
       })
     }
@@ -376,7 +399,6 @@ export const IngressLive = Layer.scoped(
         for (const q of left) q.done(Exit.interrupt(FiberId.none))
       })
     )
-
 
     const submit = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
       if (closed) return done(Exit.interrupt(FiberId.none))
@@ -395,12 +417,12 @@ export const IngressLive = Layer.scoped(
 
     const overloaded = () =>
       waiting.length + inGroup < ingressMaxPending ? undefined : new ServiceUnavailable({
-        message: `The hub is overloaded: ${waiting.length + inGroup} upstream posts are waiting for their commit; retry shortly`,
+        message: `The hub is overloaded: ${
+          waiting.length + inGroup
+        } upstream posts are waiting for their commit; retry shortly`,
         error: "overloaded",
         retryAfterSeconds: 1
       })
-
-
 
     const ingestEnvelope = (envelope: Envelope) =>
       Effect.async<IngestAnswer>((resume) => submit(envelope, resume)).pipe(

@@ -7,29 +7,28 @@
  */
 import { type CallChange, callEvents } from "../Calls/CallEvents.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
-import type { MessageChange } from "../Messages/ChangePlan.js"
-import { type IdentityChange, identityLinksOf } from "../Messages/Identities.js"
-import type { RecordChange } from "../Messages/Repo.js"
-import { type TemplateCategoryChange, templateCategoryOf } from "../Templates/Categories.js"
-import { type ReceivedMessage, type StatusUpdate } from "../Messages/Records.js"
 import type { Json, JsonObject } from "../Domain/Json.js"
-import type { UpstreamChange } from "./Envelope.js"
 import { isJsonObject } from "../Domain/Json.js"
 import { isoFromUnix } from "../Domain/UpstreamTime.js"
+import type { MessageChange } from "../Messages/ChangePlan.js"
+import { type IdentityChange, identityLinksOf } from "../Messages/Identities.js"
+import { type ReceivedMessage, type StatusUpdate } from "../Messages/Records.js"
+import type { RecordChange } from "../Messages/Repo.js"
+import { type TemplateCategoryChange, templateCategoryOf } from "../Templates/Categories.js"
+import type { UpstreamChange } from "./Envelope.js"
 
 /** `played` (a voice message listened to) is as far as `read`. */
 const STATES: ReadonlySet<string> = new Set(["sent", "delivered", "read", "played", "failed"])
 
-
 /** A non-empty string field, as the upstream writes ids. */
-const text = (value: Json | undefined): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
+const text = (
+  value: Json | undefined
+): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 
 const items = (value: JsonObject, key: string): ReadonlyArray<JsonObject> => {
   const list = value[key]
   return Array.isArray(list) ? list.filter(isJsonObject) : []
 }
-
-
 
 /**
  * What an instance's new change does to the records: the pairs of identifiers it names (any field),
@@ -62,7 +61,9 @@ const messageOrCallChangesOf = (
       return messagesValueChanges(target, change.value, receivedAt, undefined)
     // While Meta's Business Agent holds a conversation, its messages come in the same shape, one level down.
     case "standby":
-      return isJsonObject(change.value.standby) ? messagesValueChanges(target, change.value.standby, receivedAt, "standby") : []
+      return isJsonObject(change.value.standby)
+        ? messagesValueChanges(target, change.value.standby, receivedAt, "standby")
+        : []
     case "smb_message_echoes":
     case "message_echoes":
       return echoesOf(target, change.value, receivedAt, change.field).map((message) => ({ _tag: "Received", message }))
@@ -102,7 +103,9 @@ const messagesValueChanges = (
   return [
     ...statuses.map((update): MessageChange => ({ _tag: "Status", update })),
     ...inbound.map((message): MessageChange => ({ _tag: "Received", message })),
-    ...(origin === undefined ? [] : echoesOf(target, value, receivedAt, origin).map((message): MessageChange => ({ _tag: "Received", message })))
+    ...(origin === undefined
+      ? []
+      : echoesOf(target, value, receivedAt, origin).map((message): MessageChange => ({ _tag: "Received", message })))
   ]
 }
 
@@ -114,7 +117,11 @@ const recordOf = (
   target: { readonly instanceId: InstanceId; readonly organizationId: OrganizationId },
   contacts: ReadonlyArray<JsonObject>,
   message: JsonObject,
-  party: { readonly number: string | undefined; readonly userId: string | undefined; readonly parentUserId: string | undefined },
+  party: {
+    readonly number: string | undefined
+    readonly userId: string | undefined
+    readonly parentUserId: string | undefined
+  },
   receivedAt: string,
   origin: string | undefined,
   direction?: "outbound"
@@ -122,7 +129,9 @@ const recordOf = (
   const { number, userId } = party
   const named = number ?? userId
   if (typeof message.id !== "string" || named === undefined) return []
-  const contact = contacts.find((c) => (userId !== undefined && c.user_id === userId) || (number !== undefined && c.wa_id === number))
+  const contact = contacts.find((c) =>
+    (userId !== undefined && c.user_id === userId) || (number !== undefined && c.wa_id === number)
+  )
   const profile = contact?.profile
   return [{
     instanceId: target.instanceId,
@@ -156,7 +165,11 @@ const echoesOf = (
   const contacts = items(value, "contacts")
   return items(value, "message_echoes").flatMap((echo): ReadonlyArray<ReceivedMessage> => {
     const sent = isJsonObject(echo.message) ? { ...echo.message, ...echo } : echo
-    const party = { number: text(sent.to), userId: text(sent.to_user_id) ?? text(sent.recipient), parentUserId: text(sent.to_parent_user_id) }
+    const party = {
+      number: text(sent.to),
+      userId: text(sent.to_user_id) ?? text(sent.recipient),
+      parentUserId: text(sent.to_parent_user_id)
+    }
     return recordOf(target, contacts, sent, party, receivedAt, origin, "outbound")
   })
 }

@@ -41,9 +41,7 @@ export const UnroutedRepoLive = Layer.effect(
       list: (limit) =>
         sql<UnroutedRow>`SELECT id, phone_number_id, waba_id, field, reason, change_json, received_at
           FROM unrouted_events ORDER BY id DESC LIMIT ${limit}`.pipe(
-          Effect.map((rows) =>
-            rows.map(({ change_json, ...row }) => ({ ...row, change: JSON.parse(change_json) }))
-          ),
+          Effect.map((rows) => rows.map(({ change_json, ...row }) => ({ ...row, change: JSON.parse(change_json) }))),
           Effect.orDie
         )
     }))

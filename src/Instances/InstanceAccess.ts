@@ -3,8 +3,8 @@
  * An instance token acts for its own instance; an organization token names one of its instances
  * by `instance_id` or `phone_number_id`. Other tenants' instances are 404, never revealed.
  */
-import { LRUCache } from "lru-cache"
 import { Effect, Either, Option, Redacted } from "effect"
+import { LRUCache } from "lru-cache"
 import { BadRequest, Forbidden, NotFound, UpstreamFailure } from "../Domain/Errors.js"
 import type { InstanceRef, Principal } from "../Domain/Principal.js"
 import type { UpstreamTarget } from "../Upstream/Upstream.js"
@@ -22,12 +22,18 @@ const TARGET_TTL_MS = 60_000
 const KNOWN_INSTANCES = 10_000
 
 interface InstanceAccessShape {
-  readonly resolve: (principal: Principal, selector: InstanceSelector) => Effect.Effect<InstanceRef, BadRequest | Forbidden | NotFound>
+  readonly resolve: (
+    principal: Principal,
+    selector: InstanceSelector
+  ) => Effect.Effect<InstanceRef, BadRequest | Forbidden | NotFound>
   /**
    * What resolve answers when it needs no lookup (an instance token, a selector missing, or an
    * instance found before); undefined otherwise.
    */
-  readonly resolveNow: (principal: Principal, selector: InstanceSelector) => Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined
+  readonly resolveNow: (
+    principal: Principal,
+    selector: InstanceSelector
+  ) => Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined
   readonly target: (instance: InstanceRef) => Effect.Effect<UpstreamTarget, UpstreamFailure>
   /** The target if it is cached (see TARGET_TTL_MS), undefined otherwise: then `target` loads it. */
   readonly targetNow: (instance: InstanceRef) => UpstreamTarget | undefined
@@ -39,7 +45,9 @@ const describe = (selector: InstanceSelector) =>
 export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAccess", {
   effect: Effect.gen(function*() {
     const repo = yield* InstancesRepo
-    const targets = new LRUCache<string, { readonly target: UpstreamTarget; readonly at: number }>({ max: KNOWN_INSTANCES })
+    const targets = new LRUCache<string, { readonly target: UpstreamTarget; readonly at: number }>({
+      max: KNOWN_INSTANCES
+    })
     // Instances found for organization tokens, by id and by phone number id. An instance is never
     // changed or removed once created (no endpoint or command does), so what was found stays true;
     // what was not found is not kept, since the CLI may create it at any time.
@@ -50,17 +58,23 @@ export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAc
       found.set(`id ${instance.id}`, instance)
       found.set(`phone ${instance.phoneNumberId}`, instance)
     }
-    const notFound = (selector: InstanceSelector) => new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" })
+    const notFound = (selector: InstanceSelector) =>
+      new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" })
     /** The selected instance, if it is one the organization has; another tenant's is not found, as in the database. */
     const ownedBy = (principal: Principal, selector: InstanceSelector, instance: InstanceRef) =>
       instance.organizationId === principal.organizationId &&
-        (selector.phoneNumberId === undefined || instance.phoneNumberId === selector.phoneNumberId)
+      (selector.phoneNumberId === undefined || instance.phoneNumberId === selector.phoneNumberId)
 
     // A phone number that does not match the instance named is refused by ownedBy, like another tenant's.
     const find = (selector: InstanceSelector) =>
-      selector.instanceId !== undefined ? repo.findById(selector.instanceId) : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
+      selector.instanceId !== undefined
+        ? repo.findById(selector.instanceId)
+        : repo.findByPhoneNumberId(selector.phoneNumberId ?? "")
 
-    const resolveNow = (principal: Principal, selector: InstanceSelector): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
+    const resolveNow = (
+      principal: Principal,
+      selector: InstanceSelector
+    ): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
       if (principal.instance !== undefined) {
         const own = principal.instance
         if (
@@ -69,7 +83,10 @@ export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAc
         ) {
           return Either.left(
             new Forbidden({
-              message: `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${describe(selector)}`,
+              message:
+                `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${
+                  describe(selector)
+                }`,
               error: "forbidden_instance"
             })
           )

@@ -38,7 +38,9 @@ export const toInstanceRef = (row: InstanceRow): InstanceRef => ({
 
 const instanceColumns = "id, organization_id, name, phone_number_id, waba_id, marketing_messages, created_at"
 
-const organizationRows = decodeRows(Schema.Struct({ id: OrganizationId, name: Schema.String, created_at: Schema.String }))
+const organizationRows = decodeRows(
+  Schema.Struct({ id: OrganizationId, name: Schema.String, created_at: Schema.String })
+)
 const instanceRows = decodeRows(Schema.Struct({
   id: InstanceId,
   organization_id: OrganizationId,
@@ -67,7 +69,10 @@ export class InstancesRepo extends Context.Tag("InstancesRepo")<InstancesRepo, {
     readonly marketingMessages?: MarketingMessages
   }) => Effect.Effect<InstanceRow, TenancyConflict>
   /** Changes an instance's settings; none when it does not exist. */
-  readonly updateInstance: (id: string, settings: { readonly marketingMessages: MarketingMessages }) => Effect.Effect<Option.Option<InstanceRow>>
+  readonly updateInstance: (
+    id: string,
+    settings: { readonly marketingMessages: MarketingMessages }
+  ) => Effect.Effect<Option.Option<InstanceRow>>
   readonly listByOrganization: (organizationId: OrganizationId) => Effect.Effect<ReadonlyArray<InstanceRow>>
   readonly findById: (id: string) => Effect.Effect<Option.Option<InstanceRow>>
   readonly findByPhoneNumberId: (phoneNumberId: string) => Effect.Effect<Option.Option<InstanceRow>>
@@ -101,18 +106,24 @@ export const InstancesRepoLive = Layer.effect(
         Effect.map((rows) => rows[0]?.n ?? 0),
         Effect.orDie
       ),
-      listOrganizations: organizationRows(sql`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`).pipe(Effect.orDie),
-      listInstances: instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances ORDER BY created_at, id`).pipe(Effect.orDie),
+      listOrganizations: organizationRows(sql`SELECT id, name, created_at FROM organizations ORDER BY created_at, id`)
+        .pipe(Effect.orDie),
+      listInstances: instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances ORDER BY created_at, id`)
+        .pipe(Effect.orDie),
       createInstance: (input) =>
         Effect.gen(function*() {
           const taken = yield* sql<{ readonly organization_id: string; readonly phone_number_id: string }>`
             SELECT organization_id, phone_number_id FROM instances
             WHERE phone_number_id = ${input.phoneNumberId} OR waba_id = ${input.wabaId}`
           if (taken.some((row) => row.phone_number_id === input.phoneNumberId)) {
-            return yield* new TenancyConflict({ message: `phone number id ${input.phoneNumberId} is already bound to an instance` })
+            return yield* new TenancyConflict({
+              message: `phone number id ${input.phoneNumberId} is already bound to an instance`
+            })
           }
           if (taken.some((row) => row.organization_id !== input.organizationId)) {
-            return yield* new TenancyConflict({ message: `business account ${input.wabaId} belongs to another organization` })
+            return yield* new TenancyConflict({
+              message: `business account ${input.wabaId} belongs to another organization`
+            })
           }
           const row: InstanceRow = {
             id: InstanceId.make(newId("ins")),
@@ -143,7 +154,9 @@ export const InstancesRepoLive = Layer.effect(
         ),
       findById,
       findByPhoneNumberId: (phoneNumberId) =>
-        instanceRows(sql`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE phone_number_id = ${phoneNumberId}`).pipe(
+        instanceRows(
+          sql`SELECT ${sql.literal(instanceColumns)} FROM instances WHERE phone_number_id = ${phoneNumberId}`
+        ).pipe(
           Effect.map((rows) => Option.fromNullable(rows[0])),
           Effect.orDie
         ),
@@ -153,7 +166,9 @@ export const InstancesRepoLive = Layer.effect(
           Effect.orDie,
           Effect.flatMap((rows) => {
             const stored = rows[0]?.access_token_encrypted
-            return stored == null ? Effect.succeedNone : Effect.asSome(Effect.orDie(cipher.decrypt(stored, SecretSlot.instanceAccessToken(id))))
+            return stored == null
+              ? Effect.succeedNone
+              : Effect.asSome(Effect.orDie(cipher.decrypt(stored, SecretSlot.instanceAccessToken(id))))
           })
         )
     })

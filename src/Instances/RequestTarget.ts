@@ -22,7 +22,9 @@ export const instanceSelectorFields = {
 }
 
 /** The `instance_id` / `phone_number_id` query of endpoints open to organization tokens, as a selector. */
-export const selectorOf = (query: { readonly instance_id?: string | undefined; readonly phone_number_id?: string | undefined }): InstanceSelector => ({
+export const selectorOf = (
+  query: { readonly instance_id?: string | undefined; readonly phone_number_id?: string | undefined }
+): InstanceSelector => ({
   instanceId: query.instance_id,
   phoneNumberId: query.phone_number_id
 })

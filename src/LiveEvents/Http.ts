@@ -19,7 +19,10 @@ export const frameText = (frame: LiveFrame): string =>
     ? `id: ${frame.id}\ndata: {"id":${JSON.stringify(frame.id)},"instance_id":${JSON.stringify(frame.instanceId)},` +
       `"received_at":${JSON.stringify(frame.receivedAt)},"payload":${frame.body}}\n\n`
     : `event: dropped\ndata: ${
-      JSON.stringify({ dropped: frame.count, message: `${frame.count} events were dropped: this client read them too slowly` })
+      JSON.stringify({
+        dropped: frame.count,
+        message: `${frame.count} events were dropped: this client read them too slowly`
+      })
     }\n\n`
 
 const encoder = new TextEncoder()
@@ -31,11 +34,17 @@ const encoder = new TextEncoder()
 export const eventStream = (
   live: LiveEvents["Type"],
   audience: Audience,
-  options: { readonly heartbeat?: Duration.DurationInput; readonly limits?: StreamLimits; readonly ended?: Effect.Effect<void> } = {}
+  options: {
+    readonly heartbeat?: Duration.DurationInput
+    readonly limits?: StreamLimits
+    readonly ended?: Effect.Effect<void>
+  } = {}
 ) =>
   Stream.unwrapScoped(Effect.map(live.subscribe(audience, options.limits), (frames) => {
     const ready = `retry: 3000\nevent: ready\ndata: ${JSON.stringify({ instance_id: audience.instanceId ?? null })}\n\n`
-    const beats = Stream.fromSchedule(Schedule.spaced(options.heartbeat ?? HEARTBEAT)).pipe(Stream.as(": keep-alive\n\n"))
+    const beats = Stream.fromSchedule(Schedule.spaced(options.heartbeat ?? HEARTBEAT)).pipe(
+      Stream.as(": keep-alive\n\n")
+    )
     return Stream.make(ready).pipe(
       Stream.concat(Stream.merge(Stream.map(frames, frameText), beats)),
       // Frames read together are written together.
@@ -49,7 +58,12 @@ export const eventStream = (
  * (in this process, announced by another replica, or read from the revocation feed: TokenResolver.watch),
  * at its expiry, and, in any case, at the next heartbeat that finds it refused.
  */
-export const credentialEnds = (resolver: TokenResolver, secret: string, principal: Principal, heartbeat: Duration.DurationInput = HEARTBEAT) =>
+export const credentialEnds = (
+  resolver: TokenResolver,
+  secret: string,
+  principal: Principal,
+  heartbeat: Duration.DurationInput = HEARTBEAT
+) =>
   Effect.scoped(Effect.gen(function*() {
     const recheck = yield* Queue.sliding<void>(1)
     yield* Effect.acquireRelease(
@@ -89,12 +103,21 @@ export const LiveEventsHttpLive = HttpApiBuilder.group(HubApi, "liveEvents", (ha
         const selector = selectorOf(urlParams)
         const named = selector.instanceId !== undefined || selector.phoneNumberId !== undefined
         // An instance token streams its own instance; an organization token all of its instances unless it names one.
-        const instance = named || principal.instance !== undefined ? yield* access.resolve(principal, selector) : undefined
-        const audience: Audience = { organizationId: principal.organizationId, instanceId: instance?.id, credentialId: principal.credentialId }
+        const instance = named || principal.instance !== undefined
+          ? yield* access.resolve(principal, selector)
+          : undefined
+        const audience: Audience = {
+          organizationId: principal.organizationId,
+          instanceId: instance?.id,
+          credentialId: principal.credentialId
+        }
         // Past the limits the request is answered 429; the subscription checks them again as it takes its place.
         const refused = live.refusal(audience, limits)
         if (refused !== undefined) return yield* refused
-        const stream = eventStream(live, audience, { limits, ended: credentialEnds(resolver, bearerOf(request), principal) })
+        const stream = eventStream(live, audience, {
+          limits,
+          ended: credentialEnds(resolver, bearerOf(request), principal)
+        })
         return HttpServerResponse.stream(stream, {
           contentType: "text/event-stream",
           headers: { "cache-control": "no-store", "x-accel-buffering": "no" }

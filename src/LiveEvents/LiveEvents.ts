@@ -40,7 +40,13 @@ export interface StreamLimits {
 
 /** One item of a stream: an event as it committed, or how many events this stream lost. */
 export type LiveFrame =
-  | { readonly _tag: "Event"; readonly id: string; readonly instanceId: string; readonly receivedAt: string; readonly body: string }
+  | {
+    readonly _tag: "Event"
+    readonly id: string
+    readonly instanceId: string
+    readonly receivedAt: string
+    readonly body: string
+  }
   | { readonly _tag: "Dropped"; readonly count: number }
 
 type EventFrame = Extract<LiveFrame, { readonly _tag: "Event" }>
@@ -52,7 +58,10 @@ export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
    * The audience's frames from now on, until the scope closes (subscribed when this succeeds), or a
    * 429 when its credential or organization has as many streams open as `limits` allow.
    */
-  readonly subscribe: (audience: Audience, limits?: StreamLimits) => Effect.Effect<Stream.Stream<LiveFrame>, TooManyRequests, Scope.Scope>
+  readonly subscribe: (
+    audience: Audience,
+    limits?: StreamLimits
+  ) => Effect.Effect<Stream.Stream<LiveFrame>, TooManyRequests, Scope.Scope>
   /** The organization's streams open now. */
   readonly openStreams: (organizationId: string) => number
   /** How many streams are open (all organizations): the count now, then each change (tests wait on it). */
@@ -81,107 +90,112 @@ interface Subscriber {
 const STREAM_BUFFER = 256
 
 export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
-  Layer.effect(LiveEvents, Effect.map(SubscriptionRef.make(0), (streamsOpen) => {
-    const byOrganization = new Map<string, Set<Subscriber>>()
-    const perCredential = new Map<string, number>()
-    let open = 0
+  Layer.effect(
+    LiveEvents,
+    Effect.map(SubscriptionRef.make(0), (streamsOpen) => {
+      const byOrganization = new Map<string, Set<Subscriber>>()
+      const perCredential = new Map<string, number>()
+      let open = 0
 
-    const publish = (events: ReadonlyArray<CommittedEvent>) => {
-      if (open === 0) return
-      const receivedAt = nowIso()
-      for (const event of events) {
-        const organizationId = event.changes[0]?.route.organization_id
-        const subscribers = organizationId === undefined ? undefined : byOrganization.get(organizationId)
-        if (subscribers === undefined) continue
-        let frame: EventFrame | undefined
-        for (const subscriber of subscribers) {
-          if (subscriber.instanceId !== undefined && subscriber.instanceId !== event.instanceId) continue
-          frame ??= { _tag: "Event", id: event.id, instanceId: event.instanceId, receivedAt, body: event.body }
-          if (!Queue.unsafeOffer(subscriber.queue, frame)) subscriber.dropped++
+      const publish = (events: ReadonlyArray<CommittedEvent>) => {
+        if (open === 0) return
+        const receivedAt = nowIso()
+        for (const event of events) {
+          const organizationId = event.changes[0]?.route.organization_id
+          const subscribers = organizationId === undefined ? undefined : byOrganization.get(organizationId)
+          if (subscribers === undefined) continue
+          let frame: EventFrame | undefined
+          for (const subscriber of subscribers) {
+            if (subscriber.instanceId !== undefined && subscriber.instanceId !== event.instanceId) continue
+            frame ??= { _tag: "Event", id: event.id, instanceId: event.instanceId, receivedAt, body: event.body }
+            if (!Queue.unsafeOffer(subscriber.queue, frame)) subscriber.dropped++
+          }
         }
       }
-    }
 
-    const add = (organizationId: string, subscriber: Subscriber) => {
-      const subscribers = byOrganization.get(organizationId) ?? new Set<Subscriber>()
-      subscribers.add(subscriber)
-      byOrganization.set(organizationId, subscribers)
-      open++
-    }
+      const add = (organizationId: string, subscriber: Subscriber) => {
+        const subscribers = byOrganization.get(organizationId) ?? new Set<Subscriber>()
+        subscribers.add(subscriber)
+        byOrganization.set(organizationId, subscribers)
+        open++
+      }
 
-    const remove = (organizationId: string, subscriber: Subscriber) => {
-      const subscribers = byOrganization.get(organizationId)
-      if (subscribers?.delete(subscriber) !== true) return
-      open--
-      if (subscribers.size === 0) byOrganization.delete(organizationId)
-    }
+      const remove = (organizationId: string, subscriber: Subscriber) => {
+        const subscribers = byOrganization.get(organizationId)
+        if (subscribers?.delete(subscriber) !== true) return
+        open--
+        if (subscribers.size === 0) byOrganization.delete(organizationId)
+      }
 
-    /** Everything buffered, then the notice of what did not fit (drops happen only once the buffer is full). */
-    const next = (subscriber: Subscriber): Effect.Effect<Chunk.Chunk<LiveFrame>> =>
-      Effect.map(Queue.takeBetween(subscriber.queue, 1, buffer), (frames): Chunk.Chunk<LiveFrame> => {
-        const dropped = subscriber.dropped
-        subscriber.dropped = 0
-        return dropped === 0 ? frames : Chunk.append(frames, { _tag: "Dropped", count: dropped })
+      /** Everything buffered, then the notice of what did not fit (drops happen only once the buffer is full). */
+      const next = (subscriber: Subscriber): Effect.Effect<Chunk.Chunk<LiveFrame>> =>
+        Effect.map(Queue.takeBetween(subscriber.queue, 1, buffer), (frames): Chunk.Chunk<LiveFrame> => {
+          const dropped = subscriber.dropped
+          subscriber.dropped = 0
+          return dropped === 0 ? frames : Chunk.append(frames, { _tag: "Dropped", count: dropped })
+        })
+
+      /** The 429 for a stream past its limits; undefined when there is room (checked and taken in one step). */
+      const refusal = (audience: Audience, limits: StreamLimits | undefined): TooManyRequests | undefined => {
+        if (limits === undefined) return undefined
+        if ((perCredential.get(audience.credentialId) ?? 0) >= limits.perToken) {
+          return new TooManyRequests({
+            message:
+              `This token has ${limits.perToken} event streams open, as many as it may (HUB_STREAMS_PER_TOKEN); close one first`,
+            error: "too_many_streams",
+            retryAfterSeconds: 5
+          })
+        }
+        if ((byOrganization.get(audience.organizationId)?.size ?? 0) >= limits.perOrganization) {
+          return new TooManyRequests({
+            message:
+              `The organization has ${limits.perOrganization} event streams open, as many as it may (HUB_STREAMS_PER_ORGANIZATION); close one first`,
+            error: "too_many_streams",
+            retryAfterSeconds: 5
+          })
+        }
+        return undefined
+      }
+
+      const countCredential = (credentialId: string, by: number) => {
+        const n = (perCredential.get(credentialId) ?? 0) + by
+        if (n > 0) perCredential.set(credentialId, n)
+        else perCredential.delete(credentialId)
+      }
+
+      const subscribe = (audience: Audience, limits?: StreamLimits) =>
+        Effect.map(
+          Effect.acquireRelease(
+            Effect.flatMap(Queue.dropping<EventFrame>(buffer), (queue) =>
+              Effect.suspend(() => {
+                // Checked and counted in one synchronous step, so concurrent openings cannot both pass.
+                const refused = refusal(audience, limits)
+                if (refused !== undefined) return Effect.fail(refused)
+                const subscriber: Subscriber = { instanceId: audience.instanceId, queue, dropped: 0 }
+                add(audience.organizationId, subscriber)
+                countCredential(audience.credentialId, 1)
+                return Effect.as(SubscriptionRef.update(streamsOpen, (n) => n + 1), subscriber)
+              })),
+            (subscriber) =>
+              Effect.zipRight(
+                Effect.sync(() => {
+                  remove(audience.organizationId, subscriber)
+                  countCredential(audience.credentialId, -1)
+                }),
+                Effect.zipRight(SubscriptionRef.update(streamsOpen, (n) => n - 1), Queue.shutdown(subscriber.queue))
+              )
+          ),
+          (subscriber) => Stream.repeatEffectChunk(next(subscriber))
+        )
+
+      return LiveEvents.of({
+        publish,
+        subscribe,
+        refusal,
+        openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0,
+        streamsOpen: streamsOpen.changes
       })
-
-    /** The 429 for a stream past its limits; undefined when there is room (checked and taken in one step). */
-    const refusal = (audience: Audience, limits: StreamLimits | undefined): TooManyRequests | undefined => {
-      if (limits === undefined) return undefined
-      if ((perCredential.get(audience.credentialId) ?? 0) >= limits.perToken) {
-        return new TooManyRequests({
-          message: `This token has ${limits.perToken} event streams open, as many as it may (HUB_STREAMS_PER_TOKEN); close one first`,
-          error: "too_many_streams",
-          retryAfterSeconds: 5
-        })
-      }
-      if ((byOrganization.get(audience.organizationId)?.size ?? 0) >= limits.perOrganization) {
-        return new TooManyRequests({
-          message: `The organization has ${limits.perOrganization} event streams open, as many as it may (HUB_STREAMS_PER_ORGANIZATION); close one first`,
-          error: "too_many_streams",
-          retryAfterSeconds: 5
-        })
-      }
-      return undefined
-    }
-
-    const countCredential = (credentialId: string, by: number) => {
-      const n = (perCredential.get(credentialId) ?? 0) + by
-      if (n > 0) perCredential.set(credentialId, n)
-      else perCredential.delete(credentialId)
-    }
-
-    const subscribe = (audience: Audience, limits?: StreamLimits) =>
-      Effect.map(
-        Effect.acquireRelease(
-          Effect.flatMap(Queue.dropping<EventFrame>(buffer), (queue) =>
-            Effect.suspend(() => {
-              // Checked and counted in one synchronous step, so concurrent openings cannot both pass.
-              const refused = refusal(audience, limits)
-              if (refused !== undefined) return Effect.fail(refused)
-              const subscriber: Subscriber = { instanceId: audience.instanceId, queue, dropped: 0 }
-              add(audience.organizationId, subscriber)
-              countCredential(audience.credentialId, 1)
-              return Effect.as(SubscriptionRef.update(streamsOpen, (n) => n + 1), subscriber)
-            })),
-          (subscriber) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                remove(audience.organizationId, subscriber)
-                countCredential(audience.credentialId, -1)
-              }),
-              Effect.zipRight(SubscriptionRef.update(streamsOpen, (n) => n - 1), Queue.shutdown(subscriber.queue))
-            )
-        ),
-        (subscriber) => Stream.repeatEffectChunk(next(subscriber))
-      )
-
-    return LiveEvents.of({
-      publish,
-      subscribe,
-      refusal,
-      openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0,
-      streamsOpen: streamsOpen.changes
     })
-  }))
+  )
 
 export const LiveEventsLive = liveEventsLayer()

@@ -2,12 +2,12 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, Multipart, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, bodyLimit, instanceOnly } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
-import { MEDIA_UPLOAD_LIMIT } from "./MediaKinds.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { RequestStruct } from "../Domain/Schemas.js"
+import { MEDIA_UPLOAD_LIMIT } from "./MediaKinds.js"
 
 const MediaUpload = HttpApiSchema.Multipart(
   RequestStruct({
@@ -16,7 +16,8 @@ const MediaUpload = HttpApiSchema.Multipart(
     messaging_product: Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }),
     kind: Schema.optional(
       Schema.Literal("image", "audio", "video", "document", "sticker").annotations({
-        description: "Hub extension: how the media will be sent; `sticker` applies the 100 KB sticker limit to image/webp",
+        description:
+          "Hub extension: how the media will be sent; `sticker` applies the 100 KB sticker limit to image/webp",
         message: () => ({ message: "must be one of image, audio, video, document, sticker", override: true })
       })
     )
@@ -29,7 +30,9 @@ const MediaUpload = HttpApiSchema.Multipart(
 const MediaUploaded = Schema.Struct({ id: Schema.String })
 
 const MediaInfo = Schema.Struct({
-  url: Schema.String.annotations({ description: "Temporary download URL (about 5 minutes); needs the instance's access token" }),
+  url: Schema.String.annotations({
+    description: "Temporary download URL (about 5 minutes); needs the instance's access token"
+  }),
   mime_type: Schema.String,
   sha256: Schema.String,
   file_size: Schema.Int,
@@ -44,12 +47,16 @@ const upload = <const Name extends string, const Path extends `/${string}`>(name
     .addSuccess(MediaUploaded)
     .addError(Wire.PayloadTooLarge)
     .addError(Wire.UnsupportedMediaType)
-    .pipe(accepts(instanceOnly), bodyLimit(MEDIA_UPLOAD_LIMIT), documented(
-      "Upload media",
-      "multipart/form-data: `file`, `type` (its MIME type) and `messaging_product` (`whatsapp`). Limits by kind: images " +
-        "(jpeg, png, webp) 5 MB, audio and video 16 MB, documents 100 MB, stickers (`kind=sticker`, webp) 100 KB. " +
-        "The answer's `id` is used as `id` instead of `link` in image, audio, video, document and sticker messages."
-    ))
+    .pipe(
+      accepts(instanceOnly),
+      bodyLimit(MEDIA_UPLOAD_LIMIT),
+      documented(
+        "Upload media",
+        "multipart/form-data: `file`, `type` (its MIME type) and `messaging_product` (`whatsapp`). Limits by kind: images " +
+          "(jpeg, png, webp) 5 MB, audio and video 16 MB, documents 100 MB, stickers (`kind=sticker`, webp) 100 KB. " +
+          "The answer's `id` is used as `id` instead of `link` in image, audio, video, document and sticker messages."
+      )
+    )
 
 export class MediaApi extends HttpApiGroup.make("media")
   .annotate(OpenApi.Description, "Media to send in messages: upload, info and download.")
@@ -59,19 +66,27 @@ export class MediaApi extends HttpApiGroup.make("media")
     HttpApiEndpoint.get("info", "/media/:mediaId")
       .setPath(MediaPath)
       .addSuccess(MediaInfo)
-      .pipe(accepts(instanceOnly), documented(
-        "Read media info",
-        "The media's MIME type, size, SHA-256 and a temporary download URL (about 5 minutes, needs the instance's access " +
-          "token: use the download endpoint instead)."
-      ))
+      .pipe(
+        accepts(instanceOnly),
+        documented(
+          "Read media info",
+          "The media's MIME type, size, SHA-256 and a temporary download URL (about 5 minutes, needs the instance's access " +
+            "token: use the download endpoint instead)."
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("download", "/media/:mediaId/download")
       .setPath(MediaPath)
-      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }).annotations({
-        description: "The media bytes, with the upstream's Content-Type and Content-Length"
-      }))
-      .pipe(accepts(instanceOnly), documented("Download media", "Streams the media's bytes from the upstream with the instance's access token."))
+      .addSuccess(
+        HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }).annotations({
+          description: "The media bytes, with the upstream's Content-Type and Content-Length"
+        })
+      )
+      .pipe(
+        accepts(instanceOnly),
+        documented("Download media", "Streams the media's bytes from the upstream with the instance's access token.")
+      )
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -1,9 +1,9 @@
 import { HttpApiBuilder, HttpServerResponse, type Multipart } from "@effect/platform"
 import { Effect, Stream } from "effect"
-import { HubConfig } from "../Config.js"
-import { CurrentPrincipal } from "../Domain/Principal.js"
 import { HubApi } from "../Api.js"
+import { HubConfig } from "../Config.js"
 import { UpstreamFailure } from "../Domain/Errors.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
 import { requestTarget } from "../Instances/RequestTarget.js"
 import { toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
@@ -16,11 +16,13 @@ const fileSizeOf = (value: number | string) => {
   const size = typeof value === "number" ? value : /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN
   return Number.isSafeInteger(size) && size >= 0
     ? Effect.succeed(size)
-    : Effect.fail(new UpstreamFailure({
-      status: 502,
-      message: `The upstream answered an unreadable file_size: ${JSON.stringify(value)}`,
-      error: "upstream_invalid_response"
-    }))
+    : Effect.fail(
+      new UpstreamFailure({
+        status: 502,
+        message: `The upstream answered an unreadable file_size: ${JSON.stringify(value)}`,
+        error: "upstream_invalid_response"
+      })
+    )
 }
 
 /** A download URL that expired (401) or vanished (404) is fetched afresh once. */
@@ -44,7 +46,11 @@ export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
     }
 
     const upload = ({ payload }: {
-      readonly payload: { readonly file: Multipart.PersistedFile; readonly type: string; readonly kind?: MediaKind | undefined }
+      readonly payload: {
+        readonly file: Multipart.PersistedFile
+        readonly type: string
+        readonly kind?: MediaKind | undefined
+      }
     }) =>
       Effect.gen(function*() {
         const file = yield* checkMediaUpload(payload)
@@ -61,7 +67,13 @@ export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
       .handle("info", ({ path }) =>
         Effect.gen(function*() {
           const media = yield* info(yield* requestTarget(), path.mediaId)
-          return { url: media.url, mime_type: media.mime_type, sha256: media.sha256, file_size: yield* fileSizeOf(media.file_size), id: media.id }
+          return {
+            url: media.url,
+            mime_type: media.mime_type,
+            sha256: media.sha256,
+            file_size: yield* fileSizeOf(media.file_size),
+            id: media.id
+          }
         }))
       .handle("download", ({ path }) =>
         Effect.gen(function*() {
@@ -74,8 +86,11 @@ export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
           const download = yield* info(target, path.mediaId).pipe(
             Effect.flatMap((media) =>
               upstream.downloadMedia(target, media.url).pipe(
-                Effect.catchIf(isStaleUrl, () => Effect.flatMap(info(target, path.mediaId), (fresh) => upstream.downloadMedia(target, fresh.url))),
-                Effect.mapError((e) => e._tag === "UpstreamError" ? toHubErrorOrNotFound(`media ${path.mediaId}`)(e) : e),
+                Effect.catchIf(isStaleUrl, () =>
+                  Effect.flatMap(info(target, path.mediaId), (fresh) => upstream.downloadMedia(target, fresh.url))),
+                Effect.mapError((e) =>
+                  e._tag === "UpstreamError" ? toHubErrorOrNotFound(`media ${path.mediaId}`)(e) : e
+                ),
                 Effect.map((answer) => ({ ...answer, contentType: answer.contentType || media.mime_type }))
               )
             ),
@@ -86,7 +101,10 @@ export const MediaHttpLive = HttpApiBuilder.group(HubApi, "media", (handlers) =>
             contentType: download.contentType,
             ...(download.contentLength === undefined
               ? {}
-              : { contentLength: download.contentLength, headers: { "content-length": String(download.contentLength) } })
+              : {
+                contentLength: download.contentLength,
+                headers: { "content-length": String(download.contentLength) }
+              })
           })
         }))
   }))

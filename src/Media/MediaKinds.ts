@@ -93,7 +93,8 @@ const isAac = (head: Uint8Array) =>
   (head[0] === 0xff && ((head[1] ?? 0) & 0xf6) === 0xf0) || startsWith(head, ascii("ADIF"))
 /** MP3: an ID3 tag, or an MPEG audio frame sync with a real layer (ADTS has layer 00). */
 const isMpegAudio = (head: Uint8Array) =>
-  startsWith(head, ascii("ID3")) || (head[0] === 0xff && ((head[1] ?? 0) & 0xe0) === 0xe0 && ((head[1] ?? 0) & 0x06) !== 0)
+  startsWith(head, ascii("ID3")) ||
+  (head[0] === 0xff && ((head[1] ?? 0) & 0xe0) === 0xe0 && ((head[1] ?? 0) & 0x06) !== 0)
 
 const SIGNATURES: Readonly<Record<string, (head: Uint8Array) => boolean>> = {
   "image/jpeg": isJpeg,

@@ -11,11 +11,11 @@ import {
   baseMimeType,
   describeSize,
   kindFor,
+  matchesSignature,
   MEDIA_KIND_NAMES,
   MEDIA_KINDS,
   type MediaKind,
-  SIGNATURE_BYTES,
-  matchesSignature
+  SIGNATURE_BYTES
 } from "./MediaKinds.js"
 
 /** The first bytes of a file on disk. */

@@ -2,16 +2,16 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import { accepts, apiTokens } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Cursor, PageFields, SCAN_WINDOW } from "../Domain/Paging.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
-import { instanceSelectorFields } from "../Instances/RequestTarget.js"
-import { SendMessageRequest } from "./MessageSchemas.js"
 import { directions, messageStatuses } from "../Domain/Vocabulary.js"
+import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { sendEndpoints } from "../Upstream/Upstream.js"
+import { SendMessageRequest } from "./MessageSchemas.js"
 
 const Extra = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
@@ -29,7 +29,9 @@ export const SendHeaders = RequestStruct({
   "idempotency-key": Schema.optional(
     Schema.String.pipe(
       Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
-    ).annotations({ description: "Repeating a request with the same key and body within 24 hours returns the first answer" })
+    ).annotations({
+      description: "Repeating a request with the same key and body within 24 hours returns the first answer"
+    })
   )
 })
 
@@ -61,7 +63,9 @@ const parseDateBound = (text: string): DateBound | undefined => {
   const [, date = "", time = "", fraction = "", zone = "Z"] = match
   // A timestamp without zone is UTC; "+0200" is written "+02:00" for the Date parser.
   const offset = zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone.toUpperCase()
-  const at = new Date(`${date}T${time.length === 5 ? `${time}:00` : time}.${fraction.padEnd(3, "0").slice(0, 3)}${offset}`)
+  const at = new Date(
+    `${date}T${time.length === 5 ? `${time}:00` : time}.${fraction.padEnd(3, "0").slice(0, 3)}${offset}`
+  )
   return isCalendarDay(date) && !Number.isNaN(at.getTime()) ? { day: false, iso: at.toISOString() } : undefined
 }
 
@@ -79,7 +83,10 @@ const DateFilter = Schema.transformOrFail(Schema.String, DateBound, {
 const oneIssue = (message: string) => ({ message: () => ({ message, override: true }) })
 const Status = Schema.Literal(...messageStatuses).annotations(oneIssue(`must be one of ${messageStatuses.join(", ")}`))
 const Direction = Schema.Literal(...directions).annotations(oneIssue(`must be ${directions.join(" or ")}`))
-const WaMessageId = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(256))
+const WaMessageId = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(256)
+)
 
 const ListMessagesQuery = RequestStruct({
   page: Schema.optionalWith(wholeNumber(1, 1_000_000), { default: () => 1 }),
@@ -93,7 +100,8 @@ const ListMessagesQuery = RequestStruct({
   waMessageId: Schema.optional(WaMessageId),
   wa_message_id: Schema.optional(WaMessageId),
   user: Schema.optional(UserIdentifier).annotations({
-    description: "One person's history: their number or business-scoped user id; records under any identifier the hub has " +
+    description:
+      "One person's history: their number or business-scoped user id; records under any identifier the hub has " +
       "learned for them (a webhook or send answer naming both, a number or user id change) are included"
   }),
   before: Schema.optional(Cursor),
@@ -103,20 +111,33 @@ const ListMessagesQuery = RequestStruct({
 
 export const MessageRecord = Schema.Struct({
   id: Schema.String,
-  waMessageId: Schema.NullOr(Schema.String).annotations({ description: "Upstream message id; null until the upstream accepted the send" }),
+  waMessageId: Schema.NullOr(Schema.String).annotations({
+    description: "Upstream message id; null until the upstream accepted the send"
+  }),
   to: Schema.String.annotations({
-    description: "The customer's number: the recipient of an outbound message, the sender of an inbound one; their business-scoped " +
+    description:
+      "The customer's number: the recipient of an outbound message, the sender of an inbound one; their business-scoped " +
       "user id (BSUID) when no number is known (a username user)"
   }),
-  userId: Schema.optional(Schema.String).annotations({ description: "The customer's business-scoped user id (BSUID), when known" }),
-  parentUserId: Schema.optional(Schema.String).annotations({ description: "Their parent BSUID across linked portfolios, when known" }),
-  username: Schema.optional(Schema.String).annotations({ description: "Their WhatsApp username, when known (for display: it may change)" }),
-  category: Schema.optional(Schema.String).annotations({ description: "The send's `category` (Direct Send: utility, authentication), when given" }),
+  userId: Schema.optional(Schema.String).annotations({
+    description: "The customer's business-scoped user id (BSUID), when known"
+  }),
+  parentUserId: Schema.optional(Schema.String).annotations({
+    description: "Their parent BSUID across linked portfolios, when known"
+  }),
+  username: Schema.optional(Schema.String).annotations({
+    description: "Their WhatsApp username, when known (for display: it may change)"
+  }),
+  category: Schema.optional(Schema.String).annotations({
+    description: "The send's `category` (Direct Send: utility, authentication), when given"
+  }),
   endpoint: Schema.optional(Schema.Literal(...sendEndpoints)).annotations({
-    description: "The Graph endpoint that carried a send: `messages`, or `marketing_messages` (the Marketing Messages API)"
+    description:
+      "The Graph endpoint that carried a send: `messages`, or `marketing_messages` (the Marketing Messages API)"
   }),
   origin: Schema.optional(Schema.String).annotations({
-    description: "Where a record not sent through the hub came from: `smb_message_echoes` (sent from the WhatsApp Business app), " +
+    description:
+      "Where a record not sent through the hub came from: `smb_message_echoes` (sent from the WhatsApp Business app), " +
       "`message_echoes` (another sender on the number), `standby` (while Meta's Business Agent held the conversation), " +
       "`history` (synchronised at onboarding)"
   }),
@@ -130,7 +151,8 @@ export const MessageRecord = Schema.Struct({
     read: Schema.optional(IsoTimestamp),
     failed: Schema.optional(IsoTimestamp)
   }).annotations({
-    description: "When the message reached each status step, as the upstream's status events say (a refused send: when the hub " +
+    description:
+      "When the message reached each status step, as the upstream's status events say (a refused send: when the hub " +
       "was refused). A step the upstream skipped, or that arrived before an earlier step's event, has no time; `pending` is `createdAt`."
   })
 })
@@ -165,15 +187,18 @@ export class MessagesApi extends HttpApiGroup.make("messages")
       .addError(Wire.PayloadTooLarge)
       .addError(UpstreamErrors)
       .addError(Wire.ServiceUnavailable)
-      .pipe(accepts(apiTokens), documented(
-        "Send a message",
-        "Sends one message of any type (text, image, audio, video, document, sticker, location, contacts, reaction, " +
-          "template, interactive) through the upstream and records it as `pending`; status events move it on. " +
-          "An organization token names the sending number with `phone_number_id`; an instance token sends from its own. " +
-          "With an `Idempotency-Key` header a repeated request returns the first answer (marked `Idempotent-Replayed: true`) " +
-          "instead of sending again. Sends are paced per phone number: over the rate the answer is 429 with Retry-After.",
-        { example: SEND_EXAMPLE }
-      ))
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "Send a message",
+          "Sends one message of any type (text, image, audio, video, document, sticker, location, contacts, reaction, " +
+            "template, interactive) through the upstream and records it as `pending`; status events move it on. " +
+            "An organization token names the sending number with `phone_number_id`; an instance token sends from its own. " +
+            "With an `Idempotency-Key` header a repeated request returns the first answer (marked `Idempotent-Replayed: true`) " +
+            "instead of sending again. Sends are paced per phone number: over the rate the answer is 429 with Retry-After.",
+          { example: SEND_EXAMPLE }
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("list", "/api/messages")
@@ -181,15 +206,18 @@ export class MessagesApi extends HttpApiGroup.make("messages")
       .addSuccess(MessageList)
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
-      .pipe(accepts(apiTokens), documented(
-        "List the message history",
-        "Messages sent and received, newest first, in pages (`page`, `limit` up to 100), filtered by status, direction, " +
-          "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive), upstream message id and person " +
-          "(`user`: a number or business-scoped user id, with every identifier learned for them). " +
-          "An instance token sees its instance; an organization token sees all of its instances unless it names one. " +
-          `A \`direction\` or \`status=pending\` filter, which no index serves, examines at most ${SCAN_WINDOW} records a page: ` +
-          "the page may then hold fewer matches than `limit`, `total_capped` is true and `cursors.before` goes on."
-      ))
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "List the message history",
+          "Messages sent and received, newest first, in pages (`page`, `limit` up to 100), filtered by status, direction, " +
+            "date range (`startDate`/`endDate`, ISO 8601 or YYYY-MM-DD, a bare end date inclusive), upstream message id and person " +
+            "(`user`: a number or business-scoped user id, with every identifier learned for them). " +
+            "An instance token sees its instance; an organization token sees all of its instances unless it names one. " +
+            `A \`direction\` or \`status=pending\` filter, which no index serves, examines at most ${SCAN_WINDOW} records a page: ` +
+            "the page may then hold fewer matches than `limit`, `total_capped` is true and `cursors.before` goes on."
+        )
+      )
   )
   .middleware(Authentication)
 {}

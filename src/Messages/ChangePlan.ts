@@ -93,7 +93,15 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
   for (const record of stored) {
     const key = keyOf(record.instance_id, record.wa_message_id)
     held.add(key)
-    if (record.direction === "outbound") outbound.set(key, { id: record.id, rank: statusRank[record.status], move: undefined, error: record.error, steps: {} })
+    if (record.direction === "outbound") {
+      outbound.set(key, {
+        id: record.id,
+        rank: statusRank[record.status],
+        move: undefined,
+        error: record.error,
+        steps: {}
+      })
+    }
   }
   const early = new Map<string, EarlyStatus>()
   const received: Array<ReceivedMessage> = []
@@ -130,7 +138,14 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
     // The first early event per id and status is kept, as the backlog's key does.
     const earlyKey = `${key}\u0000${update.status}`
     if (!held.has(key) && !early.has(earlyKey)) {
-      early.set(earlyKey, { instanceId: update.instanceId, waMessageId: update.waMessageId, status: update.status, rank, at: update.at, error })
+      early.set(earlyKey, {
+        instanceId: update.instanceId,
+        waMessageId: update.waMessageId,
+        status: update.status,
+        rank,
+        at: update.at,
+        error
+      })
     }
     return false
   })

@@ -23,7 +23,9 @@ export const HttpUrl = Schema.String.pipe(
 )
 
 /** An upstream media id (numeric in practice; kept lenient). */
-export const MediaId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_.:-]{1,128}$/, { message: () => "must be a media id" }))
+export const MediaId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9_.:-]{1,128}$/, { message: () => "must be a media id" })
+)
 
 export const Text = Schema.Struct({
   body: NonEmpty(4096),
@@ -42,8 +44,12 @@ const oneSource = <A extends { readonly link?: string; readonly id?: string }>(m
     ? "needs link (a public http(s) URL) or id (an uploaded media id)"
     : undefined
 
-export const Image = Schema.Struct({ ...mediaFields, caption: optional(Caption) }).pipe(Schema.filter((media) => oneSource(media)))
-export const Video = Schema.Struct({ ...mediaFields, caption: optional(Caption) }).pipe(Schema.filter((media) => oneSource(media)))
+export const Image = Schema.Struct({ ...mediaFields, caption: optional(Caption) }).pipe(
+  Schema.filter((media) => oneSource(media))
+)
+export const Video = Schema.Struct({ ...mediaFields, caption: optional(Caption) }).pipe(
+  Schema.filter((media) => oneSource(media))
+)
 export const Document = Schema.Struct({
   ...mediaFields,
   caption: optional(Caption),
@@ -74,10 +80,14 @@ const Contact = Schema.Struct(
   OtherKeys
 )
 
-export const Contacts = Schema.Array(Contact).pipe(Schema.minItems(1, { message: () => "must hold at least one contact" }))
+export const Contacts = Schema.Array(Contact).pipe(
+  Schema.minItems(1, { message: () => "must hold at least one contact" })
+)
 
 export const Reaction = Schema.Struct({
   message_id: NonEmpty(256),
   /** An empty emoji removes the reaction. */
-  emoji: Schema.String.pipe(Schema.maxLength(32, { message: () => "must be one emoji (or empty to remove the reaction)" }))
+  emoji: Schema.String.pipe(
+    Schema.maxLength(32, { message: () => "must be one emoji (or empty to remove the reaction)" })
+  )
 })

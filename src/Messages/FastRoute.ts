@@ -12,7 +12,14 @@ import { Cause, Effect, Either, Schema } from "effect"
 import { authenticateBearer, authenticateBearerNow } from "../Auth/Middleware.js"
 import { TokenResolver } from "../Auth/TokenResolver.js"
 import { EndpointPolicies } from "../Domain/Access.js"
-import { declaresJson, jsonBodyLimit, malformedJson, type PlainResponder, type PlainRoute, requestPayload } from "../Domain/PlainRoute.js"
+import {
+  declaresJson,
+  jsonBodyLimit,
+  malformedJson,
+  type PlainResponder,
+  type PlainRoute,
+  requestPayload
+} from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
 import { SendHeaders } from "./Api.js"
@@ -46,7 +53,11 @@ const jsonBody = async (request: Request, edge: PlainResponder): Promise<Either.
 const outcomeResponse = (outcome: SendOutcome) =>
   outcome._tag === "Sent"
     ? HttpServerResponse.unsafeJson(outcome.response)
-    : HttpServerResponse.text(outcome.body, { status: outcome.statusCode, contentType: "application/json", headers: { "idempotent-replayed": "true" } })
+    : HttpServerResponse.text(outcome.body, {
+      status: outcome.statusCode,
+      contentType: "application/json",
+      headers: { "idempotent-replayed": "true" }
+    })
 
 export const makeSendPlainRoute = Effect.gen(function*() {
   const sender = yield* MessageSender
@@ -58,7 +69,8 @@ export const makeSendPlainRoute = Effect.gen(function*() {
 
   const handle = async (request: Request, edge: PlainResponder): Promise<Response> => {
     const authorization = request.headers.get("authorization") ?? undefined
-    const principal = authenticateCached(authorization, allowed) ?? await edge.inRequest(Effect.either(authenticate(authorization, allowed)))
+    const principal = authenticateCached(authorization, allowed) ??
+      await edge.inRequest(Effect.either(authenticate(authorization, allowed)))
     if (Either.isLeft(principal)) return edge.fail(Cause.fail(principal.left))
     const body = await jsonBody(request, edge)
     if (Either.isLeft(body)) return body.left
@@ -73,7 +85,9 @@ export const makeSendPlainRoute = Effect.gen(function*() {
       await edge.inRequest(Effect.either(access.resolve(principal.right, selector)))
     if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
     const idempotencyKey = headers.right["idempotency-key"]
-    if (idempotencyKey !== undefined) return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))
+    if (idempotencyKey !== undefined) {
+      return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))
+    }
     const sent = await sender.send(instance.right, payload.right, edge.inRequest)
     return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
   }

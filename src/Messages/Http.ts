@@ -3,13 +3,13 @@ import { Effect } from "effect"
 import { HubApi } from "../Api.js"
 import { BadRequest } from "../Domain/Errors.js"
 import { cursorsOf, pageRequest } from "../Domain/Paging.js"
-import { CurrentPrincipal } from "../Domain/Principal.js"
 import { servedByHotRoute } from "../Domain/PlainRoute.js"
+import { CurrentPrincipal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
 import type { DateBound } from "./Api.js"
-import { MessagesRepo } from "./Repo.js"
 import { type ListFilter, type MessageRow } from "./ListQueries.js"
+import { MessagesRepo } from "./Repo.js"
 
 /** Each step's time the hub knows; the current status's from `status_at` for records older than the step columns. */
 const statusTimesOf = (row: MessageRow) => {
@@ -18,7 +18,9 @@ const statusTimesOf = (row: MessageRow) => {
   if (row.delivered_at !== null) times.delivered = row.delivered_at
   if (row.read_at !== null) times.read = row.read_at
   if (row.failed_at !== null) times.failed = row.failed_at
-  if (row.status !== "pending" && times[row.status] === undefined && row.status_at !== null) times[row.status] = row.status_at
+  if (row.status !== "pending" && times[row.status] === undefined && row.status_at !== null) {
+    times[row.status] = row.status_at
+  }
   return times
 }
 
@@ -60,7 +62,9 @@ const sameBound = (a: DateBound, b: DateBound) => a.iso === b.iso && a.day === b
 
 /** A bare end date covers that whole day: the bound is the next day's start, exclusive. */
 const untilBound = (end: DateBound) =>
-  end.day ? { at: new Date(Date.parse(end.iso) + 86_400_000).toISOString(), inclusive: false } : { at: end.iso, inclusive: true }
+  end.day
+    ? { at: new Date(Date.parse(end.iso) + 86_400_000).toISOString(), inclusive: false }
+    : { at: end.iso, inclusive: true }
 
 export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handlers) =>
   Effect.gen(function*() {
@@ -75,9 +79,17 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
           const selector = selectorOf(query)
           const named = selector.instanceId !== undefined || selector.phoneNumberId !== undefined
           // An instance token always acts for its own instance; an organization token sees all of its instances unless it names one.
-          const instance = named || principal.instance !== undefined ? yield* access.resolve(principal, selector) : undefined
-          const start = yield* either({ name: "startDate", value: query.startDate }, { name: "start_date", value: query.start_date }, sameBound)
-          const end = yield* either({ name: "endDate", value: query.endDate }, { name: "end_date", value: query.end_date }, sameBound)
+          const instance = named || principal.instance !== undefined
+            ? yield* access.resolve(principal, selector)
+            : undefined
+          const start = yield* either({ name: "startDate", value: query.startDate }, {
+            name: "start_date",
+            value: query.start_date
+          }, sameBound)
+          const end = yield* either({ name: "endDate", value: query.endDate }, {
+            name: "end_date",
+            value: query.end_date
+          }, sameBound)
           const waMessageId = yield* either(
             { name: "waMessageId", value: query.waMessageId },
             { name: "wa_message_id", value: query.wa_message_id },
@@ -87,7 +99,10 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
             return yield* new BadRequest({
               message: "Invalid request: endDate: must not be before startDate",
               error: "validation_failed",
-              details: [{ field: query.endDate === undefined ? "end_date" : "endDate", message: "must not be before startDate" }]
+              details: [{
+                field: query.endDate === undefined ? "end_date" : "endDate",
+                message: "must not be before startDate"
+              }]
             })
           }
           const page = yield* pageRequest(query)

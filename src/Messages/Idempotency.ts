@@ -10,9 +10,9 @@ import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { Conflict, ServiceUnavailable } from "../Domain/Errors.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import type { Json } from "../Domain/Json.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
-import type { Json } from "../Domain/Json.js"
 
 const IDEMPOTENCY_TTL = Duration.hours(24)
 
@@ -83,7 +83,12 @@ export const IdempotencyKeysLive = Layer.scoped(
 
     const claim = (input: KeyRef & { readonly requestHash: string }) =>
       Effect.map(
-        keys.claim(scoped(input), { organization_id: input.organizationId, request_hash: input.requestHash, status_code: null, response: null }, new Date()),
+        keys.claim(scoped(input), {
+          organization_id: input.organizationId,
+          request_hash: input.requestHash,
+          status_code: null,
+          response: null
+        }, new Date()),
         (claimed) => {
           if (claimed._tag !== "Held") return claimed
           const { held } = claimed
@@ -99,7 +104,10 @@ export const IdempotencyKeysLive = Layer.scoped(
           Effect.catchTag("SqlError", (e) =>
             Effect.zipRight(
               Effect.logError("Could not check an Idempotency-Key", e),
-              new ServiceUnavailable({ message: "The Idempotency-Key could not be checked; nothing was sent", error: "storage_unavailable" })
+              new ServiceUnavailable({
+                message: "The Idempotency-Key could not be checked; nothing was sent",
+                error: "storage_unavailable"
+              })
             )),
           Effect.flatMap((result): Effect.Effect<Claim, Conflict> => {
             switch (result._tag) {
@@ -108,7 +116,8 @@ export const IdempotencyKeysLive = Layer.scoped(
                 return Effect.succeed(result)
               case "Mismatch":
                 return new Conflict({
-                  message: "This Idempotency-Key was already used with a different request; use a new key for a new message",
+                  message:
+                    "This Idempotency-Key was already used with a different request; use a new key for a new message",
                   error: "idempotency_key_reused"
                 })
               case "Busy":
@@ -121,11 +130,18 @@ export const IdempotencyKeysLive = Layer.scoped(
         ),
       complete: (ref, statusCode, body) =>
         keys.update(scoped(ref), { status_code: statusCode, response: JSON.stringify(body) }).pipe(
-          Effect.catchAll((e) => Effect.logError("Could not store the answer of an Idempotency-Key; retries with it get 409 until it expires", e))
+          Effect.catchAll((e) =>
+            Effect.logError(
+              "Could not store the answer of an Idempotency-Key; retries with it get 409 until it expires",
+              e
+            )
+          )
         ),
       release: (ref) =>
         keys.release(scoped(ref), sql`status_code IS NULL`).pipe(
-          Effect.catchAll((e) => Effect.logError("Could not release an Idempotency-Key; retries with it get 409 until it expires", e))
+          Effect.catchAll((e) =>
+            Effect.logError("Could not release an Idempotency-Key; retries with it get 409 until it expires", e)
+          )
         )
     })
   })

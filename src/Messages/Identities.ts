@@ -34,10 +34,12 @@ const MAX_IDENTIFIERS = 64
 const text = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 
 const linkOf = (organizationId: OrganizationId, values: ReadonlyArray<unknown>): ReadonlyArray<IdentityLink> => {
-  const identifiers = [...new Set(values.flatMap((value) => {
-    const id = text(value)
-    return id === undefined ? [] : [id]
-  }))]
+  const identifiers = [
+    ...new Set(values.flatMap((value) => {
+      const id = text(value)
+      return id === undefined ? [] : [id]
+    }))
+  ]
   return identifiers.length < 2 ? [] : [{ organizationId, identifiers }]
 }
 
@@ -107,9 +109,15 @@ const keyOf = (organizationId: string, identifier: string) => `${organizationId}
 export const learnIdentities = (sql: SqlClient.SqlClient, links: ReadonlyArray<IdentityLink>, now: string) =>
   Effect.gen(function*() {
     if (links.length === 0) return
-    const named = [...new Map(links.flatMap((link) =>
-      link.identifiers.map((identifier) => [keyOf(link.organizationId, identifier), { o: link.organizationId, i: identifier }] as const)
-    )).values()]
+    const named = [
+      ...new Map(
+        links.flatMap((link) =>
+          link.identifiers.map((identifier) =>
+            [keyOf(link.organizationId, identifier), { o: link.organizationId, i: identifier }] as const
+          )
+        )
+      ).values()
+    ]
     const known = yield* sql<KnownIdentity>`SELECT u.organization_id, u.identifier, u.person_id
       FROM ${jsonArrayRows(sql, JSON.stringify(named), "k")}
       JOIN user_identities u ON u.organization_id = k.value ->> 'o' AND u.identifier = k.value ->> 'i'`
@@ -124,10 +132,12 @@ export const learnIdentities = (sql: SqlClient.SqlClient, links: ReadonlyArray<I
     const merges: Array<{ readonly organizationId: string; readonly from: string; readonly into: string }> = []
     const added: Array<{ organization_id: string; identifier: string; person_id: string; learned_at: string }> = []
     for (const link of links) {
-      const persons = [...new Set(link.identifiers.flatMap((identifier) => {
-        const person = personOf.get(keyOf(link.organizationId, identifier))
-        return person === undefined ? [] : [current(person)]
-      }))]
+      const persons = [
+        ...new Set(link.identifiers.flatMap((identifier) => {
+          const person = personOf.get(keyOf(link.organizationId, identifier))
+          return person === undefined ? [] : [current(person)]
+        }))
+      ]
       const into = persons[0] ?? newId("person")
       for (const from of persons.slice(1)) {
         mergedInto.set(from, into)
@@ -148,7 +158,8 @@ export const learnIdentities = (sql: SqlClient.SqlClient, links: ReadonlyArray<I
     // An identifier added meanwhile by another replica keeps its person (see above).
     yield* Effect.forEach(
       powerOfTwoChunks(added.map((row) => ({ ...row, person_id: current(row.person_id) }))),
-      (chunk) => sql`INSERT INTO user_identities ${sql.insert(chunk)} ON CONFLICT (organization_id, identifier) DO NOTHING`,
+      (chunk) =>
+        sql`INSERT INTO user_identities ${sql.insert(chunk)} ON CONFLICT (organization_id, identifier) DO NOTHING`,
       { discard: true }
     )
   })

@@ -22,7 +22,9 @@ const Footer = Schema.Struct({ text: NonEmpty(60) }, OtherKeys)
 
 /** A header's media: a link or an uploaded media id. */
 const HeaderMedia = Schema.Struct({ link: optional(HttpUrl), id: optional(MediaId) }, OtherKeys).pipe(
-  Schema.filter((media) => (media.link === undefined) !== (media.id === undefined) || "needs link (a public http(s) URL) or id, not both")
+  Schema.filter((media) =>
+    (media.link === undefined) !== (media.id === undefined) || "needs link (a public http(s) URL) or id, not both"
+  )
 )
 
 /** The document's HeaderObject: a text, or the media object named like its type. */
@@ -39,7 +41,10 @@ const Header = Schema.Struct(
   },
   OtherKeys
 ).pipe(
-  Schema.filter((header) => header[header.type] !== undefined || { path: [header.type], message: `is required when header.type is ${header.type}` })
+  Schema.filter((header) =>
+    header[header.type] !== undefined ||
+    { path: [header.type], message: `is required when header.type is ${header.type}` }
+  )
 )
 
 const Product = Schema.Struct({
@@ -92,7 +97,9 @@ const ReplyButtons = Schema.Struct(
       {
         buttons: Schema.Array(
           Schema.Struct({
-            type: Schema.Literal("reply").annotations({ message: () => ({ message: "must be reply", override: true }) }),
+            type: Schema.Literal("reply").annotations({
+              message: () => ({ message: "must be reply", override: true })
+            }),
             reply: Schema.Struct({ id: NonEmpty(256), title: NonEmpty(20) }, OtherKeys)
           }, OtherKeys)
         ).pipe(
@@ -106,7 +113,10 @@ const ReplyButtons = Schema.Struct(
   OtherKeys
 )
 
-const ListRow = Schema.Struct({ id: NonEmpty(200), title: NonEmpty(24), description: optional(NonEmpty(72)) }, OtherKeys)
+const ListRow = Schema.Struct(
+  { id: NonEmpty(200), title: NonEmpty(24), description: optional(NonEmpty(72)) },
+  OtherKeys
+)
 
 /** A list: a button that opens one to ten sections of rows. */
 const List = Schema.Struct(
@@ -142,20 +152,30 @@ const Flow = Schema.Struct(
         name: Schema.Literal("flow").annotations({ message: () => ({ message: "must be flow", override: true }) }),
         parameters: Schema.Struct(
           {
-            flow_message_version: Schema.String.pipe(Schema.pattern(/^\d+$/, { message: () => "must be the flow message version, such as \"3\"" })),
+            flow_message_version: Schema.String.pipe(
+              Schema.pattern(/^\d+$/, { message: () => "must be the flow message version, such as \"3\"" })
+            ),
             flow_cta: NonEmpty(1024),
             flow_id: optional(NonEmpty(100)),
             flow_name: optional(NonEmpty(200)),
-            mode: optional(Schema.Literal("draft", "published").annotations({ message: () => ({ message: "must be draft or published", override: true }) })),
+            mode: optional(
+              Schema.Literal("draft", "published").annotations({
+                message: () => ({ message: "must be draft or published", override: true })
+              })
+            ),
             flow_token: optional(NonEmpty(1024)),
             flow_action: optional(
-              Schema.Literal("navigate", "data_exchange").annotations({ message: () => ({ message: "must be navigate or data_exchange", override: true }) })
+              Schema.Literal("navigate", "data_exchange").annotations({
+                message: () => ({ message: "must be navigate or data_exchange", override: true })
+              })
             ),
             flow_action_payload: optional(JsonObjectSchema)
           },
           OtherKeys
         ).pipe(
-          Schema.filter((p) => (p.flow_id === undefined) !== (p.flow_name === undefined) || "needs flow_id or flow_name, not both")
+          Schema.filter((p) =>
+            (p.flow_id === undefined) !== (p.flow_name === undefined) || "needs flow_id or flow_name, not both"
+          )
         )
       },
       OtherKeys
@@ -170,7 +190,11 @@ const CallPermissionRequest = Schema.Struct(
     type: Schema.Literal("call_permission_request"),
     ...framed,
     action: Schema.Struct(
-      { name: Schema.Literal("call_permission_request").annotations({ message: () => ({ message: "must be call_permission_request", override: true }) }) },
+      {
+        name: Schema.Literal("call_permission_request").annotations({
+          message: () => ({ message: "must be call_permission_request", override: true })
+        })
+      },
       OtherKeys
     )
   },
@@ -187,17 +211,23 @@ const OrderDetails = Schema.Struct(
     ...framed,
     action: Schema.Struct(
       {
-        name: Schema.Literal("review_and_pay").annotations({ message: () => ({ message: "must be review_and_pay", override: true }) }),
+        name: Schema.Literal("review_and_pay").annotations({
+          message: () => ({ message: "must be review_and_pay", override: true })
+        }),
         parameters: Schema.Struct(
           {
             reference_id: NonEmpty(256),
             type: NonEmpty(64),
-            currency: Schema.String.pipe(Schema.pattern(/^[A-Z]{3}$/, { message: () => "must be a currency code such as INR" })),
+            currency: Schema.String.pipe(
+              Schema.pattern(/^[A-Z]{3}$/, { message: () => "must be a currency code such as INR" })
+            ),
             total_amount: Amount,
             order: Schema.Struct(
               {
                 status: NonEmpty(64),
-                items: Schema.Array(Schema.Struct({ name: NonEmpty(256), quantity: Schema.Int, amount: Amount }, OtherKeys)).pipe(
+                items: Schema.Array(
+                  Schema.Struct({ name: NonEmpty(256), quantity: Schema.Int, amount: Amount }, OtherKeys)
+                ).pipe(
                   Schema.minItems(1, { message: () => "must hold at least one item" })
                 ),
                 subtotal: Amount
@@ -221,7 +251,9 @@ const OrderStatus = Schema.Struct(
     ...framed,
     action: Schema.Struct(
       {
-        name: Schema.Literal("review_order").annotations({ message: () => ({ message: "must be review_order", override: true }) }),
+        name: Schema.Literal("review_order").annotations({
+          message: () => ({ message: "must be review_order", override: true })
+        }),
         parameters: Schema.Struct(
           { reference_id: NonEmpty(256), order: Schema.Struct({ status: NonEmpty(64) }, OtherKeys) },
           OtherKeys

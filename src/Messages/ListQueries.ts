@@ -12,8 +12,8 @@ import { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
 import { type Direction, directions, type MessageStatus, messageStatuses } from "../Domain/Vocabulary.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
-import { identifiersOf } from "./Identities.js"
 import { sendEndpoints } from "../Upstream/Upstream.js"
+import { identifiersOf } from "./Identities.js"
 
 /** A message record as read: its direction, status and endpoint are the hub's words (Domain/Vocabulary.ts). */
 export const MessageRow = Schema.Struct({
@@ -117,18 +117,30 @@ export const listQueries = (
     ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
     ...(filter.createdUntil === undefined
       ? []
-      : [filter.createdUntil.inclusive ? sql`created_at <= ${filter.createdUntil.at}` : sql`created_at < ${filter.createdUntil.at}`])
+      : [
+        filter.createdUntil.inclusive
+          ? sql`created_at <= ${filter.createdUntil.at}`
+          : sql`created_at < ${filter.createdUntil.at}`
+      ])
   ]
   // The plain bound on created_at makes the cursor an index range (the OR alone is only a filter, so
   // a deep cursor would walk every newer record); the OR then orders ties by id.
   const keyset = page._tag === "Before"
-    ? [sql`created_at <= ${page.at.createdAt}`, sql`(created_at < ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id < ${page.at.id}))`]
+    ? [
+      sql`created_at <= ${page.at.createdAt}`,
+      sql`(created_at < ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id < ${page.at.id}))`
+    ]
     : page._tag === "After"
-    ? [sql`created_at >= ${page.at.createdAt}`, sql`(created_at > ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id > ${page.at.id}))`]
+    ? [
+      sql`created_at >= ${page.at.createdAt}`,
+      sql`(created_at > ${page.at.createdAt} OR (created_at = ${page.at.createdAt} AND id > ${page.at.id}))`
+    ]
     : []
   // A lookup by upstream id reads a row per instance at most: everything else filters those.
   const residualMatch = [
-    ...(parties !== undefined && filter.waMessageId !== undefined ? [sql`COALESCE(to_number, from_number) IN ${sql.in(parties)}`] : []),
+    ...(parties !== undefined && filter.waMessageId !== undefined
+      ? [sql`COALESCE(to_number, from_number) IN ${sql.in(parties)}`]
+      : []),
     ...(filter.status === "pending" ? [sql`status = ${filter.status}`] : []),
     ...(filter.direction === undefined ? [] : [sql`direction = ${filter.direction}`])
   ]
@@ -139,14 +151,19 @@ export const listQueries = (
   const take = page.limit + 1
   const pageQuery = residual
     ? sql`SELECT ${sql.literal(messageColumns)} FROM (
-        SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT ${SCAN_WINDOW}
+        SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${
+      sql.and([...indexed, ...keyset])
+    } ${order} LIMIT ${SCAN_WINDOW}
       ) AS examined WHERE ${sql.and(residualMatch)} ${order} LIMIT ${take} OFFSET ${offset}`
-    : sql`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${sql.and([...indexed, ...keyset, ...residualMatch])}
+    : sql`SELECT ${sql.literal(messageColumns)} FROM messages WHERE ${
+      sql.and([...indexed, ...keyset, ...residualMatch])
+    }
       ${order} LIMIT ${take} OFFSET ${offset}`
   /** The last record a residual page examined, when it examined a whole window: older matches may lie past it. */
   const windowEnd = sql<{ readonly created_at: string; readonly id: string }>`SELECT created_at, id FROM messages
     WHERE ${sql.and([...indexed, ...keyset])} ${order} LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`
-  const unfiltered = parties === undefined && filter.status === undefined && filter.direction === undefined && filter.waMessageId === undefined &&
+  const unfiltered = parties === undefined && filter.status === undefined && filter.direction === undefined &&
+    filter.waMessageId === undefined &&
     filter.createdFrom === undefined && filter.createdUntil === undefined
   const total = unfiltered
     ? filter.instanceId === undefined
@@ -154,8 +171,12 @@ export const listQueries = (
       : sql`SELECT COALESCE(SUM(total), 0) AS total, 0 AS examined FROM message_counts WHERE instance_id = ${filter.instanceId}`
     : residual
     ? sql`SELECT COALESCE(SUM(CASE WHEN ${sql.and(residualMatch)} THEN 1 ELSE 0 END), 0) AS total, COUNT(*) AS examined
-        FROM (SELECT direction, status FROM messages WHERE ${sql.and(indexed)} ORDER BY created_at DESC, id DESC LIMIT ${SCAN_WINDOW}) AS examined`
-    : sql`SELECT COUNT(*) AS total, 0 AS examined FROM (SELECT 1 AS one FROM messages WHERE ${sql.and([...indexed, ...residualMatch])} LIMIT ${COUNT_CAP + 1}) AS matched`
+        FROM (SELECT direction, status FROM messages WHERE ${
+      sql.and(indexed)
+    } ORDER BY created_at DESC, id DESC LIMIT ${SCAN_WINDOW}) AS examined`
+    : sql`SELECT COUNT(*) AS total, 0 AS examined FROM (SELECT 1 AS one FROM messages WHERE ${
+      sql.and([...indexed, ...residualMatch])
+    } LIMIT ${COUNT_CAP + 1}) AS matched`
   const totalKind: "kept" | "window" | "counted" = unfiltered ? "kept" : residual ? "window" : "counted"
   return { page: pageQuery, windowEnd, total, residual, totalKind }
 }
@@ -163,18 +184,25 @@ export const listQueries = (
 /** Runs the list's queries: the page (newest first), where older records may follow, and the total. */
 export const listPage = (sql: SqlClient.SqlClient, filter: ListFilter) =>
   Effect.gen(function*() {
-    const parties = filter.user === undefined ? undefined : yield* identifiersOf(sql, filter.organizationId, filter.user)
+    const parties = filter.user === undefined
+      ? undefined
+      : yield* identifiersOf(sql, filter.organizationId, filter.user)
     const queries = listQueries(sql, filter, parties)
     const fetched = yield* messageRows(queries.page)
     const newestFirst = filter.page._tag === "After" ? [...fetched].reverse() : fetched
-    const rows = filter.page._tag === "After" ? newestFirst.slice(newestFirst.length - Math.min(newestFirst.length, filter.page.limit)) : newestFirst.slice(0, filter.page.limit)
+    const rows = filter.page._tag === "After"
+      ? newestFirst.slice(newestFirst.length - Math.min(newestFirst.length, filter.page.limit))
+      : newestFirst.slice(0, filter.page.limit)
     const oldest = rows[rows.length - 1]
     const more: Keyset | undefined = filter.page._tag === "After"
       ? (oldest === undefined ? filter.page.at : { createdAt: oldest.created_at, id: oldest.id })
       : fetched.length > filter.page.limit && oldest !== undefined
       ? { createdAt: oldest.created_at, id: oldest.id }
       : queries.residual
-      ? yield* Effect.map(queries.windowEnd, (end) => (end[0] === undefined ? undefined : { createdAt: end[0].created_at, id: end[0].id }))
+      ? yield* Effect.map(
+        queries.windowEnd,
+        (end) => (end[0] === undefined ? undefined : { createdAt: end[0].created_at, id: end[0].id })
+      )
       : undefined
     const counted = (yield* totalRows(queries.total))[0]
     const matched = counted?.total ?? 0

@@ -8,13 +8,26 @@
  */
 import { Effect, ParseResult, Schema, SchemaAST } from "effect"
 import { GraphId } from "../Domain/Ids.js"
-import { isGroupId } from "../Groups/GroupId.js"
 import type { JsonObject } from "../Domain/Json.js"
-import { absent, Audio, Contacts, Document, Image, Location, NonEmpty, optional, Reaction, Sticker, Text, Video } from "./Content.js"
-import { Interactive } from "./Interactive.js"
-import { Template } from "./Template.js"
 import { isRecord, JsonObjectSchema } from "../Domain/Json.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
+import { isGroupId } from "../Groups/GroupId.js"
+import {
+  absent,
+  Audio,
+  Contacts,
+  Document,
+  Image,
+  Location,
+  NonEmpty,
+  optional,
+  Reaction,
+  Sticker,
+  Text,
+  Video
+} from "./Content.js"
+import { Interactive } from "./Interactive.js"
+import { Template } from "./Template.js"
 
 const messageTypes = [
   "text",
@@ -39,18 +52,27 @@ const NUMBER_RULE = "must be the recipient's number in E.164 form: 5 to 20 digit
  */
 const Recipient = Schema.transform(
   Schema.String,
-  Schema.String.pipe(Schema.filter((to) => PHONE_NUMBER.test(to) || isGroupId(to) || `${NUMBER_RULE}, or a group id with recipient_type group`)),
+  Schema.String.pipe(
+    Schema.filter((to) =>
+      PHONE_NUMBER.test(to) || isGroupId(to) || `${NUMBER_RULE}, or a group id with recipient_type group`
+    )
+  ),
   { strict: true, decode: (to) => (to.startsWith("+") ? to.slice(1) : to), encode: (to) => to }
 )
 
 const UserRecipient = BusinessScopedUserId
 
 const common = {
-  messaging_product: Schema.optionalWith(Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }), {
-    default: () => "whatsapp" as const
-  }),
+  messaging_product: Schema.optionalWith(
+    Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }),
+    {
+      default: () => "whatsapp" as const
+    }
+  ),
   recipient_type: Schema.optionalWith(
-    Schema.Literal("individual", "group").annotations({ message: () => ({ message: "must be \"individual\" or \"group\"", override: true }) }),
+    Schema.Literal("individual", "group").annotations({
+      message: () => ({ message: "must be \"individual\" or \"group\"", override: true })
+    }),
     { default: () => "individual" as const }
   ),
   to: optional(Recipient),
@@ -64,23 +86,37 @@ const common = {
    * Messages API (`marketing_messages`), anything else to `messages`. Without it, the instance's
    * setting decides (`hub instance update --marketing-messages`). Never sent upstream.
    */
-  via: optional(Schema.Literal("auto", "messages", "marketing_messages").annotations({
-    message: () => ({ message: "must be auto, messages or marketing_messages", override: true })
-  }))
+  via: optional(
+    Schema.Literal("auto", "messages", "marketing_messages").annotations({
+      message: () => ({ message: "must be auto, messages or marketing_messages", override: true })
+    })
+  )
 }
 
-const ONE_RECIPIENT = "give exactly one of to (the recipient's number, or a group id) and recipient (their business-scoped user id)"
+const ONE_RECIPIENT =
+  "give exactly one of to (the recipient's number, or a group id) and recipient (their business-scoped user id)"
 
 /** Exactly one of `to` and `recipient`; `to` is a number for an individual, a group id for a group. */
-const addressed = <A extends { readonly recipient_type: "individual" | "group"; readonly to?: string | undefined; readonly recipient?: string | undefined }>(
+const addressed = <
+  A extends {
+    readonly recipient_type: "individual" | "group"
+    readonly to?: string | undefined
+    readonly recipient?: string | undefined
+  }
+>(
   message: A
 ) => {
   if ((message.to === undefined) === (message.recipient === undefined)) return { path: ["to"], message: ONE_RECIPIENT }
   if (message.to === undefined) {
-    return message.recipient_type === "individual" || { path: ["recipient"], message: "is for individuals: a group is named by to" }
+    return message.recipient_type === "individual" ||
+      { path: ["recipient"], message: "is for individuals: a group is named by to" }
   }
   return message.recipient_type === "group"
-    ? isGroupId(message.to) || { path: ["to"], message: "must be a group id (<number>@g.us or the Cloud API's group id) when recipient_type is group" }
+    ? isGroupId(message.to) ||
+      {
+        path: ["to"],
+        message: "must be a group id (<number>@g.us or the Cloud API's group id) when recipient_type is group"
+      }
     : PHONE_NUMBER.test(message.to) || { path: ["to"], message: NUMBER_RULE }
 }
 
@@ -121,7 +157,12 @@ const ReactionMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Li
   .pipe(Schema.filter(addressed)).annotations({ identifier: "ReactionMessage" })
 const TemplateMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("template"), template: Template })
   .pipe(Schema.filter(addressed)).annotations({ identifier: "TemplateMessage" })
-const InteractiveMessage = Schema.Struct({ ...common, ...noContent, type: Schema.Literal("interactive"), interactive: Interactive })
+const InteractiveMessage = Schema.Struct({
+  ...common,
+  ...noContent,
+  type: Schema.Literal("interactive"),
+  interactive: Interactive
+})
   .pipe(Schema.filter(addressed)).annotations({ identifier: "InteractiveMessage" })
 
 /** A text message without `type`: the upstream reads it as `type: "text"`, and so does the hub. */
@@ -194,17 +235,24 @@ export const SendMessageRequest = Schema.declare(
         const unmodeled = unmodeledKeys(input)
         return unmodeled === undefined
           ? Effect.succeed({ ...message, forwarded: undefined })
-          : Effect.map(decodeJsonObject(unmodeled), (forwarded): Forwarding<typeof typed.Type> => ({ ...message, forwarded }))
+          : Effect.map(
+            decodeJsonObject(unmodeled),
+            (forwarded): Forwarding<typeof typed.Type> => ({ ...message, forwarded })
+          )
       }),
     encode: (typed) => (input, options) => {
       if (!isRecord(input)) return ParseResult.encodeUnknown(typed)(input, options)
       const { forwarded, ...message } = input
-      return Effect.map(ParseResult.encodeUnknown(typed)(message, options), (encoded) => (isRecord(forwarded) ? { ...forwarded, ...encoded } : encoded))
+      return Effect.map(
+        ParseResult.encodeUnknown(typed)(message, options),
+        (encoded) => (isRecord(forwarded) ? { ...forwarded, ...encoded } : encoded)
+      )
     }
   },
   {
     identifier: "SendMessageRequest",
-    description: "A message of any type, to `to` (a number or a group id) or `recipient` (a business-scoped user id), exactly one. " +
+    description:
+      "A message of any type, to `to` (a number or a group id) or `recipient` (a business-scoped user id), exactly one. " +
       "Fields the hub does not model (Direct Send's `category` and `ttl`, `direct_send_config`, `biz_opaque_callback_data`, " +
       "`recipient_identity_key_hash`, and whatever Meta adds) are forwarded to the Graph unchanged; `phone_number_id` and `via` are the hub's own.",
     [SchemaAST.SurrogateAnnotationId]: Schema.Union(...typedMembers, UntypedTextMessage).ast

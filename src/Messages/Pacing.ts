@@ -40,7 +40,8 @@ export class Pacing extends Context.Tag("Pacing")<Pacing, {
 
 const tooMany = (phoneNumberId: string, ratePerSecond: number, retryAfterSeconds: number) =>
   new TooManyRequests({
-    message: `Too many sends from phone number ${phoneNumberId}: the hub paces each number at ${ratePerSecond} messages per second`,
+    message:
+      `Too many sends from phone number ${phoneNumberId}: the hub paces each number at ${ratePerSecond} messages per second`,
     error: "rate_limited",
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds))
   })
@@ -78,7 +79,13 @@ interface Grant {
  * `giveBack` sends of the replica's previous slice that were never made: the theoretical arrival time
  * moves on by what is granted, never more than one second (the burst) past now.
  */
-const grantQuery = (sql: SqlClient.SqlClient, phoneNumberId: string, want: number, giveBack: number, ratePerSecond: number) => {
+const grantQuery = (
+  sql: SqlClient.SqlClient,
+  phoneNumberId: string,
+  want: number,
+  giveBack: number,
+  ratePerSecond: number
+) => {
   const interval = 1000 / ratePerSecond
   // The database's clock, shared by every replica.
   const now = sql.literal("(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)")
@@ -130,7 +137,11 @@ const makeSharedPacing = (
         slice.used = 0
         if (granted.granted < 1) {
           // The budget is spent up to tat_ms, at most a second ahead: one send is free once now reaches tat_ms - 1 s + one interval.
-          return tooMany(phoneNumberId, ratePerSecond, (granted.tat_ms - 1000 + 1000 / ratePerSecond - granted.now_ms) / 1000)
+          return tooMany(
+            phoneNumberId,
+            ratePerSecond,
+            (granted.tat_ms - 1000 + 1000 / ratePerSecond - granted.now_ms) / 1000
+          )
         }
         slice.left = granted.granted - 1
         slice.used = 1
@@ -172,9 +183,16 @@ export const PacingLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     if (!isPostgres(sql)) return makePacing(config.sendRatePerSecond)
     const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
-    return makeSharedPacing(config.sendRatePerSecond, (phoneNumberId, want, giveBack) =>
-      runPromise(grantQuery(sql, phoneNumberId, want, giveBack, config.sendRatePerSecond).pipe(
-        Effect.flatMap((rows) => rows[0] === undefined ? Effect.dieMessage("the pacing upsert returned no row") : Effect.succeed(rows[0]))
-      )))
+    return makeSharedPacing(
+      config.sendRatePerSecond,
+      (phoneNumberId, want, giveBack) =>
+        runPromise(
+          grantQuery(sql, phoneNumberId, want, giveBack, config.sendRatePerSecond).pipe(
+            Effect.flatMap((rows) =>
+              rows[0] === undefined ? Effect.dieMessage("the pacing upsert returned no row") : Effect.succeed(rows[0])
+            )
+          )
+        )
+    )
   })
 )

@@ -6,8 +6,6 @@ import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
 import type { Direction, MessageStatus } from "../Domain/Vocabulary.js"
 
-
-
 /** Inbound messages reached the business number; no read receipt is tracked for them. */
 export const INBOUND_STATUS: MessageStatus = "delivered"
 

@@ -8,17 +8,29 @@ import { Context, Effect, type Exit, Layer } from "effect"
 import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
+import type { Json } from "../Domain/Json.js"
+import { messageStatuses } from "../Domain/Vocabulary.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
-import type { Json } from "../Domain/Json.js"
+import {
+  recordTemplateCategories,
+  type TemplateCategoryChange,
+  templateEndpoint,
+  type Via
+} from "../Templates/Categories.js"
+import { type SendEndpoint } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
-import { recordTemplateCategories, type TemplateCategoryChange, templateEndpoint, type Via } from "../Templates/Categories.js"
-import { type ListFilter, type ListPage, listPage, messageColumns, type MessageRow, messageRows } from "./ListQueries.js"
-import { messageStatuses } from "../Domain/Vocabulary.js"
+import {
+  type ListFilter,
+  type ListPage,
+  listPage,
+  messageColumns,
+  type MessageRow,
+  messageRows
+} from "./ListQueries.js"
 import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
-import { type SendEndpoint } from "../Upstream/Upstream.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
 export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange
@@ -77,7 +89,9 @@ export const storedRecordsQuery = (
   // Hand-typed, not decoded with a Schema: read in every ingress group's write (speed).
   sql<StoredRecord>`SELECT m.id, m.instance_id, m.wa_message_id, m.direction, m.status, m.error
     FROM ${jsonArrayRows(sql, JSON.stringify(named.map((r) => ({ i: r.instanceId, w: r.waMessageId }))), "k")}
-    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${lockRead(sql, "m", "m.id")}`
+    JOIN messages m ON m.instance_id = k.value ->> 'i' AND m.wa_message_id = k.value ->> 'w'${
+    lockRead(sql, "m", "m.id")
+  }`
 
 /**
  * Folds each instance's count rows into one (PostgreSQL, where inserts add rows: migration 0010), in
@@ -146,47 +160,57 @@ const receivedRow = (message: ReceivedMessage, now: string) => {
  */
 const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>) =>
   Effect.gen(function*() {
-      if (all.length === 0) return []
-      const now = nowIso()
-      yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
-      yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
-      const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
-      yield* recordCallEvents(sql, calls, now)
-      const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")
-      if (changes.length === 0) return all.map(() => true)
-      // Read then write inside the caller's transaction: SQLite has one writer at a time (a
-      // Postgres layer would lock the rows it reads with FOR UPDATE).
-      const named = namedRecords(changes)
-      // See acceptAll: an acceptance of one of these ids on another replica is ordered with this.
-      yield* lockNames(sql, named.map((r) => r.waMessageId))
-      const stored = yield* storedRecordsQuery(sql, named)
-      const plan = planChanges(changes, stored)
-      if (plan.moves.length > 0) {
-        yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
+    if (all.length === 0) return []
+    const now = nowIso()
+    yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
+    yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
+    const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
+    yield* recordCallEvents(sql, calls, now)
+    const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")
+    if (changes.length === 0) return all.map(() => true)
+    // Read then write inside the caller's transaction: SQLite has one writer at a time (a
+    // Postgres layer would lock the rows it reads with FOR UPDATE).
+    const named = namedRecords(changes)
+    // See acceptAll: an acceptance of one of these ids on another replica is ordered with this.
+    yield* lockNames(sql, named.map((r) => r.waMessageId))
+    const stored = yield* storedRecordsQuery(sql, named)
+    const plan = planChanges(changes, stored)
+    if (plan.moves.length > 0) {
+      yield* sql`UPDATE messages SET status = c.value ->> 'status', status_at = c.value ->> 'statusAt',
             error = c.value ->> 'error', updated_at = ${now},
-            ${sql.literal(STEP_COLUMNS.map((column) => `${column.name} = COALESCE(c.value ->> '${column.field}', messages.${column.name})`).join(", "))}
+            ${
+        sql.literal(
+          STEP_COLUMNS.map((column) =>
+            `${column.name} = COALESCE(c.value ->> '${column.field}', messages.${column.name})`
+          ).join(", ")
+        )
+      }
           FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
           WHERE messages.id = c.value ->> 'id'`
-      }
-      yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
-        sql`INSERT INTO message_status_backlog ${
-          sql.insert(chunk.map((e) => ({
-            instance_id: e.instanceId,
-            wa_message_id: e.waMessageId,
-            status: e.status,
-            status_rank: e.rank,
-            status_at: e.at,
-            error: e.error
-          })))
-        } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
-      // The upstream id index covers only records that have one (migration 0004): the target says so.
-      yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
-        sql`INSERT INTO messages ${
-          sql.insert(chunk.map((message) => receivedRow(message, now)))
-        } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
-      if (changes.length === all.length) return plan.outcomes
-      let next = 0
-      return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
+    }
+    yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
+      sql`INSERT INTO message_status_backlog ${
+        sql.insert(chunk.map((e) => ({
+          instance_id: e.instanceId,
+          wa_message_id: e.waMessageId,
+          status: e.status,
+          status_rank: e.rank,
+          status_at: e.at,
+          error: e.error
+        })))
+      } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
+    // The upstream id index covers only records that have one (migration 0004): the target says so.
+    yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
+      sql`INSERT INTO messages ${
+        sql.insert(chunk.map((message) =>
+          receivedRow(message, now)
+        ))
+      } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
+    if (changes.length === all.length) {
+      return plan.outcomes
+    }
+    let next = 0
+    return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
   })
 
 export const MessagesRepoLive = Layer.effect(
@@ -203,7 +227,13 @@ export const MessagesRepoLive = Layer.effect(
      */
     const applyEarly = (id: string, waMessageId: string) =>
       sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()},
-            ${sql.literal(STEP_COLUMNS.map((column) => `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`).join(", "))}
+            ${
+        sql.literal(
+          STEP_COLUMNS.map((column) =>
+            `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`
+          ).join(", ")
+        )
+      }
           FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
                 WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
                 ORDER BY status_rank DESC LIMIT 1) AS b
@@ -213,7 +243,17 @@ export const MessagesRepoLive = Layer.effect(
     /** Sends' records, many per statement (see WriteBatcher: the group writers). */
     const insertOutbound = batcher.groupNow((rows: ReadonlyArray<MessageRow>) =>
       // A new record has no status time yet: the columns keep their NULL default, off the statement.
-      Effect.as(sql`INSERT INTO messages ${sql.insert(rows.map(({ status_at, sent_at, delivered_at, read_at, failed_at, ...row }) => ({ ...row, updated_at: row.created_at })))}`, rows)
+      Effect.as(
+        sql`INSERT INTO messages ${
+          sql.insert(
+            rows.map(({ status_at, sent_at, delivered_at, read_at, failed_at, ...row }) => ({
+              ...row,
+              updated_at: row.created_at
+            }))
+          )
+        }`,
+        rows
+      )
     )
 
     /**
@@ -221,20 +261,28 @@ export const MessagesRepoLive = Layer.effect(
      * also says for which records any did, and only those get a second one (applyEarly), inside the
      * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
      */
-    const acceptAll = batcher.groupNow((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
+    const acceptAll = batcher.groupNow((
+      accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>
+    ) =>
       Effect.gen(function*() {
         // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
         // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
         yield* lockNames(sql, accepted.map((r) => r.waMessageId))
         // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
         // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
-        const rows = yield* sql<{ readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }>`UPDATE messages
+        const rows = yield* sql<
+          { readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }
+        >`UPDATE messages
             SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
             FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
             WHERE messages.id = a.value ->> 'id'
             RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
               WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
-        yield* Effect.forEach(rows, (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void), { discard: true })
+        yield* Effect.forEach(
+          rows,
+          (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void),
+          { discard: true }
+        )
         return accepted.map(() => undefined)
       })
     )
@@ -273,8 +321,12 @@ export const MessagesRepoLive = Layer.effect(
       markRefused: (id, error) =>
         Effect.suspend(() => {
           const now = nowIso()
-          return batcher.runStatement(sql`UPDATE messages SET status = 'failed', status_at = ${now}, failed_at = ${now}, error = ${JSON.stringify(error)}, updated_at = ${now}
-            WHERE id = ${id} AND wa_message_id IS NULL`)
+          return batcher.runStatement(
+            sql`UPDATE messages SET status = 'failed', status_at = ${now}, failed_at = ${now}, error = ${
+              JSON.stringify(error)
+            }, updated_at = ${now}
+            WHERE id = ${id} AND wa_message_id IS NULL`
+          )
         }).pipe(Effect.asVoid),
       noteError: (id, error) =>
         batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}

@@ -16,18 +16,24 @@
  */
 import { Cause, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
 import { HubConfig } from "../Config.js"
-import { type Conflict, errorBody, ServiceUnavailable, type TooManyRequests, type UpstreamFailure } from "../Domain/Errors.js"
+import {
+  type Conflict,
+  errorBody,
+  ServiceUnavailable,
+  type TooManyRequests,
+  type UpstreamFailure
+} from "../Domain/Errors.js"
 import type { OrganizationId } from "../Domain/Ids.js"
-import type { InstanceRef } from "../Domain/Principal.js"
+import { type JsonObject } from "../Domain/Json.js"
 import type { RunInRequest } from "../Domain/PlainRoute.js"
+import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
-import { type JsonObject } from "../Domain/Json.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
-import { identityLinksOfAnswer } from "./Identities.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "./Idempotency.js"
+import { identityLinksOfAnswer } from "./Identities.js"
 import { type SendMessageRequest, toUpstreamBody } from "./MessageSchemas.js"
 import { Pacing, PacingLive } from "./Pacing.js"
 import { MessagesRepo, MessagesRepoLive } from "./Repo.js"
@@ -44,12 +50,20 @@ interface MessageSenderShape {
    * of this file). The rare effects it runs (a target to load, a failure to record, an error to log)
    * run through `inRequest`, so that their logs name the request.
    */
-  readonly send: (instance: InstanceRef, request: SendMessageRequest, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>
+  readonly send: (
+    instance: InstanceRef,
+    request: SendMessageRequest,
+    inRequest: RunInRequest
+  ) => Promise<Either.Either<SendMessageResponse, SendError>>
   /**
    * A send under an Idempotency-Key: the first request with the key sends (as `send`) and keeps its
    * answer; a repeat is answered that answer again (Replay) without sending.
    */
-  readonly sendOnce: (instance: InstanceRef, request: SendMessageRequest, idempotencyKey: string) => Effect.Effect<SendOutcome, SendError>
+  readonly sendOnce: (
+    instance: InstanceRef,
+    request: SendMessageRequest,
+    idempotencyKey: string
+  ) => Effect.Effect<SendOutcome, SendError>
   /** Succeeds once no send is in flight: for whoever must stop only after them (`inRequest` must work until then). */
   readonly drained: Effect.Effect<void>
 }
@@ -73,7 +87,8 @@ const errorRecord = (e: UpstreamError): JsonObject => ({
  */
 const keepsAnswer = (e: SendError) =>
   e._tag === "UpstreamFailure" &&
-  ((e.status < 500 && e.error === "upstream_error") || e.error === "upstream_timeout" || e.error === "upstream_unreachable")
+  ((e.status < 500 && e.error === "upstream_error") || e.error === "upstream_timeout" ||
+    e.error === "upstream_unreachable")
 
 /** A send's outcome as the metrics count it (hub_sends_total's result). */
 const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): SendResult => {
@@ -94,7 +109,10 @@ const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): S
 /** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
 const UPDATE_RETRIES = 2
 
-const notRecorded = new ServiceUnavailable({ message: "The message could not be recorded, so it was not sent", error: "storage_unavailable" })
+const notRecorded = new ServiceUnavailable({
+  message: "The message could not be recorded, so it was not sent",
+  error: "storage_unavailable"
+})
 
 /** Keeps a keyed send's final answer for its replays, or frees the key for a retry (see keepsAnswer). */
 const settle = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
@@ -114,7 +132,10 @@ const settle = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<
  * rather than queued behind the others (one tenant's slow Graph calls cannot take every place);
  * `drained` succeeds once none is in flight.
  */
-const makeInFlightGate = (limits: { readonly total: number; readonly perOrganization: number }, metrics: Metrics["Type"]) => {
+const makeInFlightGate = (
+  limits: { readonly total: number; readonly perOrganization: number },
+  metrics: Metrics["Type"]
+) => {
   let inFlight = 0
   const inFlightOf = new Map<string, number>()
   let waiting: Array<() => void> = []
@@ -148,11 +169,16 @@ const makeInFlightGate = (limits: { readonly total: number; readonly perOrganiza
   )
   const overloaded = (organizationId: string): ServiceUnavailable | undefined => {
     if (inFlight >= limits.total) {
-      return new ServiceUnavailable({ message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`, error: "overloaded", retryAfterSeconds: 1 })
+      return new ServiceUnavailable({
+        message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`,
+        error: "overloaded",
+        retryAfterSeconds: 1
+      })
     }
     const own = inFlightOf.get(organizationId) ?? 0
     return own < limits.perOrganization ? undefined : new ServiceUnavailable({
-      message: `This organization has ${own} sends in flight, as many as it may (HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION); retry shortly`,
+      message:
+        `This organization has ${own} sends in flight, as many as it may (HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION); retry shortly`,
       error: "overloaded",
       retryAfterSeconds: 1
     })
@@ -173,42 +199,68 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     const clock = yield* Effect.clock
 
     const recordFailure = (messageId: string, e: UpstreamError) =>
-      (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e))).pipe(
-        Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
-        Effect.catchAll((cause) => Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause }))
-      )
+      (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e)))
+        .pipe(
+          Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
+          Effect.catchAll((cause) =>
+            Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause })
+          )
+        )
 
-    const recordAcceptance = async (organizationId: OrganizationId, messageId: string, response: SendMessageResponse, inRequest: RunInRequest) => {
+    const recordAcceptance = async (
+      organizationId: OrganizationId,
+      messageId: string,
+      response: SendMessageResponse,
+      inRequest: RunInRequest
+    ) => {
       const waMessageId = response.messages[0]?.id
       if (waMessageId === undefined) {
-        return inRequest(Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId }))
+        return inRequest(
+          Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId })
+        )
       }
       let marked = await repo.markAcceptedNow(messageId, waMessageId)
-      for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) marked = await repo.markAcceptedNow(messageId, waMessageId)
+      for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) {
+        marked = await repo.markAcceptedNow(messageId, waMessageId)
+      }
       if (Exit.isFailure(marked)) {
-        return inRequest(Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
-          messageId,
-          waMessageId,
-          cause: marked.cause
-        }))
+        return inRequest(
+          Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
+            messageId,
+            waMessageId,
+            cause: marked.cause
+          })
+        )
       }
       // An answer naming the number and the business-scoped user id together pairs them (most name one).
       const links = identityLinksOfAnswer(organizationId, response)
       if (links.length > 0) {
-        await inRequest(repo.learnIdentities(links).pipe(
-          Effect.catchAll((cause) => Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause }))
-        ))
+        await inRequest(
+          repo.learnIdentities(links).pipe(
+            Effect.catchAll((cause) =>
+              Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause })
+            )
+          )
+        )
       }
     }
 
     /** The target from the cache, or loaded (a fiber then, once a minute per instance). */
-    const targetOf = (instance: InstanceRef, inRequest: RunInRequest): Either.Either<UpstreamTarget, UpstreamFailure> | Promise<Either.Either<UpstreamTarget, UpstreamFailure>> => {
+    const targetOf = (
+      instance: InstanceRef,
+      inRequest: RunInRequest
+    ): Either.Either<UpstreamTarget, UpstreamFailure> | Promise<Either.Either<UpstreamTarget, UpstreamFailure>> => {
       const cached = access.targetNow(instance)
       return cached === undefined ? inRequest(Effect.either(access.target(instance))) : Either.right(cached)
     }
 
     /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
-    const deliver = async (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, inRequest: RunInRequest): Promise<Either.Either<SendMessageResponse, SendError>> => {
+    const deliver = async (
+      instance: InstanceRef,
+      request: SendMessageRequest,
+      body: JsonObject,
+      inRequest: RunInRequest
+    ): Promise<Either.Either<SendMessageResponse, SendError>> => {
       // A promise only on PostgreSQL, when this replica must ask the fleet's shared budget (Pacing.ts).
       const taken = pacing.takeAt(instance.phoneNumberId, clock.unsafeCurrentTimeMillis())
       const paced = taken instanceof Promise ? await taken : taken
@@ -218,7 +270,13 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
       const endpoint = request.via === "marketing_messages"
         ? "marketing_messages"
         : request.type === "template" && request.via !== "messages"
-        ? await inRequest(repo.templateEndpoint(instance.id, { name: request.template.name, language: request.template.language.code }, request.via))
+        ? await inRequest(
+          repo.templateEndpoint(
+            instance.id,
+            { name: request.template.name, language: request.template.language.code },
+            request.via
+          )
+        )
         : "messages"
       const category = request.forwarded?.category
       const record = await repo.createOutboundNow({
@@ -249,9 +307,16 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     // the sends in flight have finished (each is bounded by the upstream call's deadline).
     yield* Effect.addFinalizer(() => gate.drained)
 
-    const sendWith = (instance: InstanceRef, request: SendMessageRequest, body: JsonObject, inRequest: RunInRequest) => {
+    const sendWith = (
+      instance: InstanceRef,
+      request: SendMessageRequest,
+      body: JsonObject,
+      inRequest: RunInRequest
+    ) => {
       const refused = gate.overloaded(instance.organizationId)
-      if (refused === undefined) return gate.run(instance.organizationId, () => deliver(instance, request, body, inRequest))
+      if (refused === undefined) {
+        return gate.run(instance.organizationId, () => deliver(instance, request, body, inRequest))
+      }
       metrics.send("overloaded")
       return Promise.resolve(Either.left(refused))
     }
@@ -263,8 +328,14 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
         const body = toUpstreamBody(request)
         const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
         // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
-        const sent = Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-          Effect.flatMap(Effect.promise(() => sendWith(instance, request, body, Runtime.runPromise(runtime))), (outcome) => outcome))
+        const sent = Effect.flatMap(
+          Effect.runtime<never>(),
+          (runtime) =>
+            Effect.flatMap(
+              Effect.promise(() => sendWith(instance, request, body, Runtime.runPromise(runtime))),
+              (outcome) => outcome
+            )
+        )
         return Effect.gen(function*() {
           const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
           if (claim._tag === "Replay") return claim

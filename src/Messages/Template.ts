@@ -20,7 +20,11 @@ const TextParameter = Schema.Struct({
   type: Schema.Literal("text"),
   text: Schema.Union(Schema.String, Schema.Number, Schema.Boolean).annotations({
     message: () => ({ message: "must be the parameter's text", override: true })
-  }).pipe(Schema.filter((text) => typeof text !== "string" || (text.length >= 1 && text.length <= 32768) || "must be 1 to 32768 characters")),
+  }).pipe(
+    Schema.filter((text) =>
+      typeof text !== "string" || (text.length >= 1 && text.length <= 32768) || "must be 1 to 32768 characters"
+    )
+  ),
   parameter_name: optional(NonEmpty(255))
 })
 
@@ -56,23 +60,35 @@ const TemplateParameter = Schema.Union(
 )
 
 /** A button's position; the upstream takes a string, callers write a number as often: passed through as given. */
-const ButtonIndex = Schema.Union(Schema.String.pipe(Schema.pattern(/^\d{1,2}$/)), Schema.Int.pipe(Schema.between(0, 99))).annotations({
-  message: () => ({ message: "must be the button's position: a whole number from 0, as a number or a string", override: true })
+const ButtonIndex = Schema.Union(
+  Schema.String.pipe(Schema.pattern(/^\d{1,2}$/)),
+  Schema.Int.pipe(Schema.between(0, 99))
+).annotations({
+  message: () => ({
+    message: "must be the button's position: a whole number from 0, as a number or a string",
+    override: true
+  })
 })
 
 const Component = Schema.Struct({
   type: Schema.Literal("header", "body", "footer", "button"),
   sub_type: optional(
-    Schema.String.pipe(Schema.pattern(/^[A-Za-z_]{1,40}$/, { message: () => "must be a button kind such as url or quick_reply" }))
+    Schema.String.pipe(
+      Schema.pattern(/^[A-Za-z_]{1,40}$/, { message: () => "must be a button kind such as url or quick_reply" })
+    )
   ),
   index: optional(ButtonIndex),
-  parameters: Schema.Array(TemplateParameter).pipe(Schema.minItems(1, { message: () => "must hold at least one parameter" }))
+  parameters: Schema.Array(TemplateParameter).pipe(
+    Schema.minItems(1, { message: () => "must hold at least one parameter" })
+  )
 }).pipe(
   Schema.filter((component) =>
     component.type !== "button"
       ? undefined
       : [
-        component.sub_type === undefined ? { path: ["sub_type"], message: "is required on a button component" } : undefined,
+        component.sub_type === undefined
+          ? { path: ["sub_type"], message: "is required on a button component" }
+          : undefined,
         component.index === undefined ? { path: ["index"], message: "is required on a button component" } : undefined
       ]
   )
@@ -80,7 +96,9 @@ const Component = Schema.Struct({
 
 export const Template = Schema.Struct({
   name: Schema.String.pipe(
-    Schema.pattern(/^[a-z0-9_]{1,512}$/, { message: () => "must be the template's exact name (lowercase letters, digits, _)" })
+    Schema.pattern(/^[a-z0-9_]{1,512}$/, {
+      message: () => "must be the template's exact name (lowercase letters, digits, _)"
+    })
   ),
   language: Schema.Struct({ code: LanguageCode, policy: optional(Schema.Literal("deterministic")) }),
   components: optional(Schema.Array(Component))

@@ -9,10 +9,12 @@
  * a histogram; a send's three (its request, its result, its Graph call) about 0.9 µs together,
  * against the 130-160 µs of CPU a send costs (scripts/bench.ts).
  */
-import { Effect, Layer } from "effect"
 import { heapStats } from "bun:jsc"
+import { Effect, Layer } from "effect"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 import { HubConfig } from "../Config.js"
+import { makeRouteFinder, type RouteOf } from "../Domain/Routes.js"
+import type { AutomaticDisabledReason } from "../Domain/Vocabulary.js"
 import {
   type AttemptOutcome,
   type GraphOutcome,
@@ -24,8 +26,6 @@ import {
   type RouteRecorder,
   type SendResult
 } from "./Metrics.js"
-import { makeRouteFinder, type RouteOf } from "../Domain/Routes.js"
-import type { AutomaticDisabledReason } from "../Domain/Vocabulary.js"
 
 /** The label of a request that matched no route (a mistyped path, a scanner): one series, not one per path. */
 const UNMATCHED = "unmatched"
@@ -47,7 +47,14 @@ const processMetrics = () => {
   if (processRegistry === undefined) {
     const registry = new Registry()
     collectDefaultMetrics({ register: registry })
-    for (const name of ["process_heap_bytes", "nodejs_heap_size_total_bytes", "nodejs_heap_size_used_bytes", "nodejs_external_memory_bytes"]) {
+    for (
+      const name of [
+        "process_heap_bytes",
+        "nodejs_heap_size_total_bytes",
+        "nodejs_heap_size_used_bytes",
+        "nodejs_external_memory_bytes"
+      ]
+    ) {
       registry.removeSingleMetric(name)
     }
     // One reading sets the three; registered first, so a scrape reads it before the other two.
@@ -62,8 +69,16 @@ const processMetrics = () => {
         external.set(heap.extraMemorySize)
       }
     })
-    const used = new Gauge({ name: "nodejs_heap_size_used_bytes", help: "JavaScript heap in use (JavaScriptCore), in bytes", registers: [registry] })
-    const external = new Gauge({ name: "nodejs_external_memory_bytes", help: "Memory outside the heap that heap objects hold (JavaScriptCore), in bytes", registers: [registry] })
+    const used = new Gauge({
+      name: "nodejs_heap_size_used_bytes",
+      help: "JavaScript heap in use (JavaScriptCore), in bytes",
+      registers: [registry]
+    })
+    const external = new Gauge({
+      name: "nodejs_external_memory_bytes",
+      help: "Memory outside the heap that heap objects hold (JavaScriptCore), in bytes",
+      registers: [registry]
+    })
     processRegistry = registry
   }
   return processRegistry
@@ -82,7 +97,12 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       buckets: LATENCY_BUCKETS,
       registers
     })
-    const sends = new Counter({ name: "hub_sends_total", help: "Message sends, by result", labelNames: ["result"], registers })
+    const sends = new Counter({
+      name: "hub_sends_total",
+      help: "Message sends, by result",
+      labelNames: ["result"],
+      registers
+    })
     const graphCalls = new Histogram({
       name: "hub_graph_call_duration_seconds",
       help: "Graph API calls, by call and outcome, and how long each took (retries of a read included)",
@@ -90,8 +110,16 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       buckets: LATENCY_BUCKETS,
       registers
     })
-    const posts = new Counter({ name: "hub_upstream_posts_total", help: "Upstream posts committed (their events and deliveries stored)", registers })
-    const changes = new Counter({ name: "hub_upstream_changes_total", help: "Changes in the upstream posts committed", registers })
+    const posts = new Counter({
+      name: "hub_upstream_posts_total",
+      help: "Upstream posts committed (their events and deliveries stored)",
+      registers
+    })
+    const changes = new Counter({
+      name: "hub_upstream_changes_total",
+      help: "Changes in the upstream posts committed",
+      registers
+    })
     const duplicates = new Counter({
       name: "hub_upstream_duplicate_changes_total",
       help: "Changes the hub already had (redelivered by the upstream), skipped",
@@ -102,15 +130,25 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       help: "Changes for numbers no instance is bound to, kept aside (unrouted_events)",
       registers
     })
-    const queued = new Counter({ name: "hub_deliveries_queued_total", help: "Deliveries queued to webhooks by the upstream posts committed", registers })
+    const queued = new Counter({
+      name: "hub_deliveries_queued_total",
+      help: "Deliveries queued to webhooks by the upstream posts committed",
+      registers
+    })
     const attempts = new Histogram({
       name: "hub_delivery_attempt_duration_seconds",
-      help: "Webhook delivery attempts, by outcome (succeeded; failed, to be retried; dead, the last), and how long each took",
+      help:
+        "Webhook delivery attempts, by outcome (succeeded; failed, to be retried; dead, the last), and how long each took",
       labelNames: ["outcome"],
       buckets: LATENCY_BUCKETS,
       registers
     })
-    const disabled = new Counter({ name: "hub_webhooks_disabled_total", help: "Webhooks the hub disabled, by reason", labelNames: ["reason"], registers })
+    const disabled = new Counter({
+      name: "hub_webhooks_disabled_total",
+      help: "Webhooks the hub disabled, by reason",
+      labelNames: ["reason"],
+      registers
+    })
     const commits = new Histogram({
       name: "hub_sql_commit_duration_seconds",
       help: "Shared write transactions (group commits), from BEGIN to COMMIT",
@@ -180,7 +218,12 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       gone_410: disabled.labels("gone_410"),
       failing_too_long: disabled.labels("failing_too_long")
     }
-    const outboxGauges = { due: outbox.labels("due"), leased: outbox.labels("leased"), failed: outbox.labels("failed"), dead: outbox.labels("dead") }
+    const outboxGauges = {
+      due: outbox.labels("due"),
+      leased: outbox.labels("leased"),
+      failed: outbox.labels("failed"),
+      dead: outbox.labels("dead")
+    }
 
     const readers = new Set<Effect.Effect<OutboxReading>>()
     const setOutbox = (reading: OutboxReading) => {
@@ -233,7 +276,8 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       attempt: (outcome, seconds) => attemptHistograms[outcome].observe(seconds),
       webhookDisabled: (reason) => disabledCounters[reason].inc(),
       commit: (seconds) => commits.observe(seconds),
-      outboxAtScrape: (read) => Effect.acquireRelease(Effect.sync(() => readers.add(read)), () => Effect.sync(() => readers.delete(read))),
+      outboxAtScrape: (read) =>
+        Effect.acquireRelease(Effect.sync(() => readers.add(read)), () => Effect.sync(() => readers.delete(read))),
       scrape: Effect.zipRight(readOutbox, Effect.promise(() => exposed.metrics())),
       contentType: exposed.contentType
     } satisfies HubMetrics
@@ -241,4 +285,6 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
 
 /** The hub's metrics as HUB_METRICS says: kept (the default) or not at all. */
 export const metricsLayer = (routes: ReadonlyArray<RouteOf>) =>
-  Layer.unwrapEffect(Effect.map(HubConfig, (config) => (config.metrics ? Layer.effect(Metrics, makeMetrics(routes)) : Metrics.Off)))
+  Layer.unwrapEffect(
+    Effect.map(HubConfig, (config) => (config.metrics ? Layer.effect(Metrics, makeMetrics(routes)) : Metrics.Off))
+  )

@@ -3,8 +3,8 @@
  * is not globally reachable, as data, matched with ipaddr.js (parsing, CIDR matching). Only "public"
  * may be connected to under the policy, and "metadata" never, whatever the settings.
  */
-import { LRUCache } from "lru-cache"
 import ipaddr from "ipaddr.js"
+import { LRUCache } from "lru-cache"
 
 export type AddressClass =
   | "public"
@@ -140,13 +140,20 @@ const embeddedV4 = (address: ipaddr.IPv6): ReadonlyArray<ipaddr.IPv4> => {
   const bytes = address.toByteArray()
   const found: Array<ipaddr.IPv4> = []
   if (address.match(LOCAL_NAT64)) {
-    found.push(v4At(bytes, [6, 7, 9, 10]), v4At(bytes, [7, 9, 10, 11]), v4At(bytes, [9, 10, 11, 12]), v4At(bytes, [12, 13, 14, 15]))
+    found.push(
+      v4At(bytes, [6, 7, 9, 10]),
+      v4At(bytes, [7, 9, 10, 11]),
+      v4At(bytes, [9, 10, 11, 12]),
+      v4At(bytes, [12, 13, 14, 15])
+    )
   }
   if (address.match(TEREDO)) {
     found.push(v4At(bytes, [4, 5, 6, 7]), new ipaddr.IPv4(bytes.slice(12, 16).map((b) => b ^ 255)))
   }
   // 0000:5efe or 0200:5efe, with either value of the group bit.
-  if (((address.parts[4] ?? 0) & 0xfcff) === 0 && address.parts[5] === ISATAP_MARK) found.push(v4At(bytes, [12, 13, 14, 15]))
+  if (((address.parts[4] ?? 0) & 0xfcff) === 0 && address.parts[5] === ISATAP_MARK) {
+    found.push(v4At(bytes, [12, 13, 14, 15]))
+  }
   return found
 }
 

@@ -49,7 +49,11 @@ const counting = (limit: number) => {
  */
 export const readBodyAtMost = async (request: Request, limit: number): Promise<Uint8Array | BodyTooLarge> => {
   const declared = declaredLength(request.headers.get("content-length"))
-  if (declared !== undefined) return declared > limit ? new BodyTooLarge(limit) : new Uint8Array(await request.arrayBuffer())
+  if (declared !== undefined) {
+    return declared > limit
+      ? new BodyTooLarge(limit)
+      : new Uint8Array(await request.arrayBuffer())
+  }
   if (request.body === null) return new Uint8Array(0)
   const parts: Array<Uint8Array> = []
   let length = 0

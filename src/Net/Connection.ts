@@ -149,7 +149,11 @@ const handlers = {
     if (connection.settle === undefined) return
     const outcome = connection.reader.closed()
     if (outcome._tag === "Answer") return connection.finish(outcome)
-    connection.finish({ _tag: "Closed", message: error?.message ?? outcome.message, beforeAnswer: !connection.reader.started() })
+    connection.finish({
+      _tag: "Closed",
+      message: error?.message ?? outcome.message,
+      beforeAnswer: !connection.reader.started()
+    })
   },
   error: (socket: Socket<Connection>, error: Error) => {
     socket.data.finish({ _tag: "Closed", message: error.message, beforeAnswer: !socket.data.reader.started() })
@@ -168,7 +172,11 @@ const tlsOptions = (origin: Origin, ca: string | undefined) => {
  * chain and the name verified); it is retired if its socket never opens (a failed or abandoned connect). Before its socket opens a connect cannot be cancelled: when `signal` aborts
  * first the answer is Aborted at once, and the socket is closed as soon as it opens (or the connect fails).
  */
-export const openConnection = <C extends Connection>(connection: C, ca: string | undefined, signal: AbortSignal): Promise<C | ConnectFailure> =>
+export const openConnection = <C extends Connection>(
+  connection: C,
+  ca: string | undefined,
+  signal: AbortSignal
+): Promise<C | ConnectFailure> =>
   new Promise((resolve) => {
     const origin = connection.origin
     let settled = false

@@ -27,7 +27,10 @@ export class Deadline {
       parent.addEventListener("abort", this.followParent)
     }
     if (timeoutMs !== undefined) {
-      this.timer = setTimeout(() => this.abort(new DeadlineExceeded(`no complete answer within ${timeoutMs} ms`)), timeoutMs)
+      this.timer = setTimeout(
+        () => this.abort(new DeadlineExceeded(`no complete answer within ${timeoutMs} ms`)),
+        timeoutMs
+      )
     }
   }
 

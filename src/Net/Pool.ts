@@ -16,9 +16,15 @@
  * its request's deadline keeps its place until it ends), so the sockets open to an origin never
  * exceed the cap.
  */
-import { ABORTED, type ConnectFailure, Connection, type ConnectionRequest, openConnection, type Origin } from "./Connection.js"
+import {
+  ABORTED,
+  type ConnectFailure,
+  Connection,
+  type ConnectionRequest,
+  openConnection,
+  type Origin
+} from "./Connection.js"
 import type { ReaderAnswer } from "./ResponseReader.js"
-
 
 /** A request to send over the pool: what one connection carries, where, and whether it may go again. */
 export interface PoolRequest extends ConnectionRequest {
@@ -206,7 +212,9 @@ export class KeepAlivePool {
     if (waiter !== undefined) {
       place.open += 1
       waiter.grant("open")
-    } else if (place.open === 0 && place.waiting === 0 && this.places.get(place.key) === place) this.places.delete(place.key)
+    } else if (place.open === 0 && place.waiting === 0 && this.places.get(place.key) === place) {
+      this.places.delete(place.key)
+    }
   }
 
   /** At the cap, idle connections mean nobody is waiting: closing the oldest frees a place. */
@@ -235,7 +243,11 @@ export class KeepAlivePool {
    * next one handed back or closed. `fresh` (a request sent again) leaves the idle ones, which may be
    * as stale as the one that just failed, and makes room by closing the oldest when at the cap.
    */
-  private async acquire(origin: Origin, signal: AbortSignal, fresh: boolean): Promise<PooledConnection | ConnectFailure> {
+  private async acquire(
+    origin: Origin,
+    signal: AbortSignal,
+    fresh: boolean
+  ): Promise<PooledConnection | ConnectFailure> {
     if (!fresh) {
       const idle = takeIdle(this.placeOf(origin))
       if (idle !== undefined) return idle
@@ -289,7 +301,9 @@ export class KeepAlivePool {
       connection.discard()
       if (request.signal.aborted) return ABORTED
       if (outcome._tag === "Malformed") return outcome
-      if (!kept || fresh || !outcome.beforeAnswer || !request.resendable) return { _tag: "Unreachable", message: outcome.message }
+      if (!kept || fresh || !outcome.beforeAnswer || !request.resendable) {
+        return { _tag: "Unreachable", message: outcome.message }
+      }
       fresh = true
     }
   }

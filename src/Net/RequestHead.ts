@@ -29,7 +29,9 @@ const headerLines = (headers: Readonly<Record<string, string>>): string | Header
   for (const name in headers) {
     const value = headers[name]
     if (value === undefined || OWN_HEADERS.has(name.toLowerCase())) continue
-    if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) return refused(`the header ${JSON.stringify(name)} cannot be sent`)
+    if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) {
+      return refused(`the header ${JSON.stringify(name)} cannot be sent`)
+    }
     lines += `${name}: ${value}\r\n`
   }
   return lines

@@ -128,12 +128,18 @@ const parseHead = (text: string, headRequest: boolean): Head | string => {
     headers.push([name, value])
     if (name === "retry-after") retryAfter = value
     else if (name === "connection") closes ||= value.toLowerCase().split(",").some((token) => token.trim() === "close")
-    else if (name === "transfer-encoding") transferEncoding = transferEncoding === undefined ? value.toLowerCase() : `${transferEncoding},${value.toLowerCase()}`
-    else if (name === "content-length") {
+    else if (name === "transfer-encoding") {
+      transferEncoding = transferEncoding === undefined
+        ? value.toLowerCase()
+        : `${transferEncoding},${value.toLowerCase()}`
+    } else if (name === "content-length") {
       // Repeated lengths must agree (RFC 9112 6.3); even then, a sound server sends one.
       const lengths = new Set(value.split(",").map((v) => v.trim()))
       const [only] = lengths
-      if (lengths.size !== 1 || only === undefined || !DIGITS.test(only) || (contentLength !== undefined && contentLength !== only)) {
+      if (
+        lengths.size !== 1 || only === undefined || !DIGITS.test(only) ||
+        (contentLength !== undefined && contentLength !== only)
+      ) {
         return "the answer has an invalid Content-Length"
       }
       anomalous ||= contentLength !== undefined || value.includes(",")
@@ -142,7 +148,13 @@ const parseHead = (text: string, headRequest: boolean): Head | string => {
   }
   const keepAlive = statusLine[1] === "1" && !closes
   const hasLength = contentLength !== undefined && Number(contentLength) > 0
-  const head = (framing: Framing, reusable: boolean): Head => ({ status, headers, retryAfter, keepAlive: reusable && !anomalous, framing })
+  const head = (framing: Framing, reusable: boolean): Head => ({
+    status,
+    headers,
+    retryAfter,
+    keepAlive: reusable && !anomalous,
+    framing
+  })
   // These never have a body (RFC 9112 6.3); one that announces a body leaves the connection in doubt.
   const announcesBody = hasLength || transferEncoding !== undefined
   if (status < 200) return head(NO_BODY, keepAlive && !announcesBody)
@@ -152,7 +164,9 @@ const parseHead = (text: string, headRequest: boolean): Head | string => {
   if (transferEncoding !== undefined) {
     const codings = transferEncoding.split(",").map((c) => c.trim())
     // Chunked last frames the body (RFC 9112 6.3); anything beside it (a Content-Length, a coding never asked for) is not trusted again.
-    if (codings.at(-1) === "chunked") return head(CHUNKED, keepAlive && codings.length === 1 && contentLength === undefined)
+    if (codings.at(-1) === "chunked") {
+      return head(CHUNKED, keepAlive && codings.length === 1 && contentLength === undefined)
+    }
     return head(UNTIL_CLOSE, false)
   }
   if (contentLength !== undefined) return head({ _tag: "length", length: Number(contentLength) }, keepAlive)
@@ -333,7 +347,9 @@ export class ResponseReader {
       }
       case "chunkEnd": {
         if (this.pending.length < 2) return MORE
-        if (this.pending[0] !== 13 || this.pending[1] !== 10) return malformed("the answer has a chunk without its CRLF")
+        if (this.pending[0] !== 13 || this.pending[1] !== 10) {
+          return malformed("the answer has a chunk without its CRLF")
+        }
         this.pending = this.pending.subarray(2)
         this.phase = "chunkSize"
         return undefined
@@ -346,7 +362,9 @@ export class ResponseReader {
         // Trailers are read past, never kept: bounded so that an endless stream of them ends the answer.
         this.trailerLines += 1
         this.trailerBytes += line.length + 2
-        if (this.trailerLines > MAX_TRAILER_LINES || this.trailerBytes > MAX_TRAILER_BYTES) return malformed("the answer has too many trailers")
+        if (this.trailerLines > MAX_TRAILER_LINES || this.trailerBytes > MAX_TRAILER_BYTES) {
+          return malformed("the answer has too many trailers")
+        }
         return FIELD_LINE.test(line) ? undefined : malformed("the answer has a malformed trailer line")
       }
     }

@@ -9,16 +9,37 @@
 const MAX_RETRY_AFTER_SECONDS = 24 * 60 * 60
 
 const DELTA_SECONDS = /^\d+$/
-const MONTHS: Readonly<Record<string, number>> = { Jan: 0, Feb: 1, Mar: 2, Apr: 3, May: 4, Jun: 5, Jul: 6, Aug: 7, Sep: 8, Oct: 9, Nov: 10, Dec: 11 }
+const MONTHS: Readonly<Record<string, number>> = {
+  Jan: 0,
+  Feb: 1,
+  Mar: 2,
+  Apr: 3,
+  May: 4,
+  Jun: 5,
+  Jul: 6,
+  Aug: 7,
+  Sep: 8,
+  Oct: 9,
+  Nov: 10,
+  Dec: 11
+}
 /** Sun, 06 Nov 1994 08:49:37 GMT */
 const IMF_FIXDATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/
 /** Sunday, 06-Nov-94 08:49:37 GMT */
-const RFC850_DATE = /^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d{2})-([A-Z][a-z]{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) GMT$/
+const RFC850_DATE =
+  /^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d{2})-([A-Z][a-z]{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) GMT$/
 /** Sun Nov  6 08:49:37 1994 */
 const ASCTIME_DATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2}) (\d{4})$/
 
 /** Milliseconds since the epoch of an HTTP date's parts; undefined when a part is out of range. */
-const utc = (year: number, month: string, day: string, hours: string, minutes: string, seconds: string): number | undefined => {
+const utc = (
+  year: number,
+  month: string,
+  day: string,
+  hours: string,
+  minutes: string,
+  seconds: string
+): number | undefined => {
   const monthIndex = MONTHS[month]
   const [d, h, m, s] = [Number(day), Number(hours), Number(minutes), Number(seconds)]
   if (monthIndex === undefined || d < 1 || d > 31 || h > 23 || m > 59 || s > 60) return undefined

@@ -9,14 +9,13 @@
  * IP address, an IPv6 zone a URL cannot hold) is refused, never connected to by name, whatever the
  * settings. Refusals never echo a resolved address: they would reveal internal DNS.
  */
-import { LRUCache } from "lru-cache"
 import { Context, Data, Duration, Effect, Layer } from "effect"
+import ipaddr from "ipaddr.js"
+import { LRUCache } from "lru-cache"
 import { lookup as systemLookup } from "node:dns/promises"
 import { isIPv4, isIPv6 } from "node:net"
-import ipaddr from "ipaddr.js"
 import { HubConfig } from "../Config.js"
 import { type AddressClass, classifyAddress, describeClass } from "./AddressRanges.js"
-
 
 export class AddressRefused extends Data.TaggedError("AddressRefused")<{ readonly message: string }> {}
 
@@ -58,7 +57,9 @@ export type HostLookup = (host: string) => Promise<ReadonlyArray<string> | Addre
 const lookupHost: HostLookup = async (host) => {
   try {
     const answers = await systemLookup(host, { all: true, verbatim: true })
-    return answers.length > 0 ? answers.map((a) => a.address) : new AddressRefused({ message: `the host ${host} has no address` })
+    return answers.length > 0
+      ? answers.map((a) => a.address)
+      : new AddressRefused({ message: `the host ${host} has no address` })
   } catch {
     return new AddressRefused({ message: `the host ${host} could not be resolved` })
   }
@@ -68,11 +69,16 @@ const lookupHost: HostLookup = async (host) => {
  * The resolver the hub's policy asks: the system's unless a test provides another (a Reference, so
  * the hub's layers need not declare it).
  */
-export class HostResolver extends Context.Reference<HostResolver>()("HostResolver", { defaultValue: (): HostLookup => lookupHost }) {}
+export class HostResolver
+  extends Context.Reference<HostResolver>()("HostResolver", { defaultValue: (): HostLookup => lookupHost })
+{}
 
 /** A name's addresses, from a short cache; concurrent lookups of one name share one query. */
 const makeCachedLookup = (lookup: HostLookup, clock: () => number): HostLookup => {
-  const cache = new LRUCache<string, { readonly addresses: Promise<ReadonlyArray<string> | AddressRefused>; readonly until: number }>({ max: DNS_CACHE_SIZE })
+  const cache = new LRUCache<
+    string,
+    { readonly addresses: Promise<ReadonlyArray<string> | AddressRefused>; readonly until: number }
+  >({ max: DNS_CACHE_SIZE })
   return (host) => {
     const now = clock()
     const cached = cache.get(host)
@@ -91,13 +97,19 @@ const makeCachedLookup = (lookup: HostLookup, clock: () => number): HostLookup =
 const settled = (host: string, lookup: HostLookup): Promise<ReadonlyArray<string> | AddressRefused> =>
   lookup(host).catch(() => new AddressRefused({ message: `the host ${host} could not be resolved` }))
 
-const reasonOf = (signal: AbortSignal): string => (signal.reason instanceof Error ? signal.reason.message : "the attempt was stopped")
+const reasonOf = (
+  signal: AbortSignal
+): string => (signal.reason instanceof Error ? signal.reason.message : "the attempt was stopped")
 
 /**
  * A lookup's answer, or a refusal as soon as `signal` aborts. The lookup itself runs on (the system
  * resolver cannot be cancelled, and other deliveries may share it); only this wait is given up.
  */
-const lookupUntil = (host: string, lookup: HostLookup, signal: AbortSignal): Promise<ReadonlyArray<string> | AddressRefused> => {
+const lookupUntil = (
+  host: string,
+  lookup: HostLookup,
+  signal: AbortSignal
+): Promise<ReadonlyArray<string> | AddressRefused> => {
   const gaveUp = () => new AddressRefused({ message: `the host ${host} could not be resolved: ${reasonOf(signal)}` })
   if (signal.aborted) return Promise.resolve(gaveUp())
   return new Promise((resolve) => {
@@ -114,7 +126,8 @@ const lookupUntil = (host: string, lookup: HostLookup, signal: AbortSignal): Pro
  * Whether an address of this class is refused: cloud metadata always, and an answer that is not an
  * IP address (a connection could only go to it by name, unchecked); the rest of the non-public ones when enforced.
  */
-const isRefused = (kind: AddressClass, enforced: boolean) => kind === "metadata" || kind === "invalid" || (enforced && kind !== "public")
+const isRefused = (kind: AddressClass, enforced: boolean) =>
+  kind === "metadata" || kind === "invalid" || (enforced && kind !== "public")
 
 /** Every address a host name resolves to (or the literal itself), refused if any one is refused. */
 const checkAddresses = (host: string, literal: boolean, addresses: ReadonlyArray<string>, enforced: boolean) => {
@@ -149,7 +162,8 @@ const pinnedTo = (url: URL, address: string): URL | undefined => {
 }
 
 const sameAddress = (a: string, b: string) =>
-  ipaddr.isValid(a) && ipaddr.isValid(b) && ipaddr.parse(a).toNormalizedString() === ipaddr.parse(b).toNormalizedString()
+  ipaddr.isValid(a) && ipaddr.isValid(b) &&
+  ipaddr.parse(a).toNormalizedString() === ipaddr.parse(b).toNormalizedString()
 
 const checkedAddresses = async (
   host: string,
@@ -163,8 +177,13 @@ const checkedAddresses = async (
   return addresses instanceof AddressRefused ? addresses : checkAddresses(host, literal, addresses, enforced)
 }
 
-const fromPromise = <A>(promise: (signal: AbortSignal) => Promise<A | AddressRefused>): Effect.Effect<A, AddressRefused> =>
-  Effect.flatMap(Effect.promise(promise), (result) => (result instanceof AddressRefused ? Effect.fail(result) : Effect.succeed(result)))
+const fromPromise = <A>(
+  promise: (signal: AbortSignal) => Promise<A | AddressRefused>
+): Effect.Effect<A, AddressRefused> =>
+  Effect.flatMap(
+    Effect.promise(promise),
+    (result) => (result instanceof AddressRefused ? Effect.fail(result) : Effect.succeed(result))
+  )
 
 /**
  * `lookup` and `clock` are the system resolver and clock unless a test gives its own; `lookupTimeout`
@@ -172,7 +191,8 @@ const fromPromise = <A>(promise: (signal: AbortSignal) => Promise<A | AddressRef
  */
 export const makeUrlPolicy = (
   enforced: boolean,
-  options: { readonly lookup?: HostLookup; readonly clock?: () => number; readonly lookupTimeout?: Duration.Duration } = {}
+  options: { readonly lookup?: HostLookup; readonly clock?: () => number; readonly lookupTimeout?: Duration.Duration } =
+    {}
 ): UrlPolicy["Type"] => {
   const lookup = options.lookup ?? lookupHost
   const resolve = makeCachedLookup(lookup, options.clock ?? Date.now)
@@ -199,7 +219,9 @@ export const makeUrlPolicy = (
     // The first checked address a URL can hold; never the name, which would be resolved again, unchecked.
     for (const address of addresses) {
       const pinned = pinnedTo(url, address)
-      if (pinned !== undefined) return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
+      if (pinned !== undefined) {
+        return { url: pinned.href, hostHeader, serverName: url.protocol === "https:" ? host : undefined }
+      }
     }
     return new AddressRefused({ message: `the host ${host} resolves to no address a connection can be pinned to` })
   }
@@ -217,7 +239,12 @@ export const makeUrlPolicy = (
         // every address they resolve, so a name leading to metadata is refused there.
         if (!enforced && !isLiteral(host)) return
         yield* fromPromise((interrupted) =>
-          checkedAddresses(host, enforced, lookup, AbortSignal.any([interrupted, AbortSignal.timeout(Duration.toMillis(lookupTimeout))]))
+          checkedAddresses(
+            host,
+            enforced,
+            lookup,
+            AbortSignal.any([interrupted, AbortSignal.timeout(Duration.toMillis(lookupTimeout))])
+          )
         )
       }),
     connectTarget

@@ -5,8 +5,8 @@
  */
 import { Schema } from "effect"
 import { JsonObjectSchema, PassThrough } from "../Domain/Json.js"
-import { ForwardedRequest, forwardedBody } from "../Domain/Schemas.js"
 import type { Json, JsonObject } from "../Domain/Json.js"
+import { forwardedBody, ForwardedRequest } from "../Domain/Schemas.js"
 
 const SETTINGS_SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"] as const
 
@@ -25,21 +25,32 @@ const Calling = PassThrough({
   call_icon_visibility: Schema.optional(anyCase(["default", "disable_all", "visible", "hidden"])),
   callback_permission_status: Schema.optional(EnabledOrDisabled),
   srtp_key_exchange_protocol: Schema.optional(anyCase(["dtls", "sdes", "dtls-srtp"])),
-  sip: exactOptional(PassThrough({ status: Schema.optional(EnabledOrDisabled), servers: Schema.optional(Schema.Array(JsonObjectSchema)) }))
+  sip: exactOptional(
+    PassThrough({
+      status: Schema.optional(EnabledOrDisabled),
+      servers: Schema.optional(Schema.Array(JsonObjectSchema))
+    })
+  )
 })
 
 const PayloadEncryption = PassThrough({
   status: EnabledOrDisabled,
-  client_encryption_key: Schema.optional(Schema.String.pipe(Schema.nonEmptyString({ message: () => "must be the base64 public key" })))
-}).pipe(Schema.filter((section) =>
-  section.status.toLowerCase() === "enabled" && section.client_encryption_key === undefined
-    ? { path: ["client_encryption_key"], message: "is required when status is enabled" }
-    : undefined
-))
+  client_encryption_key: Schema.optional(
+    Schema.String.pipe(Schema.nonEmptyString({ message: () => "must be the base64 public key" }))
+  )
+}).pipe(
+  Schema.filter((section) =>
+    section.status.toLowerCase() === "enabled" && section.client_encryption_key === undefined
+      ? { path: ["client_encryption_key"], message: "is required when status is enabled" }
+      : undefined
+  )
+)
 
 const StorageConfiguration = PassThrough({
   status: Schema.optional(anyCase(["default", "in_country_storage_enabled", "no_storage_enabled"])),
-  data_localization_region: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Z]{2}$/, { message: () => "must be a two-letter country code such as DE" })))
+  data_localization_region: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^[A-Z]{2}$/, { message: () => "must be a two-letter country code such as DE" }))
+  )
 })
 
 const UserIdentityChange = PassThrough({
@@ -51,7 +62,8 @@ const UserIdentityChange = PassThrough({
 const HUB_KEYS = ["instance_id", "phone_number_id"]
 
 /** The feature sections an update gives: the modeled ones, and any other (a section Meta adds, forwarded as given). */
-const sectionsOf = (update: { readonly [key: string]: Json | undefined }) => Object.keys(forwardedBody(update, HUB_KEYS))
+const sectionsOf = (update: { readonly [key: string]: Json | undefined }) =>
+  Object.keys(forwardedBody(update, HUB_KEYS))
 
 export const SettingsUpdate = ForwardedRequest({
   calling: exactOptional(Calling),

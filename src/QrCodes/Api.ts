@@ -2,15 +2,17 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, instanceOnly } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphList, GraphPagingFields, PassThrough } from "../Domain/Json.js"
 import { RequestStruct } from "../Domain/Schemas.js"
 
-const Fields = Schema.String.pipe(Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\))?(,[a-z_]+(\.format\((SVG|PNG)\))?)*$/, {
-  message: () => "must be field names, comma separated, such as code,prefilled_message,deep_link_url"
-}))
+const Fields = Schema.String.pipe(
+  Schema.pattern(/^[a-z_]+(\.format\((SVG|PNG)\))?(,[a-z_]+(\.format\((SVG|PNG)\))?)*$/, {
+    message: () => "must be field names, comma separated, such as code,prefilled_message,deep_link_url"
+  })
+)
 
 const QrCodeListQuery = RequestStruct({
   ...GraphPagingFields,
@@ -30,12 +32,20 @@ export class QrCodesApi extends HttpApiGroup.make("qrCodes")
     HttpApiEndpoint.get("list", "/qr-codes")
       .setUrlParams(QrCodeListQuery)
       .addSuccess(GraphList(QrCode))
-      .pipe(accepts(instanceOnly), documented("List QR codes", "The phone number's QR codes from the upstream, with its paging cursors; `fields` picks the fields."))
+      .pipe(
+        accepts(instanceOnly),
+        documented(
+          "List QR codes",
+          "The phone number's QR codes from the upstream, with its paging cursors; `fields` picks the fields."
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("get", "/qr-codes/:qrCodeId")
       .setPath(Schema.Struct({
-        qrCodeId: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9]{1,64}$/, { message: () => "must be a QR code (letters and digits)" }))
+        qrCodeId: Schema.String.pipe(
+          Schema.pattern(/^[A-Za-z0-9]{1,64}$/, { message: () => "must be a QR code (letters and digits)" })
+        )
       }))
       .setUrlParams(RequestStruct({ fields: Schema.optional(Fields) }))
       .addSuccess(QrCode)

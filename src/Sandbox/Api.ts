@@ -5,14 +5,14 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, apiTokens } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { Wire } from "../Domain/Errors.js"
+import { CHANGE_FIELDS } from "../Domain/EventKinds.js"
 import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
-import { CHANGE_FIELDS } from "../Domain/EventKinds.js"
 import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "./Graph/Webhooks.js"
 
 const Text = (max: number) =>
@@ -42,13 +42,21 @@ const Media = Schema.Struct({ id: Schema.optional(Text(128)) }, OtherKeys)
  */
 export const SandboxInbound = RequestStruct({
   from: Schema.optional(
-    Schema.String.pipe(Schema.pattern(/^\+?\d{6,20}$/, { message: () => "must be a phone number: digits, E.164 without +" }))
+    Schema.String.pipe(
+      Schema.pattern(/^\+?\d{6,20}$/, { message: () => "must be a phone number: digits, E.164 without +" })
+    )
   ).annotations({ description: "The sender's number; leave it out for a username user who hides it (give user_id)" }),
-  user_id: Schema.optional(BusinessScopedUserId).annotations({ description: "The sender's business-scoped user id (from_user_id), as Meta gives it since 2026" }),
-  username: Schema.optional(Label(64)).annotations({ description: "The sender's WhatsApp username (contacts[].profile.username)" }),
+  user_id: Schema.optional(BusinessScopedUserId).annotations({
+    description: "The sender's business-scoped user id (from_user_id), as Meta gives it since 2026"
+  }),
+  username: Schema.optional(Label(64)).annotations({
+    description: "The sender's WhatsApp username (contacts[].profile.username)"
+  }),
   type: InboundType,
   name: Schema.optional(Label(100)).annotations({ description: "The sender's profile name" }),
-  context: optionalField(Schema.Struct({ id: Text(256) }).annotations({ description: "The business message this one replies to" })),
+  context: optionalField(
+    Schema.Struct({ id: Text(256) }).annotations({ description: "The business message this one replies to" })
+  ),
   instance_id: Schema.optional(IdString),
   phone_number_id: Schema.optional(GraphId),
   text: optionalField(Schema.Struct({ body: Text(4096) }, OtherKeys)),
@@ -58,14 +66,20 @@ export const SandboxInbound = RequestStruct({
   video: optionalField(Media),
   sticker: optionalField(Media),
   location: optionalField(Schema.Struct({ latitude: Schema.Number, longitude: Schema.Number }, OtherKeys)),
-  contacts: optionalField(Schema.Array(JsonObjectSchema).pipe(Schema.minItems(1, { message: () => "must hold at least one contact" }))),
+  contacts: optionalField(
+    Schema.Array(JsonObjectSchema).pipe(Schema.minItems(1, { message: () => "must hold at least one contact" }))
+  ),
   interactive: optionalField(
     Schema.Struct({ type: Schema.Literal("button_reply", "list_reply") }, OtherKeys).pipe(
-      Schema.filter((i) => i[i.type] !== undefined || { path: [i.type], message: `is required when interactive.type is ${i.type}` })
+      Schema.filter((i) =>
+        i[i.type] !== undefined || { path: [i.type], message: `is required when interactive.type is ${i.type}` }
+      )
     )
   ),
   reaction: optionalField(Schema.Struct({ message_id: Text(256), emoji: Schema.optional(Schema.String) }, OtherKeys)),
-  order: optionalField(Schema.Struct({ catalog_id: Text(64), product_items: Schema.Array(JsonObjectSchema) }, OtherKeys))
+  order: optionalField(
+    Schema.Struct({ catalog_id: Text(64), product_items: Schema.Array(JsonObjectSchema) }, OtherKeys)
+  )
 }).pipe(
   Schema.filter((inbound) =>
     inbound.from !== undefined || inbound.user_id !== undefined ||
@@ -83,7 +97,9 @@ const changeFieldSet: ReadonlySet<string> = new Set(changeFields)
 
 /** One upstream change to simulate: its field and value (its `metadata` is set to the instance's number). */
 const SimulatedChange = Schema.Struct({
-  field: Schema.String.pipe(Schema.filter((f) => changeFieldSet.has(f), { message: () => `must be one of ${changeFields.join(", ")}` })),
+  field: Schema.String.pipe(
+    Schema.filter((f) => changeFieldSet.has(f), { message: () => `must be one of ${changeFields.join(", ")}` })
+  ),
   value: Schema.optionalWith(JsonObjectSchema, { default: () => ({}) })
 })
 
@@ -115,12 +131,15 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(accepts(apiTokens), documented(
-        "Simulate an inbound message (sandbox)",
-        "The sandbox upstream posts a message from `from` (or, for a username user, `user_id` alone) to the instance's number, as a customer would send it; the " +
-          "instance's webhooks receive it. An organization token names the instance with `instance_id` or `phone_number_id`.",
-      { example: { from: "16505551234", type: "text", text: { body: "Hi, is my order on its way?" } } }
-    ))
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "Simulate an inbound message (sandbox)",
+          "The sandbox upstream posts a message from `from` (or, for a username user, `user_id` alone) to the instance's number, as a customer would send it; the " +
+            "instance's webhooks receive it. An organization token names the instance with `instance_id` or `phone_number_id`.",
+          { example: { from: "16505551234", type: "text", text: { body: "Hi, is my order on its way?" } } }
+        )
+      )
   )
   .add(
     HttpApiEndpoint.post("changes", "/sandbox/changes")
@@ -129,12 +148,15 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
       .addError(Wire.PayloadTooLarge)
-      .pipe(accepts(apiTokens), documented(
-        "Simulate upstream changes (sandbox)",
-        "The sandbox upstream posts changes of any kind (`field` and `value`) for the instance's number, as Meta would: to try " +
-          "webhooks' event filters without a Meta account. The hub sets each change's metadata to the instance's number.",
-        { example: { changes: [{ field: "account_update", value: { event: "VERIFIED_ACCOUNT" } }] } }
-      ))
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "Simulate upstream changes (sandbox)",
+          "The sandbox upstream posts changes of any kind (`field` and `value`) for the instance's number, as Meta would: to try " +
+            "webhooks' event filters without a Meta account. The hub sets each change's metadata to the instance's number.",
+          { example: { changes: [{ field: "account_update", value: { event: "VERIFIED_ACCOUNT" } }] } }
+        )
+      )
   )
   .middleware(Authentication)
 {}

@@ -4,8 +4,8 @@
  * public endpoint. POST /sandbox/inbound builds its payload with the sandbox's inboundMessagePayload.
  */
 import { Effect, Layer } from "effect"
-import { SandboxEvents } from "./Events.js"
 import { Ingress } from "../Ingress/Ingress.js"
+import { SandboxEvents } from "./Events.js"
 
 export const SandboxEventsLive = Layer.effect(
   SandboxEvents,

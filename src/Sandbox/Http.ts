@@ -6,9 +6,9 @@ import { NotFound } from "../Domain/Errors.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { Ingress } from "../Ingress/Ingress.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
-import { inboundMessagePayload } from "./Graph/Webhooks.js"
-import { wamid } from "./Graph/Ids.js"
 import type { SandboxInbound } from "./Api.js"
+import { wamid } from "./Graph/Ids.js"
+import { inboundMessagePayload } from "./Graph/Webhooks.js"
 
 const contentOf = (inbound: typeof SandboxInbound.Type) => {
   switch (inbound.type) {
@@ -27,7 +27,12 @@ export const SandboxHttpLive = HttpApiBuilder.group(HubApi, "sandbox", (handlers
     const sandboxOnly = (route: string) =>
       config.upstream === "sandbox"
         ? Effect.void
-        : Effect.fail(new NotFound({ message: `POST ${route} exists only in sandbox mode (HUB_UPSTREAM=sandbox)`, error: "route_not_found" }))
+        : Effect.fail(
+          new NotFound({
+            message: `POST ${route} exists only in sandbox mode (HUB_UPSTREAM=sandbox)`,
+            error: "route_not_found"
+          })
+        )
     return handlers.handle("inbound", ({ payload }) =>
       Effect.gen(function*() {
         yield* sandboxOnly("/sandbox/inbound")

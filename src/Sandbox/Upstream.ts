@@ -30,6 +30,7 @@
  */
 import { Duration, Effect, FiberSet, Layer, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
+import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import { SandboxEvents } from "./Events.js"
 import * as Account from "./Graph/Account.js"
 import { makeBlockStore } from "./Graph/BlockUsers.js"
@@ -40,8 +41,6 @@ import { type AcceptedSend, acceptSend } from "./Graph/Messages.js"
 import { makeSettingsStore } from "./Graph/Settings.js"
 import { makeTemplateStore } from "./Graph/Templates.js"
 import { conversationId, type StatusName, statusPayload } from "./Graph/Webhooks.js"
-import { Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
-
 
 const makeSandboxUpstream = Effect.gen(function*() {
   const config = yield* HubConfig
@@ -57,7 +56,9 @@ const makeSandboxUpstream = Effect.gen(function*() {
 
   /** The events the real upstream would post after this send, each after the status delay. */
   const emitStatuses = (target: UpstreamTarget, send: AcceptedSend) => {
-    const steps: ReadonlyArray<StatusName> = send.outcome === "window_closed" ? ["failed"] : ["sent", "delivered", "read"]
+    const steps: ReadonlyArray<StatusName> = send.outcome === "window_closed"
+      ? ["failed"]
+      : ["sent", "delivered", "read"]
     const conversation = conversationId()
     const category = send.templateCategory ?? "service"
     return Effect.forEach(steps, (status) =>
@@ -78,7 +79,8 @@ const makeSandboxUpstream = Effect.gen(function*() {
       )
   }
 
-  const approvedTemplate = (target: UpstreamTarget) => (name: string, language: string) => templates.approved(target.wabaId, name, language)
+  const approvedTemplate = (target: UpstreamTarget) => (name: string, language: string) =>
+    templates.approved(target.wabaId, name, language)
 
   return Upstream.of({
     sendMessage: (target, body, endpoint = "messages") =>
@@ -86,7 +88,9 @@ const makeSandboxUpstream = Effect.gen(function*() {
         const send = yield* acceptSend(target, body, approvedTemplate(target))
         // The Marketing Messages API takes MARKETING templates only, as Meta's does.
         if (endpoint === "marketing_messages" && send.templateCategory !== "marketing") {
-          return yield* Effect.fail(invalidParameter("The Marketing Messages API sends MARKETING templates only; send others to /messages"))
+          return yield* Effect.fail(
+            invalidParameter("The Marketing Messages API sends MARKETING templates only; send others to /messages")
+          )
         }
         // The emitter belongs to the layer's scope and stops when it closes.
         yield* FiberSet.run(fibers, emitStatuses(target, send))

@@ -18,7 +18,9 @@ import { databaseEngine, HubConfig } from "../Config.js"
  */
 const workerFile = () => {
   const besideThis = new URL("./CheckpointWorker.ts", import.meta.url)
-  return existsSync(fileURLToPath(besideThis)) ? besideThis : new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
+  return existsSync(fileURLToPath(besideThis))
+    ? besideThis
+    : new URL("./Sql/CheckpointWorker.ts", pathToFileURL(Bun.main))
 }
 
 /**
@@ -34,36 +36,50 @@ type WorkerSays = { readonly _tag: "Ready" } | { readonly _tag: "Failed"; readon
 const said = (message: unknown): WorkerSays =>
   typeof message === "object" && message !== null && "ready" in message
     ? { _tag: "Ready" }
-    : { _tag: "Failed", reason: typeof message === "object" && message !== null && "error" in message ? String(message.error) : String(message) }
+    : {
+      _tag: "Failed",
+      reason: typeof message === "object" && message !== null && "error" in message
+        ? String(message.error)
+        : String(message)
+    }
 
 /** Checkpoints on a worker thread, keeping the WAL near `walLimitBytes`. */
-export const checkpointer = (walLimitBytes: number) => Layer.scopedDiscard(
-  Effect.gen(function*() {
-    const config = yield* HubConfig
-    // SQLite files only: PostgreSQL checkpoints itself.
-    if (config.databaseFile === ":memory:" || databaseEngine(config.databaseFile) === "postgres") return
-    const sql = yield* SqlClient.SqlClient
-    const automatic = Effect.ignoreLogged(sql.unsafe("PRAGMA wal_autocheckpoint = 1000"))
-    const fallBack = (reason: string) =>
-      Effect.zipRight(Effect.logWarning("WAL checkpoints are back inside commits", { reason }), automatic)
-    const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => new Worker(workerFile(), { workerData: { file: config.databaseFile, restartAboveBytes: walLimitBytes } })),
-      (worker) => Effect.zipRight(Effect.promise(() => worker.terminate()), automatic)
-    )
-    const first = yield* Effect.async<WorkerSays>((resume) => {
-      worker.once("message", (message: unknown) => resume(Effect.succeed(said(message))))
-      worker.once("error", (error) => resume(Effect.succeed({ _tag: "Failed", reason: String(error) })))
-    }).pipe(Effect.timeoutTo({ duration: READY_TIMEOUT, onTimeout: (): WorkerSays => ({ _tag: "Failed", reason: "no first checkpoint in time" }), onSuccess: (s) => s }))
-    if (first._tag === "Failed") return yield* fallBack(first.reason)
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    worker.on("error", (error) => runFork(fallBack(String(error))))
-    worker.on("message", (message: unknown) => {
-      const says = said(message)
-      if (says._tag === "Failed") runFork(fallBack(says.reason))
-    })
-    yield* sql.unsafe(`PRAGMA journal_size_limit = ${walLimitBytes}`)
-    yield* sql.unsafe("PRAGMA wal_autocheckpoint = 0")
-  }).pipe(Effect.orDie)
-)
+export const checkpointer = (walLimitBytes: number) =>
+  Layer.scopedDiscard(
+    Effect.gen(function*() {
+      const config = yield* HubConfig
+      // SQLite files only: PostgreSQL checkpoints itself.
+      if (config.databaseFile === ":memory:" || databaseEngine(config.databaseFile) === "postgres") return
+      const sql = yield* SqlClient.SqlClient
+      const automatic = Effect.ignoreLogged(sql.unsafe("PRAGMA wal_autocheckpoint = 1000"))
+      const fallBack = (reason: string) =>
+        Effect.zipRight(Effect.logWarning("WAL checkpoints are back inside commits", { reason }), automatic)
+      const worker = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          new Worker(workerFile(), { workerData: { file: config.databaseFile, restartAboveBytes: walLimitBytes } })
+        ),
+        (worker) => Effect.zipRight(Effect.promise(() => worker.terminate()), automatic)
+      )
+      const first = yield* Effect.async<WorkerSays>((resume) => {
+        worker.once("message", (message: unknown) => resume(Effect.succeed(said(message))))
+        worker.once("error", (error) => resume(Effect.succeed({ _tag: "Failed", reason: String(error) })))
+      }).pipe(
+        Effect.timeoutTo({
+          duration: READY_TIMEOUT,
+          onTimeout: (): WorkerSays => ({ _tag: "Failed", reason: "no first checkpoint in time" }),
+          onSuccess: (s) => s
+        })
+      )
+      if (first._tag === "Failed") return yield* fallBack(first.reason)
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      worker.on("error", (error) => runFork(fallBack(String(error))))
+      worker.on("message", (message: unknown) => {
+        const says = said(message)
+        if (says._tag === "Failed") runFork(fallBack(says.reason))
+      })
+      yield* sql.unsafe(`PRAGMA journal_size_limit = ${walLimitBytes}`)
+      yield* sql.unsafe("PRAGMA wal_autocheckpoint = 0")
+    }).pipe(Effect.orDie)
+  )
 
 export const CheckpointerLive = checkpointer(WAL_SIZE_LIMIT_BYTES)

@@ -5,9 +5,9 @@
  * migrations, compiled into the code, so the single binary migrates itself.
  */
 import { Migrator, SqlClient } from "@effect/sql"
-import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
+import type { Connection } from "@effect/sql/SqlConnection"
 import { Database } from "bun:sqlite"
 import { Duration, Effect, Layer, Redacted, Scope } from "effect"
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs"
@@ -44,12 +44,19 @@ const STATEMENT_CACHE_SIZE = 128
  * connection, so locking earlier costs it nothing.
  */
 const beginningImmediately = (sql: SqlClient.SqlClient) => {
-  const run = (statement: string) => (conn: Connection) => Effect.asVoid(conn.executeUnprepared(statement, [], undefined))
+  const run = (statement: string) => (conn: Connection) =>
+    Effect.asVoid(conn.executeUnprepared(statement, [], undefined))
   const withTransaction = SqlClient.makeWithTransaction({
     transactionTag: SqlClient.TransactionConnection,
     spanAttributes: [["db.system.name", "sqlite"]],
-    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-      Effect.map(Scope.extend(sql.reserve, scope), (conn): readonly [Scope.CloseableScope, Connection] => [scope, conn])),
+    acquireConnection: Effect.flatMap(
+      Scope.make(),
+      (scope) =>
+        Effect.map(
+          Scope.extend(sql.reserve, scope),
+          (conn): readonly [Scope.CloseableScope, Connection] => [scope, conn]
+        )
+    ),
     begin: run("BEGIN IMMEDIATE"),
     // The savepoint names @effect/sql itself uses.
     savepoint: (conn, id) => run(`SAVEPOINT effect_sql_${id}`)(conn),
@@ -129,7 +136,9 @@ export const postgresLayer = (url: Redacted.Redacted<string>, poolSize: number) 
 }
 
 /** The database named by HUB_DB: PostgreSQL for a postgres:// URL, SQLite otherwise. */
-export const SqlLive = Layer.unwrapEffect(Effect.map(HubConfig, (config) =>
-  databaseEngine(config.databaseFile) === "postgres"
-    ? postgresLayer(Redacted.make(config.databaseFile), config.databasePoolSize)
-    : sqliteLayer(config.databaseFile)))
+export const SqlLive = Layer.unwrapEffect(
+  Effect.map(HubConfig, (config) =>
+    databaseEngine(config.databaseFile) === "postgres"
+      ? postgresLayer(Redacted.make(config.databaseFile), config.databasePoolSize)
+      : sqliteLayer(config.databaseFile))
+)

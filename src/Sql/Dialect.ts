@@ -7,7 +7,8 @@ import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import { Effect } from "effect"
 
 /** Whether the client is PostgreSQL's (decided once, where a repository is built). */
-export const isPostgres = (sql: SqlClient.SqlClient): boolean => sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+export const isPostgres = (sql: SqlClient.SqlClient): boolean =>
+  sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
 /**
  * A JSON array (text) as rows, each element in the column `value` of `alias`: then
@@ -51,7 +52,12 @@ export const placeholders = (sql: SqlClient.SqlClient, text: string): string => 
  * never deadlock each other); nothing on SQLite, where transactions already run one at a time.
  * For checks that span rows neither transaction can see yet (see Messages/Repo.ts: early statuses).
  */
-export const lockNames = (sql: SqlClient.SqlClient, names: ReadonlyArray<string>): Effect.Effect<void, SqlError.SqlError> =>
+export const lockNames = (
+  sql: SqlClient.SqlClient,
+  names: ReadonlyArray<string>
+): Effect.Effect<void, SqlError.SqlError> =>
   !isPostgres(sql) || names.length === 0 ? Effect.void : Effect.asVoid(sql`SELECT pg_advisory_xact_lock(k.h)
-    FROM (SELECT DISTINCT hashtextextended(n.value, 0) AS h FROM json_array_elements_text(${JSON.stringify(names)}::json) AS n(value)) AS k
+    FROM (SELECT DISTINCT hashtextextended(n.value, 0) AS h FROM json_array_elements_text(${
+    JSON.stringify(names)
+  }::json) AS n(value)) AS k
     ORDER BY k.h`)

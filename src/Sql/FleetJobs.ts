@@ -19,7 +19,9 @@ const replica = `${hostname()}:${process.pid}`
 export const claimFleetJob = (sql: SqlClient.SqlClient, name: string, every: Duration.Duration, nowMs: number) => {
   const now = new Date(nowMs).toISOString()
   const next = new Date(nowMs + Duration.toMillis(every)).toISOString()
-  return sql<{ readonly name: string }>`INSERT INTO fleet_jobs (name, next_run_at, run_by) VALUES (${name}, ${next}, ${replica})
+  return sql<
+    { readonly name: string }
+  >`INSERT INTO fleet_jobs (name, next_run_at, run_by) VALUES (${name}, ${next}, ${replica})
     ON CONFLICT (name) DO UPDATE SET next_run_at = ${next}, run_by = ${replica} WHERE fleet_jobs.next_run_at <= ${now}
     RETURNING name`.pipe(Effect.map((rows) => rows.length > 0))
 }
@@ -36,7 +38,9 @@ export const runForFleet = <E>(
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
     const look = Effect.gen(function*() {
       if (yield* claimFleetJob(sql, name, options.every, Date.now())) yield* job
-    }).pipe(Effect.catchAllCause((cause) => Effect.logError(`Periodic job ${name} failed; it runs again next period`, cause)))
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.logError(`Periodic job ${name} failed; it runs again next period`, cause))
+    )
     return Effect.sleep(options.firstAfter).pipe(
       Effect.zipRight(Effect.forever(Effect.zipRight(look, Effect.sleep(LOOK_EVERY)))),
       Effect.forkScoped,

@@ -56,7 +56,10 @@ export const keysOf = <Held, Stored>(sql: SqlClient.SqlClient, kind: KeyKind<Hel
 
   /** What the key holds, if a request took it within the window before `at`. */
   const find = (ref: ScopedKey, at: Date): Effect.Effect<Option.Option<Held>, SqlError.SqlError> =>
-    Effect.map(stored(ref), (row) => (row !== undefined && row.createdAt >= cutoff(at) ? Option.some(row.held) : Option.none()))
+    Effect.map(
+      stored(ref),
+      (row) => (row !== undefined && row.createdAt >= cutoff(at) ? Option.some(row.held) : Option.none())
+    )
 
   /** Takes the key with `held` (its kind's columns), or says who holds it; an expired key is taken over. */
   const claim = (ref: ScopedKey, held: Held & Columns, at: Date): Effect.Effect<KeyClaim<Held>, SqlError.SqlError> =>
@@ -70,7 +73,9 @@ export const keysOf = <Held, Stored>(sql: SqlClient.SqlClient, kind: KeyKind<Hel
       if (existing === undefined) return { _tag: "Busy" } as const
       if (existing.createdAt >= cutoff(at)) return { _tag: "Held", held: existing.held } as const
       // Expired: take it over, unless another request did so first.
-      const taken = yield* sql<{ readonly created_at: string }>`UPDATE ${table} SET ${sql.update({ ...held, created_at: now })}
+      const taken = yield* sql<{ readonly created_at: string }>`UPDATE ${table} SET ${
+        sql.update({ ...held, created_at: now })
+      }
         WHERE ${matching(ref)} AND created_at = ${existing.createdAt} RETURNING created_at`
       return taken.length > 0 ? { _tag: "Claimed" } as const : { _tag: "Busy" } as const
     })
@@ -80,7 +85,8 @@ export const keysOf = <Held, Stored>(sql: SqlClient.SqlClient, kind: KeyKind<Hel
     Effect.asVoid(sql`UPDATE ${table} SET ${sql.update(held)} WHERE ${matching(ref)}`)
 
   /** Gives the key up, when `condition` holds of its row, so the next request with it is processed afresh. */
-  const release = (ref: ScopedKey, condition: Statement.Fragment) => Effect.asVoid(sql`DELETE FROM ${table} WHERE ${matching(ref)} AND ${condition}`)
+  const release = (ref: ScopedKey, condition: Statement.Fragment) =>
+    Effect.asVoid(sql`DELETE FROM ${table} WHERE ${matching(ref)} AND ${condition}`)
 
   /** Drops the keys past their window at `at`: every scope's, or one scope's. */
   const purge = (at: Date, scope?: string) =>

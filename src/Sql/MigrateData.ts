@@ -34,10 +34,14 @@ interface CopiedTable {
 const tablesInOrder = (source: SqlClient.SqlClient) =>
   Effect.gen(function*() {
     const names = (yield* source<{ readonly name: string }>`SELECT name FROM sqlite_master
-      WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`).map((row) => row.name).filter((name) => !SKIPPED.has(name))
+      WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`).map((row) => row.name).filter((name) =>
+      !SKIPPED.has(name)
+    )
     const references = new Map<string, ReadonlyArray<string>>()
     for (const name of names) {
-      const keys = yield* source.unsafe<{ readonly table: string }>(`PRAGMA foreign_key_list("${name.replaceAll("\"", "\"\"")}")`)
+      const keys = yield* source.unsafe<{ readonly table: string }>(
+        `PRAGMA foreign_key_list("${name.replaceAll("\"", "\"\"")}")`
+      )
       references.set(name, keys.map((key) => key.table).filter((table) => table !== name))
     }
     const ordered: Array<string> = []
@@ -67,25 +71,38 @@ const countOf = (sql: SqlClient.SqlClient, table: string) =>
  * connection in the fiber's context, whichever client the statement belongs to.
  */
 const outsideTarget = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.mapInputContext(read, (context: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(context))
+  Effect.mapInputContext(
+    read,
+    (context: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(context)
+  )
 
 /** Copies one table in batches; returns how many rows were read. */
 const copyTable = (source: SqlClient.SqlClient, target: SqlClient.SqlClient, table: string) =>
   Effect.gen(function*() {
-    const sourceColumns = (yield* outsideTarget(source.unsafe<{ readonly name: string }>(`PRAGMA table_info("${table.replaceAll("\"", "\"\"")}")`))).map((c) => c.name)
+    const sourceColumns = (yield* outsideTarget(
+      source.unsafe<{ readonly name: string }>(`PRAGMA table_info("${table.replaceAll("\"", "\"\"")}")`)
+    )).map((c) => c.name)
     const wanted = new Set(yield* targetColumns(target, table))
-    if (wanted.size === 0) return yield* new MigrateDataError({ message: `table ${table} of the source does not exist on the target` })
+    if (wanted.size === 0) {
+      return yield* new MigrateDataError({ message: `table ${table} of the source does not exist on the target` })
+    }
     const columns = sourceColumns.filter((column) => wanted.has(column))
     const rowsPerInsert = Math.max(1, Math.floor(VALUES_PER_INSERT / Math.max(1, columns.length)))
     let after = -Infinity
     let copied = 0
     for (;;) {
-      const batch = yield* outsideTarget(source<Record<string, unknown>>`SELECT rowid AS migrate_rowid, ${source.literal(columns.map((c) => `"${c}"`).join(", "))}
-        FROM ${source(table)} WHERE rowid > ${Number.isFinite(after) ? after : -1} ORDER BY rowid LIMIT ${READ_BATCH}`)
+      const batch = yield* outsideTarget(
+        source<Record<string, unknown>>`SELECT rowid AS migrate_rowid, ${
+          source.literal(columns.map((c) => `"${c}"`).join(", "))
+        }
+        FROM ${source(table)} WHERE rowid > ${Number.isFinite(after) ? after : -1} ORDER BY rowid LIMIT ${READ_BATCH}`
+      )
       if (batch.length === 0) return copied
       after = Number(batch[batch.length - 1]?.migrate_rowid)
       for (let at = 0; at < batch.length; at += rowsPerInsert) {
-        const rows = batch.slice(at, at + rowsPerInsert).map((row) => Object.fromEntries(columns.map((column) => [column, row[column] ?? null])))
+        const rows = batch.slice(at, at + rowsPerInsert).map((row) =>
+          Object.fromEntries(columns.map((column) => [column, row[column] ?? null]))
+        )
         yield* target`INSERT INTO ${target(table)} ${target.insert(rows)}`
       }
       copied += batch.length
@@ -100,7 +117,8 @@ const copyAll = (source: SqlClient.SqlClient, target: SqlClient.SqlClient) =>
       const rows = yield* countOf(target, table)
       if (rows > 0) {
         return yield* new MigrateDataError({
-          message: `the target is not empty (table ${table} has ${rows} rows); migrate-data copies only into a database no hub has used`
+          message:
+            `the target is not empty (table ${table} has ${rows} rows); migrate-data copies only into a database no hub has used`
         })
       }
     }
@@ -116,25 +134,38 @@ const copyAll = (source: SqlClient.SqlClient, target: SqlClient.SqlClient) =>
     // Every table holds, on the target, what the source holds.
     for (const table of tables) {
       const [from, to] = [yield* countOf(source, table), yield* countOf(target, table)]
-      if (from !== to) return yield* new MigrateDataError({ message: `table ${table}: ${from} rows in the source, ${to} on the target` })
+      if (from !== to) {
+        return yield* new MigrateDataError({
+          message: `table ${table}: ${from} rows in the source, ${to} on the target`
+        })
+      }
     }
     return copied
   })
 
-const clientOf = <R>(layer: Layer.Layer<R | SqlClient.SqlClient>): Effect.Effect<SqlClient.SqlClient, never, Scope.Scope> =>
+const clientOf = <R>(
+  layer: Layer.Layer<R | SqlClient.SqlClient>
+): Effect.Effect<SqlClient.SqlClient, never, Scope.Scope> =>
   Effect.map(Layer.build(layer), (context) => Context.get(context, SqlClient.SqlClient))
 
 /** The command: checks its arguments, opens (and migrates) both databases, copies. */
 export const migrateData = (options: { readonly from: string; readonly to: string }) =>
   Effect.gen(function*() {
-    if (!existsSync(options.from)) return yield* new MigrateDataError({ message: `--from ${options.from}: no such SQLite file` })
+    if (!existsSync(options.from)) {
+      return yield* new MigrateDataError({ message: `--from ${options.from}: no such SQLite file` })
+    }
     if (databaseEngine(options.to) !== "postgres") {
       return yield* new MigrateDataError({ message: "--to must be a postgres://user:password@host:port/database URL" })
     }
     const source = yield* clientOf(sqliteLayer(options.from))
     const target = yield* clientOf(postgresLayer(Redacted.make(options.to), 2))
     const copied = yield* copyAll(source, target).pipe(
-      Effect.catchTag("SqlError", (e) => new MigrateDataError({ message: `copying failed, nothing was kept: ${String(e.cause ?? e.message)}` }))
+      Effect.catchTag("SqlError", (e) =>
+        new MigrateDataError({ message: `copying failed, nothing was kept: ${String(e.cause ?? e.message)}` }))
     )
-    return { tables: copied, rows: copied.reduce((n, t) => n + t.rows, 0) }
+    return {
+      tables: copied,
+      rows: copied.reduce((n, t) =>
+        n + t.rows, 0)
+    }
   }).pipe(Effect.scoped)

@@ -29,7 +29,11 @@ export const channels = {
 export type Channel = (typeof channels)[keyof typeof channels]
 
 /** Tells every replica `payload` (non-empty, at most 8,000 bytes) once the current transaction commits; nothing on SQLite. */
-export const announce = (sql: SqlClient.SqlClient, channel: Channel, payload: string): Effect.Effect<void, SqlError.SqlError> =>
+export const announce = (
+  sql: SqlClient.SqlClient,
+  channel: Channel,
+  payload: string
+): Effect.Effect<void, SqlError.SqlError> =>
   isPostgres(sql) ? Effect.asVoid(sql`SELECT pg_notify(${channel}, ${payload})`) : Effect.void
 
 interface Subscriber {
@@ -60,12 +64,17 @@ export const pgListenerLayer = (url: Redacted.Redacted<string>) =>
       let closed = false
       let retry: ReturnType<typeof setTimeout> | undefined
 
-      const listenOn = (connected: pg.Client, channel: Channel) => connected.query(`LISTEN ${pg.escapeIdentifier(channel)}`)
+      const listenOn = (connected: pg.Client, channel: Channel) =>
+        connected.query(`LISTEN ${pg.escapeIdentifier(channel)}`)
 
       const connect = () => {
         retry = undefined
         if (closed) return
-        const next = new pg.Client({ connectionString: Redacted.value(url), application_name: "messaging-hub listener", keepAlive: true })
+        const next = new pg.Client({
+          connectionString: Redacted.value(url),
+          application_name: "messaging-hub listener",
+          keepAlive: true
+        })
         let lost = false
         const lose = (reason: unknown) => {
           if (lost) return
@@ -73,17 +82,25 @@ export const pgListenerLayer = (url: Redacted.Redacted<string>) =>
           if (client === next) client = undefined
           next.end().catch(() => undefined)
           if (closed) return
-          runFork(Effect.logWarning("The connection listening for other replicas was lost; connecting again", { reason: String(reason) }))
+          runFork(
+            Effect.logWarning("The connection listening for other replicas was lost; connecting again", {
+              reason: String(reason)
+            })
+          )
           retry = setTimeout(connect, RECONNECT_AFTER_MS)
         }
         next.on("error", lose)
         next.on("end", () => lose("the connection ended"))
         next.on("notification", (message) => {
           if (message.payload === undefined) return
-          for (const subscriber of subscribers) if (subscriber.channel === message.channel) subscriber.onPayload(message.payload)
+          for (const subscriber of subscribers) {
+            if (subscriber.channel === message.channel) subscriber.onPayload(message.payload)
+          }
         })
         next.connect()
-          .then(() => Promise.all([...new Set([...subscribers].map((s) => s.channel))].map((channel) => listenOn(next, channel))))
+          .then(() =>
+            Promise.all([...new Set([...subscribers].map((s) => s.channel))].map((channel) => listenOn(next, channel)))
+          )
           .then(() => {
             if (lost) return
             if (closed) return void next.end().catch(() => undefined)
@@ -129,5 +146,9 @@ export const subscribe = (
   Effect.flatMap(PgListener, (listener) => listener.add({ channel, onPayload, onConnected }))
 
 /** The listener HUB_DB calls for: a listening connection on PostgreSQL, none on SQLite. */
-export const PgListenerLive = Layer.unwrapEffect(Effect.map(HubConfig, (config) =>
-  databaseEngine(config.databaseFile) === "postgres" ? pgListenerLayer(Redacted.make(config.databaseFile)) : PgListener.None))
+export const PgListenerLive = Layer.unwrapEffect(
+  Effect.map(HubConfig, (config) =>
+    databaseEngine(config.databaseFile) === "postgres"
+      ? pgListenerLayer(Redacted.make(config.databaseFile))
+      : PgListener.None)
+)

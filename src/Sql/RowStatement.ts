@@ -34,17 +34,24 @@ export const rowStatement = <const K extends string>(
   const [text, compiled] = build(marker).compile()
   const bound = compiled.flatMap((value) => names.filter((name) => marker(name) === value))
   // Every parameter must be a named one, once per place it appears: a mistake here is the code's.
-  const wrong = bound.length !== compiled.length ? `a parameter of ${text} is not one of ${names.join(", ")}` : undefined
+  const wrong = bound.length !== compiled.length
+    ? `a parameter of ${text} is not one of ${names.join(", ")}`
+    : undefined
 
   const runOn = (connection: Connection, rows: ReadonlyArray<{ readonly [k in K]: Param }>) =>
     Effect.forEach(rows, (row) => connection.execute(text, bound.map((name) => row[name]), undefined))
 
   /** On the current transaction's connection; outside one, in a transaction of its own. */
-  const runInTransaction = (rows: ReadonlyArray<{ readonly [k in K]: Param }>, begun: boolean): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError.SqlError> =>
+  const runInTransaction = (
+    rows: ReadonlyArray<{ readonly [k in K]: Param }>,
+    begun: boolean
+  ): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError.SqlError> =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
       Option.match(transaction, {
         onSome: ([connection]) => runOn(connection, rows),
-        onNone: () => (begun ? Effect.dieMessage("a transaction began without a connection") : sql.withTransaction(runInTransaction(rows, true)))
+        onNone: () => (begun
+          ? Effect.dieMessage("a transaction began without a connection")
+          : sql.withTransaction(runInTransaction(rows, true)))
       }))
 
   return (rows) => {
@@ -54,7 +61,12 @@ export const rowStatement = <const K extends string>(
 }
 
 /** `INSERT INTO table (columns) VALUES (...)`, then `tail` (an ON CONFLICT or RETURNING clause, say), one row at a time. */
-export const insertRow = <const K extends string>(sql: SqlClient.SqlClient, table: string, columns: ReadonlyArray<K>, tail = "") =>
+export const insertRow = <const K extends string>(
+  sql: SqlClient.SqlClient,
+  table: string,
+  columns: ReadonlyArray<K>,
+  tail = ""
+) =>
   rowStatement(sql, columns, (param) => {
     const record: Record<string, string> = {}
     for (const column of columns) record[column] = param(column)
@@ -70,17 +82,26 @@ const ROWS_PER_JSON_INSERT = 1000
  * statement per thousand, as one JSON parameter (`json_populate_recordset`, typed by the table's
  * own row type); on SQLite, one statement per row, as insertRow.
  */
-export const insertRows = <const K extends string>(sql: SqlClient.SqlClient, table: string, columns: ReadonlyArray<K>, tail = "") => {
+export const insertRows = <const K extends string>(
+  sql: SqlClient.SqlClient,
+  table: string,
+  columns: ReadonlyArray<K>,
+  tail = ""
+) => {
   if (!isPostgres(sql)) {
     const each = insertRow(sql, table, columns, tail)
     return (rows: ReadonlyArray<{ readonly [k in K]: Param }>) => Effect.map(each(rows), (results) => results.flat())
   }
   const list = columns.map((column) => `"${column}"`).join(", ")
-  return (rows: ReadonlyArray<{ readonly [k in K]: Param }>): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> =>
+  return (
+    rows: ReadonlyArray<{ readonly [k in K]: Param }>
+  ): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> =>
     Effect.map(
       Effect.forEach(chunksOf(rows, ROWS_PER_JSON_INSERT), (chunk) =>
         sql`INSERT INTO ${sql(table)} (${sql.literal(list)})
-          SELECT ${sql.literal(list)} FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(chunk, bigintsAsNumbers)}::json)
+          SELECT ${sql.literal(list)} FROM json_populate_recordset(NULL::${sql(table)}, ${
+          JSON.stringify(chunk, bigintsAsNumbers)
+        }::json)
           ${sql.literal(tail)}`),
       (results) => results.flat()
     )

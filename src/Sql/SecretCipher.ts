@@ -33,9 +33,15 @@ export interface SecretSlot {
 }
 
 export const SecretSlot = {
-  instanceAccessToken: (instanceId: string): SecretSlot => ({ column: "instances.access_token_encrypted", rowId: instanceId }),
+  instanceAccessToken: (instanceId: string): SecretSlot => ({
+    column: "instances.access_token_encrypted",
+    rowId: instanceId
+  }),
   webhookSecret: (webhookId: string): SecretSlot => ({ column: "webhooks.secret_encrypted", rowId: webhookId }),
-  webhookPreviousSecret: (webhookId: string): SecretSlot => ({ column: "webhooks.previous_secret_encrypted", rowId: webhookId }),
+  webhookPreviousSecret: (webhookId: string): SecretSlot => ({
+    column: "webhooks.previous_secret_encrypted",
+    rowId: webhookId
+  }),
   webhookHeaders: (webhookId: string): SecretSlot => ({ column: "webhooks.headers_encrypted", rowId: webhookId })
 }
 
@@ -54,7 +60,8 @@ const IV_BYTES = 12
 const TAG_BYTES = 16
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 
-const associatedData = (slot: SecretSlot) => Buffer.from(JSON.stringify(["messaging-hub", slot.column, slot.rowId]), "utf8")
+const associatedData = (slot: SecretSlot) =>
+  Buffer.from(JSON.stringify(["messaging-hub", slot.column, slot.rowId]), "utf8")
 
 const seal = (key: Uint8Array, plaintext: string, aad: Buffer | undefined): Buffer => {
   const iv = randomBytes(IV_BYTES)
@@ -82,7 +89,10 @@ const open = (key: Uint8Array, stored: string, prefix: string, aad: Buffer | und
 }
 
 const cannotDecrypt = (slot: SecretSlot) =>
-  new CipherError({ message: `Cannot decrypt the secret in ${slot.column} of ${slot.rowId}: wrong HUB_SECRET_KEY, or not written for this row?` })
+  new CipherError({
+    message:
+      `Cannot decrypt the secret in ${slot.column} of ${slot.rowId}: wrong HUB_SECRET_KEY, or not written for this row?`
+  })
 
 export const makeCipher = (key: Uint8Array): SecretCipherShape => ({
   encrypt: (plaintext, slot) => VERSION + seal(key, plaintext, associatedData(slot)).toString("base64"),
@@ -94,10 +104,13 @@ export const makeCipher = (key: Uint8Array): SecretCipherShape => ({
 })
 
 /** Reads the format before secrets were bound to their rows; only the upgrade at start needs it. */
-const decryptLegacy = (key: Uint8Array, stored: string): string | undefined => open(key, stored, LEGACY_VERSION, undefined)
+const decryptLegacy = (key: Uint8Array, stored: string): string | undefined =>
+  open(key, stored, LEGACY_VERSION, undefined)
 
 /** The columns the upgrade visits, with the slot each row's secret belongs to. */
-const SECRET_COLUMNS: ReadonlyArray<{ readonly table: string; readonly column: string; readonly slot: (id: string) => SecretSlot }> = [
+const SECRET_COLUMNS: ReadonlyArray<
+  { readonly table: string; readonly column: string; readonly slot: (id: string) => SecretSlot }
+> = [
   { table: "instances", column: "access_token_encrypted", slot: SecretSlot.instanceAccessToken },
   { table: "webhooks", column: "secret_encrypted", slot: SecretSlot.webhookSecret },
   { table: "webhooks", column: "previous_secret_encrypted", slot: SecretSlot.webhookPreviousSecret }
@@ -136,7 +149,9 @@ const upgradeLegacyRows = (key: Uint8Array, cipher: SecretCipherShape) =>
       return unreadable
     }).pipe(sql.withTransaction)
     if (unreadable.length > 0) {
-      yield* Effect.logWarning("Secrets at rest that HUB_SECRET_KEY cannot decrypt were left in the old format", { secrets: unreadable })
+      yield* Effect.logWarning("Secrets at rest that HUB_SECRET_KEY cannot decrypt were left in the old format", {
+        secrets: unreadable
+      })
     }
   }).pipe(Effect.orDie, Effect.withSpan("SecretCipher.upgradeLegacyRows"))
 
@@ -147,7 +162,13 @@ const sandboxKey = (databaseFile: string): Effect.Effect<Uint8Array, ConfigError
     const file = join(dirname(databaseFile), "secret.key")
     if (existsSync(file)) {
       return Either.match(parseSecretKey(readFileSync(file, "utf8")), {
-        onLeft: () => Effect.fail(ConfigError.InvalidData(["HUB_SECRET_KEY"], `${file} does not hold a 32-byte key; remove it or set HUB_SECRET_KEY`)),
+        onLeft: () =>
+          Effect.fail(
+            ConfigError.InvalidData(
+              ["HUB_SECRET_KEY"],
+              `${file} does not hold a 32-byte key; remove it or set HUB_SECRET_KEY`
+            )
+          ),
         onRight: Effect.succeed
       })
     }
@@ -162,7 +183,9 @@ export class SecretCipher extends Effect.Service<SecretCipher>()("SecretCipher",
   effect: Effect.gen(function*() {
     const config = yield* HubConfig
     // HubConfig refuses graph mode without a key, so only the sandbox makes its own.
-    const key = Option.isSome(config.secretKey) ? Redacted.value(config.secretKey.value) : yield* sandboxKey(config.databaseFile)
+    const key = Option.isSome(config.secretKey)
+      ? Redacted.value(config.secretKey.value)
+      : yield* sandboxKey(config.databaseFile)
     const cipher = makeCipher(key)
     yield* upgradeLegacyRows(key, cipher)
     return cipher

@@ -67,133 +67,157 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
 /** Adds `item` to the next shared transaction's group; `resume` is called once with its outcome. */
 export type GroupWriter<I, A> = (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => void
 
-const settled = <A, E>(outcome: Exit.Exit<A, E>, commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>): Exit.Exit<A, E | SqlError.SqlError> =>
-  Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
+const settled = <A, E>(
+  outcome: Exit.Exit<A, E>,
+  commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>
+): Exit.Exit<A, E | SqlError.SqlError> => Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
 
 /** A WriteBatcher whose gathering writes wait `gatherMs` (GATHER_MS in the hub; tests choose). */
-export const writeBatcherLayer = (options: { readonly gatherMs: number }) => Layer.scoped(
-  WriteBatcher,
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const metrics = yield* Metrics
-    const runFork = yield* FiberSet.makeRuntime<never>()
-    let waiting: Array<Job> = []
-    let scheduled = false
-    let running = false
+export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
+  Layer.scoped(
+    WriteBatcher,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const metrics = yield* Metrics
+      const runFork = yield* FiberSet.makeRuntime<never>()
+      let waiting: Array<Job> = []
+      let scheduled = false
+      let running = false
 
-    const commitBatch = (jobs: ReadonlyArray<Job>) => {
-      const settles: Array<Settle> = []
-      const startedAt = performance.now()
-      return sql.withTransaction(Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })).pipe(
-        Effect.exit,
-        // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
-        // @effect/sql does not roll it back: the next batch could not begin, and a plain write in
-        // between would join the doomed transaction. "No transaction is active" is fine here.
-        Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
-        Effect.map((committed) => {
-          metrics.commit((performance.now() - startedAt) / 1000)
-          const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
-          for (const settle of settles) settle(failure)
-          // Jobs the transaction never reached (it failed to begin) get its failure too.
-          if (Option.isSome(failure)) for (const job of jobs.slice(settles.length)) job.abandon(failure.value)
-        }),
-        Effect.uninterruptible
-      )
-    }
-
-    /** When the last transaction began, for the gathering time. */
-    let lastBatchAt = 0
-    let gatherTimer: ReturnType<typeof setTimeout> | undefined
-
-    // SQLite calls are synchronous, so nothing can join a batch while one runs: after the first write
-    // arrives, one turn of the event loop lets the requests whose I/O completed meanwhile queue theirs.
-    const flush = () => {
-      scheduled = false
-      clearTimeout(gatherTimer)
-      gatherTimer = undefined
-      if (running || waiting.length === 0) return
-      const jobs = waiting.slice(0, MAX_BATCH)
-      waiting = waiting.slice(jobs.length)
-      running = true
-      lastBatchAt = Date.now()
-      runFork(commitBatch(jobs)).addObserver(() => {
-        running = false
-        if (waiting.length > 0) schedule()
-      })
-    }
-    const schedule = () => {
-      if (scheduled || running) return
-      const wait = waiting.every((job) => job.gathers) ? options.gatherMs - (Date.now() - lastBatchAt) : 0
-      if (wait > 0) {
-        gatherTimer ??= setTimeout(flush, wait)
-        return
+      const commitBatch = (jobs: ReadonlyArray<Job>) => {
+        const settles: Array<Settle> = []
+        const startedAt = performance.now()
+        return sql.withTransaction(
+          Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })
+        ).pipe(
+          Effect.exit,
+          // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
+          // @effect/sql does not roll it back: the next batch could not begin, and a plain write in
+          // between would join the doomed transaction. "No transaction is active" is fine here.
+          Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
+          Effect.map((committed) => {
+            metrics.commit((performance.now() - startedAt) / 1000)
+            const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
+            for (const settle of settles) settle(failure)
+            // Jobs the transaction never reached (it failed to begin) get its failure too.
+            if (Option.isSome(failure)) { for (const job of jobs.slice(settles.length)) job.abandon(failure.value) }
+          }),
+          Effect.uninterruptible
+        )
       }
-      scheduled = true
-      setImmediate(flush)
-    }
-    yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(gatherTimer)))
-    const add = (job: Job) => {
-      waiting.push(job)
-      schedule()
-    }
 
-    /** One write of its own; once taken, it is committed and answered even if its caller has gone. */
-    const single = <A, E>(write: Effect.Effect<A, E>, gathers = false): Effect.Effect<A, E | SqlError.SqlError> =>
-      Effect.async((resume) => {
-        add({
-          execute: Effect.map(Effect.exit(write), (outcome) => (commitFailure) => resume(settled(outcome, commitFailure))),
-          abandon: (failure) => resume(Exit.failCause(failure)),
-          gathers
+      /** When the last transaction began, for the gathering time. */
+      let lastBatchAt = 0
+      let gatherTimer: ReturnType<typeof setTimeout> | undefined
+
+      // SQLite calls are synchronous, so nothing can join a batch while one runs: after the first write
+      // arrives, one turn of the event loop lets the requests whose I/O completed meanwhile queue theirs.
+      const flush = () => {
+        scheduled = false
+        clearTimeout(gatherTimer)
+        gatherTimer = undefined
+        if (running || waiting.length === 0) return
+        const jobs = waiting.slice(0, MAX_BATCH)
+        waiting = waiting.slice(jobs.length)
+        running = true
+        lastBatchAt = Date.now()
+        runFork(commitBatch(jobs)).addObserver(() => {
+          running = false
+          if (waiting.length > 0) schedule()
         })
-      })
-
-    const groupNow = <I, A>(writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>): GroupWriter<I, A> => {
-      interface Member {
-        readonly item: I
-        readonly resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void
       }
-      let members: Array<Member> = []
-      const writeEach = (taken: ReadonlyArray<Member>) =>
-        Effect.forEach(taken, (member) =>
-          Effect.exit(Effect.flatMap(sql.withTransaction(writeAll([member.item])), (answers) =>
-            Option.match(Arr.head(answers), { onNone: () => Effect.dieMessage("a write group answered no item"), onSome: Effect.succeed }))))
-      // The group's items in one savepoint; if that fails, each in its own, so only a bad item fails.
-      const job: Job = {
-        execute: Effect.suspend(() => {
-          const taken = members
-          members = []
-          // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
-          const writeTogether = Effect.flatMap(writeAll(taken.map((m) => m.item)), (answers) =>
-            answers.length === taken.length ? Effect.succeed(answers.map(Exit.succeed)) : Effect.dieMessage("a write group answered too few items"))
-          return sql.withTransaction(writeTogether).pipe(
-            Effect.catchAllCause(() => writeEach(taken)),
-            Effect.map((outcomes) => (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
-              taken.forEach((member, i) => member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure)))
+      const schedule = () => {
+        if (scheduled || running) return
+        const wait = waiting.every((job) => job.gathers) ? options.gatherMs - (Date.now() - lastBatchAt) : 0
+        if (wait > 0) {
+          gatherTimer ??= setTimeout(flush, wait)
+          return
+        }
+        scheduled = true
+        setImmediate(flush)
+      }
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(gatherTimer)))
+      const add = (job: Job) => {
+        waiting.push(job)
+        schedule()
+      }
+
+      /** One write of its own; once taken, it is committed and answered even if its caller has gone. */
+      const single = <A, E>(write: Effect.Effect<A, E>, gathers = false): Effect.Effect<A, E | SqlError.SqlError> =>
+        Effect.async((resume) => {
+          add({
+            execute: Effect.map(Effect.exit(write), (outcome) => (commitFailure) =>
+              resume(settled(outcome, commitFailure))),
+            abandon: (failure) =>
+              resume(Exit.failCause(failure)),
+            gathers
+          })
+        })
+
+      const groupNow = <I, A>(
+        writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
+      ): GroupWriter<I, A> => {
+        interface Member {
+          readonly item: I
+          readonly resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void
+        }
+        let members: Array<Member> = []
+        const writeEach = (taken: ReadonlyArray<Member>) =>
+          Effect.forEach(taken, (member) =>
+            Effect.exit(Effect.flatMap(sql.withTransaction(writeAll([member.item])), (answers) =>
+              Option.match(Arr.head(answers), {
+                onNone: () =>
+                  Effect.dieMessage("a write group answered no item"),
+                onSome: Effect.succeed
+              }))))
+        // The group's items in one savepoint; if that fails, each in its own, so only a bad item fails.
+        const job: Job = {
+          execute: Effect.suspend(() => {
+            const taken = members
+            members = []
+            // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
+            const writeTogether = Effect.flatMap(
+              writeAll(taken.map((m) =>
+                m.item
+              )),
+              (answers) =>
+                answers.length === taken.length
+                  ? Effect.succeed(answers.map(Exit.succeed))
+                  : Effect.dieMessage("a write group answered too few items")
             )
-          )
-        }),
-        abandon: (failure) => {
-          const taken = members
-          members = []
-          for (const member of taken) member.resume(Exit.failCause(failure))
-        },
-        gathers: false
+            return sql.withTransaction(writeTogether).pipe(
+              Effect.catchAllCause(() => writeEach(taken)),
+              Effect.map((outcomes) => (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
+                taken.forEach((member, i) =>
+                  member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
+                )
+              )
+            )
+          }),
+          abandon: (failure) => {
+            const taken = members
+            members = []
+            for (const member of taken) {
+              member.resume(Exit.failCause(failure))
+            }
+          },
+          gathers: false
+        }
+        return (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => {
+          // The group's job is queued once; items arriving before it runs join it.
+          if (members.length === 0) add(job)
+          members.push({ item, resume })
+        }
       }
-      return (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => {
-        // The group's job is queued once; items arriving before it runs join it.
-        if (members.length === 0) add(job)
-        members.push({ item, resume })
-      }
-    }
 
-    return WriteBatcher.of({
-      // Nested in the shared transaction, withTransaction is a savepoint: a failing write rolls back alone.
-      run: (write) => single(sql.withTransaction(write)),
-      gather: (write) => single(sql.withTransaction(write), true),
-      runStatement: single,
-      groupNow
+      return WriteBatcher.of({
+        // Nested in the shared transaction, withTransaction is a savepoint: a failing write rolls back alone.
+        run: (write) => single(sql.withTransaction(write)),
+        gather: (write) => single(sql.withTransaction(write), true),
+        runStatement: single,
+        groupNow
+      })
     })
-  })
-)
+  )
 
 export const WriteBatcherLive = writeBatcherLayer({ gatherMs: GATHER_MS })

@@ -2,8 +2,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { accepts, instanceOnly } from "../Domain/Access.js"
-import { documented } from "../Domain/Documented.js"
 import { Authentication } from "../Domain/Authentication.js"
+import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { GraphId } from "../Domain/Ids.js"
 import { GraphList, GraphPagingFields, JsonObjectSchema, JsonValue, PassThrough } from "../Domain/Json.js"
@@ -41,7 +41,9 @@ const TemplateStatus = Schema.Literal(
   "DELETED",
   "LIMIT_EXCEEDED",
   "ARCHIVED"
-).annotations({ message: () => ({ message: "must be a template status such as APPROVED, PENDING or REJECTED", override: true }) })
+).annotations({
+  message: () => ({ message: "must be a template status such as APPROVED, PENDING or REJECTED", override: true })
+})
 
 const TemplateListQuery = RequestStruct({
   ...GraphPagingFields,
@@ -75,26 +77,38 @@ export class TemplatesApi extends HttpApiGroup.make("templates")
       .setPayload(CreateTemplate)
       .addSuccess(TemplateCreated)
       .addError(Wire.PayloadTooLarge)
-      .pipe(accepts(instanceOnly), documented(
-        "Create a message template",
-        "Submits a template to the upstream for approval; it is PENDING until approved (usually hours; in the sandbox, seconds). " +
-          "Only APPROVED templates can be sent. Fields the hub does not model (`message_send_ttl_seconds`, `parameter_format`, " +
-          "and whatever Meta adds) are forwarded to the Graph unchanged. The template's category is kept for routing sends " +
-          "(the Marketing Messages API).",
-      { example: TEMPLATE_EXAMPLE }
-    ))
+      .pipe(
+        accepts(instanceOnly),
+        documented(
+          "Create a message template",
+          "Submits a template to the upstream for approval; it is PENDING until approved (usually hours; in the sandbox, seconds). " +
+            "Only APPROVED templates can be sent. Fields the hub does not model (`message_send_ttl_seconds`, `parameter_format`, " +
+            "and whatever Meta adds) are forwarded to the Graph unchanged. The template's category is kept for routing sends " +
+            "(the Marketing Messages API).",
+          { example: TEMPLATE_EXAMPLE }
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("list", "/templates")
       .setUrlParams(TemplateListQuery)
       .addSuccess(GraphList(Template))
-      .pipe(accepts(instanceOnly), documented("List message templates", "The business account's templates, with the upstream's paging cursors; filter by `name` and `status`."))
+      .pipe(
+        accepts(instanceOnly),
+        documented(
+          "List message templates",
+          "The business account's templates, with the upstream's paging cursors; filter by `name` and `status`."
+        )
+      )
   )
   .add(
     HttpApiEndpoint.get("get", "/templates/:templateId")
       .setPath(Schema.Struct({ templateId: GraphId }))
       .addSuccess(Template)
-      .pipe(accepts(instanceOnly), documented("Read a message template", "One template of the business account, by its id."))
+      .pipe(
+        accepts(instanceOnly),
+        documented("Read a message template", "One template of the business account, by its id.")
+      )
   )
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

@@ -61,7 +61,13 @@ export const templateCategoryOf = (
   if (wabaId === undefined) return undefined
   const at = isoFromUnix(value.timestamp, receivedAt)
   const of = (category: unknown) =>
-    templateCategory({ wabaId, name: value.message_template_name, language: value.message_template_language, category, at })
+    templateCategory({
+      wabaId,
+      name: value.message_template_name,
+      language: value.message_template_language,
+      category,
+      at
+    })
   if (field === "message_template_status_update") return of(value.message_template_category)
   if (field === "template_category_update") {
     const impending = value.correct_category !== undefined || value.category_update_timestamp !== undefined
@@ -72,11 +78,15 @@ export const templateCategoryOf = (
 
 /** Keeps each category, the newest by its time: a late change never undoes a later one. */
 export const recordTemplateCategories = (sql: SqlClient.SqlClient, categories: ReadonlyArray<TemplateCategory>) =>
-  Effect.forEach(categories, (c) =>
-    sql`INSERT INTO template_categories ${
-      sql.insert({ waba_id: c.wabaId, name: c.name, language: c.language, category: c.category, updated_at: c.at })
-    } ON CONFLICT (waba_id, name, language) DO UPDATE SET category = excluded.category, updated_at = excluded.updated_at
-      WHERE excluded.updated_at >= template_categories.updated_at`, { discard: true })
+  Effect.forEach(
+    categories,
+    (c) =>
+      sql`INSERT INTO template_categories ${
+        sql.insert({ waba_id: c.wabaId, name: c.name, language: c.language, category: c.category, updated_at: c.at })
+      } ON CONFLICT (waba_id, name, language) DO UPDATE SET category = excluded.category, updated_at = excluded.updated_at
+      WHERE excluded.updated_at >= template_categories.updated_at`,
+    { discard: true }
+  )
 
 /** How a send chooses its endpoint: the request's `via`, else the instance's setting. */
 export type Via = "auto" | SendEndpoint
@@ -95,7 +105,9 @@ export const templateEndpoint = (
   if (via === "messages" || via === "marketing_messages") return Effect.succeed(via)
   return sql<{ readonly marketing_messages: string; readonly category: string | null }>`SELECT i.marketing_messages,
       (SELECT t.category FROM template_categories t
-        WHERE t.waba_id = i.waba_id AND t.name = ${template.name} AND t.language = ${languageKey(template.language)}) AS category
+        WHERE t.waba_id = i.waba_id AND t.name = ${template.name} AND t.language = ${
+    languageKey(template.language)
+  }) AS category
       FROM instances i WHERE i.id = ${instanceId}`.pipe(
     Effect.map((rows): SendEndpoint => {
       const row = rows[0]

@@ -10,7 +10,8 @@ type Issue = Schema.FilterIssue
 type Obj = Readonly<Record<string, unknown>>
 
 const upper = (u: unknown) => (typeof u === "string" ? u.toUpperCase() : "")
-const isStringArray = (u: unknown): u is ReadonlyArray<string> => Array.isArray(u) && u.every((s) => typeof s === "string")
+const isStringArray = (u: unknown): u is ReadonlyArray<string> =>
+  Array.isArray(u) && u.every((s) => typeof s === "string")
 
 const PLACEHOLDER = /\{\{([^{}]*)\}\}/g
 
@@ -50,7 +51,9 @@ const checkHeader = (at: At, header: Obj, authentication: boolean) => {
     const text = at.text(header.text, "text", 60)
     if (text === undefined) return
     const found = placeholders(text)
-    if (found.length > 1 || found.some((n) => n !== 1)) at.fail("may hold at most one placeholder, written {{1}}", "text")
+    if (found.length > 1 || found.some((n) => n !== 1)) {
+      at.fail("may hold at most one placeholder, written {{1}}", "text")
+    }
     const example = isRecord(header.example) ? header.example.header_text : undefined
     if (example !== undefined && (!isStringArray(example) || example.length !== found.length)) {
       at.fail(`must be an array of ${found.length} string(s), one per placeholder`, "example", "header_text")
@@ -61,7 +64,11 @@ const checkHeader = (at: At, header: Obj, authentication: boolean) => {
     if (authentication) return at.fail("an AUTHENTICATION template cannot have a media header", "format")
     const handles = isRecord(header.example) ? header.example.header_handle : undefined
     if (!isStringArray(handles) || handles.length === 0) {
-      at.fail(`a header of format ${format} needs an example media handle (example.header_handle: [<handle>])`, "example", "header_handle")
+      at.fail(
+        `a header of format ${format} needs an example media handle (example.header_handle: [<handle>])`,
+        "example",
+        "header_handle"
+      )
     }
   }
 }
@@ -80,7 +87,12 @@ const checkBody = (at: At, body: Obj, authentication: boolean) => {
   if (found.some((n) => n === undefined)) return at.fail("placeholders must be numbered, like {{1}}", "text")
   const numbers = [...new Set(found)].sort((a, b) => (a ?? 0) - (b ?? 0))
   if (numbers.some((n, i) => n !== i + 1)) {
-    return at.fail(`placeholders must be numbered {{1}} to {{${numbers.length}}} without gaps; found ${numbers.map((n) => `{{${n}}}`).join(", ")}`, "text")
+    return at.fail(
+      `placeholders must be numbered {{1}} to {{${numbers.length}}} without gaps; found ${
+        numbers.map((n) => `{{${n}}}`).join(", ")
+      }`,
+      "text"
+    )
   }
   const example = isRecord(body.example) ? body.example.body_text : undefined
   if (body.example !== undefined && example === undefined) return at.fail("must be an object with body_text", "example")
@@ -134,11 +146,15 @@ const checkButtons = (at: At, component: Obj, authentication: boolean) => {
     if (authentication) return b.fail("an AUTHENTICATION template has exactly one OTP button", "type")
     b.text(button.text, "text", 25)
     if (type === "URL") checkUrlButton(b, button)
-    if (type === "PHONE_NUMBER" && (typeof button.phone_number !== "string" || !/^\+?\d{5,20}$/.test(button.phone_number))) {
+    if (
+      type === "PHONE_NUMBER" && (typeof button.phone_number !== "string" || !/^\+?\d{5,20}$/.test(button.phone_number))
+    ) {
       b.fail("is required: the number in international form, digits only", "phone_number")
     }
   })
-  if (authentication && buttons.length !== 1) at.fail("an AUTHENTICATION template has exactly one OTP button", "buttons")
+  if (authentication && buttons.length !== 1) {
+    at.fail("an AUTHENTICATION template has exactly one OTP button", "buttons")
+  }
 }
 
 const checkers: Readonly<Record<string, (at: At, component: Obj, authentication: boolean) => void>> = {
@@ -164,6 +180,8 @@ export const componentIssues = (category: string, components: ReadonlyArray<unkn
     check(at, component, authentication)
   })
   if (counts.get("BODY") === undefined) root.fail("a template needs exactly one BODY component")
-  if (authentication && counts.get("BUTTONS") === undefined) root.fail("an AUTHENTICATION template needs a BUTTONS component with one OTP button")
+  if (authentication && counts.get("BUTTONS") === undefined) {
+    root.fail("an AUTHENTICATION template needs a BUTTONS component with one OTP button")
+  }
   return root.issues
 }

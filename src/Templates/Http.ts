@@ -11,11 +11,18 @@ import { Upstream } from "../Upstream/Upstream.js"
 import { Template } from "./Api.js"
 import { TemplateCategories, templateCategory } from "./Categories.js"
 
-const Created = PassThrough({ id: Schema.String, status: Schema.optional(Schema.String), category: Schema.optional(Schema.String) })
+const Created = PassThrough({
+  id: Schema.String,
+  status: Schema.optional(Schema.String),
+  category: Schema.optional(Schema.String)
+})
 const Names = GraphList(PassThrough({ id: Schema.String }))
 
 /** The categories of templates the Graph named, as now. */
-const learned = (wabaId: string, templates: ReadonlyArray<{ readonly name?: unknown; readonly language?: unknown; readonly category?: unknown }>) => {
+const learned = (
+  wabaId: string,
+  templates: ReadonlyArray<{ readonly name?: unknown; readonly language?: unknown; readonly category?: unknown }>
+) => {
   const at = new Date().toISOString()
   return templates.flatMap((t) => {
     const category = templateCategory({ wabaId, name: t.name, language: t.language, category: t.category, at })
@@ -40,7 +47,9 @@ export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (hand
           )
           // Graph may re-categorise a template; its answer wins over the request.
           const category = created.category ?? payload.category
-          yield* categories.learn(learned(target.wabaId, [{ name: payload.name, language: payload.language, category }]))
+          yield* categories.learn(
+            learned(target.wabaId, [{ name: payload.name, language: payload.language, category }])
+          )
           return { id: created.id, status: created.status ?? "PENDING", category }
         }))
       .handle("list", ({ urlParams }) =>
@@ -65,10 +74,11 @@ export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (hand
           )
           // An access token may reach several business accounts: the template must be listed under this one.
           if (template.name === undefined) return yield* notFound
-          const sameName = yield* upstream.listTemplates(target, { name: template.name, fields: "id", limit: "100" }).pipe(
-            Effect.mapError(toHubError),
-            Effect.flatMap(decodeAnswer(Names, "the template list"))
-          )
+          const sameName = yield* upstream.listTemplates(target, { name: template.name, fields: "id", limit: "100" })
+            .pipe(
+              Effect.mapError(toHubError),
+              Effect.flatMap(decodeAnswer(Names, "the template list"))
+            )
           if (!sameName.data.some((t) => t.id === template.id)) return yield* notFound
           return template
         }))

@@ -10,18 +10,18 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import type { HttpClientError } from "@effect/platform/HttpClientError"
 import { Clock, Duration, Effect, Layer, Redacted, Schedule, Schema, Stream } from "effect"
-import { graphVersionOf, warnAboutGraphVersion } from "./GraphVersion.js"
 import { HubConfig } from "../Config.js"
-import { type GraphRecorder, Metrics } from "../Metrics/Metrics.js"
-import { type KeepAlivePool, makeKeepAlivePool } from "../Net/Pool.js"
-import { type Origin, originOf } from "../Net/Connection.js"
-import { checkHeaders } from "../Net/RequestHead.js"
 import { parseJsonObject } from "../Domain/Json.js"
-import { type MultipartField, multipartBody } from "./Multipart.js"
-import { type GraphQuery, type MediaInfo, Upstream, type UploadFile, type UpstreamTarget } from "./Upstream.js"
 import { type JsonObject } from "../Domain/Json.js"
+import { type GraphRecorder, Metrics } from "../Metrics/Metrics.js"
+import { type Origin, originOf } from "../Net/Connection.js"
+import { type KeepAlivePool, makeKeepAlivePool } from "../Net/Pool.js"
+import { checkHeaders } from "../Net/RequestHead.js"
 import { decodeGraphError, GRAPH_ANSWER_LIMIT, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import { makeGraphSend, usesProxy } from "./GraphSend.js"
+import { graphVersionOf, warnAboutGraphVersion } from "./GraphVersion.js"
+import { multipartBody, type MultipartField } from "./Multipart.js"
+import { type GraphQuery, type MediaInfo, type UploadFile, Upstream, type UpstreamTarget } from "./Upstream.js"
 import { noAnswer, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
 const MediaInfoSchema = Schema.Struct({
@@ -99,7 +99,8 @@ export const isMediaHost = (mediaUrl: string, graphUrl: string): boolean => {
   const url = URL.parse(mediaUrl)
   if (url === null) return false
   if (url.origin === URL.parse(graphUrl)?.origin) return true
-  return url.protocol === "https:" && url.username === "" && META_MEDIA_HOSTS.some((host) => url.hostname === host || url.hostname.endsWith(`.${host}`))
+  return url.protocol === "https:" && url.username === "" &&
+    META_MEDIA_HOSTS.some((host) => url.hostname === host || url.hostname.endsWith(`.${host}`))
 }
 
 /**
@@ -119,7 +120,10 @@ const placeIn = (pool: KeepAlivePool, origin: Origin) =>
 /** `exchange` in a place under `origin`'s cap in `pool`, given back when it ends however it ends. */
 const inPlace = <A, E>(pool: KeepAlivePool, origin: Origin, exchange: Effect.Effect<A, E>): Effect.Effect<A, E> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(restore(placeIn(pool, origin)), (giveBack) => Effect.ensuring(restore(exchange), Effect.sync(giveBack)))
+    Effect.flatMap(
+      restore(placeIn(pool, origin)),
+      (giveBack) => Effect.ensuring(restore(exchange), Effect.sync(giveBack))
+    )
   )
 
 const utf8 = new TextDecoder()
@@ -159,14 +163,20 @@ const makeGraphUpstream = Effect.gen(function*() {
   // a proxy is configured: fetch honours it, the pool connects directly.
   const pool = usesProxy(process.env)
     ? undefined
-    : yield* Effect.acquireRelease(Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024, maxPerOrigin: config.maxConnectionsPerOrigin })), (p) => Effect.sync(() => p.close()))
+    : yield* Effect.acquireRelease(
+      Effect.sync(() => makeKeepAlivePool({ maxIdlePerOrigin: 1024, maxPerOrigin: config.maxConnectionsPerOrigin })),
+      (p) => Effect.sync(() => p.close())
+    )
   // fetch cannot cap its connections: the other calls to the Graph API take a place under the same
   // cap as the send's connections (KeepAlivePool.hold), so the exchanges in flight to it stay within
   // HUB_MAX_CONNECTIONS_PER_ORIGIN. With a proxy everything goes through fetch, uncapped.
   const graphOrigin = originOf(new URL(config.graphUrl))
   // Network deadlines and retry delays are wall-clock time, even where a test replaced the Clock.
   const wallClock = Clock.make()
-  const retrySchedule = Schedule.exponential(config.graphRetryBase).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(2)))
+  const retrySchedule = Schedule.exponential(config.graphRetryBase).pipe(
+    Schedule.jittered,
+    Schedule.intersect(Schedule.recurs(2))
+  )
 
   const url = (...segments: ReadonlyArray<string>) => `${config.graphUrl}/${segments.map(encodeURIComponent).join("/")}`
 
@@ -183,7 +193,10 @@ const makeGraphUpstream = Effect.gen(function*() {
   }
 
   const get = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, query: GraphQuery = {}): Call => ({
-    request: authorized(target, HttpClientRequest.get(url(...path)).pipe(withQuery(query), HttpClientRequest.acceptJson)),
+    request: authorized(
+      target,
+      HttpClientRequest.get(url(...path)).pipe(withQuery(query), HttpClientRequest.acceptJson)
+    ),
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: true,
@@ -192,8 +205,20 @@ const makeGraphUpstream = Effect.gen(function*() {
   })
 
   /** A POST, or another method that changes something (DELETE), with a JSON body. */
-  const postJson = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, body: JsonObject, method: "POST" | "DELETE" = "POST"): Call => ({
-    request: authorized(target, HttpClientRequest.make(method)(url(...path)).pipe(HttpClientRequest.bodyUnsafeJson(body), HttpClientRequest.acceptJson)),
+  const postJson = (
+    target: UpstreamTarget,
+    call: GraphCall,
+    path: ReadonlyArray<string>,
+    body: JsonObject,
+    method: "POST" | "DELETE" = "POST"
+  ): Call => ({
+    request: authorized(
+      target,
+      HttpClientRequest.make(method)(url(...path)).pipe(
+        HttpClientRequest.bodyUnsafeJson(body),
+        HttpClientRequest.acceptJson
+      )
+    ),
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: false,
@@ -211,8 +236,19 @@ const makeGraphUpstream = Effect.gen(function*() {
     capped: true
   })
 
-  const postForm = (target: UpstreamTarget, call: GraphCall, path: ReadonlyArray<string>, fields: ReadonlyArray<MultipartField>): Call => ({
-    request: authorized(target, HttpClientRequest.post(url(...path)).pipe(HttpClientRequest.setBody(multipartBody(fields)), HttpClientRequest.acceptJson)),
+  const postForm = (
+    target: UpstreamTarget,
+    call: GraphCall,
+    path: ReadonlyArray<string>,
+    fields: ReadonlyArray<MultipartField>
+  ): Call => ({
+    request: authorized(
+      target,
+      HttpClientRequest.post(url(...path)).pipe(
+        HttpClientRequest.setBody(multipartBody(fields)),
+        HttpClientRequest.acceptJson
+      )
+    ),
     what: WHAT[call],
     recorder: metrics.graphCall(call),
     retry: false,
@@ -225,11 +261,21 @@ const makeGraphUpstream = Effect.gen(function*() {
 
   /** A failed exchange: a network failure (possibly while reading the answer); its deadline is `inTime`'s. */
   const failed = (reading: boolean) => (e: HttpClientError) =>
-    noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${describeHttpError(e)}` : describeHttpError(e))
+    noAnswer(
+      "network",
+      reading
+        ? `The upstream connection failed while reading the answer: ${describeHttpError(e)}`
+        : describeHttpError(e)
+    )
 
   const readText = (call: Call, response: HttpClientResponse.HttpClientResponse) =>
-    textAtMost(response, GRAPH_ANSWER_LIMIT, failed(true), () =>
-      noAnswer("network", `The upstream answered ${call.what} with more than ${GRAPH_ANSWER_LIMIT / 1024 / 1024} MB`))
+    textAtMost(
+      response,
+      GRAPH_ANSWER_LIMIT,
+      failed(true),
+      () =>
+        noAnswer("network", `The upstream answered ${call.what} with more than ${GRAPH_ANSWER_LIMIT / 1024 / 1024} MB`)
+    )
 
   // Meta serves an older or newer version than asked for when the asked one is gone or the app is
   // pinned: said once per process, from the answers' `facebook-api-version`.
@@ -237,9 +283,13 @@ const makeGraphUpstream = Effect.gen(function*() {
   let versionNoted = false
   const noteVersion = (response: HttpClientResponse.HttpClientResponse) => {
     const answered = response.headers["facebook-api-version"]
-    if (versionNoted || answered === undefined || askedVersion === undefined || answered === askedVersion) return Effect.void
+    if (versionNoted || answered === undefined || askedVersion === undefined || answered === askedVersion) {
+      return Effect.void
+    }
     versionNoted = true
-    return Effect.logWarning(`The Graph API answers with version ${answered}, not the ${askedVersion} HUB_GRAPH_URL asks for`)
+    return Effect.logWarning(
+      `The Graph API answers with version ${answered}, not the ${askedVersion} HUB_GRAPH_URL asks for`
+    )
   }
 
   /**
@@ -253,8 +303,10 @@ const makeGraphUpstream = Effect.gen(function*() {
       Effect.mapError(failed(false)),
       Effect.tap(noteVersion),
       Effect.flatMap((response) =>
-        response.status < 400 ? Effect.succeed(response) : Effect.flatMap(readText(call, response), (text) =>
-          Effect.fail(decodeGraphError(response.status, response.headers, text)))
+        response.status < 400 ?
+          Effect.succeed(response) :
+          Effect.flatMap(readText(call, response), (text) =>
+            Effect.fail(decodeGraphError(response.status, response.headers, text)))
       )
     )
   }
@@ -265,7 +317,10 @@ const makeGraphUpstream = Effect.gen(function*() {
    */
   const inTime = <A>(call: Call, attempt: Effect.Effect<A, UpstreamError>): Effect.Effect<A, UpstreamError> => {
     const placed = call.capped && pool !== undefined ? inPlace(pool, graphOrigin, attempt) : attempt
-    return Effect.withClock(Effect.timeoutFail(placed, { duration: call.timeout, onTimeout: () => timedOut(call.what, call.timeout) }), wallClock)
+    return Effect.withClock(
+      Effect.timeoutFail(placed, { duration: call.timeout, onTimeout: () => timedOut(call.what, call.timeout) }),
+      wallClock
+    )
   }
 
   /** Reads are retried, their delays on the wall clock; a write is tried once. */
@@ -298,14 +353,34 @@ const makeGraphUpstream = Effect.gen(function*() {
 
   /** The body itself (extra fields kept), once it has the fields the caller relies on. */
   const checked = <A>(call: Call, is: (u: unknown) => u is A): Effect.Effect<A, UpstreamError> =>
-    observed(call, Effect.flatMap(unobservedJson(call), (body) => (is(body) ? Effect.succeed(body) : Effect.fail(malformed(call.what)))))
+    observed(
+      call,
+      Effect.flatMap(
+        unobservedJson(call),
+        (body) => (is(body) ? Effect.succeed(body) : Effect.fail(malformed(call.what)))
+      )
+    )
 
-  const filePart = (file: UploadFile): MultipartField => ({ name: "file", filename: file.filename, contentType: file.mimeType, content: file.content })
+  const filePart = (file: UploadFile): MultipartField => ({
+    name: "file",
+    filename: file.filename,
+    contentType: file.mimeType,
+    content: file.content
+  })
 
   return Upstream.of({
-    sendMessage: makeGraphSend({ graphUrl: config.graphUrl, timeout: config.graphTimeout, pool, recorder: metrics.graphCall("sendMessage") }),
+    sendMessage: makeGraphSend({
+      graphUrl: config.graphUrl,
+      timeout: config.graphTimeout,
+      pool,
+      recorder: metrics.graphCall("sendMessage")
+    }),
     uploadMedia: (target, file) => {
-      const fields = [{ name: "messaging_product", value: "whatsapp" }, { name: "type", value: file.mimeType }, filePart(file)]
+      const fields = [
+        { name: "messaging_product", value: "whatsapp" },
+        { name: "type", value: file.mimeType },
+        filePart(file)
+      ]
       return checked(postForm(target, "uploadMedia", [target.phoneNumberId, "media"], fields), isUploadResponse)
     },
     getMedia: (target, mediaId) =>
@@ -313,7 +388,9 @@ const makeGraphUpstream = Effect.gen(function*() {
     downloadMedia: (target, mediaUrl) => {
       // The instance's access token goes only where Meta serves media, whatever URL the Graph answered.
       if (!isMediaHost(mediaUrl, config.graphUrl)) {
-        return Effect.fail(noAnswer("network", "The upstream answered a media URL that is not on Meta's media hosts; it was not fetched"))
+        return Effect.fail(
+          noAnswer("network", "The upstream answered a media URL that is not on Meta's media hosts; it was not fetched")
+        )
       }
       const call: Call = {
         request: authorized(target, HttpClientRequest.get(mediaUrl)),
@@ -332,29 +409,44 @@ const makeGraphUpstream = Effect.gen(function*() {
           // The whole download, body included, ends within HUB_GRAPH_UPLOAD_TIMEOUT of its start: a
           // body that trickles in would otherwise hold its connection and its place for good.
           const left = Duration.millis(Math.max(0, Duration.toMillis(call.timeout) - (Date.now() - startedAt)))
-          const deadline = Effect.zipRight(Effect.sleep(left), Effect.fail(timedOut(call.what, call.timeout))).pipe(Effect.withClock(wallClock))
+          const deadline = Effect.zipRight(Effect.sleep(left), Effect.fail(timedOut(call.what, call.timeout))).pipe(
+            Effect.withClock(wallClock)
+          )
           return {
             contentType: response.headers["content-type"] ?? "application/octet-stream",
-            contentLength: Number.isInteger(length) && length >= 0 && response.headers["content-length"] !== undefined ? length : undefined,
-            body: Stream.mapError(response.stream, (e) => noAnswer("network", `The media download broke off: ${describeHttpError(e)}`)).pipe(
+            contentLength: Number.isInteger(length) && length >= 0 && response.headers["content-length"] !== undefined
+              ? length
+              : undefined,
+            body: Stream.mapError(
+              response.stream,
+              (e) => noAnswer("network", `The media download broke off: ${describeHttpError(e)}`)
+            ).pipe(
               Stream.interruptWhen(deadline)
             )
           }
         })
       )
     },
-    createTemplate: (target, body) => json(postJson(target, "createTemplate", [target.wabaId, "message_templates"], body)),
+    createTemplate: (target, body) =>
+      json(postJson(target, "createTemplate", [target.wabaId, "message_templates"], body)),
     listTemplates: (target, query) => json(get(target, "listTemplates", [target.wabaId, "message_templates"], query)),
     getTemplate: (target, templateId) => json(get(target, "getTemplate", [templateId])),
     getSettings: (target, includeSipCredentials) =>
-      json(get(target, "getSettings", [target.phoneNumberId, "settings"], { include_sip_credentials: String(includeSipCredentials) })),
-    updateSettings: (target, body) => json(postJson(target, "updateSettings", [target.phoneNumberId, "settings"], body)),
+      json(
+        get(target, "getSettings", [target.phoneNumberId, "settings"], {
+          include_sip_credentials: String(includeSipCredentials)
+        })
+      ),
+    updateSettings: (target, body) =>
+      json(postJson(target, "updateSettings", [target.phoneNumberId, "settings"], body)),
     listPhoneNumbers: (target, query) => json(get(target, "listPhoneNumbers", [target.wabaId, "phone_numbers"], query)),
     callAction: (target, body) => json(postJson(target, "callAction", [target.phoneNumberId, "calls"], body)),
     listActivities: (target, query) => json(get(target, "listActivities", [target.wabaId, "activities"], query)),
-    getComplianceInfo: (target) => json(get(target, "getComplianceInfo", [target.phoneNumberId, "business_compliance_info"])),
+    getComplianceInfo: (target) =>
+      json(get(target, "getComplianceInfo", [target.phoneNumberId, "business_compliance_info"])),
     listQrCodes: (target, query) => json(get(target, "listQrCodes", [target.phoneNumberId, "message_qrdls"], query)),
-    getQrCode: (target, code, query) => json(get(target, "getQrCode", [target.phoneNumberId, "message_qrdls", code], query)),
+    getQrCode: (target, code, query) =>
+      json(get(target, "getQrCode", [target.phoneNumberId, "message_qrdls", code], query)),
     listFlows: (target, query) => json(get(target, "listFlows", [target.wabaId, "flows"], query)),
     listFlowAssets: (target, flowId) => json(get(target, "listFlowAssets", [flowId, "assets"])),
     uploadFlowAsset: (target, flowId, asset) => {
@@ -369,10 +461,13 @@ const makeGraphUpstream = Effect.gen(function*() {
     deprecateFlow: (target, flowId) => json(postAction(target, "deprecateFlow", [flowId, "deprecate"])),
     getGroup: (target, groupId) => json(get(target, "getGroup", [groupId])),
     listGroups: (target, query) => json(get(target, "listGroups", [target.phoneNumberId, "groups"], query)),
-    getBusinessProfile: (target, query) => json(get(target, "getBusinessProfile", [target.phoneNumberId, "whatsapp_business_profile"], query)),
+    getBusinessProfile: (target, query) =>
+      json(get(target, "getBusinessProfile", [target.phoneNumberId, "whatsapp_business_profile"], query)),
     blockUsers: (target, body) => json(postJson(target, "blockUsers", [target.phoneNumberId, "block_users"], body)),
-    unblockUsers: (target, body) => json(postJson(target, "unblockUsers", [target.phoneNumberId, "block_users"], body, "DELETE")),
-    listBlockedUsers: (target, query) => json(get(target, "listBlockedUsers", [target.phoneNumberId, "block_users"], query))
+    unblockUsers: (target, body) =>
+      json(postJson(target, "unblockUsers", [target.phoneNumberId, "block_users"], body, "DELETE")),
+    listBlockedUsers: (target, query) =>
+      json(get(target, "listBlockedUsers", [target.phoneNumberId, "block_users"], query))
   })
 })
 

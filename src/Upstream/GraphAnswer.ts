@@ -1,8 +1,8 @@
 /** Reading Graph's answers: the error envelope, and what a call's caller relies on. */
 import { Schema } from "effect"
+import { parseJsonObject } from "../Domain/Json.js"
 import type { GraphOutcome } from "../Metrics/Metrics.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
-import { parseJsonObject } from "../Domain/Json.js"
 import { graphError, PARTIAL_OUTCOME_CODES, THROTTLING_CODES, type UpstreamError } from "./UpstreamError.js"
 
 /** The User-Agent of every Graph call: lookaside media downloads are unreliable through fetch without one (research §3.2). */
@@ -23,12 +23,21 @@ const GraphErrorEnvelope = Schema.Struct({
 const decodeErrorEnvelope = Schema.decodeUnknownOption(GraphErrorEnvelope)
 
 /** An error answer: the Graph envelope when there is one, otherwise the HTTP status alone (code 0). */
-export const decodeGraphError = (status: number, headers: Readonly<Record<string, string>>, text: string): UpstreamError => {
+export const decodeGraphError = (
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  text: string
+): UpstreamError => {
   const retryAfter = parseRetryAfter(headers["retry-after"], Date.now())
   const parsed = parseJsonObject(text)
   const envelope = parsed === undefined ? undefined : decodeErrorEnvelope(parsed)
   if (envelope === undefined || envelope._tag === "None") {
-    return graphError({ status, code: 0, message: `The upstream answered HTTP ${status} without a Graph error body`, retryAfterSeconds: retryAfter })
+    return graphError({
+      status,
+      code: 0,
+      message: `The upstream answered HTTP ${status} without a Graph error body`,
+      retryAfterSeconds: retryAfter
+    })
   }
   const error = envelope.value.error
   return graphError({
@@ -45,7 +54,8 @@ export const decodeGraphError = (status: number, headers: Readonly<Record<string
 }
 
 /** A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502. */
-export const malformed = (what: string) => graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
+export const malformed = (what: string) =>
+  graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
 
 /** A failed call's outcome, as the metrics count Graph calls. */
 export const graphOutcomeOf = (e: UpstreamError): GraphOutcome => {

@@ -8,23 +8,25 @@
  * when a proxy is configured, since fetch honours it; and the same reading of the answer (GraphAnswer.ts).
  */
 import { Duration, Either, Redacted, Schema } from "effect"
+import { parseJsonObject } from "../Domain/Json.js"
+import type { JsonObject } from "../Domain/Json.js"
 import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
+import { originOf } from "../Net/Connection.js"
 import { Deadline } from "../Net/Deadline.js"
 import { type KeepAlivePool } from "../Net/Pool.js"
-import { originOf } from "../Net/Connection.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import type { BodyKept } from "../Net/ResponseReader.js"
 import { decodeGraphError, GRAPH_ANSWER_LIMIT, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
-import { parseJsonObject } from "../Domain/Json.js"
 import type { SendEndpoint, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
-import type { JsonObject } from "../Domain/Json.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
 
 const SendMessageResponseSchema = Schema.Struct({
   messaging_product: Schema.String,
   // A send to a business-scoped user id is answered {input, user_id}: wa_id only when the number is known.
   contacts: Schema.Array(Schema.Struct({ input: Schema.String, wa_id: Schema.optional(Schema.String) })),
-  messages: Schema.NonEmptyArray(Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) }))
+  messages: Schema.NonEmptyArray(
+    Schema.Struct({ id: Schema.String, message_status: Schema.optionalWith(Schema.String, { exact: true }) })
+  )
 })
 const isSendMessageResponse = Schema.is(SendMessageResponseSchema)
 
@@ -63,13 +65,22 @@ interface Answered {
 }
 
 /** Why an exchange ended without an answer: the deadline, or the network (the message says where). */
-const failure = (deadline: Deadline, thrown: unknown, timedOut: () => UpstreamError, reading: boolean): UpstreamError => {
+const failure = (
+  deadline: Deadline,
+  thrown: unknown,
+  timedOut: () => UpstreamError,
+  reading: boolean
+): UpstreamError => {
   if (deadline.timedOut) return timedOut()
   const message = thrown instanceof Error && thrown.message !== "" ? thrown.message : reading ? "Decode" : "Transport"
   return noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${message}` : message)
 }
 
-export type GraphSend = (target: UpstreamTarget, body: JsonObject, endpoint?: SendEndpoint) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
+export type GraphSend = (
+  target: UpstreamTarget,
+  body: JsonObject,
+  endpoint?: SendEndpoint
+) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
 
 export const makeGraphSend = (options: {
   readonly graphUrl: string
@@ -81,13 +92,25 @@ export const makeGraphSend = (options: {
 }): GraphSend => {
   const recorder = options.recorder ?? noMetrics.graphCall("sendMessage")
   const timeoutMillis = Duration.toMillis(options.timeout)
-  const timedOut = () => noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
+  const timedOut = () =>
+    noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
   const pool = options.pool
   // Every send goes to the Graph URL's origin: parsed once.
   const origin = originOf(new URL(options.graphUrl))
 
-  const viaPool = async (pooled: KeepAlivePool, bytes: Buffer, deadline: Deadline): Promise<Answered | UpstreamError> => {
-    const outcome = await pooled.request({ origin, bytes, resendable: false, headRequest: false, kept: WHOLE_ANSWER, signal: deadline.signal })
+  const viaPool = async (
+    pooled: KeepAlivePool,
+    bytes: Buffer,
+    deadline: Deadline
+  ): Promise<Answered | UpstreamError> => {
+    const outcome = await pooled.request({
+      origin,
+      bytes,
+      resendable: false,
+      headRequest: false,
+      kept: WHOLE_ANSWER,
+      signal: deadline.signal
+    })
     if (outcome._tag === "Aborted") return failure(deadline, new Error("the call was aborted"), timedOut, false)
     if (outcome._tag !== "Answer") return failure(deadline, new Error(outcome.message), timedOut, false)
     const answer = outcome.answer
@@ -99,7 +122,12 @@ export const makeGraphSend = (options: {
     }
   }
 
-  const viaFetch = async (url: URL, headers: Record<string, string>, body: string, deadline: Deadline): Promise<Answered | UpstreamError> => {
+  const viaFetch = async (
+    url: URL,
+    headers: Record<string, string>,
+    body: string,
+    deadline: Deadline
+  ): Promise<Answered | UpstreamError> => {
     let response: Response
     try {
       response = await fetch(url, { method: "POST", headers, body, signal: deadline.signal })
@@ -115,7 +143,11 @@ export const makeGraphSend = (options: {
   }
 
   /** The exchange, one way or the other; a header that cannot be sent is refused before anything is, either way. */
-  const exchange = async (url: URL, headers: Record<string, string>, body: string): Promise<Answered | UpstreamError> => {
+  const exchange = async (
+    url: URL,
+    headers: Record<string, string>,
+    body: string
+  ): Promise<Answered | UpstreamError> => {
     if (pool === undefined) {
       const refused = checkHeaders(headers)
       if (refused !== undefined) return noAnswer("network", refused.message)
@@ -136,7 +168,9 @@ export const makeGraphSend = (options: {
     if (answered._tag === "UpstreamError") return Either.left(answered)
     if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
     const parsed = parseJsonObject(answered.text)
-    return parsed !== undefined && isSendMessageResponse(parsed) ? Either.right(parsed) : Either.left(malformed("the send"))
+    return parsed !== undefined && isSendMessageResponse(parsed)
+      ? Either.right(parsed)
+      : Either.left(malformed("the send"))
   }
 
   return async (target, message, endpoint = "messages") => {
@@ -149,7 +183,10 @@ export const makeGraphSend = (options: {
     }
     const startedAt = performance.now()
     const outcome = outcomeOf(await exchange(url, headers, JSON.stringify(message)))
-    recorder.observe(Either.isRight(outcome) ? "ok" : graphOutcomeOf(outcome.left), (performance.now() - startedAt) / 1000)
+    recorder.observe(
+      Either.isRight(outcome) ? "ok" : graphOutcomeOf(outcome.left),
+      (performance.now() - startedAt) / 1000
+    )
     return outcome
   }
 }

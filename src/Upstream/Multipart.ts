@@ -23,11 +23,17 @@ export const multipartBody = (fields: ReadonlyArray<MultipartField>): HttpBody.H
   const chunks: Array<Uint8Array | Blob> = []
   for (const field of fields) {
     if ("value" in field) {
-      chunks.push(encoder.encode(`--${boundary}\r\nContent-Disposition: form-data; name=${quoted(field.name)}\r\n\r\n${field.value}\r\n`))
+      chunks.push(
+        encoder.encode(
+          `--${boundary}\r\nContent-Disposition: form-data; name=${quoted(field.name)}\r\n\r\n${field.value}\r\n`
+        )
+      )
     } else {
       chunks.push(
         encoder.encode(
-          `--${boundary}\r\nContent-Disposition: form-data; name=${quoted(field.name)}; filename=${quoted(field.filename)}\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name=${quoted(field.name)}; filename=${
+            quoted(field.filename)
+          }\r\n` +
             `Content-Type: ${field.contentType.replace(/[\r\n]/g, "")}\r\n\r\n`
         ),
         field.content,
@@ -39,7 +45,8 @@ export const multipartBody = (fields: ReadonlyArray<MultipartField>): HttpBody.H
   const length = chunks.reduce((sum, chunk) => sum + (chunk instanceof Blob ? chunk.size : chunk.byteLength), 0)
   const stream = Stream.flatMap(
     Stream.fromIterable(chunks),
-    (chunk) => chunk instanceof Blob ? Stream.fromReadableStream(() => chunk.stream(), (cause) => cause) : Stream.succeed(chunk),
+    (chunk) =>
+      chunk instanceof Blob ? Stream.fromReadableStream(() => chunk.stream(), (cause) => cause) : Stream.succeed(chunk),
     { concurrency: 1 }
   )
   return HttpBody.stream(stream, `multipart/form-data; boundary=${boundary}`, length)

@@ -8,7 +8,6 @@ import { Context, type Effect, type Either, type Redacted, type Stream } from "e
 import type { JsonObject } from "../Domain/Json.js"
 import type { UpstreamError } from "./UpstreamError.js"
 
-
 /** Which business number and account a call acts for, with that instance's access token. */
 export interface UpstreamTarget {
   readonly phoneNumberId: string
@@ -66,7 +65,10 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
     endpoint?: SendEndpoint
   ) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
   /** POST /{phone-number-id}/media (multipart: file, type, messaging_product). */
-  readonly uploadMedia: (target: UpstreamTarget, file: UploadFile) => Effect.Effect<{ readonly id: string }, UpstreamError>
+  readonly uploadMedia: (
+    target: UpstreamTarget,
+    file: UploadFile
+  ) => Effect.Effect<{ readonly id: string }, UpstreamError>
   /** GET /{media-id}?phone_number_id=… */
   readonly getMedia: (target: UpstreamTarget, mediaId: string) => Effect.Effect<MediaInfo, UpstreamError>
   /** GET <media url> with the instance's Bearer token. */
@@ -78,7 +80,10 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
   /** GET /{template-id} */
   readonly getTemplate: (target: UpstreamTarget, templateId: string) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{phone-number-id}/settings?include_sip_credentials= */
-  readonly getSettings: (target: UpstreamTarget, includeSipCredentials: boolean) => Effect.Effect<JsonObject, UpstreamError>
+  readonly getSettings: (
+    target: UpstreamTarget,
+    includeSipCredentials: boolean
+  ) => Effect.Effect<JsonObject, UpstreamError>
   /** POST /{phone-number-id}/settings with exactly one feature section. */
   readonly updateSettings: (target: UpstreamTarget, body: JsonObject) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{waba-id}/phone_numbers */
@@ -92,7 +97,11 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
   /** GET /{phone-number-id}/message_qrdls */
   readonly listQrCodes: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{phone-number-id}/message_qrdls/{code}: Graph wraps the one code in `data[]`. */
-  readonly getQrCode: (target: UpstreamTarget, code: string, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
+  readonly getQrCode: (
+    target: UpstreamTarget,
+    code: string,
+    query: GraphQuery
+  ) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{waba-id}/flows */
   readonly listFlows: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{flow-id}/assets */

@@ -43,10 +43,18 @@ const refusalErrorOf = (code: number): string =>
 
 export const toHubError = (e: UpstreamError): TooManyRequests | UpstreamFailure => {
   if (e.kind === "timeout") {
-    return new UpstreamFailure({ status: 504, message: "The upstream did not answer in time", error: "upstream_timeout" })
+    return new UpstreamFailure({
+      status: 504,
+      message: "The upstream did not answer in time",
+      error: "upstream_timeout"
+    })
   }
   if (e.kind === "network") {
-    return new UpstreamFailure({ status: 502, message: `The upstream could not be reached: ${e.message}`, error: "upstream_unreachable" })
+    return new UpstreamFailure({
+      status: 502,
+      message: `The upstream could not be reached: ${e.message}`,
+      error: "upstream_unreachable"
+    })
   }
   if (e.kind === "graph" && e.code === MAINTENANCE) {
     return new UpstreamFailure({
@@ -76,7 +84,12 @@ export const toHubError = (e: UpstreamError): TooManyRequests | UpstreamFailure 
   if (e.status >= 400 && e.status < 500) {
     // The statuses the document names for an upstream refusal (Domain/Errors.ts); Graph answers others rarely, if ever.
     const status = e.status === 403 || e.status === 404 ? e.status : 400
-    return new UpstreamFailure({ status, message: e.message, error: refusalErrorOf(e.code), details: upstreamDetails(e) })
+    return new UpstreamFailure({
+      status,
+      message: e.message,
+      error: refusalErrorOf(e.code),
+      details: upstreamDetails(e)
+    })
   }
   return new UpstreamFailure({ status: 502, message: e.message, error: "upstream_error", details: upstreamDetails(e) })
 }

@@ -82,11 +82,13 @@ export const CustomHeadersInput = Schema.Record({ key: Schema.String, value: Sch
   }),
   Schema.transform(Schema.Record({ key: Schema.String, value: Schema.String }), {
     strict: true,
-    decode: (headers) => Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])),
+    decode: (headers) =>
+      Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])),
     encode: (headers) => headers
   })
 ).annotations({
-  description: `Up to ${MAX_HEADERS} static request headers sent with every delivery, e.g. {"authorization": "Bearer …", "x-tenant": "acme"}. ` +
+  description:
+    `Up to ${MAX_HEADERS} static request headers sent with every delivery, e.g. {"authorization": "Bearer …", "x-tenant": "acme"}. ` +
     "Names are HTTP tokens (case-insensitive, stored lower-case) other than host, content-*, transfer-encoding, connection, " +
     "keep-alive, te, trailer, upgrade, expect, user-agent, proxy-*, sec-* and webhook-*; values have no control characters, " +
     `at most ${MAX_VALUE} characters. Headers named like secrets (authorization, cookie, *token*, *secret*, *key*, *password*, ` +
@@ -107,7 +109,9 @@ export const splitHeaders = (headers: Readonly<Record<string, string>>): StoredH
   if (entries.length === 0) return { shown: null, secret: null }
   const secret = entries.filter(([name]) => isSecretHeader(name))
   return {
-    shown: JSON.stringify(Object.fromEntries(entries.map(([name, value]) => [name, isSecretHeader(name) ? null : value]))),
+    shown: JSON.stringify(
+      Object.fromEntries(entries.map(([name, value]) => [name, isSecretHeader(name) ? null : value]))
+    ),
     secret: secret.length === 0 ? null : JSON.stringify(Object.fromEntries(secret))
   }
 }
@@ -120,7 +124,9 @@ const parseObject = (text: string | null): Record<string, unknown> => {
 
 /** The headers a record shows: plain values as stored, secret ones redacted. */
 export const shownHeaders = (shown: string | null): Record<string, string> =>
-  Object.fromEntries(Object.entries(parseObject(shown)).map(([name, value]) => [name, typeof value === "string" ? value : REDACTED]))
+  Object.fromEntries(
+    Object.entries(parseObject(shown)).map(([name, value]) => [name, typeof value === "string" ? value : REDACTED])
+  )
 
 /** The headers a delivery sends: the plain ones and the decrypted secret ones. */
 export const sentHeaders = (shown: string | null, secret: string | null): Record<string, string> => {

@@ -6,6 +6,7 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
+import type { DeliveryStatus } from "../Domain/Vocabulary.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
@@ -16,10 +17,9 @@ import {
   type DeliveryRow,
   deliveryRows,
   type LogFilter,
-  logPage,
-  type LogPage
+  type LogPage,
+  logPage
 } from "./DeliveryLog.js"
-import type { DeliveryStatus } from "../Domain/Vocabulary.js"
 
 /** Most queued rows of each status the health of a webhook counts. */
 export const QUEUED_CAP = 1_000
@@ -72,7 +72,11 @@ const healthRows = decodeRows(Schema.Struct({
  * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
  * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
  */
-const healthOf = (sql: SqlClient.SqlClient, webhookIds: ReadonlyArray<string>, sinceHour: string): Effect.Effect<ReadonlyMap<string, DeliveryHealth>> =>
+const healthOf = (
+  sql: SqlClient.SqlClient,
+  webhookIds: ReadonlyArray<string>,
+  sinceHour: string
+): Effect.Effect<ReadonlyMap<string, DeliveryHealth>> =>
   Effect.gen(function*() {
     const health = new Map<string, DeliveryHealth>()
     for (const webhookId of webhookIds) {
@@ -81,11 +85,15 @@ const healthOf = (sql: SqlClient.SqlClient, webhookIds: ReadonlyArray<string>, s
           WHERE webhook_id = ${webhookId} AND outcome = ${name} AND hour >= ${sinceHour})`
       const queued = (status: string) =>
         sql`(SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
-          WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${QUEUED_CAP + 1}) AS queued)`
-      const [row] = yield* healthRows(sql`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
+          WHERE webhook_id = ${webhookId} AND status = ${status} AND next_attempt_at IS NOT NULL LIMIT ${
+          QUEUED_CAP + 1
+        }) AS queued)`
+      const [row] = yield* healthRows(
+        sql`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
           (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
             ORDER BY hour DESC LIMIT 1) AS last_success_at,
-          ${queued("pending")} AS pending, ${queued("failed")} AS retrying`)
+          ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
+      )
       const pending = row?.pending ?? 0
       const retrying = row?.retrying ?? 0
       health.set(webhookId, {
@@ -109,7 +117,9 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
     const list = (filter: LogFilter): Effect.Effect<LogPage> => logPage(sql, filter)
 
     const find = (webhookId: string, id: string): Effect.Effect<DeliveryRow | undefined> =>
-      deliveryRows(sql`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`).pipe(
+      deliveryRows(
+        sql`SELECT ${sql.literal(deliveryColumns)} FROM deliveries WHERE id = ${id} AND webhook_id = ${webhookId}`
+      ).pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       )

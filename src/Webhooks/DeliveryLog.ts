@@ -20,9 +20,8 @@
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
-import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { type DeliveryStatus, deliveryStatuses } from "../Domain/Vocabulary.js"
-
+import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 
 /** A delivery as its log shows it. */
 export const DeliveryRow = Schema.Struct({
@@ -54,7 +53,8 @@ export const AttemptRow = Schema.Struct({
 export type AttemptRow = typeof AttemptRow.Type
 export const attemptRows = decodeRows(AttemptRow)
 
-export const deliveryColumns = "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
+export const deliveryColumns =
+  "id, webhook_id, event_id, message_id, status, attempts, next_attempt_at, last_status_code, last_error, created_at, updated_at"
 
 /** Most webhooks merged in one statement (SQLite allows 500 compound terms). */
 const WEBHOOKS_PER_STATEMENT = 128
@@ -99,14 +99,23 @@ const logRows = decodeRows(LogRow)
 /** A total's rows (one per statement's arm when walked): counts and sums, bigints (text) on PostgreSQL. */
 const totalRows = decodeRows(Schema.Struct({ matched: SqlCount, examined: SqlCount }))
 
-const maxOf = (a: Keyset, b: Keyset) => (a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id) ? a : b)
+const maxOf = (
+  a: Keyset,
+  b: Keyset
+) => (a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id) ? a : b)
 const minOf = (a: Keyset, b: Keyset) => (maxOf(a, b) === a ? b : a)
 
 /** Newest first, ties by id: the order of every page (and the After walk's, reversed). */
-const newestFirst = (a: LogRow, b: LogRow) => (a.sort_at < b.sort_at ? 1 : a.sort_at > b.sort_at ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
+const newestFirst = (
+  a: LogRow,
+  b: LogRow
+) => (a.sort_at < b.sort_at ? 1 : a.sort_at > b.sort_at ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
 
 const chunks = <A>(items: ReadonlyArray<A>) =>
-  Array.from({ length: Math.ceil(items.length / WEBHOOKS_PER_STATEMENT) }, (_, i) => items.slice(i * WEBHOOKS_PER_STATEMENT, (i + 1) * WEBHOOKS_PER_STATEMENT))
+  Array.from(
+    { length: Math.ceil(items.length / WEBHOOKS_PER_STATEMENT) },
+    (_, i) => items.slice(i * WEBHOOKS_PER_STATEMENT, (i + 1) * WEBHOOKS_PER_STATEMENT)
+  )
 
 export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
   const { page, status } = filter
@@ -162,14 +171,18 @@ export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
     sql`${
       armsOf(webhookIds, (webhookId) =>
         sql`SELECT ${t} AS sort_at, ${sql.literal(deliveryColumns)} FROM deliveries
-          WHERE webhook_id = ${webhookId} ${matchStatus} AND ${range(bound, true)} ${walked ? sql`AND status = 'succeeded'` : sql``}`)
+          WHERE webhook_id = ${webhookId} ${matchStatus} AND ${range(bound, true)} ${
+          walked ? sql`AND status = 'succeeded'` : sql``
+        }`)
     } ${order} LIMIT ${alone ? take : offset + take} OFFSET ${alone ? offset : 0}`
 
   /** Where a walked webhook's window ends: its `window`-th row from where the page starts. */
   const windowEnd = (webhookId: string, window: number) =>
     sql<{ readonly created_at: string; readonly id: string }>`SELECT created_at, id FROM deliveries
       WHERE webhook_id = ${webhookId} AND ${range(undefined, true)}
-      ${sql.literal(descending ? "ORDER BY created_at DESC, id DESC" : "ORDER BY created_at, id")} LIMIT 1 OFFSET ${window - 1}`
+      ${sql.literal(descending ? "ORDER BY created_at DESC, id DESC" : "ORDER BY created_at, id")} LIMIT 1 OFFSET ${
+      window - 1
+    }`
 
   /** The total of one statement's webhooks: counted up to COUNT_CAP + 1 (walked: within each window). */
   const totalOf = (webhookIds: ReadonlyArray<string>, window: number) =>
@@ -182,7 +195,9 @@ export const logQueries = (sql: SqlClient.SqlClient, filter: LogFilter) => {
       }`
       : sql`SELECT COUNT(*) AS matched, 0 AS examined FROM (${
         armsOf(webhookIds, (webhookId) =>
-          sql`SELECT 1 AS one FROM deliveries WHERE webhook_id = ${webhookId} ${matchStatus} AND ${range(undefined, false)}`)
+          sql`SELECT 1 AS one FROM deliveries WHERE webhook_id = ${webhookId} ${matchStatus} AND ${
+            range(undefined, false)
+          }`)
       } LIMIT ${COUNT_CAP + 1}) AS matched`
 
   return { pageOf, windowEnd, totalOf, walked }
@@ -211,12 +226,18 @@ export const logPage = (sql: SqlClient.SqlClient, filter: LogFilter): Effect.Eff
     const groups = chunks(filter.webhookIds)
     const alone = groups.length === 1
     const fetched = (yield* Effect.forEach(groups, (group) => logRows(queries.pageOf(group, bound, alone)))).flat()
-    const merged = alone ? fetched : [...fetched].sort(descending ? newestFirst : (a, b) => newestFirst(b, a)).slice(page._tag === "Offset" ? page.offset : 0)
+    const merged = alone
+      ? fetched
+      : [...fetched].sort(descending ? newestFirst : (a, b) => newestFirst(b, a)).slice(
+        page._tag === "Offset" ? page.offset : 0
+      )
     const inOrder = descending ? merged : [...merged].reverse()
     const rows = descending ? inOrder.slice(0, page.limit) : inOrder.slice(Math.max(0, inOrder.length - page.limit))
     const oldest = rows[rows.length - 1]
     const more: Keyset | undefined = !descending
-      ? (oldest === undefined ? (page._tag === "After" ? page.at : undefined) : { createdAt: oldest.created_at, id: oldest.id })
+      ? (oldest === undefined
+        ? (page._tag === "After" ? page.at : undefined)
+        : { createdAt: oldest.created_at, id: oldest.id })
       : merged.length > page.limit && oldest !== undefined
       ? { createdAt: oldest.created_at, id: oldest.id }
       : bound

@@ -2,27 +2,35 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
+import { hourOf } from "../Delivery/AttemptLog.js"
+import { DispatchSignal } from "../Delivery/DispatchSignal.js"
+import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { BadRequest, Conflict, NotFound, TooManyRequests } from "../Domain/Errors.js"
+import { ALL_KINDS } from "../Domain/EventKinds.js"
 import { nowIso } from "../Domain/Ids.js"
 import { cursorsOf, encodeCursor, type PageRequest, pageRequest } from "../Domain/Paging.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
-import type { AttemptRow, DeliveryRow, LogPage } from "./DeliveryLog.js"
-import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { hourOf } from "../Delivery/AttemptLog.js"
-import { generateWebhookSecret } from "../Delivery/Signing.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { UrlPolicy } from "../Net/UrlPolicy.js"
 import { RECOVER_MAX } from "./Api.js"
 import { REDACTED, shownHeaders } from "./CustomHeaders.js"
-import { ALL_KINDS } from "../Domain/EventKinds.js"
 import { type DeliveryHealth, WebhookDeliveries } from "./Deliveries.js"
+import type { AttemptRow, DeliveryRow, LogPage } from "./DeliveryLog.js"
 import { type WebhookRow, type WebhookScope, WebhooksRepo } from "./Repo.js"
 import { makeTestEvents } from "./TestEvents.js"
 
 /** How long a rotated-out secret keeps signing, so receivers can switch without missing events. */
 const ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000
 
-const NO_DELIVERIES: DeliveryHealth = { succeeded: 0, failed: 0, dead: 0, lastSuccessAt: null, pending: 0, retrying: 0, queuedCapped: false }
+const NO_DELIVERIES: DeliveryHealth = {
+  succeeded: 0,
+  failed: 0,
+  dead: 0,
+  lastSuccessAt: null,
+  pending: 0,
+  retrying: 0,
+  queuedCapped: false
+}
 
 /** The first of the 24 hourly buckets the health counts: the current hour and the 23 before it. */
 const healthSince = () => hourOf(new Date(Date.now() - 23 * 3600_000).toISOString())
@@ -88,16 +96,21 @@ const scopeOf = (principal: Principal): WebhookScope => ({
 const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not found`, error: "not_found" })
 
 const inactive = (id: string, action: string) =>
-  new Conflict({ message: `webhook ${id} is not active; activate it (PATCH active: true) before ${action}`, error: "webhook_inactive" })
+  new Conflict({
+    message: `webhook ${id} is not active; activate it (PATCH active: true) before ${action}`,
+    error: "webhook_inactive"
+  })
 
 /** `until` must come after `since`. */
 const checkWindow = (since: string | undefined, until: string | undefined) =>
   since !== undefined && until !== undefined && until <= since
-    ? Effect.fail(new BadRequest({
-      message: "Invalid request: until: must be after since",
-      error: "validation_failed",
-      details: [{ field: "until", message: "must be after since" }]
-    }))
+    ? Effect.fail(
+      new BadRequest({
+        message: "Invalid request: until: must be after since",
+        error: "validation_failed",
+        details: [{ field: "until", message: "must be after since" }]
+      })
+    )
     : Effect.void
 
 export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handlers) =>
@@ -131,13 +144,17 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
       Effect.map(deliveries.health(rows.map((row) => row.id), healthSince()), (health) =>
         rows.map((row) => record(row, health.get(row.id) ?? NO_DELIVERIES)))
 
-    const recordOf = (row: WebhookRow) => Effect.map(withHealth([row]), (records) => records[0] ?? record(row, NO_DELIVERIES))
+    const recordOf = (row: WebhookRow) =>
+      Effect.map(withHealth([row]), (records) =>
+        records[0] ?? record(row, NO_DELIVERIES))
 
     /** A delivery of this webhook with its attempts, as it stands. */
     const deliveryOf = (webhookId: string, id: string) =>
       Effect.gen(function*() {
         const row = yield* deliveries.find(webhookId, id)
-        if (row === undefined) return yield* new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
+        if (row === undefined) {
+          return yield* new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
+        }
         return delivery(row, yield* deliveries.findAttempts(row.id))
       })
 
@@ -160,7 +177,8 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           }).pipe(Effect.catchTag("WebhookLimitReached", ({ limit }) =>
             Effect.fail(
               new Conflict({
-                message: `instance ${instance.id} already has ${limit} webhooks, the most an instance may have (HUB_WEBHOOKS_PER_INSTANCE=${limit}); delete one first`,
+                message:
+                  `instance ${instance.id} already has ${limit} webhooks, the most an instance may have (HUB_WEBHOOKS_PER_INSTANCE=${limit}); delete one first`,
                 error: "webhook_limit_reached"
               })
             )))
@@ -180,17 +198,28 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           if (payload.url !== undefined) yield* allowedUrl(payload.url)
-          const row = yield* repo.update(scopeOf(principal), path.id, payload).pipe(Effect.catchTag("NoSecretToKeep", ({ names, originChanged }) => {
-            const why = originChanged ? "the url moves to another origin, so no stored value is kept" : "no stored value to keep"
-            return Effect.fail(
-              new BadRequest({
-                message: `Invalid request: headers: ${names.join(", ")}: ${why}; give ${names.length === 1 ? "its value" : "their values"} instead of "${REDACTED}"`,
-                error: "validation_failed",
-                details: names.map((name) => ({ field: `headers.${name}`, message: `${why}; give its value instead of "${REDACTED}"` }))
-              })
-            )
-          }))
-          return yield* recordOf(yield* Option.match(row, { onNone: () => Effect.fail(notFound(path.id)), onSome: Effect.succeed }))
+          const row = yield* repo.update(scopeOf(principal), path.id, payload).pipe(
+            Effect.catchTag("NoSecretToKeep", ({ names, originChanged }) => {
+              const why = originChanged
+                ? "the url moves to another origin, so no stored value is kept"
+                : "no stored value to keep"
+              return Effect.fail(
+                new BadRequest({
+                  message: `Invalid request: headers: ${names.join(", ")}: ${why}; give ${
+                    names.length === 1 ? "its value" : "their values"
+                  } instead of "${REDACTED}"`,
+                  error: "validation_failed",
+                  details: names.map((name) => ({
+                    field: `headers.${name}`,
+                    message: `${why}; give its value instead of "${REDACTED}"`
+                  }))
+                })
+              )
+            })
+          )
+          return yield* recordOf(
+            yield* Option.match(row, { onNone: () => Effect.fail(notFound(path.id)), onSome: Effect.succeed })
+          )
         }))
       .handle("remove", ({ path }) =>
         Effect.gen(function*() {
@@ -222,8 +251,17 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           // Deliveries are found through their webhooks: those the caller sees, narrowed by the filters.
           const webhookIds = urlParams.webhook_id === undefined
             ? (yield* repo.list(scopeOf(principal), { instanceId: instance?.id })).map((w) => w.id)
-            : yield* Effect.map(findOwn(urlParams.webhook_id), (w) => (instance === undefined || w.instance_id === instance.id ? [w.id] : []))
-          const listed = yield* deliveries.list({ webhookIds, status: urlParams.status, since: urlParams.since, until: urlParams.until, page })
+            : yield* Effect.map(
+              findOwn(urlParams.webhook_id),
+              (w) => (instance === undefined || w.instance_id === instance.id ? [w.id] : [])
+            )
+          const listed = yield* deliveries.list({
+            webhookIds,
+            status: urlParams.status,
+            since: urlParams.since,
+            until: urlParams.until,
+            page
+          })
           return deliveryList(listed, urlParams, page)
         }))
       .handle("retry", ({ path }) =>
@@ -231,9 +269,14 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const webhook = yield* findOwn(path.id)
           if (!webhook.active) return yield* inactive(webhook.id, "re-sending")
           const outcome = yield* deliveries.replay(webhook.id, path.deliveryId, nowIso())
-          if (outcome === "not_found") return yield* new NotFound({ message: `delivery ${path.deliveryId} was not found`, error: "not_found" })
+          if (outcome === "not_found") {
+            return yield* new NotFound({ message: `delivery ${path.deliveryId} was not found`, error: "not_found" })
+          }
           if (outcome === "already_queued") {
-            return yield* new Conflict({ message: `delivery ${path.deliveryId} is already queued`, error: "delivery_queued" })
+            return yield* new Conflict({
+              message: `delivery ${path.deliveryId} is already queued`,
+              error: "delivery_queued"
+            })
           }
           // Read before waking the dispatcher, so the answer shows the delivery as queued.
           const answer = yield* deliveryOf(webhook.id, path.deliveryId)
@@ -258,11 +301,15 @@ export const WebhooksHttpLive = HttpApiBuilder.group(HubApi, "webhooks", (handle
           const outcome = yield* tests.test(webhook, headers["idempotency-key"])
           switch (outcome._tag) {
             case "Repeat":
-              yield* tests.awaitFirst(outcome.deliveryId, Effect.map(deliveries.findAttempts(outcome.deliveryId), (attempts) => attempts.length > 0))
+              yield* tests.awaitFirst(
+                outcome.deliveryId,
+                Effect.map(deliveries.findAttempts(outcome.deliveryId), (attempts) => attempts.length > 0)
+              )
               return yield* deliveryOf(webhook.id, outcome.deliveryId)
             case "TooSoon":
               return yield* new TooManyRequests({
-                message: `webhook ${webhook.id} was tested less than a second ago; at most one test per webhook a second`,
+                message:
+                  `webhook ${webhook.id} was tested less than a second ago; at most one test per webhook a second`,
                 error: "rate_limited",
                 retryAfterSeconds: Math.max(1, Math.ceil(outcome.retryAfterMs / 1000))
               })

@@ -8,12 +8,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
+import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
+import { type DisabledReason, disabledReasons } from "../Domain/Vocabulary.js"
 import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"
 import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
-import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
-import { type DisabledReason, disabledReasons } from "../Domain/Vocabulary.js"
 
 /** Why the hub turned a webhook off: a 410 answer, failures without a success for too long, or its owner. */
 
@@ -97,14 +97,26 @@ interface WebhooksRepoShape {
     readonly perInstance?: number | undefined
   }) => Effect.Effect<WebhookRow, WebhookLimitReached>
   /** The scope's webhooks, oldest first: of one instance, and taking one kind of event, when given. */
-  readonly list: (scope: WebhookScope, filter: { readonly instanceId?: string | undefined; readonly event?: string | undefined }) => Effect.Effect<ReadonlyArray<WebhookRow>>
+  readonly list: (
+    scope: WebhookScope,
+    filter: { readonly instanceId?: string | undefined; readonly event?: string | undefined }
+  ) => Effect.Effect<ReadonlyArray<WebhookRow>>
   readonly find: (scope: WebhookScope, id: string) => Effect.Effect<Option.Option<WebhookRow>>
   /** A secret header given as "[redacted]" keeps its stored value (a record read and sent back stays as it was). */
-  readonly update: (scope: WebhookScope, id: string, patch: WebhookPatch) => Effect.Effect<Option.Option<WebhookRow>, NoSecretToKeep>
+  readonly update: (
+    scope: WebhookScope,
+    id: string,
+    patch: WebhookPatch
+  ) => Effect.Effect<Option.Option<WebhookRow>, NoSecretToKeep>
   /** Removes a webhook (kept for its delivery log, never shown again); false when there was none. */
   readonly remove: (scope: WebhookScope, id: string) => Effect.Effect<boolean>
   /** Replaces the secret; the current one keeps signing as the previous secret until `previousUntil`. */
-  readonly rotateSecret: (scope: WebhookScope, id: string, secret: string, previousUntil: string) => Effect.Effect<Option.Option<WebhookRow>>
+  readonly rotateSecret: (
+    scope: WebhookScope,
+    id: string,
+    secret: string,
+    previousUntil: string
+  ) => Effect.Effect<Option.Option<WebhookRow>>
   /**
    * Turns an active webhook off for `reason` (the hub's own, from the dispatcher: a 410, days of
    * failures) and cancels its queued deliveries, in one transaction; false when it was not active.
@@ -112,14 +124,19 @@ interface WebhooksRepoShape {
   readonly deactivate: (id: string, reason: DisabledReason) => Effect.Effect<boolean>
 }
 
-const columns = "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
+const columns =
+  "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
 
 const reasons: ReadonlySet<string> = new Set<DisabledReason>(disabledReasons)
 const isReason = (reason: string): reason is DisabledReason => reasons.has(reason)
 
 const toRow = (stored: StoredWebhook): WebhookRow => ({
   ...stored,
-  disabled_reason: stored.disabled_reason === null ? null : isReason(stored.disabled_reason) ? stored.disabled_reason : "manual",
+  disabled_reason: stored.disabled_reason === null
+    ? null
+    : isReason(stored.disabled_reason)
+    ? stored.disabled_reason
+    : "manual",
   events: parseFilter(stored.events)
 })
 
@@ -150,11 +167,17 @@ const keepingSecrets = (
   originChanged: boolean
 ) =>
   Effect.gen(function*() {
-    const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map(([name]) => name)
+    const kept = Object.entries(headers).filter(([name, value]) => value === REDACTED && isSecretHeader(name)).map((
+      [name]
+    ) => name)
     if (kept.length === 0) return headers
     if (originChanged) return yield* new NoSecretToKeep({ names: kept, originChanged })
-    const [row] = yield* sql<{ readonly headers_encrypted: string | null }>`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
-    const secret = row?.headers_encrypted == null ? null : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
+    const [row] = yield* sql<
+      { readonly headers_encrypted: string | null }
+    >`SELECT headers_encrypted FROM webhooks WHERE id = ${current.id}`
+    const secret = row?.headers_encrypted == null
+      ? null
+      : yield* Effect.orDie(cipher.decrypt(row.headers_encrypted, SecretSlot.webhookHeaders(current.id)))
     const stored = sentHeaders(current.headers, secret)
     const missing = kept.filter((name) => stored[name] === undefined)
     if (missing.length > 0) return yield* new NoSecretToKeep({ names: missing, originChanged })
@@ -164,7 +187,12 @@ const keepingSecrets = (
 /** The columns custom headers are stored in: plain ones as JSON, secret ones encrypted. */
 const headerColumns = (cipher: SecretCipherShape, webhookId: string, headers: Readonly<Record<string, string>>) => {
   const stored = splitHeaders(headers)
-  return { headers: stored.shown, headers_encrypted: stored.secret === null ? null : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId)) }
+  return {
+    headers: stored.shown,
+    headers_encrypted: stored.secret === null
+      ? null
+      : cipher.encrypt(stored.secret, SecretSlot.webhookHeaders(webhookId))
+  }
 }
 
 /** Serializes creations on an instance: SQLite's transactions already hold the write lock; PostgreSQL locks the row. */
@@ -175,7 +203,11 @@ const lockInstance = (sql: SqlClient.SqlClient, instanceId: string) =>
   })
 
 /** A new webhook, within its instance's limit when one is given (counted in the creating transaction). */
-const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipherShape, input: Parameters<WebhooksRepoShape["create"]>[0]) =>
+const insertWebhook = (
+  sql: SqlClient.SqlClient,
+  cipher: SecretCipherShape,
+  input: Parameters<WebhooksRepoShape["create"]>[0]
+) =>
   Effect.gen(function*() {
     const now = nowIso()
     const { perInstance } = input
@@ -202,7 +234,12 @@ const insertWebhook = (sql: SqlClient.SqlClient, cipher: SecretCipherShape, inpu
       updated_at: now
     }
     yield* sql`INSERT INTO webhooks ${
-      sql.insert({ ...row, active: 1, headers_encrypted: headers.headers_encrypted, secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id)) })
+      sql.insert({
+        ...row,
+        active: 1,
+        headers_encrypted: headers.headers_encrypted,
+        secret_encrypted: cipher.encrypt(input.secret, SecretSlot.webhookSecret(row.id))
+      })
     }`
     return toRow(row)
   }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
@@ -234,7 +271,9 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
           Effect.map((rows) => {
             const all = rows.map(toRow)
             const { event } = filter
-            return event === undefined || event === ALL_KINDS ? all : all.filter((w) => w.events === undefined || w.events.includes(event))
+            return event === undefined || event === ALL_KINDS
+              ? all
+              : all.filter((w) => w.events === undefined || w.events.includes(event))
           }),
           Effect.orDie
         ),
@@ -273,7 +312,9 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
       remove: (scope, id) =>
         Effect.gen(function*() {
           const now = nowIso()
-          const removed = yield* sql<{ readonly id: string }>`UPDATE webhooks SET deleted_at = ${now}, updated_at = ${now}
+          const removed = yield* sql<
+            { readonly id: string }
+          >`UPDATE webhooks SET deleted_at = ${now}, updated_at = ${now}
             WHERE id = ${id} AND deleted_at IS NULL AND ${scoped(scope)} RETURNING id`
           if (removed.length === 0) return false
           yield* deactivate(sql, id, undefined, now)

@@ -14,13 +14,13 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Data, Duration, Effect, Exit, Option, Schema } from "effect"
 import { HubConfig } from "../Config.js"
-import { newId } from "../Domain/Ids.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
-import { Handoff } from "../Delivery/Handoff.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
+import { Handoff } from "../Delivery/Handoff.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
+import { newId } from "../Domain/Ids.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 
@@ -39,7 +39,9 @@ const testEventKeys: KeyKind<typeof TestKeyHeld.Type, typeof TestKeyHeld.Encoded
   columns: ["delivery_id"]
 }
 
-const testEventBody = (input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }) =>
+const testEventBody = (
+  input: { readonly webhookId: string; readonly instanceId: string; readonly eventId: string; readonly at: Date }
+) =>
   JSON.stringify({
     object: TEST_EVENT_KIND,
     entry: [{
@@ -95,9 +97,13 @@ export const makeTestEvents = Effect.gen(function*() {
         if (Option.isSome(known)) return { _tag: "Repeat", deliveryId: known.value.delivery_id } satisfies TestOutcome
       }
       const claimed = yield* sql`UPDATE webhooks SET last_test_at = ${at.toISOString()}
-        WHERE id = ${webhookId} AND (last_test_at IS NULL OR last_test_at <= ${new Date(nowMs - MIN_INTERVAL_MS).toISOString()}) RETURNING id`
+        WHERE id = ${webhookId} AND (last_test_at IS NULL OR last_test_at <= ${
+        new Date(nowMs - MIN_INTERVAL_MS).toISOString()
+      }) RETURNING id`
       if (claimed.length > 0) return undefined
-      const [last] = yield* sql<{ readonly last_test_at: string | null }>`SELECT last_test_at FROM webhooks WHERE id = ${webhookId}`
+      const [last] = yield* sql<
+        { readonly last_test_at: string | null }
+      >`SELECT last_test_at FROM webhooks WHERE id = ${webhookId}`
       const lastMs = last?.last_test_at == null ? nowMs : Date.parse(last.last_test_at)
       return { _tag: "TooSoon", retryAfterMs: Math.max(1, MIN_INTERVAL_MS - (nowMs - lastMs)) } satisfies TestOutcome
     })
@@ -161,7 +167,9 @@ export const makeTestEvents = Effect.gen(function*() {
       })))
       if (Exit.isFailure(written)) {
         intake?.releaseUncommitted(handedOver)
-        if (Option.exists(Cause.failureOption(written.cause), (error) => error instanceof WebhookGone)) return { _tag: "Inactive" } satisfies TestOutcome
+        if (Option.exists(Cause.failureOption(written.cause), (error) => error instanceof WebhookGone)) {
+          return { _tag: "Inactive" } satisfies TestOutcome
+        }
         return yield* Effect.orDie(written)
       }
       const outcome: TestOutcome = written.value

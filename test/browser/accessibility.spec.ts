@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { launchBrowser, openPage, type OpenedPage, PHONE } from "./support/Browser.js"
+import { launchBrowser, type OpenedPage, openPage, PHONE } from "./support/Browser.js"
 import { type RunningHub, startHub } from "./support/Hub.js"
 import { type Receiver, startReceiver } from "./support/Receiver.js"
 
@@ -28,7 +28,8 @@ beforeAll(async () => {
   filteredReceiver = await startReceiver(() => 200)
   // Content for every page: a webhook with a delivery of two attempts, messages both ways, and a
   // webhook that takes some kinds, with custom headers (one secret) and a delivery.
-  expect((await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: receiver.url, name: "receiver" })).status).toBe(201)
+  expect((await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: receiver.url, name: "receiver" })).status)
+    .toBe(201)
   const filtered = await hub.api("POST", "/api/webhooks", hub.instanceToken, {
     url: filteredReceiver.url,
     name: "filtered hook",
@@ -38,8 +39,20 @@ beforeAll(async () => {
   expect(filtered.status).toBe(201)
   const body: unknown = filtered.body
   filteredId = typeof body === "object" && body !== null && "id" in body ? String(body.id) : ""
-  expect((await hub.api("POST", "/api/messages", hub.instanceToken, { to: "15551234567", type: "text", text: { body: "hi" } })).status).toBe(200)
-  expect((await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { from: "16505551234", type: "text", text: { body: "hello" } })).status).toBe(200)
+  expect(
+    (await hub.api("POST", "/api/messages", hub.instanceToken, {
+      to: "15551234567",
+      type: "text",
+      text: { body: "hi" }
+    })).status
+  ).toBe(200)
+  expect(
+    (await hub.api("POST", "/sandbox/inbound", hub.instanceToken, {
+      from: "16505551234",
+      type: "text",
+      text: { body: "hello" }
+    })).status
+  ).toBe(200)
   // "receiver" is refused once and then receives it; "filtered hook" receives it at once.
   await receiver.received(2)
   await filteredReceiver.received(1)
@@ -62,8 +75,10 @@ const open = async (options: Parameters<typeof openPage>[2] = {}) => {
 /** axe's WCAG 2.1 A/AA violations on the page as it is now, as `rule: target` lines. */
 const violations = async (page: Page): Promise<ReadonlyArray<string>> => {
   await page.addScriptTag({ content: axeSource })
-  const found: unknown = await page.evaluate(`axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } })
-    .then((result) => result.violations.flatMap((v) => v.nodes.map((n) => v.id + ": " + n.target.join(" ") + " — " + n.failureSummary)))`)
+  const found: unknown = await page.evaluate(
+    `axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } })
+    .then((result) => result.violations.flatMap((v) => v.nodes.map((n) => v.id + ": " + n.target.join(" ") + " — " + n.failureSummary)))`
+  )
   return Array.isArray(found) ? found.map(String) : [`axe gave no result: ${String(found)}`]
 }
 

@@ -7,7 +7,7 @@
 import type { Browser, Page } from "playwright-core"
 import { Webhook } from "standardwebhooks"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { launchBrowser, openPage, type OpenedPage, PHONE, screenshot } from "./support/Browser.js"
+import { launchBrowser, type OpenedPage, openPage, PHONE, screenshot } from "./support/Browser.js"
 import { type RunningHub, startHub } from "./support/Hub.js"
 import { type Receiver, startReceiver } from "./support/Receiver.js"
 
@@ -57,10 +57,19 @@ const go = async (page: Page, link: string, heading = link) => {
   await page.getByRole("heading", { level: 1, name: heading }).waitFor()
 }
 
-const record = (u: unknown): Record<string, unknown> => (typeof u === "object" && u !== null && !Array.isArray(u) ? Object.fromEntries(Object.entries(u)) : {})
+const record = (
+  u: unknown
+): Record<
+  string,
+  unknown
+> => (typeof u === "object" && u !== null && !Array.isArray(u) ? Object.fromEntries(Object.entries(u)) : {})
 
 const sendText = async (body: string) => {
-  const sent = await hub.api("POST", "/api/messages", hub.instanceToken, { to: "15551234567", type: "text", text: { body } })
+  const sent = await hub.api("POST", "/api/messages", hub.instanceToken, {
+    to: "15551234567",
+    type: "text",
+    text: { body }
+  })
   expect(sent.status).toBe(200)
   const messages = record(sent.body).messages
   return String(Array.isArray(messages) ? record(messages[0]).id : "")
@@ -70,7 +79,11 @@ const sendText = async (body: string) => {
 const upstreamIds = (page: Page) => page.locator("td[data-label='Upstream id']").allTextContents()
 
 const simulateInbound = async (text: string) => {
-  const simulated = await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { from: "16505551234", type: "text", text: { body: text } })
+  const simulated = await hub.api("POST", "/sandbox/inbound", hub.instanceToken, {
+    from: "16505551234",
+    type: "text",
+    text: { body: text }
+  })
   expect(simulated.status).toBe(200)
   return String(record(simulated.body).id)
 }
@@ -91,12 +104,16 @@ describe("the dashboard as the hub serves it", () => {
     expect(page.headers.get("x-content-type-options")).toBe("nosniff")
     const html = await page.text()
     // Only external scripts and stylesheets, both from the hub.
-    expect([...html.matchAll(/<script\b[^>]*>/g)].map((m) => m[0])).toEqual([expect.stringMatching(/^<script type="module" src="\/dashboard\/assets\/app-[0-9a-f]{12}\.js">$/)])
+    expect([...html.matchAll(/<script\b[^>]*>/g)].map((m) => m[0])).toEqual([
+      expect.stringMatching(/^<script type="module" src="\/dashboard\/assets\/app-[0-9a-f]{12}\.js">$/)
+    ])
     expect(html).not.toMatch(/<script\b[^>]*>[^<]/)
     expect(html).not.toMatch(/ style=/)
     expect(html).not.toMatch(/https?:\/\//)
 
-    for (const [asset, type] of [[/src="([^"]+\.js)"/, "text/javascript"], [/href="([^"]+\.css)"/, "text/css"]] as const) {
+    for (
+      const [asset, type] of [[/src="([^"]+\.js)"/, "text/javascript"], [/href="([^"]+\.css)"/, "text/css"]] as const
+    ) {
       const path = asset.exec(html)?.[1] ?? ""
       const answer = await fetch(`${hub.baseUrl}${path}`)
       expect(answer.status, path).toBe(200)
@@ -178,7 +195,9 @@ describe("the dashboard in Chromium", () => {
     await signIn(page, hub.organizationToken)
     await go(page, "Instances")
     const row = page.getByRole("row").filter({ hasText: "Demo instance" })
-    for (const text of [hub.instanceId, "100000000000001", "200000000000001", "80 messages/s"]) await row.getByText(text).waitFor()
+    for (const text of [hub.instanceId, "100000000000001", "200000000000001", "80 messages/s"]) {
+      await row.getByText(text).waitFor()
+    }
     await row.getByText(/\d+ in the last 24 h · \d+ in all · last/).waitFor()
     await screenshot(page, "instances")
   })
@@ -201,7 +220,11 @@ describe("the dashboard in Chromium", () => {
     const [first, second] = await receiver.received(2)
     // Refused once, then delivered: the same delivery (webhook-id), signed with the secret the page showed.
     expect(first?.headers["webhook-id"]).toBe(second?.headers["webhook-id"])
-    const headers = { "webhook-id": String(second?.headers["webhook-id"]), "webhook-timestamp": String(second?.headers["webhook-timestamp"]), "webhook-signature": String(second?.headers["webhook-signature"]) }
+    const headers = {
+      "webhook-id": String(second?.headers["webhook-id"]),
+      "webhook-timestamp": String(second?.headers["webhook-timestamp"]),
+      "webhook-signature": String(second?.headers["webhook-signature"])
+    }
     expect(JSON.stringify(new Webhook(secret).verify(second?.body ?? "", headers))).toContain(wamid)
 
     const delivery = page.locator("tbody.delivery").filter({ hasText: String(first?.headers["webhook-id"]) })
@@ -221,7 +244,10 @@ describe("the dashboard in Chromium", () => {
   })
 
   it("edits a webhook, deactivates and activates it, rotates its secret (shown once) and deletes it", async () => {
-    const created = await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: "http://127.0.0.1:9/unused", name: "to change" })
+    const created = await hub.api("POST", "/api/webhooks", hub.instanceToken, {
+      url: "http://127.0.0.1:9/unused",
+      name: "to change"
+    })
     expect(created.status).toBe(201)
     const page = await open()
     await signIn(page, hub.instanceToken)
@@ -252,7 +278,9 @@ describe("the dashboard in Chromium", () => {
     await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor()
     await page.getByRole("cell", { name: "local receiver" }).or(page.getByText("No webhooks yet.")).first().waitFor()
     expect(await page.getByRole("link", { name: "renamed" }).count()).toBe(0)
-    expect((await hub.api("GET", `/api/webhooks/${String(record(created.body).id)}`, hub.instanceToken)).status).toBe(404)
+    expect((await hub.api("GET", `/api/webhooks/${String(record(created.body).id)}`, hub.instanceToken)).status).toBe(
+      404
+    )
   })
 
   it("creates a webhook that takes only some kinds and sends custom headers: of simulated changes of several kinds it receives its kinds alone", async () => {
@@ -300,13 +328,13 @@ describe("the dashboard in Chromium", () => {
       const changes = page.getByRole("form", { name: "Simulate upstream changes" })
       await changes.getByLabel("Instance", { exact: true }).selectOption({ label: "Demo instance (100000000000001)" })
       await changes.getByLabel("Change 1 field").selectOption("phone_number_quality_update")
-      await changes.getByLabel("Change 1 value (JSON)").fill('{"event": "FLAGGED", "current_limit": "TIER_1K"}')
+      await changes.getByLabel("Change 1 value (JSON)").fill("{\"event\": \"FLAGGED\", \"current_limit\": \"TIER_1K\"}")
       await changes.getByRole("button", { name: "Add a change" }).click()
       await changes.getByLabel("Change 2 field").selectOption("account_update")
-      await changes.getByLabel("Change 2 value (JSON)").fill('{"event": "VERIFIED_ACCOUNT"}')
+      await changes.getByLabel("Change 2 value (JSON)").fill("{\"event\": \"VERIFIED_ACCOUNT\"}")
       await changes.getByRole("button", { name: "Add a change" }).click()
       await changes.getByLabel("Change 3 field").selectOption("message_template_status_update")
-      await changes.getByLabel("Change 3 value (JSON)").fill('{"event": "APPROVED", "message_template_id": 1}')
+      await changes.getByLabel("Change 3 value (JSON)").fill("{\"event\": \"APPROVED\", \"message_template_id\": 1}")
       await changes.getByRole("button", { name: "Simulate changes" }).click()
       await changes.getByText(/^3 changes accepted: \d+ webhook deliveries queued\.$/).waitFor()
       await screenshot(page, "sandbox-changes")
@@ -316,7 +344,7 @@ describe("the dashboard in Chromium", () => {
       await changes.getByLabel("Change 1 value (JSON)").fill("not json")
       await changes.getByRole("button", { name: "Simulate changes" }).click()
       await changes.getByRole("alert").getByText("must be a JSON object").waitFor()
-      await changes.getByLabel("Change 1 value (JSON)").fill('{"entity_type": "WABA"}')
+      await changes.getByLabel("Change 1 value (JSON)").fill("{\"entity_type\": \"WABA\"}")
       await changes.getByRole("button", { name: "Simulate changes" }).click()
       await changes.getByText(/^1 change accepted: \d+ webhook deliver(y|ies) queued\.$/).waitFor()
 
@@ -326,7 +354,9 @@ describe("the dashboard in Chromium", () => {
       const entry = record(Array.isArray(envelope.entry) ? envelope.entry[0] : undefined)
       const fields = Array.isArray(entry.changes) ? entry.changes.map((change) => record(change).field) : []
       expect(fields).toEqual(["account_update"])
-      expect(record(record(Array.isArray(entry.changes) ? entry.changes[0] : undefined).value).event).toBe("VERIFIED_ACCOUNT")
+      expect(record(record(Array.isArray(entry.changes) ? entry.changes[0] : undefined).value).event).toBe(
+        "VERIFIED_ACCOUNT"
+      )
       expect(arrived?.headers["x-tenant"]).toBe("acme")
       expect(arrived?.headers.authorization).toBe("Bearer s3cret")
       const log = await hub.api("GET", `/api/webhooks/${id}/deliveries`, hub.organizationToken)
@@ -376,7 +406,9 @@ describe("the dashboard in Chromium", () => {
       await headers.getByLabel("Header 3 Name").fill("Host")
       await headers.getByLabel("Header 3 Value").fill("elsewhere.example")
       await headers.getByRole("button", { name: "Save headers" }).click()
-      await headers.getByRole("alert").getByText("header host is set by the hub or changes how the request is sent; it cannot be a custom header").waitFor()
+      await headers.getByRole("alert").getByText(
+        "header host is set by the hub or changes how the request is sent; it cannot be a custom header"
+      ).waitFor()
       await headers.getByRole("button", { name: "Remove header 3 (Host)" }).click()
       await headers.getByRole("button", { name: "Save headers" }).click()
       await headers.getByText("Saved: 2 custom headers.").waitFor()
@@ -394,11 +426,15 @@ describe("the dashboard in Chromium", () => {
       expect(arrived?.headers["x-keep"]).toBe("2")
       // A second test within the second is refused: the API's message, and when to try again.
       await test.getByRole("button", { name: "Send a test event" }).click()
-      await test.getByRole("alert").getByText(/tested less than a second ago; at most one test per webhook a second\. Try again in 1 s\./).waitFor()
+      await test.getByRole("alert").getByText(
+        /tested less than a second ago; at most one test per webhook a second\. Try again in 1 s\./
+      ).waitFor()
       await test.scrollIntoViewIfNeeded()
       await screenshot(page, "webhook-test")
       // The test delivery shows in the log.
-      await page.getByRole("region", { name: "Deliveries" }).locator("tbody.delivery").filter({ hasText: String(arrived?.headers["webhook-id"]) }).getByText("succeeded").waitFor()
+      await page.getByRole("region", { name: "Deliveries" }).locator("tbody.delivery").filter({
+        hasText: String(arrived?.headers["webhook-id"])
+      }).getByText("succeeded").waitFor()
     } finally {
       await listener.close()
     }
@@ -450,7 +486,9 @@ describe("the dashboard in Chromium", () => {
       await page.getByText("Page 1 of 1 · 2 deliveries").waitFor()
       const rows = page.locator("tbody.delivery")
       expect(await rows.count()).toBe(2)
-      for (const webhookId of webhookIds) await rows.filter({ hasText: webhookId }).getByText("dead", { exact: true }).waitFor()
+      for (const webhookId of webhookIds) {
+        await rows.filter({ hasText: webhookId }).getByText("dead", { exact: true }).waitFor()
+      }
       await rows.first().getByRole("button", { name: "4 attempts" }).click()
       await rows.first().getByRole("table", { name: /Attempts of/ }).getByText("HTTP 503").first().waitFor()
       await screenshot(page, "delivery-search")
@@ -459,7 +497,9 @@ describe("the dashboard in Chromium", () => {
       await page.getByRole("button", { name: "Apply filters" }).click()
       await page.waitForURL(/status=succeeded/)
       // Every row found succeeded (those of the other webhooks: the flaky one's are dead).
-      await expect.poll(async () => [...new Set(await page.locator("tbody.delivery td[data-label='Status']").allTextContents())]).toEqual(["succeeded"])
+      await expect.poll(
+        async () => [...new Set(await page.locator("tbody.delivery td[data-label='Status']").allTextContents())]
+      ).toEqual(["succeeded"])
 
       // The receiver is back: recover the window, and both arrive again with their webhook-ids.
       up = true
@@ -485,13 +525,19 @@ describe("the dashboard in Chromium", () => {
   it("says in words why the hub turned a webhook off (a receiver that answered 410 Gone)", async () => {
     const gone = await startReceiver(() => 410)
     try {
-      const created = await hub.api("POST", "/api/webhooks", hub.instanceToken, { url: gone.url, name: "gone", events: ["security"] })
+      const created = await hub.api("POST", "/api/webhooks", hub.instanceToken, {
+        url: gone.url,
+        name: "gone",
+        events: ["security"]
+      })
       expect(created.status).toBe(201)
       const id = String(record(created.body).id)
       const page = await open()
       await signIn(page, hub.instanceToken)
       await go(page, "Webhooks")
-      const simulated = await hub.api("POST", "/sandbox/changes", hub.instanceToken, { changes: [{ field: "security", value: { event: "PIN_CHANGED" } }] })
+      const simulated = await hub.api("POST", "/sandbox/changes", hub.instanceToken, {
+        changes: [{ field: "security", value: { event: "PIN_CHANGED" } }]
+      })
       expect(simulated.status).toBe(200)
       await gone.received(1)
       // The list reads the record again on the event (the live feed), or on a reload.
@@ -505,7 +551,9 @@ describe("the dashboard in Chromium", () => {
       await row.getByText("1 dead").waitFor()
       await screenshot(page, "webhooks", true)
       await page.getByRole("link", { name: "gone", exact: true }).click()
-      await page.getByText("The receiver answered 410 Gone, so the hub turned the webhook off. Activate it under Settings to deliver again.").waitFor()
+      await page.getByText(
+        "The receiver answered 410 Gone, so the hub turned the webhook off. Activate it under Settings to deliver again."
+      ).waitFor()
     } finally {
       await gone.close()
     }
@@ -567,7 +615,9 @@ describe("the dashboard in Chromium", () => {
 
     await row.getByRole("button", { name: `Timeline of ${wamid}` }).click()
     const timeline = page.getByRole("region", { name: "Status timeline" })
-    for (const step of ["pending", "sent", "delivered", "read"]) await timeline.getByText(step, { exact: true }).waitFor()
+    for (const step of ["pending", "sent", "delivered", "read"]) {
+      await timeline.getByText(step, { exact: true }).waitFor()
+    }
     // Each step's time comes from the record: sent, delivered and read each show theirs.
     await timeline.getByText("Status event recorded").first().waitFor()
     expect(await timeline.getByText("Status event recorded").count()).toBe(3)
@@ -583,9 +633,18 @@ describe("the dashboard in Chromium", () => {
 
   it("shows a username user by name and business-scoped id, and filters the history by person", async () => {
     const userId = "US.13491208655302741918"
-    const inbound = await hub.api("POST", "/sandbox/inbound", hub.instanceToken, { user_id: userId, username: "pablomorales", type: "text", text: { body: "Hi, it's Pablo" } })
+    const inbound = await hub.api("POST", "/sandbox/inbound", hub.instanceToken, {
+      user_id: userId,
+      username: "pablomorales",
+      type: "text",
+      text: { body: "Hi, it's Pablo" }
+    })
     expect(inbound.status).toBe(200)
-    const reply = await hub.api("POST", "/api/messages", hub.instanceToken, { recipient: userId, type: "text", text: { body: "Hello Pablo" } })
+    const reply = await hub.api("POST", "/api/messages", hub.instanceToken, {
+      recipient: userId,
+      type: "text",
+      text: { body: "Hello Pablo" }
+    })
     expect(reply.status).toBe(200)
     await sendText("someone else")
     const page = await open()

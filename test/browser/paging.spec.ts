@@ -5,7 +5,16 @@
  * than 10,000 rows is out of their reach).
  */
 import { describe, expect, it } from "vitest"
-import { countText, FIRST_PAGE, newerPage, olderPage, pageQuery, pageText, placeOf, placeParams } from "../../src/Dashboard/ui/paging.js"
+import {
+  countText,
+  FIRST_PAGE,
+  newerPage,
+  olderPage,
+  pageQuery,
+  pageText,
+  placeOf,
+  placeParams
+} from "../../src/Dashboard/ui/paging.js"
 
 describe("dashboard paging", () => {
   it("asks for an offset page without a cursor, and for a cursor without a page (the API refuses both)", () => {
@@ -26,9 +35,16 @@ describe("dashboard paging", () => {
   })
 
   it("keeps a place in the page's own query and reads it back; old offset links still work", () => {
-    for (const place of [FIRST_PAGE, { position: 4, cursor: { before: "Yg" } }, { position: 2, cursor: { after: "YQ" } }, { position: 3, cursor: undefined }]) {
+    for (
+      const place of [FIRST_PAGE, { position: 4, cursor: { before: "Yg" } }, { position: 2, cursor: { after: "YQ" } }, {
+        position: 3,
+        cursor: undefined
+      }]
+    ) {
       const query = new URLSearchParams()
-      for (const [name, value] of Object.entries(placeParams(place))) if (value !== undefined) query.set(name, String(value))
+      for (const [name, value] of Object.entries(placeParams(place))) {
+        if (value !== undefined) query.set(name, String(value))
+      }
       expect(placeOf(query)).toEqual(place)
     }
     expect(placeOf(new URLSearchParams("page=x"))).toEqual(FIRST_PAGE)
@@ -39,7 +55,12 @@ describe("dashboard paging", () => {
   it("shows a capped total as a lower bound, an exact one with its page count", () => {
     expect(countText(10_000, true)).toBe("10,000+")
     expect(countText(1234, false)).toBe("1,234")
-    expect(pageText({ position: 7, cursor: { before: "b" } }, { total: 10_000, limit: 50, total_capped: true }, ["message", "messages"])).toBe("Page 7 · 10,000+ messages")
+    expect(
+      pageText({ position: 7, cursor: { before: "b" } }, { total: 10_000, limit: 50, total_capped: true }, [
+        "message",
+        "messages"
+      ])
+    ).toBe("Page 7 · 10,000+ messages")
     expect(pageText(FIRST_PAGE, { total: 87, limit: 20 }, ["message", "messages"])).toBe("Page 1 of 5 · 87 messages")
     expect(pageText(FIRST_PAGE, { total: 1, limit: 20 }, ["message", "messages"])).toBe("Page 1 of 1 · 1 message")
     expect(pageText(FIRST_PAGE, { total: 0, limit: 20 }, ["delivery", "deliveries"])).toBe("Page 1 of 1 · 0 deliveries")

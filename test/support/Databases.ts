@@ -36,10 +36,13 @@ export const freshPostgresDatabase = Effect.acquireRelease(
 ).pipe(Effect.map(({ url }) => url))
 
 /** HUB_DB for a test on `engine`: `:memory:`, or a fresh PostgreSQL database's URL (dropped with the scope). */
-export const testDatabaseUrl = (engine: Engine) => (engine === "sqlite" ? Effect.succeed(":memory:") : freshPostgresDatabase)
+export const testDatabaseUrl = (
+  engine: Engine
+) => (engine === "sqlite" ? Effect.succeed(":memory:") : freshPostgresDatabase)
 
 /** A migrated database on `engine` as a layer (SqlClient), with its listener (PgListener), for tests below the HTTP server. */
 export const testDatabase = (engine: Engine) =>
   engine === "sqlite"
     ? Layer.merge(sqliteLayer(":memory:"), PgListener.None)
-    : Layer.unwrapScoped(Effect.map(freshPostgresDatabase, (url) => Layer.merge(postgresLayer(Redacted.make(url), 4), pgListenerLayer(Redacted.make(url)))))
+    : Layer.unwrapScoped(Effect.map(freshPostgresDatabase, (url) =>
+      Layer.merge(postgresLayer(Redacted.make(url), 4), pgListenerLayer(Redacted.make(url)))))

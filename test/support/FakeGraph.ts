@@ -78,7 +78,9 @@ interface StoredMedia {
   readonly sha256: string
 }
 
-const digits = (n: number) => Array.from({ length: n }, (_, i) => (i === 0 ? 1 + Math.floor(Math.random() * 9) : Math.floor(Math.random() * 10))).join("")
+const digits = (n: number) =>
+  Array.from({ length: n }, (_, i) => (i === 0 ? 1 + Math.floor(Math.random() * 9) : Math.floor(Math.random() * 10)))
+    .join("")
 const wamid = () => `wamid.${randomBytes(24).toString("base64")}`
 const trace = () => randomBytes(9).toString("base64url")
 const cursors = { cursors: { before: "QVFIUmJlZm9yZQ", after: "QVFIUmFmdGVy" } }
@@ -164,7 +166,12 @@ const record = async (request: Request, url: URL): Promise<RecordedRequest> => {
     for (const [name, part] of Object.entries(parts)) {
       form[name] = typeof part === "string"
         ? part
-        : { filename: part.filename, type: part.type, size: part.bytes.byteLength, text: new TextDecoder().decode(part.bytes) }
+        : {
+          filename: part.filename,
+          type: part.type,
+          size: part.bytes.byteLength,
+          text: new TextDecoder().decode(part.bytes)
+        }
     }
   } else {
     const text = await request.text()
@@ -176,7 +183,14 @@ const record = async (request: Request, url: URL): Promise<RecordedRequest> => {
       }
     }
   }
-  return { method: request.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers, json, form }
+  return {
+    method: request.method,
+    path: url.pathname,
+    query: Object.fromEntries(url.searchParams),
+    headers,
+    json,
+    form
+  }
 }
 
 /** The default answers of the fake: plausible Graph successes for the calls the hub makes. */
@@ -188,9 +202,13 @@ const makeDefaults = (origin: () => string) => {
     if (method === "GET" && url.pathname.startsWith("/lookaside/")) {
       const stored = media.get(url.pathname.slice("/lookaside/".length))
       if (stored === undefined) return toResponse({ status: 404, body: "Not Found" })
-      return new Response(new Blob([stored.bytes]), { headers: { "content-type": stored.type, "content-length": String(stored.bytes.byteLength) } })
+      return new Response(new Blob([stored.bytes]), {
+        headers: { "content-type": stored.type, "content-length": String(stored.bytes.byteLength) }
+      })
     }
-    if (!url.pathname.startsWith(`${VERSION}/`)) return toResponse({ status: 404, body: graphErrorBody("Unknown path components", 2500) })
+    if (!url.pathname.startsWith(`${VERSION}/`)) {
+      return toResponse({ status: 404, body: graphErrorBody("Unknown path components", 2500) })
+    }
     const segments = url.pathname.slice(VERSION.length + 1).split("/").map(decodeURIComponent)
     const [node = "", edge, child] = segments
     const body = isRecord(recorded.json) ? recorded.json : {}
@@ -206,10 +224,15 @@ const makeDefaults = (origin: () => string) => {
       })
     }
     if (method === "POST" && edge === "media" && segments.length === 2) {
-      const file = parseMultipart(Buffer.from(await request.arrayBuffer()), request.headers.get("content-type") ?? "").file
+      const file =
+        parseMultipart(Buffer.from(await request.arrayBuffer()), request.headers.get("content-type") ?? "").file
       const id = digits(16)
       if (file !== undefined && typeof file !== "string") {
-        media.set(id, { bytes: file.bytes, type: file.type || "application/octet-stream", sha256: createHash("sha256").update(file.bytes).digest("hex") })
+        media.set(id, {
+          bytes: file.bytes,
+          type: file.type || "application/octet-stream",
+          sha256: createHash("sha256").update(file.bytes).digest("hex")
+        })
       }
       return ok({ id })
     }
@@ -243,41 +266,89 @@ const makeDefaults = (origin: () => string) => {
       })
     }
     if (method === "GET" && segments.length === 1 && /^\d+$/.test(node)) {
-      return ok({ id: node, name: "order_update", language: "en_US", status: "APPROVED", category: "UTILITY", components: [] })
+      return ok({
+        id: node,
+        name: "order_update",
+        language: "en_US",
+        status: "APPROVED",
+        category: "UTILITY",
+        components: []
+      })
     }
     if (edge === "message_templates" && segments.length === 2) {
-      if (method === "POST") return ok({ id: digits(15), status: "PENDING", category: typeof body.category === "string" ? body.category : "UTILITY" })
+      if (method === "POST") {
+        return ok({
+          id: digits(15),
+          status: "PENDING",
+          category: typeof body.category === "string" ? body.category : "UTILITY"
+        })
+      }
       return ok({ data: [], paging: cursors })
     }
     if (edge === "settings" && segments.length === 2) {
       if (method === "POST") return ok({ success: true })
       return ok({
-        calling: { status: "ENABLED", call_icon_visibility: "DEFAULT", callback_permission_status: "ENABLED", srtp_key_exchange_protocol: "DTLS" },
+        calling: {
+          status: "ENABLED",
+          call_icon_visibility: "DEFAULT",
+          callback_permission_status: "ENABLED",
+          srtp_key_exchange_protocol: "DTLS"
+        },
         payload_encryption: { status: "disabled" },
         storage_configuration: { status: "DEFAULT" }
       })
     }
     if (method === "GET" && edge === "phone_numbers" && segments.length === 2) {
       return ok({
-        data: [{ id: "106540352242922", display_phone_number: "+1 555-078-3881", verified_name: "Lucky Shrub", quality_rating: "GREEN", status: "CONNECTED" }],
+        data: [{
+          id: "106540352242922",
+          display_phone_number: "+1 555-078-3881",
+          verified_name: "Lucky Shrub",
+          quality_rating: "GREEN",
+          status: "CONNECTED"
+        }],
         paging: cursors
       })
     }
-    if (method === "POST" && edge === "calls" && segments.length === 2) return ok({ messaging_product: "whatsapp", success: true })
+    if (method === "POST" && edge === "calls" && segments.length === 2) {
+      return ok({ messaging_product: "whatsapp", success: true })
+    }
     if (method === "GET" && edge === "activities" && segments.length === 2) {
       return ok({
-        data: [{ id: "1234567890123456", activity_type: "TEMPLATE_CREATED", timestamp: "2025-10-14T16:45:00Z", actor_type: "USER", actor_name: "Marketing Team", description: "Template created", details: { template_name: "welcome_message" } }],
+        data: [{
+          id: "1234567890123456",
+          activity_type: "TEMPLATE_CREATED",
+          timestamp: "2025-10-14T16:45:00Z",
+          actor_type: "USER",
+          actor_name: "Marketing Team",
+          description: "Template created",
+          details: { template_name: "welcome_message" }
+        }],
         paging: cursors
       })
     }
     if (method === "GET" && edge === "business_compliance_info" && segments.length === 2) {
-      return ok({ data: [{ whatsapp_business_account_id: "102290129340398", messaging_product: "whatsapp", entity_name: "Lucky Shrub Private Limited", entity_type: "Partnership", is_registered: true }] })
+      return ok({
+        data: [{
+          whatsapp_business_account_id: "102290129340398",
+          messaging_product: "whatsapp",
+          entity_name: "Lucky Shrub Private Limited",
+          entity_type: "Partnership",
+          is_registered: true
+        }]
+      })
     }
     // A number's groups: none unless a test scripts them (GET /groups/{id} checks the group is listed here).
     if (method === "GET" && edge === "groups" && segments.length === 2) return ok({ data: [], paging: { cursors: {} } })
     if (method === "GET" && edge === "message_qrdls") {
-      const qr = (code: string) => ({ code, prefilled_message: "Show me Cyber Monday deals!", deep_link_url: `https://wa.me/message/${code}` })
-      return segments.length === 3 ? ok({ data: [qr(child ?? "")] }) : ok({ data: [qr("ANED2T5QRU7HG1"), qr("WOMVT6TJ2BP7A1")], paging: cursors })
+      const qr = (code: string) => ({
+        code,
+        prefilled_message: "Show me Cyber Monday deals!",
+        deep_link_url: `https://wa.me/message/${code}`
+      })
+      return segments.length === 3
+        ? ok({ data: [qr(child ?? "")] })
+        : ok({ data: [qr("ANED2T5QRU7HG1"), qr("WOMVT6TJ2BP7A1")], paging: cursors })
     }
     if (method === "GET" && edge === "flows" && segments.length === 2) {
       return ok({
@@ -290,25 +361,46 @@ const makeDefaults = (origin: () => string) => {
     }
     if (edge === "assets" && segments.length === 2) {
       if (method === "POST") return ok({ success: true, validation_errors: [] })
-      return ok({ data: [{ name: "flow.json", asset_type: "FLOW_JSON", download_url: `${origin()}/lookaside/flow-${node}.json` }], paging: cursors })
+      return ok({
+        data: [{ name: "flow.json", asset_type: "FLOW_JSON", download_url: `${origin()}/lookaside/flow-${node}.json` }],
+        paging: cursors
+      })
     }
     if (method === "POST" && edge === "deprecate" && segments.length === 2) return ok({ success: true })
     if (method === "GET" && edge === "whatsapp_business_profile" && segments.length === 2) {
       return ok({
-        data: [{ about: "Plants, delivered.", address: "1 Hacker Way", description: "Lucky Shrub", email: "hello@luckyshrub.com", profile_picture_url: "https://example.com/p.jpg", websites: ["https://luckyshrub.com"], vertical: "RETAIL", messaging_product: "whatsapp" }]
+        data: [{
+          about: "Plants, delivered.",
+          address: "1 Hacker Way",
+          description: "Lucky Shrub",
+          email: "hello@luckyshrub.com",
+          profile_picture_url: "https://example.com/p.jpg",
+          websites: ["https://luckyshrub.com"],
+          vertical: "RETAIL",
+          messaging_product: "whatsapp"
+        }]
       })
     }
     if (edge === "block_users" && segments.length === 2) {
       if (method === "GET") return ok({ data: [], paging: { cursors: {} } })
       // Each user taken: a number answered with its wa_id, a business-scoped user id with its user_id.
       const users = (Array.isArray(body.block_users) ? body.block_users : []).filter(isRecord).map((item) =>
-        typeof item.user_id === "string" ? { input: item.user_id, user_id: item.user_id } : { input: String(item.user), wa_id: String(item.user).replace(/\D/g, "") }
+        typeof item.user_id === "string"
+          ? { input: item.user_id, user_id: item.user_id }
+          : { input: String(item.user), wa_id: String(item.user).replace(/\D/g, "") }
       )
-      return ok({ messaging_product: "whatsapp", block_users: { [method === "DELETE" ? "removed_users" : "added_users"]: users } })
+      return ok({
+        messaging_product: "whatsapp",
+        block_users: { [method === "DELETE" ? "removed_users" : "added_users"]: users }
+      })
     }
     return toResponse({
       status: 404,
-      body: graphErrorBody(`Unsupported ${method.toLowerCase()} request. Object with ID '${node}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`, 100, 33)
+      body: graphErrorBody(
+        `Unsupported ${method.toLowerCase()} request. Object with ID '${node}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`,
+        100,
+        33
+      )
     })
   }
   return { answer, reset: () => media.clear() }
@@ -343,7 +435,9 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
             if (rule.response.hang === true) return new Promise<Response>(() => {})
             const first = rule.response.stallAfter
             if (first !== undefined) {
-              const body = new ReadableStream<Uint8Array>({ start: (controller) => controller.enqueue(new TextEncoder().encode(first)) })
+              const body = new ReadableStream<Uint8Array>({
+                start: (controller) => controller.enqueue(new TextEncoder().encode(first))
+              })
               return new Response(body, { headers: { "content-type": "application/octet-stream" } })
             }
             if (rule.response.after !== undefined) await rule.response.after
@@ -374,7 +468,8 @@ export const fakeGraphLayer: Layer.Layer<FakeGraph> = Layer.scoped(
         const last = requests.at(-1)
         return last === undefined ? Effect.dieMessage("FakeGraph received no request") : Effect.succeed(last)
       }),
-      respond: (match, response, times = 1) => Effect.sync(() => void rules.push({ match, response, remaining: times })),
+      respond: (match, response, times = 1) =>
+        Effect.sync(() => void rules.push({ match, response, remaining: times })),
       reset: Effect.sync(() => {
         requests.length = 0
         rules = []

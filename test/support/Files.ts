@@ -21,7 +21,11 @@ export const fileBytes = (head: ReadonlyArray<number>, size: number): Uint8Array
 
 export const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
-export type FormValue = string | { readonly bytes: Uint8Array<ArrayBuffer>; readonly filename: string; readonly type?: string }
+export type FormValue = string | {
+  readonly bytes: Uint8Array<ArrayBuffer>
+  readonly filename: string
+  readonly type?: string
+}
 
 export const form = (fields: Readonly<Record<string, FormValue>>): FormData => {
   const data = new FormData()

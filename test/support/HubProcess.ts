@@ -28,51 +28,60 @@ export const startHubProcess = (
   startTimeout: Duration.Duration = Duration.seconds(30)
 ): Effect.Effect<HubProcess, Error, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<{ readonly child: Subprocess<"ignore", "pipe", "pipe">; readonly hub: HubProcess }, Error>((resume) => {
-      let output = ""
-      let answered = false
-      const child = Bun.spawn([process.execPath, main, "serve"], {
-        // The tests' upstream payloads are of 2023-2025: a century's retention keeps them from being replays (TestHub.ts).
-        env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_LOG_FORMAT: "pretty", HUB_RETENTION: "36500d", ...env },
-        stdin: "ignore",
-        stdout: "pipe",
-        stderr: "pipe"
-      })
-      const hub = (baseUrl: string): HubProcess => ({
-        baseUrl,
-        pid: child.pid,
-        output: () => output,
-        kill: (signal) => child.kill(signal),
-        exited: child.exited,
-        stop: async () => {
-          child.kill("SIGTERM")
-          await Promise.all([child.exited, drained])
-          return output
-        }
-      })
-      const read = async (stream: ReadableStream<Uint8Array>) => {
-        const decoder = new TextDecoder()
-        const reader = stream.getReader()
-        for (;;) {
-          const chunk = await reader.read()
-          if (chunk.done) return
-          output += decoder.decode(chunk.value, { stream: true })
-          // The pretty logger may colour the line: only the port itself is taken.
-          const port = /Listening on http:\/\/[\d.]+:(\d+)/.exec(output)?.[1]
-          if (!answered && port !== undefined) {
-            answered = true
-            resume(Effect.succeed({ child, hub: hub(`http://127.0.0.1:${port}`) }))
+    Effect.async<{ readonly child: Subprocess<"ignore", "pipe", "pipe">; readonly hub: HubProcess }, Error>(
+      (resume) => {
+        let output = ""
+        let answered = false
+        const child = Bun.spawn([process.execPath, main, "serve"], {
+          // The tests' upstream payloads are of 2023-2025: a century's retention keeps them from being replays (TestHub.ts).
+          env: {
+            ...process.env,
+            PORT: "0",
+            HOST: "127.0.0.1",
+            HUB_LOG_FORMAT: "pretty",
+            HUB_RETENTION: "36500d",
+            ...env
+          },
+          stdin: "ignore",
+          stdout: "pipe",
+          stderr: "pipe"
+        })
+        const hub = (baseUrl: string): HubProcess => ({
+          baseUrl,
+          pid: child.pid,
+          output: () => output,
+          kill: (signal) => child.kill(signal),
+          exited: child.exited,
+          stop: async () => {
+            child.kill("SIGTERM")
+            await Promise.all([child.exited, drained])
+            return output
+          }
+        })
+        const read = async (stream: ReadableStream<Uint8Array>) => {
+          const decoder = new TextDecoder()
+          const reader = stream.getReader()
+          for (;;) {
+            const chunk = await reader.read()
+            if (chunk.done) return
+            output += decoder.decode(chunk.value, { stream: true })
+            // The pretty logger may colour the line: only the port itself is taken.
+            const port = /Listening on http:\/\/[\d.]+:(\d+)/.exec(output)?.[1]
+            if (!answered && port !== undefined) {
+              answered = true
+              resume(Effect.succeed({ child, hub: hub(`http://127.0.0.1:${port}`) }))
+            }
           }
         }
+        const drained = Promise.all([read(child.stdout), read(child.stderr)])
+        void child.exited.then((code) => {
+          if (!answered) {
+            answered = true
+            resume(Effect.fail(new Error(`the hub exited with ${code} before listening:\n${output}`)))
+          }
+        })
       }
-      const drained = Promise.all([read(child.stdout), read(child.stderr)])
-      void child.exited.then((code) => {
-        if (!answered) {
-          answered = true
-          resume(Effect.fail(new Error(`the hub exited with ${code} before listening:\n${output}`)))
-        }
-      })
-    }).pipe(
+    ).pipe(
       Effect.timeoutFail({ duration: startTimeout, onTimeout: () => new Error("the hub did not listen in time") })
     ),
     ({ child }) =>
@@ -89,4 +98,3 @@ export const residentBytes = async (pid: number): Promise<number> => {
   if (kb === undefined) throw new Error(`no VmRSS for process ${pid}`)
   return Number(kb) * 1024
 }
-

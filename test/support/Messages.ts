@@ -6,13 +6,18 @@ import { untilSignalledThat } from "./Signals.js"
 import { itemsOf, TestHub } from "./TestHub.js"
 
 export const sendMessage = (token: string, json: unknown, headers?: Record<string, string>) =>
-  Effect.flatMap(TestHub, (hub) => hub.request("POST", "/api/messages", { token, json, ...(headers === undefined ? {} : { headers }) }))
+  Effect.flatMap(
+    TestHub,
+    (hub) => hub.request("POST", "/api/messages", { token, json, ...(headers === undefined ? {} : { headers }) })
+  )
 
 /** Runs `effect` while the database refuses to record a send's acceptance (a trigger stands in for a full disk). */
 export const whileAcceptanceRefused = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.zipRight(
-      Effect.orDie(sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`),
+      Effect.orDie(
+        sql`CREATE TRIGGER refuse_acceptance BEFORE UPDATE OF wa_message_id ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END`
+      ),
       Effect.ensuring(effect, Effect.orDie(sql`DROP TRIGGER refuse_acceptance`))
     ))
 
@@ -31,8 +36,19 @@ export const sendsTo = (phoneNumberId: string): Effect.Effect<ReadonlyArray<Reco
  * (a deadline in real time: the hub runs on the TestClock): the signal that the hub is now waiting on the upstream.
  */
 export const untilSendsReach = (phoneNumberId: string, count: number) =>
-  Effect.flatMap(FakeGraph, (fake) =>
-    Effect.asVoid(untilSignalledThat(fake.received, `${count} send(s) for ${phoneNumberId} at the fake upstream`, sendsTo(phoneNumberId), (sends) => sends.length >= count, "5 seconds")))
+  Effect.flatMap(
+    FakeGraph,
+    (fake) =>
+      Effect.asVoid(
+        untilSignalledThat(
+          fake.received,
+          `${count} send(s) for ${phoneNumberId} at the fake upstream`,
+          sendsTo(phoneNumberId),
+          (sends) => sends.length >= count,
+          "5 seconds"
+        )
+      )
+  )
 
 /** The `details[].field` names of a validation answer. */
 export const fieldsOf = (body: Readonly<Record<string, unknown>>): ReadonlyArray<string> =>
@@ -75,19 +91,31 @@ const templateRequest = {
 
 export const typeCases: ReadonlyArray<TypeCase> = [
   { name: "text", request: { type: "text", text: { body: "Yes, it comes in blue.", preview_url: false } } },
-  { name: "image by link", request: { type: "image", image: { link: "https://example.com/p.jpg", caption: "Blue variant" } } },
+  {
+    name: "image by link",
+    request: { type: "image", image: { link: "https://example.com/p.jpg", caption: "Blue variant" } }
+  },
   { name: "image by id", request: { type: "image", image: { id: "1037543291543636" } } },
   { name: "audio", request: { type: "audio", audio: { id: "1037543291543636" } } },
   { name: "video", request: { type: "video", video: { link: "https://example.com/v.mp4", caption: "How it works" } } },
   {
     name: "document",
-    request: { type: "document", document: { id: "1037543291543636", filename: "invoice.pdf", caption: "Your invoice" } }
+    request: {
+      type: "document",
+      document: { id: "1037543291543636", filename: "invoice.pdf", caption: "Your invoice" }
+    }
   },
   { name: "sticker", request: { type: "sticker", sticker: { id: "798882015472548" } } },
   {
     name: "location",
-    request: { type: "location", location: { latitude: 37.44216, longitude: "-122.16153", name: "Philz Coffee", address: "101 Forest Ave" } },
-    upstream: { type: "location", location: { latitude: 37.44216, longitude: -122.16153, name: "Philz Coffee", address: "101 Forest Ave" } }
+    request: {
+      type: "location",
+      location: { latitude: 37.44216, longitude: "-122.16153", name: "Philz Coffee", address: "101 Forest Ave" }
+    },
+    upstream: {
+      type: "location",
+      location: { latitude: 37.44216, longitude: -122.16153, name: "Philz Coffee", address: "101 Forest Ave" }
+    }
   },
   {
     name: "contacts",
@@ -126,7 +154,10 @@ export const typeCases: ReadonlyArray<TypeCase> = [
         body: { text: "Our best sellers" },
         action: {
           catalog_id: "194836987003835",
-          sections: [{ title: "Succulents", product_items: [{ product_retailer_id: "di9ozbzfi4" }, { product_retailer_id: "nqryix03ez" }] }]
+          sections: [{
+            title: "Succulents",
+            product_items: [{ product_retailer_id: "di9ozbzfi4" }, { product_retailer_id: "nqryix03ez" }]
+          }]
         }
       }
     }
@@ -149,7 +180,12 @@ export const typeCases: ReadonlyArray<TypeCase> = [
       interactive: {
         type: "button",
         body: { text: "Confirm?" },
-        action: { buttons: [{ type: "reply", reply: { id: "yes", title: "Yes" } }, { type: "reply", reply: { id: "no", title: "No" } }] }
+        action: {
+          buttons: [{ type: "reply", reply: { id: "yes", title: "Yes" } }, {
+            type: "reply",
+            reply: { id: "no", title: "No" }
+          }]
+        }
       }
     }
   },

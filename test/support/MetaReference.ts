@@ -21,7 +21,10 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 /** The main checkout of this repository (a git worktree lives elsewhere), when git can tell. */
 const mainCheckout = (): string | undefined => {
   try {
-    const common = execFileSync("git", ["rev-parse", "--path-format=absolute", "--git-common-dir"], { cwd: repoRoot, encoding: "utf8" }).trim()
+    const common = execFileSync("git", ["rev-parse", "--path-format=absolute", "--git-common-dir"], {
+      cwd: repoRoot,
+      encoding: "utf8"
+    }).trim()
     return dirname(common)
   } catch {
     return undefined
@@ -31,11 +34,15 @@ const mainCheckout = (): string | undefined => {
 /** `../shared/reference` from the repository's root (from the main checkout's, for a worktree). */
 const referenceDir = (() => {
   const main = mainCheckout()
-  const tried = [...new Set([repoRoot, ...(main === undefined ? [] : [main])])].map((root) => join(root, "..", "shared", "reference"))
+  const tried = [...new Set([repoRoot, ...(main === undefined ? [] : [main])])].map((root) =>
+    join(root, "..", "shared", "reference")
+  )
   const found = tried.find((dir) => existsSync(join(dir, "meta-openapi")) && existsSync(join(dir, "webhook-fixtures")))
   if (found === undefined) {
     throw new Error(
-      `The upstream reference files are missing: expected meta-openapi/ and webhook-fixtures/ under ${tried.join(" or ")} ` +
+      `The upstream reference files are missing: expected meta-openapi/ and webhook-fixtures/ under ${
+        tried.join(" or ")
+      } ` +
         "(the shared folder beside the repository; see webhook-fixtures/SOURCES.md)"
     )
   }
@@ -50,7 +57,9 @@ let parsed: JsonObject | undefined
 const metaDocument = (): JsonObject => {
   if (parsed !== undefined) return parsed
   const document: unknown = parse(readFileSync(META_DOCUMENT, "utf8"))
-  if (!isObject(document) || !isObject(document.paths)) throw new Error(`${META_DOCUMENT} is not an OpenAPI document with paths`)
+  if (!isObject(document) || !isObject(document.paths)) {
+    throw new Error(`${META_DOCUMENT} is not an OpenAPI document with paths`)
+  }
   parsed = document
   return document
 }
@@ -67,9 +76,15 @@ const at = (value: Json | undefined, ...keys: ReadonlyArray<string>): Json | und
 }
 
 /** The request body examples of one operation of Meta's document, by name. */
-export const requestExamples = (path: string, method: string, contentType = "application/json"): ReadonlyArray<NamedExample> => {
+export const requestExamples = (
+  path: string,
+  method: string,
+  contentType = "application/json"
+): ReadonlyArray<NamedExample> => {
   const examples = at(metaDocument(), "paths", path, method, "requestBody", "content", contentType, "examples")
-  if (!isObject(examples)) throw new Error(`Meta's document has no ${contentType} request examples for ${method.toUpperCase()} ${path}`)
+  if (!isObject(examples)) {
+    throw new Error(`Meta's document has no ${contentType} request examples for ${method.toUpperCase()} ${path}`)
+  }
   return Object.entries(examples).map(([name, example]) => ({ name, value: at(example, "value") ?? null }))
 }
 
@@ -77,7 +92,9 @@ export const requestExamples = (path: string, method: string, contentType = "app
 export const responseExamples = (path: string, method: string, status = "200"): ReadonlyArray<NamedExample> => {
   const content = at(metaDocument(), "paths", path, method, "responses", status, "content", "application/json")
   const examples = at(content, "examples")
-  return isObject(examples) ? Object.entries(examples).map(([name, example]) => ({ name, value: at(example, "value") ?? null })) : []
+  return isObject(examples)
+    ? Object.entries(examples).map(([name, example]) => ({ name, value: at(example, "value") ?? null }))
+    : []
 }
 
 export interface Fixture {
@@ -108,7 +125,8 @@ const fixtureFiles = (): ReadonlyArray<Fixture> => {
 }
 
 /** The Graph request bodies and the answer the fixtures folder holds (see isGraphExchangeFixture). */
-export const graphExchangeFixtures = (): ReadonlyArray<Fixture> => fixtureFiles().filter((f) => isGraphExchangeFixture(f.name))
+export const graphExchangeFixtures = (): ReadonlyArray<Fixture> =>
+  fixtureFiles().filter((f) => isGraphExchangeFixture(f.name))
 
 export const webhookFixtures = (): ReadonlyArray<Fixture> => {
   const files = fixtureFiles().filter((f) => !isGraphExchangeFixture(f.name))
@@ -131,7 +149,10 @@ const mapJson = (value: Json, f: (value: Json) => Json): Json => {
  * The payload addressed to a tenant, as SOURCES.md says: only `entry[].id` (the business account)
  * and `value.metadata.phone_number_id` are rewritten; everything else stays as written.
  */
-export const addressedTo = (payload: JsonObject, tenant: { readonly wabaId: string; readonly phoneNumberId: string }): JsonObject => {
+export const addressedTo = (
+  payload: JsonObject,
+  tenant: { readonly wabaId: string; readonly phoneNumberId: string }
+): JsonObject => {
   const entries = payload.entry
   if (!Array.isArray(entries)) return payload
   const entry = entries.map((e) => {
@@ -143,7 +164,9 @@ export const addressedTo = (payload: JsonObject, tenant: { readonly wabaId: stri
         return { ...change, value: { ...change.value, metadata } }
       })
       : e.changes
-    return Object.fromEntries(Object.entries(e).map(([k, v]) => [k, k === "id" ? tenant.wabaId : k === "changes" ? changes ?? null : v]))
+    return Object.fromEntries(
+      Object.entries(e).map(([k, v]) => [k, k === "id" ? tenant.wabaId : k === "changes" ? changes ?? null : v])
+    )
   })
   return Object.fromEntries(Object.entries(payload).map(([k, v]) => [k, k === "entry" ? entry : v]))
 }

@@ -45,7 +45,10 @@ export interface Answer {
 }
 
 /** What the hub serves beside its operations: the document itself and Swagger UI. */
-const undocumented: Readonly<Record<string, string>> = { "GET /openapi.json": "application/json", "GET /docs": "text/html" }
+const undocumented: Readonly<Record<string, string>> = {
+  "GET /openapi.json": "application/json",
+  "GET /docs": "text/html"
+}
 
 const describe = (answer: Answer) => `${answer.method} ${answer.url} answered ${answer.status}`
 
@@ -68,33 +71,51 @@ export const expectDocumented = async (answer: Answer): Promise<void> => {
   const operation = api.matchOperation({ method: answer.method, path, headers: {}, query })
   const beside = undocumented[`${answer.method} ${path}`]
   if (beside !== undefined) {
-    if (answer.status !== 200 || !(answer.headers.get("content-type") ?? "").startsWith(beside)) throw new Error(`${describe(answer)}`)
+    if (answer.status !== 200 || !(answer.headers.get("content-type") ?? "").startsWith(beside)) {
+      throw new Error(`${describe(answer)}`)
+    }
     return
   }
   if (operation === undefined) {
     // No operation: the edge's route_not_found, an ErrorBody.
     const body = parseJson(answer)
     if (answer.status !== 404 || !isRecord(body) || body.statusCode !== 404 || typeof body.message !== "string") {
-      throw new Error(`${describe(answer)}, which the document has no operation for, and not with a 404 ErrorBody: ${answer.text.slice(0, 300)}`)
+      throw new Error(
+        `${describe(answer)}, which the document has no operation for, and not with a 404 ErrorBody: ${
+          answer.text.slice(0, 300)
+        }`
+      )
     }
     return
   }
   const response = isRecord(operation.responses) ? operation.responses[String(answer.status)] : undefined
   if (!isRecord(response)) {
-    throw new Error(`${describe(answer)}: status ${answer.status} is not documented for ${operation.operationId} (${answer.text.slice(0, 300)})`)
+    throw new Error(
+      `${describe(answer)}: status ${answer.status} is not documented for ${operation.operationId} (${
+        answer.text.slice(0, 300)
+      })`
+    )
   }
   const content = isRecord(response.content) ? response.content : undefined
   if (content === undefined) {
-    if (answer.text !== "") throw new Error(`${describe(answer)} with a body, where the document says none: ${answer.text.slice(0, 200)}`)
+    if (answer.text !== "") {
+      throw new Error(`${describe(answer)} with a body, where the document says none: ${answer.text.slice(0, 200)}`)
+    }
   } else {
     const contentType = answer.headers.get("content-type") ?? ""
     if (!contentTypeFits(Object.keys(content), contentType)) {
-      throw new Error(`${describe(answer)} as ${contentType}, where the document says ${Object.keys(content).join(" or ")}`)
+      throw new Error(
+        `${describe(answer)} as ${contentType}, where the document says ${Object.keys(content).join(" or ")}`
+      )
     }
     if ("application/json" in content) {
       const checked = api.validator.validateResponse(parseJson(answer), operation, answer.status)
       if (!checked.valid) {
-        throw new Error(`${describe(answer)} with a body the document does not allow: ${JSON.stringify(checked.errors)}\n${answer.text.slice(0, 500)}`)
+        throw new Error(
+          `${describe(answer)} with a body the document does not allow: ${JSON.stringify(checked.errors)}\n${
+            answer.text.slice(0, 500)
+          }`
+        )
       }
     }
   }
@@ -107,7 +128,9 @@ export const expectDocumented = async (answer: Answer): Promise<void> => {
     setMatchType: SetMatchType.Superset
   })
   if (!checkedHeaders.valid) {
-    throw new Error(`${describe(answer)} without the headers the document names: ${JSON.stringify(checkedHeaders.errors)}`)
+    throw new Error(
+      `${describe(answer)} without the headers the document names: ${JSON.stringify(checkedHeaders.errors)}`
+    )
   }
 }
 

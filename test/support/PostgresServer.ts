@@ -44,7 +44,9 @@ export const packagedBinaries = (): string => {
   try {
     return join(dirname(require.resolve(`${name}/package.json`)), "native")
   } catch {
-    throw new Error(`PostgreSQL for the tests could not start: the package ${name} is not installed. Run \`npm ci\` first (it installs it), or point HUB_TEST_POSTGRES_URL at a PostgreSQL server.`)
+    throw new Error(
+      `PostgreSQL for the tests could not start: the package ${name} is not installed. Run \`npm ci\` first (it installs it), or point HUB_TEST_POSTGRES_URL at a PostgreSQL server.`
+    )
   }
 }
 
@@ -68,7 +70,9 @@ const postgresUser = (): RunAs => {
     } catch (error) {
       throw new Error(
         "PostgreSQL for the tests could not start: it refuses to run as root, and the OS user `postgres` neither exists nor " +
-          `could be created (${error instanceof Error ? error.message : String(error)}). Create it (useradd postgres), run the tests ` +
+          `could be created (${
+            error instanceof Error ? error.message : String(error)
+          }). Create it (useradd postgres), run the tests ` +
           "as another user, or point HUB_TEST_POSTGRES_URL at a PostgreSQL server."
       )
     }
@@ -78,18 +82,29 @@ const postgresUser = (): RunAs => {
 /** Runs a binary to its end; its output is the error's when it fails. */
 const run = (binary: string, args: ReadonlyArray<string>, runAs: RunAs | undefined) =>
   new Promise<void>((resolve, reject) => {
-    const child = spawn(binary, args, { ...runAs, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LC_MESSAGES: "C" } })
+    const child = spawn(binary, args, {
+      ...runAs,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, LC_MESSAGES: "C" }
+    })
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
     child.once("error", reject)
-    child.once("close", (code) => (code === 0 ? resolve() : reject(new Error(`${binary} exited with ${code}: ${output.slice(-4000)}`))))
+    child.once(
+      "close",
+      (code) => (code === 0 ? resolve() : reject(new Error(`${binary} exited with ${code}: ${output.slice(-4000)}`)))
+    )
   })
 
 /** Starts the server and resolves once it accepts connections; rejects with its output if it exits first. */
 const serve = (postgres: string, args: ReadonlyArray<string>, runAs: RunAs | undefined, log: Array<string>) =>
   new Promise<ChildProcess>((resolve, reject) => {
-    const child = spawn(postgres, args, { ...runAs, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LC_MESSAGES: "C" } })
+    const child = spawn(postgres, args, {
+      ...runAs,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, LC_MESSAGES: "C" }
+    })
     let ready = false
     const onOutput = (chunk: Buffer) => {
       const text = chunk.toString("utf8")
@@ -166,14 +181,26 @@ export const startPostgres = async (
   }
   let server: ChildProcess
   try {
-    server = await serve(join(binaries, "bin", "postgres"), [
-      "-D", data,
-      "-p", String(port),
-      "-c", "listen_addresses=127.0.0.1",
-      "-c", "unix_socket_directories=",
-      "-c", `max_connections=${options.maxConnections ?? 300}`,
-      ...(options.durable === true ? [] : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
-    ], runAs, log)
+    server = await serve(
+      join(binaries, "bin", "postgres"),
+      [
+        "-D",
+        data,
+        "-p",
+        String(port),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "unix_socket_directories=",
+        "-c",
+        `max_connections=${options.maxConnections ?? 300}`,
+        ...(options.durable === true
+          ? []
+          : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+      ],
+      runAs,
+      log
+    )
   } catch (error) {
     throw why("start", error)
   }

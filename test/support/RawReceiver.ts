@@ -34,7 +34,10 @@ export interface RawReceiver {
 export const OK = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
 
 /** A receiver speaking just enough HTTP/1.1 to count connections and requests. */
-export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply, tls?: { readonly key: string; readonly cert: string }) =>
+export const rawReceiver = (
+  reply: (request: RawRequest, index: number) => Reply,
+  tls?: { readonly key: string; readonly cert: string }
+) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const requests: Array<RawRequest> = []
@@ -63,7 +66,11 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
               const head = buffer.subarray(0, end).toString("latin1")
               const length = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0)
               if (buffer.length < end + 4 + length) break
-              const request = { connection: socket.data.id, head, body: buffer.subarray(end + 4, end + 4 + length).toString() }
+              const request = {
+                connection: socket.data.id,
+                head,
+                body: buffer.subarray(end + 4, end + 4 + length).toString()
+              }
               buffer = buffer.subarray(end + 4 + length)
               requests.push(request)
               for (const waiter of requestWaiters.filter((w) => w.n <= requests.length)) {
@@ -97,8 +104,12 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
         requests,
         connections: () => connections,
         closedConnections: () => closed,
-        whenRequests: (n) => (requests.length >= n ? Promise.resolve() : new Promise((resolve) => requestWaiters.push({ n, resolve }))),
-        whenClosed: (n) => (closed >= n ? Promise.resolve() : new Promise((resolve) => closeWaiters.push({ n, resolve }))),
+        whenRequests: (n) => (requests.length >= n ? Promise.resolve() : new Promise((resolve) =>
+          requestWaiters.push({ n, resolve })
+        )),
+        whenClosed: (n) => (closed >= n ? Promise.resolve() : new Promise((resolve) =>
+          closeWaiters.push({ n, resolve })
+        )),
         peakConnections: () => peak,
         bytesReceived: () => received
       }
@@ -106,4 +117,3 @@ export const rawReceiver = (reply: (request: RawRequest, index: number) => Reply
     }),
     ({ listener }) => Effect.sync(() => listener.stop(true))
   ).pipe(Effect.map(({ receiver }) => receiver))
-

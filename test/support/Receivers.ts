@@ -12,7 +12,12 @@ export interface ReceivedRequest {
 }
 
 export type Reply =
-  | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string; readonly delayMs?: number }
+  | {
+    readonly status: number
+    readonly headers?: Record<string, string>
+    readonly body?: string
+    readonly delayMs?: number
+  }
   | "hang"
 
 interface Receiver {
@@ -65,7 +70,9 @@ export const makeReceiver = (
           for (const listener of [...listeners]) listener()
           const answer = await pending
           if (answer === "hang") {
-            return new Promise<Response>((resolve) => hanging.add(() => resolve(new Response("released", { status: 503 }))))
+            return new Promise<Response>((resolve) =>
+              hanging.add(() => resolve(new Response("released", { status: 503 })))
+            )
           }
           // A slow receiver: the delay is the receiver's behaviour under test, not a wait in the test.
           if (answer.delayMs !== undefined) await Bun.sleep(answer.delayMs)
@@ -90,7 +97,8 @@ export const makeReceiver = (
           }).pipe(
             Effect.timeoutFail({
               duration: deadline,
-              onTimeout: () => new Error(`receiver: ${what} did not happen in time; ${requests.length} request(s) arrived`)
+              onTimeout: () =>
+                new Error(`receiver: ${what} did not happen in time; ${requests.length} request(s) arrived`)
             }),
             Effect.orDie
           ),

@@ -26,9 +26,16 @@ export const untilAfterEachSignal = <A, E, R, R2>(
     Stream.mapEffect(() => check),
     Stream.filterMap((found) => found),
     Stream.runHead,
-    Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage(`${what}: the signal ended`), onSome: Effect.succeed })),
+    Effect.flatMap(
+      Option.match({ onNone: () => Effect.dieMessage(`${what}: the signal ended`), onSome: Effect.succeed })
+    ),
     Effect.orDie,
-    Effect.raceFirst(Effect.zipRight(Effect.withClock(Effect.sleep(deadline), realClock), Effect.dieMessage(`${what} did not happen in time`)))
+    Effect.raceFirst(
+      Effect.zipRight(
+        Effect.withClock(Effect.sleep(deadline), realClock),
+        Effect.dieMessage(`${what} did not happen in time`)
+      )
+    )
   )
 
 /** What `read` answers once `condition` holds of it, read again after each signal (see untilAfterEachSignal). */
@@ -42,11 +49,17 @@ export const untilSignalledThat = <A, E, R, R2>(
   untilAfterEachSignal(signal, what, Effect.map(read, (a) => (condition(a) ? Option.some(a) : Option.none())), deadline)
 
 /** The hub's count of logged delivery attempts: fires each time the dispatcher commits attempts (and has acted on them). */
-const attemptsLogged: Stream.Stream<number, never, DeliveryWatch> = Stream.unwrap(Effect.map(DeliveryWatch, (watch) => watch.attemptsLogged))
+const attemptsLogged: Stream.Stream<number, never, DeliveryWatch> = Stream.unwrap(
+  Effect.map(DeliveryWatch, (watch) => watch.attemptsLogged)
+)
 
 /** Waits until `condition` holds of what `read` answers, reading again each time delivery attempts are logged. */
-export const untilAttemptsLogged = <A, E, R>(what: string, read: Effect.Effect<A, E, R>, condition: (a: A) => boolean, deadline?: Duration.DurationInput) =>
-  untilSignalledThat(attemptsLogged, what, read, condition, deadline)
+export const untilAttemptsLogged = <A, E, R>(
+  what: string,
+  read: Effect.Effect<A, E, R>,
+  condition: (a: A) => boolean,
+  deadline?: Duration.DurationInput
+) => untilSignalledThat(attemptsLogged, what, read, condition, deadline)
 
 /**
  * A signal fired from plain callbacks (a logger, a listener): `fire` counts, `changes` emits the

@@ -3,16 +3,16 @@
  * and helpers to call it and to seed tenancy. Every assertion goes through real HTTP.
  */
 import { FetchHttpClient, HttpClient, HttpClientResponse, HttpServer } from "@effect/platform"
-import { hubServer } from "../../src/Edge/FastLane.js"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { TokensRepo } from "../../src/Auth/Repo.js"
-import { type HubSettings, hubConfigWith } from "../../src/Config.js"
-import { hubLayer } from "../../src/Http.js"
-import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
-import { InstancesRepo } from "../../src/Instances/Repo.js"
-import { expectDocumented } from "./OpenApiCheck.js"
-import { type Engine, testDatabaseUrl } from "./Databases.js"
 import { type HubClient, makeHubClient } from "../../src/Client.js"
+import { hubConfigWith, type HubSettings } from "../../src/Config.js"
+import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
+import { hubServer } from "../../src/Edge/FastLane.js"
+import { hubLayer } from "../../src/Http.js"
+import { InstancesRepo } from "../../src/Instances/Repo.js"
+import { type Engine, testDatabaseUrl } from "./Databases.js"
+import { expectDocumented } from "./OpenApiCheck.js"
 
 export interface HttpResult {
   readonly status: number
@@ -40,23 +40,40 @@ export class TestHub extends Context.Tag("TestHub")<TestHub, {
 /** fetch, with every answer checked against the OpenAPI document (its body read here, then handed on as it came). */
 const documentedFetch = Layer.effect(
   HttpClient.HttpClient,
-  Effect.map(HttpClient.HttpClient, (client) =>
-    HttpClient.transformResponse(client, (answer) =>
-      Effect.flatMap(answer, (response) =>
-        Effect.flatMap(Effect.orDie(response.text), (text) => {
-          const url = new URL(response.request.url)
-          const headers = new Headers(response.headers)
-          return Effect.as(
-            Effect.promise(() => expectDocumented({ method: response.request.method, url: url.pathname + url.search, status: response.status, headers, text })),
-            HttpClientResponse.fromWeb(response.request, new Response(text, { status: response.status, headers }))
-          )
-        }))))
+  Effect.map(
+    HttpClient.HttpClient,
+    (client) =>
+      HttpClient.transformResponse(
+        client,
+        (answer) =>
+          Effect.flatMap(answer, (response) =>
+            Effect.flatMap(Effect.orDie(response.text), (text) => {
+              const url = new URL(response.request.url)
+              const headers = new Headers(response.headers)
+              return Effect.as(
+                Effect.promise(() =>
+                  expectDocumented({
+                    method: response.request.method,
+                    url: url.pathname + url.search,
+                    status: response.status,
+                    headers,
+                    text
+                  })
+                ),
+                HttpClientResponse.fromWeb(response.request, new Response(text, { status: response.status, headers }))
+              )
+            }))
+      )
+  )
 ).pipe(Layer.provide(FetchHttpClient.layer))
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** The array under `key` of an answer's body, its items as records: `[]` when it is not an array of objects. */
-export const itemsOf = (body: Readonly<Record<string, unknown>>, key: string = "data"): ReadonlyArray<Readonly<Record<string, unknown>>> => {
+export const itemsOf = (
+  body: Readonly<Record<string, unknown>>,
+  key: string = "data"
+): ReadonlyArray<Readonly<Record<string, unknown>>> => {
   const value = body[key]
   return Array.isArray(value) ? value.filter(isRecord) : []
 }
@@ -88,7 +105,11 @@ export const TestHubLive = Layer.effect(
             headers["content-type"] ??= "application/json"
             body = JSON.stringify(options.json)
           }
-          const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
+          const response = await fetch(`${baseUrl}${path}`, {
+            method,
+            headers,
+            ...(body === undefined ? {} : { body })
+          })
           const text = await response.text()
           // Every answer must be what the OpenAPI document says (see OpenApiCheck.ts).
           await expectDocumented({ method, url: path, status: response.status, headers: response.headers, text })
@@ -121,7 +142,10 @@ const TEST_SECRET_KEY = Redacted.make(new Uint8Array(32).fill(7))
  * A hub on 127.0.0.1 port 0, on an in-memory SQLite database or, with `engine: "postgres"`, a fresh
  * database of its own on the run's PostgreSQL server (dropped when the layer is released).
  */
-export const testHub = (options: TestHubOptions = {}, logging: Layer.Layer<never> = Logger.minimumLogLevel(LogLevel.None)) => {
+export const testHub = (
+  options: TestHubOptions = {},
+  logging: Layer.Layer<never> = Logger.minimumLogLevel(LogLevel.None)
+) => {
   const { engine = "sqlite", ...settings } = options
   return Layer.unwrapScoped(Effect.map(testDatabaseUrl(engine), (databaseFile) =>
     TestHubLive.pipe(
@@ -148,13 +172,16 @@ export interface Tenant {
 let tenantCounter = 0
 
 /** A new organization with one instance and a token of each kind. */
-export const seedTenant = (options: { readonly phoneNumberId?: string; readonly wabaId?: string; readonly accessToken?: string } = {}) =>
+export const seedTenant = (
+  options: { readonly phoneNumberId?: string; readonly wabaId?: string; readonly accessToken?: string } = {}
+) =>
   Effect.gen(function*() {
     const instances = yield* InstancesRepo
     const tokens = yield* TokensRepo
     tenantCounter++
     // The counter keeps ids apart within a process (a random part alone collided once a file seeded ~100 tenants).
-    const phoneNumberId = options.phoneNumberId ?? String(310000000000000 + tenantCounter * 1000 + Math.floor(Math.random() * 1000))
+    const phoneNumberId = options.phoneNumberId ??
+      String(310000000000000 + tenantCounter * 1000 + Math.floor(Math.random() * 1000))
     const wabaId = options.wabaId ?? String(410000000000000 + tenantCounter * 1000 + Math.floor(Math.random() * 1000))
     const organization = yield* instances.createOrganization(`Tenant ${tenantCounter}`)
     const instance = yield* instances.createInstance({
@@ -165,8 +192,16 @@ export const seedTenant = (options: { readonly phoneNumberId?: string; readonly 
       accessToken: Option.some(options.accessToken ?? `access-token-${tenantCounter}`)
     }).pipe(Effect.orDie)
     const session = yield* tokens.createSession(organization.id, 3_600_000)
-    const orgToken = yield* tokens.createApiToken({ organizationId: organization.id, instanceId: undefined, name: "org" })
-    const instanceToken = yield* tokens.createApiToken({ organizationId: organization.id, instanceId: instance.id, name: "instance" })
+    const orgToken = yield* tokens.createApiToken({
+      organizationId: organization.id,
+      instanceId: undefined,
+      name: "org"
+    })
+    const instanceToken = yield* tokens.createApiToken({
+      organizationId: organization.id,
+      instanceId: instance.id,
+      name: "instance"
+    })
     return {
       organizationId: organization.id,
       instanceId: instance.id,
@@ -182,13 +217,19 @@ export const seedTenant = (options: { readonly phoneNumberId?: string; readonly 
 export const createWebhook = (tenant: Tenant, url: string) =>
   Effect.gen(function*() {
     const hub = yield* TestHub
-    const created = yield* hub.request("POST", "/api/webhooks", { token: tenant.instanceToken, json: { url, name: "receiver" } })
-    if (created.status !== 201) return yield* Effect.dieMessage(`creating a webhook answered ${created.status}: ${JSON.stringify(created.body)}`)
+    const created = yield* hub.request("POST", "/api/webhooks", {
+      token: tenant.instanceToken,
+      json: { url, name: "receiver" }
+    })
+    if (created.status !== 201) {
+      return yield* Effect.dieMessage(`creating a webhook answered ${created.status}: ${JSON.stringify(created.body)}`)
+    }
     return { id: String(created.body.id), secret: String(created.body.secret) }
   })
 
 /** The id of a new webhook of the tenant's instance for `url`. */
-export const createWebhookId = (tenant: Tenant, url: string) => Effect.map(createWebhook(tenant, url), (webhook) => webhook.id)
+export const createWebhookId = (tenant: Tenant, url: string) =>
+  Effect.map(createWebhook(tenant, url), (webhook) => webhook.id)
 
 /** A second instance (and an instance token for it) in the tenant's organization and business account. */
 export const addInstance = (tenant: Tenant) =>
@@ -203,6 +244,15 @@ export const addInstance = (tenant: Tenant) =>
       wabaId: tenant.wabaId,
       accessToken: Option.some("access-token-second")
     }).pipe(Effect.orDie)
-    const token = yield* tokens.createApiToken({ organizationId: tenant.organizationId, instanceId: instance.id, name: "second" })
-    return { instanceId: instance.id, organizationId: tenant.organizationId, phoneNumberId: instance.phone_number_id, instanceToken: token.secret }
+    const token = yield* tokens.createApiToken({
+      organizationId: tenant.organizationId,
+      instanceId: instance.id,
+      name: "second"
+    })
+    return {
+      instanceId: instance.id,
+      organizationId: tenant.organizationId,
+      phoneNumberId: instance.phone_number_id,
+      instanceToken: token.secret
+    }
   })

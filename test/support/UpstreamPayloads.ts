@@ -78,7 +78,10 @@ export const META_MESSAGES = {
   }
 } as const satisfies Record<string, JsonObject>
 
-const metadata = (number: BusinessNumber) => ({ display_phone_number: "15550783881", phone_number_id: number.phoneNumberId })
+const metadata = (number: BusinessNumber) => ({
+  display_phone_number: "15550783881",
+  phone_number_id: number.phoneNumberId
+})
 
 /** A `messages` change carrying inbound messages to a number. */
 export const inboundChange = (number: BusinessNumber, ...messages: ReadonlyArray<JsonObject>): JsonObject => ({
@@ -96,7 +99,9 @@ export const status = (id: string, state: string, timestamp: number, extra: Json
   status: state,
   timestamp: String(timestamp),
   recipient_id: "16505551234",
-  ...(state === "failed" ? {} : { pricing: { billable: true, pricing_model: "PMP", category: "utility", type: "regular" } }),
+  ...(state === "failed"
+    ? {}
+    : { pricing: { billable: true, pricing_model: "PMP", category: "utility", type: "regular" } }),
   ...extra
 })
 
@@ -113,8 +118,10 @@ export const envelope = (...entries: ReadonlyArray<readonly [string, ReadonlyArr
 })
 
 /** The upstream's X-Hub-Signature-256 for a body. */
-export const signBody = (appSecret: string, body: string) => `sha256=${createHmac("sha256", appSecret).update(body).digest("hex")}`
+export const signBody = (appSecret: string, body: string) =>
+  `sha256=${createHmac("sha256", appSecret).update(body).digest("hex")}`
 
 let wamidCounter = 0
 /** A fresh upstream message id. */
-export const wamid = () => `wamid.TEST${Date.now().toString(36)}${(++wamidCounter).toString(36)}${Math.random().toString(36).slice(2, 8)}`
+export const wamid = () =>
+  `wamid.TEST${Date.now().toString(36)}${(++wamidCounter).toString(36)}${Math.random().toString(36).slice(2, 8)}`

@@ -24,26 +24,50 @@ interface Page {
 }
 
 const pages: ReadonlyArray<Page> = [
-  { path: "/tokens", title: "API tokens", allowed: can.listTokens, render: (s) => <TokensPage kind={s.kind} token={s.token} /> },
-  { path: "/instances", title: "Instances", allowed: can.listInstances, render: (s) => <InstancesPage kind={s.kind} /> },
+  {
+    path: "/tokens",
+    title: "API tokens",
+    allowed: can.listTokens,
+    render: (s) => <TokensPage kind={s.kind} token={s.token} />
+  },
+  {
+    path: "/instances",
+    title: "Instances",
+    allowed: can.listInstances,
+    render: (s) => <InstancesPage kind={s.kind} />
+  },
   { path: "/messages", title: "Messages", allowed: can.readMessages, render: (s) => <MessagesPage kind={s.kind} /> },
   { path: "/webhooks", title: "Webhooks", allowed: can.manageWebhooks, render: (s) => <WebhooksPage kind={s.kind} /> },
-  { path: "/deliveries", title: "Deliveries", allowed: can.manageWebhooks, render: (s) => <DeliverySearchPage kind={s.kind} /> },
+  {
+    path: "/deliveries",
+    title: "Deliveries",
+    allowed: can.manageWebhooks,
+    render: (s) => <DeliverySearchPage kind={s.kind} />
+  },
   { path: "/events", title: "Live events", allowed: can.watchEvents, render: (s) => <LiveEventsPage kind={s.kind} /> },
-  { path: "/sandbox", title: "Sandbox", allowed: (kind) => can.simulateInbound(kind) && isSandbox(), render: (s) => <SandboxPage kind={s.kind} /> }
+  {
+    path: "/sandbox",
+    title: "Sandbox",
+    allowed: (kind) => can.simulateInbound(kind) && isSandbox(),
+    render: (s) => <SandboxPage kind={s.kind} />
+  }
 ]
 
 const NotHere = (props: { readonly path: string; readonly session: Session }) => (
   <main id="main">
     <h1>Not available</h1>
-    <p>There is no page at <code>{props.path}</code> for {kindLabel[props.session.kind].toLowerCase()}s.</p>
+    <p>
+      There is no page at <code>{props.path}</code> for {kindLabel[props.session.kind].toLowerCase()}s.
+    </p>
   </main>
 )
 
 const Routed = (props: { readonly session: Session; readonly path: string }) => {
   const allowed = pages.filter((page) => page.allowed(props.session.kind))
   const webhook = /^\/webhooks\/([^/]+)$/.exec(props.path)
-  if (webhook?.[1] !== undefined && can.manageWebhooks(props.session.kind)) return <WebhookPage id={decodeURIComponent(webhook[1])} />
+  if (webhook?.[1] !== undefined && can.manageWebhooks(props.session.kind)) {
+    return <WebhookPage id={decodeURIComponent(webhook[1])} />
+  }
   const page = allowed.find((p) => p.path === props.path)
   if (page !== undefined) return <>{page.render(props.session)}</>
   return <NotHere path={props.path} session={props.session} />
@@ -58,7 +82,13 @@ const Header = (props: { readonly session: Session; readonly path: string; reado
       <div class="top-bar">
         <Link to="/" class="brand">Messaging Hub</Link>
         <span class="who">{kindLabel[props.session.kind]}</span>
-        <button type="button" class="menu-toggle secondary" aria-expanded={menuOpen} aria-controls="main-nav" onClick={() => setMenuOpen(!menuOpen)}>
+        <button
+          type="button"
+          class="menu-toggle secondary"
+          aria-expanded={menuOpen}
+          aria-controls="main-nav"
+          onClick={() => setMenuOpen(!menuOpen)}
+        >
           Menu
         </button>
         <button type="button" class="sign-out secondary" onClick={props.onSignOut}>Sign out</button>
@@ -103,7 +133,9 @@ export const App = () => {
 
   useEffect(() => {
     whenUnauthorized((message) => signOut(`The hub refused the token (${message}): sign in again.`))
-    if (session !== undefined) startFeed(session, (message) => signOut(`The hub refused the token (${message}): sign in again.`))
+    if (session !== undefined) {
+      startFeed(session, (message) => signOut(`The hub refused the token (${message}): sign in again.`))
+    }
     return () => liveFeed.stop()
   }, [])
 
@@ -139,7 +171,11 @@ export const App = () => {
   return (
     <>
       <a class="skip" href="#main">Skip to content</a>
-      <Header session={session} path={location.path} onSignOut={() => signOut("Signed out: the token was removed from this tab.")} />
+      <Header
+        session={session}
+        path={location.path}
+        onSignOut={() => signOut("Signed out: the token was removed from this tab.")}
+      />
       {location.path === "/" ? null : <Routed key={location.path} session={session} path={location.path} />}
     </>
   )

@@ -45,7 +45,9 @@ const errorOf = (status: number, body: unknown, retryAfter: string | null): ApiE
 
 export const pathWith = (path: string, query: Query = {}) => {
   const params = new URLSearchParams()
-  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== "") params.set(name, String(value))
+  for (const [name, value] of Object.entries(query)) {
+    if (value !== undefined && value !== "") params.set(name, String(value))
+  }
   const text = params.toString()
   return text === "" ? path : `${path}?${text}`
 }
@@ -78,7 +80,9 @@ export const callWith = async <A>(
     return { ok: false, error: { status: 0, message: `Could not reach the hub: ${String(cause)}`, code: undefined } }
   }
   const text = await response.text()
-  if (!response.ok) return { ok: false, error: errorOf(response.status, parse(text), response.headers.get("retry-after")) }
+  if (!response.ok) {
+    return { ok: false, error: errorOf(response.status, parse(text), response.headers.get("retry-after")) }
+  }
   // A 204 has no body; its callers ask for `void`.
   const value: A = text === "" ? undefined : JSON.parse(text)
   return { ok: true, value }
@@ -90,7 +94,11 @@ export const setToken = (token: string) => {
 }
 
 /** A call with the signed-in token; a 401 ends the session. */
-export const call = async <A>(method: string, path: string, options: { readonly query?: Query; readonly json?: unknown } = {}) => {
+export const call = async <A>(
+  method: string,
+  path: string,
+  options: { readonly query?: Query; readonly json?: unknown } = {}
+) => {
   const result = await callWith<A>(currentToken, method, path, options)
   if (!result.ok && result.error.status === 401) onUnauthorized(result.error.message)
   return result

@@ -15,7 +15,7 @@ export type Loaded<A> =
  * Loads with `load` whenever `key` changes; `reload` loads again in place (the old value stays shown
  * meanwhile); `replace` shows a value an action answered (a PATCH's record) without asking again.
  */
-export const useResource = <A,>(load: () => Promise<ApiResult<A>>, key: string) => {
+export const useResource = <A extends unknown>(load: () => Promise<ApiResult<A>>, key: string) => {
   const [loaded, setLoaded] = useState<Loaded<A>>({ state: "loading" })
   const latest = useRef(0)
   const reload = useCallback(async () => {
@@ -44,7 +44,10 @@ export const useAction = () => {
   const [error, setError] = useState<ApiError | undefined>(undefined)
   const [outcome, setOutcome] = useState<string | undefined>(undefined)
   const [busy, setBusy] = useState(false)
-  const run = async <A,>(action: () => Promise<ApiResult<A>>, done: (value: A) => string | undefined) => {
+  const run = async <A extends unknown>(
+    action: () => Promise<ApiResult<A>>,
+    done: (value: A) => string | undefined
+  ) => {
     setBusy(true)
     setError(undefined)
     setOutcome(undefined)
@@ -67,13 +70,16 @@ export const usePolling = (active: boolean, reload: () => Promise<void>, ms: num
 
 /** When a refusal says to come back (its Retry-After), in words, after its message. */
 const retryAfterText = (error: ApiError) =>
-  error.retryAfterSeconds === undefined ? "" : `${/[.!?]$/.test(error.message) ? "" : "."} Try again in ${error.retryAfterSeconds} s.`
+  error.retryAfterSeconds === undefined
+    ? ""
+    : `${/[.!?]$/.test(error.message) ? "" : "."} Try again in ${error.retryAfterSeconds} s.`
 
 /** An API failure, as its message (and when to try again, if it says). Announced at once to screen readers. */
 export const ErrorNote = (props: { readonly error: ApiError | undefined; readonly prefix?: string }) =>
   props.error === undefined ? null : (
     <p class="note note-error" role="alert">
-      {props.prefix === undefined ? null : <strong>{props.prefix}</strong>} {props.error.message}{retryAfterText(props.error)}
+      {props.prefix === undefined ? null : <strong>{props.prefix}</strong>} {props.error.message}
+      {retryAfterText(props.error)}
     </p>
   )
 
@@ -85,9 +91,13 @@ export const Outcome = (props: { readonly text: string | undefined }) => (
 )
 
 /** What a page shows while loading or after failing to; `children` renders the value. */
-export const Resource = <A,>(props: { readonly loaded: Loaded<A>; readonly what: string; readonly children: (value: A) => ComponentChildren }) => {
+export const Resource = <A extends unknown>(
+  props: { readonly loaded: Loaded<A>; readonly what: string; readonly children: (value: A) => ComponentChildren }
+) => {
   if (props.loaded.state === "loading") return <p class="muted" role="status">Loading {props.what}…</p>
-  if (props.loaded.state === "failed") return <ErrorNote error={props.loaded.error} prefix={`Could not load ${props.what}:`} />
+  if (props.loaded.state === "failed") {
+    return <ErrorNote error={props.loaded.error} prefix={`Could not load ${props.what}:`} />
+  }
   return <>{props.children(props.loaded.value)}</>
 }
 
@@ -119,10 +129,22 @@ export const SecretOnce = (props: {
       <p>Copy it now: it is shown only this once and cannot be read again.</p>
       <div class="secret-row">
         <label class="visually-hidden" for="secret-value">Secret</label>
-        <input id="secret-value" class="mono" readOnly value={props.secret} ref={field} onFocus={() => field.current?.select()} />
+        <input
+          id="secret-value"
+          class="mono"
+          readOnly
+          value={props.secret}
+          ref={field}
+          onFocus={() => field.current?.select()}
+        />
         <button
           type="button"
-          onClick={async () => setCopied((await copyText(props.secret, field.current)) ? "Copied to the clipboard." : "Selected: press Ctrl+C (⌘C) to copy.")}
+          onClick={async () =>
+            setCopied(
+              (await copyText(props.secret, field.current))
+                ? "Copied to the clipboard."
+                : "Selected: press Ctrl+C (⌘C) to copy."
+            )}
         >
           Copy
         </button>
@@ -151,13 +173,23 @@ export const ConfirmButton = (props: {
   }, [asking])
   if (!asking) {
     return (
-      <button type="button" class={props.tone === "normal" ? "secondary" : "danger-outline"} disabled={props.disabled} onClick={() => setAsking(true)}>
+      <button
+        type="button"
+        class={props.tone === "normal" ? "secondary" : "danger-outline"}
+        disabled={props.disabled}
+        onClick={() => setAsking(true)}
+      >
         {props.label}
       </button>
     )
   }
   return (
-    <span class={props.tone === "normal" ? "confirm confirm-normal" : "confirm"} role="group" aria-label={props.question} onKeyDown={(e) => e.key === "Escape" && setAsking(false)}>
+    <span
+      class={props.tone === "normal" ? "confirm confirm-normal" : "confirm"}
+      role="group"
+      aria-label={props.question}
+      onKeyDown={(e) => e.key === "Escape" && setAsking(false)}
+    >
       <span class="confirm-question">{props.question}</span>
       <button
         type="button"
@@ -181,7 +213,12 @@ export const ConfirmButton = (props: {
  */
 export const Pager = (props: {
   readonly place: PagePlace
-  readonly list: { readonly total: number; readonly limit: number; readonly total_capped?: boolean | undefined; readonly cursors: PageCursors }
+  readonly list: {
+    readonly total: number
+    readonly limit: number
+    readonly total_capped?: boolean | undefined
+    readonly cursors: PageCursors
+  }
   readonly noun: readonly [string, string]
   readonly onPage: (place: PagePlace) => void
 }) => {
@@ -189,9 +226,23 @@ export const Pager = (props: {
   const older = olderPage(props.place, props.list.cursors)
   return (
     <nav class="pager" aria-label={`Pages of ${props.noun[1]}`}>
-      <button type="button" class="secondary" disabled={newer === undefined} onClick={() => newer !== undefined && props.onPage(newer)}>← Previous</button>
+      <button
+        type="button"
+        class="secondary"
+        disabled={newer === undefined}
+        onClick={() => newer !== undefined && props.onPage(newer)}
+      >
+        ← Previous
+      </button>
       <span aria-live="polite">{pageText(props.place, props.list, props.noun)}</span>
-      <button type="button" class="secondary" disabled={older === undefined} onClick={() => older !== undefined && props.onPage(older)}>Next →</button>
+      <button
+        type="button"
+        class="secondary"
+        disabled={older === undefined}
+        onClick={() => older !== undefined && props.onPage(older)}
+      >
+        Next →
+      </button>
     </nav>
   )
 }
@@ -219,7 +270,9 @@ const pad = (n: number) => String(n).padStart(2, "0")
 export const localInputOf = (iso: string) => {
   const at = new Date(iso)
   if (Number.isNaN(at.getTime())) return ""
-  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${
+    pad(at.getMinutes())
+  }`
 }
 
 /** What a datetime-local input holds (local time), as an ISO 8601 instant; undefined when empty or not a time. */
@@ -233,15 +286,20 @@ export const isoOfLocalInput = (value: string): string | undefined => {
 export const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone
 
 export const Time = (props: { readonly iso: string | null | undefined }) =>
-  props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso}>{formatTime(props.iso)}</time>
+  props.iso === null || props.iso === undefined
+    ? <span class="muted">—</span>
+    : <time dateTime={props.iso}>{formatTime(props.iso)}</time>
 
 /** How long ago, for narrow columns; the time itself in its title. */
 export const Ago = (props: { readonly iso: string | null | undefined }) =>
-  props.iso === null || props.iso === undefined ? <span class="muted">—</span> : <time dateTime={props.iso} title={formatTime(props.iso)}>{ago(props.iso)}</time>
+  props.iso === null || props.iso === undefined
+    ? <span class="muted">—</span>
+    : <time dateTime={props.iso} title={formatTime(props.iso)}>{ago(props.iso)}</time>
 
 export type Tone = "ok" | "warn" | "bad" | "info" | "neutral"
 
-export const Badge = (props: { readonly tone: Tone; readonly children: ComponentChildren }) => <span class={`badge badge-${props.tone}`}>{props.children}</span>
+export const Badge = (props: { readonly tone: Tone; readonly children: ComponentChildren }) =>
+  <span class={`badge badge-${props.tone}`}>{props.children}</span>
 
 /** A page's title, focused when the page opens in place so keyboard and screen reader users start there. */
 export const PageTitle = (props: { readonly children: ComponentChildren; readonly lead?: ComponentChildren }) => {

@@ -32,7 +32,8 @@ export const kindDescription = (kind: string) => DOCUMENTED[kind] ?? `The upstre
 export const takesEveryKind = (events: ReadonlyArray<string>) => events.length === 0 || events.includes(ALL_KINDS)
 
 /** The kinds in the hub's order (the order the form lists them). */
-export const inKindOrder = (kinds: ReadonlySet<string>): ReadonlyArray<string> => EVENT_KINDS.filter((kind) => kinds.has(kind))
+export const inKindOrder = (kinds: ReadonlySet<string>): ReadonlyArray<string> =>
+  EVENT_KINDS.filter((kind) => kinds.has(kind))
 
 /** A webhook's kinds in the hub's order (the API answers them sorted by name); a kind not known here last. */
 const ordered = (events: ReadonlyArray<string>) => {

@@ -41,7 +41,10 @@ const parseJson = (text: string): unknown => {
 
 const eventOf = (data: string): LiveEvent | undefined => {
   const parsed = parseJson(data)
-  if (!isRecord(parsed) || typeof parsed.id !== "string" || typeof parsed.instance_id !== "string" || typeof parsed.received_at !== "string") {
+  if (
+    !isRecord(parsed) || typeof parsed.id !== "string" || typeof parsed.instance_id !== "string" ||
+    typeof parsed.received_at !== "string"
+  ) {
     return undefined
   }
   return { id: parsed.id, instanceId: parsed.instance_id, receivedAt: parsed.received_at, payload: parsed.payload }
@@ -112,7 +115,10 @@ class LiveFeed {
       this.retry = setTimeout(() => void this.connect(token, Math.min(30, delaySeconds * 2)), delaySeconds * 1000)
     }
     try {
-      const response = await fetch("/api/events/stream", { headers: { authorization: `Bearer ${token}` }, signal: abort.signal })
+      const response = await fetch("/api/events/stream", {
+        headers: { authorization: `Bearer ${token}` },
+        signal: abort.signal
+      })
       if (!response.ok || response.body === null) return failed(await errorOf(response))
       const parser = createParser({
         onEvent: (message) => {
@@ -173,7 +179,9 @@ const messageLine = (message: Record<string, unknown>) => {
   const type = text(message, "type") ?? "message"
   const from = text(message, "from") ?? "someone"
   const content = message[type]
-  const body = isRecord(content) ? text(content, "body") ?? text(content, "caption") ?? text(content, "emoji") : undefined
+  const body = isRecord(content)
+    ? text(content, "body") ?? text(content, "caption") ?? text(content, "emoji")
+    : undefined
   return `Inbound ${type} from ${from}${body === undefined ? "" : `: “${body}”`}`
 }
 
@@ -203,18 +211,20 @@ export interface SeenStatus {
 /** The status events of a message that arrived on the live feed since sign-in, oldest first. */
 export const seenStatuses = (entries: ReadonlyArray<LiveEntry>, waMessageId: string): ReadonlyArray<SeenStatus> =>
   entries.flatMap((entry) =>
-    entry.kind !== "event" ? [] : records(isRecord(entry.event.payload) ? entry.event.payload.entry : undefined).flatMap((e) =>
-      records(e.changes).flatMap((change) =>
-        records(isRecord(change.value) ? change.value.statuses : undefined)
-          .filter((status) => text(status, "id") === waMessageId)
-          .map((status) => {
-            const seconds = Number(text(status, "timestamp"))
-            return {
-              status: text(status, "status") ?? "?",
-              at: Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : undefined,
-              receivedAt: entry.event.receivedAt
-            }
-          })
+    entry.kind !== "event" ?
+      [] :
+      records(isRecord(entry.event.payload) ? entry.event.payload.entry : undefined).flatMap((e) =>
+        records(e.changes).flatMap((change) =>
+          records(isRecord(change.value) ? change.value.statuses : undefined)
+            .filter((status) => text(status, "id") === waMessageId)
+            .map((status) => {
+              const seconds = Number(text(status, "timestamp"))
+              return {
+                status: text(status, "status") ?? "?",
+                at: Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000).toISOString() : undefined,
+                receivedAt: entry.event.receivedAt
+              }
+            })
+        )
       )
-    )
   ).reverse()

@@ -51,7 +51,9 @@ export const placeOf = (query: URLSearchParams): PagePlace => {
 
 /** A place as a page's own query (the first page adds nothing). */
 export const placeParams = (place: PagePlace): Readonly<Record<string, string | number | undefined>> =>
-  place.cursor === undefined ? { page: place.position === 1 ? undefined : place.position } : { page: place.position, ...place.cursor }
+  place.cursor === undefined
+    ? { page: place.position === 1 ? undefined : place.position }
+    : { page: place.position, ...place.cursor }
 
 const counts = new Intl.NumberFormat("en")
 

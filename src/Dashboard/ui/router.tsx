@@ -61,12 +61,19 @@ export const Link = (props: {
   readonly "aria-current"?: "page" | undefined
 }) => {
   const onClick = (event: MouseEvent) => {
-    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return
+    if (
+      event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey
+    ) return
     event.preventDefault()
     navigate(props.to)
   }
   return (
-    <a href={`${BASE}${props.to === "/" ? "" : props.to}`} class={props.class} aria-current={props["aria-current"]} onClick={onClick}>
+    <a
+      href={`${BASE}${props.to === "/" ? "" : props.to}`}
+      class={props.class}
+      aria-current={props["aria-current"]}
+      onClick={onClick}
+    >
       {props.children}
     </a>
   )

@@ -57,4 +57,5 @@ export const kindLabel: Record<TokenKind, string> = {
 }
 
 /** Whether the hub runs the sandbox upstream (named by the page it serves). */
-export const isSandbox = () => document.querySelector('meta[name="hub-upstream"]')?.getAttribute("content") === "sandbox"
+export const isSandbox = () =>
+  document.querySelector("meta[name=\"hub-upstream\"]")?.getAttribute("content") === "sandbox"

@@ -4,11 +4,19 @@
  * trusts them rather than decoding again.
  */
 import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary, WhoAmI as WhoAmISchema } from "../../Auth/Api.js"
+import type { Cursors } from "../../Domain/Paging.js"
 import type { InstanceRecord } from "../../Instances/Api.js"
 import type { MessageList, MessageRecord } from "../../Messages/Api.js"
-import type { Cursors } from "../../Domain/Paging.js"
-import type { Attempt, Delivery, DeliveryList, Recovered, SecretRotated, WebhookCreated, WebhookRecord } from "../../Webhooks/Api.js"
 import type { ChangesAccepted, InboundAccepted } from "../../Sandbox/Api.js"
+import type {
+  Attempt,
+  Delivery,
+  DeliveryList,
+  Recovered,
+  SecretRotated,
+  WebhookCreated,
+  WebhookRecord
+} from "../../Webhooks/Api.js"
 
 export type TokenSummary = typeof ApiTokenSummary.Type
 export type TokenList = typeof ApiTokenList.Type

@@ -3,8 +3,8 @@
  * info, business profile and call actions, in the upstream's envelopes with its paging and filters.
  */
 import { Clock, Effect } from "effect"
-import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { JsonObject } from "../../Domain/Json.js"
+import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { displayDigits, formattedDisplayNumber, qrCode, stableNumericId, wacid } from "./Ids.js"
@@ -16,17 +16,21 @@ const DAY_MS = 24 * 3600 * 1000
 export const phoneNumbers = (target: UpstreamTarget, query: GraphQuery) =>
   Effect.zipRight(
     checkReserved(target.wabaId),
-    page([{
-      verified_name: "Sandbox Business",
-      code_verification_status: "VERIFIED",
-      display_phone_number: formattedDisplayNumber(target.phoneNumberId),
-      quality_rating: "GREEN",
-      platform_type: "CLOUD_API",
-      throughput: { level: "STANDARD" },
-      status: "CONNECTED",
-      messaging_limit_tier: "TIER_1K",
-      id: target.phoneNumberId
-    }], query, { link: `${GRAPH}/${target.wabaId}/phone_numbers` })
+    page(
+      [{
+        verified_name: "Sandbox Business",
+        code_verification_status: "VERIFIED",
+        display_phone_number: formattedDisplayNumber(target.phoneNumberId),
+        quality_rating: "GREEN",
+        platform_type: "CLOUD_API",
+        throughput: { level: "STANDARD" },
+        status: "CONNECTED",
+        messaging_limit_tier: "TIER_1K",
+        id: target.phoneNumberId
+      }],
+      query,
+      { link: `${GRAPH}/${target.wabaId}/phone_numbers` }
+    )
   )
 
 const QR_MESSAGES = ["Show me today's deals!", "I'd like to book an appointment", "Where is my order?"]
@@ -52,7 +56,11 @@ export const listQrCodes = (target: UpstreamTarget, query: GraphQuery) =>
     )
   )
 
-export const getQrCode = (target: UpstreamTarget, code: string, query: GraphQuery): Effect.Effect<JsonObject, UpstreamError> =>
+export const getQrCode = (
+  target: UpstreamTarget,
+  code: string,
+  query: GraphQuery
+): Effect.Effect<JsonObject, UpstreamError> =>
   Effect.gen(function*() {
     yield* checkReserved(target.phoneNumberId, code)
     const qr = qrCodesOf(target.phoneNumberId).find((q) => q.code === code)
@@ -69,7 +77,8 @@ const CLOUD_GROUP_ID = /^Y2FwaV9ncm91cDo[A-Za-z0-9_=-]{1,240}$/
  */
 export const sandboxGroupsOf = (phoneNumberId: string): ReadonlyArray<string> =>
   [1, 2, 3].map((n) =>
-    Buffer.from(`capi_group:${displayDigits(phoneNumberId)}:${stableNumericId(`group:${phoneNumberId}:${n}`, 18)}`).toString("base64url")
+    Buffer.from(`capi_group:${displayDigits(phoneNumberId)}:${stableNumericId(`group:${phoneNumberId}:${n}`, 18)}`)
+      .toString("base64url")
   )
 
 /** GET /{phone-number-id}/groups: the number's groups (one page holds them all). */
@@ -117,7 +126,9 @@ const parseTime = (name: string, value: string | undefined): Effect.Effect<numbe
   if (value === undefined || value === "") return Effect.succeed(undefined)
   if (/^\d+$/.test(value)) return Effect.succeed(Number(value) * 1000)
   const at = Date.parse(value)
-  return Number.isNaN(at) ? Effect.fail(invalidParameter(`Param ${name} must be a Unix timestamp or an ISO 8601 date`)) : Effect.succeed(at)
+  return Number.isNaN(at)
+    ? Effect.fail(invalidParameter(`Param ${name} must be a Unix timestamp or an ISO 8601 date`))
+    : Effect.succeed(at)
 }
 
 /** Twenty activities, one every three days back from now, newest first. */
@@ -126,7 +137,9 @@ export const listActivities = (target: UpstreamTarget, query: GraphQuery): Effec
     yield* checkReserved(target.wabaId)
     const since = yield* parseTime("since", query.since)
     const until = yield* parseTime("until", query.until)
-    if (since !== undefined && until !== undefined && since > until) return yield* Effect.fail(invalidParameter("Param since must be before until"))
+    if (since !== undefined && until !== undefined && since > until) {
+      return yield* Effect.fail(invalidParameter("Param since must be before until"))
+    }
     const types = query.activity_type?.split(",").map((t) => t.trim().toUpperCase()).filter((t) => t !== "")
     const now = yield* Clock.currentTimeMillis
     const anchor = Math.floor(now / DAY_MS) * DAY_MS
@@ -143,7 +156,9 @@ export const listActivities = (target: UpstreamTarget, query: GraphQuery): Effec
           actor_id: stableNumericId(`actor:${target.wabaId}:${kind.actor}`),
           actor_name: kind.actor === "SYSTEM" ? "WhatsApp" : "Sandbox Admin",
           description: kind.description,
-          details: kind.type === "TEMPLATE_CREATED" ? { template_name: "welcome_message", template_language: "en_US", template_category: "MARKETING" } : {}
+          details: kind.type === "TEMPLATE_CREATED"
+            ? { template_name: "welcome_message", template_language: "en_US", template_category: "MARKETING" }
+            : {}
         }
       }
     })
@@ -168,7 +183,11 @@ export const complianceInfo = (target: UpstreamTarget): Effect.Effect<JsonObject
         mobile_number: "+913854559033",
         landline_number: "+913857614343"
       },
-      customer_care_details: { email: "support@sandbox.invalid", mobile_number: "+913854559033", landline_number: "+913857614343" }
+      customer_care_details: {
+        email: "support@sandbox.invalid",
+        mobile_number: "+913854559033",
+        landline_number: "+913857614343"
+      }
     }]
   })
 
@@ -198,7 +217,9 @@ export const callAction = (target: UpstreamTarget, body: JsonObject): Effect.Eff
     const to = typeof body.to === "string" ? body.to : undefined
     const callId = typeof body.call_id === "string" ? body.call_id : undefined
     if (action === "connect" ? to === undefined : to === undefined && callId === undefined) {
-      return yield* Effect.fail(invalidParameter(`The parameter ${action === "connect" ? "to" : "call_id"} is required.`))
+      return yield* Effect.fail(
+        invalidParameter(`The parameter ${action === "connect" ? "to" : "call_id"} is required.`)
+      )
     }
     yield* checkReserved(to, callId)
     return action === "connect"

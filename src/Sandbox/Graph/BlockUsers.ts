@@ -6,8 +6,8 @@
  */
 import { Effect } from "effect"
 import { isJsonObject } from "../../Domain/Json.js"
-import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { JsonObject } from "../../Domain/Json.js"
+import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { BLOCK_FAILURE_PREFIX, blockUserError, checkReserved, invalidParameter, someUsersFailed } from "./Failures.js"
 import { page } from "./Paging.js"
@@ -23,12 +23,16 @@ interface User {
 
 const usersOf = (body: JsonObject): Effect.Effect<ReadonlyArray<User>, UpstreamError> => {
   const list = body.block_users
-  if (!Array.isArray(list) || list.length === 0) return Effect.fail(invalidParameter("The parameter block_users is required."))
+  if (!Array.isArray(list) || list.length === 0) {
+    return Effect.fail(invalidParameter("The parameter block_users is required."))
+  }
   const users: Array<User> = []
   for (const item of list) {
-    if (isJsonObject(item) && typeof item.user === "string") users.push({ kind: "wa_id", input: item.user, id: item.user.replace(/\D/g, "") })
-    else if (isJsonObject(item) && typeof item.user_id === "string") users.push({ kind: "user_id", input: item.user_id, id: item.user_id })
-    else return Effect.fail(invalidParameter("Param block_users[] must have user or user_id"))
+    if (isJsonObject(item) && typeof item.user === "string") {
+      users.push({ kind: "wa_id", input: item.user, id: item.user.replace(/\D/g, "") })
+    } else if (isJsonObject(item) && typeof item.user_id === "string") {
+      users.push({ kind: "user_id", input: item.user_id, id: item.user_id })
+    } else return Effect.fail(invalidParameter("Param block_users[] must have user or user_id"))
   }
   return Effect.succeed(users)
 }
@@ -41,7 +45,9 @@ const answeredAs = (user: User): JsonObject =>
   user.kind === "wa_id" ? { input: user.input, wa_id: user.id } : { input: user.input, user_id: user.id }
 
 const listed = (user: User): JsonObject =>
-  user.kind === "wa_id" ? { messaging_product: "whatsapp", wa_id: user.id } : { messaging_product: "whatsapp", user_id: user.id }
+  user.kind === "wa_id"
+    ? { messaging_product: "whatsapp", wa_id: user.id }
+    : { messaging_product: "whatsapp", user_id: user.id }
 
 export const makeBlockStore = () => {
   /** Phone number id → `kind:id` → the user as the list answers it. */
@@ -54,28 +60,30 @@ export const makeBlockStore = () => {
     return created
   }
 
-  const change = (list: "added_users" | "removed_users") => (target: UpstreamTarget, body: JsonObject): Effect.Effect<JsonObject, UpstreamError> =>
-    Effect.gen(function*() {
-      yield* checkReserved(target.phoneNumberId)
-      const users = yield* usersOf(body)
-      yield* checkReserved(...users.filter((user) => user.kind === "wa_id").map((user) => user.id))
-      const numberBlocks = blockedOf(target.phoneNumberId)
-      const done: Array<JsonObject> = []
-      const failed: Array<JsonObject> = []
-      for (const user of users) {
-        if (isRefused(user)) {
-          failed.push({ ...answeredAs(user), errors: [blockUserError] })
-          continue
+  const change =
+    (list: "added_users" | "removed_users") =>
+    (target: UpstreamTarget, body: JsonObject): Effect.Effect<JsonObject, UpstreamError> =>
+      Effect.gen(function*() {
+        yield* checkReserved(target.phoneNumberId)
+        const users = yield* usersOf(body)
+        yield* checkReserved(...users.filter((user) => user.kind === "wa_id").map((user) => user.id))
+        const numberBlocks = blockedOf(target.phoneNumberId)
+        const done: Array<JsonObject> = []
+        const failed: Array<JsonObject> = []
+        for (const user of users) {
+          if (isRefused(user)) {
+            failed.push({ ...answeredAs(user), errors: [blockUserError] })
+            continue
+          }
+          const key = `${user.kind}:${user.id}`
+          if (list === "added_users") numberBlocks.set(key, listed(user))
+          else numberBlocks.delete(key)
+          done.push(answeredAs(user))
         }
-        const key = `${user.kind}:${user.id}`
-        if (list === "added_users") numberBlocks.set(key, listed(user))
-        else numberBlocks.delete(key)
-        done.push(answeredAs(user))
-      }
-      const outcome = { [list]: done, ...(failed.length === 0 ? {} : { failed_users: failed }) }
-      if (failed.length > 0) return yield* Effect.fail(someUsersFailed(outcome))
-      return { messaging_product: "whatsapp", block_users: outcome }
-    })
+        const outcome = { [list]: done, ...(failed.length === 0 ? {} : { failed_users: failed }) }
+        if (failed.length > 0) return yield* Effect.fail(someUsersFailed(outcome))
+        return { messaging_product: "whatsapp", block_users: outcome }
+      })
 
   return {
     block: change("added_users"),
@@ -83,7 +91,11 @@ export const makeBlockStore = () => {
     list: (target: UpstreamTarget, query: GraphQuery): Effect.Effect<JsonObject, UpstreamError> =>
       Effect.zipRight(
         checkReserved(target.phoneNumberId),
-        Effect.suspend(() => page([...blockedOf(target.phoneNumberId).values()], query, { link: `${GRAPH}/${target.phoneNumberId}/block_users` }))
+        Effect.suspend(() =>
+          page([...blockedOf(target.phoneNumberId).values()], query, {
+            link: `${GRAPH}/${target.phoneNumberId}/block_users`
+          })
+        )
       )
   }
 }

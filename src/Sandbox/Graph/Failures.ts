@@ -21,14 +21,25 @@ const windowFailure: Failure = {
   status: 400,
   code: 131047,
   message: "(#131047) Re-engagement message",
-  details: "Message failed to send because more than 24 hours have passed since the customer last replied to this number."
+  details:
+    "Message failed to send because more than 24 hours have passed since the customer last replied to this number."
 }
 
 /** Reserved prefix → failure. No prefix is a prefix of another. */
 export const RESERVED_FAILURES: Readonly<Record<string, Failure>> = {
-  "999100": { status: 400, code: 100, message: "(#100) Invalid parameter", details: "Sandbox: forced invalid parameter" },
+  "999100": {
+    status: 400,
+    code: 100,
+    message: "(#100) Invalid parameter",
+    details: "Sandbox: forced invalid parameter"
+  },
   "999190": { status: 401, code: 190, subcode: 463, message: "Error validating access token: Session has expired" },
-  "999200": { status: 403, code: 200, message: "(#200) Permissions error", details: "Sandbox: forced permission error" },
+  "999200": {
+    status: 403,
+    code: 200,
+    message: "(#200) Permissions error",
+    details: "Sandbox: forced permission error"
+  },
   "99980007": { status: 429, code: 80007, message: "(#80007) Rate limit issues", retryAfterSeconds: 60 },
   "999130429": {
     status: 429,
@@ -41,7 +52,8 @@ export const RESERVED_FAILURES: Readonly<Record<string, Failure>> = {
     status: 429,
     code: 131056,
     message: "(#131056) (Business Account, Consumer Account) pair rate limit hit",
-    details: "Too many messages sent from the sender phone number to the same recipient phone number in a short period of time.",
+    details:
+      "Too many messages sent from the sender phone number to the same recipient phone number in a short period of time.",
     retryAfterSeconds: 6
   },
   "999131057": {
@@ -76,7 +88,12 @@ export const RESERVED_FAILURES: Readonly<Record<string, Failure>> = {
     message: "(#138006) No approved call permission from the recipient",
     details: "The user has not granted the business permission to call."
   },
-  "999500": { status: 500, code: 131000, message: "(#131000) Something went wrong", details: "Sandbox: forced transient error" },
+  "999500": {
+    status: 500,
+    code: 131000,
+    message: "(#131000) Something went wrong",
+    details: "Sandbox: forced transient error"
+  },
   "999503": { status: 503, code: 2, message: "(#2) Service temporarily unavailable" }
 }
 
@@ -153,7 +170,14 @@ export const someUsersFailed = (outcome: JsonObject): UpstreamError => {
   const details = "Failed to block some users, see the block_users response list for details"
   const fbtraceId = traceId()
   const error = { message, type: "OAuthException", code: 139100, error_data: { details }, fbtrace_id: fbtraceId }
-  return graphError({ status: 400, code: 139100, message, fbtraceId, details, answer: { messaging_product: "whatsapp", block_users: outcome, error } })
+  return graphError({
+    status: 400,
+    code: 139100,
+    message,
+    fbtraceId,
+    details,
+    answer: { messaging_product: "whatsapp", block_users: outcome, error }
+  })
 }
 
 /** Code 100: a parameter is missing or wrong (HTTP 400). */
@@ -166,7 +190,8 @@ export const unknownObject = (id: string, method: "get" | "post" = "get"): Upstr
     status: 400,
     code: 100,
     subcode: 33,
-    message: `Unsupported ${method} request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation. Please read the Graph API documentation at https://developers.facebook.com/docs/graph-api`,
+    message:
+      `Unsupported ${method} request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation. Please read the Graph API documentation at https://developers.facebook.com/docs/graph-api`,
     fbtraceId: traceId()
   })
 

@@ -4,8 +4,8 @@
  * top-level "version". Deprecating works once, on a PUBLISHED flow.
  */
 import { Effect } from "effect"
-import type { GraphQuery, UploadFile, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { Json, JsonObject } from "../../Domain/Json.js"
+import type { GraphQuery, UploadFile, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { stableNumericId } from "./Ids.js"

@@ -26,10 +26,20 @@ export const makeMediaStore = () => {
   /** Media from sandbox inbound messages exists without an upload: a small placeholder file. */
   const find = (id: string, phoneNumberId: string): StoredMedia | undefined => {
     const stored = media.get(id)
-    if (stored !== undefined) return stored.phoneNumberId === undefined || stored.phoneNumberId === phoneNumberId ? stored : undefined
+    if (stored !== undefined) {
+      return stored.phoneNumberId === undefined || stored.phoneNumberId === phoneNumberId
+        ? stored
+        : undefined
+    }
     if (!id.startsWith(INBOUND_MEDIA_PREFIX) || !/^\d+$/.test(id)) return undefined
     const bytes = new TextEncoder().encode(`sandbox inbound media ${id}\n`)
-    const placeholder: StoredMedia = { id, phoneNumberId: undefined, mimeType: "text/plain", bytes, sha256: sha256Hex(bytes) }
+    const placeholder: StoredMedia = {
+      id,
+      phoneNumberId: undefined,
+      mimeType: "text/plain",
+      bytes,
+      sha256: sha256Hex(bytes)
+    }
     media.set(id, placeholder)
     return placeholder
   }
@@ -39,11 +49,20 @@ export const makeMediaStore = () => {
       yield* checkReserved(target.phoneNumberId, file.filename)
       const bytes = new Uint8Array(yield* Effect.promise(() => file.content.arrayBuffer()))
       const id = numericId(16)
-      media.set(id, { id, phoneNumberId: target.phoneNumberId, mimeType: file.mimeType, bytes, sha256: sha256Hex(bytes) })
+      media.set(id, {
+        id,
+        phoneNumberId: target.phoneNumberId,
+        mimeType: file.mimeType,
+        bytes,
+        sha256: sha256Hex(bytes)
+      })
       return { id }
     })
 
-  const info = (target: UpstreamTarget, mediaId: string): Effect.Effect<MediaInfo & { readonly messaging_product: string }, UpstreamError> =>
+  const info = (
+    target: UpstreamTarget,
+    mediaId: string
+  ): Effect.Effect<MediaInfo & { readonly messaging_product: string }, UpstreamError> =>
     Effect.gen(function*() {
       yield* checkReserved(target.phoneNumberId, mediaId)
       const stored = find(mediaId, target.phoneNumberId)
@@ -70,9 +89,15 @@ export const makeMediaStore = () => {
       const expires = Number(parsed.searchParams.get("expires"))
       const stored = find(id, target.phoneNumberId)
       if (stored === undefined || !(expires * 1000 > (yield* Clock.currentTimeMillis))) {
-        return yield* Effect.fail(graphError({ status: 404, code: 0, message: "The media URL is unknown or has expired" }))
+        return yield* Effect.fail(
+          graphError({ status: 404, code: 0, message: "The media URL is unknown or has expired" })
+        )
       }
-      return { contentType: stored.mimeType, contentLength: stored.bytes.byteLength, body: Stream.succeed(stored.bytes) }
+      return {
+        contentType: stored.mimeType,
+        contentLength: stored.bytes.byteLength,
+        body: Stream.succeed(stored.bytes)
+      }
     })
 
   return { upload, info, download }

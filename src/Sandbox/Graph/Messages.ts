@@ -3,15 +3,34 @@
  * 131047, 132001 and the forced failures), the send response, and the status events that follow.
  */
 import { Effect } from "effect"
-import type { SendMessageResponse, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { Json, JsonObject } from "../../Domain/Json.js"
-import type { UpstreamError } from "../../Upstream/UpstreamError.js"
-import { ASYNC_WINDOW_PREFIX, checkReserved, invalidParameter, SYNC_WINDOW_PREFIX, templateMissing, windowClosed } from "./Failures.js"
-import { stableNumericId, wamid } from "./Ids.js"
 import { isJsonObject } from "../../Domain/Json.js"
 import { isBusinessScopedUserId } from "../../Domain/UserIds.js"
+import type { SendMessageResponse, UpstreamTarget } from "../../Upstream/Upstream.js"
+import type { UpstreamError } from "../../Upstream/UpstreamError.js"
+import {
+  ASYNC_WINDOW_PREFIX,
+  checkReserved,
+  invalidParameter,
+  SYNC_WINDOW_PREFIX,
+  templateMissing,
+  windowClosed
+} from "./Failures.js"
+import { stableNumericId, wamid } from "./Ids.js"
 
-const MESSAGE_TYPES = ["text", "image", "audio", "video", "document", "sticker", "location", "contacts", "interactive", "template", "reaction"]
+const MESSAGE_TYPES = [
+  "text",
+  "image",
+  "audio",
+  "video",
+  "document",
+  "sticker",
+  "location",
+  "contacts",
+  "interactive",
+  "template",
+  "reaction"
+]
 const MEDIA_TYPES = ["image", "audio", "video", "document", "sticker"]
 const INTERACTIVE_TYPES = [
   "button",
@@ -48,9 +67,15 @@ const checkMedia = (type: string, media: JsonObject): UpstreamError | undefined 
   const hasId = isText(media.id)
   const hasLink = isText(media.link)
   if (hasId === hasLink) return invalidParameter(`Param ${type} must have exactly one of id or link`)
-  if (hasLink && !/^https?:\/\//.test(String(media.link))) return invalidParameter(`Param ${type}.link must be an http(s) URL`)
-  if ((type === "audio" || type === "sticker") && media.caption !== undefined) return invalidParameter(`Param ${type}.caption is not allowed for ${type}`)
-  if (typeof media.caption === "string" && media.caption.length > 1024) return invalidParameter(`Param ${type}.caption must be at most 1024 characters`)
+  if (hasLink && !/^https?:\/\//.test(String(media.link))) {
+    return invalidParameter(`Param ${type}.link must be an http(s) URL`)
+  }
+  if ((type === "audio" || type === "sticker") && media.caption !== undefined) {
+    return invalidParameter(`Param ${type}.caption is not allowed for ${type}`)
+  }
+  if (typeof media.caption === "string" && media.caption.length > 1024) {
+    return invalidParameter(`Param ${type}.caption must be at most 1024 characters`)
+  }
   return undefined
 }
 
@@ -62,7 +87,9 @@ const checkInteractive = (interactive: JsonObject): UpstreamError | undefined =>
   const action = isJsonObject(interactive.action) ? interactive.action : undefined
   const body = isJsonObject(interactive.body) ? interactive.body : undefined
   if (action === undefined) return required("interactive.action")
-  if ((kind === "product" || kind === "product_list" || kind === "catalog_message") && !isText(body?.text)) return required("interactive.body.text")
+  if ((kind === "product" || kind === "product_list" || kind === "catalog_message") && !isText(body?.text)) {
+    return required("interactive.body.text")
+  }
   if (kind === "product" && (!isText(action.catalog_id) || !isText(action.product_retailer_id))) {
     return required("interactive.action.catalog_id and interactive.action.product_retailer_id")
   }
@@ -73,7 +100,9 @@ const checkInteractive = (interactive: JsonObject): UpstreamError | undefined =>
       return required("interactive.action.catalog_id and interactive.action.sections")
     }
   }
-  if (kind === "catalog_message" && action.name !== "catalog_message") return invalidParameter("Param interactive.action.name must be catalog_message")
+  if (kind === "catalog_message" && action.name !== "catalog_message") {
+    return invalidParameter("Param interactive.action.name must be catalog_message")
+  }
   return undefined
 }
 
@@ -87,7 +116,9 @@ const checkContent = (type: string, content: Json | undefined): UpstreamError | 
   }
   if (MEDIA_TYPES.includes(type)) return checkMedia(type, content)
   if (type === "location") {
-    return typeof content.latitude === "number" && typeof content.longitude === "number" ? undefined : required("location.latitude and location.longitude")
+    return typeof content.latitude === "number" && typeof content.longitude === "number"
+      ? undefined
+      : required("location.latitude and location.longitude")
   }
   if (type === "reaction") return isText(content.message_id) ? undefined : required("reaction.message_id")
   if (type === "interactive") return checkInteractive(content)
@@ -122,7 +153,10 @@ const sentTemplateCategory = (
 ): Effect.Effect<string | undefined, UpstreamError> =>
   Effect.gen(function*() {
     const template = body.template
-    if (type !== "template" || !isJsonObject(template) || !isText(template.name) || !isJsonObject(template.language) || !isText(template.language.code)) {
+    if (
+      type !== "template" || !isJsonObject(template) || !isText(template.name) || !isJsonObject(template.language) ||
+      !isText(template.language.code)
+    ) {
       return undefined
     }
     const found = yield* approvedTemplate(template.name, template.language.code)
@@ -139,18 +173,26 @@ export const acceptSend = (
     yield* checkReserved(target.phoneNumberId)
     if (body.messaging_product !== "whatsapp") return yield* Effect.fail(required("messaging_product"))
     // A username user is addressed by their business-scoped user id, as Meta takes it (`to` wins when both are given).
-    if (!isText(body.to) && isText(body.recipient)) return yield* acceptUserSend(target, body, body.recipient, approvedTemplate)
+    if (!isText(body.to) && isText(body.recipient)) {
+      return yield* acceptUserSend(target, body, body.recipient, approvedTemplate)
+    }
     const to = body.to
-    if (!isText(to)) return yield* Effect.fail(required("to"))
+    if (!isText(to)) {
+      return yield* Effect.fail(required("to"))
+    }
     const group = body.recipient_type === "group"
     const waId = to.replace(/^\+/, "")
-    if (!group && !/^\d{6,20}$/.test(waId)) return yield* Effect.fail(invalidParameter("Invalid parameter", `to: ${to} is not a valid phone number`))
+    if (!group && !/^\d{6,20}$/.test(waId)) {
+      return yield* Effect.fail(invalidParameter("Invalid parameter", `to: ${to} is not a valid phone number`))
+    }
     if (body.recipient_type !== undefined && body.recipient_type !== "individual" && !group) {
       return yield* Effect.fail(invalidParameter("Param recipient_type must be one of {individual, group}"))
     }
     const type = yield* checkedType(body)
     yield* checkReserved(waId)
-    if (waId.startsWith(SYNC_WINDOW_PREFIX) && type !== "template") return yield* Effect.fail(windowClosed())
+    if (waId.startsWith(SYNC_WINDOW_PREFIX) && type !== "template") {
+      return yield* Effect.fail(windowClosed())
+    }
 
     const templateCategory = yield* sentTemplateCategory(body, type, approvedTemplate)
     const messageId = wamid(waId)
@@ -178,7 +220,11 @@ const acceptUserSend = (
   approvedTemplate: (name: string, language: string) => Effect.Effect<{ readonly category: string } | undefined>
 ): Effect.Effect<AcceptedSend, UpstreamError> =>
   Effect.gen(function*() {
-    if (!isBusinessScopedUserId(userId)) return yield* Effect.fail(invalidParameter("Invalid parameter", `recipient: ${userId} is not a valid business-scoped user ID`))
+    if (!isBusinessScopedUserId(userId)) {
+      return yield* Effect.fail(
+        invalidParameter("Invalid parameter", `recipient: ${userId} is not a valid business-scoped user ID`)
+      )
+    }
     const type = yield* checkedType(body)
     const templateCategory = yield* sentTemplateCategory(body, type, approvedTemplate)
     if (templateCategory === "authentication" || body.category === "authentication") yield* checkReserved("999131062")

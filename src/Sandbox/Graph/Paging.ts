@@ -1,7 +1,7 @@
 /** Graph cursor paging (`limit`, `after`, `before`) and `fields` selection over in-memory lists. */
 import { Effect } from "effect"
-import type { GraphQuery } from "../../Upstream/Upstream.js"
 import type { Json, JsonObject } from "../../Domain/Json.js"
+import type { GraphQuery } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { invalidParameter } from "./Failures.js"
 
@@ -53,12 +53,15 @@ export const page = (
       if (at === undefined) return yield* Effect.fail(invalidParameter("Invalid before cursor"))
       start = Math.max(0, at - limit)
     }
-    const end = query.before !== undefined && query.after === undefined ? Math.min(items.length, decodeCursor(query.before) ?? 0) : start + limit
+    const end = query.before !== undefined && query.after === undefined
+      ? Math.min(items.length, decodeCursor(query.before) ?? 0)
+      : start + limit
     const data = items.slice(start, end).map((item) => selectFields(item, query.fields))
     if (data.length === 0) return { data: [] }
     const first = start
     const last = start + data.length - 1
-    const link = (param: string, cursor: string) => `${options.link}?limit=${limit}&${param}=${encodeURIComponent(cursor)}`
+    const link = (param: string, cursor: string) =>
+      `${options.link}?limit=${limit}&${param}=${encodeURIComponent(cursor)}`
     return {
       data,
       paging: {

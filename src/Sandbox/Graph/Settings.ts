@@ -3,16 +3,15 @@
  * stored. An update carries exactly one feature section; SIP passwords are shown only on request.
  */
 import { Effect } from "effect"
-import type { UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { Json, JsonObject } from "../../Domain/Json.js"
+import { isJsonObject } from "../../Domain/Json.js"
+import type { UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter } from "./Failures.js"
 import { hex, sha256Hex } from "./Ids.js"
-import { isJsonObject } from "../../Domain/Json.js"
 
 const SECTIONS = ["calling", "payload_encryption", "storage_configuration", "user_identity_change"]
 const SIP_SECRET_KEYS = ["sip_user_password", "password"]
-
 
 const defaults = (): Record<string, JsonObject> => ({
   calling: {
@@ -28,7 +27,13 @@ const defaults = (): Record<string, JsonObject> => ({
     },
     sip: {
       status: "ENABLED",
-      servers: [{ app_id: 1234567890, hostname: "sip.sandbox.invalid", port: 5061, request_uri_user_params: { tgrp: "wa" }, sip_user_password: hex(12) }]
+      servers: [{
+        app_id: 1234567890,
+        hostname: "sip.sandbox.invalid",
+        port: 5061,
+        request_uri_user_params: { tgrp: "wa" },
+        sip_user_password: hex(12)
+      }]
     }
   },
   payload_encryption: { status: "disabled" },
@@ -40,14 +45,19 @@ const withoutSipSecrets = (calling: JsonObject): JsonObject => {
   const sip = calling.sip
   if (!isJsonObject(sip) || !Array.isArray(sip.servers)) return calling
   const servers = sip.servers.map((server: Json) =>
-    isJsonObject(server) ? Object.fromEntries(Object.entries(server).filter(([key]) => !SIP_SECRET_KEYS.includes(key))) : server
+    isJsonObject(server)
+      ? Object.fromEntries(Object.entries(server).filter(([key]) => !SIP_SECRET_KEYS.includes(key)))
+      : server
   )
   return { ...calling, sip: { ...sip, servers } }
 }
 
 /** What the upstream keeps of an update: enabling payload encryption yields the key fingerprints. */
 const stored = (section: string, value: JsonObject): JsonObject => {
-  if (section === "payload_encryption" && String(value.status).toLowerCase() === "enabled" && typeof value.client_encryption_key === "string") {
+  if (
+    section === "payload_encryption" && String(value.status).toLowerCase() === "enabled" &&
+    typeof value.client_encryption_key === "string"
+  ) {
     return {
       status: "enabled",
       client_encryption_key_fingerprint: sha256Hex(new TextEncoder().encode(value.client_encryption_key)),
@@ -85,7 +95,12 @@ export const makeSettingsStore = () => {
       const given = SECTIONS.filter((section) => body[section] !== undefined)
       const [section] = given
       if (given.length !== 1 || section === undefined) {
-        return yield* Effect.fail(invalidParameter("One feature setting must be specified", `Give exactly one of ${SECTIONS.join(", ")}; got ${given.length}`))
+        return yield* Effect.fail(
+          invalidParameter(
+            "One feature setting must be specified",
+            `Give exactly one of ${SECTIONS.join(", ")}; got ${given.length}`
+          )
+        )
       }
       const value = body[section]
       if (!isJsonObject(value)) return yield* Effect.fail(invalidParameter(`Param ${section} must be an object`))

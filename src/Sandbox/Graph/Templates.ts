@@ -3,8 +3,8 @@
  * (computed on read from the creation time and the Clock, so TestClock and a 0 delay both work).
  */
 import { Clock, Duration, Effect } from "effect"
-import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { Json, JsonObject } from "../../Domain/Json.js"
+import type { GraphQuery, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import { checkReserved, invalidParameter, unknownObject } from "./Failures.js"
 import { numericId } from "./Ids.js"
@@ -42,13 +42,21 @@ export const makeTemplateStore = (approvalDelay: Duration.Duration) => {
       yield* checkReserved(target.wabaId)
       const { category, components, language, name } = body
       if (typeof name !== "string" || !/^[a-z0-9_]{1,512}$/.test(name)) {
-        return yield* Effect.fail(invalidParameter("Invalid parameter", "name must be lowercase letters, digits and underscores"))
+        return yield* Effect.fail(
+          invalidParameter("Invalid parameter", "name must be lowercase letters, digits and underscores")
+        )
       }
-      if (typeof language !== "string" || language === "") return yield* Effect.fail(invalidParameter("The parameter language is required."))
+      if (typeof language !== "string" || language === "") {
+        return yield* Effect.fail(invalidParameter("The parameter language is required."))
+      }
       if (typeof category !== "string" || !CATEGORIES.includes(category.toUpperCase())) {
-        return yield* Effect.fail(invalidParameter("Param category must be one of {MARKETING, UTILITY, AUTHENTICATION}"))
+        return yield* Effect.fail(
+          invalidParameter("Param category must be one of {MARKETING, UTILITY, AUTHENTICATION}")
+        )
       }
-      if (!Array.isArray(components) || components.length === 0) return yield* Effect.fail(invalidParameter("The parameter components is required."))
+      if (!Array.isArray(components) || components.length === 0) {
+        return yield* Effect.fail(invalidParameter("The parameter components is required."))
+      }
       if (templates.some((t) => t.wabaId === target.wabaId && t.name === name && t.language === language)) {
         return yield* Effect.fail(invalidParameter(
           "Invalid parameter",
@@ -96,8 +104,13 @@ export const makeTemplateStore = (approvalDelay: Duration.Duration) => {
 
   /** The APPROVED template a send names, if any (name and language code must both match). */
   const approved = (wabaId: string, name: string, language: string) =>
-    Effect.map(Clock.currentTimeMillis, (now) =>
-      templates.find((t) => t.wabaId === wabaId && t.name === name && t.language === language && status(t, now) === "APPROVED"))
+    Effect.map(
+      Clock.currentTimeMillis,
+      (now) =>
+        templates.find((t) =>
+          t.wabaId === wabaId && t.name === name && t.language === language && status(t, now) === "APPROVED"
+        )
+    )
 
   return { create, list, get, approved }
 }

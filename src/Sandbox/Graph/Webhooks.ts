@@ -40,7 +40,9 @@ export interface StatusEvent {
 /** A status change as the upstream posts it: `statuses[]` with conversation and pricing unless failed. */
 export const statusPayload = (number: SandboxNumber, event: StatusEvent): JsonObject => {
   // A send to a business-scoped user id is reported by it (recipient_user_id), without recipient_id, as Meta does.
-  const recipient = "waId" in event.recipient ? { recipient_id: event.recipient.waId } : { recipient_user_id: event.recipient.userId }
+  const recipient = "waId" in event.recipient
+    ? { recipient_id: event.recipient.waId }
+    : { recipient_user_id: event.recipient.userId }
   const base = { id: event.messageId, status: event.status, timestamp: seconds(event.at), ...recipient }
   const status: JsonObject = event.status === "failed"
     ? { ...base, errors: event.errors ?? [] }
@@ -84,7 +86,11 @@ export const INBOUND_MEDIA_PREFIX = "8880"
 
 const inboundMedia = (mimeType: string) => {
   const id = `${INBOUND_MEDIA_PREFIX}${numericId(12)}`
-  return { id, mime_type: mimeType, sha256: Buffer.from(sha256Hex(new TextEncoder().encode(id)), "hex").toString("base64") }
+  return {
+    id,
+    mime_type: mimeType,
+    sha256: Buffer.from(sha256Hex(new TextEncoder().encode(id)), "hex").toString("base64")
+  }
 }
 
 /** What the customer would plausibly have sent, for each type; a caller's content is laid over it. */
@@ -162,7 +168,10 @@ export const inboundMessagePayload = (message: InboundMessage): JsonObject => {
     messaging_product: "whatsapp",
     metadata: metadata(message),
     contacts: [{
-      profile: { name: message.profileName ?? "Sandbox Customer", ...(message.username === undefined ? {} : { username: message.username }) },
+      profile: {
+        name: message.profileName ?? "Sandbox Customer",
+        ...(message.username === undefined ? {} : { username: message.username })
+      },
       ...(from === undefined ? {} : { wa_id: from }),
       ...(message.userId === undefined ? {} : { user_id: message.userId })
     }],

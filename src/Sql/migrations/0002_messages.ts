@@ -38,14 +38,19 @@ export default Effect.gen(function*() {
     total INTEGER NOT NULL
   )`
   yield* sql`CREATE INDEX message_counts_organization ON message_counts (organization_id)`
-  const countInsert = "INSERT INTO message_counts (instance_id, organization_id, total) VALUES (NEW.instance_id, NEW.organization_id, 1) " +
+  const countInsert =
+    "INSERT INTO message_counts (instance_id, organization_id, total) VALUES (NEW.instance_id, NEW.organization_id, 1) " +
     "ON CONFLICT (instance_id) DO UPDATE SET total = message_counts.total + 1"
   yield* sql.onDialectOrElse({
     sqlite: () => sql.unsafe(`CREATE TRIGGER messages_count AFTER INSERT ON messages BEGIN ${countInsert}; END`),
     pg: () =>
       Effect.zipRight(
-        sql.unsafe(`CREATE FUNCTION messages_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${countInsert}; RETURN NULL; END $$`),
-        sql.unsafe("CREATE TRIGGER messages_count AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION messages_count()")
+        sql.unsafe(
+          `CREATE FUNCTION messages_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${countInsert}; RETURN NULL; END $$`
+        ),
+        sql.unsafe(
+          "CREATE TRIGGER messages_count AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION messages_count()"
+        )
       ),
     orElse: () => Effect.dieMessage("messages_count: no trigger written for this database")
   })

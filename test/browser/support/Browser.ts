@@ -13,7 +13,14 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 export const launchBrowser = () =>
   chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run"
+    ]
   })
 
 export interface OpenedPage {
@@ -58,7 +65,10 @@ export const openPage = async (
   })
   page.on("console", (message) => {
     // Chromium reports every 4xx answer to a fetch as a console error; the tests provoke the API's refusals on purpose.
-    if (message.type() === "error" && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) {
+    if (
+      message.type() === "error" &&
+      !/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())
+    ) {
       errors.push(message.text())
     }
   })

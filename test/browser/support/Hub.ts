@@ -18,7 +18,12 @@ export interface RunningHub {
   readonly organizationToken: string
   readonly instanceToken: string
   /** An API call as a client makes it (not through the browser): the status and the parsed body. */
-  readonly api: (method: string, path: string, token: string, json?: unknown) => Promise<{ readonly status: number; readonly body: unknown }>
+  readonly api: (
+    method: string,
+    path: string,
+    token: string,
+    json?: unknown
+  ) => Promise<{ readonly status: number; readonly body: unknown }>
   readonly stop: () => Promise<void>
 }
 
@@ -26,11 +31,22 @@ const banner = (output: string, label: string) => new RegExp(`${label}\\s+(\\S+)
 
 export const startHub = async (env: Record<string, string> = {}): Promise<RunningHub> => {
   const folder = mkdtempSync(join(tmpdir(), "hub-browser-"))
-  const child: ChildProcess = spawn(join(root, "node_modules", ".bin", "bun"), [join(root, "src", "main.ts"), "serve"], {
-    cwd: folder,
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", HUB_DB: join(folder, "hub.sqlite"), HUB_LOG_LEVEL: "warning", ...env },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
+  const child: ChildProcess = spawn(
+    join(root, "node_modules", ".bin", "bun"),
+    [join(root, "src", "main.ts"), "serve"],
+    {
+      cwd: folder,
+      env: {
+        ...process.env,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        HUB_DB: join(folder, "hub.sqlite"),
+        HUB_LOG_LEVEL: "warning",
+        ...env
+      },
+      stdio: ["ignore", "pipe", "inherit"]
+    }
+  )
   const output = await new Promise<string>((resolve, reject) => {
     let text = ""
     child.stdout?.setEncoding("utf8")
@@ -47,14 +63,20 @@ export const startHub = async (env: Record<string, string> = {}): Promise<Runnin
   const sessionToken = banner(output, "session token")
   const organizationToken = banner(output, "org token")
   const instanceToken = banner(output, "instance token")
-  if (baseUrl === undefined || instanceId === undefined || sessionToken === undefined || organizationToken === undefined || instanceToken === undefined) {
+  if (
+    baseUrl === undefined || instanceId === undefined || sessionToken === undefined ||
+    organizationToken === undefined || instanceToken === undefined
+  ) {
     child.kill()
     throw new Error(`unexpected start banner:\n${output}`)
   }
   const api = async (method: string, path: string, token: string, json?: unknown) => {
     const response = await fetch(`${baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(json === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(json === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(json === undefined ? {} : { body: JSON.stringify(json) })
     })
     const text = await response.text()

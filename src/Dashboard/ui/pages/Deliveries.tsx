@@ -4,14 +4,28 @@
  * delivery can be sent again.
  */
 import { useEffect, useState } from "preact/hooks"
+import { deliveryStatuses } from "../../../Domain/Vocabulary.js"
 import { type ApiError, call, pathWith } from "../api.js"
-import { Badge, ErrorNote, isoOfLocalInput, localInputOf, localZone, Outcome, PageTitle, Pager, Resource, Time, type Tone, usePolling, useResource } from "../components.js"
+import {
+  Badge,
+  ErrorNote,
+  isoOfLocalInput,
+  localInputOf,
+  localZone,
+  Outcome,
+  Pager,
+  PageTitle,
+  Resource,
+  Time,
+  type Tone,
+  usePolling,
+  useResource
+} from "../components.js"
 import { useLiveFeed } from "../live.js"
 import { FIRST_PAGE, type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { Link, navigate, useLocation } from "../router.js"
 import type { Deliveries, DeliveryAttempt, Instance, TokenKind, Webhook, WebhookDelivery } from "../types.js"
 import { useInstances } from "./Webhooks.js"
-import { deliveryStatuses } from "../../../Domain/Vocabulary.js"
 
 const PAGE_SIZE = 20
 const LIMITS = [10, 20, 50, 100]
@@ -19,7 +33,15 @@ const LIMITS = [10, 20, 50, 100]
 const POLL_MS = 1500
 
 export const deliveryTone = (status: string): Tone =>
-  status === "succeeded" ? "ok" : status === "dead" ? "bad" : status === "failed" ? "warn" : status === "pending" ? "info" : "neutral"
+  status === "succeeded"
+    ? "ok"
+    : status === "dead"
+    ? "bad"
+    : status === "failed"
+    ? "warn"
+    : status === "pending"
+    ? "info"
+    : "neutral"
 
 const isQueued = (delivery: WebhookDelivery) => delivery.status === "pending" || delivery.status === "failed"
 
@@ -27,11 +49,17 @@ const isQueued = (delivery: WebhookDelivery) => delivery.status === "pending" ||
 export const answerOf = (attempt: DeliveryAttempt) =>
   attempt.status_code === null
     ? <Badge tone="bad">no answer</Badge>
-    : <Badge tone={attempt.status_code >= 200 && attempt.status_code < 300 ? "ok" : "bad"}>HTTP {attempt.status_code}</Badge>
+    : (
+      <Badge tone={attempt.status_code >= 200 && attempt.status_code < 300 ? "ok" : "bad"}>
+        HTTP {attempt.status_code}
+      </Badge>
+    )
 
 const Attempts = (props: { readonly delivery: WebhookDelivery }) => (
   <table class="attempts">
-    <caption>Attempts of {props.delivery.message_id} <span class="muted small">(event {props.delivery.event_id})</span></caption>
+    <caption>
+      Attempts of {props.delivery.message_id} <span class="muted small">(event {props.delivery.event_id})</span>
+    </caption>
     <thead>
       <tr>
         <th scope="col">#</th>
@@ -45,10 +73,14 @@ const Attempts = (props: { readonly delivery: WebhookDelivery }) => (
       {props.delivery.attempt_log.map((attempt: DeliveryAttempt) => (
         <tr key={attempt.attempt}>
           <td data-label="#">{attempt.attempt}</td>
-          <td data-label="Started"><Time iso={attempt.started_at} /></td>
+          <td data-label="Started">
+            <Time iso={attempt.started_at} />
+          </td>
           <td data-label="Answer">{answerOf(attempt)}</td>
           <td data-label="Latency">{attempt.latency_ms} ms</td>
-          <td data-label="Error or answer body" class="mono small wrap">{attempt.error ?? attempt.response_snippet ?? ""}</td>
+          <td data-label="Error or answer body" class="mono small wrap">
+            {attempt.error ?? attempt.response_snippet ?? ""}
+          </td>
         </tr>
       ))}
     </tbody>
@@ -89,7 +121,9 @@ const DeliveryTable = (props: {
             <th scope="col">Last answer</th>
             <th scope="col">Next attempt</th>
             <th scope="col">webhook-id</th>
-            <th scope="col"><span class="visually-hidden">Actions</span></th>
+            <th scope="col">
+              <span class="visually-hidden">Actions</span>
+            </th>
           </tr>
         </thead>
         {props.deliveries.map((delivery) => {
@@ -97,13 +131,19 @@ const DeliveryTable = (props: {
           return (
             <tbody key={delivery.id} class="delivery">
               <tr>
-                <td data-label="Created"><Time iso={delivery.created_at} /></td>
+                <td data-label="Created">
+                  <Time iso={delivery.created_at} />
+                </td>
                 {props.webhooks === undefined ? null : (
                   <td data-label="Webhook">
-                    {webhook === undefined ? <span class="mono">{delivery.webhook_id}</span> : <Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link>}
+                    {webhook === undefined
+                      ? <span class="mono">{delivery.webhook_id}</span>
+                      : <Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link>}
                   </td>
                 )}
-                <td data-label="Status"><Badge tone={deliveryTone(delivery.status)}>{delivery.status}</Badge></td>
+                <td data-label="Status">
+                  <Badge tone={deliveryTone(delivery.status)}>{delivery.status}</Badge>
+                </td>
                 <td data-label="Attempts">
                   <button
                     type="button"
@@ -116,9 +156,13 @@ const DeliveryTable = (props: {
                   </button>
                 </td>
                 <td data-label="Last answer">
-                  {delivery.last_status_code === null ? (delivery.last_error === null ? "—" : "no answer") : `HTTP ${delivery.last_status_code}`}
+                  {delivery.last_status_code === null
+                    ? (delivery.last_error === null ? "—" : "no answer")
+                    : `HTTP ${delivery.last_status_code}`}
                 </td>
-                <td data-label="Next attempt"><Time iso={delivery.next_attempt_at} /></td>
+                <td data-label="Next attempt">
+                  <Time iso={delivery.next_attempt_at} />
+                </td>
                 <td data-label="webhook-id" class="mono truncate" title={delivery.message_id}>{delivery.message_id}</td>
                 <td data-label="Actions" class="actions">
                   <button
@@ -136,7 +180,9 @@ const DeliveryTable = (props: {
                 ? (
                   <tr id={`attempts-${delivery.id}`} class="attempts-row">
                     <td colSpan={columns}>
-                      {delivery.attempt_log.length === 0 ? <p class="muted">No attempt yet.</p> : <Attempts delivery={delivery} />}
+                      {delivery.attempt_log.length === 0
+                        ? <p class="muted">No attempt yet.</p>
+                        : <Attempts delivery={delivery} />}
                     </td>
                   </tr>
                 )
@@ -157,7 +203,10 @@ const useRetry = (afterwards: () => Promise<void>) => {
   const retry = async (delivery: WebhookDelivery) => {
     setError(undefined)
     setOutcome(undefined)
-    const result = await call<WebhookDelivery>("POST", `/api/webhooks/${delivery.webhook_id}/deliveries/${delivery.id}/retry`)
+    const result = await call<WebhookDelivery>(
+      "POST",
+      `/api/webhooks/${delivery.webhook_id}/deliveries/${delivery.id}/retry`
+    )
     if (!result.ok) return setError(result.error)
     setOutcome(`Delivery ${delivery.message_id} is queued again, with the same webhook-id.`)
     await afterwards()
@@ -223,7 +272,9 @@ export const DeliveryLog = (props: { readonly webhook: Webhook; readonly refresh
               deliveries={list.data}
               toActive={() => props.webhook.active}
               onRetry={(delivery) => void retry(delivery)}
-              empty={`No deliveries${status === "" ? " yet" : ` with status ${status}`}${place.position > 1 ? " on this page" : ""}.`}
+              empty={`No deliveries${status === "" ? " yet" : ` with status ${status}`}${
+                place.position > 1 ? " on this page" : ""
+              }.`}
             />
             <Pager place={place} list={list} noun={["delivery", "deliveries"]} onPage={setPlace} />
           </>
@@ -258,12 +309,17 @@ const SearchForm = (props: {
   readonly instances: ReadonlyArray<Instance> | undefined
 }) => {
   // Times are edited in local time and kept in the query as ISO 8601 instants.
-  const draftOf = (filters: Filters): Filters => ({ ...filters, since: localInputOf(filters.since), until: localInputOf(filters.until) })
+  const draftOf = (filters: Filters): Filters => ({
+    ...filters,
+    since: localInputOf(filters.since),
+    until: localInputOf(filters.until)
+  })
   const [draft, setDraft] = useState<Filters>(() => draftOf(props.filters))
   const [limit, setLimit] = useState(props.limit)
   useEffect(() => setDraft(draftOf(props.filters)), [JSON.stringify(props.filters)])
   useEffect(() => setLimit(props.limit), [props.limit])
-  const set = (filter: Filter) => (event: { readonly currentTarget: { readonly value: string } }) => setDraft({ ...draft, [filter]: event.currentTarget.value })
+  const set = (filter: Filter) => (event: { readonly currentTarget: { readonly value: string } }) =>
+    setDraft({ ...draft, [filter]: event.currentTarget.value })
   const active = FILTERS.filter((f) => props.filters[f] !== "").length
   const [narrow] = useState(() => window.matchMedia("(max-width: 720px)").matches)
   const apply = (event: Event) => {
@@ -304,11 +360,23 @@ const SearchForm = (props: {
         )}
         <div class="field">
           <label for="d-since">Created from</label>
-          <input id="d-since" type="datetime-local" value={draft.since} onInput={set("since")} aria-describedby="d-zone" />
+          <input
+            id="d-since"
+            type="datetime-local"
+            value={draft.since}
+            onInput={set("since")}
+            aria-describedby="d-zone"
+          />
         </div>
         <div class="field">
           <label for="d-until">Created before</label>
-          <input id="d-until" type="datetime-local" value={draft.until} onInput={set("until")} aria-describedby="d-zone" />
+          <input
+            id="d-until"
+            type="datetime-local"
+            value={draft.until}
+            onInput={set("until")}
+            aria-describedby="d-zone"
+          />
         </div>
         <div class="field">
           <label for="d-limit">Per page</label>
@@ -334,7 +402,10 @@ export const DeliverySearchPage = (props: { readonly kind: TokenKind }) => {
   const place = placeOf(location.query)
   const query = { ...filters, ...pageQuery(place), limit }
   const deliveries = useResource(() => call<Deliveries>("GET", "/api/deliveries", { query }), JSON.stringify(query))
-  const webhooks = useResource(() => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks"), "webhooks")
+  const webhooks = useResource(
+    () => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks"),
+    "webhooks"
+  )
   const instances = useInstances(props.kind)
   const known = webhooks.loaded.state === "ready" ? webhooks.loaded.value.data : []
   const byId: ReadonlyMap<string, Webhook> = new Map(known.map((w) => [w.id, w]))
@@ -349,16 +420,23 @@ export const DeliverySearchPage = (props: { readonly kind: TokenKind }) => {
   usePolling(queued, deliveries.reload, POLL_MS, deliveries.loaded)
 
   const { error, outcome, retry } = useRetry(deliveries.reload)
-  const goTo = (next: PagePlace) => navigate(pathWith("/deliveries", { ...filters, limit: limit === PAGE_SIZE ? undefined : limit, ...placeParams(next) }))
+  const goTo = (next: PagePlace) =>
+    navigate(
+      pathWith("/deliveries", { ...filters, limit: limit === PAGE_SIZE ? undefined : limit, ...placeParams(next) })
+    )
 
   return (
     <main id="main">
-      <PageTitle lead="Deliveries to every webhook you can see, newest first, with every attempt.">Deliveries</PageTitle>
+      <PageTitle lead="Deliveries to every webhook you can see, newest first, with every attempt.">
+        Deliveries
+      </PageTitle>
       <SearchForm
         filters={filters}
         limit={limit}
         webhooks={known}
-        instances={props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined}
+        instances={props.kind === "organization" && instances.loaded.state === "ready"
+          ? instances.loaded.value.data
+          : undefined}
       />
       <div class="toolbar">
         <button type="button" class="secondary" onClick={() => void deliveries.reload()}>Refresh</button>

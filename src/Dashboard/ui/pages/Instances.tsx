@@ -9,15 +9,25 @@ const DAY_MS = 86_400_000
 /** Recent activity from the message history: the newest record and the count of the last 24 hours. */
 const Activity = (props: { readonly instance: Instance }) => {
   const since = new Date(Date.now() - DAY_MS).toISOString()
-  const activity = useResource(async (): Promise<ApiResult<{ readonly last: string | undefined; readonly total: number; readonly today: number }>> => {
-    const [newest, today] = await Promise.all([
-      call<Messages>("GET", "/api/messages", { query: { instance_id: props.instance.id, limit: 1 } }),
-      call<Messages>("GET", "/api/messages", { query: { instance_id: props.instance.id, limit: 1, startDate: since } })
-    ])
-    if (!newest.ok) return newest
-    if (!today.ok) return today
-    return { ok: true, value: { last: newest.value.data[0]?.createdAt, total: newest.value.total, today: today.value.total } }
-  }, props.instance.id)
+  const activity = useResource(
+    async (): Promise<
+      ApiResult<{ readonly last: string | undefined; readonly total: number; readonly today: number }>
+    > => {
+      const [newest, today] = await Promise.all([
+        call<Messages>("GET", "/api/messages", { query: { instance_id: props.instance.id, limit: 1 } }),
+        call<Messages>("GET", "/api/messages", {
+          query: { instance_id: props.instance.id, limit: 1, startDate: since }
+        })
+      ])
+      if (!newest.ok) return newest
+      if (!today.ok) return today
+      return {
+        ok: true,
+        value: { last: newest.value.data[0]?.createdAt, total: newest.value.total, today: today.value.total }
+      }
+    },
+    props.instance.id
+  )
   if (activity.loaded.state === "loading") return <span class="muted">Loading…</span>
   if (activity.loaded.state === "failed") return <ErrorNote error={activity.loaded.error} />
   const { last, total, today } = activity.loaded.value
@@ -31,16 +41,23 @@ const Activity = (props: { readonly instance: Instance }) => {
 }
 
 export const InstancesPage = (props: { readonly kind: TokenKind }) => {
-  const instances = useResource(() => call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances"), "instances")
+  const instances = useResource(
+    () => call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances"),
+    "instances"
+  )
   const activity = can.readMessages(props.kind)
   return (
     <main id="main">
       <PageTitle lead="The organization's business numbers. Each sends at most its send rate; activity comes from the message history.">
         Instances
       </PageTitle>
-      {activity ? null : (
-        <p class="note note-info">A session token cannot read the message history: sign in with an organization token to see activity.</p>
-      )}
+      {activity ?
+        null :
+        (
+          <p class="note note-info">
+            A session token cannot read the message history: sign in with an organization token to see activity.
+          </p>
+        )}
       <Resource loaded={instances.loaded} what="the instances">
         {(list) => (
           <div class="table-wrap">
@@ -60,18 +77,34 @@ export const InstancesPage = (props: { readonly kind: TokenKind }) => {
               <tbody>
                 {list.data.map((instance) => (
                   <tr key={instance.id}>
-                    <td data-label="Name"><strong>{instance.name}</strong></td>
+                    <td data-label="Name">
+                      <strong>{instance.name}</strong>
+                    </td>
                     <td data-label="Instance id" class="mono">{instance.id}</td>
                     <td data-label="Phone number id" class="mono">{instance.phone_number_id}</td>
                     <td data-label="Business account id" class="mono">{instance.waba_id}</td>
                     <td data-label="Send rate">{instance.send_rate} messages/s</td>
-                    <td data-label="Created"><Time iso={instance.created_at} /></td>
-                    {activity ? <td data-label="Recent activity"><Activity instance={instance} /></td> : null}
+                    <td data-label="Created">
+                      <Time iso={instance.created_at} />
+                    </td>
+                    {activity
+                      ? (
+                        <td data-label="Recent activity">
+                          <Activity instance={instance} />
+                        </td>
+                      )
+                      : null}
                   </tr>
                 ))}
               </tbody>
             </table>
-            {list.data.length === 0 ? <p class="muted">No instances: create one with <code>hub instance create</code>.</p> : null}
+            {list.data.length === 0
+              ? (
+                <p class="muted">
+                  No instances: create one with <code>hub instance create</code>.
+                </p>
+              )
+              : null}
           </div>
         )}
       </Resource>

@@ -1,11 +1,11 @@
 import { useEffect, useRef, useState } from "preact/hooks"
+import { messageStatuses } from "../../../Domain/Vocabulary.js"
 import { call, pathWith } from "../api.js"
-import { Badge, PageTitle, Pager, Resource, Time, type Tone, useResource } from "../components.js"
+import { Badge, Pager, PageTitle, Resource, Time, type Tone, useResource } from "../components.js"
 import { type SeenStatus, seenStatuses, useLiveFeed } from "../live.js"
 import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { Link, navigate, useLocation } from "../router.js"
 import type { Instance, Message, Messages, TokenKind } from "../types.js"
-import { messageStatuses } from "../../../Domain/Vocabulary.js"
 
 /** Every filter of GET /api/messages, as the page's query (so a filtered view can be linked and goes back and forth). */
 const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "user", "instance_id"] as const
@@ -15,7 +15,13 @@ type Filters = Readonly<Record<Filter, string>>
 const LIMITS = [10, 25, 50, 100]
 
 const statusTone = (status: string): Tone =>
-  status === "read" || status === "delivered" ? "ok" : status === "failed" ? "bad" : status === "sent" ? "info" : "neutral"
+  status === "read" || status === "delivered"
+    ? "ok"
+    : status === "failed"
+    ? "bad"
+    : status === "sent"
+    ? "info"
+    : "neutral"
 
 const filtersOf = (query: URLSearchParams): Filters => ({
   status: query.get("status") ?? "",
@@ -43,11 +49,14 @@ const Customer = (props: { readonly message: Message }) => {
   const { message } = props
   return (
     <span class="customer">
-      {message.username === undefined ? null : <span class="username">@{message.username} </span>}
+      {message.username === undefined ? null : <span class="username">@{message.username}</span>}
       <Link to={pathWith("/messages", { user: message.to })} class="mono">
-        <span class="visually-hidden">Every message with </span>{message.to}
+        <span class="visually-hidden">Every message with</span>
+        {message.to}
       </Link>
-      {message.userId !== undefined && message.userId !== message.to ? <span class="mono muted small"> {message.userId}</span> : null}
+      {message.userId !== undefined && message.userId !== message.to
+        ? <span class="mono muted small">{message.userId}</span>
+        : null}
     </span>
   )
 }
@@ -57,7 +66,9 @@ const wholeNumber = (text: string | null, fallback: number) => {
   return Number.isInteger(n) && n > 0 ? n : fallback
 }
 
-const FilterForm = (props: { readonly filters: Filters; readonly limit: number; readonly instances: ReadonlyArray<Instance> | undefined }) => {
+const FilterForm = (
+  props: { readonly filters: Filters; readonly limit: number; readonly instances: ReadonlyArray<Instance> | undefined }
+) => {
   const [draft, setDraft] = useState<Filters>(props.filters)
   const [limit, setLimit] = useState(props.limit)
   useEffect(() => setDraft(props.filters), [JSON.stringify(props.filters)])
@@ -100,7 +111,13 @@ const FilterForm = (props: { readonly filters: Filters; readonly limit: number; 
         </div>
         <div class="field wide">
           <label for="f-wamid">Upstream message id</label>
-          <input id="f-wamid" class="mono" placeholder="wamid.…" value={draft.waMessageId} onInput={set("waMessageId")} />
+          <input
+            id="f-wamid"
+            class="mono"
+            placeholder="wamid.…"
+            value={draft.waMessageId}
+            onInput={set("waMessageId")}
+          />
         </div>
         <div class="field wide">
           <label for="f-user">Person</label>
@@ -112,7 +129,10 @@ const FilterForm = (props: { readonly filters: Filters; readonly limit: number; 
             value={draft.user}
             onInput={set("user")}
           />
-          <span id="f-user-help" class="help">A number or business-scoped user id: every message with that person, under any id the hub has learned for them.</span>
+          <span id="f-user-help" class="help">
+            A number or business-scoped user id: every message with that person, under any id the hub has learned for
+            them.
+          </span>
         </div>
         {props.instances === undefined ? null : (
           <div class="field">
@@ -148,37 +168,55 @@ interface Step {
 /** A message's steps: each step's time as the record keeps it (`statusTimes`), and status events seen live since. */
 const timelineOf = (message: Message, seen: ReadonlyArray<SeenStatus>): ReadonlyArray<Step> => {
   if (message.direction === "inbound") {
-    return [{ status: "received", reached: true, detail: "Received from the customer and recorded", at: message.createdAt }]
+    return [{
+      status: "received",
+      reached: true,
+      detail: "Received from the customer and recorded",
+      at: message.createdAt
+    }]
   }
   // A failed send shows the steps it is known to have made before failing (a refused one: none).
   const failedAfter = (["sent", "delivered"] as const).filter((status) => message.statusTimes[status] !== undefined)
-  const path = message.status === "failed" ? [...failedAfter, "failed" as const] : (["sent", "delivered", "read"] as const)
+  const path = message.status === "failed"
+    ? [...failedAfter, "failed" as const]
+    : (["sent", "delivered", "read"] as const)
   const reachedUpTo = path.findIndex((status) => status === message.status)
-  const pending: Step = { status: "pending", reached: true, detail: "Accepted by the hub and sent upstream", at: message.createdAt }
-  return [pending, ...path.map((status, index): Step => {
-    const recorded = message.statusTimes[status]
-    const event = seen.find((s) => s.status === status)
-    const reached = index <= reachedUpTo || recorded !== undefined || event !== undefined
-    return {
-      status,
-      reached,
-      at: recorded ?? event?.at ?? event?.receivedAt,
-      detail: recorded !== undefined
-        ? "Status event recorded"
-        : event !== undefined
-        ? "Status event seen on the live feed"
-        : reached
-        ? "Reached (the upstream sent no event for this step, or sent it after a later one)"
-        : "Not reached yet"
-    }
-  })]
+  const pending: Step = {
+    status: "pending",
+    reached: true,
+    detail: "Accepted by the hub and sent upstream",
+    at: message.createdAt
+  }
+  return [
+    pending,
+    ...path.map((status, index): Step => {
+      const recorded = message.statusTimes[status]
+      const event = seen.find((s) => s.status === status)
+      const reached = index <= reachedUpTo || recorded !== undefined || event !== undefined
+      return {
+        status,
+        reached,
+        at: recorded ?? event?.at ?? event?.receivedAt,
+        detail: recorded !== undefined
+          ? "Status event recorded"
+          : event !== undefined
+          ? "Status event seen on the live feed"
+          : reached
+          ? "Reached (the upstream sent no event for this step, or sent it after a later one)"
+          : "Not reached yet"
+      }
+    })
+  ]
 }
 
 const Timeline = (props: { readonly message: Message; readonly onClose: () => void }) => {
   const { entries } = useLiveFeed()
   const heading = useRef<HTMLHeadingElement>(null)
   useEffect(() => heading.current?.focus(), [props.message.id])
-  const steps = timelineOf(props.message, props.message.waMessageId === null ? [] : seenStatuses(entries, props.message.waMessageId))
+  const steps = timelineOf(
+    props.message,
+    props.message.waMessageId === null ? [] : seenStatuses(entries, props.message.waMessageId)
+  )
   return (
     <section class="card timeline" aria-labelledby="timeline-title">
       <div class="card-head">
@@ -191,8 +229,16 @@ const Timeline = (props: { readonly message: Message; readonly onClose: () => vo
           <li key={step.status} class={step.reached ? "step reached" : "step"}>
             <span class="step-dot" aria-hidden="true" />
             <div>
-              <strong>{step.status}</strong> {step.reached ? <span class="visually-hidden">(reached)</span> : <span class="muted">(not yet)</span>}
-              <div class="muted small">{step.detail}{step.at === undefined ? null : <> · <Time iso={step.at} /></>}</div>
+              <strong>{step.status}</strong>{" "}
+              {step.reached ? <span class="visually-hidden">(reached)</span> : <span class="muted">(not yet)</span>}
+              <div class="muted small">
+                {step.detail}
+                {step.at === undefined ? null : (
+                  <>
+                    · <Time iso={step.at} />
+                  </>
+                )}
+              </div>
             </div>
           </li>
         ))}
@@ -213,18 +259,24 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
   const query = { ...filters, ...pageQuery(place), limit }
   const messages = useResource(() => call<Messages>("GET", "/api/messages", { query }), JSON.stringify(query))
   const instances = useResource(
-    async () => props.kind === "organization" ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances") : { ok: true, value: { data: [] } },
+    async () =>
+      props.kind === "organization"
+        ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances")
+        : { ok: true, value: { data: [] } },
     props.kind
   )
   const [selected, setSelected] = useState<Message | undefined>(undefined)
-  const goTo = (next: PagePlace) => navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, ...placeParams(next) }))
+  const goTo = (next: PagePlace) =>
+    navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, ...placeParams(next) }))
   return (
     <main id="main">
       <PageTitle lead="Every message sent and received, newest first.">Messages</PageTitle>
       <FilterForm
         filters={filters}
         limit={limit}
-        instances={props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined}
+        instances={props.kind === "organization" && instances.loaded.state === "ready"
+          ? instances.loaded.value.data
+          : undefined}
       />
       <div class="toolbar">
         <button type="button" class="secondary" onClick={() => void messages.reload()}>Refresh</button>
@@ -245,25 +297,41 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
                       <th scope="col">Type</th>
                       <th scope="col">Status</th>
                       <th scope="col">Upstream id</th>
-                      <th scope="col"><span class="visually-hidden">Timeline</span></th>
+                      <th scope="col">
+                        <span class="visually-hidden">Timeline</span>
+                      </th>
                     </tr>
                   </thead>
                   <tbody>
                     {list.data.map((message) => (
                       <tr key={message.id} class={selected?.id === message.id ? "selected" : undefined}>
-                        <td data-label="Created"><Time iso={message.createdAt} /></td>
+                        <td data-label="Created">
+                          <Time iso={message.createdAt} />
+                        </td>
                         <td data-label="Direction">{message.direction === "inbound" ? "← inbound" : "→ outbound"}</td>
-                        <td data-label="Customer"><Customer message={message} /></td>
-                        <td data-label="Type">{message.type}{message.origin === undefined ? null : <span class="muted small"> · {ORIGINS[message.origin] ?? message.origin}</span>}</td>
-                        <td data-label="Status"><Badge tone={statusTone(message.status)}>{message.status}</Badge></td>
-                        <td data-label="Upstream id" class="mono truncate" title={message.waMessageId ?? undefined}>{message.waMessageId ?? "—"}</td>
+                        <td data-label="Customer">
+                          <Customer message={message} />
+                        </td>
+                        <td data-label="Type">
+                          {message.type}
+                          {message.origin === undefined
+                            ? null
+                            : <span class="muted small">· {ORIGINS[message.origin] ?? message.origin}</span>}
+                        </td>
+                        <td data-label="Status">
+                          <Badge tone={statusTone(message.status)}>{message.status}</Badge>
+                        </td>
+                        <td data-label="Upstream id" class="mono truncate" title={message.waMessageId ?? undefined}>
+                          {message.waMessageId ?? "—"}
+                        </td>
                         <td data-label="Timeline" class="actions">
                           <button
                             type="button"
                             class="secondary"
                             aria-pressed={selected?.id === message.id}
                             aria-label={`Timeline of ${message.waMessageId ?? message.id}`}
-                            onClick={() => setSelected(selected?.id === message.id ? undefined : message)}
+                            onClick={() =>
+                              setSelected(selected?.id === message.id ? undefined : message)}
                           >
                             Timeline
                           </button>
@@ -272,7 +340,9 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
                     ))}
                   </tbody>
                 </table>
-                {list.data.length === 0 ? <p class="muted">{place.position > 1 ? "No messages on this page." : "No messages match."}</p> : null}
+                {list.data.length === 0
+                  ? <p class="muted">{place.position > 1 ? "No messages on this page." : "No messages match."}</p>
+                  : null}
               </div>
               <Pager place={place} list={list} noun={["message", "messages"]} onPage={goTo} />
             </div>

@@ -35,7 +35,8 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
   const [rows, setRows] = useState<ReadonlyArray<ChangeRow>>(() => [newChange()])
   const [instanceId, setInstanceId] = useState("")
   const { error, outcome, busy, run, setError, setOutcome } = useAction()
-  const update = (key: number, change: Partial<ChangeRow>) => setRows(rows.map((row) => (row.key === key ? { ...row, ...change } : row)))
+  const update = (key: number, change: Partial<ChangeRow>) =>
+    setRows(rows.map((row) => (row.key === key ? { ...row, ...change } : row)))
 
   const submit = async (event: Event) => {
     event.preventDefault()
@@ -44,13 +45,22 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
     const changes = rows.map((row, index) => ({ index, field: row.field, value: parseObject(row.value.trim()) }))
     const bad = changes.find((change) => change.value === undefined)
     if (bad !== undefined) {
-      return setError({ status: 0, code: undefined, message: `The value of change ${bad.index + 1} must be a JSON object, such as {"event": "VERIFIED_ACCOUNT"}.` })
+      return setError({
+        status: 0,
+        code: undefined,
+        message: `The value of change ${bad.index + 1} must be a JSON object, such as {"event": "VERIFIED_ACCOUNT"}.`
+      })
     }
-    const json = { changes: changes.map(({ field, value }) => ({ field, value })), ...(instanceId === "" ? {} : { instance_id: instanceId }) }
+    const json = {
+      changes: changes.map(({ field, value }) => ({ field, value })),
+      ...(instanceId === "" ? {} : { instance_id: instanceId })
+    }
     return run(
       () => call<ChangesSimulated>("POST", "/sandbox/changes", { json }),
       ({ accepted, deliveries }) =>
-        `${accepted} ${accepted === 1 ? "change" : "changes"} accepted: ${deliveries} webhook ${deliveries === 1 ? "delivery" : "deliveries"} queued.`
+        `${accepted} ${accepted === 1 ? "change" : "changes"} accepted: ${deliveries} webhook ${
+          deliveries === 1 ? "delivery" : "deliveries"
+        } queued.`
     )
   }
 
@@ -58,13 +68,18 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
     <form class="card stack" onSubmit={submit} aria-labelledby="changes-title">
       <h2 id="changes-title">Simulate upstream changes</h2>
       <p class="help">
-        Posted as one upstream envelope for the instance's number, each change with its field and value, as Meta would post it. Webhooks that take
-        some kinds receive only those changes.
+        Posted as one upstream envelope for the instance's number, each change with its field and value, as Meta would
+        post it. Webhooks that take some kinds receive only those changes.
       </p>
       {props.instances === undefined ? null : (
         <div class="field narrow">
           <label for="changes-instance">Instance</label>
-          <select id="changes-instance" required value={instanceId} onChange={(e) => setInstanceId(e.currentTarget.value)}>
+          <select
+            id="changes-instance"
+            required
+            value={instanceId}
+            onChange={(e) => setInstanceId(e.currentTarget.value)}
+          >
             <option value="">Choose…</option>
             {props.instances.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
           </select>
@@ -75,7 +90,11 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
           <li key={row.key} class="change-row">
             <div class="field">
               <label for={`change-field-${row.key}`}>Change {index + 1} field</label>
-              <select id={`change-field-${row.key}`} value={row.field} onChange={(e) => update(row.key, { field: e.currentTarget.value })}>
+              <select
+                id={`change-field-${row.key}`}
+                value={row.field}
+                onChange={(e) => update(row.key, { field: e.currentTarget.value })}
+              >
                 {SIMULATED_FIELDS.map((field) => <option key={field} value={field}>{field}</option>)}
               </select>
             </div>
@@ -103,20 +122,39 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
         ))}
       </ol>
       <div class="actions-row">
-        <button type="button" class="secondary" disabled={rows.length >= MAX_CHANGES} onClick={() => setRows([...rows, newChange("phone_number_quality_update")])}>
+        <button
+          type="button"
+          class="secondary"
+          disabled={rows.length >= MAX_CHANGES}
+          onClick={() => setRows([...rows, newChange("phone_number_quality_update")])}
+        >
           Add a change
         </button>
         <span class="help">{rows.length} of {MAX_CHANGES}.</span>
       </div>
       <ErrorNote error={error} prefix="Not simulated:" />
       <Outcome text={outcome} />
-      <div><button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate changes"}</button></div>
+      <div>
+        <button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate changes"}</button>
+      </div>
     </form>
   )
 }
 
 /** The inbound message types of the sandbox; the content of those other than text gets plausible values there. */
-const TYPES = ["text", "image", "document", "audio", "video", "sticker", "location", "contacts", "interactive", "reaction", "order"]
+const TYPES = [
+  "text",
+  "image",
+  "document",
+  "audio",
+  "video",
+  "sticker",
+  "location",
+  "contacts",
+  "interactive",
+  "reaction",
+  "order"
+]
 
 export const SandboxPage = (props: { readonly kind: TokenKind }) => {
   const instances = useInstances(props.kind)
@@ -126,7 +164,9 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
   const [body, setBody] = useState("Hello from the sandbox")
   const [instanceId, setInstanceId] = useState("")
   const { error, outcome, busy, run } = useAction()
-  const choices = props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined
+  const choices = props.kind === "organization" && instances.loaded.state === "ready"
+    ? instances.loaded.value.data
+    : undefined
 
   const submit = (event: Event) => {
     event.preventDefault()
@@ -139,19 +179,31 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
     }
     void run(
       () => call<Inbound>("POST", "/sandbox/inbound", { json }),
-      (inbound) => `Simulated ${inbound.id}: ${inbound.deliveries} webhook ${inbound.deliveries === 1 ? "delivery" : "deliveries"} queued.`
+      (inbound) =>
+        `Simulated ${inbound.id}: ${inbound.deliveries} webhook ${
+          inbound.deliveries === 1 ? "delivery" : "deliveries"
+        } queued.`
     )
   }
 
   return (
     <main id="main">
-      <PageTitle lead="The sandbox stands in for Meta's platform: simulate a customer's message to one of your numbers, or changes of any kind.">Sandbox</PageTitle>
+      <PageTitle lead="The sandbox stands in for Meta's platform: simulate a customer's message to one of your numbers, or changes of any kind.">
+        Sandbox
+      </PageTitle>
       <form class="card stack" onSubmit={submit} aria-labelledby="inbound-title">
         <h2 id="inbound-title">Simulate an inbound message</h2>
         <div class="row">
           <div class="field">
             <label for="sandbox-from">From (the customer's number)</label>
-            <input id="sandbox-from" required inputMode="tel" pattern="\+?\d{6,20}" value={from} onInput={(e) => setFrom(e.currentTarget.value)} />
+            <input
+              id="sandbox-from"
+              required
+              inputMode="tel"
+              pattern="\+?\d{6,20}"
+              value={from}
+              onInput={(e) => setFrom(e.currentTarget.value)}
+            />
           </div>
           <div class="field">
             <label for="sandbox-name">Profile name (optional)</label>
@@ -166,22 +218,38 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
           {choices === undefined ? null : (
             <div class="field">
               <label for="sandbox-instance">Instance</label>
-              <select id="sandbox-instance" required value={instanceId} onChange={(e) => setInstanceId(e.currentTarget.value)}>
+              <select
+                id="sandbox-instance"
+                required
+                value={instanceId}
+                onChange={(e) => setInstanceId(e.currentTarget.value)}
+              >
                 <option value="">Choose…</option>
                 {choices.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
               </select>
             </div>
           )}
         </div>
-        {type === "text" ? (
-          <div class="field">
-            <label for="sandbox-body">Text</label>
-            <textarea id="sandbox-body" required maxLength={4096} rows={3} value={body} onInput={(e) => setBody(e.currentTarget.value)} />
-          </div>
-        ) : <p class="help">The sandbox fills in the {type} content with plausible values.</p>}
+        {type === "text" ?
+          (
+            <div class="field">
+              <label for="sandbox-body">Text</label>
+              <textarea
+                id="sandbox-body"
+                required
+                maxLength={4096}
+                rows={3}
+                value={body}
+                onInput={(e) => setBody(e.currentTarget.value)}
+              />
+            </div>
+          ) :
+          <p class="help">The sandbox fills in the {type} content with plausible values.</p>}
         <ErrorNote error={error} prefix="Not simulated:" />
         <Outcome text={outcome} />
-        <div><button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate inbound message"}</button></div>
+        <div>
+          <button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate inbound message"}</button>
+        </div>
       </form>
       <SimulateChanges instances={choices} />
       <p>

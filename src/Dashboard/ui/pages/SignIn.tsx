@@ -2,7 +2,9 @@ import { useState } from "preact/hooks"
 import { ErrorNote, PageTitle, useAction } from "../components.js"
 import { type Session, signIn } from "../session.js"
 
-export const SignInPage = (props: { readonly onSignedIn: (session: Session) => void; readonly notice: string | undefined }) => {
+export const SignInPage = (
+  props: { readonly onSignedIn: (session: Session) => void; readonly notice: string | undefined }
+) => {
   const [token, setToken] = useState("")
   const { error, busy, run } = useAction()
   const submit = (event: Event) => {
@@ -14,7 +16,9 @@ export const SignInPage = (props: { readonly onSignedIn: (session: Session) => v
   }
   return (
     <main id="main" class="sign-in">
-      <PageTitle lead="Sign in with a token: what you see and may do is what the API allows that token.">Messaging Hub</PageTitle>
+      <PageTitle lead="Sign in with a token: what you see and may do is what the API allows that token.">
+        Messaging Hub
+      </PageTitle>
       {props.notice === undefined ? null : <p class="note note-warn" role="status">{props.notice}</p>}
       <form class="card stack" onSubmit={submit}>
         <div class="field">
@@ -32,9 +36,10 @@ export const SignInPage = (props: { readonly onSignedIn: (session: Session) => v
             onInput={(e) => setToken(e.currentTarget.value)}
           />
           <p id="token-help" class="help">
-            A session token (printed by the sandbox when the hub first starts, or by <code>hub session create</code>) manages api
-            tokens; an organization token reaches every instance of the organization; an instance token one instance. It is kept
-            in this browser tab only, until you sign out or close the tab.
+            A session token (printed by the sandbox when the hub first starts, or by{" "}
+            <code>hub session create</code>) manages api tokens; an organization token reaches every instance of the
+            organization; an instance token one instance. It is kept in this browser tab only, until you sign out or
+            close the tab.
           </p>
         </div>
         <ErrorNote error={error} prefix="Sign-in refused:" />

@@ -1,6 +1,17 @@
 import { useState } from "preact/hooks"
 import { type ApiError, call } from "../api.js"
-import { Badge, ConfirmButton, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, Time, useAction, useResource } from "../components.js"
+import {
+  Badge,
+  ConfirmButton,
+  ErrorNote,
+  Outcome,
+  PageTitle,
+  Resource,
+  SecretOnce,
+  Time,
+  useAction,
+  useResource
+} from "../components.js"
 import { can } from "../session.js"
 import type { Instance, TokenCreated, TokenKind, TokenList, TokenSummary } from "../types.js"
 
@@ -10,18 +21,26 @@ const instanceName = (instances: ReadonlyArray<Instance>, id: string | undefined
   return instance === undefined ? id : `${instance.name} (${instance.phone_number_id})`
 }
 
-const CreateToken = (props: { readonly instances: ReadonlyArray<Instance>; readonly onCreated: (token: TokenCreated) => void }) => {
+const CreateToken = (
+  props: { readonly instances: ReadonlyArray<Instance>; readonly onCreated: (token: TokenCreated) => void }
+) => {
   const [name, setName] = useState("")
   const [instanceId, setInstanceId] = useState("")
   const { error, busy, run } = useAction()
   const submit = (event: Event) => {
     event.preventDefault()
-    void run(() => call<TokenCreated>("POST", "/api/auth/api-tokens", { json: instanceId === "" ? { name } : { name, instance_id: instanceId } }), (created) => {
-      setName("")
-      setInstanceId("")
-      props.onCreated(created)
-      return undefined
-    })
+    void run(
+      () =>
+        call<TokenCreated>("POST", "/api/auth/api-tokens", {
+          json: instanceId === "" ? { name } : { name, instance_id: instanceId }
+        }),
+      (created) => {
+        setName("")
+        setInstanceId("")
+        props.onCreated(created)
+        return undefined
+      }
+    )
   }
   return (
     <form class="card stack" onSubmit={submit} aria-labelledby="create-token-title">
@@ -29,19 +48,34 @@ const CreateToken = (props: { readonly instances: ReadonlyArray<Instance>; reado
       <div class="row">
         <div class="field">
           <label for="token-name">Name</label>
-          <input id="token-name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input
+            id="token-name"
+            required
+            maxLength={100}
+            value={name}
+            onInput={(e) => setName(e.currentTarget.value)}
+          />
         </div>
         <div class="field">
           <label for="token-instance">Instance</label>
-          <select id="token-instance" value={instanceId} onChange={(e) => setInstanceId(e.currentTarget.value)} aria-describedby="token-instance-help">
+          <select
+            id="token-instance"
+            value={instanceId}
+            onChange={(e) => setInstanceId(e.currentTarget.value)}
+            aria-describedby="token-instance-help"
+          >
             <option value="">None: an organization token</option>
-            {props.instances.map((instance) => <option key={instance.id} value={instance.id}>{instance.name} ({instance.phone_number_id})</option>)}
+            {props.instances.map((instance) => (
+              <option key={instance.id} value={instance.id}>{instance.name} ({instance.phone_number_id})</option>
+            ))}
           </select>
           <p id="token-instance-help" class="help">An instance token acts for that instance only.</p>
         </div>
       </div>
       <ErrorNote error={error} prefix="Not created:" />
-      <div><button type="submit" disabled={busy}>{busy ? "Creating…" : "Create token"}</button></div>
+      <div>
+        <button type="submit" disabled={busy}>{busy ? "Creating…" : "Create token"}</button>
+      </div>
     </form>
   )
 }
@@ -63,7 +97,9 @@ const TokenRows = (props: {
           <th scope="col">Starts with</th>
           <th scope="col">Created</th>
           <th scope="col">Last used</th>
-          <th scope="col"><span class="visually-hidden">Actions</span></th>
+          <th scope="col">
+            <span class="visually-hidden">Actions</span>
+          </th>
         </tr>
       </thead>
       <tbody>
@@ -71,15 +107,30 @@ const TokenRows = (props: {
           <tr key={token.id}>
             <td data-label="Name">
               <strong>{token.name}</strong>
-              {props.current.startsWith(token.token_hint.replace("…", "")) ? <> <Badge tone="info">signed in with it</Badge></> : null}
+              {props.current.startsWith(token.token_hint.replace("…", ""))
+                ? (
+                  <>
+                    <Badge tone="info">signed in with it</Badge>
+                  </>
+                )
+                : null}
             </td>
             <td data-label="Kind">{token.kind}</td>
             <td data-label="Instance">{instanceName(props.instances, token.instance_id)}</td>
             <td data-label="Starts with" class="mono">{token.token_hint}</td>
-            <td data-label="Created"><Time iso={token.created_at} /></td>
-            <td data-label="Last used"><Time iso={token.last_used_at} /></td>
+            <td data-label="Created">
+              <Time iso={token.created_at} />
+            </td>
+            <td data-label="Last used">
+              <Time iso={token.last_used_at} />
+            </td>
             <td data-label="Actions" class="actions">
-              <ConfirmButton label="Revoke" confirmLabel="Revoke token" question={`Revoke “${token.name}”?`} onConfirm={() => props.onRevoke(token)} />
+              <ConfirmButton
+                label="Revoke"
+                confirmLabel="Revoke token"
+                question={`Revoke “${token.name}”?`}
+                onConfirm={() => props.onRevoke(token)}
+              />
             </td>
           </tr>
         ))}
@@ -91,7 +142,10 @@ const TokenRows = (props: {
 
 export const TokensPage = (props: { readonly kind: TokenKind; readonly token: string }) => {
   const tokens = useResource(() => call<TokenList>("GET", "/api/auth/api-tokens"), "tokens")
-  const instances = useResource(() => call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances"), "instances")
+  const instances = useResource(
+    () => call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances"),
+    "instances"
+  )
   const [created, setCreated] = useState<TokenCreated | undefined>(undefined)
   const [outcome, setOutcome] = useState<string | undefined>(undefined)
   const [error, setError] = useState<ApiError | undefined>(undefined)
@@ -112,25 +166,48 @@ export const TokensPage = (props: { readonly kind: TokenKind; readonly token: st
       </PageTitle>
       {can.createTokens(props.kind)
         ? created === undefined
-          ? <CreateToken instances={knownInstances} onCreated={(token) => {
-            setCreated(token)
-            setOutcome(`Token “${token.name}” created.`)
-            void tokens.reload()
-          }} />
+          ? (
+            <CreateToken
+              instances={knownInstances}
+              onCreated={(token) => {
+                setCreated(token)
+                setOutcome(`Token “${token.name}” created.`)
+                void tokens.reload()
+              }}
+            />
+          )
           : (
-            <SecretOnce title={`The secret of “${created.name}”`} secret={created.token} onDone={() => setCreated(undefined)}>
+            <SecretOnce
+              title={`The secret of “${created.name}”`}
+              secret={created.token}
+              onDone={() => setCreated(undefined)}
+            >
               <p class="muted">
-                {created.instance_id === undefined ? "An organization token." : `An instance token for ${instanceName(knownInstances, created.instance_id)}.`}
+                {created.instance_id === undefined
+                  ? "An organization token."
+                  : `An instance token for ${instanceName(knownInstances, created.instance_id)}.`}
               </p>
             </SecretOnce>
           )
-        : <p class="note note-info">Creating tokens needs a session token (<code>hub session create</code>); this token may list and revoke them.</p>}
+        : (
+          <p class="note note-info">
+            Creating tokens needs a session token (<code>hub session create</code>); this token may list and revoke
+            them.
+          </p>
+        )}
       <Outcome text={outcome} />
       <ErrorNote error={error} prefix="Not revoked:" />
       <section aria-labelledby="token-list-title">
         <h2 id="token-list-title">Tokens</h2>
         <Resource loaded={tokens.loaded} what="the tokens">
-          {(list) => <TokenRows tokens={list.data} instances={knownInstances} current={props.token} onRevoke={revoke} />}
+          {(list) => (
+            <TokenRows
+              tokens={list.data}
+              instances={knownInstances}
+              current={props.token}
+              onRevoke={revoke}
+            />
+          )}
         </Resource>
       </section>
     </main>

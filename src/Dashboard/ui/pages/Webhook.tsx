@@ -24,7 +24,17 @@ import { countText } from "../paging.js"
 import { Link, navigate } from "../router.js"
 import type { RecoverOutcome, Rotated, Webhook, WebhookDelivery } from "../types.js"
 import { answerOf, DeliveryLog, deliveryTone } from "./Deliveries.js"
-import { choiceOf, EventKindsField, eventsOf, type HeaderRow, headersOf, HeadersField, type KindsChoice, rowsOf, sameEvents } from "./WebhookFields.js"
+import {
+  choiceOf,
+  EventKindsField,
+  eventsOf,
+  type HeaderRow,
+  HeadersField,
+  headersOf,
+  type KindsChoice,
+  rowsOf,
+  sameEvents
+} from "./WebhookFields.js"
 import { HealthPanel, webhookState } from "./WebhookHealth.js"
 
 /** Most deliveries one recover call queues (the type checks it is the hub's value). */
@@ -89,19 +99,42 @@ const Settings = (props: SectionProps) => {
         <div class="row">
           <div class="field">
             <label for="edit-name">Name</label>
-            <input id="edit-name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+            <input
+              id="edit-name"
+              required
+              maxLength={100}
+              value={name}
+              onInput={(e) => setName(e.currentTarget.value)}
+            />
           </div>
           <div class="field wide">
             <label for="edit-url">URL</label>
             <input id="edit-url" type="url" required value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
           </div>
         </div>
-        <div><button type="submit" disabled={name === webhook.name && url === webhook.url}>Save changes</button></div>
+        <div>
+          <button type="submit" disabled={name === webhook.name && url === webhook.url}>Save changes</button>
+        </div>
       </form>
       <div class="actions-row">
         {webhook.active
-          ? <button type="button" class="secondary" onClick={() => void patch({ active: false }, "Deactivated: no new deliveries are queued.")}>Deactivate</button>
-          : <button type="button" onClick={() => void patch({ active: true }, "Activated: new events are delivered again.")}>Activate</button>}
+          ? (
+            <button
+              type="button"
+              class="secondary"
+              onClick={() => void patch({ active: false }, "Deactivated: no new deliveries are queued.")}
+            >
+              Deactivate
+            </button>
+          )
+          : (
+            <button
+              type="button"
+              onClick={() => void patch({ active: true }, "Activated: new events are delivered again.")}
+            >
+              Activate
+            </button>
+          )}
         <ConfirmButton
           label="Rotate secret"
           confirmLabel="Make a new secret"
@@ -109,15 +142,24 @@ const Settings = (props: SectionProps) => {
           tone="normal"
           onConfirm={rotate}
         />
-        <ConfirmButton label="Delete webhook" confirmLabel="Delete for good" question={`Delete “${webhook.name}” and cancel its queued deliveries?`} onConfirm={remove} />
+        <ConfirmButton
+          label="Delete webhook"
+          confirmLabel="Delete for good"
+          question={`Delete “${webhook.name}” and cancel its queued deliveries?`}
+          onConfirm={remove}
+        />
       </div>
       <Outcome text={outcome} />
       <ErrorNote error={error} prefix="Refused:" />
-      {rotated === undefined ? null : (
-        <SecretOnce title="The new signing secret" secret={rotated.secret} onDone={() => setRotated(undefined)}>
-          <p class="muted">Deliveries carry both signatures until <Time iso={rotated.previous_secret_expires_at} />.</p>
-        </SecretOnce>
-      )}
+      {rotated === undefined ?
+        null :
+        (
+          <SecretOnce title="The new signing secret" secret={rotated.secret} onDone={() => setRotated(undefined)}>
+            <p class="muted">
+              Deliveries carry both signatures until <Time iso={rotated.previous_secret_expires_at} />.
+            </p>
+          </SecretOnce>
+        )}
     </div>
   )
 }
@@ -137,7 +179,9 @@ const EventFilter = (props: SectionProps) => {
         event.preventDefault()
         void run(() => call<Webhook>("PATCH", `/api/webhooks/${webhook.id}`, { json: { events } }), (record) => {
           props.onChanged(record)
-          return `Saved: it receives ${eventsSummary(record.events, record.events.length).toLowerCase().replace(/^all kinds$/, "every kind")}.`
+          return `Saved: it receives ${
+            eventsSummary(record.events, record.events.length).toLowerCase().replace(/^all kinds$/, "every kind")
+          }.`
         })
       }}
     >
@@ -145,7 +189,9 @@ const EventFilter = (props: SectionProps) => {
       <EventKindsField id="edit-kinds" value={choice} onChange={setChoice} />
       <ErrorNote error={error} prefix="Not saved:" />
       <Outcome text={outcome} />
-      <div><button type="submit" disabled={busy || unchanged}>Save event filter</button></div>
+      <div>
+        <button type="submit" disabled={busy || unchanged}>Save event filter</button>
+      </div>
     </form>
   )
 }
@@ -163,13 +209,18 @@ const CustomHeaders = (props: SectionProps) => {
   const save = (event: Event) => {
     event.preventDefault()
     // A secret header left redacted is sent as the placeholder, which keeps its stored value.
-    void run(() => call<Webhook>("PATCH", `/api/webhooks/${webhook.id}`, { json: { headers: headersOf(rows) } }), (record) => {
-      props.onChanged(record)
-      setRows(rowsOf(record.headers))
-      setEdited(false)
-      const count = Object.keys(record.headers).length
-      return count === 0 ? "Saved: no custom headers." : `Saved: ${count} custom ${count === 1 ? "header" : "headers"}.`
-    })
+    void run(
+      () => call<Webhook>("PATCH", `/api/webhooks/${webhook.id}`, { json: { headers: headersOf(rows) } }),
+      (record) => {
+        props.onChanged(record)
+        setRows(rowsOf(record.headers))
+        setEdited(false)
+        const count = Object.keys(record.headers).length
+        return count === 0
+          ? "Saved: no custom headers."
+          : `Saved: ${count} custom ${count === 1 ? "header" : "headers"}.`
+      }
+    )
   }
   return (
     <form class="stack" aria-label="Its custom headers" onSubmit={save}>
@@ -209,11 +260,19 @@ const CustomHeaders = (props: SectionProps) => {
 /** What the test's first attempt says, in words. */
 const testOutcome = (delivery: WebhookDelivery) => {
   const first = delivery.attempt_log[0]
-  if (first === undefined) return `No attempt was logged in time; the test delivery is ${delivery.status} and shows in the delivery log.`
-  const answer = first.status_code === null ? `no answer (${first.error ?? "unknown error"})` : `HTTP ${first.status_code}`
+  if (first === undefined) {
+    return `No attempt was logged in time; the test delivery is ${delivery.status} and shows in the delivery log.`
+  }
+  const answer = first.status_code === null
+    ? `no answer (${first.error ?? "unknown error"})`
+    : `HTTP ${first.status_code}`
   const ok = first.status_code !== null && first.status_code >= 200 && first.status_code < 300
   if (ok) return `Delivered: the receiver answered ${answer} in ${first.latency_ms} ms.`
-  const then = delivery.status === "failed" ? "a retry is scheduled" : delivery.status === "dead" ? "no retry follows" : `it is ${delivery.status}`
+  const then = delivery.status === "failed"
+    ? "a retry is scheduled"
+    : delivery.status === "dead"
+    ? "no retry follows"
+    : `it is ${delivery.status}`
   return `Not delivered: ${answer} after ${first.latency_ms} ms; ${then}.`
 }
 
@@ -231,11 +290,14 @@ const TestEvent = (props: SectionProps) => {
   return (
     <div class="stack">
       <p>
-        Sends a signed test event of kind <code>hub.test</code> through the normal delivery path, whatever kinds the webhook takes, and shows its first
-        attempt. At most one test a second.
+        Sends a signed test event of kind <code>hub.test</code>{" "}
+        through the normal delivery path, whatever kinds the webhook takes, and shows its first attempt. At most one
+        test a second.
       </p>
       <div class="actions-row">
-        <button type="button" disabled={busy || !webhook.active} onClick={() => void send()}>{busy ? "Sending…" : "Send a test event"}</button>
+        <button type="button" disabled={busy || !webhook.active} onClick={() => void send()}>
+          {busy ? "Sending…" : "Send a test event"}
+        </button>
         {webhook.active ? null : <span class="help">Activate it first.</span>}
       </div>
       <p class="muted" role="status">{busy ? "Waiting for the first attempt…" : ""}</p>
@@ -247,13 +309,28 @@ const TestEvent = (props: SectionProps) => {
               <Badge tone={deliveryTone(sent.status)}>{sent.status}</Badge> <span>{testOutcome(sent)}</span>
             </p>
             <dl class="facts">
-              <div><dt>Answer</dt><dd>{first === undefined ? <span class="muted">—</span> : answerOf(first)}</dd></div>
-              <div><dt>Attempted</dt><dd><Time iso={first?.started_at} /></dd></div>
-              <div><dt>webhook-id</dt><dd class="mono">{sent.message_id}</dd></div>
+              <div>
+                <dt>Answer</dt>
+                <dd>{first === undefined ? <span class="muted">—</span> : answerOf(first)}</dd>
+              </div>
+              <div>
+                <dt>Attempted</dt>
+                <dd>
+                  <Time iso={first?.started_at} />
+                </dd>
+              </div>
+              <div>
+                <dt>webhook-id</dt>
+                <dd class="mono">{sent.message_id}</dd>
+              </div>
             </dl>
             {first?.response_snippet === null || first?.response_snippet === undefined || first.response_snippet === ""
               ? null
-              : <p class="small">Answer body: <span class="mono wrap">{first.response_snippet}</span></p>}
+              : (
+                <p class="small">
+                  Answer body: <span class="mono wrap">{first.response_snippet}</span>
+                </p>
+              )}
           </div>
         )}
       </div>
@@ -276,7 +353,9 @@ const Recover = (props: SectionProps) => {
       if (answer.requeued > 0) props.onQueued()
       return answer.requeued === 0
         ? "Nothing to recover: no failed or dead delivery in that window waits to be sent."
-        : `Queued ${countText(answer.requeued, false)} ${answer.requeued === 1 ? "delivery" : "deliveries"} again, each with its original webhook-id.`
+        : `Queued ${countText(answer.requeued, false)} ${
+          answer.requeued === 1 ? "delivery" : "deliveries"
+        } again, each with its original webhook-id.`
     })
   const submit = (event: Event) => {
     event.preventDefault()
@@ -290,20 +369,36 @@ const Recover = (props: SectionProps) => {
   return (
     <form class="stack" aria-label="Recover failed deliveries" onSubmit={submit}>
       <p>
-        Queues again every failed or dead delivery created in the window, oldest first, at most {countText(RECOVER_LIMIT, false)} a call, each
-        with its original <code>webhook-id</code>. What is queued already is not queued twice.
+        Queues again every failed or dead delivery created in the window, oldest first, at most{" "}
+        {countText(RECOVER_LIMIT, false)} a call, each with its original{" "}
+        <code>webhook-id</code>. What is queued already is not queued twice.
       </p>
       <div class="row">
         <div class="field">
           <label for="recover-since">Created from</label>
-          <input id="recover-since" type="datetime-local" required value={since} onInput={(e) => setSince(e.currentTarget.value)} aria-describedby="recover-zone" />
+          <input
+            id="recover-since"
+            type="datetime-local"
+            required
+            value={since}
+            onInput={(e) => setSince(e.currentTarget.value)}
+            aria-describedby="recover-zone"
+          />
         </div>
         <div class="field">
           <label for="recover-until">Created before (optional)</label>
-          <input id="recover-until" type="datetime-local" value={until} onInput={(e) => setUntil(e.currentTarget.value)} aria-describedby="recover-zone" />
+          <input
+            id="recover-until"
+            type="datetime-local"
+            value={until}
+            onInput={(e) => setUntil(e.currentTarget.value)}
+            aria-describedby="recover-zone"
+          />
         </div>
       </div>
-      <p id="recover-zone" class="help">Times are in your time zone ({localZone()}); without an end, the window ends now.</p>
+      <p id="recover-zone" class="help">
+        Times are in your time zone ({localZone()}); without an end, the window ends now.
+      </p>
       <ErrorNote error={error} prefix="Not recovered:" />
       <Outcome text={outcome} />
       {recovered === undefined || busy ? null : (
@@ -315,19 +410,35 @@ const Recover = (props: SectionProps) => {
         ? (
           <div class="note note-info">
             <p>More failed or dead deliveries wait in this window.</p>
-            <button type="button" class="secondary" onClick={() => void recover({ since: recovered.since, until: recovered.until })}>Recover the next ones</button>
+            <button
+              type="button"
+              class="secondary"
+              onClick={() => void recover({ since: recovered.since, until: recovered.until })}
+            >
+              Recover the next ones
+            </button>
           </div>
         )
         : null}
-      <div><button type="submit" disabled={busy || !webhook.active}>{busy ? "Recovering…" : "Recover failed deliveries"}</button></div>
-      {webhook.active ? null : <p class="help">Activate it under Settings first: an inactive webhook's deliveries are not sent.</p>}
+      <div>
+        <button type="submit" disabled={busy || !webhook.active}>
+          {busy ? "Recovering…" : "Recover failed deliveries"}
+        </button>
+      </div>
+      {webhook.active
+        ? null
+        : <p class="help">Activate it under Settings first: an inactive webhook's deliveries are not sent.</p>}
     </form>
   )
 }
 
 const webhookSections: ReadonlyArray<WebhookSection> = [
   { id: "health", title: "Health", render: (props) => <HealthPanel webhook={props.webhook} /> },
-  { id: "deliveries", title: "Deliveries", render: (props) => <DeliveryLog webhook={props.webhook} refresh={props.refresh} /> },
+  {
+    id: "deliveries",
+    title: "Deliveries",
+    render: (props) => <DeliveryLog webhook={props.webhook} refresh={props.refresh} />
+  },
   { id: "test", title: "Test", render: (props) => <TestEvent {...props} /> },
   { id: "recover", title: "Recover", render: (props) => <Recover {...props} /> },
   { id: "events", title: "Event filter", render: (props) => <EventFilter {...props} /> },
@@ -357,21 +468,46 @@ export const WebhookPage = (props: { readonly id: string }) => {
 
   return (
     <main id="main">
-      <p class="breadcrumb"><Link to="/webhooks">← Webhooks</Link></p>
+      <p class="breadcrumb">
+        <Link to="/webhooks">← Webhooks</Link>
+      </p>
       <Resource loaded={loaded.loaded} what="the webhook">
         {(webhook) => (
           <>
             <PageTitle lead={<span class="mono">{webhook.url}</span>}>{webhook.name} {webhookState(webhook)}</PageTitle>
             <dl class="facts">
-              <div><dt>Webhook id</dt><dd class="mono">{webhook.id}</dd></div>
-              <div><dt>Instance</dt><dd class="mono">{webhook.instance_id}</dd></div>
-              <div><dt>Receives</dt><dd>{eventsSummary(webhook.events)}</dd></div>
-              <div><dt>Created</dt><dd><Time iso={webhook.created_at} /></dd></div>
-              <div><dt>Updated</dt><dd><Time iso={webhook.updated_at} /></dd></div>
+              <div>
+                <dt>Webhook id</dt>
+                <dd class="mono">{webhook.id}</dd>
+              </div>
+              <div>
+                <dt>Instance</dt>
+                <dd class="mono">{webhook.instance_id}</dd>
+              </div>
+              <div>
+                <dt>Receives</dt>
+                <dd>{eventsSummary(webhook.events)}</dd>
+              </div>
+              <div>
+                <dt>Created</dt>
+                <dd>
+                  <Time iso={webhook.created_at} />
+                </dd>
+              </div>
+              <div>
+                <dt>Updated</dt>
+                <dd>
+                  <Time iso={webhook.updated_at} />
+                </dd>
+              </div>
             </dl>
             <nav class="section-nav" aria-label="Sections of this webhook">
               <ul>
-                {webhookSections.map((section) => <li key={section.id}><a href={`#${section.id}`}>{section.title}</a></li>)}
+                {webhookSections.map((section) => (
+                  <li key={section.id}>
+                    <a href={`#${section.id}`}>{section.title}</a>
+                  </li>
+                ))}
               </ul>
             </nav>
             {webhookSections.map((section) => (

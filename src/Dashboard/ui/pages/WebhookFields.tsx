@@ -21,12 +21,17 @@ export const choiceOf = (events: ReadonlyArray<string>): KindsChoice =>
   takesEveryKind(events) ? EVERY_KIND : { every: false, chosen: new Set(events) }
 
 /** The `events` the API takes for a choice: ["*"] for every kind. */
-export const eventsOf = (choice: KindsChoice): ReadonlyArray<string> => (choice.every ? [ALL_KINDS] : inKindOrder(choice.chosen))
+export const eventsOf = (
+  choice: KindsChoice
+): ReadonlyArray<string> => (choice.every ? [ALL_KINDS] : inKindOrder(choice.chosen))
 
-export const sameEvents = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) => [...a].sort().join(",") === [...b].sort().join(",")
+export const sameEvents = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
+  [...a].sort().join(",") === [...b].sort().join(",")
 
 /** The kinds a webhook takes: all of them (kinds Meta adds later included), or those chosen. */
-export const EventKindsField = (props: { readonly id: string; readonly value: KindsChoice; readonly onChange: (choice: KindsChoice) => void }) => {
+export const EventKindsField = (
+  props: { readonly id: string; readonly value: KindsChoice; readonly onChange: (choice: KindsChoice) => void }
+) => {
   const { id, value } = props
   const toggle = (kind: string, on: boolean) => {
     const chosen = new Set(value.chosen)
@@ -52,14 +57,28 @@ export const EventKindsField = (props: { readonly id: string; readonly value: Ki
       <legend>Events it receives</legend>
       <div class="choices">
         <div class="check">
-          <input type="radio" id={`${id}-every`} name={`${id}-scope`} checked={value.every} onChange={() => props.onChange({ every: true, chosen: value.chosen })} />
+          <input
+            type="radio"
+            id={`${id}-every`}
+            name={`${id}-scope`}
+            checked={value.every}
+            onChange={() => props.onChange({ every: true, chosen: value.chosen })}
+          />
           <label for={`${id}-every`}>All kinds</label>
           <span class="help">every change of the instance, kinds Meta adds later included</span>
         </div>
         <div class="check">
-          <input type="radio" id={`${id}-some`} name={`${id}-scope`} checked={!value.every} onChange={() => props.onChange({ every: false, chosen: value.chosen })} />
+          <input
+            type="radio"
+            id={`${id}-some`}
+            name={`${id}-scope`}
+            checked={!value.every}
+            onChange={() => props.onChange({ every: false, chosen: value.chosen })}
+          />
           <label for={`${id}-some`}>Only the kinds chosen</label>
-          <span class="help">a delivery holds only their changes, each unaltered; an event with none makes no delivery</span>
+          <span class="help">
+            a delivery holds only their changes, each unaltered; an event with none makes no delivery
+          </span>
         </div>
       </div>
       {value.every ? null : (
@@ -73,7 +92,11 @@ export const EventKindsField = (props: { readonly id: string; readonly value: Ki
             <p class="help">Each is the upstream's change field of that name.</p>
             <ul class="kind-list kind-grid">{FIELD_KINDS.map((kind) => box(kind, false))}</ul>
           </fieldset>
-          <p class="help">{value.chosen.size === 0 ? "No kind chosen yet." : `${value.chosen.size} chosen: ${inKindOrder(value.chosen).join(", ")}.`}</p>
+          <p class="help">
+            {value.chosen.size === 0
+              ? "No kind chosen yet."
+              : `${value.chosen.size} chosen: ${inKindOrder(value.chosen).join(", ")}.`}
+          </p>
         </div>
       )}
     </fieldset>
@@ -97,7 +120,9 @@ export const rowsOf = (headers: Readonly<Record<string, string>>): ReadonlyArray
 
 /** The `headers` object the API takes (rows with neither name nor value left out). */
 export const headersOf = (rows: ReadonlyArray<HeaderRow>): Readonly<Record<string, string>> =>
-  Object.fromEntries(rows.filter((row) => row.name.trim() !== "" || row.value !== "").map((row) => [row.name.trim(), row.value]))
+  Object.fromEntries(
+    rows.filter((row) => row.name.trim() !== "" || row.value !== "").map((row) => [row.name.trim(), row.value])
+  )
 
 /** Up to HEADER_LIMIT name and value pairs; a secret one's value is shown redacted until replaced. */
 export const HeadersField = (props: {
@@ -116,7 +141,8 @@ export const HeadersField = (props: {
     document.getElementById(focus)?.focus()
     setFocus(undefined)
   }, [focus])
-  const update = (key: number, change: Partial<HeaderRow>) => props.onChange(rows.map((row) => (row.key === key ? { ...row, ...change } : row)))
+  const update = (key: number, change: Partial<HeaderRow>) =>
+    props.onChange(rows.map((row) => (row.key === key ? { ...row, ...change } : row)))
   const add = () => {
     const row = newRow()
     props.onChange([...rows, row])
@@ -130,8 +156,9 @@ export const HeadersField = (props: {
     <fieldset class="headers-field">
       <legend class={props.legendHidden === true ? "visually-hidden" : undefined}>Custom headers</legend>
       <p class="help">
-        Sent with every delivery, at most {HEADER_LIMIT}. Headers named like secrets (authorization, cookie, or with token, secret, key, password,
-        auth, session or credential in the name) are stored encrypted and shown as <code>{REDACTED_VALUE}</code>.
+        Sent with every delivery, at most{" "}
+        {HEADER_LIMIT}. Headers named like secrets (authorization, cookie, or with token, secret, key, password, auth,
+        session or credential in the name) are stored encrypted and shown as <code>{REDACTED_VALUE}</code>.
       </p>
       {rows.length === 0 ? null : (
         <ul class="header-rows">
@@ -142,7 +169,9 @@ export const HeadersField = (props: {
             return (
               <li key={row.key} class="header-row">
                 <div class="field">
-                  <label for={`${id}-name-${row.key}`} class={shown}><span class="visually-hidden">{which}</span>Name</label>
+                  <label for={`${id}-name-${row.key}`} class={shown}>
+                    <span class="visually-hidden">{which}</span>Name
+                  </label>
                   <input
                     id={`${id}-name-${row.key}`}
                     class="mono"
@@ -155,7 +184,9 @@ export const HeadersField = (props: {
                   />
                 </div>
                 <div class="field">
-                  <label for={`${id}-value-${row.key}`} class={shown}><span class="visually-hidden">{which}</span>Value</label>
+                  <label for={`${id}-value-${row.key}`} class={shown}>
+                    <span class="visually-hidden">{which}</span>Value
+                  </label>
                   {row.redacted
                     ? (
                       <div class="redacted">
@@ -185,7 +216,12 @@ export const HeadersField = (props: {
                       />
                     )}
                 </div>
-                <button type="button" class="danger-outline" aria-label={`Remove header ${index + 1}${row.name === "" ? "" : ` (${row.name})`}`} onClick={() => remove(row.key)}>
+                <button
+                  type="button"
+                  class="danger-outline"
+                  aria-label={`Remove header ${index + 1}${row.name === "" ? "" : ` (${row.name})`}`}
+                  onClick={() => remove(row.key)}
+                >
                   Remove
                 </button>
               </li>
@@ -194,7 +230,9 @@ export const HeadersField = (props: {
         </ul>
       )}
       <div class="actions-row">
-        <button type="button" id={`${id}-add`} class="secondary" disabled={rows.length >= HEADER_LIMIT} onClick={add}>Add a header</button>
+        <button type="button" id={`${id}-add`} class="secondary" disabled={rows.length >= HEADER_LIMIT} onClick={add}>
+          Add a header
+        </button>
         <span class="help">{rows.length === 0 ? "None." : `${rows.length} of ${HEADER_LIMIT}.`}</span>
       </div>
     </fieldset>

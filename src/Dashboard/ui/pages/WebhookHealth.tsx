@@ -28,9 +28,17 @@ const disabledReasons: Readonly<Record<DisabledReason, { readonly short: string;
 }
 
 export const webhookState = (webhook: Webhook) => {
-  if (webhook.active) return webhook.failing_since === null ? <Badge tone="ok">active</Badge> : <Badge tone="warn">active · failing</Badge>
+  if (webhook.active) {
+    return webhook.failing_since === null
+      ? <Badge tone="ok">active</Badge>
+      : <Badge tone="warn">active · failing</Badge>
+  }
   const reason = webhook.disabled_reason === null ? undefined : disabledReasons[webhook.disabled_reason]
-  return <Badge tone={webhook.disabled_reason === "manual" ? "neutral" : "bad"}>inactive{reason === undefined ? "" : ` · ${reason.short}`}</Badge>
+  return (
+    <Badge tone={webhook.disabled_reason === "manual" ? "neutral" : "bad"}>
+      inactive{reason === undefined ? "" : ` · ${reason.short}`}
+    </Badge>
+  )
 }
 
 const queuedCount = (n: number, capped: boolean) => countText(n, capped && n >= QUEUED_LIMIT)
@@ -39,7 +47,11 @@ const queuedCount = (n: number, capped: boolean) => countText(n, capped && n >= 
 export const recentSummary = (webhook: Webhook) => {
   const { dead, failed, succeeded } = webhook.deliveries_24h
   if (succeeded + failed + dead === 0) return "No attempts"
-  return [`${countText(succeeded, false)} succeeded`, ...(failed > 0 ? [`${countText(failed, false)} retried`] : []), ...(dead > 0 ? [`${countText(dead, false)} dead`] : [])].join(" · ")
+  return [
+    `${countText(succeeded, false)} succeeded`,
+    ...(failed > 0 ? [`${countText(failed, false)} retried`] : []),
+    ...(dead > 0 ? [`${countText(dead, false)} dead`] : [])
+  ].join(" · ")
 }
 
 /** What is queued now in one line, for the list. */
@@ -52,9 +64,12 @@ export const queuedSummary = (webhook: Webhook) => {
   ].join(" · ")
 }
 
-const Stat = (props: { readonly value: string; readonly label: string; readonly tone: Tone; readonly help: string }) => (
+const Stat = (
+  props: { readonly value: string; readonly label: string; readonly tone: Tone; readonly help: string }
+) => (
   <li class={`stat stat-${props.tone}`}>
-    <span class="stat-value">{props.value}</span> <span class="stat-label">{props.label}</span> <span class="stat-help">{props.help}</span>
+    <span class="stat-value">{props.value}</span> <span class="stat-label">{props.label}</span>{" "}
+    <span class="stat-help">{props.help}</span>
   </li>
 )
 
@@ -66,31 +81,63 @@ export const HealthPanel = (props: { readonly webhook: Webhook }) => {
   return (
     <div class="stack">
       <dl class="facts">
-        <div><dt>State</dt><dd>{webhookState(webhook)}</dd></div>
+        <div>
+          <dt>State</dt>
+          <dd>{webhookState(webhook)}</dd>
+        </div>
         <div>
           <dt>Last success</dt>
-          <dd>{webhook.last_success_at === null ? <span class="muted">None recorded</span> : <><Time iso={webhook.last_success_at} /> <span class="muted">({ago(webhook.last_success_at)})</span></>}</dd>
+          <dd>
+            {webhook.last_success_at === null ? <span class="muted">None recorded</span> : (
+              <>
+                <Time iso={webhook.last_success_at} /> <span class="muted">({ago(webhook.last_success_at)})</span>
+              </>
+            )}
+          </dd>
         </div>
         <div>
           <dt>Failing since</dt>
-          <dd>{webhook.failing_since === null ? <span class="muted">Not failing</span> : <><Time iso={webhook.failing_since} /> <span class="muted">({ago(webhook.failing_since)})</span></>}</dd>
+          <dd>
+            {webhook.failing_since === null ? <span class="muted">Not failing</span> : (
+              <>
+                <Time iso={webhook.failing_since} /> <span class="muted">({ago(webhook.failing_since)})</span>
+              </>
+            )}
+          </dd>
         </div>
       </dl>
-      {webhook.active || reason === undefined ? null : <p class="note note-warn">{reason.long} Activate it under Settings to deliver again.</p>}
+      {webhook.active || reason === undefined
+        ? null
+        : <p class="note note-warn">{reason.long} Activate it under Settings to deliver again.</p>}
       <div class="stat-groups">
         <div>
           <h3>Attempts in the last 24 hours</h3>
           <ul class="stats">
             <Stat value={countText(recent.succeeded, false)} label="succeeded" tone="ok" help="answered 2xx" />
-            <Stat value={countText(recent.failed, false)} label="retried" tone="warn" help="failed, a retry was scheduled" />
+            <Stat
+              value={countText(recent.failed, false)}
+              label="retried"
+              tone="warn"
+              help="failed, a retry was scheduled"
+            />
             <Stat value={countText(recent.dead, false)} label="dead" tone="bad" help="failed, given up" />
           </ul>
         </div>
         <div>
           <h3>Queued now</h3>
           <ul class="stats">
-            <Stat value={queuedCount(queued.pending, queued.capped === true)} label="pending" tone="info" help="waiting for an attempt" />
-            <Stat value={queuedCount(queued.failed, queued.capped === true)} label="awaiting a retry" tone="warn" help="failed, retried later" />
+            <Stat
+              value={queuedCount(queued.pending, queued.capped === true)}
+              label="pending"
+              tone="info"
+              help="waiting for an attempt"
+            />
+            <Stat
+              value={queuedCount(queued.failed, queued.capped === true)}
+              label="awaiting a retry"
+              tone="warn"
+              help="failed, retried later"
+            />
           </ul>
         </div>
       </div>

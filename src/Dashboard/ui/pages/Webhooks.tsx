@@ -4,19 +4,33 @@ import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useAction, us
 import { eventsSummary, FIELD_KINDS, MESSAGE_KINDS } from "../eventKinds.js"
 import { Link } from "../router.js"
 import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
-import { EVERY_KIND, EventKindsField, eventsOf, type HeaderRow, headersOf, HeadersField, type KindsChoice } from "./WebhookFields.js"
+import {
+  EventKindsField,
+  eventsOf,
+  EVERY_KIND,
+  type HeaderRow,
+  HeadersField,
+  headersOf,
+  type KindsChoice
+} from "./WebhookFields.js"
 import { queuedSummary, recentSummary, webhookState } from "./WebhookHealth.js"
-
-
 
 /** Organization tokens choose among their instances; an instance token always acts for its own. */
 export const useInstances = (kind: TokenKind) =>
   useResource(
-    async () => kind === "organization" ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances") : { ok: true, value: { data: [] } },
+    async () =>
+      kind === "organization"
+        ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances")
+        : { ok: true, value: { data: [] } },
     kind
   )
 
-const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | undefined; readonly onCreated: (webhook: WebhookWithSecret) => void }) => {
+const CreateWebhook = (
+  props: {
+    readonly instances: ReadonlyArray<Instance> | undefined
+    readonly onCreated: (webhook: WebhookWithSecret) => void
+  }
+) => {
   const [name, setName] = useState("")
   const [url, setUrl] = useState("")
   const [instanceId, setInstanceId] = useState("")
@@ -49,7 +63,13 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
       <div class="row">
         <div class="field">
           <label for="webhook-name">Name</label>
-          <input id="webhook-name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input
+            id="webhook-name"
+            required
+            maxLength={100}
+            value={name}
+            onInput={(e) => setName(e.currentTarget.value)}
+          />
         </div>
         <div class="field wide">
           <label for="webhook-url">URL</label>
@@ -62,12 +82,19 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
             value={url}
             onInput={(e) => setUrl(e.currentTarget.value)}
           />
-          <p id="webhook-url-help" class="help">Each delivery is posted here, signed (Standard Webhooks), and retried until the receiver answers 2xx.</p>
+          <p id="webhook-url-help" class="help">
+            Each delivery is posted here, signed (Standard Webhooks), and retried until the receiver answers 2xx.
+          </p>
         </div>
         {props.instances === undefined ? null : (
           <div class="field">
             <label for="webhook-instance">Instance</label>
-            <select id="webhook-instance" required value={instanceId} onChange={(e) => setInstanceId(e.currentTarget.value)}>
+            <select
+              id="webhook-instance"
+              required
+              value={instanceId}
+              onChange={(e) => setInstanceId(e.currentTarget.value)}
+            >
               <option value="">Choose…</option>
               {props.instances.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
             </select>
@@ -77,7 +104,9 @@ const CreateWebhook = (props: { readonly instances: ReadonlyArray<Instance> | un
       <EventKindsField id="create-kinds" value={kinds} onChange={setKinds} />
       <HeadersField id="create-headers" rows={headers} onChange={setHeaders} />
       <ErrorNote error={error} prefix="Not created:" />
-      <div><button type="submit" disabled={busy}>{busy ? "Adding…" : "Add webhook"}</button></div>
+      <div>
+        <button type="submit" disabled={busy}>{busy ? "Adding…" : "Add webhook"}</button>
+      </div>
     </form>
   )
 }
@@ -90,7 +119,9 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
   )
   const instances = useInstances(props.kind)
   const [created, setCreated] = useState<WebhookWithSecret | undefined>(undefined)
-  const choices = props.kind === "organization" && instances.loaded.state === "ready" ? instances.loaded.value.data : undefined
+  const choices = props.kind === "organization" && instances.loaded.state === "ready"
+    ? instances.loaded.value.data
+    : undefined
   // An instance token's webhooks are all of its own instance.
   const showInstance = props.kind !== "instance"
   const instanceLabel = (id: string) => {
@@ -99,16 +130,28 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
   }
   return (
     <main id="main">
-      <PageTitle lead="The URLs that receive the upstream events of an instance, their health, and what was delivered to them.">Webhooks</PageTitle>
+      <PageTitle lead="The URLs that receive the upstream events of an instance, their health, and what was delivered to them.">
+        Webhooks
+      </PageTitle>
       {created === undefined
-        ? <CreateWebhook instances={choices} onCreated={(webhook) => {
-          setCreated(webhook)
-          void webhooks.reload()
-        }} />
+        ? (
+          <CreateWebhook
+            instances={choices}
+            onCreated={(webhook) => {
+              setCreated(webhook)
+              void webhooks.reload()
+            }}
+          />
+        )
         : (
-          <SecretOnce title={`The signing secret of “${created.name}”`} secret={created.secret} onDone={() => setCreated(undefined)}>
+          <SecretOnce
+            title={`The signing secret of “${created.name}”`}
+            secret={created.secret}
+            onDone={() => setCreated(undefined)}
+          >
             <p>
-              Receivers check each delivery's <code>webhook-signature</code> with it. <Link to={`/webhooks/${created.id}`}>Open “{created.name}”</Link>
+              Receivers check each delivery's <code>webhook-signature</code> with it.{" "}
+              <Link to={`/webhooks/${created.id}`}>Open “{created.name}”</Link>
             </p>
           </SecretOnce>
         )}
@@ -121,8 +164,12 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
               <label for="webhook-receives">Receiving</label>
               <select id="webhook-receives" value={receives} onChange={(e) => setReceives(e.currentTarget.value)}>
                 <option value="">Any kind</option>
-                <optgroup label="Messages">{MESSAGE_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}</optgroup>
-                <optgroup label="Other changes">{FIELD_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}</optgroup>
+                <optgroup label="Messages">
+                  {MESSAGE_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}
+                </optgroup>
+                <optgroup label="Other changes">
+                  {FIELD_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}
+                </optgroup>
               </select>
             </div>
             <Link to="/deliveries">Search all deliveries</Link>
@@ -148,19 +195,27 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
                 <tbody>
                   {list.data.map((webhook) => (
                     <tr key={webhook.id}>
-                      <td data-label="Name"><Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link></td>
+                      <td data-label="Name">
+                        <Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link>
+                      </td>
                       <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
                       {showInstance ? <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td> : null}
                       <td data-label="State">{webhookState(webhook)}</td>
-                      <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>{eventsSummary(webhook.events)}</td>
+                      <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>
+                        {eventsSummary(webhook.events)}
+                      </td>
                       <td data-label="Last 24 hours">{recentSummary(webhook)}</td>
                       <td data-label="Queued">{queuedSummary(webhook)}</td>
-                      <td data-label="Last success"><Ago iso={webhook.last_success_at} /></td>
+                      <td data-label="Last success">
+                        <Ago iso={webhook.last_success_at} />
+                      </td>
                     </tr>
                   ))}
                 </tbody>
               </table>
-              {list.data.length === 0 ? <p class="muted">{receives === "" ? "No webhooks yet." : `No webhook receives ${receives}.`}</p> : null}
+              {list.data.length === 0
+                ? <p class="muted">{receives === "" ? "No webhooks yet." : `No webhook receives ${receives}.`}</p>
+                : null}
             </div>
           )}
         </Resource>
