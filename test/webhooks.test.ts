@@ -887,3 +887,23 @@ describe("delivery-time address cache", () => {
     expect(padded([])).toEqual([])
   })
 })
+
+layer(testHub({ webhookTimeout: Duration.seconds(15) }), { excludeTestServices: true, timeout: 30_000 })(
+  "a slow receiver",
+  (it) => {
+    it.scoped("a webhook test waits for an attempt that takes longer than Bun's default idle timeout (10 s): its answer arrives", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        // The receiver answers after 11 s: within the webhook timeout, past the 10 s Bun closed silent connections at.
+        const receiver = yield* makeReceiver(() => ({ status: 200, delayMs: 11_000 }))
+        const created = yield* createWebhook(tenant.instanceToken, { url: receiver.url, name: "slow" })
+        expect(created.status).toBe(201)
+        const hub = yield* TestHub
+        const tested = yield* hub.request("POST", `/api/webhooks/${String(created.body.id)}/test`, {
+          token: tenant.instanceToken
+        })
+        expect(tested.status).toBe(200)
+        expect(tested.body).toMatchObject({ status: "succeeded", attempts: 1, last_status_code: 200 })
+      }))
+  }
+)

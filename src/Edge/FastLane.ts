@@ -10,7 +10,7 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
-import { Cause, Effect, FiberSet, Layer } from "effect"
+import { Cause, Duration, Effect, FiberSet, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import { type HotRoute, HotRoutes, type PlainResponder, type PlainRoute } from "../Domain/PlainRoute.js"
@@ -24,12 +24,31 @@ const starting = () =>
     })
   )
 
+/** Bun's own bound (255 s) on idleTimeout. */
+const MAX_IDLE_TIMEOUT_SECONDS = 255
+
+/**
+ * How long Bun lets a connection be silent: past the longest an answer may take to begin (a Graph
+ * call or upload, a webhook test waiting for its attempt), with a margin. Bun's default, 10 s, cut
+ * such requests short (their connection reset before the answer).
+ */
+const idleTimeoutSeconds = (config: {
+  readonly graphTimeout: Duration.Duration
+  readonly graphUploadTimeout: Duration.Duration
+  readonly webhookTimeout: Duration.Duration
+}) => {
+  const longest = Math.max(
+    ...[config.graphTimeout, config.graphUploadTimeout, config.webhookTimeout].map(Duration.toSeconds)
+  )
+  return Math.min(MAX_IDLE_TIMEOUT_SECONDS, Math.ceil(longest) + 10)
+}
+
 /**
  * The hub's Bun server: HttpApi serves every request but the hot routes, which Bun routes to the
  * handlers installed through HotRoutes (503 until they are, and once they are gone).
  */
 export const hubServer = (options: { readonly port: number; readonly hostname: string }) =>
-  Layer.unwrapEffect(Effect.map(EndpointPolicies, (policies) => {
+  Layer.unwrapEffect(Effect.zipWith(EndpointPolicies, HubConfig, (policies, config) => {
     const handlers = new Map<HotRoute, (request: Request) => Promise<Response>>()
     const dispatch = (route: HotRoute) => (request: Request) => (handlers.get(route) ?? starting)(request)
     const hotRoutes = HotRoutes.of({
@@ -46,6 +65,7 @@ export const hubServer = (options: { readonly port: number; readonly hostname: s
         // Each route's limit is enforced by the edge as the body streams, answered with its JSON 413; Bun's
         // own (a bare 413) only meets declared lengths far beyond any route's.
         maxRequestBodySize: 8 * policies.maxBodyBytes,
+        idleTimeout: idleTimeoutSeconds(config),
         routes: {
           "/api/messages": { POST: dispatch("POST /api/messages") },
           "/upstream/events": { POST: dispatch("POST /upstream/events") }

@@ -10,7 +10,7 @@ import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
 import { type Audience, LiveEvents, type LiveFrame, type StreamLimits } from "./LiveEvents.js"
 
-/** Bun closes a connection idle for 10 s (its default idleTimeout), an open stream included: a comment keeps it busy. */
+/** A comment every 5 s keeps a stream busy for proxies that close quiet connections, and rechecks its credential. */
 export const HEARTBEAT = Duration.seconds(5)
 
 /** One frame as server-sent event text. The event's body is JSON text already (one line), so it is embedded, not parsed again. */

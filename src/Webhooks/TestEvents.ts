@@ -12,7 +12,7 @@
  * "value":{"webhook_id":"whk_…","instance_id":"ins_…","event_id":"evt_…","message":"…","sent_at":"<ISO 8601>"}}]}]}
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Data, Duration, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Data, Duration, Effect, Exit, Option, Schedule, Schema } from "effect"
 import { HubConfig } from "../Config.js"
 import { DeliveryWatch } from "../Delivery/DeliveryWatch.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
@@ -59,6 +59,9 @@ const testEventBody = (
       }]
     }]
   })
+
+/** How often a repeated test asks whether another replica has logged the delivery's attempt. */
+const REPEAT_CHECK = Duration.millis(200)
 
 /** What a test call did: answered an earlier test's delivery, was refused for `retryAfterMs`, or sent one. */
 type TestOutcome =
@@ -181,9 +184,18 @@ export const makeTestEvents = Effect.gen(function*() {
     return watching(deliveryId, start, (outcome) => outcome._tag === "Sent")
   }
 
-  /** For a repeated key: waits (bounded) for the delivery's first attempt unless `attempted` says one is logged. */
+  /**
+   * For a repeated key: waits (bounded) for the delivery's first attempt unless `attempted` says one is
+   * logged. On PostgreSQL the attempt may be another replica's, which no signal of this process
+   * reports: the database is asked again every REPEAT_CHECK until it says so.
+   */
   const awaitFirst = (deliveryId: string, attempted: Effect.Effect<boolean>) =>
-    Effect.asVoid(watching(deliveryId, attempted, (logged) => !logged))
+    Effect.scoped(Effect.gen(function*() {
+      const logged = yield* watch.watch(deliveryId)
+      if (yield* attempted) return
+      const elsewhere = Effect.repeat(attempted, { until: (done) => done, schedule: Schedule.spaced(REPEAT_CHECK) })
+      yield* Effect.timeoutOption(Effect.race(logged, Effect.asVoid(elsewhere)), waitBound)
+    }))
 
   return { test, awaitFirst }
 })
