@@ -669,21 +669,22 @@ layer(
   it.scoped("deliveries to one receiver use at most HUB_MAX_CONNECTIONS_PER_ORIGIN connections; the others wait their turn", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()
-      // The first request hangs until its timeout: uncapped, the deliveries posted meanwhile would each open a connection.
-      const receiver = yield* rawReceiver((_request, index) => (index === 0 ? "hang" : { bytes: OK }))
+      // The first two requests hang until their timeout: uncapped, the deliveries posted at once would each
+      // open a connection (four at a time, HUB_DISPATCH_PER_WEBHOOK), the hung ones staying open.
+      const receiver = yield* rawReceiver((_request, index) => (index < 2 ? "hang" : { bytes: OK }))
       const hook = yield* createWebhook(tenant, `http://127.0.0.1:${receiver.port}/hooks`)
-      for (let i = 0; i < 3; i++) yield* postEvent(tenant)
+      yield* Effect.all(Array.from({ length: 4 }, () => postEvent(tenant)), { concurrency: "unbounded" })
       yield* untilDeliveries(
         tenant,
         hook.id,
-        "3 delivered",
-        (d) => d.length === 3 && d.every((x) => x.status === "succeeded")
+        "4 delivered",
+        (d) => d.length === 4 && d.every((x) => x.status === "succeeded")
       )
-      // One connection while the first attempt hung, then one kept for the rest: uncapped, each delivery
-      // posted meanwhile would have opened its own. (Counted as opened, not as open at once: the
-      // receiver may see the hung connection's close a moment after the hub has let it go.)
-      expect(receiver.connections()).toBe(2)
-      expect(receiver.requests.length).toBeGreaterThanOrEqual(4)
+      // Capped at one, the receiver sees at most two at once (a hung connection's close may reach it a
+      // moment after the hub let it go and opened the next). How many were opened over time is not the
+      // bound: a delivery whose deadline ends as its turn comes may have opened one that is then closed.
+      expect(receiver.peakConnections()).toBeLessThanOrEqual(2)
+      expect(receiver.requests.length).toBeGreaterThanOrEqual(6)
     }))
 })
 

@@ -260,7 +260,13 @@ export class KeepAlivePool {
     }
     const grant = await waitInTurn(place, signal)
     if (grant === undefined) return ABORTED
-    return grant === "open" ? this.connect(place, origin, signal) : grant
+    if (grant !== "open") return grant
+    // The place came as the request's own deadline ended: it goes to the next in turn, unopened.
+    if (signal.aborted) {
+      this.leave(place)
+      return ABORTED
+    }
+    return this.connect(place, origin, signal)
   }
 
   /** After a clean answer: the connection goes to the oldest waiting request, or idle. */
