@@ -660,7 +660,8 @@ layer(
 layer(
   testHub({
     webhookTimeout: Duration.millis(TIMEOUT_MS),
-    webhookRetry: [Duration.millis(10)],
+    // Deliveries waiting for the one connection may time out while they wait: enough quick retries for each.
+    webhookRetry: Array.from({ length: 8 }, () => Duration.millis(10)),
     dispatchPerWebhook: 4,
     maxConnectionsPerOrigin: 1
   }),
