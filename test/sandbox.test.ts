@@ -8,9 +8,10 @@ import { createHash } from "node:crypto"
 import { hubConfigWith } from "../src/Config.js"
 import { isJsonObject } from "../src/Domain/Json.js"
 import { type Json, type JsonObject } from "../src/Domain/Json.js"
+import { inboundMessageTypes } from "../src/Domain/Vocabulary.js"
 import { SandboxEvents } from "../src/Sandbox/Events.js"
 import { RESERVED_FAILURES } from "../src/Sandbox/Graph/Failures.js"
-import { INBOUND_MESSAGE_TYPES, inboundMessagePayload } from "../src/Sandbox/Graph/Webhooks.js"
+import { inboundMessagePayload } from "../src/Sandbox/Graph/Webhooks.js"
 import { SandboxUpstream } from "../src/Sandbox/Upstream.js"
 import { Upstream, type UpstreamTarget } from "../src/Upstream/Upstream.js"
 import { sendVia } from "./support/UpstreamSend.js"
@@ -572,7 +573,7 @@ layer(sandbox)("sandbox inbound payloads", (it) => {
     Effect.gen(function*() {
       const upstream = yield* Upstream
       const target = newTarget()
-      for (const type of INBOUND_MESSAGE_TYPES) {
+      for (const type of inboundMessageTypes) {
         const payload = inboundMessagePayload({
           ...target,
           from: "+16505551234",

@@ -21,3 +21,34 @@ export type DisabledReason = (typeof disabledReasons)[number]
 
 /** The reasons the hub itself turns a webhook off (counted by the metrics). */
 export type AutomaticDisabledReason = Exclude<DisabledReason, "manual">
+
+/** The message types a send may carry (Meta's `type`). */
+export const messageTypes = [
+  "text",
+  "image",
+  "audio",
+  "video",
+  "document",
+  "sticker",
+  "location",
+  "contacts",
+  "reaction",
+  "template",
+  "interactive"
+] as const
+
+/** The message types the sandbox can simulate a user sending (POST /sandbox/inbound). */
+export const inboundMessageTypes = [
+  "text",
+  "image",
+  "document",
+  "audio",
+  "video",
+  "sticker",
+  "location",
+  "contacts",
+  "interactive",
+  "reaction",
+  "order"
+] as const
+export type InboundMessageType = (typeof inboundMessageTypes)[number]

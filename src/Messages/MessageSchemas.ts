@@ -11,6 +11,7 @@ import { GraphId } from "../Domain/Ids.js"
 import type { JsonObject } from "../Domain/Json.js"
 import { isRecord, JsonObjectSchema } from "../Domain/Json.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
+import { messageTypes } from "../Domain/Vocabulary.js"
 import { isGroupId } from "../Groups/GroupId.js"
 import {
   absent,
@@ -28,20 +29,6 @@ import {
 } from "./Content.js"
 import { Interactive } from "./Interactive.js"
 import { Template } from "./Template.js"
-
-const messageTypes = [
-  "text",
-  "image",
-  "audio",
-  "video",
-  "document",
-  "sticker",
-  "location",
-  "contacts",
-  "reaction",
-  "template",
-  "interactive"
-] as const
 
 const PHONE_NUMBER = /^\d{5,20}$/
 const NUMBER_RULE = "must be the recipient's number in E.164 form: 5 to 20 digits, without \"+\""

@@ -13,7 +13,7 @@ import { GraphId } from "../Domain/Ids.js"
 import { JsonObjectSchema, OtherKeys } from "../Domain/Json.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
-import { INBOUND_MESSAGE_TYPES, type InboundMessageType } from "./Graph/Webhooks.js"
+import { type InboundMessageType, inboundMessageTypes } from "../Domain/Vocabulary.js"
 
 const Text = (max: number) =>
   Schema.String.pipe(
@@ -24,12 +24,12 @@ const Text = (max: number) =>
 /** Present with its type, or absent (never `undefined`), so a bad value is reported once. */
 const optionalField = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
-const inboundTypes: ReadonlySet<string> = new Set(INBOUND_MESSAGE_TYPES)
+const inboundTypes: ReadonlySet<string> = new Set(inboundMessageTypes)
 
 // A refinement rather than a Literal union, so a wrong value is one issue instead of one per member.
 const InboundType = Schema.String.pipe(
   Schema.filter((s): s is InboundMessageType => inboundTypes.has(s), {
-    message: () => `must be one of ${INBOUND_MESSAGE_TYPES.join(", ")}`
+    message: () => `must be one of ${inboundMessageTypes.join(", ")}`
   })
 )
 

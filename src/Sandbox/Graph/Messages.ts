@@ -6,6 +6,7 @@ import { Effect } from "effect"
 import type { Json, JsonObject } from "../../Domain/Json.js"
 import { isJsonObject } from "../../Domain/Json.js"
 import { isBusinessScopedUserId } from "../../Domain/UserIds.js"
+import { messageTypes } from "../../Domain/Vocabulary.js"
 import type { SendMessageResponse, UpstreamTarget } from "../../Upstream/Upstream.js"
 import type { UpstreamError } from "../../Upstream/UpstreamError.js"
 import {
@@ -18,19 +19,7 @@ import {
 } from "./Failures.js"
 import { stableNumericId, wamid } from "./Ids.js"
 
-const MESSAGE_TYPES = [
-  "text",
-  "image",
-  "audio",
-  "video",
-  "document",
-  "sticker",
-  "location",
-  "contacts",
-  "interactive",
-  "template",
-  "reaction"
-]
+const SENDABLE: ReadonlySet<string> = new Set(messageTypes)
 const MEDIA_TYPES = ["image", "audio", "video", "document", "sticker"]
 const INTERACTIVE_TYPES = [
   "button",
@@ -134,8 +123,8 @@ const checkContent = (type: string, content: Json | undefined): UpstreamError | 
 const checkedType = (body: JsonObject): Effect.Effect<string, UpstreamError> =>
   Effect.gen(function*() {
     const type = body.type ?? "text"
-    if (typeof type !== "string" || !MESSAGE_TYPES.includes(type)) {
-      return yield* Effect.fail(invalidParameter(`Param type must be one of {${MESSAGE_TYPES.join(", ")}}`))
+    if (typeof type !== "string" || !SENDABLE.has(type)) {
+      return yield* Effect.fail(invalidParameter(`Param type must be one of {${messageTypes.join(", ")}}`))
     }
     if (body.context !== undefined && !(isJsonObject(body.context) && isText(body.context.message_id))) {
       return yield* Effect.fail(required("context.message_id"))

@@ -3,6 +3,7 @@
  * inbound messages of every type the spec lists, for `POST /sandbox/inbound` and tests.
  */
 import type { Json, JsonObject } from "../../Domain/Json.js"
+import type { InboundMessageType } from "../../Domain/Vocabulary.js"
 import { displayDigits, hex, numericId, sha256Hex, wamid } from "./Ids.js"
 
 export interface SandboxNumber {
@@ -62,21 +63,6 @@ export const statusPayload = (number: SandboxNumber, event: StatusEvent): JsonOb
     }
   return envelope(number, { messaging_product: "whatsapp", metadata: metadata(number), statuses: [status] })
 }
-
-export const INBOUND_MESSAGE_TYPES = [
-  "text",
-  "image",
-  "document",
-  "audio",
-  "video",
-  "sticker",
-  "location",
-  "contacts",
-  "interactive",
-  "reaction",
-  "order"
-] as const
-export type InboundMessageType = typeof INBOUND_MESSAGE_TYPES[number]
 
 /**
  * Media ids the sandbox minted for inbound messages start with this prefix; the sandbox's getMedia

@@ -1,4 +1,5 @@
 import { useState } from "preact/hooks"
+import { inboundMessageTypes } from "../../../Domain/Vocabulary.js"
 import { call } from "../api.js"
 import { ErrorNote, Outcome, PageTitle, useAction } from "../components.js"
 import { SIMULATED_FIELDS } from "../eventKinds.js"
@@ -141,21 +142,6 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
   )
 }
 
-/** The inbound message types of the sandbox; the content of those other than text gets plausible values there. */
-const TYPES = [
-  "text",
-  "image",
-  "document",
-  "audio",
-  "video",
-  "sticker",
-  "location",
-  "contacts",
-  "interactive",
-  "reaction",
-  "order"
-]
-
 export const SandboxPage = (props: { readonly kind: TokenKind }) => {
   const instances = useInstances(props.kind)
   const [from, setFrom] = useState("16505551234")
@@ -212,7 +198,7 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
           <div class="field">
             <label for="sandbox-type">Type</label>
             <select id="sandbox-type" value={type} onChange={(e) => setType(e.currentTarget.value)}>
-              {TYPES.map((t) => <option key={t} value={t}>{t}</option>)}
+              {inboundMessageTypes.map((t) => <option key={t} value={t}>{t}</option>)}
             </select>
           </div>
           {choices === undefined ? null : (
