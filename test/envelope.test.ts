@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import type { Json } from "../src/Domain/Json.js"
-import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../src/Ingress/Envelope.js"
+import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../src/UpstreamEvents/Envelope.js"
 
 /** The one change of an upstream payload carrying `value`. */
 const changeOf = (value: Json, field = "messages"): UpstreamChange => {

@@ -10,7 +10,7 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer, Stream } from "effect"
-import { RevocationFeed } from "../src/Auth/RevocationFeed.js"
+import { RevocationFeed } from "../src/ApiTokens/RevocationFeed.js"
 import { DispatchSignal } from "../src/Delivery/DispatchSignal.js"
 import { compactMessageCounts } from "../src/Messages/Repo.js"
 import { immediateSandbox } from "../src/Sandbox/Upstream.js"

@@ -15,8 +15,8 @@ import { randomBytes } from "node:crypto"
 import { makeSender, NoAnswer } from "../../src/Delivery/Sender.js"
 import { webhookSignature } from "../../src/Delivery/Signing.js"
 import { parseJsonObject } from "../../src/Domain/Json.js"
-import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../../src/Ingress/Envelope.js"
-import { verifyHubSignature } from "../../src/Ingress/HubSignature.js"
+import { dedupeKey, envelopeFor, parseEnvelope, type UpstreamChange } from "../../src/UpstreamEvents/Envelope.js"
+import { verifyHubSignature } from "../../src/UpstreamEvents/HubSignature.js"
 
 interface BareConfig {
   readonly dbFile: string

@@ -7,7 +7,7 @@ import { Console, Duration, Effect, Option } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { TokensRepo } from "../Auth/Repo.js"
+import { TokensRepo } from "../ApiTokens/Repo.js"
 import { databaseEngine, HubConfig } from "../Config.js"
 import { InstancesRepo } from "../Instances/Repo.js"
 

@@ -4,11 +4,11 @@
  * sandbox's simulator (nor the PostgreSQL listener or the metrics, which only a serving hub needs).
  */
 import { Layer } from "effect"
-import { TokensRepoLive } from "../Auth/Repo.js"
-import { UnroutedRepoLive } from "../Ingress/Unrouted.js"
+import { TokensRepoLive } from "../ApiTokens/Repo.js"
 import { InstancesRepoLive } from "../Instances/Repo.js"
 import { SqlLive } from "../Sql/Client.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
+import { UnroutedRepoLive } from "../UpstreamEvents/Unrouted.js"
 
 /** Organizations and instances; instances' access tokens encrypted with the key for secrets at rest. */
 export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(SecretCipher.Default), Layer.provide(SqlLive))

@@ -1,7 +1,7 @@
 /** `hub events`: upstream events the hub keeps aside. */
 import { Command, Options } from "@effect/cli"
 import { Effect, Schema } from "effect"
-import { UnroutedChange, UnroutedRepo } from "../Ingress/Unrouted.js"
+import { UnroutedChange, UnroutedRepo } from "../UpstreamEvents/Unrouted.js"
 import { UnroutedOnDatabase } from "./Database.js"
 import { printWith } from "./Output.js"
 import { CliError } from "./Report.js"

@@ -1,7 +1,7 @@
 /** `hub session`: session tokens, which manage an organization's api tokens. */
 import { Command, Options } from "@effect/cli"
 import { Duration, Effect, Option, Schema } from "effect"
-import { TokensRepo } from "../Auth/Repo.js"
+import { TokensRepo } from "../ApiTokens/Repo.js"
 import { HubConfig, parseDuration } from "../Config.js"
 import { IsoTimestamp } from "../Domain/Schemas.js"
 import { TokensOnDatabase } from "./Database.js"

@@ -1,8 +1,8 @@
 /** `hub token`: api tokens, organization tokens and instance tokens, printed as the HTTP API answers them. */
 import { Args, Command, Options } from "@effect/cli"
 import { Effect, Option, Schema } from "effect"
-import { ApiTokenCreated, apiTokenCreated, ApiTokenList, apiTokenSummary } from "../Auth/Api.js"
-import { TokensRepo } from "../Auth/Repo.js"
+import { ApiTokenCreated, apiTokenCreated, ApiTokenList, apiTokenSummary } from "../ApiTokens/Api.js"
+import { TokensRepo } from "../ApiTokens/Repo.js"
 import { InstancesRepo } from "../Instances/Repo.js"
 import { TokensOnDatabase } from "./Database.js"
 import { nonEmpty, orgOption } from "./Options.js"

@@ -1,6 +1,6 @@
 /**
  * READ THIS FIRST: the delivery engine. A delivery's path through src/Delivery/, in order:
- *  1. Enqueue.ts: in the transaction that stores an upstream event (Ingress/Ingress.ts) or a test
+ *  1. Enqueue.ts: in the transaction that stores an upstream event (UpstreamEvents/Ingress.ts) or a test
  *     event (Webhooks/TestEvents.ts), one pending row per active webhook that takes the event; the
  *     dispatcher's intake (Handoff.ts) is asked of each row whether it may skip the queue
  *     (Admission.ts, within the shares of Fairness.ts): if so, it is written leased to this process

@@ -1,7 +1,7 @@
 /**
  * The authentication contract every protected endpoint group declares: a Bearer token that resolves
  * to the request's Principal (401 when it does not, 403 when its kind may not use the route). The
- * implementation (token lookup, access policy) is Auth/Middleware.ts's AuthenticationLive.
+ * implementation (token lookup, access policy) is ApiTokens/Middleware.ts's AuthenticationLive.
  */
 import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
 import { Schema } from "effect"

@@ -9,8 +9,8 @@
  */
 import { HttpApiError, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Either, Schema } from "effect"
-import { authenticateBearer, authenticateBearerNow } from "../Auth/Middleware.js"
-import { TokenResolver } from "../Auth/TokenResolver.js"
+import { authenticateBearer, authenticateBearerNow } from "../ApiTokens/Middleware.js"
+import { TokenResolver } from "../ApiTokens/TokenResolver.js"
 import { EndpointPolicies } from "../Domain/Access.js"
 import {
   declaresJson,

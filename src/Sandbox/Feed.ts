@@ -4,7 +4,7 @@
  * public endpoint. POST /sandbox/inbound builds its payload with the sandbox's inboundMessagePayload.
  */
 import { Effect, Layer } from "effect"
-import { Ingress } from "../Ingress/Ingress.js"
+import { Ingress } from "../UpstreamEvents/Ingress.js"
 import { SandboxEvents } from "./Events.js"
 
 export const SandboxEventsLive = Layer.effect(

@@ -4,7 +4,7 @@
  */
 import { FetchHttpClient, HttpClient, HttpClientResponse, HttpServer } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { TokensRepo } from "../../src/Auth/Repo.js"
+import { TokensRepo } from "../../src/ApiTokens/Repo.js"
 import { type HubClient, makeHubClient } from "../../src/Client.js"
 import { hubConfigWith, type HubSettings } from "../../src/Config.js"
 import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"

@@ -3,7 +3,7 @@
  * the server reaches the bundle). The hub encodes its answers with these schemas; the dashboard
  * trusts them rather than decoding again.
  */
-import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary, WhoAmI as WhoAmISchema } from "../../Auth/Api.js"
+import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary, WhoAmI as WhoAmISchema } from "../../ApiTokens/Api.js"
 import type { Cursors } from "../../Domain/Paging.js"
 import type { InstanceRecord } from "../../Instances/Api.js"
 import type { MessageList, MessageRecord } from "../../Messages/Api.js"

@@ -4,7 +4,7 @@ import { Effect } from "effect"
 /**
  * The revocation feed: every revoked api token or session appends its hash here in the revoking
  * transaction, and each hub process reads the rows after the last sequence it saw about once a
- * second to drop those hashes from its credential cache (Auth/RevocationFeed.ts), so a revocation made
+ * second to drop those hashes from its credential cache (ApiTokens/RevocationFeed.ts), so a revocation made
  * by another process (the CLI, another replica) holds within about a second. The sequence must never
  * be reused, even after old rows are pruned: SQLite's AUTOINCREMENT, PostgreSQL's identity column.
  *

@@ -31,7 +31,7 @@ export const UpstreamEventsHttpLive = HttpApiBuilder.group(
             }
             return urlParams["hub.challenge"] ?? ""
           }))
-        // Served by its one handler, Bun's fast route (Ingress/FastRoute.ts).
+        // Served by its one handler, Bun's fast route (UpstreamEvents/FastRoute.ts).
         .handleRaw("receive", servedByHotRoute("POST /upstream/events"))
     })
 )
