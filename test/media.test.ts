@@ -1,7 +1,7 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { baseMimeType, kindFor, matchesSignature, MAX_UPLOAD_BYTES, MEDIA_KINDS } from "../src/Media/MediaKinds.js"
-import { isMediaHost } from "../src/Upstream/Graph.js"
+import { isMediaHost } from "../src/Upstream/GraphMedia.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import {
   declaredOnly,

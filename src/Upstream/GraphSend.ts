@@ -11,7 +11,7 @@ import { Duration, Either, Redacted, Schema } from "effect"
 import { parseJsonObject } from "../Domain/Json.js"
 import type { JsonObject } from "../Domain/Json.js"
 import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
-import { originOf } from "../Net/Connection.js"
+import { type Origin, originOf } from "../Net/Connection.js"
 import { Deadline } from "../Net/Deadline.js"
 import { type KeepAlivePool } from "../Net/Pool.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
@@ -76,6 +76,95 @@ const failure = (
   return noAnswer("network", reading ? `The upstream connection failed while reading the answer: ${message}` : message)
 }
 
+/** Where and how a send goes: fixed for the process, made once (makeGraphSend). */
+interface SendRoute {
+  /** Kept-alive connections; undefined: fetch. */
+  readonly pool: KeepAlivePool | undefined
+  /** Every send goes to the Graph URL's origin: parsed once. */
+  readonly origin: Origin
+  readonly timeoutMillis: number
+  readonly timedOut: () => UpstreamError
+}
+
+const viaPool = async (
+  route: SendRoute,
+  pooled: KeepAlivePool,
+  bytes: Buffer,
+  deadline: Deadline
+): Promise<Answered | UpstreamError> => {
+  const outcome = await pooled.request({
+    origin: route.origin,
+    bytes,
+    resendable: false,
+    headRequest: false,
+    kept: WHOLE_ANSWER,
+    signal: deadline.signal
+  })
+  if (outcome._tag === "Aborted") return failure(deadline, new Error("the call was aborted"), route.timedOut, false)
+  if (outcome._tag !== "Answer") return failure(deadline, new Error(outcome.message), route.timedOut, false)
+  const answer = outcome.answer
+  return {
+    _tag: "Answered",
+    status: answer.status,
+    headers: () => joinedHeaders(answer.headers),
+    text: answer.body.toString("utf8")
+  }
+}
+
+const viaFetch = async (
+  route: SendRoute,
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  deadline: Deadline
+): Promise<Answered | UpstreamError> => {
+  let response: Response
+  try {
+    response = await fetch(url, { method: "POST", headers, body, signal: deadline.signal })
+  } catch (thrown) {
+    return failure(deadline, thrown, route.timedOut, false)
+  }
+  try {
+    const text = await response.text()
+    return { _tag: "Answered", status: response.status, headers: () => headerRecord(response.headers), text }
+  } catch (thrown) {
+    return failure(deadline, thrown, route.timedOut, true)
+  }
+}
+
+/** The exchange, one way or the other; a header that cannot be sent is refused before anything is, either way. */
+const exchange = async (
+  route: SendRoute,
+  url: URL,
+  headers: Record<string, string>,
+  body: string
+): Promise<Answered | UpstreamError> => {
+  const pool = route.pool
+  if (pool === undefined) {
+    const refused = checkHeaders(headers)
+    if (refused !== undefined) return noAnswer("network", refused.message)
+    const deadline = new Deadline(route.timeoutMillis)
+    const answered = await viaFetch(route, url, headers, body, deadline)
+    deadline.settle()
+    return answered
+  }
+  const bytes = requestBytes("POST", `${url.pathname}${url.search}`, url.host, headers, body)
+  if (bytes instanceof HeaderRefused) return noAnswer("network", bytes.message)
+  const deadline = new Deadline(route.timeoutMillis)
+  const answered = await viaPool(route, pool, bytes, deadline)
+  deadline.settle()
+  return answered
+}
+
+const outcomeOf = (answered: Answered | UpstreamError): Either.Either<SendMessageResponse, UpstreamError> => {
+  if (answered._tag === "UpstreamError") return Either.left(answered)
+  if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
+  const parsed = parseJsonObject(answered.text)
+  return parsed !== undefined && isSendMessageResponse(parsed)
+    ? Either.right(parsed)
+    : Either.left(malformed("the send"))
+}
+
 export type GraphSend = (
   target: UpstreamTarget,
   body: JsonObject,
@@ -91,86 +180,12 @@ export const makeGraphSend = (options: {
   readonly recorder?: GraphRecorder
 }): GraphSend => {
   const recorder = options.recorder ?? noMetrics.graphCall("sendMessage")
-  const timeoutMillis = Duration.toMillis(options.timeout)
-  const timedOut = () =>
-    noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
-  const pool = options.pool
-  // Every send goes to the Graph URL's origin: parsed once.
-  const origin = originOf(new URL(options.graphUrl))
-
-  const viaPool = async (
-    pooled: KeepAlivePool,
-    bytes: Buffer,
-    deadline: Deadline
-  ): Promise<Answered | UpstreamError> => {
-    const outcome = await pooled.request({
-      origin,
-      bytes,
-      resendable: false,
-      headRequest: false,
-      kept: WHOLE_ANSWER,
-      signal: deadline.signal
-    })
-    if (outcome._tag === "Aborted") return failure(deadline, new Error("the call was aborted"), timedOut, false)
-    if (outcome._tag !== "Answer") return failure(deadline, new Error(outcome.message), timedOut, false)
-    const answer = outcome.answer
-    return {
-      _tag: "Answered",
-      status: answer.status,
-      headers: () => joinedHeaders(answer.headers),
-      text: answer.body.toString("utf8")
-    }
-  }
-
-  const viaFetch = async (
-    url: URL,
-    headers: Record<string, string>,
-    body: string,
-    deadline: Deadline
-  ): Promise<Answered | UpstreamError> => {
-    let response: Response
-    try {
-      response = await fetch(url, { method: "POST", headers, body, signal: deadline.signal })
-    } catch (thrown) {
-      return failure(deadline, thrown, timedOut, false)
-    }
-    try {
-      const text = await response.text()
-      return { _tag: "Answered", status: response.status, headers: () => headerRecord(response.headers), text }
-    } catch (thrown) {
-      return failure(deadline, thrown, timedOut, true)
-    }
-  }
-
-  /** The exchange, one way or the other; a header that cannot be sent is refused before anything is, either way. */
-  const exchange = async (
-    url: URL,
-    headers: Record<string, string>,
-    body: string
-  ): Promise<Answered | UpstreamError> => {
-    if (pool === undefined) {
-      const refused = checkHeaders(headers)
-      if (refused !== undefined) return noAnswer("network", refused.message)
-      const deadline = new Deadline(timeoutMillis)
-      const answered = await viaFetch(url, headers, body, deadline)
-      deadline.settle()
-      return answered
-    }
-    const bytes = requestBytes("POST", `${url.pathname}${url.search}`, url.host, headers, body)
-    if (bytes instanceof HeaderRefused) return noAnswer("network", bytes.message)
-    const deadline = new Deadline(timeoutMillis)
-    const answered = await viaPool(pool, bytes, deadline)
-    deadline.settle()
-    return answered
-  }
-
-  const outcomeOf = (answered: Answered | UpstreamError): Either.Either<SendMessageResponse, UpstreamError> => {
-    if (answered._tag === "UpstreamError") return Either.left(answered)
-    if (answered.status >= 400) return Either.left(decodeGraphError(answered.status, answered.headers(), answered.text))
-    const parsed = parseJsonObject(answered.text)
-    return parsed !== undefined && isSendMessageResponse(parsed)
-      ? Either.right(parsed)
-      : Either.left(malformed("the send"))
+  const route: SendRoute = {
+    pool: options.pool,
+    origin: originOf(new URL(options.graphUrl)),
+    timeoutMillis: Duration.toMillis(options.timeout),
+    timedOut: () =>
+      noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
   }
 
   return async (target, message, endpoint = "messages") => {
@@ -182,7 +197,7 @@ export const makeGraphSend = (options: {
       accept: "application/json"
     }
     const startedAt = performance.now()
-    const outcome = outcomeOf(await exchange(url, headers, JSON.stringify(message)))
+    const outcome = outcomeOf(await exchange(route, url, headers, JSON.stringify(message)))
     recorder.observe(
       Either.isRight(outcome) ? "ok" : graphOutcomeOf(outcome.left),
       (performance.now() - startedAt) / 1000
