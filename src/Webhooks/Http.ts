@@ -106,12 +106,11 @@ const findOwn = (id: string) =>
 
 /** The records of these webhooks, with their health. */
 const withHealth = (rows: ReadonlyArray<WebhookRow>) =>
-  Effect.flatMap(
-    WebhookDeliveries,
-    (deliveries) =>
-      Effect.map(deliveries.health(rows.map((row) => row.id), healthSince()), (health) =>
-        rows.map((row) => webhookRecord(row, health.get(row.id) ?? NO_DELIVERIES)))
-  )
+  Effect.gen(function*() {
+    const deliveries = yield* WebhookDeliveries
+    const health = yield* deliveries.health(rows.map((row) => row.id), healthSince())
+    return rows.map((row) => webhookRecord(row, health.get(row.id) ?? NO_DELIVERIES))
+  })
 
 const recordOf = (row: WebhookRow) =>
   Effect.map(withHealth([row]), (records) => records[0] ?? webhookRecord(row, NO_DELIVERIES))
