@@ -2,90 +2,29 @@
  * Webhooks of an instance (organization tokens for their instances, instance tokens for their own):
  * the spec's create / update / delete, plus list, read, event filters, custom headers, health, the
  * delivery log (per webhook and organization-wide), replay, recover, test events and secret rotation.
+ * What they answer is declared here; what they take is Requests.ts.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { ParseResult, Schema } from "effect"
+import { Schema } from "effect"
 import { accepts, apiTokens } from "../Domain/Access.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { documented } from "../Domain/Documented.js"
 import { Wire } from "../Domain/Errors.js"
-import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Domain/EventKinds.js"
-import { Cursor, PageFields } from "../Domain/Paging.js"
-import { IdString, IsoTimestamp, Label, RequestStruct } from "../Domain/Schemas.js"
-import { deliveryStatuses, disabledReasons } from "../Domain/Vocabulary.js"
-import { CustomHeadersInput } from "./CustomHeaders.js"
-
-const WebhookUrl = Schema.Trim.pipe(
-  Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),
-  Schema.filter((s) => {
-    const url = URL.parse(s)
-    if (url === null || (url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
-      return "must be an http or https URL"
-    }
-    // They would be stored and shown in the record as given, and never sent: deliveries do not use them.
-    return (url.username === "" && url.password === "") ||
-      "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
-  })
-).annotations({
-  description:
-    "http(s) URL that receives the events; without credentials (user:password@): give them as a custom header",
-  examples: ["https://example.com/hooks/whatsapp"]
-})
-
-const kindRule =
-  `must be "*" or a webhook field name of the upstream's form (lower case letters, digits and _, at most 64 characters), such as ${
-    EVENT_KINDS.slice(0, 4).join(", ")
-  }`
-
-/** Filters name at most this many kinds (more than Meta has fields). */
-const MAX_KINDS = 100
-
-/** One kind of change: a refinement rather than a Literal union, so a wrong name is one issue. */
-const EventKindName = Schema.String.pipe(
-  Schema.filter((s) => s === ALL_KINDS || isEventKind(s), {
-    message: () => kindRule,
-    // The document shows the pattern and lists the known kinds, so generated clients and the dashboard know them.
-    jsonSchema: {
-      anyOf: [{ enum: [ALL_KINDS, ...EVENT_KINDS] }, { type: "string", pattern: "^[a-z][a-z0-9_]{0,63}$" }]
-    }
-  })
-).annotations({
-  description: `A kind of change, or "*" for all; the known ones: ${
-    EVENT_KINDS.join(", ")
-  }; any other field Meta adds may be named too`
-})
-
-const EventFilter = Schema.Array(EventKindName).pipe(
-  Schema.minItems(1, { message: () => `must name at least one kind (or "*" for all)` }),
-  Schema.maxItems(MAX_KINDS, { message: () => `must name at most ${MAX_KINDS} kinds` })
-).annotations({
-  description: "The kinds of change the webhook receives; absent or [\"*\"] for all. `messages`: inbound messages; " +
-    "`statuses`: status updates of sent messages; `errors`: changes carrying only errors; every other kind is the " +
-    "upstream's change field of that name (`calls`, `account_update`, `message_template_status_update`, …). " +
-    "A delivery holds only the changes of the kinds taken, each unaltered; an event with none makes no delivery.",
-  examples: [["messages", "statuses"], ["*"]]
-})
-
-const CreateWebhook = RequestStruct({
-  instance_id: Schema.optional(IdString).annotations({ description: "Required with an organization token" }),
-  url: WebhookUrl,
-  name: Label(100),
-  events: Schema.optional(EventFilter),
-  headers: Schema.optional(CustomHeadersInput)
-})
-
-const UpdateWebhook = RequestStruct({
-  url: Schema.optional(WebhookUrl),
-  name: Schema.optional(Label(100)),
-  active: Schema.optional(Schema.Boolean),
-  events: Schema.optional(EventFilter),
-  headers: Schema.optional(CustomHeadersInput)
-}).pipe(
-  Schema.filter((patch) =>
-    Object.values(patch).some((value) => value !== undefined) ||
-    "give at least one of url, name, active, events, headers"
-  )
-)
+import { PageFields } from "../Domain/Paging.js"
+import { IsoTimestamp } from "../Domain/Schemas.js"
+import { disabledReasons } from "../Domain/Vocabulary.js"
+import {
+  CreateWebhook,
+  DeliveriesQuery,
+  DeliveryPath,
+  DeliverySearchQuery,
+  DeliveryStatus,
+  ListWebhooksQuery,
+  RecoverRequest,
+  TestHeaders,
+  UpdateWebhook,
+  WebhookPath
+} from "./Requests.js"
 
 const Count = Schema.Number.annotations({ description: "A count" })
 
@@ -133,66 +72,6 @@ export const SecretRotated = Schema.Struct({
   previous_secret_expires_at: IsoTimestamp.annotations({ description: "Until then deliveries carry both signatures" })
 })
 
-const deliveryStatusSet: ReadonlySet<string> = new Set(deliveryStatuses)
-
-/** A refinement rather than a Literal union, so a wrong value is reported once, not once per member. */
-const DeliveryStatus = Schema.String.pipe(
-  Schema.filter((s): s is typeof deliveryStatuses[number] => deliveryStatusSet.has(s), {
-    message: () => `must be one of ${deliveryStatuses.join(", ")}`
-  })
-)
-
-const PositiveInt = (max: number, fallback: number) =>
-  Schema.optionalWith(
-    Schema.NumberFromString.pipe(
-      Schema.int({ message: () => "must be a whole number" }),
-      Schema.between(1, max, { message: () => `must be from 1 to ${max}` })
-    ),
-    { default: () => fallback }
-  )
-
-const INSTANT = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
-
-/** An instant (ISO 8601; without a zone, UTC) or a day (its midnight UTC), normalised to an ISO 8601 UTC timestamp. */
-const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
-  strict: true,
-  decode: (text, _, ast) => {
-    const trimmed = text.trim()
-    // A bare day is its midnight UTC; a time without a zone is UTC; "+0200" is written "+02:00" for the Date parser.
-    const zoned = /^\d{4}-\d{2}-\d{2}$/.test(trimmed)
-      ? `${trimmed}T00:00:00Z`
-      : /(?:Z|[+-]\d{2}:?\d{2})$/i.test(trimmed)
-      ? trimmed.replace(/([+-]\d{2})(\d{2})$/, "$1:$2")
-      : `${trimmed}Z`
-    const at = INSTANT.test(trimmed) ? new Date(zoned.replace(" ", "T")) : undefined
-    return at === undefined || Number.isNaN(at.getTime())
-      ? ParseResult.fail(new ParseResult.Type(ast, text, "must be an ISO 8601 timestamp or a date YYYY-MM-DD"))
-      : ParseResult.succeed(at.toISOString())
-  },
-  encode: ParseResult.succeed
-}).annotations({
-  description: "ISO 8601 timestamp (UTC without a zone) or a date YYYY-MM-DD (its midnight UTC)",
-  examples: ["2026-11-21T14:00:00Z"]
-})
-
-const deliveryListFields = {
-  page: PositiveInt(1_000_000, 1),
-  limit: PositiveInt(100, 50),
-  status: Schema.optional(DeliveryStatus),
-  since: Schema.optional(Instant).annotations({ description: "Deliveries created at or after this" }),
-  until: Schema.optional(Instant).annotations({ description: "Deliveries created before this" }),
-  before: Schema.optional(Cursor),
-  after: Schema.optional(Cursor)
-}
-
-const DeliveriesQuery = RequestStruct(deliveryListFields)
-
-const DeliverySearchQuery = RequestStruct({
-  ...deliveryListFields,
-  webhook_id: Schema.optional(IdString).annotations({ description: "One of the caller's webhooks" }),
-  instance_id: Schema.optional(IdString).annotations({ description: "One of the caller's instances" })
-})
-
 export const Attempt = Schema.Struct({
   attempt: Schema.Number,
   started_at: IsoTimestamp,
@@ -234,11 +113,6 @@ export const DeliveryList = Schema.Struct({
     "a page examines at most 20,000 deliveries and then answers what it found, cursors.before continuing from there."
 })
 
-const RecoverRequest = RequestStruct({
-  since: Instant.annotations({ description: "Recover deliveries created at or after this" }),
-  until: Schema.optional(Instant).annotations({ description: "…and before this (default: now)" })
-})
-
 export const RECOVER_MAX = 10_000
 
 export const Recovered = Schema.Struct({
@@ -251,19 +125,6 @@ export const Recovered = Schema.Struct({
   since: IsoTimestamp,
   until: IsoTimestamp
 })
-
-const TestHeaders = RequestStruct({
-  "idempotency-key": Schema.optional(
-    Schema.String.pipe(
-      Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
-    )
-  ).annotations({
-    description:
-      "Repeating a test with the same key within 10 minutes answers the first test's delivery instead of sending another"
-  })
-})
-
-const WebhookPath = Schema.Struct({ id: IdString })
 
 export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .annotate(
@@ -291,10 +152,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.get("list", "/api/webhooks")
-      .setUrlParams(RequestStruct({
-        instance_id: Schema.optional(IdString),
-        event: Schema.optional(EventKindName).annotations({ description: "Only webhooks that receive this kind" })
-      }))
+      .setUrlParams(ListWebhooksQuery)
       .addSuccess(Schema.Struct({ data: Schema.Array(WebhookRecord) }))
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
@@ -368,7 +226,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.post("retry", "/api/webhooks/:id/deliveries/:deliveryId/retry")
-      .setPath(Schema.Struct({ id: IdString, deliveryId: IdString }))
+      .setPath(DeliveryPath)
       .addSuccess(Delivery)
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)
