@@ -115,38 +115,76 @@ export class TokensRepo extends Context.Tag("TokensRepo")<TokensRepo, {
   readonly touchApiToken: (id: string, at: string) => Effect.Effect<void>
 }>() {}
 
+/** A new API token's row, and its secret: shown once, only its hash is stored. */
+const newApiToken = (input: {
+  readonly organizationId: OrganizationId
+  readonly instanceId: InstanceId | undefined
+  readonly name: string
+}): { readonly row: ApiTokenRow; readonly secret: string } => {
+  const secret = generateSecret(API_TOKEN_PREFIX)
+  const row: ApiTokenRow = {
+    id: ApiTokenId.make(newId("tok")),
+    organization_id: input.organizationId,
+    instance_id: input.instanceId ?? null,
+    name: input.name,
+    token_hint: secretHint(secret),
+    created_at: nowIso(),
+    last_used_at: null
+  }
+  return { row, secret }
+}
+
+/** A new session of `ttlMillis` from now: its row, and its secret (shown once, only its hash is stored). */
+const newSession = (organizationId: OrganizationId, ttlMillis: number) => {
+  const secret = generateSecret(SESSION_TOKEN_PREFIX)
+  const id = SessionId.make(newId("ses"))
+  const now = Date.now()
+  const expiresAt = new Date(now + ttlMillis).toISOString()
+  const row = {
+    id,
+    organization_id: organizationId,
+    token_hash: hashSecret(secret),
+    created_at: new Date(now).toISOString(),
+    expires_at: expiresAt
+  }
+  return { id, secret, expiresAt, row }
+}
+
+/** Runs a revoking UPDATE … RETURNING token_hash and appends the hashes to the feed, in one transaction. */
+const revoking = (
+  sql: SqlClient.SqlClient,
+  update: (now: string) => Effect.Effect<ReadonlyArray<HashRow>, SqlError>
+) =>
+  Effect.gen(function*() {
+    const now = nowIso()
+    const hashes = (yield* update(now)).map((row) => row.token_hash)
+    if (hashes.length > 0) {
+      yield* sql`INSERT INTO revocations ${sql.insert(hashes.map((token_hash) => ({ token_hash, revoked_at: now })))}`
+      // On PostgreSQL every replica hears it as this commits and evicts at once; the feed is the 1 s bound.
+      yield* Effect.forEach(hashes, (hash) => announce(sql, channels.credentials, hash), { discard: true })
+    }
+    return hashes
+  }).pipe(sql.withTransaction, Effect.orDie)
+
+/** The live api token or session whose secret hashes to `tokenHash` (a token with its instance, if bound to one). */
+const selectCredential = (sql: SqlClient.SqlClient, tokenHash: string) =>
+  credentialRows(sql`
+    SELECT 'api' AS kind, t.id, t.organization_id, NULL AS expires_at,
+           t.instance_id, i.phone_number_id, i.waba_id
+      FROM api_tokens t LEFT JOIN instances i ON i.id = t.instance_id
+     WHERE t.token_hash = ${tokenHash} AND t.revoked_at IS NULL
+    UNION ALL
+    SELECT 'session' AS kind, s.id, s.organization_id, s.expires_at, NULL, NULL, NULL
+      FROM sessions s
+     WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`)
+
 export const TokensRepoLive = Layer.effect(
   TokensRepo,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-
-    /** Runs a revoking UPDATE … RETURNING token_hash and appends the hashes to the feed, in one transaction. */
-    const revoking = (update: (now: string) => Effect.Effect<ReadonlyArray<HashRow>, SqlError>) =>
-      Effect.gen(function*() {
-        const now = nowIso()
-        const hashes = (yield* update(now)).map((row) => row.token_hash)
-        if (hashes.length > 0) {
-          yield* sql`INSERT INTO revocations ${
-            sql.insert(hashes.map((token_hash) => ({ token_hash, revoked_at: now })))
-          }`
-          // On PostgreSQL every replica hears it as this commits and evicts at once; the feed is the 1 s bound.
-          yield* Effect.forEach(hashes, (hash) => announce(sql, channels.credentials, hash), { discard: true })
-        }
-        return hashes
-      }).pipe(sql.withTransaction, Effect.orDie)
-
     return TokensRepo.of({
-      createApiToken: ({ instanceId, name, organizationId }) => {
-        const secret = generateSecret(API_TOKEN_PREFIX)
-        const row: ApiTokenRow = {
-          id: ApiTokenId.make(newId("tok")),
-          organization_id: organizationId,
-          instance_id: instanceId ?? null,
-          name,
-          token_hint: secretHint(secret),
-          created_at: nowIso(),
-          last_used_at: null
-        }
+      createApiToken: (input) => {
+        const { row, secret } = newApiToken(input)
         return sql`INSERT INTO api_tokens ${sql.insert({ ...row, token_hash: hashSecret(secret) })}`.pipe(
           Effect.as({ row, secret }),
           Effect.orDie
@@ -163,24 +201,21 @@ export const TokensRepoLive = Layer.effect(
           Effect.orDie
         ),
       revokeApiToken: (organizationId, id) =>
-        revoking((now) =>
+        revoking(sql, (now) =>
           sql<HashRow>`UPDATE api_tokens SET revoked_at = ${now}
             WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
-            RETURNING token_hash`
-        ).pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
+            RETURNING token_hash`).pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
       revokeSession: (id) =>
-        revoking((now) =>
-          sql<
-            HashRow
-          >`UPDATE sessions SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL RETURNING token_hash`
-        )
-          .pipe(Effect.map((hashes) => Option.fromNullable(hashes[0]))),
+        revoking(sql, (now) =>
+          sql<HashRow>`UPDATE sessions SET revoked_at = ${now}
+            WHERE id = ${id} AND revoked_at IS NULL RETURNING token_hash`).pipe(
+            Effect.map((hashes) => Option.fromNullable(hashes[0]))
+          ),
       revokeOrganizationSessions: (organizationId) =>
-        revoking((now) =>
+        revoking(sql, (now) =>
           sql<HashRow>`UPDATE sessions SET revoked_at = ${now}
             WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND expires_at > ${now}
-            RETURNING token_hash`
-        ),
+            RETURNING token_hash`),
       lastRevocation: lastRevocationRows(sql`SELECT MAX(seq) AS seq FROM revocations`).pipe(
         Effect.map((rows) => rows[0]?.seq ?? 0),
         Effect.orDie
@@ -192,30 +227,11 @@ export const TokensRepoLive = Layer.effect(
       pruneRevocations: (before) =>
         sql`DELETE FROM revocations WHERE revoked_at < ${before}`.pipe(Effect.asVoid, Effect.orDie),
       createSession: (organizationId, ttlMillis) => {
-        const secret = generateSecret(SESSION_TOKEN_PREFIX)
-        const id = SessionId.make(newId("ses"))
-        const now = Date.now()
-        const expiresAt = new Date(now + ttlMillis).toISOString()
-        return sql`INSERT INTO sessions ${
-          sql.insert({
-            id,
-            organization_id: organizationId,
-            token_hash: hashSecret(secret),
-            created_at: new Date(now).toISOString(),
-            expires_at: expiresAt
-          })
-        }`.pipe(Effect.as({ id, secret, expiresAt }), Effect.orDie)
+        const { expiresAt, id, row, secret } = newSession(organizationId, ttlMillis)
+        return sql`INSERT INTO sessions ${sql.insert(row)}`.pipe(Effect.as({ id, secret, expiresAt }), Effect.orDie)
       },
       findCredential: (tokenHash) =>
-        credentialRows(sql`
-          SELECT 'api' AS kind, t.id, t.organization_id, NULL AS expires_at,
-                 t.instance_id, i.phone_number_id, i.waba_id
-            FROM api_tokens t LEFT JOIN instances i ON i.id = t.instance_id
-           WHERE t.token_hash = ${tokenHash} AND t.revoked_at IS NULL
-          UNION ALL
-          SELECT 'session' AS kind, s.id, s.organization_id, s.expires_at, NULL, NULL, NULL
-            FROM sessions s
-           WHERE s.token_hash = ${tokenHash} AND s.revoked_at IS NULL`).pipe(
+        selectCredential(sql, tokenHash).pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toCredential)),
           Effect.orDie
         ),

@@ -42,6 +42,46 @@ interface InstanceAccessShape {
 const describe = (selector: InstanceSelector) =>
   selector.instanceId !== undefined ? `instance_id ${selector.instanceId}` : `phone_number_id ${selector.phoneNumberId}`
 
+/** The key of a found instance in InstanceAccess's cache: by id or by phone number id. */
+const keyOf = (selector: InstanceSelector) =>
+  selector.instanceId !== undefined ? `id ${selector.instanceId}` : `phone ${selector.phoneNumberId}`
+
+const notFound = (selector: InstanceSelector) =>
+  new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" })
+
+/** The selected instance, if it is one the organization has; another tenant's is not found, as in the database. */
+const ownedBy = (principal: Principal, selector: InstanceSelector, instance: InstanceRef) =>
+  instance.organizationId === principal.organizationId &&
+  (selector.phoneNumberId === undefined || instance.phoneNumberId === selector.phoneNumberId)
+
+/** An instance token's own instance, or a 403 when the selector names another. */
+const ownInstance = (own: InstanceRef, selector: InstanceSelector): Either.Either<InstanceRef, Forbidden> =>
+  (selector.instanceId !== undefined && selector.instanceId !== own.id) ||
+    (selector.phoneNumberId !== undefined && selector.phoneNumberId !== own.phoneNumberId)
+    ? Either.left(
+      new Forbidden({
+        message:
+          `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${
+            describe(selector)
+          }`,
+        error: "forbidden_instance"
+      })
+    )
+    : Either.right(own)
+
+const instanceRequired = () =>
+  new BadRequest({
+    message: "An organization token must name the instance: give phone_number_id or instance_id",
+    error: "instance_required"
+  })
+
+const notConfigured = (instance: InstanceRef) =>
+  new UpstreamFailure({
+    status: 502,
+    message: `Instance ${instance.id} has no upstream access token configured`,
+    error: "instance_not_configured"
+  })
+
 export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAccess", {
   effect: Effect.gen(function*() {
     const repo = yield* InstancesRepo
@@ -52,18 +92,10 @@ export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAc
     // changed or removed once created (no endpoint or command does), so what was found stays true;
     // what was not found is not kept, since the CLI may create it at any time.
     const found = new LRUCache<string, InstanceRef>({ max: KNOWN_INSTANCES })
-    const keyOf = (selector: InstanceSelector) =>
-      selector.instanceId !== undefined ? `id ${selector.instanceId}` : `phone ${selector.phoneNumberId}`
     const remember = (instance: InstanceRef) => {
       found.set(`id ${instance.id}`, instance)
       found.set(`phone ${instance.phoneNumberId}`, instance)
     }
-    const notFound = (selector: InstanceSelector) =>
-      new NotFound({ message: `${describe(selector)} was not found`, error: "not_found" })
-    /** The selected instance, if it is one the organization has; another tenant's is not found, as in the database. */
-    const ownedBy = (principal: Principal, selector: InstanceSelector, instance: InstanceRef) =>
-      instance.organizationId === principal.organizationId &&
-      (selector.phoneNumberId === undefined || instance.phoneNumberId === selector.phoneNumberId)
 
     // A phone number that does not match the instance named is refused by ownedBy, like another tenant's.
     const find = (selector: InstanceSelector) =>
@@ -75,31 +107,9 @@ export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAc
       principal: Principal,
       selector: InstanceSelector
     ): Either.Either<InstanceRef, BadRequest | Forbidden | NotFound> | undefined => {
-      if (principal.instance !== undefined) {
-        const own = principal.instance
-        if (
-          (selector.instanceId !== undefined && selector.instanceId !== own.id) ||
-          (selector.phoneNumberId !== undefined && selector.phoneNumberId !== own.phoneNumberId)
-        ) {
-          return Either.left(
-            new Forbidden({
-              message:
-                `This instance token is bound to instance ${own.id} (phone_number_id ${own.phoneNumberId}); it cannot act for ${
-                  describe(selector)
-                }`,
-              error: "forbidden_instance"
-            })
-          )
-        }
-        return Either.right(own)
-      }
+      if (principal.instance !== undefined) return ownInstance(principal.instance, selector)
       if (selector.instanceId === undefined && selector.phoneNumberId === undefined) {
-        return Either.left(
-          new BadRequest({
-            message: "An organization token must name the instance: give phone_number_id or instance_id",
-            error: "instance_required"
-          })
-        )
+        return Either.left(instanceRequired())
       }
       const known = found.get(keyOf(selector))
       if (known === undefined) return undefined
@@ -129,15 +139,7 @@ export class InstanceAccess extends Effect.Service<InstanceAccess>()("InstanceAc
         const cached = targetNow(instance)
         if (cached !== undefined) return Effect.succeed(cached)
         return Effect.flatMap(repo.accessToken(instance.id), (token) => {
-          if (Option.isNone(token)) {
-            return Effect.fail(
-              new UpstreamFailure({
-                status: 502,
-                message: `Instance ${instance.id} has no upstream access token configured`,
-                error: "instance_not_configured"
-              })
-            )
-          }
+          if (Option.isNone(token)) return Effect.fail(notConfigured(instance))
           const target: UpstreamTarget = {
             phoneNumberId: instance.phoneNumberId,
             wabaId: instance.wabaId,

@@ -89,29 +89,62 @@ interface Subscriber {
 /** Events buffered per stream before it drops (envelopes are a few KB each). */
 const STREAM_BUFFER = 256
 
+/** The open streams by organization: a set for each organization with any open. */
+type StreamsByOrganization = Map<string, Set<Subscriber>>
+
+/** Each event, as one frame, to its organization's streams that watch its instance; a full buffer counts a drop. */
+const fanOut = (byOrganization: StreamsByOrganization, events: ReadonlyArray<CommittedEvent>) => {
+  const receivedAt = nowIso()
+  for (const event of events) {
+    const organizationId = event.changes[0]?.route.organization_id
+    const subscribers = organizationId === undefined ? undefined : byOrganization.get(organizationId)
+    if (subscribers === undefined) continue
+    let frame: EventFrame | undefined
+    for (const subscriber of subscribers) {
+      if (subscriber.instanceId !== undefined && subscriber.instanceId !== event.instanceId) continue
+      frame ??= { _tag: "Event", id: event.id, instanceId: event.instanceId, receivedAt, body: event.body }
+      if (!Queue.unsafeOffer(subscriber.queue, frame)) subscriber.dropped++
+    }
+  }
+}
+
+/** Everything buffered, then the notice of what did not fit (drops happen only once the buffer is full). */
+const takeFrames = (subscriber: Subscriber, buffer: number): Effect.Effect<Chunk.Chunk<LiveFrame>> =>
+  Effect.map(Queue.takeBetween(subscriber.queue, 1, buffer), (frames): Chunk.Chunk<LiveFrame> => {
+    const dropped = subscriber.dropped
+    subscriber.dropped = 0
+    return dropped === 0 ? frames : Chunk.append(frames, { _tag: "Dropped", count: dropped })
+  })
+
+const tooManyStreams = (message: string) =>
+  new TooManyRequests({ message, error: "too_many_streams", retryAfterSeconds: 5 })
+
+/** The 429 for a new stream when its credential or organization has as many open as `limits` allow. */
+const limitRefusal = (
+  credentialStreams: number,
+  organizationStreams: number,
+  limits: StreamLimits
+): TooManyRequests | undefined => {
+  if (credentialStreams >= limits.perToken) {
+    return tooManyStreams(
+      `This token has ${limits.perToken} event streams open, as many as it may (HUB_STREAMS_PER_TOKEN); close one first`
+    )
+  }
+  if (organizationStreams >= limits.perOrganization) {
+    return tooManyStreams(
+      `The organization has ${limits.perOrganization} event streams open, as many as it may (HUB_STREAMS_PER_ORGANIZATION); close one first`
+    )
+  }
+  return undefined
+}
+
 export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
   Layer.effect(
     LiveEvents,
     Effect.map(SubscriptionRef.make(0), (streamsOpen) => {
-      const byOrganization = new Map<string, Set<Subscriber>>()
+      const byOrganization: StreamsByOrganization = new Map()
       const perCredential = new Map<string, number>()
       let open = 0
-
-      const publish = (events: ReadonlyArray<CommittedEvent>) => {
-        if (open === 0) return
-        const receivedAt = nowIso()
-        for (const event of events) {
-          const organizationId = event.changes[0]?.route.organization_id
-          const subscribers = organizationId === undefined ? undefined : byOrganization.get(organizationId)
-          if (subscribers === undefined) continue
-          let frame: EventFrame | undefined
-          for (const subscriber of subscribers) {
-            if (subscriber.instanceId !== undefined && subscriber.instanceId !== event.instanceId) continue
-            frame ??= { _tag: "Event", id: event.id, instanceId: event.instanceId, receivedAt, body: event.body }
-            if (!Queue.unsafeOffer(subscriber.queue, frame)) subscriber.dropped++
-          }
-        }
-      }
 
       const add = (organizationId: string, subscriber: Subscriber) => {
         const subscribers = byOrganization.get(organizationId) ?? new Set<Subscriber>()
@@ -127,41 +160,19 @@ export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
         if (subscribers.size === 0) byOrganization.delete(organizationId)
       }
 
-      /** Everything buffered, then the notice of what did not fit (drops happen only once the buffer is full). */
-      const next = (subscriber: Subscriber): Effect.Effect<Chunk.Chunk<LiveFrame>> =>
-        Effect.map(Queue.takeBetween(subscriber.queue, 1, buffer), (frames): Chunk.Chunk<LiveFrame> => {
-          const dropped = subscriber.dropped
-          subscriber.dropped = 0
-          return dropped === 0 ? frames : Chunk.append(frames, { _tag: "Dropped", count: dropped })
-        })
-
-      /** The 429 for a stream past its limits; undefined when there is room (checked and taken in one step). */
-      const refusal = (audience: Audience, limits: StreamLimits | undefined): TooManyRequests | undefined => {
-        if (limits === undefined) return undefined
-        if ((perCredential.get(audience.credentialId) ?? 0) >= limits.perToken) {
-          return new TooManyRequests({
-            message:
-              `This token has ${limits.perToken} event streams open, as many as it may (HUB_STREAMS_PER_TOKEN); close one first`,
-            error: "too_many_streams",
-            retryAfterSeconds: 5
-          })
-        }
-        if ((byOrganization.get(audience.organizationId)?.size ?? 0) >= limits.perOrganization) {
-          return new TooManyRequests({
-            message:
-              `The organization has ${limits.perOrganization} event streams open, as many as it may (HUB_STREAMS_PER_ORGANIZATION); close one first`,
-            error: "too_many_streams",
-            retryAfterSeconds: 5
-          })
-        }
-        return undefined
-      }
-
       const countCredential = (credentialId: string, by: number) => {
         const n = (perCredential.get(credentialId) ?? 0) + by
         if (n > 0) perCredential.set(credentialId, n)
         else perCredential.delete(credentialId)
       }
+
+      /** The 429 for a stream past its limits; undefined when there is room (checked and taken in one step). */
+      const refusal = (audience: Audience, limits: StreamLimits | undefined): TooManyRequests | undefined =>
+        limits === undefined ? undefined : limitRefusal(
+          perCredential.get(audience.credentialId) ?? 0,
+          byOrganization.get(audience.organizationId)?.size ?? 0,
+          limits
+        )
 
       const subscribe = (audience: Audience, limits?: StreamLimits) =>
         Effect.map(
@@ -185,11 +196,13 @@ export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
                 Effect.zipRight(SubscriptionRef.update(streamsOpen, (n) => n - 1), Queue.shutdown(subscriber.queue))
               )
           ),
-          (subscriber) => Stream.repeatEffectChunk(next(subscriber))
+          (subscriber) => Stream.repeatEffectChunk(takeFrames(subscriber, buffer))
         )
 
       return LiveEvents.of({
-        publish,
+        publish: (events) => {
+          if (open > 0) fanOut(byOrganization, events)
+        },
         subscribe,
         refusal,
         openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0,

@@ -16,7 +16,7 @@
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Array as Arr, type Cause, Context, Effect, Exit, FiberSet, Layer, Option } from "effect"
-import { Metrics } from "../Metrics/Metrics.js"
+import { type HubMetrics, Metrics } from "../Metrics/Metrics.js"
 
 /** Most jobs per shared transaction: bounds how long other queries wait for the connection. */
 const MAX_BATCH = 256
@@ -59,10 +59,11 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
    * transaction has committed. A callback, not an effect: the send core that uses it runs without a
    * fiber (see Messages/Send.ts).
    */
-  readonly groupNow: <I, A>(
-    writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
-  ) => GroupWriter<I, A>
+  readonly groupNow: <I, A>(writeAll: WriteAll<I, A>) => GroupWriter<I, A>
 }>() {}
+
+/** Writes a group's items together: one answer per item, in order. */
+type WriteAll<I, A> = (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
 
 /** Adds `item` to the next shared transaction's group; `resume` is called once with its outcome. */
 export type GroupWriter<I, A> = (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => void
@@ -71,6 +72,98 @@ const settled = <A, E>(
   outcome: Exit.Exit<A, E>,
   commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>
 ): Exit.Exit<A, E | SqlError.SqlError> => Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
+
+/** Runs a batch's jobs in one shared transaction, then answers every caller with its COMMIT's outcome. */
+const commitBatch = (
+  sql: SqlClient.SqlClient,
+  recordCommit: HubMetrics["commit"],
+  jobs: ReadonlyArray<Job>
+) => {
+  const settles: Array<Settle> = []
+  const startedAt = performance.now()
+  return sql.withTransaction(
+    Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })
+  ).pipe(
+    Effect.exit,
+    // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
+    // @effect/sql does not roll it back: the next batch could not begin, and a plain write in
+    // between would join the doomed transaction. "No transaction is active" is fine here.
+    Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
+    Effect.map((committed) => {
+      recordCommit((performance.now() - startedAt) / 1000)
+      const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
+      for (const settle of settles) settle(failure)
+      // Jobs the transaction never reached (it failed to begin) get its failure too.
+      if (Option.isSome(failure)) { for (const job of jobs.slice(settles.length)) job.abandon(failure.value) }
+    }),
+    Effect.uninterruptible
+  )
+}
+
+/** One item of a group writer's group, and the callback its outcome goes to. */
+interface GroupMember<I, A> {
+  readonly item: I
+  readonly resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void
+}
+
+/** Each member's item in a savepoint of its own: the fallback when the group's statement failed. */
+const writeEach = <I, A>(sql: SqlClient.SqlClient, writeAll: WriteAll<I, A>, taken: ReadonlyArray<GroupMember<I, A>>) =>
+  Effect.forEach(
+    taken,
+    (member) =>
+      Effect.exit(
+        Effect.flatMap(sql.withTransaction(writeAll([member.item])), (answers) =>
+          Option.match(Arr.head(answers), {
+            onNone: () => Effect.dieMessage("a write group answered no item"),
+            onSome: Effect.succeed
+          }))
+      )
+  )
+
+/** A group writer (see `groupNow`) whose group is one job, handed to `enqueue` when its first item arrives. */
+const makeGroupWriter = <I, A>(
+  sql: SqlClient.SqlClient,
+  enqueue: (job: Job) => void,
+  writeAll: WriteAll<I, A>
+): GroupWriter<I, A> => {
+  let members: Array<GroupMember<I, A>> = []
+  // The group's items in one savepoint; if that fails, each in its own, so only a bad item fails.
+  const job: Job = {
+    execute: Effect.suspend(() => {
+      const taken = members
+      members = []
+      // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
+      const writeTogether = Effect.flatMap(
+        writeAll(taken.map((m) => m.item)),
+        (answers) =>
+          answers.length === taken.length
+            ? Effect.succeed(answers.map(Exit.succeed))
+            : Effect.dieMessage("a write group answered too few items")
+      )
+      return sql.withTransaction(writeTogether).pipe(
+        Effect.catchAllCause(() => writeEach(sql, writeAll, taken)),
+        Effect.map((outcomes) => (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
+          taken.forEach((member, i) =>
+            member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
+          )
+        )
+      )
+    }),
+    abandon: (failure) => {
+      const taken = members
+      members = []
+      for (const member of taken) {
+        member.resume(Exit.failCause(failure))
+      }
+    },
+    gathers: false
+  }
+  return (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => {
+    // The group's job is queued once; items arriving before it runs join it.
+    if (members.length === 0) enqueue(job)
+    members.push({ item, resume })
+  }
+}
 
 /** A WriteBatcher whose gathering writes wait `gatherMs` (GATHER_MS in the hub; tests choose). */
 export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
@@ -83,29 +176,6 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
       let waiting: Array<Job> = []
       let scheduled = false
       let running = false
-
-      const commitBatch = (jobs: ReadonlyArray<Job>) => {
-        const settles: Array<Settle> = []
-        const startedAt = performance.now()
-        return sql.withTransaction(
-          Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })
-        ).pipe(
-          Effect.exit,
-          // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
-          // @effect/sql does not roll it back: the next batch could not begin, and a plain write in
-          // between would join the doomed transaction. "No transaction is active" is fine here.
-          Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
-          Effect.map((committed) => {
-            metrics.commit((performance.now() - startedAt) / 1000)
-            const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
-            for (const settle of settles) settle(failure)
-            // Jobs the transaction never reached (it failed to begin) get its failure too.
-            if (Option.isSome(failure)) { for (const job of jobs.slice(settles.length)) job.abandon(failure.value) }
-          }),
-          Effect.uninterruptible
-        )
-      }
-
       /** When the last transaction began, for the gathering time. */
       let lastBatchAt = 0
       let gatherTimer: ReturnType<typeof setTimeout> | undefined
@@ -121,7 +191,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
         waiting = waiting.slice(jobs.length)
         running = true
         lastBatchAt = Date.now()
-        runFork(commitBatch(jobs)).addObserver(() => {
+        runFork(commitBatch(sql, metrics.commit, jobs)).addObserver(() => {
           running = false
           if (waiting.length > 0) schedule()
         })
@@ -154,68 +224,12 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
           })
         })
 
-      const groupNow = <I, A>(
-        writeAll: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
-      ): GroupWriter<I, A> => {
-        interface Member {
-          readonly item: I
-          readonly resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void
-        }
-        let members: Array<Member> = []
-        const writeEach = (taken: ReadonlyArray<Member>) =>
-          Effect.forEach(taken, (member) =>
-            Effect.exit(Effect.flatMap(sql.withTransaction(writeAll([member.item])), (answers) =>
-              Option.match(Arr.head(answers), {
-                onNone: () =>
-                  Effect.dieMessage("a write group answered no item"),
-                onSome: Effect.succeed
-              }))))
-        // The group's items in one savepoint; if that fails, each in its own, so only a bad item fails.
-        const job: Job = {
-          execute: Effect.suspend(() => {
-            const taken = members
-            members = []
-            // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
-            const writeTogether = Effect.flatMap(
-              writeAll(taken.map((m) =>
-                m.item
-              )),
-              (answers) =>
-                answers.length === taken.length
-                  ? Effect.succeed(answers.map(Exit.succeed))
-                  : Effect.dieMessage("a write group answered too few items")
-            )
-            return sql.withTransaction(writeTogether).pipe(
-              Effect.catchAllCause(() => writeEach(taken)),
-              Effect.map((outcomes) => (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
-                taken.forEach((member, i) =>
-                  member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
-                )
-              )
-            )
-          }),
-          abandon: (failure) => {
-            const taken = members
-            members = []
-            for (const member of taken) {
-              member.resume(Exit.failCause(failure))
-            }
-          },
-          gathers: false
-        }
-        return (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => {
-          // The group's job is queued once; items arriving before it runs join it.
-          if (members.length === 0) add(job)
-          members.push({ item, resume })
-        }
-      }
-
       return WriteBatcher.of({
         // Nested in the shared transaction, withTransaction is a savepoint: a failing write rolls back alone.
         run: (write) => single(sql.withTransaction(write)),
         gather: (write) => single(sql.withTransaction(write), true),
         runStatement: single,
-        groupNow
+        groupNow: (writeAll) => makeGroupWriter(sql, add, writeAll)
       })
     })
   )
