@@ -892,8 +892,8 @@ for (const engine of engines) {
         expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
       }))
 
-    // Raw: the request hash is taken of the body as written (key order, "+"), which the typed client
-    // writes its own way; and keys the typed client would refuse to encode.
+    // Raw: a body written otherwise (keys in another order, a "+" number), which the typed client always
+    // writes its one way; and keys it would refuse to encode.
     describe("on the wire", () => {
       it.effect("the same body written otherwise (keys in another order, the number with its \"+\") is the same request", () =>
         Effect.gen(function*() {
