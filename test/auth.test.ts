@@ -101,43 +101,45 @@ for (const engine of engines) {
         expect(yield* listTokens(tenant.sessionToken)).not.toContainEqual(expect.objectContaining({ id: created.id }))
       }))
 
-    // Raw: credentials the typed client cannot send (none, Basic, a bare Bearer), and the 401's exact bytes.
-    it.effect("missing, malformed, unknown and expired credentials are 401 with the exact body", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const tokens = yield* TokensRepo
-        const expired = yield* tokens.createSession(tenant.organizationId, -1000)
-        const cases = [
-          {},
-          { headers: { authorization: `Basic ${tenant.orgToken}` } },
-          { headers: { authorization: "Bearer" } },
-          { token: "mhk_unknownunknownunknownunknownunknownunkno" },
-          { token: expired.secret }
-        ]
-        for (const options of cases) {
-          yield* expectUnauthorized("GET", "/api/auth/api-tokens", options)
-        }
-      }))
+    describe("raw requests: the edge's refusals as sent", () => {
+      // Raw: credentials the typed client cannot send (none, Basic, a bare Bearer), and the 401's exact bytes.
+      it.effect("missing, malformed, unknown and expired credentials are 401 with the exact body", () =>
+        Effect.gen(function*() {
+          const tenant = yield* seedTenant()
+          const tokens = yield* TokensRepo
+          const expired = yield* tokens.createSession(tenant.organizationId, -1000)
+          const cases = [
+            {},
+            { headers: { authorization: `Basic ${tenant.orgToken}` } },
+            { headers: { authorization: "Bearer" } },
+            { token: "mhk_unknownunknownunknownunknownunknownunkno" },
+            { token: expired.secret }
+          ]
+          for (const options of cases) {
+            yield* expectUnauthorized("GET", "/api/auth/api-tokens", options)
+          }
+        }))
 
-    // Raw: the edge's refusals by token kind, as sent.
-    it.effect("token kinds: only a session creates tokens; instance tokens manage none", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const byOrg = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.orgToken,
-          json: { name: "x" }
-        })
-        expect(byOrg.status).toBe(403)
-        expect(byOrg.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
-        expect(String(byOrg.body.message)).toContain("session token")
-        const byInstance = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.instanceToken })
-        expect(byInstance.status).toBe(403)
-        const revokeByInstance = yield* hub.request("DELETE", "/api/auth/api-tokens/tok_x", {
-          token: tenant.instanceToken
-        })
-        expect(revokeByInstance.status).toBe(403)
-      }))
+      // Raw: the edge's refusals by token kind, as sent.
+      it.effect("token kinds: only a session creates tokens; instance tokens manage none", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const tenant = yield* seedTenant()
+          const byOrg = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.orgToken,
+            json: { name: "x" }
+          })
+          expect(byOrg.status).toBe(403)
+          expect(byOrg.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+          expect(String(byOrg.body.message)).toContain("session token")
+          const byInstance = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.instanceToken })
+          expect(byInstance.status).toBe(403)
+          const revokeByInstance = yield* hub.request("DELETE", "/api/auth/api-tokens/tok_x", {
+            token: tenant.instanceToken
+          })
+          expect(revokeByInstance.status).toBe(403)
+        }))
+    })
 
     it.effect("GET /api/auth/whoami tells each token its kind and scope; without a token it is 401", () =>
       Effect.gen(function*() {
@@ -193,42 +195,44 @@ for (const engine of engines) {
         yield* (yield* clientWith(theirs.orgToken)).instances.list()
       }))
 
-    // Raw: invalid and malformed bodies, which the typed client refuses to encode or cannot send.
-    it.effect("bad inputs name every failing field", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const both = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "  ", instance_id: 5 }
-        })
-        expect(both.status).toBe(400)
-        expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
-        expect(both.body.details).toEqual([
-          { field: "name", message: "must not be empty" },
-          { field: "instance_id", message: "Expected string, actual 5" }
-        ])
-        const missing = yield* hub.request("POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: {} })
-        expect(missing.status).toBe(400)
-        expect(missing.body.details).toEqual([{ field: "name", message: "is missing" }])
-        const long = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "x".repeat(101) }
-        })
-        expect(long.body.details).toEqual([{ field: "name", message: "must be at most 100 characters" }])
-        const malformed = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          body: "{\"name\":",
-          headers: { "content-type": "application/json" }
-        })
-        expect(malformed.status).toBe(400)
-        expect(malformed.body).toEqual({
-          statusCode: 400,
-          message: "Malformed request body: it is not valid JSON",
-          error: "malformed_body"
-        })
-        expect(yield* listTokens(tenant.sessionToken)).toHaveLength(2)
-      }))
+    describe("raw requests: bodies the typed client refuses to encode or cannot send", () => {
+      // Raw: invalid and malformed bodies, which the typed client refuses to encode or cannot send.
+      it.effect("bad inputs name every failing field", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const tenant = yield* seedTenant()
+          const both = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.sessionToken,
+            json: { name: "  ", instance_id: 5 }
+          })
+          expect(both.status).toBe(400)
+          expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+          expect(both.body.details).toEqual([
+            { field: "name", message: "must not be empty" },
+            { field: "instance_id", message: "Expected string, actual 5" }
+          ])
+          const missing = yield* hub.request("POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: {} })
+          expect(missing.status).toBe(400)
+          expect(missing.body.details).toEqual([{ field: "name", message: "is missing" }])
+          const long = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.sessionToken,
+            json: { name: "x".repeat(101) }
+          })
+          expect(long.body.details).toEqual([{ field: "name", message: "must be at most 100 characters" }])
+          const malformed = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.sessionToken,
+            body: "{\"name\":",
+            headers: { "content-type": "application/json" }
+          })
+          expect(malformed.status).toBe(400)
+          expect(malformed.body).toEqual({
+            statusCode: 400,
+            message: "Malformed request body: it is not valid JSON",
+            error: "malformed_body"
+          })
+          expect(yield* listTokens(tenant.sessionToken)).toHaveLength(2)
+        }))
+    })
   })
 }
 
@@ -248,19 +252,21 @@ layer(testHub())("session revocation", (it) => {
       yield* listTokens(other.secret)
     }))
 
-  // Raw: the edge's refusals by token kind, as sent.
-  it.effect("only session tokens may call it: api tokens are 403 and stay valid", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      for (const token of [tenant.orgToken, tenant.instanceToken]) {
-        const refused = yield* hub.request("DELETE", "/api/auth/session", { token })
-        expect(refused.status).toBe(403)
-        expect(refused.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
-      }
-      yield* (yield* clientWith(tenant.orgToken)).instances.list()
-      yield* expectUnauthorized("DELETE", "/api/auth/session")
-    }))
+  describe("raw requests: the edge's refusals by token kind", () => {
+    // Raw: the edge's refusals by token kind, as sent.
+    it.effect("only session tokens may call it: api tokens are 403 and stay valid", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        for (const token of [tenant.orgToken, tenant.instanceToken]) {
+          const refused = yield* hub.request("DELETE", "/api/auth/session", { token })
+          expect(refused.status).toBe(403)
+          expect(refused.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+        }
+        yield* (yield* clientWith(tenant.orgToken)).instances.list()
+        yield* expectUnauthorized("DELETE", "/api/auth/session")
+      }))
+  })
 
   it.effect("revoking an organization's sessions leaves other organizations' and api tokens alone, and feeds every revocation", () =>
     Effect.gen(function*() {

@@ -169,32 +169,34 @@ layer(
       expect(other.requests).toHaveLength(0)
     }))
 
-  // Raw: malformed filters, which the typed client refuses to encode; the hub's refusal is under test.
-  it.effect("malformed or empty event filters are refused with every failing kind named", () =>
-    Effect.gen(function*() {
-      const tenant = yield* seedTenant()
-      const unknown = yield* createRaw(tenant.instanceToken, {
-        url: "https://example.com/f",
-        name: "f",
-        events: ["messages", "no-dash", "Statuses", "x".repeat(65)]
-      })
-      expect(unknown.status).toBe(400)
-      expect(itemsOf(unknown.body, "details").map((d) => d.field)).toEqual(["events.1", "events.2", "events.3"])
-      expect(String(itemsOf(unknown.body, "details")[0]?.message)).toContain(
-        "must be \"*\" or a webhook field name of the upstream's form"
-      )
-      const empty = yield* createRaw(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: [] })
-      expect(empty.body).toMatchObject({
-        statusCode: 400,
-        details: [{ field: "events", message: "must name at least one kind (or \"*\" for all)" }]
-      })
-      const created = yield* createWebhook(tenant, { url: "https://example.com/f", events: ["*", "calls"] })
-      expect(created.body.events).toEqual(["*"])
-      const patched = yield* patchRaw(tenant.instanceToken, created.id, { events: ["Bogus!"] })
-      expect(patched.status).toBe(400)
-      expect(patched.body).toMatchObject({ error: "validation_failed", details: [{ field: "events.0" }] })
-      expect((yield* read(tenant, created.id)).events).toEqual(["*"])
-    }))
+  describe("raw requests: filters the typed client refuses to encode", () => {
+    // Raw: malformed filters, which the typed client refuses to encode; the hub's refusal is under test.
+    it.effect("malformed or empty event filters are refused with every failing kind named", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const unknown = yield* createRaw(tenant.instanceToken, {
+          url: "https://example.com/f",
+          name: "f",
+          events: ["messages", "no-dash", "Statuses", "x".repeat(65)]
+        })
+        expect(unknown.status).toBe(400)
+        expect(itemsOf(unknown.body, "details").map((d) => d.field)).toEqual(["events.1", "events.2", "events.3"])
+        expect(String(itemsOf(unknown.body, "details")[0]?.message)).toContain(
+          "must be \"*\" or a webhook field name of the upstream's form"
+        )
+        const empty = yield* createRaw(tenant.instanceToken, { url: "https://example.com/f", name: "f", events: [] })
+        expect(empty.body).toMatchObject({
+          statusCode: 400,
+          details: [{ field: "events", message: "must name at least one kind (or \"*\" for all)" }]
+        })
+        const created = yield* createWebhook(tenant, { url: "https://example.com/f", events: ["*", "calls"] })
+        expect(created.body.events).toEqual(["*"])
+        const patched = yield* patchRaw(tenant.instanceToken, created.id, { events: ["Bogus!"] })
+        expect(patched.status).toBe(400)
+        expect(patched.body).toMatchObject({ error: "validation_failed", details: [{ field: "events.0" }] })
+        expect((yield* read(tenant, created.id)).events).toEqual(["*"])
+      }))
+  })
 
   it.effect("an instance has at most HUB_WEBHOOKS_PER_INSTANCE webhooks, counted race-free; inactive ones count, deleted ones do not", () =>
     Effect.gen(function*() {

@@ -248,69 +248,71 @@ for (const engine of engines) {
         expect((yield* byOrg.webhooks.list({ urlParams: {} })).data).toEqual([])
       }))
 
-    // Raw: invalid URLs and names, which the typed client refuses to encode; the hub's refusal is under test.
-    it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
-      Effect.gen(function*() {
-        const tenant = yield* seedTenant()
-        const both = yield* createRaw(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
-        expect(both.status).toBe(400)
-        expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
-        expect(both.body.details).toEqual([
-          { field: "url", message: "must be an http or https URL" },
-          { field: "name", message: "must not be empty" }
-        ])
-        const long = yield* createRaw(tenant.instanceToken, {
-          url: `https://example.com/${"a".repeat(2030)}`,
-          name: "n".repeat(101)
-        })
-        expect(long.body.details).toEqual([
-          { field: "url", message: "must be at most 2048 characters" },
-          { field: "name", message: "must be at most 100 characters" }
-        ])
-        const missing = yield* createRaw(tenant.instanceToken, {})
-        expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, {
-          field: "name",
-          message: "is missing"
-        }])
-        const fits = yield* createTyped(tenant.instanceToken, {
-          url: `https://example.com/${"a".repeat(2048 - 20)}`,
-          name: "n".repeat(100)
-        })
-        expect(fits.name).toBe("n".repeat(100))
-      }))
-
-    // Raw: a URL with credentials, which the typed client refuses to encode; the hub's refusal is under test.
-    it.effect("a URL with credentials (user:password@) is refused at creation and on update, saying why", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const why =
-          "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
-        for (
-          const url of [
-            "https://user:pa55word@example.com/hook",
-            "https://user@example.com/hook",
-            "http://:pa55word@example.com/"
-          ]
-        ) {
-          const refused = yield* createRaw(tenant.instanceToken, { url, name: "credentials" })
-          expect(refused.status, url).toBe(400)
-          expect(refused.body, url).toMatchObject({
-            statusCode: 400,
-            error: "validation_failed",
-            details: [{ field: "url", message: why }]
+    describe("raw requests: what the typed client refuses to encode", () => {
+      // Raw: invalid URLs and names, which the typed client refuses to encode; the hub's refusal is under test.
+      it.effect("validation names every failing field: url http(s) and at most 2048 characters, name 1 to 100", () =>
+        Effect.gen(function*() {
+          const tenant = yield* seedTenant()
+          const both = yield* createRaw(tenant.instanceToken, { url: "javascript:alert(1)", name: "" })
+          expect(both.status).toBe(400)
+          expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+          expect(both.body.details).toEqual([
+            { field: "url", message: "must be an http or https URL" },
+            { field: "name", message: "must not be empty" }
+          ])
+          const long = yield* createRaw(tenant.instanceToken, {
+            url: `https://example.com/${"a".repeat(2030)}`,
+            name: "n".repeat(101)
           })
-          expect(refused.text).not.toContain("pa55word")
-        }
-        const created = yield* createTyped(tenant.instanceToken, { url: "https://example.com/hook", name: "plain" })
-        const moved = yield* hub.request("PATCH", `/api/webhooks/${created.id}`, {
-          token: tenant.instanceToken,
-          json: { url: "https://user:pa55word@example.com/hook" }
-        })
-        expect(moved.status).toBe(400)
-        expect(moved.body).toMatchObject({ error: "validation_failed", details: [{ field: "url", message: why }] })
-        expect((yield* readTyped(tenant.instanceToken, created.id)).url).toBe("https://example.com/hook")
-      }))
+          expect(long.body.details).toEqual([
+            { field: "url", message: "must be at most 2048 characters" },
+            { field: "name", message: "must be at most 100 characters" }
+          ])
+          const missing = yield* createRaw(tenant.instanceToken, {})
+          expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, {
+            field: "name",
+            message: "is missing"
+          }])
+          const fits = yield* createTyped(tenant.instanceToken, {
+            url: `https://example.com/${"a".repeat(2048 - 20)}`,
+            name: "n".repeat(100)
+          })
+          expect(fits.name).toBe("n".repeat(100))
+        }))
+
+      // Raw: a URL with credentials, which the typed client refuses to encode; the hub's refusal is under test.
+      it.effect("a URL with credentials (user:password@) is refused at creation and on update, saying why", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const tenant = yield* seedTenant()
+          const why =
+            "must not hold credentials (user:password@): credentials in URLs are not allowed; send them in a custom header such as authorization"
+          for (
+            const url of [
+              "https://user:pa55word@example.com/hook",
+              "https://user@example.com/hook",
+              "http://:pa55word@example.com/"
+            ]
+          ) {
+            const refused = yield* createRaw(tenant.instanceToken, { url, name: "credentials" })
+            expect(refused.status, url).toBe(400)
+            expect(refused.body, url).toMatchObject({
+              statusCode: 400,
+              error: "validation_failed",
+              details: [{ field: "url", message: why }]
+            })
+            expect(refused.text).not.toContain("pa55word")
+          }
+          const created = yield* createTyped(tenant.instanceToken, { url: "https://example.com/hook", name: "plain" })
+          const moved = yield* hub.request("PATCH", `/api/webhooks/${created.id}`, {
+            token: tenant.instanceToken,
+            json: { url: "https://user:pa55word@example.com/hook" }
+          })
+          expect(moved.status).toBe(400)
+          expect(moved.body).toMatchObject({ error: "validation_failed", details: [{ field: "url", message: why }] })
+          expect((yield* readTyped(tenant.instanceToken, created.id)).url).toBe("https://example.com/hook")
+        }))
+    })
 
     it.effect("rotate-secret returns a new secret and when the old one stops signing", () =>
       Effect.gen(function*() {
