@@ -8,60 +8,68 @@ import { type Credential, TokensRepo } from "../src/ApiTokens/Repo.js"
 import { POLL_INTERVAL, RevocationFeed, RevocationFeedLive } from "../src/ApiTokens/RevocationFeed.js"
 import { hashSecret } from "../src/ApiTokens/Secrets.js"
 import { TokenResolver } from "../src/ApiTokens/TokenResolver.js"
+import { errorBody } from "../src/Domain/Errors.js"
 import { OrganizationId } from "../src/Domain/Ids.js"
 import { PgListener } from "../src/Sql/Notify.js"
 import { engines } from "./support/Databases.js"
-import { itemsOf, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { refusedWith } from "./support/Refusal.js"
+import { type RequestOptions, seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 const UNAUTHORIZED = { statusCode: 401, message: "Unauthorized" }
+
+const clientWith = (token?: string) => Effect.flatMap(TestHub, (hub) => hub.client(token))
+
+/** A new api token made by the session: its id and secret. */
+const createToken = (sessionToken: string, payload: { readonly name: string; readonly instance_id?: string }) =>
+  Effect.flatMap(clientWith(sessionToken), (client) => client.apiTokens.create({ payload }))
+
+/** The organization's api tokens as `token` lists them. */
+const listTokens = (token: string) =>
+  Effect.map(Effect.flatMap(clientWith(token), (client) => client.apiTokens.list()), (list) => list.data)
+
+/**
+ * A 401 checked raw, to its exact bytes: the edge's refusal is `{"statusCode":401,"message":"Unauthorized"}`
+ * and nothing more (the typed client would decode a body with more in it to the same error).
+ */
+const expectUnauthorized = (method: string, path: string, options: RequestOptions = {}) =>
+  Effect.gen(function*() {
+    const hub = yield* TestHub
+    const answer = yield* hub.request(method, path, options)
+    expect(answer.status).toBe(401)
+    expect(answer.text).toBe(JSON.stringify(UNAUTHORIZED))
+  })
 
 for (const engine of engines) {
   layer(testHub({ engine }))(`api tokens (${engine})`, (it) => {
     it.effect("a session creates an organization token whose secret is shown once and works at once", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
         const tenant = yield* seedTenant()
-        const created = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "ci" }
-        })
-        expect(created.status).toBe(201)
-        expect(Object.keys(created.body).sort()).toEqual(["created_at", "id", "name", "token"])
-        expect(created.body.name).toBe("ci")
-        expect(String(created.body.token)).toMatch(/^mhk_[A-Za-z0-9_-]{43}$/)
-        expect(Number.isNaN(Date.parse(String(created.body.created_at)))).toBe(false)
+        // 201 and no key beyond these: the answer is checked against the document, whose ApiTokenCreated allows none.
+        const created = yield* createToken(tenant.sessionToken, { name: "ci" })
+        expect(Object.keys(created).sort()).toEqual(["created_at", "id", "name", "token"])
+        expect(created.name).toBe("ci")
+        expect(created.token).toMatch(/^mhk_[A-Za-z0-9_-]{43}$/)
+        expect(Number.isNaN(Date.parse(created.created_at))).toBe(false)
 
-        const listed = yield* hub.request("GET", "/api/auth/api-tokens", { token: String(created.body.token) })
-        expect(listed.status).toBe(200)
-        expect(listed.text).not.toContain(String(created.body.token))
-        expect(listed.body.data).toContainEqual(
-          expect.objectContaining({ id: created.body.id, name: "ci", kind: "organization" })
-        )
+        const listed = yield* listTokens(created.token)
+        expect(JSON.stringify(listed)).not.toContain(created.token)
+        expect(listed).toContainEqual(expect.objectContaining({ id: created.id, name: "ci", kind: "organization" }))
       }))
 
     it.effect("an instance token is created with instance_id and returned with it", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
         const tenant = yield* seedTenant()
-        const created = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "bot", instance_id: tenant.instanceId }
-        })
-        expect(created.status).toBe(201)
-        expect(created.body.instance_id).toBe(tenant.instanceId)
-        const instances = yield* hub.request("GET", "/api/instances", { token: String(created.body.token) })
-        expect(instances.status).toBe(403)
+        const created = yield* createToken(tenant.sessionToken, { name: "bot", instance_id: tenant.instanceId })
+        expect(created.instance_id).toBe(tenant.instanceId)
+        const instances = yield* refusedWith((yield* clientWith(created.token)).instances.list(), "Forbidden")
+        expect(instances.error).toBe("forbidden_token_kind")
       }))
 
     it.effect("the database holds no plaintext secret or access token", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* seedTenant({ accessToken: "EAAG-very-secret-upstream-token" })
-        const created = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "x" }
-        })
+        const created = yield* createToken(tenant.sessionToken, { name: "x" })
         const dump = JSON.stringify([
           yield* sql`SELECT * FROM api_tokens`,
           yield* sql`SELECT * FROM sessions`,
@@ -69,7 +77,7 @@ for (const engine of engines) {
         ])
         for (
           const secret of [
-            String(created.body.token),
+            created.token,
             tenant.sessionToken,
             tenant.orgToken,
             tenant.instanceToken,
@@ -82,92 +90,77 @@ for (const engine of engines) {
 
     it.effect("a revoked token is refused on its very next request, though it was cached", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
         const tenant = yield* seedTenant()
-        const created = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "short-lived" }
-        })
-        const secret = String(created.body.token)
-        expect((yield* hub.request("GET", "/api/instances", { token: secret })).status).toBe(200)
-        const revoked = yield* hub.request("DELETE", `/api/auth/api-tokens/${created.body.id}`, {
-          token: tenant.orgToken
-        })
-        expect(revoked.status).toBe(204)
-        expect(revoked.text).toBe("")
-        const after = yield* hub.request("GET", "/api/instances", { token: secret })
-        expect(after.status).toBe(401)
-        expect(after.body).toEqual(UNAUTHORIZED)
-        const again = yield* hub.request("DELETE", `/api/auth/api-tokens/${created.body.id}`, {
-          token: tenant.orgToken
-        })
-        expect(again.status).toBe(404)
-        const listed = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
-        expect(listed.body.data).not.toContainEqual(expect.objectContaining({ id: created.body.id }))
+        const created = yield* createToken(tenant.sessionToken, { name: "short-lived" })
+        yield* (yield* clientWith(created.token)).instances.list()
+        // A 204 without a body: the document check refuses any other answer (its 204 has no content).
+        const byOrg = yield* clientWith(tenant.orgToken)
+        yield* byOrg.apiTokens.revoke({ path: { tokenId: created.id } })
+        yield* expectUnauthorized("GET", "/api/instances", { token: created.token })
+        yield* refusedWith(byOrg.apiTokens.revoke({ path: { tokenId: created.id } }), "NotFound")
+        expect(yield* listTokens(tenant.sessionToken)).not.toContainEqual(expect.objectContaining({ id: created.id }))
       }))
 
-    it.effect("missing, malformed, unknown and expired credentials are 401 with the exact body", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const tokens = yield* TokensRepo
-        const expired = yield* tokens.createSession(tenant.organizationId, -1000)
-        const cases = [
-          {},
-          { headers: { authorization: `Basic ${tenant.orgToken}` } },
-          { headers: { authorization: "Bearer" } },
-          { token: "mhk_unknownunknownunknownunknownunknownunkno" },
-          { token: expired.secret }
-        ]
-        for (const options of cases) {
-          const result = yield* hub.request("GET", "/api/auth/api-tokens", options)
-          expect(result.status).toBe(401)
-          expect(result.text).toBe(JSON.stringify(UNAUTHORIZED))
-        }
-      }))
+    describe("raw requests: the edge's refusals as sent", () => {
+      // Raw: credentials the typed client cannot send (none, Basic, a bare Bearer), and the 401's exact bytes.
+      it.effect("missing, malformed, unknown and expired credentials are 401 with the exact body", () =>
+        Effect.gen(function*() {
+          const tenant = yield* seedTenant()
+          const tokens = yield* TokensRepo
+          const expired = yield* tokens.createSession(tenant.organizationId, -1000)
+          const cases = [
+            {},
+            { headers: { authorization: `Basic ${tenant.orgToken}` } },
+            { headers: { authorization: "Bearer" } },
+            { token: "mhk_unknownunknownunknownunknownunknownunkno" },
+            { token: expired.secret }
+          ]
+          for (const options of cases) {
+            yield* expectUnauthorized("GET", "/api/auth/api-tokens", options)
+          }
+        }))
 
-    it.effect("token kinds: only a session creates tokens; instance tokens manage none", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const byOrg = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.orgToken,
-          json: { name: "x" }
-        })
-        expect(byOrg.status).toBe(403)
-        expect(byOrg.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
-        expect(String(byOrg.body.message)).toContain("session token")
-        const byInstance = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.instanceToken })
-        expect(byInstance.status).toBe(403)
-        const revokeByInstance = yield* hub.request("DELETE", "/api/auth/api-tokens/tok_x", {
-          token: tenant.instanceToken
-        })
-        expect(revokeByInstance.status).toBe(403)
-      }))
+      // Raw: the edge's refusals by token kind, as sent.
+      it.effect("token kinds: only a session creates tokens; instance tokens manage none", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const tenant = yield* seedTenant()
+          const byOrg = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.orgToken,
+            json: { name: "x" }
+          })
+          expect(byOrg.status).toBe(403)
+          expect(byOrg.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+          expect(String(byOrg.body.message)).toContain("session token")
+          const byInstance = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.instanceToken })
+          expect(byInstance.status).toBe(403)
+          const revokeByInstance = yield* hub.request("DELETE", "/api/auth/api-tokens/tok_x", {
+            token: tenant.instanceToken
+          })
+          expect(revokeByInstance.status).toBe(403)
+        }))
+    })
 
     it.effect("GET /api/auth/whoami tells each token its kind and scope; without a token it is 401", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
         const tenant = yield* seedTenant()
-        const session = yield* hub.request("GET", "/api/auth/whoami", { token: tenant.sessionToken })
-        expect(session.status).toBe(200)
-        expect(session.body).toEqual({
+        const whoami = (token: string) => Effect.flatMap(clientWith(token), (client) => client.apiTokens.whoami())
+        const session = yield* whoami(tenant.sessionToken)
+        expect(session).toEqual({
           kind: "session",
           organization_id: tenant.organizationId,
           token_id: expect.any(String),
           expires_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/)
         })
-        expect(Date.parse(String(session.body.expires_at))).toBeGreaterThan(Date.now())
-        const organization = yield* hub.request("GET", "/api/auth/whoami", { token: tenant.orgToken })
-        expect(organization.status).toBe(200)
-        expect(organization.body).toEqual({
+        expect(Date.parse(String(session.expires_at))).toBeGreaterThan(Date.now())
+        const organization = yield* whoami(tenant.orgToken)
+        expect(organization).toEqual({
           kind: "organization",
           organization_id: tenant.organizationId,
           token_id: expect.stringMatching(/^tok_/)
         })
-        const instance = yield* hub.request("GET", "/api/auth/whoami", { token: tenant.instanceToken })
-        expect(instance.status).toBe(200)
-        expect(instance.body).toEqual({
+        const instance = yield* whoami(tenant.instanceToken)
+        expect(instance).toEqual({
           kind: "instance",
           organization_id: tenant.organizationId,
           instance_id: tenant.instanceId,
@@ -175,113 +168,108 @@ for (const engine of engines) {
           token_id: expect.stringMatching(/^tok_/)
         })
         // The token ids are the ones the token list shows.
-        const listed = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.orgToken })
-        const ids = itemsOf(listed.body).map((token) => token.id)
-        expect(ids).toEqual(expect.arrayContaining([organization.body.token_id, instance.body.token_id]))
-        const anonymous = yield* hub.request("GET", "/api/auth/whoami")
-        expect(anonymous.status).toBe(401)
-        expect(anonymous.body).toEqual({ statusCode: 401, message: "Unauthorized" })
+        const ids = (yield* listTokens(tenant.orgToken)).map((token) => token.id)
+        expect(ids).toEqual(expect.arrayContaining([organization.token_id, instance.token_id]))
+        yield* expectUnauthorized("GET", "/api/auth/whoami")
       }))
 
     it.effect("another organization's instance and token are 404, never revealed", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
         const mine = yield* seedTenant()
         const theirs = yield* seedTenant()
-        const created = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: mine.sessionToken,
-          json: { name: "steal", instance_id: theirs.instanceId }
-        })
-        expect(created.status).toBe(404)
-        expect(created.body).toEqual({
+        const created = yield* refusedWith(
+          createToken(mine.sessionToken, { name: "steal", instance_id: theirs.instanceId }),
+          "NotFound"
+        )
+        expect(errorBody(created)).toEqual({
           statusCode: 404,
           message: `instance_id ${theirs.instanceId} was not found`,
           error: "not_found"
         })
 
-        const theirTokens = yield* hub.request("GET", "/api/auth/api-tokens", { token: theirs.sessionToken })
-        const theirTokenIds = itemsOf(theirTokens.body).map((t) => String(t.id))
-        for (const id of theirTokenIds) {
-          const revoke = yield* hub.request("DELETE", `/api/auth/api-tokens/${id}`, { token: mine.orgToken })
-          expect(revoke.status).toBe(404)
+        const byMine = yield* clientWith(mine.orgToken)
+        for (const { id } of yield* listTokens(theirs.sessionToken)) {
+          yield* refusedWith(byMine.apiTokens.revoke({ path: { tokenId: id } }), "NotFound")
         }
-        expect((yield* hub.request("GET", "/api/instances", { token: theirs.orgToken })).status).toBe(200)
+        expect(yield* listTokens(theirs.sessionToken)).toHaveLength(2)
+        yield* (yield* clientWith(theirs.orgToken)).instances.list()
       }))
 
-    it.effect("bad inputs name every failing field", () =>
-      Effect.gen(function*() {
-        const hub = yield* TestHub
-        const tenant = yield* seedTenant()
-        const both = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "  ", instance_id: 5 }
-        })
-        expect(both.status).toBe(400)
-        expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
-        expect(both.body.details).toEqual([
-          { field: "name", message: "must not be empty" },
-          { field: "instance_id", message: "Expected string, actual 5" }
-        ])
-        const missing = yield* hub.request("POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: {} })
-        expect(missing.status).toBe(400)
-        expect(missing.body.details).toEqual([{ field: "name", message: "is missing" }])
-        const long = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          json: { name: "x".repeat(101) }
-        })
-        expect(long.body.details).toEqual([{ field: "name", message: "must be at most 100 characters" }])
-        const malformed = yield* hub.request("POST", "/api/auth/api-tokens", {
-          token: tenant.sessionToken,
-          body: "{\"name\":",
-          headers: { "content-type": "application/json" }
-        })
-        expect(malformed.status).toBe(400)
-        expect(malformed.body).toEqual({
-          statusCode: 400,
-          message: "Malformed request body: it is not valid JSON",
-          error: "malformed_body"
-        })
-        const nothingWritten = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
-        expect(itemsOf(nothingWritten.body)).toHaveLength(2)
-      }))
+    describe("raw requests: bodies the typed client refuses to encode or cannot send", () => {
+      // Raw: invalid and malformed bodies, which the typed client refuses to encode or cannot send.
+      it.effect("bad inputs name every failing field", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const tenant = yield* seedTenant()
+          const both = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.sessionToken,
+            json: { name: "  ", instance_id: 5 }
+          })
+          expect(both.status).toBe(400)
+          expect(both.body).toMatchObject({ statusCode: 400, error: "validation_failed" })
+          expect(both.body.details).toEqual([
+            { field: "name", message: "must not be empty" },
+            { field: "instance_id", message: "Expected string, actual 5" }
+          ])
+          const missing = yield* hub.request("POST", "/api/auth/api-tokens", { token: tenant.sessionToken, json: {} })
+          expect(missing.status).toBe(400)
+          expect(missing.body.details).toEqual([{ field: "name", message: "is missing" }])
+          const long = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.sessionToken,
+            json: { name: "x".repeat(101) }
+          })
+          expect(long.body.details).toEqual([{ field: "name", message: "must be at most 100 characters" }])
+          const malformed = yield* hub.request("POST", "/api/auth/api-tokens", {
+            token: tenant.sessionToken,
+            body: "{\"name\":",
+            headers: { "content-type": "application/json" }
+          })
+          expect(malformed.status).toBe(400)
+          expect(malformed.body).toEqual({
+            statusCode: 400,
+            message: "Malformed request body: it is not valid JSON",
+            error: "malformed_body"
+          })
+          expect(yield* listTokens(tenant.sessionToken)).toHaveLength(2)
+        }))
+    })
   })
 }
 
 layer(testHub())("session revocation", (it) => {
   it.effect("DELETE /api/auth/session revokes the calling session at once, though it was cached; other sessions keep working", () =>
     Effect.gen(function*() {
-      const hub = yield* TestHub
       const tokens = yield* TokensRepo
       const tenant = yield* seedTenant()
       const other = yield* tokens.createSession(tenant.organizationId, 3_600_000)
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })).status).toBe(200)
+      yield* listTokens(tenant.sessionToken)
 
-      const revoked = yield* hub.request("DELETE", "/api/auth/session", { token: tenant.sessionToken })
-      expect(revoked.status).toBe(204)
-      expect(revoked.text).toBe("")
-      const after = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
-      expect(after.status).toBe(401)
-      expect(after.text).toBe(JSON.stringify(UNAUTHORIZED))
-      expect((yield* hub.request("DELETE", "/api/auth/session", { token: tenant.sessionToken })).status).toBe(401)
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: other.secret })).status).toBe(200)
+      // A 204 without a body: the document check refuses any other answer (its 204 has no content).
+      const session = yield* clientWith(tenant.sessionToken)
+      yield* session.apiTokens.revokeSession()
+      yield* expectUnauthorized("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
+      yield* refusedWith(session.apiTokens.revokeSession(), "Unauthorized")
+      yield* listTokens(other.secret)
     }))
 
-  it.effect("only session tokens may call it: api tokens are 403 and stay valid", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      for (const token of [tenant.orgToken, tenant.instanceToken]) {
-        const refused = yield* hub.request("DELETE", "/api/auth/session", { token })
-        expect(refused.status).toBe(403)
-        expect(refused.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
-      }
-      expect((yield* hub.request("GET", "/api/instances", { token: tenant.orgToken })).status).toBe(200)
-      expect((yield* hub.request("DELETE", "/api/auth/session")).status).toBe(401)
-    }))
+  describe("raw requests: the edge's refusals by token kind", () => {
+    // Raw: the edge's refusals by token kind, as sent.
+    it.effect("only session tokens may call it: api tokens are 403 and stay valid", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        for (const token of [tenant.orgToken, tenant.instanceToken]) {
+          const refused = yield* hub.request("DELETE", "/api/auth/session", { token })
+          expect(refused.status).toBe(403)
+          expect(refused.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
+        }
+        yield* (yield* clientWith(tenant.orgToken)).instances.list()
+        yield* expectUnauthorized("DELETE", "/api/auth/session")
+      }))
+  })
 
   it.effect("revoking an organization's sessions leaves other organizations' and api tokens alone, and feeds every revocation", () =>
     Effect.gen(function*() {
-      const hub = yield* TestHub
       const tokens = yield* TokensRepo
       const sql = yield* SqlClient.SqlClient
       const tenant = yield* seedTenant()
@@ -297,18 +285,12 @@ layer(testHub())("session revocation", (it) => {
       expect(fed.map((row) => row.token_hash).sort()).toEqual([...hashes].sort())
       expect(yield* tokens.revokeOrganizationSessions(tenant.organizationId)).toEqual([])
 
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: stranger.sessionToken })).status).toBe(200)
-      expect((yield* hub.request("GET", "/api/instances", { token: tenant.orgToken })).status).toBe(200)
-      const created = yield* hub.request("POST", "/api/auth/api-tokens", {
-        token: stranger.sessionToken,
-        json: { name: "x" }
-      })
-      const apiRevoked = yield* hub.request("DELETE", `/api/auth/api-tokens/${created.body.id}`, {
-        token: stranger.orgToken
-      })
-      expect(apiRevoked.status).toBe(204)
+      yield* listTokens(stranger.sessionToken)
+      yield* (yield* clientWith(tenant.orgToken)).instances.list()
+      const created = yield* createToken(stranger.sessionToken, { name: "x" })
+      yield* (yield* clientWith(stranger.orgToken)).apiTokens.revoke({ path: { tokenId: created.id } })
       const feedRows = yield* sql<{ readonly token_hash: string }>`SELECT token_hash FROM revocations`
-      expect(feedRows.map((row) => row.token_hash)).toContain(hashSecret(String(created.body.token)))
+      expect(feedRows.map((row) => row.token_hash)).toContain(hashSecret(created.token))
     }))
 })
 
@@ -335,20 +317,19 @@ const hubCli = (...args: ReadonlyArray<string>) =>
 layer(testHub({ databaseFile }), { timeout: 60_000 })("revocation by another process", (it) => {
   it.effect("hub session revoke --org, run by the CLI, is refused by the serving hub at its next poll of the feed", () =>
     Effect.gen(function*() {
-      const hub = yield* TestHub
       const feed = yield* RevocationFeed
       const tokens = yield* TokensRepo
       const tenant = yield* seedTenant()
       const untouched = yield* seedTenant()
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })).status).toBe(200)
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: untouched.sessionToken })).status).toBe(200)
+      yield* listTokens(tenant.sessionToken)
+      yield* listTokens(untouched.sessionToken)
 
       const revoked = yield* hubCli("session", "revoke", "--org", tenant.organizationId)
       expect(revoked.stderr).toBe("")
       expect(revoked.exitCode).toBe(0)
       expect(JSON.parse(revoked.stdout)).toEqual({ revoked: 1 })
       // This process has not read the feed yet: its cache still admits the session.
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })).status).toBe(200)
+      yield* listTokens(tenant.sessionToken)
 
       const revocation = yield* tokens.lastRevocation
       const polled = yield* Effect.fork(
@@ -357,10 +338,8 @@ layer(testHub({ databaseFile }), { timeout: 60_000 })("revocation by another pro
       yield* TestClock.adjust(POLL_INTERVAL)
       yield* Fiber.join(polled)
 
-      const after = yield* hub.request("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
-      expect(after.status).toBe(401)
-      expect(after.text).toBe(JSON.stringify(UNAUTHORIZED))
-      expect((yield* hub.request("GET", "/api/auth/api-tokens", { token: untouched.sessionToken })).status).toBe(200)
+      yield* expectUnauthorized("GET", "/api/auth/api-tokens", { token: tenant.sessionToken })
+      yield* listTokens(untouched.sessionToken)
       expect(JSON.parse((yield* hubCli("session", "revoke", "--org", tenant.organizationId)).stdout)).toEqual({
         revoked: 0
       })

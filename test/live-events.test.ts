@@ -5,10 +5,13 @@
 import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Option, Stream, TestClock } from "effect"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
+import { errorBody } from "../src/Domain/Errors.js"
 import { eventStream, frameText } from "../src/LiveEvents/Http.js"
 import { type CommittedEvent, LiveEvents, liveEventsLayer } from "../src/LiveEvents/LiveEvents.js"
+import { refusedWith } from "./support/Refusal.js"
 import { untilAfterEachSignal } from "./support/Signals.js"
 import { addInstance, seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { postUpstream } from "./support/TypedWebhooks.js"
 import { type BusinessNumber, envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 interface OpenStream {
@@ -19,7 +22,10 @@ interface OpenStream {
   readonly close: () => void
 }
 
-/** Opens the stream with fetch (EventSource cannot send an Authorization header) and parses it as a browser would. */
+/**
+ * Opens the stream with fetch (EventSource cannot send an Authorization header) and parses it as a
+ * browser would. Raw: the typed client reads an answer whole, and a stream does not end.
+ */
 const openStream = (baseUrl: string, token: string, query = "") =>
   Effect.acquireRelease(
     Effect.promise(async (): Promise<OpenStream> => {
@@ -53,15 +59,11 @@ const openStream = (baseUrl: string, token: string, query = "") =>
 
 const nextEvent = (stream: OpenStream) => Effect.promise(stream.next)
 
-/** Posts one status change for the number, as the upstream does; answers the message id it carries. */
+/** Posts one status change for the number, as the upstream does (raw, see postUpstream); answers the message id it carries. */
 const postStatus = (number: BusinessNumber) =>
   Effect.gen(function*() {
-    const hub = yield* TestHub
     const id = wamid()
-    const posted = yield* hub.request("POST", "/upstream/events", {
-      json: envelope([number.wabaId, [statusChange(number, status(id, "delivered", 1750263790))]])
-    })
-    expect(posted.status).toBe(200)
+    yield* postUpstream(envelope([number.wabaId, [statusChange(number, status(id, "delivered", 1750263790))]]))
     return id
   })
 
@@ -222,16 +224,15 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
       const tenant = yield* seedTenant()
       const stream = yield* openStream(hub.baseUrl, tenant.instanceToken)
       yield* nextEvent(stream)
-      const sent = yield* hub.request("POST", "/sandbox/inbound", {
-        token: tenant.instanceToken,
-        json: { from: "16505551234", type: "text", text: { body: "Hi there" } }
+      const client = yield* hub.client(tenant.instanceToken)
+      const sent = yield* client.sandbox.inbound({
+        payload: { from: "16505551234", type: "text", text: { body: "Hi there" } }
       })
-      expect(sent.status).toBe(200)
       const data = JSON.parse((yield* nextEvent(stream)).data)
       const change = data.payload.entry[0].changes[0]
       expect(change.field).toBe("messages")
       expect(change.value.messages).toEqual([
-        expect.objectContaining({ id: sent.body.id, from: "16505551234", text: { body: "Hi there" } })
+        expect.objectContaining({ id: sent.id, from: "16505551234", text: { body: "Hi there" } })
       ])
     }))
 
@@ -240,22 +241,26 @@ layer(testHub(), { excludeTestServices: true })("GET /api/events/stream", (it) =
       const hub = yield* TestHub
       const tenant = yield* seedTenant()
       const sibling = yield* addInstance(tenant)
+      // Raw: the edge's refusals, of no token (its exact body) and of a token of the wrong kind.
       const anonymous = yield* hub.request("GET", "/api/events/stream")
       expect(anonymous.status).toBe(401)
       expect(anonymous.body).toEqual({ statusCode: 401, message: "Unauthorized" })
       const session = yield* hub.request("GET", "/api/events/stream", { token: tenant.sessionToken })
       expect(session.status).toBe(403)
       expect(session.body).toMatchObject({ statusCode: 403, error: "forbidden_token_kind" })
-      const foreign = yield* hub.request("GET", `/api/events/stream?instance_id=${sibling.instanceId}`, {
-        token: tenant.instanceToken
-      })
-      expect(foreign.status).toBe(403)
-      expect(foreign.body).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
-      const unknown = yield* hub.request("GET", "/api/events/stream?instance_id=ins_nothere", {
-        token: tenant.orgToken
-      })
-      expect(unknown.status).toBe(404)
-      expect(unknown.body).toMatchObject({ statusCode: 404 })
+      // The instance a stream names: refused before any stream opens, so the typed client reads the refusal.
+      const byInstance = yield* hub.client(tenant.instanceToken)
+      const foreign = yield* refusedWith(
+        byInstance.liveEvents.stream({ urlParams: { instance_id: sibling.instanceId } }),
+        "Forbidden"
+      )
+      expect(errorBody(foreign)).toMatchObject({ statusCode: 403, error: "forbidden_instance" })
+      const byOrg = yield* hub.client(tenant.orgToken)
+      const unknown = yield* refusedWith(
+        byOrg.liveEvents.stream({ urlParams: { instance_id: "ins_nothere" } }),
+        "NotFound"
+      )
+      expect(errorBody(unknown)).toMatchObject({ statusCode: 404 })
     }))
 
   it.effect("a client that goes away is unsubscribed", () =>
