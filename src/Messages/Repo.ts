@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, type Exit, Layer } from "effect"
+import { Effect, type Exit } from "effect"
 import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
@@ -49,7 +49,8 @@ interface OutboundInput {
   readonly endpoint: SendEndpoint
 }
 
-export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
+/** What the send and the ingress write of message records, and what the endpoints read. */
+interface MessagesRepoShape {
   /**
    * A `pending` outbound record without upstream id, written before the upstream is called. This and
    * markAcceptedNow are plain promises of their outcome, for the send core (see Send.ts).
@@ -78,7 +79,7 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   readonly applyChanges: (changes: ReadonlyArray<RecordChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
   readonly list: (filter: ListFilter) => Effect.Effect<ListPage>
-}>() {}
+}
 
 /**
  * The records a group of changes names, by instance and upstream id: one lookup of the upstream id
@@ -324,14 +325,13 @@ const noteError = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id: 
   batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
     WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid)
 
-export const MessagesRepoLive = Layer.effect(
-  MessagesRepo,
-  Effect.gen(function*() {
+export class MessagesRepo extends Effect.Service<MessagesRepo>()("MessagesRepo", {
+  effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
     const insertOutbound = outboundWriter(sql, batcher)
     const acceptAll = acceptanceWriter(sql, batcher)
-    return MessagesRepo.of({
+    const service: MessagesRepoShape = {
       createOutboundNow: (input) => written(insertOutbound, outboundRow(input)),
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       templateEndpoint: (instanceId, template, via) => templateEndpoint(sql, instanceId, template, via),
@@ -345,6 +345,7 @@ export const MessagesRepoLive = Layer.effect(
           Effect.orDie
         ),
       list: (filter) => Effect.orDie(listPage(sql, filter))
-    })
+    }
+    return service
   })
-)
+}) {}

@@ -37,7 +37,7 @@ import { identityLinksOfAnswer } from "./Identities.js"
 import { type InFlightGate, makeInFlightGate } from "./InFlightGate.js"
 import { type SendMessageRequest, toUpstreamBody } from "./MessageSchemas.js"
 import { Pacing, PacingLive } from "./Pacing.js"
-import { MessagesRepo, MessagesRepoLive } from "./Repo.js"
+import { MessagesRepo } from "./Repo.js"
 
 export type SendOutcome =
   | { readonly _tag: "Sent"; readonly response: SendMessageResponse }
@@ -129,7 +129,7 @@ const settle = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<
 
 /** What a send works with: the services' plain entries it calls (see the top of this file). */
 interface SendContext {
-  readonly repo: MessagesRepo["Type"]
+  readonly repo: MessagesRepo
   readonly pacing: Pacing["Type"]
   readonly access: InstanceAccess
   readonly upstream: Upstream["Type"]
@@ -138,7 +138,7 @@ interface SendContext {
 }
 
 /** Records the upstream's refusal (or a send of unknown outcome), retried; a failure to record is logged. */
-const recordFailure = (repo: MessagesRepo["Type"], messageId: string, e: UpstreamError) =>
+const recordFailure = (repo: MessagesRepo, messageId: string, e: UpstreamError) =>
   (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e)))
     .pipe(
       Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
@@ -149,7 +149,7 @@ const recordFailure = (repo: MessagesRepo["Type"], messageId: string, e: Upstrea
 
 /** Records the upstream's acceptance (its message id), and any pair of identifiers its answer named. */
 const recordAcceptance = async (
-  repo: MessagesRepo["Type"],
+  repo: MessagesRepo,
   organizationId: OrganizationId,
   messageId: string,
   response: SendMessageResponse,
@@ -199,7 +199,7 @@ const targetOf = (
 
 /** The endpoint the send goes to: `via`, else a template's (Templates/Categories.ts), else /messages. */
 const endpointOf = (
-  repo: MessagesRepo["Type"],
+  repo: MessagesRepo,
   instance: InstanceRef,
   request: SendMessageRequest,
   inRequest: RunInRequest
@@ -337,5 +337,5 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     return service
   }),
   // The Upstream, the config and the WriteBatcher are the hub's, provided beneath every service.
-  dependencies: [MessagesRepoLive, IdempotencyKeysLive, PacingLive, InstanceAccess.Default]
+  dependencies: [MessagesRepo.Default, IdempotencyKeysLive, PacingLive, InstanceAccess.Default]
 }) {}

@@ -24,7 +24,10 @@ interface Routed {
 }
 
 /** Each change with the instances it goes to and its dedupe key there; repeats within the payload are dropped. */
-const plan = (changes: ReadonlyArray<UpstreamChange>, routeOf: (change: UpstreamChange) => ReadonlyArray<RouteRow>) => {
+const routePayload = (
+  changes: ReadonlyArray<UpstreamChange>,
+  routeOf: (change: UpstreamChange) => ReadonlyArray<RouteRow>
+) => {
   const routed: Array<Routed> = []
   const unrouted: Array<UpstreamChange> = []
   const seen = new Set<string>()
@@ -76,7 +79,7 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
 /** What a group's write needs: the stores it writes to, and the dedupe horizon. */
 export interface GroupStores {
   readonly outbox: OutboxRepo
-  readonly messages: MessagesRepo["Type"]
+  readonly messages: MessagesRepo
   readonly enqueue: Enqueue
   readonly retentionMs: number
 }
@@ -125,7 +128,7 @@ export const writeGroup = (
     const replays = group.map((q) => isReplayBefore(q.envelope.changes, horizon))
     const fresh = group.filter((_, i) => replays[i] !== true)
     const routeOf = yield* routesFor(outbox, fresh.flatMap((q) => q.envelope.changes))
-    const plans = group.map((q, i) => plan(replays[i] === true ? [] : q.envelope.changes, routeOf))
+    const plans = group.map((q, i) => routePayload(replays[i] === true ? [] : q.envelope.changes, routeOf))
     const routed = plans.flatMap((p) => p.routed)
     // A key new to the store is kept for the first event naming it, even across payloads of the group.
     const firstNamed = routed.length === 0

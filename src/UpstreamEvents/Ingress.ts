@@ -13,7 +13,7 @@
  * Callers wait on a plain callback rather than a Deferred and a Queue, and the fast lane submits
  * without a fiber of its own: this is on every upstream post's path.
  */
-import { Context, Duration, Effect, Either, Exit, type Fiber, FiberId, FiberSet, Layer } from "effect"
+import { Duration, Effect, Either, Exit, type Fiber, FiberId, FiberSet } from "effect"
 import { HubConfig } from "../Config.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
@@ -57,7 +57,8 @@ export const summaryOf = (answer: IngestAnswer): IngestResult => ({
   stale: answer.stale
 })
 
-export class Ingress extends Context.Tag("Ingress")<Ingress, {
+/** What the upstream endpoints (and the sandbox) ask of the ingress. */
+interface IngressShape {
   /** Checks a payload, stores it and answers once it is committed. */
   readonly ingest: (payload: Json) => Effect.Effect<IngestResult, BadRequest>
   /**
@@ -81,7 +82,7 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
    * once, before a byte of the body is read. A post of no declared length is held at the largest a post may be.
    */
   readonly holdUnverified: (declaredBytes: number | undefined) => (() => void) | ServiceUnavailable
-}>() {}
+}
 
 /** Most payloads written in one transaction. */
 const MAX_GROUP = 256
@@ -260,9 +261,8 @@ const closeQueue = (queue: GroupQueue) =>
     for (const q of left) q.done(Exit.interrupt(FiberId.none))
   })
 
-export const IngressLive = Layer.scoped(
-  Ingress,
-  Effect.gen(function*() {
+export class Ingress extends Effect.Service<Ingress>()("Ingress", {
+  scoped: Effect.gen(function*() {
     const config = yield* HubConfig
     const queue: GroupQueue = {
       stores: {
@@ -290,13 +290,14 @@ export const IngressLive = Layer.scoped(
         Effect.tap(warnUnrouted),
         Effect.map(summaryOf)
       )
-    return Ingress.of({
+    const service: IngressShape = {
       check,
       submit: (envelope, done) => submit(queue, envelope, done),
       overloaded: () => overloaded(queue),
       warnUnrouted,
       holdUnverified: makeUnverifiedBudget(config.ingressUnverifiedMaxBytes),
       ingest: (payload) => Effect.flatMap(check(payload), ingestEnvelope)
-    })
+    }
+    return service
   })
-)
+}) {}
