@@ -110,7 +110,9 @@ const makeEngine = Effect.gen(function*() {
 
 /**
  * The dispatcher, started with the server: rounds run when the signal wakes them (and on a schedule),
- * the hand-off starts what the ingress admitted, and the shutdown drains and releases.
+ * the hand-off starts what the ingress admitted, and the shutdown drains and releases. The steps
+ * follow in the order a delivery meets them: dispatchRound, logAndLease, startAttempt (then
+ * Attempt.ts: makeHttpCall, attemptRecord), settleAttempt, afterLogging; then intakeOf and drainAndRelease.
  */
 export const DispatcherLive = Layer.scopedDiscard(
   Effect.gen(function*() {
