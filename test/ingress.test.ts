@@ -12,13 +12,13 @@ import { Enqueue } from "../src/Delivery/Enqueue.js"
 import { Handoff } from "../src/Delivery/Handoff.js"
 import { OutboxRepo } from "../src/Delivery/Outbox.js"
 import { LiveEvents } from "../src/LiveEvents/LiveEvents.js"
-import { MessagesRepoLive } from "../src/Messages/Repo.js"
+import { MessagesRepo } from "../src/Messages/Repo.js"
 import { Metrics } from "../src/Metrics/Metrics.js"
 import { immediateSandbox } from "../src/Sandbox/Upstream.js"
 import { sqliteLayer } from "../src/Sql/Client.js"
 import { PgListener } from "../src/Sql/Notify.js"
 import { WriteBatcher, writeBatcherLayer, WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
-import { type IngestAnswer, Ingress, IngressLive } from "../src/UpstreamEvents/Ingress.js"
+import { type IngestAnswer, Ingress } from "../src/UpstreamEvents/Ingress.js"
 import { type Engine, engines, testDatabase } from "./support/Databases.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
@@ -554,12 +554,12 @@ layer(testHub({ upstream: "graph", secretKey: Option.some(Redacted.make(new Uint
 )
 
 /** The ingress alone over an in-memory database, built in a scope the test closes itself. */
-const ingressAlone = IngressLive.pipe(
+const ingressAlone = Ingress.Default.pipe(
   Layer.provide(
     Layer.mergeAll(
       OutboxRepo.Default,
       Enqueue.Default,
-      MessagesRepoLive,
+      MessagesRepo.Default,
       DispatchSignal.Default,
       Handoff.Default,
       hubConfigWith({ retention: TEST_RETENTION }),
@@ -600,12 +600,12 @@ for (const engine of engines) {
 }
 
 /** The ingress over a batcher whose gathering time no test outlasts, with that batcher. */
-const ingressGathering = IngressLive.pipe(
+const ingressGathering = Ingress.Default.pipe(
   Layer.provide(
     Layer.mergeAll(
       OutboxRepo.Default,
       Enqueue.Default,
-      MessagesRepoLive,
+      MessagesRepo.Default,
       DispatchSignal.Default,
       Handoff.Default,
       hubConfigWith({ retention: TEST_RETENTION }),

@@ -16,7 +16,7 @@ import { WebhooksRepo } from "../Webhooks/Repo.js"
 import { type Credentials, makeCredentials } from "./Credentials.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
-import { makeSender, NoAnswer, type ReceiverAnswer, USER_AGENT } from "./Sender.js"
+import { makeSender, NoAnswer, type ReceiverAnswer, type Sender, USER_AGENT } from "./Sender.js"
 import { webhookSignature } from "./Signing.js"
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -26,7 +26,8 @@ const describeFailure = (answer: ReceiverAnswer) =>
     ? `the receiver answered ${answer.status} (a redirect, which is not followed)`
     : `the receiver answered ${answer.status}`
 
-interface Deliveries {
+/** What the dispatcher does with a leased delivery (see Dispatcher.ts). */
+export interface Deliveries {
   /** What a delivery is signed and sent with (decrypted once per secret, not once per attempt). */
   readonly credentials: (d: LeasedDelivery, nowMs: number) => Effect.Effect<Credentials>
   /** Sends one attempt; undefined when `shutdown` aborted it (the attempt is then not logged). */
@@ -77,13 +78,133 @@ const disabledFor = (record: AttemptRecord, since: string | undefined, disableAf
     ? "failing_too_long"
     : undefined
 
+/** What an attempt needs that outlives it: the address check, the pool, the timeout and the retry schedule. */
+interface AttemptContext {
+  readonly policy: UrlPolicy["Type"]
+  readonly sender: Sender
+  readonly metrics: Metrics["Type"]
+  readonly timeoutMs: number
+  readonly retrySchedule: ReadonlyArray<Duration.Duration>
+}
+
+/** The POST: the address checked (a refusal is answered, not thrown), the body signed, the custom headers sent. */
+const makeHttpCall = async (
+  context: AttemptContext,
+  d: LeasedDelivery,
+  { headers, keys }: Credentials,
+  signal: AbortSignal,
+  timestamp: number
+) => {
+  const target = await context.policy.connectTarget(d.url, signal)
+  if (target instanceof AddressRefused) return target
+  return context.sender.send({
+    target,
+    body: d.body,
+    timeoutMs: context.timeoutMs,
+    signal,
+    headers: {
+      ...headers,
+      "content-type": "application/json",
+      "user-agent": USER_AGENT,
+      "webhook-id": d.message_id,
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": webhookSignature(keys, d.message_id, timestamp, d.body)
+    }
+  })
+}
+
+/**
+ * The attempt to log, from what the exchange gave: any 2xx succeeds; anything else (an answer, none,
+ * or a refused address) is retried or the delivery dead (RetryPolicy.ts).
+ */
+const attemptRecord = (
+  context: AttemptContext,
+  d: LeasedDelivery,
+  answer: ReceiverAnswer | NoAnswer | AddressRefused,
+  startedMs: number,
+  finishedMs: number
+): AttemptRecord => {
+  const noAnswer = answer instanceof NoAnswer || answer instanceof AddressRefused ? answer : undefined
+  const received = answer instanceof NoAnswer || answer instanceof AddressRefused ? undefined : answer
+  const statusCode = received?.status ?? null
+  const succeeded = received !== undefined && received.status >= 200 && received.status < 300
+  const result: AttemptResult = succeeded ? { _tag: "Succeeded" } : afterFailure({
+    attempt: d.attempts + 1,
+    finalAttempt: d.final_attempt,
+    schedule: context.retrySchedule,
+    statusCode,
+    retryAfterSeconds: parseRetryAfter(received?.retryAfter, finishedMs),
+    nowMs: finishedMs,
+    random: Math.random()
+  })
+  return {
+    delivery: d,
+    attempt: d.attempts + 1,
+    startedAt: iso(startedMs),
+    finishedAt: iso(finishedMs),
+    latencyMs: finishedMs - startedMs,
+    statusCode,
+    error: noAnswer !== undefined
+      ? noAnswer.message
+      : received === undefined || succeeded
+      ? null
+      : describeFailure(received),
+    responseSnippet: received?.snippet ?? null,
+    result
+  }
+}
+
+/** One attempt, start to record; undefined when `shutdown` aborted it (the attempt is then not logged). */
+const attemptDelivery = async (
+  context: AttemptContext,
+  d: LeasedDelivery,
+  credentials: Credentials,
+  shutdown: AbortSignal
+): Promise<AttemptRecord | undefined> => {
+  const startedMs = Date.now()
+  // The timeout bounds the whole exchange, the answer's snippet included; the shutdown ends it too.
+  const deadline = new Deadline(context.timeoutMs, shutdown)
+  const answer = await makeHttpCall(context, d, credentials, deadline.signal, Math.floor(startedMs / 1000)).finally(
+    () => deadline.settle()
+  )
+  if (shutdown.aborted) return undefined
+  const finishedMs = Date.now()
+  const record = attemptRecord(context, d, answer, startedMs, finishedMs)
+  context.metrics.attempt(
+    record.result._tag === "Succeeded" ? "succeeded" : record.result._tag === "RetryAt" ? "failed" : "dead",
+    (finishedMs - startedMs) / 1000
+  )
+  return record
+}
+
+/** Once attempts are logged: a 410, or failures without a success for `disableAfterMs`, disable the webhook. */
+const disableFailingWebhooks = (
+  webhooks: WebhooksRepo,
+  metrics: Metrics["Type"],
+  disableAfterMs: number,
+  records: ReadonlyArray<AttemptRecord>,
+  failingSince: ReadonlyMap<string, string>
+) =>
+  Effect.gen(function*() {
+    const disabled = new Set<string>()
+    for (const record of records) {
+      const webhookId = record.delivery.webhook_id
+      if (disabled.has(webhookId) || record.result._tag === "Succeeded") continue
+      const reason = disabledFor(record, failingSince.get(webhookId), disableAfterMs)
+      if (reason === undefined) continue
+      disabled.add(webhookId)
+      // Another attempt may have disabled it already (one that finished in an earlier round).
+      if (!(yield* webhooks.deactivate(webhookId, reason))) continue
+      metrics.webhookDisabled(reason)
+      yield* Effect.logError("Webhook disabled").pipe(Effect.annotateLogs({ webhookId, reason }))
+    }
+  })
+
 export const makeDeliveries = Effect.gen(function*() {
   const config = yield* HubConfig
   const metrics = yield* Metrics
   const webhooks = yield* WebhooksRepo
-  const policy = yield* UrlPolicy
   const cipher = yield* SecretCipher
-  const timeoutMs = Duration.toMillis(config.webhookTimeout)
   const disableAfterMs = Duration.toMillis(config.webhookDisableAfter)
   // As many idle connections per receiver as attempts may be in flight; closed with the dispatcher.
   const sender = yield* Effect.acquireRelease(
@@ -92,97 +213,21 @@ export const makeDeliveries = Effect.gen(function*() {
     ),
     (s) => Effect.sync(() => s.close())
   )
-
-  const credentials = makeCredentials(cipher)
-
-  const exchange = async (
-    d: LeasedDelivery,
-    { headers, keys }: Credentials,
-    signal: AbortSignal,
-    timestamp: number
-  ) => {
-    const target = await policy.connectTarget(d.url, signal)
-    if (target instanceof AddressRefused) return target
-    return sender.send({
-      target,
-      body: d.body,
-      timeoutMs,
-      signal,
-      headers: {
-        ...headers,
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        "webhook-id": d.message_id,
-        "webhook-timestamp": String(timestamp),
-        "webhook-signature": webhookSignature(keys, d.message_id, timestamp, d.body)
-      }
-    })
+  const context: AttemptContext = {
+    policy: yield* UrlPolicy,
+    sender,
+    metrics,
+    timeoutMs: Duration.toMillis(config.webhookTimeout),
+    retrySchedule: config.webhookRetry
   }
-
-  const attempt = async (
-    d: LeasedDelivery,
-    credentials: Credentials,
-    shutdown: AbortSignal
-  ): Promise<AttemptRecord | undefined> => {
-    const startedMs = Date.now()
-    // The timeout bounds the whole exchange, the answer's snippet included; the shutdown ends it too.
-    const deadline = new Deadline(timeoutMs, shutdown)
-    const answer = await exchange(d, credentials, deadline.signal, Math.floor(startedMs / 1000)).finally(() =>
-      deadline.settle()
-    )
-    if (shutdown.aborted) return undefined
-    const finishedMs = Date.now()
-    const noAnswer = answer instanceof NoAnswer || answer instanceof AddressRefused ? answer : undefined
-    const received = answer instanceof NoAnswer || answer instanceof AddressRefused ? undefined : answer
-    const statusCode = received?.status ?? null
-    const succeeded = received !== undefined && received.status >= 200 && received.status < 300
-    const result: AttemptResult = succeeded ? { _tag: "Succeeded" } : afterFailure({
-      attempt: d.attempts + 1,
-      finalAttempt: d.final_attempt,
-      schedule: config.webhookRetry,
-      statusCode,
-      retryAfterSeconds: parseRetryAfter(received?.retryAfter, finishedMs),
-      nowMs: finishedMs,
-      random: Math.random()
-    })
-    metrics.attempt(
-      result._tag === "Succeeded" ? "succeeded" : result._tag === "RetryAt" ? "failed" : "dead",
-      (finishedMs - startedMs) / 1000
-    )
-    return {
-      delivery: d,
-      attempt: d.attempts + 1,
-      startedAt: iso(startedMs),
-      finishedAt: iso(finishedMs),
-      latencyMs: finishedMs - startedMs,
-      statusCode,
-      error: noAnswer !== undefined
-        ? noAnswer.message
-        : received === undefined || succeeded
-        ? null
-        : describeFailure(received),
-      responseSnippet: received?.snippet ?? null,
-      result
-    }
+  const deliveries: Deliveries = {
+    credentials: makeCredentials(cipher),
+    attempt: (d, credentials, shutdown) => attemptDelivery(context, d, credentials, shutdown),
+    afterLogged: (records, failingSince) =>
+      Effect.zipRight(
+        logAttempts(records),
+        disableFailingWebhooks(webhooks, metrics, disableAfterMs, records, failingSince)
+      )
   }
-
-  const afterLogged = (records: ReadonlyArray<AttemptRecord>, failingSince: ReadonlyMap<string, string>) =>
-    Effect.gen(function*() {
-      yield* logAttempts(records)
-      const disabled = new Set<string>()
-      for (const record of records) {
-        const webhookId = record.delivery.webhook_id
-        if (disabled.has(webhookId) || record.result._tag === "Succeeded") continue
-        const reason = disabledFor(record, failingSince.get(webhookId), disableAfterMs)
-        if (reason === undefined) continue
-        disabled.add(webhookId)
-        // Another attempt may have disabled it already (one that finished in an earlier round).
-        if (!(yield* webhooks.deactivate(webhookId, reason))) continue
-        metrics.webhookDisabled(reason)
-        yield* Effect.logError("Webhook disabled").pipe(Effect.annotateLogs({ webhookId, reason }))
-      }
-    })
-
-  const deliveries: Deliveries = { credentials, attempt, afterLogged }
   return deliveries
 })

@@ -36,12 +36,12 @@ import { Readiness } from "../Health/Readiness.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { type Admission, makeAdmission } from "./Admission.js"
-import { makeDeliveries } from "./Attempt.js"
+import { type Deliveries, makeDeliveries } from "./Attempt.js"
 import type { Credentials } from "./Credentials.js"
 import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
 import type { Shares } from "./Fairness.js"
-import { Handoff } from "./Handoff.js"
+import { type DispatcherIntake, Handoff } from "./Handoff.js"
 import type { LeaseRequest } from "./Lease.js"
 import { OutboxRepo } from "./Outbox.js"
 import { outboxStateQueries } from "./OutboxStates.js"
@@ -51,29 +51,269 @@ const POLL_INTERVAL = Duration.seconds(1)
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-/** Reports the outbox at each metrics scrape; the rows leased are this process's own, which only it knows (`leased`). */
-const reportAtScrape = (leased: () => number) =>
+/**
+ * The dispatcher: what it works with, and its state. Only the dispatcher's fiber, the hand-off's
+ * intake and the attempts' callbacks touch the state, all on the one JavaScript thread.
+ */
+interface Engine {
+  readonly outbox: OutboxRepo
+  readonly signal: DispatchSignal
+  readonly batcher: WriteBatcher["Type"]
+  readonly deliveries: Deliveries
+  readonly watch: DeliveryWatch
+  readonly shares: Shares
+  /** The counts of attempts in flight, and whether a new delivery may skip the queue. */
+  readonly admission: Admission
+  /** This process's name on the rows it leases. */
+  readonly owner: string
+  readonly leaseMs: number
+  readonly retryWake: RetryWaker
+  /** Aborts the attempts still in flight when the drain time is up. */
+  readonly shutdown: AbortController
+  /** Done once stopping and no attempt is in flight. */
+  readonly idle: Deferred.Deferred<void>
+  stopping: boolean
+  /** Attempts finished since the last round, waiting to be logged. */
+  finished: Array<AttemptRecord>
+  /** Leased rows of webhooks no longer active, to cancel. */
+  inactive: Array<string>
+}
+
+const makeEngine = Effect.gen(function*() {
+  const config = yield* HubConfig
+  const signal = yield* DispatchSignal
+  const shares: Shares = {
+    concurrency: config.dispatchConcurrency,
+    perWebhook: config.dispatchPerWebhook,
+    perOrganization: config.dispatchPerOrganization
+  }
+  const engine: Engine = {
+    outbox: yield* OutboxRepo,
+    signal,
+    batcher: yield* WriteBatcher,
+    deliveries: yield* makeDeliveries,
+    watch: yield* DeliveryWatch,
+    shares,
+    admission: makeAdmission(shares),
+    owner: `${hostname()}:${process.pid}:${crypto.randomUUID()}`,
+    // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
+    leaseMs: Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin),
+    retryWake: retryWaker(signal.notifyNow),
+    shutdown: new AbortController(),
+    idle: yield* Deferred.make<void>(),
+    stopping: false,
+    finished: [],
+    inactive: []
+  }
+  return engine
+})
+
+/**
+ * The dispatcher, started with the server: rounds run when the signal wakes them (and on a schedule),
+ * the hand-off starts what the ingress admitted, and the shutdown drains and releases. The steps
+ * follow in the order a delivery meets them: dispatchRound, logAndLease, startAttempt (then
+ * Attempt.ts: makeHttpCall, attemptRecord), settleAttempt, afterLogging; then intakeOf and drainAndRelease.
+ */
+export const DispatcherLive = Layer.scopedDiscard(
   Effect.gen(function*() {
-    const states = outboxStateQueries(yield* SqlClient.SqlClient)
-    yield* (yield* Metrics).outboxAtScrape(Effect.suspend(() => {
-      const nowMs = Date.now()
-      return Effect.map(states.read(iso(nowMs)), (counts) => ({
-        due: counts.due,
-        leased: leased(),
-        failed: counts.failed,
-        dead: counts.dead,
-        oldestDueAgeSeconds: counts.oldestDueAt === null
-          ? 0
-          : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
-      }))
-    }))
+    const { dispatchDrainTimeout } = yield* HubConfig
+    const handoff = yield* Handoff
+    const readiness = yield* Readiness
+    const engine = yield* makeEngine
+    yield* reportAtScrape(engine.admission.running)
+    const loop = yield* Effect.forkScoped(Effect.forever(
+      // A round is never cut in half: what it logged or leased is known once it returns.
+      Effect.zipRight(engine.signal.wait, Effect.uninterruptible(dispatchRound(engine)))
+    ))
+    const ticker = yield* Effect.forkScoped(Effect.repeat(engine.signal.notify, Schedule.spaced(POLL_INTERVAL)))
+    // New deliveries that overtake nothing queued skip the queue (see Handoff.ts and Admission.ts).
+    yield* handoff.serve(intakeOf(engine))
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        engine.stopping = true
+        readiness.drain()
+        engine.admission.close()
+        yield* Fiber.interrupt(ticker)
+        yield* Fiber.interrupt(loop)
+        yield* drainAndRelease(engine, dispatchDrainTimeout)
+      })
+    )
+  })
+)
+
+/**
+ * One round, in ONE shared transaction: cancel what the last round could not start, log the
+ * finished attempts and lease due rows; then start what was leased. The lease takes no more of a
+ * webhook's rows than its share leaves, and attempts in flight only end meanwhile, so every
+ * leased row of an active webhook can start. A full lease may leave more: the round goes again.
+ */
+const dispatchRound = (engine: Engine) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const round = yield* logAndLease(engine)
+      if (round.records.length > 0) yield* afterLogging(engine, round.records, round.failing)
+      // What was counted starts; the rest belongs to webhooks no longer active.
+      for (const d of round.counted) startAttempt(engine, d, yield* engine.deliveries.credentials(d, round.nowMs))
+      engine.inactive = round.leased.flatMap((d) => (Boolean(d.webhook_active) ? [] : [d.id]))
+      // A full lease may leave more due rows, and rows to cancel need a round.
+      const more = (round.free > 0 && round.leased.length >= round.free) || engine.inactive.length > 0
+      if (!more || engine.stopping) return
+    }
+  }).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher round failed", cause)))
+
+/** What a round's transaction took and did; filled as the transaction runs, to give back if it fails. */
+interface Round {
+  /** The finished attempts it logs. */
+  records: ReadonlyArray<AttemptRecord>
+  /** The leased rows of inactive webhooks it cancels. */
+  cancelled: ReadonlyArray<string>
+  nowMs: number
+  /** Since when each webhook of `records` has failed (AttemptLog.ts). */
+  failing: ReadonlyMap<string, string>
+  /** How many rows the lease asked for, and those it took. */
+  free: number
+  leased: ReadonlyArray<LeasedDelivery>
+  /** The leased rows of active webhooks, counted in flight: to uncount if the transaction fails. */
+  counted: ReadonlyArray<LeasedDelivery>
+}
+
+const noneFailing: ReadonlyMap<string, string> = new Map()
+
+/** The round's transaction (gathered with other writes): cancel, log and lease; on failure, all is given back. */
+const logAndLease = (engine: Engine) => {
+  const round: Round = { records: [], cancelled: [], nowMs: 0, failing: noneFailing, free: 0, leased: [], counted: [] }
+  return engine.batcher.gather(Effect.gen(function*() {
+    const { outbox, admission } = engine
+    // Taken as the transaction begins: attempts that finish while it gathers join it.
+    round.records = engine.finished
+    round.cancelled = engine.inactive
+    engine.finished = []
+    engine.inactive = []
+    round.nowMs = Date.now()
+    if (round.cancelled.length > 0) yield* outbox.cancel(round.cancelled)
+    round.failing = yield* outbox.recordAttempts(engine.owner, round.records)
+    // Rows may be due only after a notify, or when some may wait behind attempts in flight.
+    const wanted = engine.signal.takeDue() || !admission.queueEmpty()
+    // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
+    round.free = engine.stopping || !wanted ? 0 : engine.shares.concurrency - admission.running()
+    round.leased = round.free <= 0 ? [] : yield* outbox.lease(leaseRequest(engine, round.nowMs, round.free))
+    // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
+    round.counted = round.leased.filter((d) => Boolean(d.webhook_active))
+    admission.leased(round.free, round.counted)
+    return round
+  })).pipe(
+    // Nothing of the round was committed: its attempts are logged by the next one.
+    Effect.tapErrorCause(() =>
+      Effect.sync(() => {
+        engine.finished = [...round.records, ...engine.finished]
+        engine.inactive = [...round.cancelled, ...engine.inactive]
+        for (const d of round.counted) engine.admission.finished(d)
+      })
+    ),
+    Effect.orDie
+  )
+}
+
+/**
+ * Starts an attempt already counted in flight (leased by a round, or admitted by the hand-off): the
+ * exchange (Attempt.ts) is a plain promise, no fiber or Effect timer per delivery.
+ */
+const startAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credentials) => {
+  engine.deliveries.attempt(d, credentials, engine.shutdown.signal).then(
+    (record) => settleAttempt(engine, d, record),
+    // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
+    () => settleAttempt(engine, d, undefined)
+  )
+}
+
+/** An attempt ended (or will not start): its room is free, its record waits for the next round, which is woken. */
+const settleAttempt = (engine: Engine, d: LeasedDelivery, record: AttemptRecord | undefined) => {
+  engine.admission.finished(d)
+  if (record !== undefined) engine.finished.push(record)
+  if (engine.stopping && engine.admission.running() === 0) Deferred.unsafeDone(engine.idle, Effect.void)
+  engine.signal.wakeNow()
+}
+
+/** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop, watchers hear. */
+const afterLogging = (engine: Engine, records: ReadonlyArray<AttemptRecord>, failing: ReadonlyMap<string, string>) =>
+  engine.deliveries.afterLogged(records, failing).pipe(
+    Effect.zipRight(Effect.sync(() => engine.retryWake.wakeFor(records))),
+    Effect.zipRight(engine.watch.logged(records))
+  )
+
+/** What the dispatcher offers the ingress: room for new deliveries that skip the queue, started once committed. */
+const intakeOf = (engine: Engine): DispatcherIntake => ({
+  owner: engine.owner,
+  leaseMs: engine.leaseMs,
+  admit: engine.admission.admit,
+  startCommitted: (handed) =>
+    Effect.forEach(handed, (d) =>
+      // Stopping: not started. The row stays leased to this process until the shutdown's release
+      // frees it, or, if it committed after that, until its lease expires.
+      engine.stopping
+        ? Effect.sync(() =>
+          settleAttempt(engine, d, undefined)
+        )
+        : Effect.map(engine.deliveries.credentials(d, Date.now()), (credentials) =>
+          startAttempt(engine, d, credentials)), { discard: true }),
+  releaseUncommitted: (handed) => {
+    for (const d of handed) settleAttempt(engine, d, undefined)
+  }
+})
+
+/**
+ * The shutdown, once no round runs: in-flight attempts finish for up to `drainTimeout`, what
+ * finished is logged, and every row still leased to this process is released for the next start.
+ */
+const drainAndRelease = (engine: Engine, drainTimeout: Duration.Duration) =>
+  Effect.gen(function*() {
+    const { admission } = engine
+    engine.retryWake.clear()
+    yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: admission.running() }))
+    if (admission.running() === 0) yield* Deferred.succeed(engine.idle, undefined)
+    // Finalizers run uninterruptibly; the wait must be interruptible for the bound to cut it short.
+    yield* Effect.timeout(Effect.interruptible(Deferred.await(engine.idle)), drainTimeout).pipe(Effect.ignore)
+    const unfinished = admission.running()
+    // What is still in flight is abandoned: not logged, released below, sent again by the next start.
+    engine.shutdown.abort()
+    yield* logFinished(engine, engine.finished.splice(0)).pipe(
+      Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not log attempts", cause))
+    )
+    yield* engine.batcher.run(engine.outbox.release(engine.owner, "all")).pipe(Effect.orDie)
+    yield* Effect.logInfo("Dispatcher stopped").pipe(Effect.annotateLogs({ unfinished }))
   })
 
-/** Wakes the loop (`notify`) when a retry falls due before the next scheduled poll; `clear` drops the timers set. */
-const retryWaker = (notify: () => void) => {
+/** Logs what finished; returns after the commit. */
+const logFinished = (engine: Engine, records: ReadonlyArray<AttemptRecord>) =>
+  records.length === 0 ? Effect.void : engine.batcher.run(engine.outbox.recordAttempts(engine.owner, records)).pipe(
+    Effect.orDie,
+    Effect.flatMap((failing) => afterLogging(engine, records, failing))
+  )
+
+/** What a round asks of the lease: `limit` rows for the lease's length, within the shares, given what is in flight. */
+const leaseRequest = (engine: Engine, nowMs: number, limit: number): LeaseRequest => ({
+  owner: engine.owner,
+  now: iso(nowMs),
+  leaseUntil: iso(nowMs + engine.leaseMs),
+  limit,
+  perWebhook: engine.shares.perWebhook,
+  inFlight: engine.admission.inFlight(),
+  perOrganization: engine.shares.perOrganization,
+  inFlightByOrganization: engine.admission.inFlightByOrganization(),
+  overShareRoom: engine.admission.overShareRoom()
+})
+
+/** Wakes the loop when a retry falls due before the next scheduled poll. */
+interface RetryWaker {
+  readonly wakeFor: (records: ReadonlyArray<AttemptRecord>) => void
+  /** Drops the timers set. */
+  readonly clear: () => void
+}
+
+const retryWaker = (notify: () => void): RetryWaker => {
   const timers = new Set<ReturnType<typeof setTimeout>>()
   return {
-    wakeFor: (records: ReadonlyArray<AttemptRecord>) => {
+    wakeFor: (records) => {
       const nowMs = Date.now()
       const soonest = records.reduce(
         (min, r) => (r.result._tag === "RetryAt" ? Math.min(min, Date.parse(r.result.at) - nowMs) : min),
@@ -93,196 +333,20 @@ const retryWaker = (notify: () => void) => {
   }
 }
 
-/** What a round asks of the lease: `limit` rows until `untilMs`, within the shares, given what is in flight. */
-const leaseRequest = (
-  admission: Admission,
-  shares: Shares,
-  owner: string,
-  nowMs: number,
-  untilMs: number,
-  limit: number
-): LeaseRequest => ({
-  owner,
-  now: iso(nowMs),
-  leaseUntil: iso(untilMs),
-  limit,
-  perWebhook: shares.perWebhook,
-  inFlight: admission.inFlight(),
-  perOrganization: shares.perOrganization,
-  inFlightByOrganization: admission.inFlightByOrganization(),
-  overShareRoom: admission.overShareRoom()
-})
-
-/**
- * The dispatcher. One closure (about 150 lines) on purpose: the round, the hand-off's intake and the
- * shutdown share its state (what finished, what to cancel, whether it is stopping, the admission's
- * counts), which only this fiber's code touches.
- */
-export const DispatcherLive = Layer.scopedDiscard(
+/** Reports the outbox at each metrics scrape; the rows leased are this process's own, which only it knows (`leased`). */
+const reportAtScrape = (leased: () => number) =>
   Effect.gen(function*() {
-    const config = yield* HubConfig
-    const outbox = yield* OutboxRepo
-    const signal = yield* DispatchSignal
-    const batcher = yield* WriteBatcher
-    const handoff = yield* Handoff
-    const readiness = yield* Readiness
-    const deliveries = yield* makeDeliveries
-    const watch = yield* DeliveryWatch
-
-    const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
-    // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
-    const leaseMs = Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin)
-    const shares = {
-      concurrency: config.dispatchConcurrency,
-      perWebhook: config.dispatchPerWebhook,
-      perOrganization: config.dispatchPerOrganization
-    }
-    const admission = makeAdmission(shares)
-    let stopping = false
-    /** Attempts finished since the last round, waiting to be logged. */
-    let finished: Array<AttemptRecord> = []
-    /** Aborts the attempts still in flight when the drain time is up. */
-    const shutdown = new AbortController()
-    const idle = yield* Deferred.make<void>()
-    const retryWake = retryWaker(signal.notifyNow)
-
-    yield* reportAtScrape(admission.running)
-
-    const settle = (d: LeasedDelivery, record: AttemptRecord | undefined) => {
-      admission.finished(d)
-      if (record !== undefined) finished.push(record)
-      if (stopping && admission.running() === 0) Deferred.unsafeDone(idle, Effect.void)
-      signal.wakeNow()
-    }
-
-    /** Starts an attempt already counted in flight (leased by a round, or admitted by the hand-off). */
-    const start = (d: LeasedDelivery, credentials: Credentials) => {
-      deliveries.attempt(d, credentials, shutdown.signal).then(
-        (record) => settle(d, record),
-        // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
-        () => settle(d, undefined)
-      )
-    }
-
-    /** Once finished attempts are committed: failing webhooks may be disabled, near retries wake the loop, watchers hear. */
-    const afterLogging = (records: ReadonlyArray<AttemptRecord>, failing: ReadonlyMap<string, string>) =>
-      deliveries.afterLogged(records, failing).pipe(
-        Effect.zipRight(Effect.sync(() => retryWake.wakeFor(records))),
-        Effect.zipRight(watch.logged(records))
-      )
-
-    /** Logs what finished; returns after the commit. */
-    const logFinished = (records: ReadonlyArray<AttemptRecord>) =>
-      records.length === 0 ? Effect.void : batcher.run(outbox.recordAttempts(owner, records)).pipe(
-        Effect.orDie,
-        Effect.flatMap((failing) => afterLogging(records, failing))
-      )
-
-    /** Leased rows of webhooks no longer active, to cancel. */
-    let inactive: Array<string> = []
-
-    /**
-     * One round, in ONE shared transaction: cancel what the last round could not start, log the
-     * finished attempts and lease due rows; then start what was leased. The lease takes no more of a
-     * webhook's rows than its share leaves, and attempts in flight only end meanwhile, so every
-     * leased row of an active webhook can start.
-     */
-    const round = Effect.gen(function*() {
-      for (;;) {
-        // Taken as the transaction begins: attempts that finish while it gathers join it.
-        let records: ReadonlyArray<AttemptRecord> = []
-        let cancelled: ReadonlyArray<string> = []
-        let nowMs = 0
-        /** Leased rows counted in flight, to uncount if the transaction fails. */
-        let counted: ReadonlyArray<LeasedDelivery> = []
-        const [failing, leased, free] = yield* batcher.gather(Effect.gen(function*() {
-          records = finished
-          cancelled = inactive
-          finished = []
-          inactive = []
-          nowMs = Date.now()
-          if (cancelled.length > 0) yield* outbox.cancel(cancelled)
-          const failing = yield* outbox.recordAttempts(owner, records)
-          // Rows may be due only after a notify, or when some may wait behind attempts in flight.
-          const wanted = signal.takeDue() || !admission.queueEmpty()
-          // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
-          const free = stopping || !wanted ? 0 : config.dispatchConcurrency - admission.running()
-          const leased = free <= 0
-            ? []
-            : yield* outbox.lease(leaseRequest(admission, shares, owner, nowMs, nowMs + leaseMs, free))
-          // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
-          counted = leased.filter((d) => Boolean(d.webhook_active))
-          admission.leased(free, counted)
-          return [failing, leased, free] as const
-        })).pipe(
-          // Nothing of the round was committed: its attempts are logged by the next one.
-          Effect.tapErrorCause(() =>
-            Effect.sync(() => {
-              finished = [...records, ...finished]
-              inactive = [...cancelled, ...inactive]
-              for (const d of counted) admission.finished(d)
-            })
-          ),
-          Effect.orDie
-        )
-        if (records.length > 0) yield* afterLogging(records, failing)
-        // What was counted starts; the rest belongs to webhooks no longer active.
-        for (const d of counted) start(d, yield* deliveries.credentials(d, nowMs))
-        inactive = leased.flatMap((d) => (Boolean(d.webhook_active) ? [] : [d.id]))
-        // A full lease may leave more due rows, and rows to cancel need a round.
-        const more = (free > 0 && leased.length >= free) || inactive.length > 0
-        if (!more || stopping) return
-      }
-    }).pipe(Effect.catchAllCause((cause) => Effect.logError("Dispatcher round failed", cause)))
-
-    const loop = yield* Effect.forkScoped(Effect.forever(
-      // A round is never cut in half: what it logged or leased is known once it returns.
-      Effect.zipRight(signal.wait, Effect.uninterruptible(round))
-    ))
-    const ticker = yield* Effect.forkScoped(Effect.repeat(signal.notify, Schedule.spaced(POLL_INTERVAL)))
-
-    // New deliveries that overtake nothing queued skip the queue (see Handoff.ts and Admission.ts).
-    yield* handoff.serve({
-      owner,
-      leaseMs,
-      admit: admission.admit,
-      startCommitted: (handed) =>
-        Effect.forEach(handed, (d) =>
-          // Stopping: not started. The row stays leased to this process until the shutdown's release
-          // below frees it, or, if it committed after that, until its lease expires.
-          stopping
-            ? Effect.sync(() => settle(d, undefined))
-            : Effect.map(deliveries.credentials(d, Date.now()), (credentials) => start(d, credentials)), {
-          discard: true
-        }),
-      releaseUncommitted: (handed) => {
-        for (const d of handed) settle(d, undefined)
-      }
-    })
-
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        stopping = true
-        readiness.drain()
-        admission.close()
-        yield* Fiber.interrupt(ticker)
-        yield* Fiber.interrupt(loop)
-        retryWake.clear()
-        yield* Effect.logInfo("Dispatcher draining").pipe(Effect.annotateLogs({ inFlight: admission.running() }))
-        if (admission.running() === 0) yield* Deferred.succeed(idle, undefined)
-        // Finalizers run uninterruptibly; the wait must be interruptible for the bound to cut it short.
-        yield* Effect.timeout(Effect.interruptible(Deferred.await(idle)), config.dispatchDrainTimeout).pipe(
-          Effect.ignore
-        )
-        const unfinished = admission.running()
-        // What is still in flight is abandoned: not logged, released below, sent again by the next start.
-        shutdown.abort()
-        yield* logFinished(finished.splice(0)).pipe(
-          Effect.catchAllCause((cause) => Effect.logError("Dispatcher could not log attempts", cause))
-        )
-        yield* batcher.run(outbox.release(owner, "all")).pipe(Effect.orDie)
-        yield* Effect.logInfo("Dispatcher stopped").pipe(Effect.annotateLogs({ unfinished }))
-      })
-    )
+    const states = outboxStateQueries(yield* SqlClient.SqlClient)
+    yield* (yield* Metrics).outboxAtScrape(Effect.suspend(() => {
+      const nowMs = Date.now()
+      return Effect.map(states.read(iso(nowMs)), (counts) => ({
+        due: counts.due,
+        leased: leased(),
+        failed: counts.failed,
+        dead: counts.dead,
+        oldestDueAgeSeconds: counts.oldestDueAt === null
+          ? 0
+          : Math.max(0, (nowMs - Date.parse(counts.oldestDueAt)) / 1000)
+      }))
+    }))
   })
-)

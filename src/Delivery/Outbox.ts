@@ -69,125 +69,163 @@ interface OutboxRepoShape {
   ) => Effect.Effect<ReadonlyMap<string, string>>
 }
 
+/**
+ * Records change keys in key order, each kept for the first event naming it; answers the new keys
+ * with their events (see OutboxRepoShape.acceptChanges).
+ */
+const makeAcceptChanges = (sql: SqlClient.SqlClient) => {
+  // The hot write, one row at a time (see RowStatement.ts).
+  const acceptChange = insertRows(
+    sql,
+    "event_changes",
+    ["dedupe_key", "event_id", "received_at"],
+    "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key"
+  )
+  return (changes: ReadonlyArray<AcceptedChange>, now: string): Effect.Effect<ReadonlyMap<string, string>> => {
+    // A key given twice is kept for its first event: later ones are not written at all.
+    const first = new Map<string, string>()
+    for (const c of changes) if (!first.has(c.dedupeKey)) first.set(c.dedupeKey, c.eventId)
+    // In key order: two replicas storing the same changes at once then meet on the first key they
+    // share, and the later waits for the earlier's commit (then finds its keys taken) instead of
+    // deadlocking with it.
+    const ordered = [...first].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return acceptChange(ordered.map(([dedupe_key, event_id]) => ({ dedupe_key, event_id, received_at: now }))).pipe(
+      // A key stored before returns no row.
+      Effect.map((stored) => {
+        const fresh = new Set(
+          stored.flatMap((
+            row
+          ) => (typeof row === "object" && row !== null && "dedupe_key" in row ? [String(row.dedupe_key)] : []))
+        )
+        return new Map(ordered.filter(([key]) => fresh.has(key)))
+      }),
+      Effect.orDie
+    )
+  }
+}
+
+/** Writes the events new changes are delivered in. */
+const makeInsertEvents = (sql: SqlClient.SqlClient) => {
+  // The hot write, one row at a time (see RowStatement.ts).
+  const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
+  return (events: ReadonlyArray<EventRecord>, now: string): Effect.Effect<void> =>
+    insertEvent(
+      events.map((e) => ({
+        id: e.id,
+        instance_id: e.instanceId,
+        body: e.body,
+        change_count: e.changeCount,
+        received_at: now
+      }))
+    ).pipe(
+      Effect.asVoid,
+      Effect.orDie
+    )
+}
+
+/** Keeps aside changes no instance takes (and stale replays). */
+const makeInsertUnrouted = (sql: SqlClient.SqlClient) => {
+  const insertUnrouted = insertRows(sql, "unrouted_events", [
+    "id",
+    "phone_number_id",
+    "waba_id",
+    "field",
+    "change_json",
+    "received_at",
+    "reason"
+  ])
+  return (changes: ReadonlyArray<UnroutedChange>, now: string): Effect.Effect<void> =>
+    insertUnrouted(changes.map((c) => ({
+      id: newId("unr"),
+      phone_number_id: c.phoneNumberId,
+      waba_id: c.wabaId,
+      field: c.field,
+      change_json: c.changeJson,
+      received_at: now,
+      reason: c.reason ?? null
+    }))).pipe(Effect.asVoid, Effect.orDie)
+}
+
+/** Writes new delivery rows; queued ones (not leased to this process) wake every replica's dispatcher. */
+const makeInsertDeliveries = (sql: SqlClient.SqlClient) => {
+  // The hot write, one row at a time (see RowStatement.ts).
+  const insertDelivery = insertRows(sql, "deliveries", [
+    "id",
+    "webhook_id",
+    "event_id",
+    "message_id",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "lease_owner",
+    "lease_expires_at",
+    "created_at",
+    "updated_at",
+    "body"
+  ])
+  return (rows: ReadonlyArray<NewDeliveryRow>): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      yield* insertDelivery(rows)
+      if (rows.some((row) => row.lease_owner === null)) yield* announce(sql, channels.outbox, "queued")
+    }).pipe(Effect.orDie)
+}
+
+/** The instances bound to any of these phone number ids or business accounts. */
+const selectRoutes = (
+  sql: SqlClient.SqlClient,
+  phoneNumberIds: ReadonlyArray<string>,
+  wabaIds: ReadonlyArray<string>
+) =>
+  sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
+    WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(
+    Effect.orDie
+  )
+
+/** Hand-typed, not decoded with a Schema: read in every ingress group's write (speed). */
+const selectQueueingWebhooks = (sql: SqlClient.SqlClient, instanceIds: ReadonlyArray<string>) =>
+  sql<QueueingWebhook>`
+    SELECT ${sql.literal(queueingColumns)} FROM webhooks
+     WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`.pipe(
+    Effect.orDie
+  )
+
+const selectQueueingWebhook = (sql: SqlClient.SqlClient, id: string) =>
+  sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
+    WHERE id = ${id} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+
+const cancelDeliveries = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
+  sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+      updated_at = ${nowIso()}
+    WHERE ${sql.in("id", padded(ids))} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie)
+
+const releaseLeases = (sql: SqlClient.SqlClient, owner: string, ids: ReadonlyArray<string> | "all") =>
+  (ids !== "all" && ids.length === 0
+    ? Effect.void
+    : Effect.zipRight(
+      ids === "all"
+        ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+            WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
+        : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
+            WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`,
+      // Released rows are free at once: on PostgreSQL, the other replicas are told.
+      announce(sql, channels.outbox, "released")
+    )).pipe(Effect.orDie)
+
 /** The engine's SQL over the outbox (see the header). */
 export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-
-    const lease = makeLease(sql)
-    // The hot writes, one row at a time (see RowStatement.ts).
-    const acceptChange = insertRows(
-      sql,
-      "event_changes",
-      ["dedupe_key", "event_id", "received_at"],
-      "ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key"
-    )
-    const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
-    const insertUnrouted = insertRows(sql, "unrouted_events", [
-      "id",
-      "phone_number_id",
-      "waba_id",
-      "field",
-      "change_json",
-      "received_at",
-      "reason"
-    ])
-    const insertDelivery = insertRows(sql, "deliveries", [
-      "id",
-      "webhook_id",
-      "event_id",
-      "message_id",
-      "status",
-      "attempts",
-      "next_attempt_at",
-      "lease_owner",
-      "lease_expires_at",
-      "created_at",
-      "updated_at",
-      "body"
-    ])
     const service: OutboxRepoShape = {
-      routes: (phoneNumberIds, wabaIds) =>
-        sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
-          WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(
-          Effect.orDie
-        ),
-      acceptChanges: (changes, now) => {
-        // A key given twice is kept for its first event: later ones are not written at all.
-        const first = new Map<string, string>()
-        for (const c of changes) if (!first.has(c.dedupeKey)) first.set(c.dedupeKey, c.eventId)
-        // In key order: two replicas storing the same changes at once then meet on the first key they
-        // share, and the later waits for the earlier's commit (then finds its keys taken) instead of
-        // deadlocking with it.
-        const ordered = [...first].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        return acceptChange(ordered.map(([dedupe_key, event_id]) => ({ dedupe_key, event_id, received_at: now }))).pipe(
-          // A key stored before returns no row.
-          Effect.map((stored) => {
-            const fresh = new Set(
-              stored.flatMap((
-                row
-              ) => (typeof row === "object" && row !== null && "dedupe_key" in row ? [String(row.dedupe_key)] : []))
-            )
-            return new Map(ordered.filter(([key]) => fresh.has(key)))
-          }),
-          Effect.orDie
-        )
-      },
-      insertEvents: (events, now) =>
-        insertEvent(
-          events.map((e) => ({
-            id: e.id,
-            instance_id: e.instanceId,
-            body: e.body,
-            change_count: e.changeCount,
-            received_at: now
-          }))
-        ).pipe(
-          Effect.asVoid,
-          Effect.orDie
-        ),
-      insertUnrouted: (changes, now) =>
-        insertUnrouted(changes.map((c) => ({
-          id: newId("unr"),
-          phone_number_id: c.phoneNumberId,
-          waba_id: c.wabaId,
-          field: c.field,
-          change_json: c.changeJson,
-          received_at: now,
-          reason: c.reason ?? null
-        }))).pipe(Effect.asVoid, Effect.orDie),
-      // Hand-typed, not decoded with a Schema: read in every ingress group's write (speed).
-      queueingWebhooks: (instanceIds) =>
-        sql<QueueingWebhook>`
-          SELECT ${sql.literal(queueingColumns)} FROM webhooks
-           WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`.pipe(
-          Effect.orDie
-        ),
-      queueingWebhook: (id) =>
-        sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
-          WHERE id = ${id} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.map((rows) => rows[0]), Effect.orDie),
-      insertDeliveries: (rows) =>
-        Effect.gen(function*() {
-          yield* insertDelivery(rows)
-          if (rows.some((row) => row.lease_owner === null)) yield* announce(sql, channels.outbox, "queued")
-        }).pipe(Effect.orDie),
-      lease,
-      cancel: (ids) =>
-        sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-            updated_at = ${nowIso()}
-          WHERE ${sql.in("id", padded(ids))} AND status IN ('pending', 'failed')`.pipe(Effect.asVoid, Effect.orDie),
-      release: (owner, ids) =>
-        (ids !== "all" && ids.length === 0
-          ? Effect.void
-          : Effect.zipRight(
-            ids === "all"
-              ? sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-                  WHERE lease_owner = ${owner} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`
-              : sql`UPDATE deliveries SET lease_owner = NULL, lease_expires_at = NULL
-                  WHERE lease_owner = ${owner} AND ${sql.in("id", padded(ids))}`,
-            // Released rows are free at once: on PostgreSQL, the other replicas are told.
-            announce(sql, channels.outbox, "released")
-          )).pipe(Effect.orDie),
+      routes: (phoneNumberIds, wabaIds) => selectRoutes(sql, phoneNumberIds, wabaIds),
+      acceptChanges: makeAcceptChanges(sql),
+      insertEvents: makeInsertEvents(sql),
+      insertUnrouted: makeInsertUnrouted(sql),
+      queueingWebhooks: (instanceIds) => selectQueueingWebhooks(sql, instanceIds),
+      queueingWebhook: (id) => selectQueueingWebhook(sql, id),
+      insertDeliveries: makeInsertDeliveries(sql),
+      lease: makeLease(sql),
+      cancel: (ids) => cancelDeliveries(sql, ids),
+      release: (owner, ids) => releaseLeases(sql, owner, ids),
       recordAttempts: makeRecordAttempts(sql)
     }
     return service

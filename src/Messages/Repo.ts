@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, type Exit, Layer } from "effect"
+import { Effect, type Exit } from "effect"
 import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
@@ -35,23 +35,27 @@ import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
 export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange
 
-export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
+/** What a send's record is written with. */
+interface OutboundInput {
+  readonly organizationId: OrganizationId
+  readonly instanceId: InstanceId
+  /** The recipient's number, or their BSUID when the send names no number. */
+  readonly to: string
+  readonly type: string
+  /** The recipient's BSUID, when the send named one. */
+  readonly userId?: string | undefined
+  /** The send's `category` (Direct Send), when given. */
+  readonly category?: string | undefined
+  readonly endpoint: SendEndpoint
+}
+
+/** What the send and the ingress write of message records, and what the endpoints read. */
+interface MessagesRepoShape {
   /**
    * A `pending` outbound record without upstream id, written before the upstream is called. This and
    * markAcceptedNow are plain promises of their outcome, for the send core (see Send.ts).
    */
-  readonly createOutboundNow: (input: {
-    readonly organizationId: OrganizationId
-    readonly instanceId: InstanceId
-    /** The recipient's number, or their BSUID when the send names no number. */
-    readonly to: string
-    readonly type: string
-    /** The recipient's BSUID, when the send named one. */
-    readonly userId?: string | undefined
-    /** The send's `category` (Direct Send), when given. */
-    readonly category?: string | undefined
-    readonly endpoint: SendEndpoint
-  }) => Promise<Exit.Exit<MessageRow, SqlError>>
+  readonly createOutboundNow: (input: OutboundInput) => Promise<Exit.Exit<MessageRow, SqlError>>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
   /** The endpoint a template send goes to (Templates/Categories.ts): `via`, else the instance's setting and the template's category. */
@@ -75,7 +79,7 @@ export class MessagesRepo extends Context.Tag("MessagesRepo")<MessagesRepo, {
   readonly applyChanges: (changes: ReadonlyArray<RecordChange>) => Effect.Effect<ReadonlyArray<boolean>>
   readonly findById: (id: string) => Effect.Effect<MessageRow | undefined>
   readonly list: (filter: ListFilter) => Effect.Effect<ListPage>
-}>() {}
+}
 
 /**
  * The records a group of changes names, by instance and upstream id: one lookup of the upstream id
@@ -213,124 +217,127 @@ const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>
     return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
   })
 
-export const MessagesRepoLive = Layer.effect(
-  MessagesRepo,
-  Effect.gen(function*() {
+/**
+ * Applies the highest-ranked early event of an accepted record, forward only: an event that
+ * arrived between the acceptance and this statement has already moved the record itself.
+ */
+const applyEarly = (sql: SqlClient.SqlClient, id: string, waMessageId: string) =>
+  sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()},
+        ${
+    sql.literal(
+      STEP_COLUMNS.map((column) => `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`)
+        .join(", ")
+    )
+  }
+      FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
+            WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
+            ORDER BY status_rank DESC LIMIT 1) AS b
+      WHERE messages.id = ${id}
+        AND ${sql.literal(rankSql("messages.status"))} < b.status_rank`
+
+/** Sends' records, many per statement (see WriteBatcher: the group writers). */
+const outboundWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"]) =>
+  batcher.groupNow((rows: ReadonlyArray<MessageRow>) =>
+    // A new record has no status time yet: the columns keep their NULL default, off the statement.
+    Effect.as(
+      sql`INSERT INTO messages ${
+        sql.insert(
+          rows.map(({ status_at, sent_at, delivered_at, read_at, failed_at, ...row }) => ({
+            ...row,
+            updated_at: row.created_at
+          }))
+        )
+      }`,
+      rows
+    )
+  )
+
+/**
+ * Acceptances, many per statement. Status events rarely beat the acceptance, so the statement
+ * also says for which records any did, and only those get a second one (applyEarly), inside the
+ * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
+ */
+const acceptanceWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"]) =>
+  batcher.groupNow((
+    accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>
+  ) =>
+    Effect.gen(function*() {
+      // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
+      // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
+      yield* lockNames(sql, accepted.map((r) => r.waMessageId))
+      // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
+      // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
+      const rows = yield* sql<
+        { readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }
+      >`UPDATE messages
+          SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
+          FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
+          WHERE messages.id = a.value ->> 'id'
+          RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
+            WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
+      yield* Effect.forEach(
+        rows,
+        (row) => (row.early === 1 ? Effect.asVoid(applyEarly(sql, row.id, row.wa_message_id)) : Effect.void),
+        { discard: true }
+      )
+      return accepted.map(() => undefined)
+    })
+  )
+
+/** A send's `pending` record, before the upstream is called: no upstream id, no status time yet. */
+const outboundRow = (input: OutboundInput): MessageRow => ({
+  id: newId("msg"),
+  organization_id: input.organizationId,
+  instance_id: input.instanceId,
+  direction: "outbound",
+  wa_message_id: null,
+  to_number: input.to,
+  from_number: null,
+  type: input.type,
+  status: "pending",
+  error: null,
+  created_at: nowIso(),
+  status_at: null,
+  sent_at: null,
+  delivered_at: null,
+  read_at: null,
+  failed_at: null,
+  user_id: input.userId ?? null,
+  parent_user_id: null,
+  username: null,
+  category: input.category ?? null,
+  endpoint: input.endpoint,
+  origin: null
+})
+
+const markRefused = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id: string, error: Json) =>
+  Effect.suspend(() => {
+    const now = nowIso()
+    return batcher.runStatement(
+      sql`UPDATE messages SET status = 'failed', status_at = ${now}, failed_at = ${now}, error = ${
+        JSON.stringify(error)
+      }, updated_at = ${now}
+      WHERE id = ${id} AND wa_message_id IS NULL`
+    )
+  }).pipe(Effect.asVoid)
+
+const noteError = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id: string, error: Json) =>
+  batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
+    WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid)
+
+export class MessagesRepo extends Effect.Service<MessagesRepo>()("MessagesRepo", {
+  effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
-
-    const rankOf = (column: string) => sql.literal(rankSql(column))
-
-    /**
-     * Applies the highest-ranked early event of an accepted record, forward only: an event that
-     * arrived between the acceptance and this statement has already moved the record itself.
-     */
-    const applyEarly = (id: string, waMessageId: string) =>
-      sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()},
-            ${
-        sql.literal(
-          STEP_COLUMNS.map((column) =>
-            `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`
-          ).join(", ")
-        )
-      }
-          FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
-                WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
-                ORDER BY status_rank DESC LIMIT 1) AS b
-          WHERE messages.id = ${id}
-            AND ${rankOf("messages.status")} < b.status_rank`
-
-    /** Sends' records, many per statement (see WriteBatcher: the group writers). */
-    const insertOutbound = batcher.groupNow((rows: ReadonlyArray<MessageRow>) =>
-      // A new record has no status time yet: the columns keep their NULL default, off the statement.
-      Effect.as(
-        sql`INSERT INTO messages ${
-          sql.insert(
-            rows.map(({ status_at, sent_at, delivered_at, read_at, failed_at, ...row }) => ({
-              ...row,
-              updated_at: row.created_at
-            }))
-          )
-        }`,
-        rows
-      )
-    )
-
-    /**
-     * Acceptances, many per statement. Status events rarely beat the acceptance, so the statement
-     * also says for which records any did, and only those get a second one (applyEarly), inside the
-     * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
-     */
-    const acceptAll = batcher.groupNow((
-      accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>
-    ) =>
-      Effect.gen(function*() {
-        // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
-        // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
-        yield* lockNames(sql, accepted.map((r) => r.waMessageId))
-        // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
-        // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
-        const rows = yield* sql<
-          { readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }
-        >`UPDATE messages
-            SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
-            FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
-            WHERE messages.id = a.value ->> 'id'
-            RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
-              WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
-        yield* Effect.forEach(
-          rows,
-          (row) => (row.early === 1 ? Effect.asVoid(applyEarly(row.id, row.wa_message_id)) : Effect.void),
-          { discard: true }
-        )
-        return accepted.map(() => undefined)
-      })
-    )
-
-    return MessagesRepo.of({
-      createOutboundNow: (input) => {
-        const now = nowIso()
-        return written(insertOutbound, {
-          id: newId("msg"),
-          organization_id: input.organizationId,
-          instance_id: input.instanceId,
-          direction: "outbound",
-          wa_message_id: null,
-          to_number: input.to,
-          from_number: null,
-          type: input.type,
-          status: "pending",
-          error: null,
-          created_at: now,
-          status_at: null,
-          sent_at: null,
-          delivered_at: null,
-          read_at: null,
-          failed_at: null,
-          user_id: input.userId ?? null,
-          parent_user_id: null,
-          username: null,
-          category: input.category ?? null,
-          endpoint: input.endpoint,
-          origin: null
-        })
-      },
+    const insertOutbound = outboundWriter(sql, batcher)
+    const acceptAll = acceptanceWriter(sql, batcher)
+    const service: MessagesRepoShape = {
+      createOutboundNow: (input) => written(insertOutbound, outboundRow(input)),
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       templateEndpoint: (instanceId, template, via) => templateEndpoint(sql, instanceId, template, via),
       learnIdentities: (links) => batcher.run(Effect.suspend(() => learnIdentities(sql, links, nowIso()))),
-      markRefused: (id, error) =>
-        Effect.suspend(() => {
-          const now = nowIso()
-          return batcher.runStatement(
-            sql`UPDATE messages SET status = 'failed', status_at = ${now}, failed_at = ${now}, error = ${
-              JSON.stringify(error)
-            }, updated_at = ${now}
-            WHERE id = ${id} AND wa_message_id IS NULL`
-          )
-        }).pipe(Effect.asVoid),
-      noteError: (id, error) =>
-        batcher.runStatement(sql`UPDATE messages SET error = ${JSON.stringify(error)}, updated_at = ${nowIso()}
-          WHERE id = ${id} AND wa_message_id IS NULL`).pipe(Effect.asVoid),
+      markRefused: (id, error) => markRefused(sql, batcher, id, error),
+      noteError: (id, error) => noteError(sql, batcher, id, error),
       applyChanges: (all) => Effect.orDie(applyChanges(sql, all)),
       findById: (id) =>
         messageRows(sql`SELECT ${sql.literal(messageColumns)} FROM messages WHERE id = ${id}`).pipe(
@@ -338,6 +345,7 @@ export const MessagesRepoLive = Layer.effect(
           Effect.orDie
         ),
       list: (filter) => Effect.orDie(listPage(sql, filter))
-    })
+    }
+    return service
   })
-)
+}) {}

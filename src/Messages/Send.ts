@@ -14,7 +14,7 @@
  * services' plain entries (pacing, the cached target, the group writers, the Upstream's send); a send
  * under an Idempotency-Key (`sendOnce`, an effect: it reads and writes its key) runs that same code.
  */
-import { Cause, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
+import { Cause, type Clock, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
 import { HubConfig } from "../Config.js"
 import {
   type Conflict,
@@ -30,13 +30,14 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { toHubError } from "../Upstream/toHubError.js"
-import { type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
+import { type SendEndpoint, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "./Idempotency.js"
 import { identityLinksOfAnswer } from "./Identities.js"
+import { type InFlightGate, makeInFlightGate } from "./InFlightGate.js"
 import { type SendMessageRequest, toUpstreamBody } from "./MessageSchemas.js"
 import { Pacing, PacingLive } from "./Pacing.js"
-import { MessagesRepo, MessagesRepoLive } from "./Repo.js"
+import { MessagesRepo } from "./Repo.js"
 
 export type SendOutcome =
   | { readonly _tag: "Sent"; readonly response: SendMessageResponse }
@@ -126,229 +127,215 @@ const settle = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<
     }
   })
 
-/**
- * The sends in flight, of all and per organization: past HUB_SEND_MAX_IN_FLIGHT, or
- * HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION for the sender's organization, a send is refused at once
- * rather than queued behind the others (one tenant's slow Graph calls cannot take every place);
- * `drained` succeeds once none is in flight.
- */
-const makeInFlightGate = (
-  limits: { readonly total: number; readonly perOrganization: number },
-  metrics: Metrics["Type"]
+/** What a send works with: the services' plain entries it calls (see the top of this file). */
+interface SendContext {
+  readonly repo: MessagesRepo
+  readonly pacing: Pacing["Type"]
+  readonly access: InstanceAccess
+  readonly upstream: Upstream["Type"]
+  /** The clock pacing reads: the one the layer was built with (a test's TestClock in tests). */
+  readonly clock: Clock.Clock
+}
+
+/** Records the upstream's refusal (or a send of unknown outcome), retried; a failure to record is logged. */
+const recordFailure = (repo: MessagesRepo, messageId: string, e: UpstreamError) =>
+  (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e)))
+    .pipe(
+      Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
+      Effect.catchAll((cause) =>
+        Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause })
+      )
+    )
+
+/** Records the upstream's acceptance (its message id), and any pair of identifiers its answer named. */
+const recordAcceptance = async (
+  repo: MessagesRepo,
+  organizationId: OrganizationId,
+  messageId: string,
+  response: SendMessageResponse,
+  inRequest: RunInRequest
 ) => {
-  let inFlight = 0
-  const inFlightOf = new Map<string, number>()
-  let waiting: Array<() => void> = []
-  const run = async (organizationId: string, send: () => Promise<Either.Either<SendMessageResponse, SendError>>) => {
-    inFlight++
-    inFlightOf.set(organizationId, (inFlightOf.get(organizationId) ?? 0) + 1)
-    try {
-      const outcome = await send()
-      metrics.send(sendResultOf(outcome))
-      return outcome
-    } finally {
-      inFlight--
-      const left = (inFlightOf.get(organizationId) ?? 1) - 1
-      if (left > 0) inFlightOf.set(organizationId, left)
-      else inFlightOf.delete(organizationId)
-      if (inFlight === 0) {
-        const woken = waiting
-        waiting = []
-        for (const wake of woken) wake()
-      }
-    }
+  const waMessageId = response.messages[0]?.id
+  if (waMessageId === undefined) {
+    return inRequest(
+      Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId })
+    )
   }
-  const drained = Effect.suspend(() =>
-    inFlight === 0 ? Effect.void : Effect.zipRight(
-      Effect.logInfo("Waiting for the sends in flight to end before stopping").pipe(Effect.annotateLogs({ inFlight })),
-      Effect.async<void>((resume) => {
-        if (inFlight === 0) return resume(Effect.void)
-        waiting.push(() => resume(Effect.void))
+  let marked = await repo.markAcceptedNow(messageId, waMessageId)
+  for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) {
+    marked = await repo.markAcceptedNow(messageId, waMessageId)
+  }
+  if (Exit.isFailure(marked)) {
+    return inRequest(
+      Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
+        messageId,
+        waMessageId,
+        cause: marked.cause
       })
     )
-  )
-  const overloaded = (organizationId: string): ServiceUnavailable | undefined => {
-    if (inFlight >= limits.total) {
-      return new ServiceUnavailable({
-        message: `The hub is overloaded: ${inFlight} sends are in flight; retry shortly`,
-        error: "overloaded",
-        retryAfterSeconds: 1
-      })
-    }
-    const own = inFlightOf.get(organizationId) ?? 0
-    return own < limits.perOrganization ? undefined : new ServiceUnavailable({
-      message:
-        `This organization has ${own} sends in flight, as many as it may (HUB_SEND_MAX_IN_FLIGHT_PER_ORGANIZATION); retry shortly`,
-      error: "overloaded",
-      retryAfterSeconds: 1
-    })
   }
-  return { run, drained, overloaded }
+  // An answer naming the number and the business-scoped user id together pairs them (most name one).
+  const links = identityLinksOfAnswer(organizationId, response)
+  if (links.length > 0) {
+    await inRequest(
+      repo.learnIdentities(links).pipe(
+        Effect.catchAll((cause) =>
+          Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause })
+        )
+      )
+    )
+  }
+}
+
+/** The target from the cache, or loaded (a fiber then, once a minute per instance). */
+const targetOf = (
+  access: InstanceAccess,
+  instance: InstanceRef,
+  inRequest: RunInRequest
+): Either.Either<UpstreamTarget, UpstreamFailure> | Promise<Either.Either<UpstreamTarget, UpstreamFailure>> => {
+  const cached = access.targetNow(instance)
+  return cached === undefined ? inRequest(Effect.either(access.target(instance))) : Either.right(cached)
+}
+
+/** The endpoint the send goes to: `via`, else a template's (Templates/Categories.ts), else /messages. */
+const endpointOf = (
+  repo: MessagesRepo,
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  inRequest: RunInRequest
+): SendEndpoint | Promise<SendEndpoint> =>
+  request.via === "marketing_messages"
+    ? "marketing_messages"
+    : request.type === "template" && request.via !== "messages"
+    ? inRequest(
+      repo.templateEndpoint(
+        instance.id,
+        { name: request.template.name, language: request.template.language.code },
+        request.via
+      )
+    )
+    : "messages"
+
+/** The send itself: pacing, the record, the upstream call, the outcome recorded. */
+const deliver = async (
+  context: SendContext,
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  body: JsonObject,
+  inRequest: RunInRequest
+): Promise<Either.Either<SendMessageResponse, SendError>> => {
+  const { repo } = context
+  // A promise only on PostgreSQL, when this replica must ask the fleet's shared budget (Pacing.ts).
+  const taken = context.pacing.takeAt(instance.phoneNumberId, context.clock.unsafeCurrentTimeMillis())
+  const paced = taken instanceof Promise ? await taken : taken
+  if (paced !== undefined) return Either.left(paced)
+  const target = await targetOf(context.access, instance, inRequest)
+  if (Either.isLeft(target)) return Either.left(target.left)
+  const chosen = endpointOf(repo, instance, request, inRequest)
+  const endpoint = typeof chosen === "string" ? chosen : await chosen
+  const category = request.forwarded?.category
+  const record = await repo.createOutboundNow({
+    organizationId: instance.organizationId,
+    instanceId: instance.id,
+    // A send to a business-scoped user id names no number: the record shows the id.
+    to: request.to ?? request.recipient ?? "",
+    userId: request.recipient,
+    type: request.type,
+    category: typeof category === "string" ? category : undefined,
+    endpoint
+  })
+  if (Exit.isFailure(record)) {
+    await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
+    return Either.left(notRecorded)
+  }
+  const sent = await context.upstream.sendMessage(target.right, body, endpoint)
+  if (Either.isLeft(sent)) {
+    await inRequest(recordFailure(repo, record.value.id, sent.left))
+    return Either.left(toHubError(sent.left))
+  }
+  await recordAcceptance(repo, instance.organizationId, record.value.id, sent.right, inRequest)
+  return Either.right(sent.right)
+}
+
+/** A send through the in-flight gate: refused at once when the hub or the organization is at its bound. */
+const gatedSend = (
+  context: SendContext,
+  gate: InFlightGate<Either.Either<SendMessageResponse, SendError>>,
+  metrics: Metrics["Type"],
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  body: JsonObject,
+  inRequest: RunInRequest
+) => {
+  const refused = gate.overloaded(instance.organizationId)
+  if (refused === undefined) {
+    return gate.run(instance.organizationId, () => deliver(context, instance, request, body, inRequest))
+  }
+  metrics.send("overloaded")
+  return Promise.resolve(Either.left(refused))
+}
+
+/** `send` with the request's body (`send`) under an Idempotency-Key: see MessageSenderShape.sendOnce. */
+const sendOnce = (
+  keys: IdempotencyKeys["Type"],
+  send: (body: JsonObject, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>,
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  idempotencyKey: string
+): Effect.Effect<SendOutcome, SendError> => {
+  const body = toUpstreamBody(request)
+  const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
+  // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
+  const sent = Effect.flatMap(
+    Effect.runtime<never>(),
+    (runtime) => Effect.flatMap(Effect.promise(() => send(body, Runtime.runPromise(runtime))), (outcome) => outcome)
+  )
+  return Effect.gen(function*() {
+    const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
+    if (claim._tag === "Replay") return claim
+    const response = yield* Effect.onExit(sent, settle(keys, ref))
+    return { _tag: "Sent", response } as const
+  }).pipe(
+    // A client hanging up does not cut a send between its claim and its answer kept.
+    Effect.uninterruptible
+  )
 }
 
 export class MessageSender extends Effect.Service<MessageSender>()("MessageSender", {
   scoped: Effect.gen(function*() {
-    const repo = yield* MessagesRepo
     const keys = yield* IdempotencyKeys
-    const pacing = yield* Pacing
-    const access = yield* InstanceAccess
-    const upstream = yield* Upstream
     const { sendMaxInFlight, sendMaxInFlightPerOrganization } = yield* HubConfig
     const metrics = yield* Metrics
-    // Pacing reads the clock the layer was built with (a test's TestClock in tests).
-    const clock = yield* Effect.clock
-
-    const recordFailure = (messageId: string, e: UpstreamError) =>
-      (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e)))
-        .pipe(
-          Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
-          Effect.catchAll((cause) =>
-            Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause })
-          )
-        )
-
-    const recordAcceptance = async (
-      organizationId: OrganizationId,
-      messageId: string,
-      response: SendMessageResponse,
-      inRequest: RunInRequest
-    ) => {
-      const waMessageId = response.messages[0]?.id
-      if (waMessageId === undefined) {
-        return inRequest(
-          Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId })
-        )
-      }
-      let marked = await repo.markAcceptedNow(messageId, waMessageId)
-      for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) {
-        marked = await repo.markAcceptedNow(messageId, waMessageId)
-      }
-      if (Exit.isFailure(marked)) {
-        return inRequest(
-          Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
-            messageId,
-            waMessageId,
-            cause: marked.cause
-          })
-        )
-      }
-      // An answer naming the number and the business-scoped user id together pairs them (most name one).
-      const links = identityLinksOfAnswer(organizationId, response)
-      if (links.length > 0) {
-        await inRequest(
-          repo.learnIdentities(links).pipe(
-            Effect.catchAll((cause) =>
-              Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause })
-            )
-          )
-        )
-      }
+    const context: SendContext = {
+      repo: yield* MessagesRepo,
+      pacing: yield* Pacing,
+      access: yield* InstanceAccess,
+      upstream: yield* Upstream,
+      clock: yield* Effect.clock
     }
-
-    /** The target from the cache, or loaded (a fiber then, once a minute per instance). */
-    const targetOf = (
-      instance: InstanceRef,
-      inRequest: RunInRequest
-    ): Either.Either<UpstreamTarget, UpstreamFailure> | Promise<Either.Either<UpstreamTarget, UpstreamFailure>> => {
-      const cached = access.targetNow(instance)
-      return cached === undefined ? inRequest(Effect.either(access.target(instance))) : Either.right(cached)
-    }
-
-    /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
-    const deliver = async (
-      instance: InstanceRef,
-      request: SendMessageRequest,
-      body: JsonObject,
-      inRequest: RunInRequest
-    ): Promise<Either.Either<SendMessageResponse, SendError>> => {
-      // A promise only on PostgreSQL, when this replica must ask the fleet's shared budget (Pacing.ts).
-      const taken = pacing.takeAt(instance.phoneNumberId, clock.unsafeCurrentTimeMillis())
-      const paced = taken instanceof Promise ? await taken : taken
-      if (paced !== undefined) return Either.left(paced)
-      const target = await targetOf(instance, inRequest)
-      if (Either.isLeft(target)) return Either.left(target.left)
-      const endpoint = request.via === "marketing_messages"
-        ? "marketing_messages"
-        : request.type === "template" && request.via !== "messages"
-        ? await inRequest(
-          repo.templateEndpoint(
-            instance.id,
-            { name: request.template.name, language: request.template.language.code },
-            request.via
-          )
-        )
-        : "messages"
-      const category = request.forwarded?.category
-      const record = await repo.createOutboundNow({
-        organizationId: instance.organizationId,
-        instanceId: instance.id,
-        // A send to a business-scoped user id names no number: the record shows the id.
-        to: request.to ?? request.recipient ?? "",
-        userId: request.recipient,
-        type: request.type,
-        category: typeof category === "string" ? category : undefined,
-        endpoint
-      })
-      if (Exit.isFailure(record)) {
-        await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
-        return Either.left(notRecorded)
-      }
-      const sent = await upstream.sendMessage(target.right, body, endpoint)
-      if (Either.isLeft(sent)) {
-        await inRequest(recordFailure(record.value.id, sent.left))
-        return Either.left(toHubError(sent.left))
-      }
-      await recordAcceptance(instance.organizationId, record.value.id, sent.right, inRequest)
-      return Either.right(sent.right)
-    }
-
-    const gate = makeInFlightGate({ total: sendMaxInFlight, perOrganization: sendMaxInFlightPerOrganization }, metrics)
+    const gate = makeInFlightGate(
+      { total: sendMaxInFlight, perOrganization: sendMaxInFlightPerOrganization },
+      (outcome: Either.Either<SendMessageResponse, SendError>) => metrics.send(sendResultOf(outcome))
+    )
     // A send runs to its end once begun, whoever waits for it: the layer's scope closes only after
     // the sends in flight have finished (each is bounded by the upstream call's deadline).
     yield* Effect.addFinalizer(() => gate.drained)
 
-    const sendWith = (
-      instance: InstanceRef,
-      request: SendMessageRequest,
-      body: JsonObject,
-      inRequest: RunInRequest
-    ) => {
-      const refused = gate.overloaded(instance.organizationId)
-      if (refused === undefined) {
-        return gate.run(instance.organizationId, () => deliver(instance, request, body, inRequest))
-      }
-      metrics.send("overloaded")
-      return Promise.resolve(Either.left(refused))
-    }
-
     const service: MessageSenderShape = {
-      send: (instance, request, inRequest) => sendWith(instance, request, toUpstreamBody(request), inRequest),
+      send: (instance, request, inRequest) =>
+        gatedSend(context, gate, metrics, instance, request, toUpstreamBody(request), inRequest),
       drained: gate.drained,
-      sendOnce: (instance, request, idempotencyKey) => {
-        const body = toUpstreamBody(request)
-        const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
-        // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
-        const sent = Effect.flatMap(
-          Effect.runtime<never>(),
-          (runtime) =>
-            Effect.flatMap(
-              Effect.promise(() => sendWith(instance, request, body, Runtime.runPromise(runtime))),
-              (outcome) => outcome
-            )
+      sendOnce: (instance, request, idempotencyKey) =>
+        sendOnce(
+          keys,
+          (body, inRequest) => gatedSend(context, gate, metrics, instance, request, body, inRequest),
+          instance,
+          request,
+          idempotencyKey
         )
-        return Effect.gen(function*() {
-          const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
-          if (claim._tag === "Replay") return claim
-          const response = yield* Effect.onExit(sent, settle(keys, ref))
-          return { _tag: "Sent", response } as const
-        }).pipe(
-          // A client hanging up does not cut a send between its claim and its answer kept.
-          Effect.uninterruptible
-        )
-      }
     }
     return service
   }),
   // The Upstream, the config and the WriteBatcher are the hub's, provided beneath every service.
-  dependencies: [MessagesRepoLive, IdempotencyKeysLive, PacingLive, InstanceAccess.Default]
+  dependencies: [MessagesRepo.Default, IdempotencyKeysLive, PacingLive, InstanceAccess.Default]
 }) {}

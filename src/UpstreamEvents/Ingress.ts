@@ -13,30 +13,22 @@
  * Callers wait on a plain callback rather than a Deferred and a Queue, and the fast lane submits
  * without a fiber of its own: this is on every upstream post's path.
  */
-import { Context, Duration, Effect, Either, Exit, FiberId, FiberSet, Layer } from "effect"
+import { Duration, Effect, Either, Exit, type Fiber, FiberId, FiberSet } from "effect"
 import { HubConfig } from "../Config.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
 import { type DispatcherIntake, Handoff } from "../Delivery/Handoff.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
-import type { EventRecord, LeasedDelivery, RouteRow } from "../Delivery/Records.js"
+import type { LeasedDelivery } from "../Delivery/Records.js"
 import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
-import { newId, nowIso } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
 import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { MAX_UPSTREAM_BODY } from "./Api.js"
-import {
-  dedupeKey,
-  type Envelope,
-  envelopeFor,
-  isReplayBefore,
-  parseEnvelope,
-  type UpstreamChange
-} from "./Envelope.js"
-import { recordChangesOrNone } from "./RecordChanges.js"
+import { type Envelope, parseEnvelope } from "./Envelope.js"
+import { type GroupStores, writeGroup } from "./GroupWrite.js"
 
 export interface IngestResult {
   /** Changes in the payload, over all entries. */
@@ -65,7 +57,8 @@ export const summaryOf = (answer: IngestAnswer): IngestResult => ({
   stale: answer.stale
 })
 
-export class Ingress extends Context.Tag("Ingress")<Ingress, {
+/** What the upstream endpoints (and the sandbox) ask of the ingress. */
+interface IngressShape {
   /** Checks a payload, stores it and answers once it is committed. */
   readonly ingest: (payload: Json) => Effect.Effect<IngestResult, BadRequest>
   /**
@@ -89,181 +82,16 @@ export class Ingress extends Context.Tag("Ingress")<Ingress, {
    * once, before a byte of the body is read. A post of no declared length is held at the largest a post may be.
    */
   readonly holdUnverified: (declaredBytes: number | undefined) => (() => void) | ServiceUnavailable
-}>() {}
+}
 
 /** Most payloads written in one transaction. */
 const MAX_GROUP = 256
-
-interface Routed {
-  readonly route: RouteRow
-  readonly change: UpstreamChange
-  readonly key: string
-  /** The event of this instance for this payload (used only if one of its changes is new). */
-  readonly eventId: string
-}
-
-/** Each change with the instances it goes to and its dedupe key there; repeats within the payload are dropped. */
-const plan = (changes: ReadonlyArray<UpstreamChange>, routeOf: (change: UpstreamChange) => ReadonlyArray<RouteRow>) => {
-  const routed: Array<Routed> = []
-  const unrouted: Array<UpstreamChange> = []
-  const seen = new Set<string>()
-  const eventIds = new Map<string, string>()
-  let repeats = 0
-  for (const change of changes) {
-    const routes = routeOf(change)
-    if (routes.length === 0) unrouted.push(change)
-    for (const route of routes) {
-      const key = dedupeKey(route.id, change)
-      const eventId = eventIds.get(route.id) ?? newId("evt")
-      eventIds.set(route.id, eventId)
-      if (seen.has(key)) repeats++
-      else routed.push({ route, change, key, eventId })
-      seen.add(key)
-    }
-  }
-  return { routed, unrouted, repeats }
-}
-
-/**
- * One event per instance: the envelope of its new changes, in the order received, and those changes
- * for webhooks that take only some kinds (the envelope of a subset is built only if one does).
- */
-const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
-  const byEvent = new Map<
-    string,
-    { readonly instanceId: string; readonly changes: Array<Routed>; readonly upstream: Array<UpstreamChange> }
-  >()
-  for (const r of accepted) {
-    const event = byEvent.get(r.eventId) ?? { instanceId: r.route.id, changes: [], upstream: [] }
-    event.changes.push(r)
-    event.upstream.push(r.change)
-    byEvent.set(r.eventId, event)
-  }
-  return [...byEvent].map(([id, event]): EventRecord & { readonly changes: ReadonlyArray<Routed> } => ({
-    id,
-    instanceId: event.instanceId,
-    body: envelopeFor(object, event.upstream),
-    changeCount: event.changes.length,
-    changes: event.changes,
-    filterable: {
-      changes: event.upstream,
-      bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? []))
-    }
-  }))
-}
 
 /** A validated payload waiting for its group's commit. */
 interface Queued {
   readonly envelope: Envelope
   readonly done: (outcome: Exit.Exit<IngestAnswer>) => void
 }
-
-/** What a group's write needs: the stores it writes to, and the dedupe horizon. */
-interface GroupStores {
-  readonly outbox: OutboxRepo
-  readonly messages: MessagesRepo["Type"]
-  readonly enqueue: Enqueue
-  readonly retentionMs: number
-}
-
-/** The routes of every change of the group, in one query. */
-const routesFor = (outbox: OutboxRepo, changes: ReadonlyArray<UpstreamChange>) =>
-  Effect.gen(function*() {
-    const phoneNumberIds = [
-      ...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined ? [] : [c.phoneNumberId])))
-    ]
-    const wabaIds = [
-      ...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined && c.entryId !== undefined ? [c.entryId] : [])))
-    ]
-    const rows = yield* outbox.routes(phoneNumberIds, wabaIds)
-    return (change: UpstreamChange): ReadonlyArray<RouteRow> =>
-      change.phoneNumberId !== undefined
-        ? rows.filter((r) => r.phone_number_id === change.phoneNumberId)
-        : rows.filter((r) => r.waba_id === change.entryId)
-  })
-
-/** A change no instance takes (or a stale replay's), as the unrouted store keeps it. */
-const keptAside = (change: UpstreamChange, reason?: "stale") => ({
-  phoneNumberId: change.phoneNumberId ?? null,
-  wabaId: change.entryId ?? null,
-  field: change.field ?? null,
-  changeJson: JSON.stringify(change.change),
-  ...(reason === undefined ? {} : { reason })
-})
-
-/**
- * Writes a group of payloads (inside the WriteBatcher's transaction); returns each one's answer,
- * in order. Deliveries the dispatcher admits are written leased to it and added to `handedOver`.
- */
-const writeGroup = (
-  stores: GroupStores,
-  group: ReadonlyArray<Queued>,
-  intake: DispatcherIntake | undefined,
-  handedOver: Array<LeasedDelivery>,
-  committed: Array<CommittedEvent>
-) =>
-  Effect.gen(function*() {
-    const { outbox, messages, enqueue, retentionMs } = stores
-    const now = nowIso()
-    // A replay older than the dedupe horizon would be taken for new: it is kept aside instead.
-    const horizon = Date.now() - retentionMs
-    const replays = group.map((q) => isReplayBefore(q.envelope.changes, horizon))
-    const fresh = group.filter((_, i) => replays[i] !== true)
-    const routeOf = yield* routesFor(outbox, fresh.flatMap((q) => q.envelope.changes))
-    const plans = group.map((q, i) => plan(replays[i] === true ? [] : q.envelope.changes, routeOf))
-    const routed = plans.flatMap((p) => p.routed)
-    // A key new to the store is kept for the first event naming it, even across payloads of the group.
-    const firstNamed = routed.length === 0
-      ? new Map<string, string>()
-      : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
-    const eventsPerPayload = plans.map((p, i) =>
-      eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => firstNamed.get(r.key) === r.eventId))
-    )
-    const events = eventsPerPayload.flat()
-    committed.push(...events)
-    yield* outbox.insertEvents(events, now)
-    yield* outbox.insertUnrouted(
-      [
-        ...plans.flatMap((p) => p.unrouted).map((c) => keptAside(c)),
-        ...group.flatMap((q, i) => (replays[i] === true ? q.envelope.changes.map((c) => keptAside(c, "stale")) : []))
-      ],
-      now
-    )
-    const unapplied: Array<string> = []
-    yield* messages.applyChanges(events.flatMap((e) =>
-      e.changes.flatMap((r) =>
-        recordChangesOrNone(
-          { instanceId: r.route.id, organizationId: r.route.organization_id },
-          r.change,
-          now,
-          (error) => {
-            unapplied.push(`${r.eventId}: ${String(error)}`)
-          }
-        )
-      )
-    ))
-    if (unapplied.length > 0) {
-      yield* Effect.logWarning(
-        "Upstream changes were stored and delivered as received, but not applied to message records"
-      ).pipe(
-        Effect.annotateLogs({ changes: unapplied.join("; ") })
-      )
-    }
-    const queued = yield* enqueue.events(events, now, intake, handedOver)
-    return plans.map((p, i) => {
-      const payloadEvents = eventsPerPayload[i] ?? []
-      const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)
-      return {
-        changes: group[i]?.envelope.changes.length ?? 0,
-        accepted,
-        duplicates: p.routed.length - accepted + p.repeats,
-        unrouted: p.unrouted.length,
-        deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
-        stale: replays[i] === true ? group[i]?.envelope.changes.length ?? 0 : 0,
-        unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
-      }
-    })
-  })
 
 /** The envelope of a payload, or the 400 that names every part that is wrong. */
 const check = (payload: Json): Either.Either<Envelope, BadRequest> =>
@@ -307,136 +135,169 @@ const warnUnrouted = (answer: IngestAnswer) =>
       Effect.annotateLogs({ count: answer.unrouted, numbers: answer.unroutedNumbers.join(", ") })
     )
 
-export const IngressLive = Layer.scoped(
-  Ingress,
-  Effect.gen(function*() {
-    const stores: GroupStores = {
-      outbox: yield* OutboxRepo,
-      messages: yield* MessagesRepo,
-      enqueue: yield* Enqueue,
-      retentionMs: Duration.toMillis((yield* HubConfig).retention)
-    }
-    const signal = yield* DispatchSignal
-    const handoff = yield* Handoff
-    const batcher = yield* WriteBatcher
-    const { ingressMaxPending, ingressUnverifiedMaxBytes } = yield* HubConfig
-    const metrics = yield* Metrics
-    const runFork = yield* FiberSet.makeRuntime<never>()
-    // The hub's streams; alone (its own tests) the ingress is given LiveEvents.None.
-    const live = yield* LiveEvents
+/**
+ * The posts waiting for their commit, shared by `submit`, the group's write and the stop; and what
+ * the groups are written and answered with.
+ */
+interface GroupQueue {
+  readonly stores: GroupStores
+  readonly signal: DispatchSignal
+  readonly handoff: Handoff
+  readonly batcher: WriteBatcher["Type"]
+  readonly metrics: Metrics["Type"]
+  readonly live: LiveEvents["Type"]
+  /** Runs a group's write and answers in the layer's FiberSet (interrupted when it closes). */
+  readonly runFork: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
+  readonly maxPending: number
+  /** Payloads waiting for the next group, in arrival order. */
+  waiting: Array<Queued>
+  /** Payloads of the group being written (waiting for its commit, like `waiting`). */
+  inGroup: number
+  /** Whether a group is queued or being written: one at a time, so payloads are applied in arrival order. */
+  writing: boolean
+  closed: boolean
+}
 
-    // One closure on purpose: the payloads waiting, the group being written and the stop share their
-    // state; what needs none of it (the group's write, the checks, the budget) is at module scope.
-    /** Payloads waiting for the next group, in arrival order. */
-    let waiting: Array<Queued> = []
-    /** Payloads of the group being written (waiting for its commit, like `waiting`). */
-    let inGroup = 0
-    /** Whether a group is queued or being written: one at a time, so payloads are applied in arrival order. */
-    let writing = false
-    let closed = false
+/** One group's write: what it handed to the dispatcher, what it committed, and the payloads it took. */
+interface GroupRun {
+  readonly handedOver: Array<LeasedDelivery>
+  readonly committed: Array<CommittedEvent>
+  intake: DispatcherIntake | undefined
+  group: ReadonlyArray<Queued> | undefined
+}
 
-    /**
-     * The next group gathers (WriteBatcher.gather): it takes the payloads waiting when its transaction
-     * begins, so under load it carries what arrived meanwhile; an idle hub writes at once.
-     */
-    const writeNext = () => {
-      if (writing || waiting.length === 0 || closed) return
-      writing = true
-      const handedOver: Array<LeasedDelivery> = []
-      const committed: Array<CommittedEvent> = []
-      let intake: DispatcherIntake | undefined
-      let group: ReadonlyArray<Queued> | undefined
-      /** The group: taken as its transaction begins, or, if that failed to begin, the payloads it would have taken. */
-      const take = () => {
-        if (group === undefined) {
-          group = waiting.splice(0, MAX_GROUP)
-          inGroup = group.length
-        }
-        return group
-      }
-      const written = batcher.gather(Effect.suspend(() => {
-        intake = handoff.intake()
-        return writeGroup(stores, take(), intake, handedOver, committed)
-      }))
-      const answered = written.pipe(
-        Effect.orDie,
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Exit.match(exit, {
-            onFailure: (cause) =>
-              Effect.sync(() => {
-                intake?.releaseUncommitted(handedOver)
-                for (const q of take()) q.done(Exit.failCause(cause))
-              }),
-            onSuccess: (answers) =>
-              Effect.gen(function*() {
-                metrics.ingested(answers)
-                if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
-                live.publish(committed)
-                // Queued rows wait for a dispatcher round.
-                if (answers.reduce((n, a) => n + a.deliveries, 0) > handedOver.length) yield* signal.notify
-                take().forEach((q, i) => {
-                  const answer = answers[i]
-                  q.done(answer === undefined ? Exit.die("no answer for a payload") : Exit.succeed(answer))
-                })
-              })
-          })
-        )
-      )
-      runFork(answered).addObserver((exit) => {
-        writing = false
-        inGroup = 0
-        // Interrupted (the hub is stopping) before the group was answered: it is answered so.
-        if (Exit.isFailure(exit)) { for (const q of take()) q.done(Exit.failCause(exit.cause)) }
-        writeNext()
-      })
-    }
-    yield* Effect.addFinalizer(() =>
+/** The group: taken as its transaction begins, or, if that failed to begin, the payloads it would have taken. */
+const takeGroup = (queue: GroupQueue, run: GroupRun) => {
+  if (run.group === undefined) {
+    run.group = queue.waiting.splice(0, MAX_GROUP)
+    queue.inGroup = run.group.length
+  }
+  return run.group
+}
+
+/**
+ * The next group gathers (WriteBatcher.gather): it takes the payloads waiting when its transaction
+ * begins, so under load it carries what arrived meanwhile; an idle hub writes at once.
+ */
+const writeNext = (queue: GroupQueue) => {
+  if (queue.writing || queue.waiting.length === 0 || queue.closed) return
+  queue.writing = true
+  const run: GroupRun = { handedOver: [], committed: [], intake: undefined, group: undefined }
+  const written = queue.batcher.gather(Effect.suspend(() => {
+    run.intake = queue.handoff.intake()
+    return writeGroup(queue.stores, takeGroup(queue, run), run.intake, run.handedOver, run.committed)
+  }))
+  const answered = written.pipe(
+    Effect.orDie,
+    Effect.exit,
+    Effect.flatMap((exit) => answerGroup(queue, run, exit))
+  )
+  queue.runFork(answered).addObserver((exit) => {
+    queue.writing = false
+    queue.inGroup = 0
+    // Interrupted (the hub is stopping) before the group was answered: it is answered so.
+    if (Exit.isFailure(exit)) { for (const q of takeGroup(queue, run)) q.done(Exit.failCause(exit.cause)) }
+    writeNext(queue)
+  })
+}
+
+/**
+ * After the group's transaction: once committed, the dispatcher starts what it admitted (and is told
+ * of the rest), the live streams hear, and each payload is answered; if it failed, every payload hears so.
+ */
+const answerGroup = (queue: GroupQueue, run: GroupRun, exit: Exit.Exit<ReadonlyArray<IngestAnswer>>) =>
+  Exit.match(exit, {
+    onFailure: (cause) =>
       Effect.sync(() => {
-        closed = true
-        const left = waiting
-        waiting = []
-        for (const q of left) q.done(Exit.interrupt(FiberId.none))
+        run.intake?.releaseUncommitted(run.handedOver)
+        for (const q of takeGroup(queue, run)) q.done(Exit.failCause(cause))
+      }),
+    onSuccess: (answers) =>
+      Effect.gen(function*() {
+        queue.metrics.ingested(answers)
+        if (run.intake !== undefined && run.handedOver.length > 0) yield* run.intake.startCommitted(run.handedOver)
+        queue.live.publish(run.committed)
+        // Queued rows wait for a dispatcher round.
+        if (answers.reduce((n, a) => n + a.deliveries, 0) > run.handedOver.length) yield* queue.signal.notify
+        takeGroup(queue, run).forEach((q, i) => {
+          const answer = answers[i]
+          q.done(answer === undefined ? Exit.die("no answer for a payload") : Exit.succeed(answer))
+        })
       })
-    )
+  })
 
-    const submit = (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
-      if (closed) return done(Exit.interrupt(FiberId.none))
-      // A caller answered twice (its group failed, then was interrupted) hears only the first.
-      let answered = false
-      waiting.push({
-        envelope,
-        done: (outcome) => {
-          if (answered) return
-          answered = true
-          done(outcome)
-        }
-      })
-      writeNext()
+/** Queues a checked envelope for the next group (Ingress's `submit`). */
+const submit = (queue: GroupQueue, envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
+  if (queue.closed) return done(Exit.interrupt(FiberId.none))
+  // A caller answered twice (its group failed, then was interrupted) hears only the first.
+  let answered = false
+  queue.waiting.push({
+    envelope,
+    done: (outcome) => {
+      if (answered) return
+      answered = true
+      done(outcome)
     }
+  })
+  writeNext(queue)
+}
 
-    const overloaded = () =>
-      waiting.length + inGroup < ingressMaxPending ? undefined : new ServiceUnavailable({
-        message: `The hub is overloaded: ${
-          waiting.length + inGroup
-        } upstream posts are waiting for their commit; retry shortly`,
-        error: "overloaded",
-        retryAfterSeconds: 1
-      })
+/** The 503 while HUB_INGRESS_MAX_PENDING posts wait for their commit (Ingress's `overloaded`). */
+const overloaded = (queue: GroupQueue) =>
+  queue.waiting.length + queue.inGroup < queue.maxPending ? undefined : new ServiceUnavailable({
+    message: `The hub is overloaded: ${
+      queue.waiting.length + queue.inGroup
+    } upstream posts are waiting for their commit; retry shortly`,
+    error: "overloaded",
+    retryAfterSeconds: 1
+  })
 
+/** The stop: no more payloads are taken, and those waiting are answered interrupted. */
+const closeQueue = (queue: GroupQueue) =>
+  Effect.sync(() => {
+    queue.closed = true
+    const left = queue.waiting
+    queue.waiting = []
+    for (const q of left) q.done(Exit.interrupt(FiberId.none))
+  })
+
+export class Ingress extends Effect.Service<Ingress>()("Ingress", {
+  scoped: Effect.gen(function*() {
+    const config = yield* HubConfig
+    const queue: GroupQueue = {
+      stores: {
+        outbox: yield* OutboxRepo,
+        messages: yield* MessagesRepo,
+        enqueue: yield* Enqueue,
+        retentionMs: Duration.toMillis(config.retention)
+      },
+      signal: yield* DispatchSignal,
+      handoff: yield* Handoff,
+      batcher: yield* WriteBatcher,
+      metrics: yield* Metrics,
+      // The hub's streams; alone (its own tests) the ingress is given LiveEvents.None.
+      live: yield* LiveEvents,
+      runFork: yield* FiberSet.makeRuntime<never>(),
+      maxPending: config.ingressMaxPending,
+      waiting: [],
+      inGroup: 0,
+      writing: false,
+      closed: false
+    }
+    yield* Effect.addFinalizer(() => closeQueue(queue))
     const ingestEnvelope = (envelope: Envelope) =>
-      Effect.async<IngestAnswer>((resume) => submit(envelope, resume)).pipe(
+      Effect.async<IngestAnswer>((resume) => submit(queue, envelope, resume)).pipe(
         Effect.tap(warnUnrouted),
         Effect.map(summaryOf)
       )
-
-    return Ingress.of({
+    const service: IngressShape = {
       check,
-      submit,
-      overloaded,
+      submit: (envelope, done) => submit(queue, envelope, done),
+      overloaded: () => overloaded(queue),
       warnUnrouted,
-      holdUnverified: makeUnverifiedBudget(ingressUnverifiedMaxBytes),
+      holdUnverified: makeUnverifiedBudget(config.ingressUnverifiedMaxBytes),
       ingest: (payload) => Effect.flatMap(check(payload), ingestEnvelope)
-    })
+    }
+    return service
   })
-)
+}) {}
