@@ -33,6 +33,7 @@ import { hubServer } from "../src/Edge/FastLane.js"
 import { Readiness } from "../src/Health/Readiness.js"
 import { hubLayer } from "../src/Http.js"
 import { parseRetryAfter } from "../src/Net/RetryAfter.js"
+import { HostResolver } from "../src/Net/UrlPolicy.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
@@ -1136,6 +1137,7 @@ for (const engine of engines) {
           const hubWith = (logging: Layer.Layer<never>) =>
             TestHubLive.pipe(
               Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+              Layer.provide(HostResolver.System),
               Layer.provideMerge(testHubConfig(settings)),
               Layer.provide(logging)
             )

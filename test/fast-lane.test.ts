@@ -14,6 +14,7 @@ import { Context, Duration, Effect, HashMap, Layer, Logger, LogLevel, Option, Re
 import { type HotRoute, HotRoutes } from "../src/Domain/PlainRoute.js"
 import { hubServer } from "../src/Edge/FastLane.js"
 import { HttpLive, hubLayer } from "../src/Http.js"
+import { HostResolver } from "../src/Net/UrlPolicy.js"
 import { whileAcceptanceRefused } from "./support/Messages.js"
 import {
   type HttpResult,
@@ -90,6 +91,7 @@ const PlainHubLive = Layer.effect(PlainHub, TestHub).pipe(
 const hubs = PlainHubLive.pipe(
   Layer.provideMerge(TestHubLive),
   Layer.provideMerge(hubLayer(countingHubServer)),
+  Layer.provide(HostResolver.System),
   Layer.provideMerge(FastLaneHitsLive),
   Layer.provideMerge(testHubConfig({
     databaseFile: ":memory:",
@@ -784,6 +786,7 @@ const loggingHub = Layer.unwrapEffect(Effect.sync(() => {
   })
   return TestHubLive.pipe(
     Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+    Layer.provide(HostResolver.System),
     Layer.provideMerge(testHubConfig({
       databaseFile: ":memory:",
       appSecret: Option.some(Redacted.make(APP_SECRET)),

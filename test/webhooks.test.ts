@@ -1,10 +1,10 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it as plain, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Option, Redacted } from "effect"
 import type { HubClient } from "../src/Client.js"
 import { errorBody } from "../src/Domain/Errors.js"
 import { classifyAddress } from "../src/Net/AddressRanges.js"
-import { AddressRefused, type HostLookup, HostResolver, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
+import { AddressRefused, type HostLookup, makeUrlPolicy } from "../src/Net/UrlPolicy.js"
 import { padded, powerOfTwoChunks } from "../src/Sql/StatementShapes.js"
 import { engines } from "./support/Databases.js"
 import { makeReceiver } from "./support/Receivers.js"
@@ -349,7 +349,7 @@ const INTERNAL_DNS = {
   "public.example.com": ["93.184.215.14", "2606:4700:4700::1111"]
 }
 
-layer(testHub(GRAPH).pipe(Layer.provide(Layer.succeed(HostResolver, tableLookup(INTERNAL_DNS)))), {
+layer(testHub({ ...GRAPH, hostLookup: tableLookup(INTERNAL_DNS) }), {
   excludeTestServices: true
 })(
   "webhook URL policy outside the sandbox",
@@ -430,9 +430,12 @@ const PRIVATE_DNS = {
 }
 
 layer(
-  testHub({ ...GRAPH, webhookAllowPrivate: true, webhookRetry: [Duration.hours(1)] }).pipe(
-    Layer.provide(Layer.succeed(HostResolver, tableLookup(PRIVATE_DNS)))
-  ),
+  testHub({
+    ...GRAPH,
+    webhookAllowPrivate: true,
+    webhookRetry: [Duration.hours(1)],
+    hostLookup: tableLookup(PRIVATE_DNS)
+  }),
   { excludeTestServices: true }
 )("HUB_WEBHOOK_ALLOW_PRIVATE=true", (it) => {
   it.effect("private addresses are accepted; cloud metadata addresses are still refused, in every IPv6 form that embeds them", () =>
@@ -521,9 +524,7 @@ const untilDelivered = (
 const NEVER_ANSWERS: HostLookup = () => new Promise(() => {})
 
 layer(
-  testHub({ webhookTimeout: Duration.millis(300), webhookRetry: [Duration.hours(1)] }).pipe(
-    Layer.provide(Layer.succeed(HostResolver, NEVER_ANSWERS))
-  ),
+  testHub({ webhookTimeout: Duration.millis(300), webhookRetry: [Duration.hours(1)], hostLookup: NEVER_ANSWERS }),
   { excludeTestServices: true }
 )("a resolver that never answers", (it) => {
   it.effect("the attempt fails at the webhook timeout and is logged; its slot is not held", () =>

@@ -7,6 +7,7 @@ import { HubConfig } from "../Config.js"
 import { ShutdownDelayLive, StopSignalsLive } from "../Health/Readiness.js"
 import { hubLayer, ServerLive } from "../Http.js"
 import { classifyAddress } from "../Net/AddressRanges.js"
+import { HostResolver } from "../Net/UrlPolicy.js"
 import { bootstrapSandbox, printDemoCredentials, printDocsLine, printNewTokensHint } from "./Bootstrap.js"
 
 /** The advisory lock the sandbox's demo is created under (any number unlike the hub's others). */
@@ -61,7 +62,8 @@ export const serveCommand = Command.make("serve", {}, () =>
     // The stop signals are heard first (the hub turns not ready); the shutdown delay is released first, while the hub still serves.
     ShutdownDelayLive.pipe(
       Layer.merge(StopSignalsLive),
-      Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive)))
+      Layer.provide(hubLayer(Layer.provideMerge(BannerLive, ServerLive))),
+      Layer.provide(HostResolver.System)
     )
   ))).pipe(
     Command.withDescription(

@@ -65,13 +65,10 @@ const lookupHost: HostLookup = async (host) => {
   }
 }
 
-/**
- * The resolver the hub's policy asks: the system's unless a test provides another (a Reference, so
- * the hub's layers need not declare it).
- */
-export class HostResolver
-  extends Context.Reference<HostResolver>()("HostResolver", { defaultValue: (): HostLookup => lookupHost })
-{}
+/** The resolver the hub's policy asks: the system's (`HostResolver.System`), or a test's table. */
+export class HostResolver extends Context.Tag("HostResolver")<HostResolver, HostLookup>() {
+  static readonly System = Layer.succeed(HostResolver, lookupHost)
+}
 
 /** A name's addresses, from a short cache; concurrent lookups of one name share one query. */
 const makeCachedLookup = (lookup: HostLookup, clock: () => number): HostLookup => {

@@ -11,6 +11,7 @@ import type { InstanceId, OrganizationId } from "../../src/Domain/Ids.js"
 import { hubServer } from "../../src/Edge/FastLane.js"
 import { hubLayer } from "../../src/Http.js"
 import { InstancesRepo } from "../../src/Instances/Repo.js"
+import { type HostLookup, HostResolver } from "../../src/Net/UrlPolicy.js"
 import { type Engine, testDatabaseUrl } from "./Databases.js"
 import { expectDocumented } from "./OpenApiCheck.js"
 
@@ -133,6 +134,8 @@ export const TEST_RETENTION = Duration.days(36_500)
 /** Settings of a test hub, and the engine its database runs on (SQLite unless told). */
 export interface TestHubOptions extends Partial<HubSettings> {
   readonly engine?: Engine
+  /** How webhook hosts resolve (the system's resolver unless given). */
+  readonly hostLookup?: HostLookup
 }
 
 /** The key test hubs on PostgreSQL share (the sandbox's generated key lives beside a SQLite file). */
@@ -146,10 +149,11 @@ export const testHub = (
   options: TestHubOptions = {},
   logging: Layer.Layer<never> = Logger.minimumLogLevel(LogLevel.None)
 ) => {
-  const { engine = "sqlite", ...settings } = options
+  const { engine = "sqlite", hostLookup, ...settings } = options
   return Layer.unwrapScoped(Effect.map(testDatabaseUrl(engine), (databaseFile) =>
     TestHubLive.pipe(
       Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+      Layer.provide(hostLookup === undefined ? HostResolver.System : Layer.succeed(HostResolver, hostLookup)),
       Layer.provideMerge(testHubConfig({
         databaseFile,
         ...(engine === "postgres" ? { secretKey: Option.some(TEST_SECRET_KEY) } : {}),
