@@ -23,7 +23,8 @@ import { useLiveFeed } from "../live.js"
 import { countText } from "../paging.js"
 import { Link, navigate } from "../router.js"
 import type { RecoverOutcome, Rotated, Webhook, WebhookDelivery } from "../types.js"
-import { answerOf, DeliveryLog, deliveryTone } from "./Deliveries.js"
+import { DeliveryLog } from "./DeliveryLog.js"
+import { answerOf, deliveryTone } from "./DeliveryTable.js"
 import {
   choiceOf,
   EventKindsField,
