@@ -18,12 +18,12 @@ import {
   usePolling,
   useResource
 } from "../components.js"
+import { useInstanceChoices } from "../instances.js"
 import { useLiveFeed } from "../live.js"
 import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { navigate, useLocation } from "../router.js"
 import type { Deliveries, Instance, TokenKind, Webhook } from "../types.js"
 import { DELIVERY_PAGE_SIZE, DELIVERY_POLL_MS, DeliveryTable, isQueued, useRetry } from "./DeliveryTable.js"
-import { useInstances } from "./Webhooks.js"
 
 const LIMITS = [10, 20, 50, 100]
 
@@ -149,7 +149,7 @@ export const DeliverySearchPage = (props: { readonly kind: TokenKind }) => {
     () => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks"),
     "webhooks"
   )
-  const instances = useInstances(props.kind)
+  const instances = useInstanceChoices(props.kind)
   const known = webhooks.loaded.state === "ready" ? webhooks.loaded.value.data : []
   const byId: ReadonlyMap<string, Webhook> = new Map(known.map((w) => [w.id, w]))
   const { entries } = useLiveFeed()
@@ -181,9 +181,7 @@ export const DeliverySearchPage = (props: { readonly kind: TokenKind }) => {
         filters={filters}
         limit={limit}
         webhooks={known}
-        instances={props.kind === "organization" && instances.loaded.state === "ready"
-          ? instances.loaded.value.data
-          : undefined}
+        instances={instances}
       />
       <div class="toolbar">
         <button type="button" class="secondary" onClick={() => void deliveries.reload()}>Refresh</button>

@@ -2,11 +2,11 @@ import { useEffect, useState } from "preact/hooks"
 import { messageStatuses } from "../../../Domain/Vocabulary.js"
 import { call, pathWith } from "../api.js"
 import { Badge, Pager, PageTitle, Resource, Time, type Tone, useResource } from "../components.js"
+import { useInstanceChoices } from "../instances.js"
 import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { Link, navigate, useLocation } from "../router.js"
 import type { Instance, Message, Messages, TokenKind } from "../types.js"
 import { Timeline } from "./MessageTimeline.js"
-import { useInstances } from "./Webhooks.js"
 
 /** Every filter of GET /api/messages, as the page's query (so a filtered view can be linked and goes back and forth). */
 const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "user", "instance_id"] as const
@@ -250,7 +250,7 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
   const limit = wholeNumber(location.query.get("limit"), 50)
   const query = { ...filters, ...pageQuery(place), limit }
   const messages = useResource(() => call<Messages>("GET", "/api/messages", { query }), JSON.stringify(query))
-  const instances = useInstances(props.kind)
+  const instances = useInstanceChoices(props.kind)
   const [selected, setSelected] = useState<Message | undefined>(undefined)
   const goTo = (next: PagePlace) =>
     navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, ...placeParams(next) }))
@@ -260,9 +260,7 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
       <FilterForm
         filters={filters}
         limit={limit}
-        instances={props.kind === "organization" && instances.loaded.state === "ready"
-          ? instances.loaded.value.data
-          : undefined}
+        instances={instances}
       />
       <div class="toolbar">
         <button type="button" class="secondary" onClick={() => void messages.reload()}>Refresh</button>

@@ -3,9 +3,9 @@ import { inboundMessageTypes } from "../../../Domain/Vocabulary.js"
 import { call } from "../api.js"
 import { ErrorNote, Outcome, PageTitle, useAction } from "../components.js"
 import { SIMULATED_FIELDS } from "../eventKinds.js"
+import { useInstanceChoices } from "../instances.js"
 import { Link } from "../router.js"
 import type { ChangesSimulated, Inbound, Instance, TokenKind } from "../types.js"
-import { useInstances } from "./Webhooks.js"
 
 /** The most changes one simulated post holds (POST /sandbox/changes). */
 const MAX_CHANGES = 20
@@ -256,10 +256,7 @@ const SimulateInbound = (props: { readonly instances: ReadonlyArray<Instance> | 
 }
 
 export const SandboxPage = (props: { readonly kind: TokenKind }) => {
-  const instances = useInstances(props.kind)
-  const choices = props.kind === "organization" && instances.loaded.state === "ready"
-    ? instances.loaded.value.data
-    : undefined
+  const choices = useInstanceChoices(props.kind)
   return (
     <main id="main">
       <PageTitle lead="The sandbox stands in for Meta's platform: simulate a customer's message to one of your numbers, or changes of any kind.">

@@ -2,6 +2,7 @@ import { useState } from "preact/hooks"
 import { call } from "../api.js"
 import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useAction, useResource } from "../components.js"
 import { eventsSummary, FIELD_KINDS, MESSAGE_KINDS } from "../eventKinds.js"
+import { useInstanceChoices } from "../instances.js"
 import { Link } from "../router.js"
 import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
 import {
@@ -14,16 +15,6 @@ import {
   type KindsChoice
 } from "./WebhookFields.js"
 import { queuedSummary, recentSummary, webhookState } from "./WebhookHealth.js"
-
-/** Organization tokens choose among their instances; an instance token always acts for its own. */
-export const useInstances = (kind: TokenKind) =>
-  useResource(
-    async () =>
-      kind === "organization"
-        ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances")
-        : { ok: true, value: { data: [] } },
-    kind
-  )
 
 const CreateWebhook = (
   props: {
@@ -185,11 +176,8 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
     () => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks", { query: { event: receives } }),
     `webhooks ${receives}`
   )
-  const instances = useInstances(props.kind)
+  const choices = useInstanceChoices(props.kind)
   const [created, setCreated] = useState<WebhookWithSecret | undefined>(undefined)
-  const choices = props.kind === "organization" && instances.loaded.state === "ready"
-    ? instances.loaded.value.data
-    : undefined
   // An instance token's webhooks are all of its own instance.
   const showInstance = props.kind !== "instance"
   const instanceLabel = (id: string) => {
