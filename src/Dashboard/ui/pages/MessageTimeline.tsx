@@ -84,7 +84,7 @@ export const Timeline = (props: { readonly message: Message; readonly onClose: (
                 {step.detail}
                 {step.at === undefined ? null : (
                   <>
-                    · <Time iso={step.at} />
+                    {" "}· <Time iso={step.at} />
                   </>
                 )}
               </div>

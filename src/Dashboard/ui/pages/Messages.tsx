@@ -50,13 +50,13 @@ const Customer = (props: { readonly message: Message }) => {
   const { message } = props
   return (
     <span class="customer">
-      {message.username === undefined ? null : <span class="username">@{message.username}</span>}
+      {message.username === undefined ? null : <span class="username">@{message.username}{" "}</span>}
       <Link to={pathWith("/messages", { user: message.to })} class="mono">
-        <span class="visually-hidden">Every message with</span>
+        <span class="visually-hidden">Every message with{" "}</span>
         {message.to}
       </Link>
       {message.userId !== undefined && message.userId !== message.to
-        ? <span class="mono muted small">{message.userId}</span>
+        ? <span class="mono muted small">{" "}{message.userId}</span>
         : null}
     </span>
   )
@@ -177,7 +177,7 @@ const MessageRow = (
         {message.type}
         {message.origin === undefined
           ? null
-          : <span class="muted small">· {ORIGINS[message.origin] ?? message.origin}</span>}
+          : <span class="muted small">{" "}· {ORIGINS[message.origin] ?? message.origin}</span>}
       </td>
       <td data-label="Status">
         <Badge tone={statusTone(message.status)}>{message.status}</Badge>
