@@ -1,8 +1,8 @@
 import { useState } from "preact/hooks"
 import { Badge, formatTime, PageTitle, Time } from "../components.js"
+import { useInstances } from "../instances.js"
 import { changeLines, type Connection, liveFeed, useLiveFeed } from "../live.js"
 import type { TokenKind } from "../types.js"
-import { useInstances } from "./Webhooks.js"
 
 const ConnectionState = (props: { readonly connection: Connection }) => {
   const c = props.connection

@@ -1,11 +1,12 @@
-import { useEffect, useRef, useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { messageStatuses } from "../../../Domain/Vocabulary.js"
 import { call, pathWith } from "../api.js"
 import { Badge, Pager, PageTitle, Resource, Time, type Tone, useResource } from "../components.js"
-import { type SeenStatus, seenStatuses, useLiveFeed } from "../live.js"
+import { useInstanceChoices } from "../instances.js"
 import { type PagePlace, pageQuery, placeOf, placeParams } from "../paging.js"
 import { Link, navigate, useLocation } from "../router.js"
 import type { Instance, Message, Messages, TokenKind } from "../types.js"
+import { Timeline } from "./MessageTimeline.js"
 
 /** Every filter of GET /api/messages, as the page's query (so a filtered view can be linked and goes back and forth). */
 const FILTERS = ["status", "direction", "startDate", "endDate", "waMessageId", "user", "instance_id"] as const
@@ -49,13 +50,13 @@ const Customer = (props: { readonly message: Message }) => {
   const { message } = props
   return (
     <span class="customer">
-      {message.username === undefined ? null : <span class="username">@{message.username}</span>}
+      {message.username === undefined ? null : <span class="username">@{message.username}{" "}</span>}
       <Link to={pathWith("/messages", { user: message.to })} class="mono">
-        <span class="visually-hidden">Every message with</span>
+        <span class="visually-hidden">Every message with{" "}</span>
         {message.to}
       </Link>
       {message.userId !== undefined && message.userId !== message.to
-        ? <span class="mono muted small">{message.userId}</span>
+        ? <span class="mono muted small">{" "}{message.userId}</span>
         : null}
     </span>
   )
@@ -158,98 +159,89 @@ const FilterForm = (
   )
 }
 
-interface Step {
-  readonly status: string
-  readonly reached: boolean
-  readonly detail: string
-  readonly at: string | undefined
-}
-
-/** A message's steps: each step's time as the record keeps it (`statusTimes`), and status events seen live since. */
-const timelineOf = (message: Message, seen: ReadonlyArray<SeenStatus>): ReadonlyArray<Step> => {
-  if (message.direction === "inbound") {
-    return [{
-      status: "received",
-      reached: true,
-      detail: "Received from the customer and recorded",
-      at: message.createdAt
-    }]
-  }
-  // A failed send shows the steps it is known to have made before failing (a refused one: none).
-  const failedAfter = (["sent", "delivered"] as const).filter((status) => message.statusTimes[status] !== undefined)
-  const path = message.status === "failed"
-    ? [...failedAfter, "failed" as const]
-    : (["sent", "delivered", "read"] as const)
-  const reachedUpTo = path.findIndex((status) => status === message.status)
-  const pending: Step = {
-    status: "pending",
-    reached: true,
-    detail: "Accepted by the hub and sent upstream",
-    at: message.createdAt
-  }
-  return [
-    pending,
-    ...path.map((status, index): Step => {
-      const recorded = message.statusTimes[status]
-      const event = seen.find((s) => s.status === status)
-      const reached = index <= reachedUpTo || recorded !== undefined || event !== undefined
-      return {
-        status,
-        reached,
-        at: recorded ?? event?.at ?? event?.receivedAt,
-        detail: recorded !== undefined
-          ? "Status event recorded"
-          : event !== undefined
-          ? "Status event seen on the live feed"
-          : reached
-          ? "Reached (the upstream sent no event for this step, or sent it after a later one)"
-          : "Not reached yet"
-      }
-    })
-  ]
-}
-
-const Timeline = (props: { readonly message: Message; readonly onClose: () => void }) => {
-  const { entries } = useLiveFeed()
-  const heading = useRef<HTMLHeadingElement>(null)
-  useEffect(() => heading.current?.focus(), [props.message.id])
-  const steps = timelineOf(
-    props.message,
-    props.message.waMessageId === null ? [] : seenStatuses(entries, props.message.waMessageId)
-  )
+/** One message's row; its button opens (or closes) its status timeline. */
+const MessageRow = (
+  props: { readonly message: Message; readonly selected: boolean; readonly onTimeline: () => void }
+) => {
+  const { message } = props
   return (
-    <section class="card timeline" aria-labelledby="timeline-title">
-      <div class="card-head">
-        <h2 id="timeline-title" tabIndex={-1} ref={heading}>Status timeline</h2>
-        <button type="button" class="secondary" onClick={props.onClose}>Close</button>
-      </div>
-      <p class="mono small">{props.message.waMessageId ?? props.message.id}</p>
-      <ol class="steps">
-        {steps.map((step) => (
-          <li key={step.status} class={step.reached ? "step reached" : "step"}>
-            <span class="step-dot" aria-hidden="true" />
-            <div>
-              <strong>{step.status}</strong>{" "}
-              {step.reached ? <span class="visually-hidden">(reached)</span> : <span class="muted">(not yet)</span>}
-              <div class="muted small">
-                {step.detail}
-                {step.at === undefined ? null : (
-                  <>
-                    · <Time iso={step.at} />
-                  </>
-                )}
-              </div>
-            </div>
-          </li>
-        ))}
-      </ol>
-      <p class="help">
-        Each step's time is the one its upstream status event carries. The upstream may skip a step (a read receipt
-        without a delivered one) or send it after a later one: such a step shows as reached, without a time.
-      </p>
-    </section>
+    <tr class={props.selected ? "selected" : undefined}>
+      <td data-label="Created">
+        <Time iso={message.createdAt} />
+      </td>
+      <td data-label="Direction">{message.direction === "inbound" ? "← inbound" : "→ outbound"}</td>
+      <td data-label="Customer">
+        <Customer message={message} />
+      </td>
+      <td data-label="Type">
+        {message.type}
+        {message.origin === undefined
+          ? null
+          : <span class="muted small">{" "}· {ORIGINS[message.origin] ?? message.origin}</span>}
+      </td>
+      <td data-label="Status">
+        <Badge tone={statusTone(message.status)}>{message.status}</Badge>
+      </td>
+      <td data-label="Upstream id" class="mono truncate" title={message.waMessageId ?? undefined}>
+        {message.waMessageId ?? "—"}
+      </td>
+      <td data-label="Timeline" class="actions">
+        <button
+          type="button"
+          class="secondary"
+          aria-pressed={props.selected}
+          aria-label={`Timeline of ${message.waMessageId ?? message.id}`}
+          onClick={props.onTimeline}
+        >
+          Timeline
+        </button>
+      </td>
+    </tr>
   )
 }
+
+const MessageTable = (props: {
+  readonly messages: ReadonlyArray<Message>
+  readonly selected: Message | undefined
+  readonly onSelect: (message: Message | undefined) => void
+  /** Which page this is (beyond the first, an empty page says so). */
+  readonly place: PagePlace
+}) => (
+  <div class="table-wrap">
+    <table class="responsive">
+      <caption class="visually-hidden">Message history</caption>
+      <thead>
+        <tr>
+          <th scope="col">Created</th>
+          <th scope="col">Direction</th>
+          <th scope="col">Customer</th>
+          <th scope="col">Type</th>
+          <th scope="col">Status</th>
+          <th scope="col">Upstream id</th>
+          <th scope="col">
+            <span class="visually-hidden">Timeline</span>
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.messages.map((message) => {
+          const selected = props.selected?.id === message.id
+          return (
+            <MessageRow
+              key={message.id}
+              message={message}
+              selected={selected}
+              onTimeline={() => props.onSelect(selected ? undefined : message)}
+            />
+          )
+        })}
+      </tbody>
+    </table>
+    {props.messages.length === 0
+      ? <p class="muted">{props.place.position > 1 ? "No messages on this page." : "No messages match."}</p>
+      : null}
+  </div>
+)
 
 export const MessagesPage = (props: { readonly kind: TokenKind }) => {
   const location = useLocation()
@@ -258,13 +250,7 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
   const limit = wholeNumber(location.query.get("limit"), 50)
   const query = { ...filters, ...pageQuery(place), limit }
   const messages = useResource(() => call<Messages>("GET", "/api/messages", { query }), JSON.stringify(query))
-  const instances = useResource(
-    async () =>
-      props.kind === "organization"
-        ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances")
-        : { ok: true, value: { data: [] } },
-    props.kind
-  )
+  const instances = useInstanceChoices(props.kind)
   const [selected, setSelected] = useState<Message | undefined>(undefined)
   const goTo = (next: PagePlace) =>
     navigate(pathWith("/messages", { ...filters, limit: limit === 50 ? undefined : limit, ...placeParams(next) }))
@@ -274,9 +260,7 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
       <FilterForm
         filters={filters}
         limit={limit}
-        instances={props.kind === "organization" && instances.loaded.state === "ready"
-          ? instances.loaded.value.data
-          : undefined}
+        instances={instances}
       />
       <div class="toolbar">
         <button type="button" class="secondary" onClick={() => void messages.reload()}>Refresh</button>
@@ -286,64 +270,7 @@ export const MessagesPage = (props: { readonly kind: TokenKind }) => {
         <Resource loaded={messages.loaded} what="the messages">
           {(list) => (
             <div>
-              <div class="table-wrap">
-                <table class="responsive">
-                  <caption class="visually-hidden">Message history</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Created</th>
-                      <th scope="col">Direction</th>
-                      <th scope="col">Customer</th>
-                      <th scope="col">Type</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Upstream id</th>
-                      <th scope="col">
-                        <span class="visually-hidden">Timeline</span>
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {list.data.map((message) => (
-                      <tr key={message.id} class={selected?.id === message.id ? "selected" : undefined}>
-                        <td data-label="Created">
-                          <Time iso={message.createdAt} />
-                        </td>
-                        <td data-label="Direction">{message.direction === "inbound" ? "← inbound" : "→ outbound"}</td>
-                        <td data-label="Customer">
-                          <Customer message={message} />
-                        </td>
-                        <td data-label="Type">
-                          {message.type}
-                          {message.origin === undefined
-                            ? null
-                            : <span class="muted small">· {ORIGINS[message.origin] ?? message.origin}</span>}
-                        </td>
-                        <td data-label="Status">
-                          <Badge tone={statusTone(message.status)}>{message.status}</Badge>
-                        </td>
-                        <td data-label="Upstream id" class="mono truncate" title={message.waMessageId ?? undefined}>
-                          {message.waMessageId ?? "—"}
-                        </td>
-                        <td data-label="Timeline" class="actions">
-                          <button
-                            type="button"
-                            class="secondary"
-                            aria-pressed={selected?.id === message.id}
-                            aria-label={`Timeline of ${message.waMessageId ?? message.id}`}
-                            onClick={() =>
-                              setSelected(selected?.id === message.id ? undefined : message)}
-                          >
-                            Timeline
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-                {list.data.length === 0
-                  ? <p class="muted">{place.position > 1 ? "No messages on this page." : "No messages match."}</p>
-                  : null}
-              </div>
+              <MessageTable messages={list.data} selected={selected} onSelect={setSelected} place={place} />
               <Pager place={place} list={list} noun={["message", "messages"]} onPage={goTo} />
             </div>
           )}

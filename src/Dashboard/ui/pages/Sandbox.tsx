@@ -3,9 +3,9 @@ import { inboundMessageTypes } from "../../../Domain/Vocabulary.js"
 import { call } from "../api.js"
 import { ErrorNote, Outcome, PageTitle, useAction } from "../components.js"
 import { SIMULATED_FIELDS } from "../eventKinds.js"
+import { useInstanceChoices } from "../instances.js"
 import { Link } from "../router.js"
 import type { ChangesSimulated, Inbound, Instance, TokenKind } from "../types.js"
-import { useInstances } from "./Webhooks.js"
 
 /** The most changes one simulated post holds (POST /sandbox/changes). */
 const MAX_CHANGES = 20
@@ -26,6 +26,52 @@ const parseObject = (text: string): Record<string, unknown> | undefined => {
   } catch {
     return undefined
   }
+}
+
+/** One change: its field and its value (a JSON object), and a button to remove it. */
+const ChangeFields = (props: {
+  readonly row: ChangeRow
+  /** Its place in the list, from 1. */
+  readonly number: number
+  readonly removable: boolean
+  readonly onChange: (change: Partial<ChangeRow>) => void
+  readonly onRemove: () => void
+}) => {
+  const { row, number } = props
+  return (
+    <li class="change-row">
+      <div class="field">
+        <label for={`change-field-${row.key}`}>Change {number} field</label>
+        <select
+          id={`change-field-${row.key}`}
+          value={row.field}
+          onChange={(e) => props.onChange({ field: e.currentTarget.value })}
+        >
+          {SIMULATED_FIELDS.map((field) => <option key={field} value={field}>{field}</option>)}
+        </select>
+      </div>
+      <div class="field wide">
+        <label for={`change-value-${row.key}`}>Change {number} value (JSON)</label>
+        <textarea
+          id={`change-value-${row.key}`}
+          class="mono"
+          rows={2}
+          spellcheck={false}
+          value={row.value}
+          onInput={(e) => props.onChange({ value: e.currentTarget.value })}
+        />
+      </div>
+      <button
+        type="button"
+        class="danger-outline"
+        disabled={!props.removable}
+        aria-label={`Remove change ${number}`}
+        onClick={props.onRemove}
+      >
+        Remove
+      </button>
+    </li>
+  )
 }
 
 /**
@@ -88,38 +134,14 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
       )}
       <ol class="change-rows">
         {rows.map((row, index) => (
-          <li key={row.key} class="change-row">
-            <div class="field">
-              <label for={`change-field-${row.key}`}>Change {index + 1} field</label>
-              <select
-                id={`change-field-${row.key}`}
-                value={row.field}
-                onChange={(e) => update(row.key, { field: e.currentTarget.value })}
-              >
-                {SIMULATED_FIELDS.map((field) => <option key={field} value={field}>{field}</option>)}
-              </select>
-            </div>
-            <div class="field wide">
-              <label for={`change-value-${row.key}`}>Change {index + 1} value (JSON)</label>
-              <textarea
-                id={`change-value-${row.key}`}
-                class="mono"
-                rows={2}
-                spellcheck={false}
-                value={row.value}
-                onInput={(e) => update(row.key, { value: e.currentTarget.value })}
-              />
-            </div>
-            <button
-              type="button"
-              class="danger-outline"
-              disabled={rows.length === 1}
-              aria-label={`Remove change ${index + 1}`}
-              onClick={() => setRows(rows.filter((r) => r.key !== row.key))}
-            >
-              Remove
-            </button>
-          </li>
+          <ChangeFields
+            key={row.key}
+            row={row}
+            number={index + 1}
+            removable={rows.length > 1}
+            onChange={(change) => update(row.key, change)}
+            onRemove={() => setRows(rows.filter((r) => r.key !== row.key))}
+          />
         ))}
       </ol>
       <div class="actions-row">
@@ -142,17 +164,14 @@ const SimulateChanges = (props: { readonly instances: ReadonlyArray<Instance> | 
   )
 }
 
-export const SandboxPage = (props: { readonly kind: TokenKind }) => {
-  const instances = useInstances(props.kind)
+/** A customer's message to one of the numbers, posted by the sandbox upstream (POST /sandbox/inbound). */
+const SimulateInbound = (props: { readonly instances: ReadonlyArray<Instance> | undefined }) => {
   const [from, setFrom] = useState("16505551234")
   const [name, setName] = useState("")
   const [type, setType] = useState("text")
   const [body, setBody] = useState("Hello from the sandbox")
   const [instanceId, setInstanceId] = useState("")
   const { error, outcome, busy, run } = useAction()
-  const choices = props.kind === "organization" && instances.loaded.state === "ready"
-    ? instances.loaded.value.data
-    : undefined
 
   const submit = (event: Event) => {
     event.preventDefault()
@@ -173,70 +192,77 @@ export const SandboxPage = (props: { readonly kind: TokenKind }) => {
   }
 
   return (
+    <form class="card stack" onSubmit={submit} aria-labelledby="inbound-title">
+      <h2 id="inbound-title">Simulate an inbound message</h2>
+      <div class="row">
+        <div class="field">
+          <label for="sandbox-from">From (the customer's number)</label>
+          <input
+            id="sandbox-from"
+            required
+            inputMode="tel"
+            pattern="\+?\d{6,20}"
+            value={from}
+            onInput={(e) => setFrom(e.currentTarget.value)}
+          />
+        </div>
+        <div class="field">
+          <label for="sandbox-name">Profile name (optional)</label>
+          <input id="sandbox-name" maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </div>
+        <div class="field">
+          <label for="sandbox-type">Type</label>
+          <select id="sandbox-type" value={type} onChange={(e) => setType(e.currentTarget.value)}>
+            {inboundMessageTypes.map((t) => <option key={t} value={t}>{t}</option>)}
+          </select>
+        </div>
+        {props.instances === undefined ? null : (
+          <div class="field">
+            <label for="sandbox-instance">Instance</label>
+            <select
+              id="sandbox-instance"
+              required
+              value={instanceId}
+              onChange={(e) => setInstanceId(e.currentTarget.value)}
+            >
+              <option value="">Choose…</option>
+              {props.instances.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
+            </select>
+          </div>
+        )}
+      </div>
+      {type === "text" ?
+        (
+          <div class="field">
+            <label for="sandbox-body">Text</label>
+            <textarea
+              id="sandbox-body"
+              required
+              maxLength={4096}
+              rows={3}
+              value={body}
+              onInput={(e) => setBody(e.currentTarget.value)}
+            />
+          </div>
+        ) :
+        <p class="help">The sandbox fills in the {type} content with plausible values.</p>}
+      <ErrorNote error={error} prefix="Not simulated:" />
+      <Outcome text={outcome} />
+      <div>
+        <button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate inbound message"}</button>
+      </div>
+    </form>
+  )
+}
+
+export const SandboxPage = (props: { readonly kind: TokenKind }) => {
+  const choices = useInstanceChoices(props.kind)
+  return (
     <main id="main">
       <PageTitle lead="The sandbox stands in for Meta's platform: simulate a customer's message to one of your numbers, or changes of any kind.">
         Sandbox
       </PageTitle>
-      <form class="card stack" onSubmit={submit} aria-labelledby="inbound-title">
-        <h2 id="inbound-title">Simulate an inbound message</h2>
-        <div class="row">
-          <div class="field">
-            <label for="sandbox-from">From (the customer's number)</label>
-            <input
-              id="sandbox-from"
-              required
-              inputMode="tel"
-              pattern="\+?\d{6,20}"
-              value={from}
-              onInput={(e) => setFrom(e.currentTarget.value)}
-            />
-          </div>
-          <div class="field">
-            <label for="sandbox-name">Profile name (optional)</label>
-            <input id="sandbox-name" maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
-          </div>
-          <div class="field">
-            <label for="sandbox-type">Type</label>
-            <select id="sandbox-type" value={type} onChange={(e) => setType(e.currentTarget.value)}>
-              {inboundMessageTypes.map((t) => <option key={t} value={t}>{t}</option>)}
-            </select>
-          </div>
-          {choices === undefined ? null : (
-            <div class="field">
-              <label for="sandbox-instance">Instance</label>
-              <select
-                id="sandbox-instance"
-                required
-                value={instanceId}
-                onChange={(e) => setInstanceId(e.currentTarget.value)}
-              >
-                <option value="">Choose…</option>
-                {choices.map((i) => <option key={i.id} value={i.id}>{i.name} ({i.phone_number_id})</option>)}
-              </select>
-            </div>
-          )}
-        </div>
-        {type === "text" ?
-          (
-            <div class="field">
-              <label for="sandbox-body">Text</label>
-              <textarea
-                id="sandbox-body"
-                required
-                maxLength={4096}
-                rows={3}
-                value={body}
-                onInput={(e) => setBody(e.currentTarget.value)}
-              />
-            </div>
-          ) :
-          <p class="help">The sandbox fills in the {type} content with plausible values.</p>}
-        <ErrorNote error={error} prefix="Not simulated:" />
-        <Outcome text={outcome} />
-        <div>
-          <button type="submit" disabled={busy}>{busy ? "Simulating…" : "Simulate inbound message"}</button>
-        </div>
-      </form>
+      <SimulateInbound instances={choices} />
       <SimulateChanges instances={choices} />
       <p>
         Both arrive like real ones: shown in <Link to="/events">Live events</Link> and delivered to the instance's{" "}

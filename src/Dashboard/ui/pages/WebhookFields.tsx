@@ -124,6 +124,80 @@ export const headersOf = (rows: ReadonlyArray<HeaderRow>): Readonly<Record<strin
     rows.filter((row) => row.name.trim() !== "" || row.value !== "").map((row) => [row.name.trim(), row.value])
   )
 
+/** One header's name and value (a secret one's value redacted, with a button to replace it) and a button to remove it. */
+const HeaderFields = (props: {
+  /** The id of the field the row is in: its inputs' ids start with it. */
+  readonly id: string
+  readonly row: HeaderRow
+  /** Its place in the list, from 0. */
+  readonly index: number
+  readonly onChange: (change: Partial<HeaderRow>) => void
+  readonly onReplace: () => void
+  readonly onRemove: () => void
+}) => {
+  const { id, row, index } = props
+  const which = `Header ${index + 1} `
+  // On a wide screen the first row's labels head the columns; the others' are read out, not shown again.
+  const shown = index === 0 ? undefined : "repeat-label"
+  return (
+    <li class="header-row">
+      <div class="field">
+        <label for={`${id}-name-${row.key}`} class={shown}>
+          <span class="visually-hidden">{which}</span>Name
+        </label>
+        <input
+          id={`${id}-name-${row.key}`}
+          class="mono"
+          autoComplete="off"
+          spellcheck={false}
+          maxLength={64}
+          placeholder="x-tenant"
+          value={row.name}
+          onInput={(e) => props.onChange({ name: e.currentTarget.value })}
+        />
+      </div>
+      <div class="field">
+        <label for={`${id}-value-${row.key}`} class={shown}>
+          <span class="visually-hidden">{which}</span>Value
+        </label>
+        {row.redacted
+          ? (
+            <div class="redacted">
+              <input id={`${id}-value-${row.key}`} class="mono" readOnly value={REDACTED_VALUE} />
+              <button
+                type="button"
+                class="secondary"
+                aria-label={`Replace the value of ${row.name}`}
+                onClick={props.onReplace}
+              >
+                Replace
+              </button>
+            </div>
+          )
+          : (
+            <input
+              id={`${id}-value-${row.key}`}
+              class="mono"
+              autoComplete="off"
+              spellcheck={false}
+              maxLength={1024}
+              value={row.value}
+              onInput={(e) => props.onChange({ value: e.currentTarget.value })}
+            />
+          )}
+      </div>
+      <button
+        type="button"
+        class="danger-outline"
+        aria-label={`Remove header ${index + 1}${row.name === "" ? "" : ` (${row.name})`}`}
+        onClick={props.onRemove}
+      >
+        Remove
+      </button>
+    </li>
+  )
+}
+
 /** Up to HEADER_LIMIT name and value pairs; a secret one's value is shown redacted until replaced. */
 export const HeadersField = (props: {
   readonly id: string
@@ -162,71 +236,20 @@ export const HeadersField = (props: {
       </p>
       {rows.length === 0 ? null : (
         <ul class="header-rows">
-          {rows.map((row, index) => {
-            const which = `Header ${index + 1} `
-            // On a wide screen the first row's labels head the columns; the others' are read out, not shown again.
-            const shown = index === 0 ? undefined : "repeat-label"
-            return (
-              <li key={row.key} class="header-row">
-                <div class="field">
-                  <label for={`${id}-name-${row.key}`} class={shown}>
-                    <span class="visually-hidden">{which}</span>Name
-                  </label>
-                  <input
-                    id={`${id}-name-${row.key}`}
-                    class="mono"
-                    autoComplete="off"
-                    spellcheck={false}
-                    maxLength={64}
-                    placeholder="x-tenant"
-                    value={row.name}
-                    onInput={(e) => update(row.key, { name: e.currentTarget.value })}
-                  />
-                </div>
-                <div class="field">
-                  <label for={`${id}-value-${row.key}`} class={shown}>
-                    <span class="visually-hidden">{which}</span>Value
-                  </label>
-                  {row.redacted
-                    ? (
-                      <div class="redacted">
-                        <input id={`${id}-value-${row.key}`} class="mono" readOnly value={REDACTED_VALUE} />
-                        <button
-                          type="button"
-                          class="secondary"
-                          aria-label={`Replace the value of ${row.name}`}
-                          onClick={() => {
-                            update(row.key, { redacted: false, value: "" })
-                            setFocus(`${id}-value-${row.key}`)
-                          }}
-                        >
-                          Replace
-                        </button>
-                      </div>
-                    )
-                    : (
-                      <input
-                        id={`${id}-value-${row.key}`}
-                        class="mono"
-                        autoComplete="off"
-                        spellcheck={false}
-                        maxLength={1024}
-                        value={row.value}
-                        onInput={(e) => update(row.key, { value: e.currentTarget.value })}
-                      />
-                    )}
-                </div>
-                <button
-                  type="button"
-                  class="danger-outline"
-                  aria-label={`Remove header ${index + 1}${row.name === "" ? "" : ` (${row.name})`}`}
-                  onClick={() => remove(row.key)}
-                >
-                  Remove
-                </button>
-              </li>
-            )
-          })}
+          {rows.map((row, index) => (
+            <HeaderFields
+              key={row.key}
+              id={id}
+              row={row}
+              index={index}
+              onChange={(change) => update(row.key, change)}
+              onReplace={() => {
+                update(row.key, { redacted: false, value: "" })
+                setFocus(`${id}-value-${row.key}`)
+              }}
+              onRemove={() => remove(row.key)}
+            />
+          ))}
         </ul>
       )}
       <div class="actions-row">

@@ -2,6 +2,7 @@ import { useState } from "preact/hooks"
 import { call } from "../api.js"
 import { Ago, ErrorNote, Outcome, PageTitle, Resource, SecretOnce, useAction, useResource } from "../components.js"
 import { eventsSummary, FIELD_KINDS, MESSAGE_KINDS } from "../eventKinds.js"
+import { useInstanceChoices } from "../instances.js"
 import { Link } from "../router.js"
 import type { Instance, TokenKind, Webhook, WebhookWithSecret } from "../types.js"
 import {
@@ -14,16 +15,6 @@ import {
   type KindsChoice
 } from "./WebhookFields.js"
 import { queuedSummary, recentSummary, webhookState } from "./WebhookHealth.js"
-
-/** Organization tokens choose among their instances; an instance token always acts for its own. */
-export const useInstances = (kind: TokenKind) =>
-  useResource(
-    async () =>
-      kind === "organization"
-        ? call<{ readonly data: ReadonlyArray<Instance> }>("GET", "/api/instances")
-        : { ok: true, value: { data: [] } },
-    kind
-  )
 
 const CreateWebhook = (
   props: {
@@ -111,17 +102,82 @@ const CreateWebhook = (
   )
 }
 
+/** Which kind the listed webhooks receive: any, or one (GET /api/webhooks?event=). */
+const ReceivingFilter = (props: { readonly receives: string; readonly onChange: (kind: string) => void }) => (
+  <div class="field inline">
+    <label for="webhook-receives">Receiving</label>
+    <select id="webhook-receives" value={props.receives} onChange={(e) => props.onChange(e.currentTarget.value)}>
+      <option value="">Any kind</option>
+      <optgroup label="Messages">
+        {MESSAGE_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}
+      </optgroup>
+      <optgroup label="Other changes">
+        {FIELD_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}
+      </optgroup>
+    </select>
+  </div>
+)
+
+/** The webhooks listed, each with its state and health; `receives` is the kind they were filtered by, if any. */
+const WebhookTable = (props: {
+  readonly webhooks: ReadonlyArray<Webhook>
+  readonly receives: string
+  readonly showInstance: boolean
+  readonly instanceLabel: (id: string) => string
+}) => {
+  const { receives, showInstance } = props
+  return (
+    <div class="table-wrap">
+      <table class="responsive">
+        <caption class="visually-hidden">Webhooks{receives === "" ? "" : ` receiving ${receives}`}</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">URL</th>
+            {showInstance ? <th scope="col">Instance</th> : null}
+            <th scope="col">State</th>
+            <th scope="col">Receives</th>
+            <th scope="col">Last 24 hours</th>
+            <th scope="col">Queued</th>
+            <th scope="col">Last success</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.webhooks.map((webhook) => (
+            <tr key={webhook.id}>
+              <td data-label="Name">
+                <Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link>
+              </td>
+              <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
+              {showInstance ? <td data-label="Instance">{props.instanceLabel(webhook.instance_id)}</td> : null}
+              <td data-label="State">{webhookState(webhook)}</td>
+              <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>
+                {eventsSummary(webhook.events)}
+              </td>
+              <td data-label="Last 24 hours">{recentSummary(webhook)}</td>
+              <td data-label="Queued">{queuedSummary(webhook)}</td>
+              <td data-label="Last success">
+                <Ago iso={webhook.last_success_at} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {props.webhooks.length === 0
+        ? <p class="muted">{receives === "" ? "No webhooks yet." : `No webhook receives ${receives}.`}</p>
+        : null}
+    </div>
+  )
+}
+
 export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
   const [receives, setReceives] = useState("")
   const webhooks = useResource(
     () => call<{ readonly data: ReadonlyArray<Webhook> }>("GET", "/api/webhooks", { query: { event: receives } }),
     `webhooks ${receives}`
   )
-  const instances = useInstances(props.kind)
+  const choices = useInstanceChoices(props.kind)
   const [created, setCreated] = useState<WebhookWithSecret | undefined>(undefined)
-  const choices = props.kind === "organization" && instances.loaded.state === "ready"
-    ? instances.loaded.value.data
-    : undefined
   // An instance token's webhooks are all of its own instance.
   const showInstance = props.kind !== "instance"
   const instanceLabel = (id: string) => {
@@ -160,63 +216,18 @@ export const WebhooksPage = (props: { readonly kind: TokenKind }) => {
         <div class="toolbar">
           <h2 id="webhook-list-title">Webhooks</h2>
           <div class="actions-row">
-            <div class="field inline">
-              <label for="webhook-receives">Receiving</label>
-              <select id="webhook-receives" value={receives} onChange={(e) => setReceives(e.currentTarget.value)}>
-                <option value="">Any kind</option>
-                <optgroup label="Messages">
-                  {MESSAGE_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}
-                </optgroup>
-                <optgroup label="Other changes">
-                  {FIELD_KINDS.map((kind) => <option key={kind} value={kind}>{kind}</option>)}
-                </optgroup>
-              </select>
-            </div>
+            <ReceivingFilter receives={receives} onChange={setReceives} />
             <Link to="/deliveries">Search all deliveries</Link>
           </div>
         </div>
         <Resource loaded={webhooks.loaded} what="the webhooks">
           {(list) => (
-            <div class="table-wrap">
-              <table class="responsive">
-                <caption class="visually-hidden">Webhooks{receives === "" ? "" : ` receiving ${receives}`}</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">URL</th>
-                    {showInstance ? <th scope="col">Instance</th> : null}
-                    <th scope="col">State</th>
-                    <th scope="col">Receives</th>
-                    <th scope="col">Last 24 hours</th>
-                    <th scope="col">Queued</th>
-                    <th scope="col">Last success</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.data.map((webhook) => (
-                    <tr key={webhook.id}>
-                      <td data-label="Name">
-                        <Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link>
-                      </td>
-                      <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
-                      {showInstance ? <td data-label="Instance">{instanceLabel(webhook.instance_id)}</td> : null}
-                      <td data-label="State">{webhookState(webhook)}</td>
-                      <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>
-                        {eventsSummary(webhook.events)}
-                      </td>
-                      <td data-label="Last 24 hours">{recentSummary(webhook)}</td>
-                      <td data-label="Queued">{queuedSummary(webhook)}</td>
-                      <td data-label="Last success">
-                        <Ago iso={webhook.last_success_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-              {list.data.length === 0
-                ? <p class="muted">{receives === "" ? "No webhooks yet." : `No webhook receives ${receives}.`}</p>
-                : null}
-            </div>
+            <WebhookTable
+              webhooks={list.data}
+              receives={receives}
+              showInstance={showInstance}
+              instanceLabel={instanceLabel}
+            />
           )}
         </Resource>
       </section>
