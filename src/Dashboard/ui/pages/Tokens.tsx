@@ -110,6 +110,7 @@ const TokenRows = (props: {
               {props.current.startsWith(token.token_hint.replace("…", ""))
                 ? (
                   <>
+                    {" "}
                     <Badge tone="info">signed in with it</Badge>
                   </>
                 )
