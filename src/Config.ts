@@ -57,7 +57,12 @@ export interface HubSettings {
   readonly webhookDisableAfter: Duration.Duration
   /** Most webhooks an instance may have (inactive ones count; deleted ones do not). */
   readonly webhooksPerInstance: number
-  readonly sendRatePerSecond: number
+  /** HUB_SEND_RATE: messages per second no number exceeds, below its live throughput level; undefined: the level alone. */
+  readonly sendRateCap: number | undefined
+  /** How long a queued send may wait for its turn when the request gives no `validity` (HUB_QUEUE_VALIDITY). */
+  readonly queueValidity: Duration.Duration
+  /** A number's queue holds at most this many hours of its throughput (HUB_QUEUE_MAX_HOURS). */
+  readonly queueMaxHours: number
   /** Upstream posts waiting for their commit beyond which new posts are refused with 503 (backpressure). */
   readonly ingressMaxPending: number
   /** Sends in flight beyond which new sends are refused with 503 (backpressure). */
@@ -225,12 +230,13 @@ const port = Config.integer("PORT").pipe(
   })
 )
 
-const sendRate = Config.integer("HUB_SEND_RATE").pipe(
-  Config.withDefault(80),
+/** An optional cap below every number's live throughput level (SendQueue/Throughput.ts); unset, the level alone. */
+const sendRateCap = Config.option(Config.integer("HUB_SEND_RATE")).pipe(
   Config.validate({
     message: "Expected HUB_SEND_RATE to be a whole number of messages per second from 1 to 1000",
-    validation: (n) => n >= 1 && n <= 1000
-  })
+    validation: (n) => Option.isNone(n) || (n.value >= 1 && n.value <= 1000)
+  }),
+  Config.map(Option.getOrUndefined)
 )
 
 const memoryTarget = Config.integer("HUB_MEMORY_TARGET_MB").pipe(
@@ -317,7 +323,16 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   webhooksPerInstance: positiveInteger("HUB_WEBHOOKS_PER_INSTANCE", 10),
   retention: duration("HUB_RETENTION", "30d"),
-  sendRatePerSecond: sendRate,
+  sendRateCap,
+  // Twilio's WhatsApp queue and Telnyx's both hold four hours of a sender's traffic.
+  queueValidity: duration("HUB_QUEUE_VALIDITY", "4h"),
+  queueMaxHours: Config.number("HUB_QUEUE_MAX_HOURS").pipe(
+    Config.withDefault(4),
+    Config.validate({
+      message: "Expected HUB_QUEUE_MAX_HOURS to be a number of hours above 0 (such as 4, or 0.5)",
+      validation: (n) => n > 0 && Number.isFinite(n)
+    })
+  ),
   // A group commits up to 256 posts; 2,000 waiting is several groups behind, about 0.25 s of the
   // hub's overload rate: past it the upstream is better told to retry (it does, on any non-200).
   ingressMaxPending: positiveInteger("HUB_INGRESS_MAX_PENDING", 2_000),

@@ -40,6 +40,9 @@ import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
+import { SendQueueDrainer } from "./SendQueue/Drainer.js"
+import { QueuedSends } from "./SendQueue/QueuedSends.js"
+import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
@@ -97,6 +100,9 @@ const ServicesLive = Layer.mergeAll(
   IngressStackLive,
   UpstreamStackLive,
   overFoundation(MessageSender.Default.pipe(Layer.provide(UpstreamStackLive))),
+  overFoundation(QueuedSends.Default.pipe(Layer.provide(UpstreamStackLive))),
+  overFoundation(SendQueueRepo.Default),
+  overFoundation(SendQueueDrainer.Default.pipe(Layer.provide(UpstreamStackLive))),
   overFoundation(TokenResolver.Default),
   overFoundation(InstanceAccess.Default),
   overFoundation(TokensRepoLive),

@@ -10,6 +10,7 @@ import { Duration, Effect, Layer } from "effect"
 import { makeHubClient } from "../src/Client.js"
 import { checkedFetch } from "./support/OpenApiCheck.js"
 import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
+import { sentNow } from "./support/TypedRequests.js"
 
 const checkedFetchLayer = FetchHttpClient.layer.pipe(
   Layer.provide(Layer.succeed(FetchHttpClient.Fetch, Object.assign(checkedFetch, { preconnect: fetch.preconnect })))
@@ -30,14 +31,14 @@ const TEXT = {
 const firstPage = { page: 1, limit: 50 } as const
 
 // One send per second per number, so a second send at once is paced (429); no sandbox status events.
-layer(testHub({ sendRatePerSecond: 1, sandboxStatusDelay: Duration.hours(1) }), { excludeTestServices: true })(
+layer(testHub({ sendRateCap: 1, sandboxStatusDelay: Duration.hours(1) }), { excludeTestServices: true })(
   "the typed client",
   (it) => {
     it.effect("sends a message and finds it in the history", () =>
       Effect.gen(function*() {
         const tenant = yield* seedTenant()
         const hub = yield* clientFor(tenant.instanceToken)
-        const sent = yield* hub.messages.send({ payload: TEXT, headers: {} })
+        const sent = yield* sentNow(hub.messages.send({ payload: TEXT, headers: {} }))
         expect(sent.messaging_product).toBe("whatsapp")
         const waMessageId = sent.messages[0]?.id
         expect(waMessageId).toMatch(/^wamid\./)
@@ -57,10 +58,10 @@ layer(testHub({ sendRatePerSecond: 1, sandboxStatusDelay: Duration.hours(1) }), 
           tenant.instanceId,
           tenant.phoneNumberId
         ]])
-        const sent = yield* hub.messages.send({
+        const sent = yield* sentNow(hub.messages.send({
           payload: { ...TEXT, phone_number_id: tenant.phoneNumberId },
           headers: {}
-        })
+        }))
         expect(sent.contacts).toEqual([{ input: "16505551234", wa_id: "16505551234" }])
       }))
 

@@ -248,7 +248,7 @@ describe("a fleet of two replicas on PostgreSQL", () => {
     Effect.gen(function*() {
       const rate = 10
       // No sandbox status events: the sends alone, at the pace offered.
-      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRatePerSecond: rate })
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRateCap: rate })
       const tenant = yield* on(a, seedTenant())
       // Each replica offers the full rate for two seconds, each send at its time whatever the others
       // take: 40 sends at twice the rate.
@@ -281,7 +281,7 @@ describe("a fleet of two replicas on PostgreSQL", () => {
   it.live("two replicas sending to one number below its rate between them are never refused", () =>
     Effect.gen(function*() {
       const rate = 400
-      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRatePerSecond: rate })
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRateCap: rate })
       const tenant = yield* on(a, seedTenant())
       // 60 % of the rate between them for two seconds, from slices of up to 20 sends each.
       const perReplica = 0.3 * rate * 2

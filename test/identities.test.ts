@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { refusedWith } from "./support/Refusal.js"
 import { seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
-import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
+import { individualMessage, messagesFirstPage, sentNow } from "./support/TypedRequests.js"
 import { wamid } from "./support/UpstreamPayloads.js"
 
 const NUMBER = "16505551234"
@@ -89,10 +89,10 @@ const historyOf = (tenant: Tenant, user: string) =>
 const send = (tenant: Tenant, target: { readonly to: string } | { readonly recipient: string }) =>
   Effect.gen(function*() {
     const client = yield* clientOf(tenant)
-    const sent = yield* client.messages.send({
+    const sent = yield* sentNow(client.messages.send({
       payload: { ...individualMessage, type: "text", text: { body: "Hi" }, ...target },
       headers: {}
-    })
+    }))
     return sent.messages[0]?.id ?? ""
   })
 

@@ -11,7 +11,7 @@ import { InstancesRepo } from "../src/Instances/Repo.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { refusedWith } from "./support/Refusal.js"
 import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
-import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
+import { individualMessage, messagesFirstPage, sentNow } from "./support/TypedRequests.js"
 
 const TEMPLATE = { name: "spring_sale", language: "en_US" }
 
@@ -64,7 +64,7 @@ const sentTo = (tenant: Tenant, options: Parameters<typeof typedTemplateSend>[0]
     const hub = yield* TestHub
     const fake = yield* FakeGraph
     const client = yield* hub.client(tenant.instanceToken)
-    const sent = yield* client.messages.send({ payload: typedTemplateSend(options), headers: {} })
+    const sent = yield* sentNow(client.messages.send({ payload: typedTemplateSend(options), headers: {} }))
     const upstream = yield* fake.lastRequest
     expect(upstream.json).toEqual({
       messaging_product: "whatsapp",

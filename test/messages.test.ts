@@ -931,7 +931,7 @@ for (const engine of engines) {
   })
 }
 
-layer(testHubOnFakeGraph({ sendRatePerSecond: 2 }))("pacing per phone number", (it) => {
+layer(testHubOnFakeGraph({ sendRateCap: 2 }))("pacing per phone number", (it) => {
   it.effect("over the rate the hub answers 429 with Retry-After and does not call the upstream", () =>
     Effect.gen(function*() {
       const tenant = yield* seedTenant()

@@ -6,12 +6,19 @@
 import { Layer } from "effect"
 import { TokensRepoLive } from "../ApiTokens/Repo.js"
 import { InstancesRepoLive } from "../Instances/Repo.js"
+import { SendQueueRepo } from "../SendQueue/Repo.js"
 import { SqlLive } from "../Sql/Client.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
 import { UnroutedRepoLive } from "../UpstreamEvents/Unrouted.js"
 
 /** Organizations and instances; instances' access tokens encrypted with the key for secrets at rest. */
 export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(SecretCipher.Default), Layer.provide(SqlLive))
+
+/** Instances with the numbers' throughput levels as last read (their send rates). */
+export const InstancesWithLevelsOnDatabase = Layer.merge(
+  InstancesOnDatabase,
+  SendQueueRepo.Default.pipe(Layer.provide(SqlLive))
+)
 
 /** Organizations and instances, with sessions and api tokens. */
 export const TokensOnDatabase = Layer.merge(TokensRepoLive.pipe(Layer.provide(SqlLive)), InstancesOnDatabase)

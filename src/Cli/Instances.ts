@@ -4,7 +4,9 @@ import { Effect, Option, Schema } from "effect"
 import { HubConfig } from "../Config.js"
 import { InstanceRecord, instanceRecord } from "../Instances/Api.js"
 import { type InstanceRow, InstancesRepo, marketingMessagesModes } from "../Instances/Repo.js"
-import { InstancesOnDatabase } from "./Database.js"
+import { SendQueueRepo } from "../SendQueue/Repo.js"
+import { sendRateOf } from "../SendQueue/Throughput.js"
+import { InstancesWithLevelsOnDatabase } from "./Database.js"
 import { graphId, nonEmpty, orgOption, readStandardInput } from "./Options.js"
 import { requireOrganization } from "./Organizations.js"
 import { printWith } from "./Output.js"
@@ -15,7 +17,7 @@ const { id, ...instanceFields } = InstanceRecord.fields
 /** An instance as the API shows it, with the organization it belongs to (the operator sees every organization's). */
 const OrganizationInstanceRecord = Schema.Struct({ id, organization_id: Schema.String, ...instanceFields })
 
-/** An instance as the API shows it, with its organization, at HUB_SEND_RATE. */
+/** An instance as the API shows it, with its organization, at its number's send rate. */
 const organizationInstance = (row: InstanceRow, sendRate: number): typeof OrganizationInstanceRecord.Type => ({
   ...instanceRecord(row, sendRate),
   organization_id: row.organization_id
@@ -34,14 +36,15 @@ const instanceList = Command.make("list", {
 }, ({ org }) =>
   Effect.gen(function*() {
     const repo = yield* InstancesRepo
-    const { sendRatePerSecond } = yield* HubConfig
+    const { sendRateCap } = yield* HubConfig
+    const levels = yield* Effect.orDie((yield* SendQueueRepo).levels)
     const rows = yield* Option.match(org, {
       onNone: () => repo.listInstances,
       onSome: (id) =>
         Effect.flatMap(requireOrganization(id), (organization) => repo.listByOrganization(organization.id))
     })
     yield* printWith(Schema.Struct({ data: Schema.Array(OrganizationInstanceRecord) }))({
-      data: rows.map((row) => organizationInstance(row, sendRatePerSecond))
+      data: rows.map((row) => organizationInstance(row, sendRateOf(levels.get(row.phone_number_id), sendRateCap)))
     })
   })).pipe(Command.withDescription(
     "List instances (of one organization with --org), oldest first; prints {data: [{id, organization_id, name, phone_number_id, waba_id, " +
@@ -96,7 +99,7 @@ const instanceCreate = Command.make("create", {
       accessToken,
       marketingMessages: options.marketingMessages
     }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
-    yield* printWith(InstanceRecord)(instanceRecord(row, (yield* HubConfig).sendRatePerSecond))
+    yield* printWith(InstanceRecord)(instanceRecord(row, sendRateOf(undefined, (yield* HubConfig).sendRateCap)))
   })).pipe(
     Command.withDescription("Create an instance bound to one phone number of a business account; prints the instance")
   )
@@ -109,7 +112,13 @@ const instanceUpdate = Command.make("update", {
     const repo = yield* InstancesRepo
     const row = yield* repo.updateInstance(options.instance, { marketingMessages: options.marketingMessages })
     if (Option.isNone(row)) return yield* new CliError({ message: `instance ${options.instance} was not found` })
-    yield* printInstance(organizationInstance(row.value, (yield* HubConfig).sendRatePerSecond))
+    yield* printInstance(organizationInstance(
+      row.value,
+      sendRateOf(
+        (yield* Effect.orDie((yield* SendQueueRepo).levels)).get(row.value.phone_number_id),
+        (yield* HubConfig).sendRateCap
+      )
+    ))
   })).pipe(
     Command.withDescription("Change an instance's settings (--marketing-messages auto|off); prints the instance")
   )
@@ -117,5 +126,5 @@ const instanceUpdate = Command.make("update", {
 export const instancesCommand = Command.make("instance").pipe(
   Command.withDescription("Instances: each is bound to one business phone number"),
   Command.withSubcommands([instanceCreate, instanceUpdate, instanceList]),
-  Command.provide(InstancesOnDatabase)
+  Command.provide(InstancesWithLevelsOnDatabase)
 )

@@ -7,6 +7,14 @@
 export const messageStatuses = ["pending", "sent", "delivered", "read", "failed"] as const
 export type MessageStatus = (typeof messageStatuses)[number]
 
+/** Why a queued send ended `failed` without Meta's word on the message (the record's `failureReason`). */
+export const failureReasons = ["expired", "cancelled", "refused", "outcome_unknown"] as const
+export type FailureReason = (typeof failureReasons)[number]
+
+/** A queued send's lane: transactional sends of a number always go before its bulk ones. */
+export const priorities = ["transactional", "bulk"] as const
+export type Priority = (typeof priorities)[number]
+
 /** Which way a message went: sent by the business, or received from the user. */
 export const directions = ["inbound", "outbound"] as const
 export type Direction = (typeof directions)[number]

@@ -13,7 +13,8 @@ export const InstanceRecord = Schema.Struct({
   phone_number_id: Schema.String,
   waba_id: Schema.String,
   send_rate: Schema.Number.annotations({
-    description: "Messages per second the hub sends from this number at most (HUB_SEND_RATE)"
+    description:
+      "Messages per second the hub sends from this number at most: its throughput level as Meta last said (80 standard, 1,000 high, 20 for a number also on the Business app), under HUB_SEND_RATE when set"
   }),
   marketing_messages: Schema.Literal("auto", "off").annotations({
     description:
@@ -23,7 +24,7 @@ export const InstanceRecord = Schema.Struct({
   created_at: IsoTimestamp
 })
 
-/** An instance as the API shows it; `sendRate` is HUB_SEND_RATE, every instance's. */
+/** An instance as the API shows it; `sendRate` is its number's (SendQueue/Throughput.ts sendRateOf). */
 export const instanceRecord = (row: InstanceRow, sendRate: number): typeof InstanceRecord.Type => ({
   id: row.id,
   name: row.name,

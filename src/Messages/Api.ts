@@ -8,7 +8,7 @@ import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Cursor, PageFields, SCAN_WINDOW } from "../Domain/Paging.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
-import { directions, messageStatuses } from "../Domain/Vocabulary.js"
+import { directions, failureReasons, messageStatuses, priorities } from "../Domain/Vocabulary.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 import { sendEndpoints } from "../Upstream/Upstream.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
@@ -32,8 +32,23 @@ export const SendHeaders = RequestStruct({
     ).annotations({
       description: "Repeating a request with the same key and body within 24 hours returns the first answer"
     })
-  )
+  ),
+  prefer: Schema.optional(Schema.String.annotations({
+    description: "`respond-async` queues the send: 202 once it is on the disk, sent at the number's pace (RFC 7240)"
+  }))
 })
+
+/** A queued send's answer (202): its record's id, and when it may go and until when it may wait. */
+export const QueuedSend = Schema.Struct({
+  id: Schema.String.annotations({
+    description: "The message record's id (GET /api/messages, DELETE /api/messages/{id})"
+  }),
+  status: Schema.Literal("pending"),
+  send_at: IsoTimestamp.annotations({ description: "When the send may go: `send_at`, or when it was queued" }),
+  expires_at: IsoTimestamp.annotations({
+    description: "Past this, a send still queued ends `failed` with failureReason `expired` (send_at + validity)"
+  })
+}).annotations({ identifier: "QueuedSend" })
 
 const wholeNumber = (min: number, max: number) => {
   const rule = `must be a whole number from ${min} to ${max}`
@@ -131,6 +146,15 @@ export const MessageRecord = Schema.Struct({
   category: Schema.optional(Schema.String).annotations({
     description: "The send's `category` (Direct Send: utility, authentication), when given"
   }),
+  failureReason: Schema.optional(Schema.Literal(...failureReasons)).annotations({
+    description:
+      "Why a queued send ended `failed` without being sent: its validity ended (`expired`), it was cancelled " +
+      "(`cancelled`), Meta refused it (`refused`, the upstream's code in `error`), or its Graph call went unanswered " +
+      "so it was not sent again (`outcome_unknown`: it may have reached the person)"
+  }),
+  sendAt: Schema.optional(IsoTimestamp).annotations({ description: "A queued send's `send_at`" }),
+  expiresAt: Schema.optional(IsoTimestamp).annotations({ description: "Until when a queued send may wait" }),
+  priority: Schema.optional(Schema.Literal(...priorities)).annotations({ description: "A queued send's lane" }),
   endpoint: Schema.optional(Schema.Literal(...sendEndpoints)).annotations({
     description:
       "The Graph endpoint that carried a send: `messages`, or `marketing_messages` (the Marketing Messages API)"
@@ -181,6 +205,7 @@ export class MessagesApi extends HttpApiGroup.make("messages")
       .setPayload(SendMessageRequest)
       .setHeaders(SendHeaders)
       .addSuccess(SendMessageResponse)
+      .addSuccess(QueuedSend, { status: 202 })
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)
@@ -195,8 +220,29 @@ export class MessagesApi extends HttpApiGroup.make("messages")
             "template, interactive) through the upstream and records it as `pending`; status events move it on. " +
             "An organization token names the sending number with `phone_number_id`; an instance token sends from its own. " +
             "With an `Idempotency-Key` header a repeated request returns the first answer (marked `Idempotent-Replayed: true`) " +
-            "instead of sending again. Sends are paced per phone number: over the rate the answer is 429 with Retry-After.",
+            "instead of sending again. Sends are paced per phone number at its live throughput level: over it the answer is 429 " +
+            "with Retry-After. With `Prefer: respond-async`, `send_at`, `validity` or `priority` the send is queued instead: " +
+            "202 once it is on the disk, then sent at the number's pace (transactional before bulk, per person in order and " +
+            "within Meta's pair rate), retried on throttling, maintenance and Graph 5xx until its validity ends, never sent " +
+            "twice (a Graph call left unanswered ends `failed` with failureReason `outcome_unknown`). A number's queue holds " +
+            "HUB_QUEUE_MAX_HOURS of its throughput; beyond it 429 with Retry-After.",
           { example: SEND_EXAMPLE }
+        )
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("cancel", "/api/messages/:messageId")
+      .setPath(Schema.Struct({ messageId: Schema.String }))
+      .addSuccess(MessageRecord)
+      .addError(Wire.Forbidden)
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+      .pipe(
+        accepts(apiTokens),
+        documented(
+          "Cancel a queued send",
+          "Takes a queued send out of its number's queue before it goes: its record ends `failed` with failureReason " +
+            "`cancelled` and is answered. 409 once the send is being made or has ended; 404 for a message the token cannot see."
         )
       )
   )

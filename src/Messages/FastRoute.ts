@@ -6,6 +6,8 @@
  * awaits an effect only where it must read the database or the upstream: a credential not cached, a
  * body of another content type than JSON, an instance looked up the first time, an Idempotency-Key.
  * The checks run in HubApi's order: the token, the body, the Idempotency-Key header, the instance.
+ * A send that asks to be queued (`Prefer: respond-async`, `send_at`, `validity`, `priority`) is put on
+ * the disk and answered 202 (SendQueue/QueuedSends.ts) instead of being sent now.
  */
 import { HttpApiError, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Either, Schema } from "effect"
@@ -22,6 +24,7 @@ import {
 } from "../Domain/PlainRoute.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { BodyTooLarge, readBodyAtMost } from "../Net/BodyLimit.js"
+import { QueuedSends, type QueueOutcome, wantsQueue } from "../SendQueue/QueuedSends.js"
 import { SendHeaders } from "./Api.js"
 import { SendMessageRequest } from "./MessageSchemas.js"
 import { MessageSender, type SendOutcome } from "./Send.js"
@@ -49,18 +52,27 @@ const jsonBody = async (request: Request, edge: PlainResponder): Promise<Either.
   }
 }
 
+/** A queued send's outcome as it is answered: 202 with the queued record, or the kept answer of a replay. */
+const queuedResponse = (outcome: QueueOutcome) =>
+  outcome._tag === "Queued"
+    ? HttpServerResponse.unsafeJson(outcome.answer, { status: 202, headers: { "preference-applied": "respond-async" } })
+    : replayResponse(outcome)
+
+/** The kept answer of an Idempotency-Key's first request. */
+const replayResponse = (replay: Extract<SendOutcome, { readonly _tag: "Replay" }>) =>
+  HttpServerResponse.text(replay.body, {
+    status: replay.statusCode,
+    contentType: "application/json",
+    headers: { "idempotent-replayed": "true" }
+  })
+
 /** A keyed send's outcome as it is answered: the upstream's answer, or the kept answer of a replay. */
 const outcomeResponse = (outcome: SendOutcome) =>
-  outcome._tag === "Sent"
-    ? HttpServerResponse.unsafeJson(outcome.response)
-    : HttpServerResponse.text(outcome.body, {
-      status: outcome.statusCode,
-      contentType: "application/json",
-      headers: { "idempotent-replayed": "true" }
-    })
+  outcome._tag === "Sent" ? HttpServerResponse.unsafeJson(outcome.response) : replayResponse(outcome)
 
 export const makeSendPlainRoute = Effect.gen(function*() {
   const sender = yield* MessageSender
+  const queued = yield* QueuedSends
   const access = yield* InstanceAccess
   const resolver = yield* TokenResolver
   const authenticate = authenticateBearer(resolver)
@@ -85,6 +97,14 @@ export const makeSendPlainRoute = Effect.gen(function*() {
       await edge.inRequest(Effect.either(access.resolve(principal.right, selector)))
     if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
     const idempotencyKey = headers.right["idempotency-key"]
+    if (wantsQueue(payload.right, request.headers.get("prefer") ?? undefined)) {
+      return edge.run(Effect.map(
+        idempotencyKey === undefined
+          ? Effect.map(queued.enqueue(instance.right, payload.right), (answer) => ({ _tag: "Queued", answer } as const))
+          : queued.enqueueOnce(instance.right, payload.right, idempotencyKey),
+        queuedResponse
+      ))
+    }
     if (idempotencyKey !== undefined) {
       return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))
     }

@@ -7,6 +7,7 @@ import { servedByHotRoute } from "../Domain/PlainRoute.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
+import { QueuedSends } from "../SendQueue/QueuedSends.js"
 import type { DateBound } from "./Api.js"
 import { type ListFilter, type MessageRow } from "./ListQueries.js"
 import { MessagesRepo } from "./Repo.js"
@@ -35,6 +36,10 @@ const toRecord = (row: MessageRow) => ({
   ...(row.category === null ? {} : { category: row.category }),
   ...(row.endpoint === null ? {} : { endpoint: row.endpoint }),
   ...(row.origin === null ? {} : { origin: row.origin }),
+  ...(row.failure_reason === null ? {} : { failureReason: row.failure_reason }),
+  ...(row.send_at === null ? {} : { sendAt: row.send_at }),
+  ...(row.expires_at === null ? {} : { expiresAt: row.expires_at }),
+  ...(row.priority === null ? {} : { priority: row.priority }),
   type: row.type,
   status: row.status,
   direction: row.direction,
@@ -70,6 +75,7 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
   Effect.gen(function*() {
     const repo = yield* MessagesRepo
     const access = yield* InstanceAccess
+    const queued = yield* QueuedSends
     return handlers
       // Served by its one handler, Bun's fast route (Messages/FastRoute.ts).
       .handleRaw("send", servedByHotRoute("POST /api/messages"))
@@ -127,4 +133,7 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
             cursors: cursorsOf(listed.rows, listed.more, page)
           }
         }))
+      .handle("cancel", ({ path }) =>
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          Effect.map(queued.cancel(principal, path.messageId), toRecord)))
   }))

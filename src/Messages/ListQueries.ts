@@ -10,7 +10,14 @@ import type { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { COUNT_CAP, type Keyset, type PageRequest, SCAN_WINDOW } from "../Domain/Paging.js"
-import { type Direction, directions, type MessageStatus, messageStatuses } from "../Domain/Vocabulary.js"
+import {
+  type Direction,
+  directions,
+  failureReasons,
+  type MessageStatus,
+  messageStatuses,
+  priorities
+} from "../Domain/Vocabulary.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { sendEndpoints } from "../Upstream/Upstream.js"
 import { identifiersOf } from "./Identities.js"
@@ -41,7 +48,11 @@ export const MessageRow = Schema.Struct({
   category: Schema.NullOr(Schema.String),
   /** The Graph endpoint that carried a send, and where a record came from when not a send or the `messages` field. */
   endpoint: Schema.NullOr(Schema.Literal(...sendEndpoints)),
-  origin: Schema.NullOr(Schema.String)
+  origin: Schema.NullOr(Schema.String),
+  failure_reason: Schema.NullOr(Schema.Literal(...failureReasons)),
+  send_at: Schema.NullOr(Schema.String),
+  expires_at: Schema.NullOr(Schema.String),
+  priority: Schema.NullOr(Schema.Literal(...priorities))
 })
 export type MessageRow = typeof MessageRow.Type
 
@@ -53,7 +64,7 @@ const totalRows = decodeRows(Schema.Struct({ total: SqlCount, examined: SqlCount
 
 export const messageColumns =
   "id, organization_id, instance_id, direction, wa_message_id, to_number, from_number, type, status, error, created_at, status_at, sent_at, delivered_at, read_at, failed_at, " +
-  "user_id, parent_user_id, username, category, endpoint, origin"
+  "user_id, parent_user_id, username, category, endpoint, origin, failure_reason, send_at, expires_at, priority"
 
 export interface ListFilter {
   readonly organizationId: OrganizationId

@@ -49,6 +49,36 @@ const Recipient = Schema.transform(
 
 const UserRecipient = BusinessScopedUserId
 
+/**
+ * The queue's options (issue 32), the hub's own: never sent upstream. Any of them, or the header
+ * `Prefer: respond-async`, queues the send (202); the window of `send_at` is checked against the clock
+ * when the send is queued (SendQueue/QueuedSends.ts).
+ */
+const queueOptions = {
+  send_at: optional(
+    Schema.String.pipe(
+      Schema.filter((text) => !Number.isNaN(Date.parse(text)) || "must be an ISO 8601 date and time")
+    ).annotations({
+      description: "When to send (ISO 8601), from now to 35 days ahead; the send is queued (202)",
+      examples: ["2026-12-01T09:00:00Z"]
+    })
+  ),
+  validity: optional(
+    Schema.Int.pipe(
+      Schema.between(1, 36_000, { message: () => "must be a whole number of seconds from 1 to 36000" })
+    ).annotations({
+      description:
+        "Seconds a queued send may wait for its turn (after `send_at`) before it fails as `expired`; default HUB_QUEUE_VALIDITY (4 h)"
+    })
+  ),
+  priority: optional(
+    Schema.Literal("transactional", "bulk").annotations({
+      message: () => ({ message: "must be transactional or bulk", override: true }),
+      description: "A queued send's lane: `transactional` (the default) always goes before `bulk` of the same number"
+    })
+  )
+}
+
 const common = {
   messaging_product: Schema.optionalWith(
     Schema.Literal("whatsapp").annotations({ message: () => "must be \"whatsapp\"" }),
@@ -77,7 +107,8 @@ const common = {
     Schema.Literal("auto", "messages", "marketing_messages").annotations({
       message: () => ({ message: "must be auto, messages or marketing_messages", override: true })
     })
-  )
+  ),
+  ...queueOptions
 }
 
 const ONE_RECIPIENT =
@@ -193,6 +224,9 @@ const MODELED_KEYS: ReadonlySet<string> = new Set([
   "context",
   "phone_number_id",
   "via",
+  "send_at",
+  "validity",
+  "priority",
   ...messageTypes
 ])
 
@@ -241,7 +275,7 @@ export const SendMessageRequest = Schema.declare(
     description:
       "A message of any type, to `to` (a number or a group id) or `recipient` (a business-scoped user id), exactly one. " +
       "Fields the hub does not model (Direct Send's `category` and `ttl`, `direct_send_config`, `biz_opaque_callback_data`, " +
-      "`recipient_identity_key_hash`, and whatever Meta adds) are forwarded to the Graph unchanged; `phone_number_id` and `via` are the hub's own.",
+      "`recipient_identity_key_hash`, and whatever Meta adds) are forwarded to the Graph unchanged; `phone_number_id`, `via` and the queue's `send_at`, `validity` and `priority` are the hub's own.",
     [SchemaAST.SurrogateAnnotationId]: Schema.Union(...typedMembers, UntypedTextMessage).ast
   }
 )

@@ -1,7 +1,8 @@
 /**
- * Per phone number pacing of sends (HUB_SEND_RATE, default 80/s as the upstream allows): at most that
- * many sends a second per phone_number_id, with bursts up to one second's worth. Over the limit the hub
- * answers 429 with Retry-After instead of letting the upstream throttle the number.
+ * Per phone number pacing of sends, at the number's live throughput (SendQueue/Throughput.ts: Meta's
+ * level, 80/s standard, capped by HUB_SEND_RATE when set): at most that many sends a second per
+ * phone_number_id, with bursts up to one second's worth. Over the limit a synchronous send is answered
+ * 429 with Retry-After instead of letting the upstream throttle the number; a queued send waits its turn.
  *
  * - SQLite (one process): a token bucket per number in memory, as before.
  * - PostgreSQL (a fleet of replicas): the budget is shared, so the rate holds for the fleet, not per
@@ -17,8 +18,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Runtime } from "effect"
-import { HubConfig } from "../Config.js"
 import { TooManyRequests } from "../Domain/Errors.js"
+import { Throughput } from "../SendQueue/Throughput.js"
 import { isPostgres } from "../Sql/Dialect.js"
 
 interface Bucket {
@@ -46,9 +47,13 @@ const tooMany = (phoneNumberId: string, ratePerSecond: number, retryAfterSeconds
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds))
   })
 
-const makePacing = (ratePerSecond: number): Pacing["Type"] => {
+/** A number's rate now (messages per second). */
+type RateOf = (phoneNumberId: string) => number
+
+const makePacing = (rateOf: RateOf): Pacing["Type"] => {
   const buckets = new Map<string, Bucket>()
   const takeAt = (phoneNumberId: string, now: number) => {
+    const ratePerSecond = rateOf(phoneNumberId)
     const bucket = buckets.get(phoneNumberId) ?? { tokens: ratePerSecond, at: now }
     // Clamped: callers may read the clock in one order and get here in another.
     const elapsed = Math.max(0, now - bucket.at)
@@ -118,19 +123,20 @@ interface Slice {
  * its rate between them are not refused for budget none of them used.
  */
 const makeSharedPacing = (
-  ratePerSecond: number,
-  grant: (phoneNumberId: string, want: number, giveBack: number) => Promise<Grant>
+  rateOf: RateOf,
+  grant: (phoneNumberId: string, want: number, giveBack: number, ratePerSecond: number) => Promise<Grant>
 ): Pacing["Type"] => {
-  const sliceMax = Math.max(1, Math.ceil(ratePerSecond / SLICES_PER_SECOND))
   const sliceMs = 1000 / SLICES_PER_SECOND
   const slices = new Map<string, Slice>()
 
   const ask = (phoneNumberId: string, slice: Slice): Promise<Paced> => {
+    const ratePerSecond = rateOf(phoneNumberId)
+    const sliceMax = Math.max(1, Math.ceil(ratePerSecond / SLICES_PER_SECOND))
     const ranOut = slice.used >= slice.size
     const want = Math.min(sliceMax, Math.max(1, ranOut ? 2 * slice.used : slice.used + 1))
     const giveBack = slice.left
     slice.left = 0
-    return grant(phoneNumberId, want, giveBack).then(
+    return grant(phoneNumberId, want, giveBack, ratePerSecond).then(
       (granted) => {
         slice.asking = undefined
         slice.size = granted.granted
@@ -176,18 +182,19 @@ const makeSharedPacing = (
   return Pacing.of({ takeAt })
 }
 
+/** Pacing at each number's live throughput (its level known by Throughput, shared with the queue). */
 export const PacingLive = Layer.effect(
   Pacing,
   Effect.gen(function*() {
-    const config = yield* HubConfig
+    const throughput = yield* Throughput
     const sql = yield* SqlClient.SqlClient
-    if (!isPostgres(sql)) return makePacing(config.sendRatePerSecond)
+    if (!isPostgres(sql)) return makePacing(throughput.rateNow)
     const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
     return makeSharedPacing(
-      config.sendRatePerSecond,
-      (phoneNumberId, want, giveBack) =>
+      throughput.rateNow,
+      (phoneNumberId, want, giveBack, ratePerSecond) =>
         runPromise(
-          grantQuery(sql, phoneNumberId, want, giveBack, config.sendRatePerSecond).pipe(
+          grantQuery(sql, phoneNumberId, want, giveBack, ratePerSecond).pipe(
             Effect.flatMap((rows) =>
               rows[0] === undefined ? Effect.dieMessage("the pacing upsert returned no row") : Effect.succeed(rows[0])
             )
@@ -195,4 +202,4 @@ export const PacingLive = Layer.effect(
         )
     )
   })
-)
+).pipe(Layer.provide(Throughput.Default))

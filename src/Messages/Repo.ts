@@ -9,7 +9,7 @@ import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
-import { messageStatuses } from "../Domain/Vocabulary.js"
+import { type FailureReason, messageStatuses, type Priority } from "../Domain/Vocabulary.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -49,6 +49,14 @@ interface OutboundInput {
   readonly endpoint: SendEndpoint
 }
 
+/** What a queued send's record is written with: its id (the queue row's), its window and lane. */
+interface QueuedInput extends OutboundInput {
+  readonly id: string
+  readonly sendAt: string
+  readonly expiresAt: string
+  readonly priority: Priority
+}
+
 /** What the send and the ingress write of message records, and what the endpoints read. */
 interface MessagesRepoShape {
   /**
@@ -56,6 +64,13 @@ interface MessagesRepoShape {
    * markAcceptedNow are plain promises of their outcome, for the send core (see Send.ts).
    */
   readonly createOutboundNow: (input: OutboundInput) => Promise<Exit.Exit<MessageRow, SqlError>>
+  /** A queued send's `pending` record: one statement, run in the transaction that queues it (SendQueue/QueuedSends.ts). */
+  readonly insertQueued: (input: QueuedInput) => Effect.Effect<void, SqlError>
+  /**
+   * A queued send the queue gave up before Meta took it: `failed` with why, and Meta's error when it
+   * answered one. A record Meta accepted or moved on is left as it is.
+   */
+  readonly markQueueFailed: (id: string, reason: FailureReason, error?: Json) => Effect.Effect<void, SqlError>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
   /** The endpoint a template send goes to (Templates/Categories.ts): `via`, else the instance's setting and the template's category. */
@@ -307,7 +322,11 @@ const outboundRow = (input: OutboundInput): MessageRow => ({
   username: null,
   category: input.category ?? null,
   endpoint: input.endpoint,
-  origin: null
+  origin: null,
+  failure_reason: null,
+  send_at: null,
+  expires_at: null,
+  priority: null
 })
 
 const markRefused = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id: string, error: Json) =>
@@ -318,6 +337,22 @@ const markRefused = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id
         JSON.stringify(error)
       }, updated_at = ${now}
       WHERE id = ${id} AND wa_message_id IS NULL`
+    )
+  }).pipe(Effect.asVoid)
+
+const markQueueFailed = (
+  sql: SqlClient.SqlClient,
+  batcher: WriteBatcher["Type"],
+  id: string,
+  reason: FailureReason,
+  error: Json | undefined
+) =>
+  Effect.suspend(() => {
+    const now = nowIso()
+    return batcher.runStatement(
+      sql`UPDATE messages SET status = 'failed', failure_reason = ${reason}, status_at = ${now}, failed_at = ${now},
+        error = ${error === undefined ? null : JSON.stringify(error)}, updated_at = ${now}
+      WHERE id = ${id} AND status = 'pending' AND wa_message_id IS NULL`
     )
   }).pipe(Effect.asVoid)
 
@@ -333,6 +368,20 @@ export class MessagesRepo extends Effect.Service<MessagesRepo>()("MessagesRepo",
     const acceptAll = acceptanceWriter(sql, batcher)
     const service: MessagesRepoShape = {
       createOutboundNow: (input) => written(insertOutbound, outboundRow(input)),
+      insertQueued: (input) => {
+        const { status_at, sent_at, delivered_at, read_at, failed_at, ...row } = outboundRow(input)
+        return sql`INSERT INTO messages ${
+          sql.insert({
+            ...row,
+            id: input.id,
+            send_at: input.sendAt,
+            expires_at: input.expiresAt,
+            priority: input.priority,
+            updated_at: row.created_at
+          })
+        }`.pipe(Effect.asVoid)
+      },
+      markQueueFailed: (id, reason, error) => markQueueFailed(sql, batcher, id, reason, error),
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       templateEndpoint: (instanceId, template, via) => templateEndpoint(sql, instanceId, template, via),
       learnIdentities: (links) => batcher.run(Effect.suspend(() => learnIdentities(sql, links, nowIso()))),

@@ -70,7 +70,7 @@ interface MessageSenderShape {
 }
 
 /** The upstream error as kept in the record's `error` column. */
-const errorRecord = (e: UpstreamError): JsonObject => ({
+export const errorRecord = (e: UpstreamError): JsonObject => ({
   kind: e.kind,
   status: e.status,
   code: e.code,
@@ -197,24 +197,35 @@ const targetOf = (
   return cached === undefined ? inRequest(Effect.either(access.target(instance))) : Either.right(cached)
 }
 
-/** The endpoint the send goes to: `via`, else a template's (Templates/Categories.ts), else /messages. */
+/**
+ * The endpoint a send goes to: `via`, else a template's (Templates/Categories.ts), else /messages; an
+ * effect only when the template's category must be read. Queued sends choose theirs with it too.
+ */
+export const sendEndpoint = (
+  repo: MessagesRepo,
+  instance: InstanceRef,
+  request: SendMessageRequest
+): SendEndpoint | Effect.Effect<SendEndpoint> =>
+  request.via === "marketing_messages"
+    ? "marketing_messages"
+    : request.type === "template" && request.via !== "messages"
+    ? repo.templateEndpoint(
+      instance.id,
+      { name: request.template.name, language: request.template.language.code },
+      request.via
+    )
+    : "messages"
+
+/** sendEndpoint for the send core: a promise only when the category is read. */
 const endpointOf = (
   repo: MessagesRepo,
   instance: InstanceRef,
   request: SendMessageRequest,
   inRequest: RunInRequest
-): SendEndpoint | Promise<SendEndpoint> =>
-  request.via === "marketing_messages"
-    ? "marketing_messages"
-    : request.type === "template" && request.via !== "messages"
-    ? inRequest(
-      repo.templateEndpoint(
-        instance.id,
-        { name: request.template.name, language: request.template.language.code },
-        request.via
-      )
-    )
-    : "messages"
+): SendEndpoint | Promise<SendEndpoint> => {
+  const chosen = sendEndpoint(repo, instance, request)
+  return typeof chosen === "string" ? chosen : inRequest(chosen)
+}
 
 /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
 const deliver = async (

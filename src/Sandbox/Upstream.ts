@@ -27,6 +27,8 @@
  *   999139100 (a number, or the id part of a business-scoped user id) is refused on its own: the
  *   call fails with 139100, its answer listing each user taken and refused.
  * Example: to "999131030000" answers 131030; media id "9995001" answers 500.
+ * Throughput levels (GET /{phone-number-id}?fields=throughput): a phone_number_id ending in 1000 is
+ * HIGH (1,000/s), one ending in 0020 is COEXISTENCE (20/s, also on the Business app), others STANDARD.
  */
 import { Duration, Effect, FiberSet, Layer, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
@@ -104,6 +106,7 @@ const makeSandboxUpstream = Effect.gen(function*() {
     getTemplate: (target, templateId) => templates.get(target, templateId),
     getSettings: settings.get,
     updateSettings: settings.update,
+    getPhoneNumber: Account.phoneNumber,
     listPhoneNumbers: Account.phoneNumbers,
     callAction: Account.callAction,
     listActivities: Account.listActivities,

@@ -46,6 +46,8 @@ const graphCalls = (settings: CallSettings, client: GraphClient): Omit<Upstream[
     json(client, postJsonCall(settings, target, "callAction", [target.phoneNumberId, "calls"], body)),
   listActivities: (target, query) =>
     json(client, getCall(settings, target, "listActivities", [target.wabaId, "activities"], query)),
+  getPhoneNumber: (target, query) =>
+    json(client, getCall(settings, target, "getPhoneNumber", [target.phoneNumberId], query)),
   getComplianceInfo: (target) =>
     json(client, getCall(settings, target, "getComplianceInfo", [target.phoneNumberId, "business_compliance_info"])),
   listQrCodes: (target, query) =>

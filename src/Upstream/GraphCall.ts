@@ -24,6 +24,7 @@ const WHAT: Readonly<Record<GraphCall, string>> = {
   getTemplate: "the template lookup",
   getSettings: "the settings read",
   updateSettings: "the settings update",
+  getPhoneNumber: "the phone number read",
   listPhoneNumbers: "the phone number list",
   callAction: "the call action",
   listActivities: "the activity list",

@@ -86,6 +86,8 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
   ) => Effect.Effect<JsonObject, UpstreamError>
   /** POST /{phone-number-id}/settings with exactly one feature section. */
   readonly updateSettings: (target: UpstreamTarget, body: JsonObject) => Effect.Effect<JsonObject, UpstreamError>
+  /** GET /{phone-number-id}?fields=… (the number's throughput level, among others) */
+  readonly getPhoneNumber: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
   /** GET /{waba-id}/phone_numbers */
   readonly listPhoneNumbers: (target: UpstreamTarget, query: GraphQuery) => Effect.Effect<JsonObject, UpstreamError>
   /** POST /{phone-number-id}/calls (the hub adds messaging_product and action). */

@@ -265,6 +265,10 @@ const makeDefaults = (origin: () => string) => {
         id: node
       })
     }
+    // A number's throughput level (scripted with respond for another level).
+    if (method === "GET" && segments.length === 1 && recorded.query.fields === "throughput") {
+      return ok({ throughput: { level: "STANDARD" }, id: node })
+    }
     if (method === "GET" && segments.length === 1 && /^\d+$/.test(node)) {
       return ok({
         id: node,

@@ -6,7 +6,7 @@ import type { SendMessageRequest } from "../../src/Messages/MessageSchemas.js"
 import { FakeGraph, type RecordedRequest } from "./FakeGraph.js"
 import { untilSignalledThat } from "./Signals.js"
 import { itemsOf, TestHub } from "./TestHub.js"
-import { messagesFirstPage } from "./TypedRequests.js"
+import { messagesFirstPage, sentNow } from "./TypedRequests.js"
 
 type SendRequest = Parameters<HubClient["messages"]["send"]>[0]
 
@@ -19,7 +19,7 @@ const typedClient = (token: string) => Effect.flatMap(TestHub, (hub) => hub.clie
 
 /** POST /api/messages through the typed client, with an Idempotency-Key when given: the answer, or the typed refusal. */
 export const sendTyped = (token: string, payload: SendPayload, idempotencyKey?: string) =>
-  Effect.map(sendTypedAnswering(token, payload, idempotencyKey), ({ answer }) => answer)
+  sentNow(Effect.map(sendTypedAnswering(token, payload, idempotencyKey), ({ answer }) => answer))
 
 /** A typed send, with the answer's Idempotent-Replayed header (undefined when absent). */
 export const sendTypedAnswering = (token: string, payload: SendPayload, idempotencyKey?: string) =>

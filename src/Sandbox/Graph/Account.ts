@@ -13,6 +13,21 @@ import { page, selectFields } from "./Paging.js"
 const GRAPH = "https://graph.facebook.com/v23.0"
 const DAY_MS = 24 * 3600 * 1000
 
+/** The sandbox's throughput level of a number (see Sandbox/Upstream.ts). */
+const throughputLevel = (phoneNumberId: string) =>
+  phoneNumberId.endsWith("1000") ? "HIGH" : phoneNumberId.endsWith("0020") ? "COEXISTENCE" : "STANDARD"
+
+/** GET /{phone-number-id}: the number's fields (all of them, whatever `fields` asks). */
+export const phoneNumber = (target: UpstreamTarget, _query: GraphQuery) =>
+  Effect.as(checkReserved(target.wabaId), {
+    verified_name: "Sandbox Business",
+    display_phone_number: formattedDisplayNumber(target.phoneNumberId),
+    quality_rating: "GREEN",
+    platform_type: "CLOUD_API",
+    throughput: { level: throughputLevel(target.phoneNumberId) },
+    id: target.phoneNumberId
+  })
+
 export const phoneNumbers = (target: UpstreamTarget, query: GraphQuery) =>
   Effect.zipRight(
     checkReserved(target.wabaId),
@@ -23,7 +38,7 @@ export const phoneNumbers = (target: UpstreamTarget, query: GraphQuery) =>
         display_phone_number: formattedDisplayNumber(target.phoneNumberId),
         quality_rating: "GREEN",
         platform_type: "CLOUD_API",
-        throughput: { level: "STANDARD" },
+        throughput: { level: throughputLevel(target.phoneNumberId) },
         status: "CONNECTED",
         messaging_limit_tier: "TIER_1K",
         id: target.phoneNumberId

@@ -17,6 +17,7 @@ import migration0015 from "./0015_idempotency_per_instance.js"
 import migration0016 from "./0016_user_identities.js"
 import migration0017 from "./0017_people.js"
 import migration0018 from "./0018_marketing_messages.js"
+import migration0019 from "./0019_send_queue.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -36,5 +37,6 @@ export const migrations = {
   "0015_idempotency_per_instance": migration0015,
   "0016_user_identities": migration0016,
   "0017_people": migration0017,
-  "0018_marketing_messages": migration0018
+  "0018_marketing_messages": migration0018,
+  "0019_send_queue": migration0019
 }

@@ -1,0 +1,258 @@
+/**
+ * The queue's SQL: `send_queue` (one row per queued send until it is made or given up), `send_pairs`
+ * (Meta's pair rate per number and person) and `number_throughput` (each number's level). Times are
+ * epoch milliseconds of the replica's clock. The message records themselves are Messages/Repo.ts's.
+ */
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { InstanceId, OrganizationId } from "../Domain/Ids.js"
+import { isPostgres, skipLocked } from "../Sql/Dialect.js"
+import { countRows, decodeRows, SqlBigint } from "../Sql/RowSchemas.js"
+
+/** A queued send as the drainer takes it. */
+const QueuedRow = Schema.Struct({
+  seq: SqlBigint,
+  message_id: Schema.String,
+  organization_id: OrganizationId,
+  instance_id: InstanceId,
+  waba_id: Schema.String,
+  phone_number_id: Schema.String,
+  party: Schema.String,
+  priority: Schema.Number,
+  body: Schema.String,
+  endpoint: Schema.String,
+  expires_at: SqlBigint,
+  attempts: Schema.Number,
+  pair_tat: Schema.NullOr(SqlBigint)
+})
+export type QueuedRow = typeof QueuedRow.Type
+
+const decodeQueued = decodeRows(QueuedRow)
+const decodeIds = decodeRows(Schema.Struct({ message_id: Schema.String, last_error: Schema.NullOr(Schema.String) }))
+const decodeDepths = decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))
+const decodeState = decodeRows(Schema.Struct({ state: Schema.String }))
+const decodeNext = decodeRows(Schema.Struct({ next_at: Schema.NullOr(SqlBigint) }))
+const decodeLevel = decodeRows(Schema.Struct({ level: Schema.String, checked_at: SqlBigint }))
+
+/** A send to put in the queue (its record is written beside it, in the same transaction). */
+interface NewQueuedSend {
+  readonly messageId: string
+  readonly organizationId: string
+  readonly instanceId: string
+  readonly wabaId: string
+  readonly phoneNumberId: string
+  readonly party: string
+  readonly priority: number
+  readonly body: string
+  readonly endpoint: string
+  readonly sendAt: number
+  readonly expiresAt: number
+}
+
+/** What a cancel found: the row taken out, a send already under way, or nothing queued. */
+type CancelOutcome = "cancelled" | "sending" | "absent"
+
+export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const pg = isPostgres(sql)
+
+    const insert = (send: NewQueuedSend): Effect.Effect<void, SqlError.SqlError> =>
+      sql`INSERT INTO send_queue ${
+        sql.insert({
+          message_id: send.messageId,
+          organization_id: send.organizationId,
+          instance_id: send.instanceId,
+          waba_id: send.wabaId,
+          phone_number_id: send.phoneNumberId,
+          party: send.party,
+          priority: send.priority,
+          body: send.body,
+          endpoint: send.endpoint,
+          send_at: send.sendAt,
+          expires_at: send.expiresAt,
+          due_at: send.sendAt,
+          attempts: 0,
+          state: "queued"
+        })
+      }`.pipe(Effect.asVoid)
+
+    /**
+     * Leases up to `limit` sends of one number that may go now, for `owner` until `leaseUntil`:
+     * transactional before bulk, each lane in the order accepted; per person only the oldest send
+     * whose time has come (the next waits until it is done), and only when Meta's pair rate allows.
+     */
+    const lease = (input: {
+      readonly phoneNumberId: string
+      readonly limit: number
+      readonly now: number
+      readonly owner: string
+      readonly leaseUntil: number
+      readonly pairBurstMs: number
+    }): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
+            q.phone_number_id, q.party, q.priority, q.body, q.endpoint, q.expires_at, q.attempts, p.tat AS pair_tat
+          FROM send_queue q
+          LEFT JOIN send_pairs p ON p.phone_number_id = q.phone_number_id AND p.party = q.party
+          WHERE q.phone_number_id = ${input.phoneNumberId} AND q.state = 'queued'
+            AND q.due_at <= ${input.now} AND q.expires_at > ${input.now}
+            AND (p.tat IS NULL OR p.tat - ${input.now} <= ${input.pairBurstMs})
+            AND NOT EXISTS (SELECT 1 FROM send_queue e WHERE e.phone_number_id = q.phone_number_id
+              AND e.party = q.party AND e.seq < q.seq AND e.send_at <= ${input.now})
+          ORDER BY q.priority, q.seq
+          LIMIT ${input.limit} ${pg ? sql.literal("FOR UPDATE OF q SKIP LOCKED") : skipLocked(sql)}`)
+        if (rows.length === 0) return rows
+        yield* sql`UPDATE send_queue SET state = 'leased', lease_owner = ${input.owner}, lease_until = ${input.leaseUntil}
+          WHERE ${sql.in("seq", rows.map((row) => row.seq))}`
+        return rows
+      }))
+
+    /** The Graph call of these sends begins: from now on a lost lease means the outcome is unknown. */
+    const markSending = (messageIds: ReadonlyArray<string>, leaseUntil: number) =>
+      messageIds.length === 0 ? Effect.void : sql`UPDATE send_queue SET state = 'sending', lease_until = ${leaseUntil}
+        WHERE ${sql.in("message_id", messageIds)}`.pipe(Effect.asVoid)
+
+    /** A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on. */
+    const finish = (input: {
+      readonly messageId: string
+      readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
+    }) =>
+      Effect.zipRight(
+        input.pair === undefined ?
+          Effect.void :
+          sql`INSERT INTO send_pairs ${
+            sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
+          } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
+        sql`DELETE FROM send_queue WHERE message_id = ${input.messageId}`
+      ).pipe(Effect.asVoid)
+
+    /** A send to try again at `dueAt` (and, for the pair rate, its pair held back until then). */
+    const retryLater = (input: {
+      readonly messageId: string
+      readonly dueAt: number
+      readonly error: string
+      readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
+    }) =>
+      Effect.zipRight(
+        input.pair === undefined ?
+          Effect.void :
+          sql`INSERT INTO send_pairs ${
+            sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
+          } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
+        sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL, due_at = ${input.dueAt},
+          attempts = attempts + 1, last_error = ${input.error} WHERE message_id = ${input.messageId}`
+      ).pipe(Effect.asVoid)
+
+    /** Leased sends whose turn did not come before the replica stopped: back to the queue. */
+    const giveBack = (messageIds: ReadonlyArray<string>) =>
+      messageIds.length === 0 ? Effect.void : sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL,
+        lease_until = NULL WHERE ${sql.in("message_id", messageIds)} AND state = 'leased'`.pipe(Effect.asVoid)
+
+    /**
+     * What a lost replica left: leases run out before the Graph call go back to the queue; sends whose
+     * call began are taken out (their outcome is unknown) and answered for the caller to record.
+     */
+    const recoverLeases = (now: number) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL
+          WHERE state = 'leased' AND lease_until < ${now}`
+        const lost = yield* decodeIds(
+          sql`SELECT message_id, last_error FROM send_queue WHERE state = 'sending' AND lease_until < ${now}`
+        )
+        if (lost.length > 0) {
+          yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", lost.map((row) => row.message_id))}`
+        }
+        return lost
+      }))
+
+    /** Queued sends whose validity ended before their turn: taken out, answered for the caller to record. */
+    const takeExpired = (now: number) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const expired = yield* decodeIds(
+          sql`SELECT message_id, last_error FROM send_queue WHERE state = 'queued' AND expires_at <= ${now}`
+        )
+        if (expired.length > 0) {
+          yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", expired.map((row) => row.message_id))}`
+        }
+        return expired
+      }))
+
+    /** Takes a queued send out if it has not begun; says what it found. */
+    const cancel = (messageId: string): Effect.Effect<CancelOutcome, SqlError.SqlError> =>
+      sql.withTransaction(Effect.gen(function*() {
+        const found = yield* decodeState(
+          sql`SELECT state FROM send_queue WHERE message_id = ${messageId}${sql.literal(pg ? " FOR UPDATE" : "")}`
+        )
+        const state = found[0]?.state
+        if (state === undefined) return "absent"
+        if (state === "sending") return "sending"
+        yield* sql`DELETE FROM send_queue WHERE message_id = ${messageId}`
+        return "cancelled"
+      }))
+
+    /** How many sends wait per number (all numbers with any). */
+    const depths = decodeDepths(
+      sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue GROUP BY phone_number_id`
+    )
+
+    /** How many sends wait for one number. */
+    const depthOf = (phoneNumberId: string) =>
+      Effect.map(
+        countRows(sql`SELECT COUNT(*) AS n FROM send_queue WHERE phone_number_id = ${phoneNumberId}`),
+        (rows) => rows[0]?.n ?? 0
+      )
+
+    /** The numbers with sends that may be due now. */
+    const dueNumbers = (now: number) =>
+      Effect.map(
+        decodeDepths(sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue
+          WHERE state = 'queued' AND due_at <= ${now} GROUP BY phone_number_id`),
+        (rows) => rows.map((row) => row.phone_number_id)
+      )
+
+    /** The soonest time a queued send falls due (undefined: none queued). */
+    const nextDueAt = Effect.map(
+      decodeNext(sql`SELECT MIN(due_at) AS next_at FROM send_queue WHERE state = 'queued'`),
+      (rows) => rows[0]?.next_at ?? undefined
+    )
+
+    /** A number's throughput level as last read, and when. */
+    const levelOf = (phoneNumberId: string) =>
+      Effect.map(
+        decodeLevel(sql`SELECT level, checked_at FROM number_throughput WHERE phone_number_id = ${phoneNumberId}`),
+        (rows) => rows[0]
+      )
+
+    /** Every number's level as last read (a small table: one row per number ever used). */
+    const levels = Effect.map(
+      decodeRows(Schema.Struct({ phone_number_id: Schema.String, level: Schema.String }))(
+        sql`SELECT phone_number_id, level FROM number_throughput`
+      ),
+      (rows) => new Map(rows.map((row) => [row.phone_number_id, row.level]))
+    )
+
+    const saveLevel = (phoneNumberId: string, level: string, checkedAt: number) =>
+      sql`INSERT INTO number_throughput ${sql.insert({ phone_number_id: phoneNumberId, level, checked_at: checkedAt })}
+        ON CONFLICT (phone_number_id) DO UPDATE SET level = ${level}, checked_at = ${checkedAt}`.pipe(Effect.asVoid)
+
+    return {
+      insert,
+      lease,
+      markSending,
+      finish,
+      retryLater,
+      giveBack,
+      recoverLeases,
+      takeExpired,
+      cancel,
+      depths,
+      depthOf,
+      dueNumbers,
+      nextDueAt,
+      levelOf,
+      levels,
+      saveLevel
+    } as const
+  })
+}) {}

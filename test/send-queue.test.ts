@@ -1,0 +1,308 @@
+/**
+ * Queued sends (issue 32) through the real HTTP server on both engines, against a recording fake Graph:
+ * `Prefer: respond-async` or the queue's options answer 202 once the send is on the disk, the drainer
+ * sends it (the hub's options never reach Meta), retries what Meta answers "later" until the validity
+ * ends, never sends twice what may have reached Meta, and a queued send can be cancelled.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Duration, Effect, Stream } from "effect"
+import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
+import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { untilSignalledThat } from "./support/Signals.js"
+import { seedTenant, TestHub } from "./support/TestHub.js"
+import { messagesFirstPage } from "./support/TypedRequests.js"
+
+const TO = "16505551234"
+const respondAsync = { prefer: "respond-async" }
+const text = (body: string, to = TO) => ({ to, type: "text", text: { body } })
+
+/** Settled queued sends: the drainer's count, as a signal for the checks below. */
+const settled = Stream.unwrap(Effect.map(SendQueueDrainer, (drainer) => drainer.settled))
+
+/** The records of the tenant, read through the typed client until `condition` holds of them. */
+const recordsOnceSettled = (
+  token: string,
+  what: string,
+  condition: (records: ReadonlyArray<Readonly<Record<string, unknown>>>) => boolean
+) =>
+  Effect.gen(function*() {
+    const client = yield* (yield* TestHub).client(token)
+    return yield* untilSignalledThat(
+      settled,
+      what,
+      Effect.map(client.messages.list({ urlParams: messagesFirstPage }), (page) => page.data),
+      condition
+    )
+  })
+
+const messageSends = (phoneNumberId: string) =>
+  Effect.map(
+    Effect.flatMap(FakeGraph, (fake) => fake.requests),
+    (requests) => requests.filter((r) => r.method === "POST" && r.path.endsWith(`/${phoneNumberId}/messages`))
+  )
+
+describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => {
+  // A Graph call unanswered for 1 s is one whose outcome is unknown.
+  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1) }), { excludeTestServices: true })("", (it) => {
+    it.effect("Prefer: respond-async answers 202 with the pending record; the drainer sends exactly the message and the record is accepted", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const queued = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("queued hello"),
+          headers: respondAsync
+        })
+        expect(queued.status).toBe(202)
+        expect(queued.headers.get("preference-applied")).toBe("respond-async")
+        expect(queued.body).toEqual({
+          id: expect.stringMatching(/^msg_/),
+          status: "pending",
+          send_at: expect.any(String),
+          expires_at: expect.any(String)
+        })
+        // Four hours of validity by default (HUB_QUEUE_VALIDITY).
+        expect(Date.parse(String(queued.body.expires_at)) - Date.parse(String(queued.body.send_at))).toBe(4 * 3600_000)
+        const [record] = yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "the queued send accepted",
+          (records) => typeof records[0]?.waMessageId === "string"
+        )
+        expect(record).toMatchObject({
+          id: queued.body.id,
+          waMessageId: expect.stringMatching(/^wamid\./),
+          status: "pending",
+          priority: "transactional",
+          sendAt: queued.body.send_at,
+          expiresAt: queued.body.expires_at
+        })
+        expect(record?.failureReason).toBeUndefined()
+        const sends = yield* messageSends(tenant.phoneNumberId)
+        expect(sends.map((s) => s.json)).toEqual([{
+          messaging_product: "whatsapp",
+          recipient_type: "individual",
+          to: TO,
+          type: "text",
+          text: { body: "queued hello" }
+        }])
+        // The number's live level was read from the Graph when the queue first used it.
+        const fake = yield* FakeGraph
+        const levelReads = (yield* fake.requests).filter((r) =>
+          r.method === "GET" && r.path.endsWith(`/${tenant.phoneNumberId}`) && r.query.fields === "throughput"
+        )
+        expect(levelReads).toHaveLength(1)
+      }))
+
+    it.effect("the queue's options are the hub's own: send_at, validity and priority queue the send and never reach Meta", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const queued = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { ...text("bulk one"), validity: 60, priority: "bulk" }
+        })
+        expect(queued.status).toBe(202)
+        expect(Date.parse(String(queued.body.expires_at)) - Date.parse(String(queued.body.send_at))).toBe(60_000)
+        yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "the bulk send accepted",
+          (records) => typeof records[0]?.waMessageId === "string"
+        )
+        const [send] = yield* messageSends(tenant.phoneNumberId)
+        expect(send?.json).toEqual({
+          messaging_product: "whatsapp",
+          recipient_type: "individual",
+          to: TO,
+          type: "text",
+          text: { body: "bulk one" }
+        })
+      }))
+
+    it.effect("bad queue options are 400s naming the field, and nothing is queued", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const cases = [
+          { json: { ...text("x"), send_at: "2020-01-01T00:00:00Z" }, field: "send_at", message: /in the past/ },
+          {
+            json: { ...text("x"), send_at: new Date(Date.now() + 40 * 86_400_000).toISOString() },
+            field: "send_at",
+            message: /35 days/
+          },
+          { json: { ...text("x"), send_at: "next tuesday" }, field: "send_at", message: /ISO 8601/ },
+          { json: { ...text("x"), validity: 0 }, field: "validity", message: /1 to 36000/ },
+          { json: { ...text("x"), validity: 36_001 }, field: "validity", message: /1 to 36000/ },
+          { json: { ...text("x"), priority: "urgent" }, field: "priority", message: /transactional or bulk/ }
+        ]
+        for (const c of cases) {
+          const refused = yield* hub.request("POST", "/api/messages", { token: tenant.instanceToken, json: c.json })
+          expect(refused.status).toBe(400)
+          expect(refused.body).toMatchObject({ statusCode: 400, details: [{ field: c.field }] })
+          expect(JSON.stringify(refused.body)).toMatch(c.message)
+        }
+        const client = yield* hub.client(tenant.instanceToken)
+        expect((yield* client.messages.list({ urlParams: messagesFirstPage })).total).toBe(0)
+      }))
+
+    it.effect("a scheduled send can be cancelled: 200 with the record failed as cancelled; again is 409; another tenant gets 404; it is never sent", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const other = yield* seedTenant()
+        const sendAt = new Date(Date.now() + 3_600_000).toISOString()
+        const queued = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { ...text("later"), send_at: sendAt }
+        })
+        expect(queued.status).toBe(202)
+        expect(queued.body.send_at).toBe(sendAt)
+        const id = String(queued.body.id)
+        const foreign = yield* hub.request("DELETE", `/api/messages/${id}`, { token: other.instanceToken })
+        expect(foreign.status).toBe(404)
+        const cancelled = yield* hub.request("DELETE", `/api/messages/${id}`, { token: tenant.orgToken })
+        expect(cancelled.status).toBe(200)
+        expect(cancelled.body).toMatchObject({
+          id,
+          status: "failed",
+          failureReason: "cancelled",
+          sendAt,
+          waMessageId: null
+        })
+        const again = yield* hub.request("DELETE", `/api/messages/${id}`, { token: tenant.instanceToken })
+        expect(again.status).toBe(409)
+        expect(again.body).toMatchObject({ statusCode: 409, error: "not_queued" })
+        expect(yield* messageSends(tenant.phoneNumberId)).toEqual([])
+      }))
+
+    it.effect("throttling (130429) is retried after the backoff: sent on the second try", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          status: 400,
+          body: { error: { message: "Rate limit hit", type: "OAuthException", code: 130429, fbtrace_id: "A1" } }
+        })
+        const queued = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("retry me"),
+          headers: respondAsync
+        })
+        expect(queued.status).toBe(202)
+        const [record] = yield* recordsOnceSettled(tenant.instanceToken, "the retried send accepted", (records) =>
+          typeof records[0]?.waMessageId === "string")
+        expect(record).toMatchObject({ status: "pending", waMessageId: expect.stringMatching(/^wamid\./) })
+        expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(2)
+      }))
+
+    it.effect("a refusal is not retried: the record ends failed as refused with Meta's code", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          status: 400,
+          body: { error: { message: "Recipient not allowed", type: "OAuthException", code: 131030, fbtrace_id: "A2" } }
+        })
+        yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("refused"),
+          headers: respondAsync
+        })
+        const [record] = yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "the refused send failed",
+          (records) => records[0]?.status === "failed"
+        )
+        expect(record).toMatchObject({ status: "failed", failureReason: "refused", waMessageId: null })
+        expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
+      }))
+
+    it.effect("a Graph call left unanswered is never made again: failed as outcome_unknown", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+        yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("maybe"),
+          headers: respondAsync
+        })
+        const [record] = yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "the unanswered send failed",
+          (records) => records[0]?.status === "failed"
+        )
+        expect(record).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
+        expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
+      }))
+
+    it.effect("a send still refused as throttled when its validity ends fails as expired", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          status: 400,
+          body: { error: { message: "Maintenance", type: "OAuthException", code: 131057, fbtrace_id: "A3" } }
+        }, 10)
+        yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { ...text("soon"), validity: 1 }
+        })
+        const [record] = yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "the send expired",
+          (records) => records[0]?.status === "failed"
+        )
+        expect(record).toMatchObject({ status: "failed", failureReason: "expired" })
+      }))
+
+    it.effect("an Idempotency-Key answers the first 202 again and queues once", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const request = {
+          token: tenant.instanceToken,
+          json: { ...text("once"), send_at: new Date(Date.now() + 3_600_000).toISOString() },
+          headers: { "idempotency-key": "queue-once-1" }
+        }
+        const first = yield* hub.request("POST", "/api/messages", request)
+        const second = yield* hub.request("POST", "/api/messages", request)
+        expect(first.status).toBe(202)
+        expect(second.status).toBe(202)
+        expect(second.headers.get("idempotent-replayed")).toBe("true")
+        expect(second.body).toEqual(first.body)
+        const client = yield* hub.client(tenant.instanceToken)
+        expect((yield* client.messages.list({ urlParams: messagesFirstPage })).total).toBe(1)
+      }))
+  })
+})
+
+layer(testHubOnFakeGraph({ sendRateCap: 1, queueMaxHours: 0.001 }), { excludeTestServices: true })(
+  "a number's queue is bounded",
+  (it) => {
+    it.effect("past HUB_QUEUE_MAX_HOURS of the number's throughput: 429 with Retry-After from the depth", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const later = new Date(Date.now() + 3_600_000).toISOString()
+        // 0.001 h at 1 a second: 3 sends.
+        for (let i = 0; i < 3; i++) {
+          const queued = yield* hub.request("POST", "/api/messages", {
+            token: tenant.instanceToken,
+            json: { ...text(`n${i}`), send_at: later }
+          })
+          expect(queued.status).toBe(202)
+        }
+        const full = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { ...text("one too many"), send_at: later }
+        })
+        expect(full.status).toBe(429)
+        expect(full.headers.get("retry-after")).toBe("1")
+        expect(full.body).toMatchObject({ statusCode: 429, error: "queue_full" })
+      }))
+  }
+)
