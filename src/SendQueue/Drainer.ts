@@ -13,7 +13,7 @@
  * Rounds run when a send is queued or one ends here (the signal), and otherwise when the next queued
  * send falls due, at least every POLL (other replicas' sends, leases to recover).
  */
-import { Duration, Effect, Either, Exit, Fiber, Queue, Schema, SubscriptionRef } from "effect"
+import { Cause, Duration, Effect, Either, Exit, Fiber, FiberSet, Queue, Schema, SubscriptionRef } from "effect"
 import { hostname } from "node:os"
 import { type JsonObject, JsonObjectSchema } from "../Domain/Json.js"
 import type { InstanceRef } from "../Domain/Principal.js"
@@ -64,6 +64,8 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     const signal = yield* Queue.sliding<void>(1)
     const wake = () => signal.unsafeOffer(undefined)
     const semaphore = yield* Effect.makeSemaphore(MAX_IN_FLIGHT)
+    // The sends under way, closed with the layer: what waits for its turn is given back, what is sending ends first.
+    const sending = yield* FiberSet.make()
     /** Sends leased here and not yet ended, per number: a number's next lease takes only what is left of its window. */
     const heldOf = new Map<string, number>()
     const now = () => clock.unsafeCurrentTimeMillis()
@@ -145,9 +147,9 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       })
 
     /** One leased send: its place in the pacing, `sending`, the Graph call, the outcome recorded. */
-    const sendQueued = (row: QueuedRow) =>
+    /** A leased send whose turn came: `sending`, the Graph call, the outcome recorded. */
+    const sendLeased = (row: QueuedRow) =>
       Effect.gen(function*() {
-        yield* paced(row)
         if (now() >= row.expires_at) {
           yield* giveUp(row.message_id, "expired")
           return yield* repo.finish({ messageId: row.message_id })
@@ -163,23 +165,29 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
         const endpoint = isEndpoint(row.endpoint) ? row.endpoint : "messages"
         const outcome = yield* Effect.promise(() => upstream.sendMessage(target.right, parsedBody(row.body), endpoint))
         yield* settle(row, sentAt, outcome)
-      }).pipe(
+      })
+
+    /**
+     * One leased send: its place in the pacing (a replica stopping meanwhile gives the send back to the
+     * queue), then the send, which once begun runs to its end (the Graph call has its deadline).
+     */
+    const sendQueued = (row: QueuedRow) =>
+      Effect.zipRight(paced(row), Effect.uninterruptible(sendLeased(row))).pipe(
+        semaphore.withPermits(1),
+        Effect.onInterrupt(() => Effect.ignore(repo.giveBack([row.message_id]))),
         Effect.catchAllCause((cause) =>
-          Effect.logError("A queued send could not be settled; its lease will run out", {
-            messageId: row.message_id,
-            cause
-          })
+          Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(
+            "A queued send could not be settled; its lease will run out",
+            { messageId: row.message_id, cause }
+          )
         ),
-        // A send once begun runs to its end, so the hub stops only after it (the Graph call has its deadline).
-        Effect.uninterruptible,
         Effect.ensuring(Effect.zipRight(
           Effect.sync(() => {
             release(row)
             wake()
           }),
           counted
-        )),
-        semaphore.withPermits(1)
+        ))
       )
 
     /** Leases what fits the number's next window and starts each send. */
@@ -199,8 +207,8 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
         })
         heldOf.set(phoneNumberId, (heldOf.get(phoneNumberId) ?? 0) + rows.length)
         // The number's live level, read when first used and hourly (in the background: the lease goes on at the known rate).
-        if (rows[0] !== undefined) yield* Effect.forkDaemon(throughput.refresh(instanceOf(rows[0])))
-        for (const row of rows) yield* Effect.forkDaemon(sendQueued(row))
+        if (rows[0] !== undefined) yield* FiberSet.run(sending, throughput.refresh(instanceOf(rows[0])))
+        for (const row of rows) yield* FiberSet.run(sending, sendQueued(row))
       })
 
     const drainRound = Effect.gen(function*() {
