@@ -37,12 +37,12 @@ import { MessageSender } from "./Messages/Send.js"
 import { MetricsHttpLive } from "./Metrics/Http.js"
 import { metricsLayer } from "./Metrics/Live.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
+import { ThroughputRepo } from "./PhoneNumbers/ThroughputRepo.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
-import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
@@ -102,7 +102,7 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(MessageSender.Default.pipe(Layer.provide(UpstreamStackLive))),
   // The queue's outcomes are events delivered by the engine the ingress stands on (SendQueue/QueueEvents.ts).
   overFoundation(QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
-  overFoundation(SendQueueRepo.Default),
+  overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
   overFoundation(InstanceAccess.Default),

@@ -10,6 +10,7 @@ import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
 import { type FailureReason, messageStatuses, type Priority } from "../Domain/Vocabulary.js"
+import { expireLevels, type ThroughputUpgradeChange } from "../PhoneNumbers/ThroughputRepo.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -33,7 +34,12 @@ import {
 import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
-export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange
+export type RecordChange =
+  | MessageChange
+  | CallChange
+  | IdentityChange
+  | TemplateCategoryChange
+  | ThroughputUpgradeChange
 
 /** What a send's record is written with. */
 interface OutboundInput {
@@ -183,6 +189,7 @@ const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>
     const now = nowIso()
     yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
     yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
+    yield* expireLevels(sql, all.flatMap((c) => (c._tag === "ThroughputUpgrade" ? [c.wabaId] : [])))
     const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
     yield* recordCallEvents(sql, calls, now)
     const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")

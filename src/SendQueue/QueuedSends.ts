@@ -14,12 +14,12 @@ import type { MessageRow } from "../Messages/ListQueries.js"
 import { type SendMessageRequest, toUpstreamBody } from "../Messages/MessageSchemas.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { sendEndpoint } from "../Messages/Send.js"
+import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { SendQueueDrainer } from "./Drainer.js"
 import { QueueEvents } from "./QueueEvents.js"
 import { SendQueueRepo } from "./Repo.js"
 import { priorityRank, queueCapacity, retryAfterForDepth, SEND_AT_MAX_AHEAD_MS } from "./Rules.js"
-import { Throughput } from "./Throughput.js"
 
 /** A queued send's 202 answer (Messages/Api.ts QueuedSend). */
 interface QueuedAnswer {
