@@ -20,6 +20,7 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import type { FailureReason } from "../Domain/Vocabulary.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { identityLinksOfAnswer } from "../Messages/Identities.js"
+import { OPTED_OUT_CODE } from "../Messages/OptOuts.js"
 import { Pacing, PacingLive } from "../Messages/Pacing.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { errorRecord } from "../Messages/Send.js"
@@ -166,6 +167,16 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
             })
           }
           return yield* giveUp(refOf(row), "expired", record)
+        }
+        if (error.code === OPTED_OUT_CODE) {
+          // The person stopped the business's marketing messages: later broadcasts skip them.
+          yield* Effect.ignore(messages.recordOptOuts([{
+            _tag: "OptOut",
+            wabaId: row.waba_id,
+            party: row.party,
+            stopped: true,
+            at: new Date().toISOString()
+          }]))
         }
         yield* giveUp(refOf(row), verdict._tag === "Refused" ? "refused" : "outcome_unknown", record)
       })

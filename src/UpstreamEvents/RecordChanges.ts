@@ -12,6 +12,7 @@ import { isJsonObject } from "../Domain/Json.js"
 import { isoFromUnix } from "../Domain/UpstreamTime.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
 import { type IdentityChange, identityLinksOf } from "../Messages/Identities.js"
+import { optOutsOf } from "../Messages/OptOuts.js"
 import { type ReceivedMessage, type StatusUpdate } from "../Messages/Records.js"
 import type { RecordChange } from "../Messages/Repo.js"
 import { throughputUpgradeOf } from "../PhoneNumbers/ThroughputRepo.js"
@@ -45,6 +46,7 @@ const recordChangesOf = (
   const upgrade = throughputUpgradeOf(change.entryId, change.field, change.value.event)
   return [
     ...(upgrade === undefined ? [] : [upgrade]),
+    ...optOutsOf(change.entryId, change.field, change.value, receivedAt),
     ...identityLinksOf(target.organizationId, change.value).map((link): IdentityChange => ({ _tag: "Identity", link })),
     ...(category === undefined ? [] : [{ _tag: "TemplateCategory", category } satisfies TemplateCategoryChange]),
     ...messageOrCallChangesOf(target, change, receivedAt)
