@@ -23,7 +23,7 @@ import { SendQueueRepo } from "./Repo.js"
 import { priorityRank, queueCapacity, retryAfterForDepth, SEND_AT_MAX_AHEAD_MS } from "./Rules.js"
 
 /** A queued send's 202 answer (Messages/Api.ts QueuedSend). */
-export interface QueuedAnswer {
+interface QueuedAnswer {
   readonly id: string
   readonly status: "pending"
   readonly send_at: string
