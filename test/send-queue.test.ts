@@ -166,6 +166,16 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         const metrics = yield* hub.request("GET", "/metrics")
         expect(metrics.text).toContain(`hub_queue_depth{phone_number_id="${tenant.phoneNumberId}"} 1\n`)
         expect(metrics.text).toContain(`hub_queue_oldest_wait_seconds{phone_number_id="${tenant.phoneNumberId}"} 0\n`)
+        const queues = yield* hub.request("GET", "/api/send-queues", { token: tenant.orgToken })
+        expect(queues.body).toEqual({
+          data: [{
+            instance_id: tenant.instanceId,
+            phone_number_id: tenant.phoneNumberId,
+            depth: 1,
+            oldest_wait_seconds: 0,
+            send_rate: 80
+          }]
+        })
         const id = String(queued.body.id)
         const foreign = yield* hub.request("DELETE", `/api/messages/${id}`, { token: other.instanceToken })
         expect(foreign.status).toBe(404)
