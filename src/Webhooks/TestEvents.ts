@@ -21,6 +21,7 @@ import { Handoff } from "../Delivery/Handoff.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
 import { newId } from "../Domain/Ids.js"
+import { isPostgres } from "../Sql/Dialect.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 
@@ -145,6 +146,8 @@ export class TestEvents extends Effect.Service<TestEvents>()("TestEvents", {
     const signal = yield* DispatchSignal
     const watch = yield* DeliveryWatch
     const keys = keysOf(sql, testEventKeys)
+    // A fleet of replicas shares PostgreSQL; SQLite is one process.
+    const fleet = isPostgres(sql)
     // The attempt is bounded by the webhook timeout; the second covers the round that logs it.
     const waitBound = Duration.sum(config.webhookTimeout, Duration.seconds(1))
 
@@ -197,13 +200,15 @@ export class TestEvents extends Effect.Service<TestEvents>()("TestEvents", {
 
     /**
      * For a repeated key: waits (bounded) for the delivery's first attempt unless `attempted` says one is
-     * logged. On PostgreSQL the attempt may be another replica's, which no signal of this process
-     * reports: the database is asked again every REPEAT_CHECK until it says so.
+     * logged. On SQLite this process's signal says so; on PostgreSQL the attempt may be another
+     * replica's, which no signal of this process reports: the database is asked again every REPEAT_CHECK.
      */
     const awaitFirst = (deliveryId: string, attempted: Effect.Effect<boolean>) =>
       Effect.scoped(Effect.gen(function*() {
         const logged = yield* watch.watch(deliveryId)
         if (yield* attempted) return
+        // SQLite is one process: this process's signal is the only one. A fleet also asks the database.
+        if (!fleet) return yield* Effect.timeoutOption(logged, waitBound)
         const elsewhere = Effect.repeat(attempted, { until: (done) => done, schedule: Schedule.spaced(REPEAT_CHECK) })
         yield* Effect.timeoutOption(Effect.race(logged, Effect.asVoid(elsewhere)), waitBound)
       }))
