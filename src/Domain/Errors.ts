@@ -241,7 +241,7 @@ export const Wire = {
     Schema.instanceOf(ServiceUnavailable),
     503,
     "The hub cannot take the request now (starting, stopping, overloaded, or its database unavailable); retry shortly",
-    (body) => new ServiceUnavailable(fieldsOf(body))
+    (body) => fromUpstream(body) ? undefined : new ServiceUnavailable(fieldsOf(body))
   ),
   UpstreamBadRequest: upstreamRefusal(400, "a Graph 4xx such as an invalid parameter"),
   UpstreamForbidden: upstreamRefusal(403, "the instance's access token lacks a permission"),
@@ -262,7 +262,7 @@ export const Wire = {
     Schema.instanceOf(UpstreamFailure),
     503,
     "The upstream cannot take the request for a while (upstream_maintenance: a throughput upgrade, code 131057): retry after the Retry-After header's seconds",
-    (body) => new UpstreamFailure({ ...fieldsOf(body), status: 503 })
+    (body) => fromUpstream(body) ? new UpstreamFailure({ ...fieldsOf(body), status: 503 }) : undefined
   ),
   UpstreamTimeout: answeredAs(
     Schema.instanceOf(UpstreamFailure),

@@ -13,8 +13,10 @@
  * Rounds run when a send is queued or one ends here (the signal), and otherwise when the next queued
  * send falls due, at least every POLL (other replicas' sends, leases to recover).
  */
+import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Either, Exit, Fiber, FiberSet, Queue, Schema, SubscriptionRef } from "effect"
 import { hostname } from "node:os"
+import { HubConfig } from "../Config.js"
 import { type JsonObject, JsonObjectSchema } from "../Domain/Json.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import type { FailureReason } from "../Domain/Vocabulary.js"
@@ -26,6 +28,7 @@ import { MessagesRepo } from "../Messages/Repo.js"
 import { errorRecord } from "../Messages/Send.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
+import { isPostgres } from "../Sql/Dialect.js"
 import { type SendEndpoint, sendEndpoints, type SendMessageResponse, Upstream } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import { type QueuedSendRef, QueueEvents } from "./QueueEvents.js"
@@ -76,6 +79,9 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     const metrics = yield* Metrics
     const clock = yield* Effect.clock
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
+    const { graphTimeout } = yield* HubConfig
+    // A call in flight must never look lost: the lease outlasts the Graph's deadline.
+    const sendingLeaseMs = Math.max(LEASE_MS, Duration.toMillis(graphTimeout) + LEASE_MS / 2)
     const signal = yield* Queue.sliding<void>(1)
     const wake = () => signal.unsafeOffer(undefined)
     const semaphore = yield* Effect.makeSemaphore(MAX_IN_FLIGHT)
@@ -103,6 +109,33 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
         ),
         Effect.catchAll((cause) =>
           Effect.logError("Could not record a queued send given up", { messageId: send.messageId, cause })
+        )
+      )
+
+    /**
+     * A send whose replica was lost during its Graph call: if the acceptance was recorded before (the
+     * replica died between recording it and taking the send off the queue), it was sent and is told so;
+     * otherwise its outcome is unknown and it is never made again.
+     */
+    const settleLost = (lost: TakenRow) =>
+      Effect.gen(function*() {
+        const record = yield* messages.findById(lost.message_id)
+        if (record?.wa_message_id !== null && record?.wa_message_id !== undefined) {
+          metrics.queueSend(lost.phone_number_id, "sent")
+          return yield* queueEvents.told(
+            refOf(lost),
+            { status: "sent", waMessageId: record.wa_message_id },
+            Effect.void
+          )
+        }
+        yield* giveUp(
+          refOf(lost),
+          "outcome_unknown",
+          lost.last_error === null ? undefined : parsedBody(lost.last_error)
+        )
+      }).pipe(
+        Effect.catchAll((cause) =>
+          Effect.logError("Could not settle a send whose replica was lost", { messageId: lost.message_id, cause })
         )
       )
 
@@ -191,7 +224,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
           return yield* giveUp(refOf(row), "refused", { message: target.left.message })
         }
         // Cancelled while it waited its turn (or no longer this replica's): not sent, nothing to record.
-        if (!(yield* repo.claimSending(row.message_id, owner, now() + LEASE_MS))) return
+        if (!(yield* repo.claimSending(row.message_id, owner, now() + sendingLeaseMs))) return
         const sentAt = now()
         const endpoint = isEndpoint(row.endpoint) ? row.endpoint : "messages"
         const outcome = yield* Effect.promise(() => upstream.sendMessage(target.right, parsedBody(row.body), endpoint))
@@ -205,7 +238,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     const sendQueued = (row: QueuedRow) =>
       Effect.zipRight(paced(row), Effect.uninterruptible(sendLeased(row))).pipe(
         semaphore.withPermits(1),
-        Effect.onInterrupt(() => Effect.ignore(repo.giveBack([row.message_id]))),
+        Effect.onInterrupt(() => Effect.ignore(repo.giveBack([row.message_id], owner))),
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(
             "A queued send could not be settled; its lease will run out",
@@ -246,11 +279,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       const at = now()
       // Both are taken out of the queue as they are read; each is then recorded and told.
       for (const lost of yield* repo.recoverLeases(at)) {
-        yield* giveUp(
-          refOf(lost),
-          "outcome_unknown",
-          lost.last_error === null ? undefined : parsedBody(lost.last_error)
-        )
+        yield* settleLost(lost)
         yield* counted
       }
       for (const expired of yield* repo.takeExpired(at)) {
@@ -279,6 +308,10 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
         untilNextRound
       )
     )
+    // On SQLite this process is the only one serving the database: what an earlier run held is lost at once.
+    if (!isPostgres(yield* SqlClient.SqlClient)) {
+      for (const lost of yield* Effect.orDie(repo.recoverLeases(Number.MAX_SAFE_INTEGER))) yield* settleLost(lost)
+    }
     yield* metrics.queueAtScrape(Effect.orDie(Effect.suspend(() => repo.readings(now()))))
     const fiber = yield* Effect.forkScoped(loop)
     yield* Effect.addFinalizer(() => Fiber.interrupt(fiber))

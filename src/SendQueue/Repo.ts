@@ -166,9 +166,10 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       ).pipe(Effect.asVoid)
 
     /** Leased sends whose turn did not come before the replica stopped: back to the queue. */
-    const giveBack = (messageIds: ReadonlyArray<string>) =>
+    const giveBack = (messageIds: ReadonlyArray<string>, owner: string) =>
       messageIds.length === 0 ? Effect.void : sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL,
-        lease_until = NULL WHERE ${sql.in("message_id", messageIds)} AND state = 'leased'`.pipe(Effect.asVoid)
+        lease_until = NULL WHERE ${sql.in("message_id", messageIds)} AND state = 'leased' AND lease_owner = ${owner}`
+        .pipe(Effect.asVoid)
 
     /**
      * What a lost replica left: leases run out before the Graph call go back to the queue; sends whose
@@ -178,26 +179,20 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL
           WHERE state = 'leased' AND lease_until < ${now}`
-        const lost = yield* decodeTaken(
-          sql`SELECT ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE state = 'sending' AND lease_until < ${now}`
+        // Taken out and read in one statement: two replicas recovering at once never both get a row.
+        return yield* decodeTaken(
+          sql`DELETE FROM send_queue WHERE state = 'sending' AND lease_until < ${now}
+            RETURNING ${sql.literal(TAKEN_COLUMNS)}`
         )
-        if (lost.length > 0) {
-          yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", lost.map((row) => row.message_id))}`
-        }
-        return lost
       }))
 
     /** Queued sends whose validity ended before their turn: taken out, answered for the caller to record. */
     const takeExpired = (now: number) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const expired = yield* decodeTaken(
-          sql`SELECT ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE state = 'queued' AND expires_at <= ${now}`
-        )
-        if (expired.length > 0) {
-          yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", expired.map((row) => row.message_id))}`
-        }
-        return expired
-      }))
+      decodeTaken(
+        sql`DELETE FROM send_queue WHERE state = 'queued' AND expires_at <= ${now} RETURNING ${
+          sql.literal(TAKEN_COLUMNS)
+        }`
+      )
 
     /** Takes a queued send out if it has not begun; says what it found. */
     const cancel = (messageId: string): Effect.Effect<CancelOutcome, SqlError.SqlError> =>
