@@ -7,12 +7,20 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { TokensRepoLive } from "../src/ApiTokens/Repo.js"
+import { InstancesRepoLive } from "../src/Instances/Repo.js"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
-import { freshPostgresDatabase } from "./support/Databases.js"
+import { SqlLive } from "../src/Sql/Client.js"
+import { SecretCipher } from "../src/Sql/SecretCipher.js"
+import { type Engine, engines, freshPostgresDatabase } from "./support/Databases.js"
 import { FakeGraph, fakeGraphLayer, type RecordedRequest } from "./support/FakeGraph.js"
+import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
 import { untilSignalledThat } from "./support/Signals.js"
-import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { itemsOf, parseObject, seedTenant, type Tenant, TestHub, testHub, testHubConfig } from "./support/TestHub.js"
 
 /** The text bodies of the message posts the fake Graph received, in order. */
 const sentTexts = (requests: ReadonlyArray<RecordedRequest>): ReadonlyArray<string> =>
@@ -114,6 +122,203 @@ describe("queued sends on a fleet of three replicas on PostgreSQL", () => {
         const perReplica = ended.map((n) => n._tag === "Some" ? n.value : 0)
         expect(perReplica.reduce((sum, n) => sum + n, 0)).toBe(count)
         expect(perReplica.filter((n) => n > 0).length).toBeGreaterThan(1)
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
+})
+
+/** The key for secrets at rest the test and its hub processes share (64 hex characters for HUB_SECRET_KEY). */
+const SECRET_KEY = new Uint8Array(32).fill(7)
+const SECRET_KEY_HEX = "07".repeat(32)
+
+/**
+ * The hub processes' send rate (HUB_SEND_RATE): a lease takes a quarter second's worth, 2 sends of a
+ * number, and past the first second's burst each send waits 200 ms in the pacing, leased.
+ */
+const RATE = 5
+
+/** The length of a lease (Drainer.ts LEASE_MS), which no setting changes. */
+const LEASE_MS = 60_000
+
+/** A database for hub processes on `engine`: a SQLite file in a folder of its own, or a fresh PostgreSQL database. */
+const processDatabase = (engine: Engine) =>
+  engine === "postgres" ? freshPostgresDatabase : Effect.acquireRelease(
+    Effect.sync(() => mkdtempSync(join(tmpdir(), "hub-queue-crash-"))),
+    (folder) => Effect.sync(() => rmSync(folder, { recursive: true, force: true }))
+  ).pipe(Effect.map((folder) => join(folder, "hub.sqlite")))
+
+/**
+ * The database as this process sees it, beside the hub processes: migrated, with the repositories
+ * that seed tenants (their access tokens encrypted with the processes' key) and an SqlClient to read
+ * the queue (SQLite's WAL lets it read while a hub process writes).
+ */
+const besideTheHub = (databaseFile: string) =>
+  Layer.mergeAll(TokensRepoLive, InstancesRepoLive).pipe(
+    Layer.provide(SecretCipher.Default),
+    Layer.provideMerge(SqlLive),
+    Layer.provide(testHubConfig({ databaseFile, secretKey: Option.some(Redacted.make(SECRET_KEY)) }))
+  )
+
+/** One request to a hub process, its JSON object answer. */
+const call = (hub: HubProcess, method: string, path: string, token: string, json?: unknown) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${hub.baseUrl}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(json === undefined ? {} : { "content-type": "application/json", prefer: "respond-async" })
+      },
+      ...(json === undefined ? {} : { body: JSON.stringify(json) })
+    })
+    return { status: response.status, body: parseObject(await response.text()) }
+  })
+
+/** What `read` answers once `condition` holds of it. A poll: the hub is another process, whose signals do not reach this one. */
+const polled = <A, E, R>(what: string, read: Effect.Effect<A, E, R>, condition: (a: A) => boolean) =>
+  read.pipe(
+    Effect.filterOrFail(condition, () => `not yet: ${what}`),
+    Effect.retry(Schedule.spaced(Duration.millis(10))),
+    Effect.timeoutFail({ duration: Duration.seconds(20), onTimeout: () => `${what} did not happen in time` }),
+    Effect.orDie
+  )
+
+interface QueueRow {
+  readonly message_id: string
+  readonly state: string
+}
+
+describe.each(engines)("a hub process killed with SIGKILL mid-drain (%s)", (engine) => {
+  it.live(
+    "loses no queued send and makes none twice: sends in the Graph call end outcome_unknown, leased and queued ones are sent after the restart",
+    () =>
+      Effect.gen(function*() {
+        const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
+        const databaseFile = yield* processDatabase(engine)
+        const local = yield* Layer.build(besideTheHub(databaseFile))
+        const sql = Context.get(local, SqlClient.SqlClient)
+        // Two numbers: the Graph never answers the first two calls of one (they are in the call when the
+        // hub is killed); the other's sends go one after the other in the pacing.
+        const [held, paced] = yield* Effect.provide(Effect.all([seedTenant(), seedTenant()]), local)
+        if (held === undefined || paced === undefined) return yield* Effect.dieMessage("two tenants")
+        yield* fake.respond({ method: "POST", path: `/${held.phoneNumberId}/messages` }, { hang: true }, 2)
+        const env = {
+          HUB_DB: databaseFile,
+          HUB_DB_POOL_SIZE: "4",
+          HUB_UPSTREAM: "graph",
+          HUB_GRAPH_URL: fake.baseUrl,
+          HUB_APP_SECRET: "queue-crash-app-secret",
+          HUB_SECRET_KEY: SECRET_KEY_HEX,
+          HUB_SEND_RATE: String(RATE),
+          HUB_LOG_FORMAT: "json"
+        }
+        const first = yield* startHubProcess(env).pipe(Effect.orDie)
+
+        const heldTexts = Array.from({ length: 6 }, (_, i) => `held ${i}`)
+        const pacedTexts = Array.from({ length: 16 }, (_, i) => `paced ${i}`)
+        const queue = (tenant: Tenant, texts: ReadonlyArray<string>, from: number) =>
+          Effect.forEach(texts, (text, i) =>
+            Effect.map(
+              call(first, "POST", "/api/messages", tenant.instanceToken, {
+                to: recipient(from + i),
+                type: "text",
+                text: { body: text }
+              }),
+              (answer) => {
+                expect(answer.status).toBe(202)
+                expect(answer.body).toMatchObject({ status: "pending" })
+                return [String(answer.body.id), text] as const
+              }
+            ))
+        const textOf = new Map([...yield* queue(held, heldTexts, 0), ...yield* queue(paced, pacedTexts, 100)])
+        const idOf = new Map([...textOf].map(([id, text]) => [text, id]))
+
+        // The two held calls are in the Graph and the paced number is past its burst: each of its sends
+        // now waits in the pacing, leased, for 200 ms. The hub is killed while one does.
+        yield* untilSignalledThat(
+          fake.received,
+          "the held calls in the Graph, the paced number past its burst",
+          fake.requests,
+          (requests) => {
+            const texts = sentTexts(requests)
+            return texts.filter((text) => text.startsWith("held")).length === 2 &&
+              texts.filter((text) => text.startsWith("paced")).length >= RATE + 2
+          }
+        )
+        yield* polled(
+          "a send leased, waiting in the pacing",
+          sql<QueueRow>`SELECT message_id, state FROM send_queue`,
+          (rows) => rows.some((row) => row.state === "leased")
+        )
+        first.kill("SIGKILL")
+        expect(yield* Effect.promise(() => first.exited)).toBe(137)
+
+        // What the dead hub left, as it left it.
+        const callsAtKill = callsByText(yield* fake.requests)
+        const left = yield* sql<QueueRow>`SELECT message_id, state FROM send_queue`
+        const inState = (state: string) =>
+          left.filter((row) => row.state === state).map((row) => textOf.get(row.message_id) ?? row.message_id)
+        const sending = inState("sending")
+        const leased = inState("leased")
+        const queued = inState("queued")
+        // The held calls are `sending`, with their one call made; the held number's other sends wait in the queue.
+        expect(sending).toEqual(expect.arrayContaining(["held 0", "held 1"]))
+        expect(sending.every((text) => callsAtKill.get(text) === 1)).toBe(true)
+        expect(leased.filter((text) => text.startsWith("paced")).length).toBeGreaterThan(0)
+        expect(queued).toEqual(expect.arrayContaining(["held 2", "held 3", "held 4", "held 5"]))
+        // Nothing leased or queued had reached the Graph.
+        expect([...leased, ...queued].filter((text) => callsAtKill.has(text))).toEqual([])
+
+        // LEASE_MS (60 s) is a constant: the dead hub's leases are moved back by it, as if that long had
+        // passed, instead of waiting it out.
+        yield* sql`UPDATE send_queue SET lease_until = lease_until - ${LEASE_MS} WHERE lease_until IS NOT NULL`
+
+        // SQLite: the hub restarted on its file. PostgreSQL: two other replicas take over.
+        const after = yield* Effect.all(
+          Array.from({ length: engine === "postgres" ? 2 : 1 }, () => startHubProcess(env).pipe(Effect.orDie)),
+          { concurrency: "unbounded" }
+        )
+        const survivor = after[0]
+        if (survivor === undefined) return yield* Effect.dieMessage("a hub after the kill")
+        yield* polled(
+          "every queued send ended, the queue empty",
+          sql<{ readonly waiting: number; readonly open: number }>`SELECT
+            (SELECT CAST(COUNT(*) AS INTEGER) FROM send_queue) AS waiting,
+            (SELECT CAST(COUNT(*) AS INTEGER) FROM messages WHERE wa_message_id IS NULL AND status <> 'failed') AS open`,
+          (rows) => rows[0]?.waiting === 0 && rows[0]?.open === 0
+        )
+
+        const calls = callsByText(yield* fake.requests)
+        const records = new Map<string, Readonly<Record<string, unknown>>>()
+        for (const tenant of [held, paced]) {
+          const page = yield* call(survivor, "GET", "/api/messages?limit=100", tenant.instanceToken)
+          expect(page.status).toBe(200)
+          for (const record of itemsOf(page.body)) records.set(String(record.id), record)
+        }
+        expect(records.size).toBe(textOf.size)
+        // No text reached the Graph twice; each reached it once, but for none.
+        expect([...calls.entries()].filter(([, n]) => n > 1)).toEqual([])
+        expect([...textOf.values()].filter((text) => calls.get(text) !== 1)).toEqual([])
+        // The calls the Graph never answered end failed as outcome_unknown: never made again.
+        const unknown = { status: "failed", failureReason: "outcome_unknown", waMessageId: null }
+        for (const text of ["held 0", "held 1"]) expect(records.get(idOf.get(text) ?? ""), text).toMatchObject(unknown)
+        // A send the Graph answered just before the kill may have had its record accepted, and not its
+        // queue row taken out: accepted it stays; otherwise it too is outcome_unknown. Never sent again.
+        for (const text of sending) {
+          const record = records.get(idOf.get(text) ?? "")
+          if (record?.status === "failed") expect(record, text).toMatchObject(unknown)
+          else expect(record, text).toMatchObject({ status: "pending", waMessageId: expect.stringMatching(/^wamid\./) })
+        }
+        // Every other send was made, once: those leased or queued at the kill by the hub(s) after it.
+        for (const [id, text] of textOf) {
+          if (sending.includes(text)) continue
+          expect(records.get(id), text).toMatchObject({
+            status: "pending",
+            waMessageId: expect.stringMatching(/^wamid\./)
+          })
+          expect(records.get(id)?.failureReason, text).toBeUndefined()
+        }
+        const madeAfter = [...textOf.values()].filter((text) => !callsAtKill.has(text))
+        expect(new Set(madeAfter)).toEqual(new Set([...leased, ...queued]))
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )
