@@ -100,9 +100,10 @@ const ServicesLive = Layer.mergeAll(
   IngressStackLive,
   UpstreamStackLive,
   overFoundation(MessageSender.Default.pipe(Layer.provide(UpstreamStackLive))),
-  overFoundation(QueuedSends.Default.pipe(Layer.provide(UpstreamStackLive))),
+  // The queue's outcomes are events delivered by the engine the ingress stands on (SendQueue/QueueEvents.ts).
+  overFoundation(QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(SendQueueRepo.Default),
-  overFoundation(SendQueueDrainer.Default.pipe(Layer.provide(UpstreamStackLive))),
+  overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
   overFoundation(InstanceAccess.Default),
   overFoundation(TokensRepoLive),

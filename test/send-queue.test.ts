@@ -8,9 +8,11 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, Stream } from "effect"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { makeReceiver } from "./support/Receivers.js"
 import { untilSignalledThat } from "./support/Signals.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
 import { messagesFirstPage } from "./support/TypedRequests.js"
+import { createTyped, deliveriesTyped } from "./support/TypedWebhooks.js"
 
 const TO = "16505551234"
 const respondAsync = { prefer: "respond-async" }
@@ -43,7 +45,9 @@ const messageSends = (phoneNumberId: string) =>
 
 describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => {
   // A Graph call unanswered for 1 s is one whose outcome is unknown.
-  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1) }), { excludeTestServices: true })("", (it) => {
+  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1), webhookAllowPrivate: true }), {
+    excludeTestServices: true
+  })("", (it) => {
     it.effect("Prefer: respond-async answers 202 with the pending record; the drainer sends exactly the message and the record is accepted", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
@@ -257,6 +261,70 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
           (records) => records[0]?.status === "failed"
         )
         expect(record).toMatchObject({ status: "failed", failureReason: "expired" })
+      }))
+
+    it.scoped("webhooks naming hub.message_queue are told each outcome, signed; webhooks taking every kind are not", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const named = yield* makeReceiver()
+        const everything = yield* makeReceiver()
+        const namedHook = yield* createTyped(tenant.instanceToken, {
+          name: "queue outcomes",
+          url: named.url,
+          events: ["hub.message_queue"]
+        })
+        const allHook = yield* createTyped(tenant.instanceToken, { name: "everything", url: everything.url })
+        const sent = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("told"),
+          headers: respondAsync
+        })
+        const [told] = yield* named.waitFor("the sent outcome", (r) => r.length === 1)
+        const [record] = yield* (yield* hub.client(tenant.instanceToken)).messages.list({
+          urlParams: messagesFirstPage
+        })
+          .pipe(Effect.map((page) => page.data))
+        expect(told?.headers["webhook-signature"]).toMatch(/^v1,/)
+        expect(JSON.parse(told?.body ?? "")).toEqual({
+          object: "hub.message_queue",
+          entry: [{
+            id: tenant.instanceId,
+            time: expect.any(Number),
+            changes: [{
+              field: "hub.message_queue",
+              value: {
+                message_id: sent.body.id,
+                instance_id: tenant.instanceId,
+                phone_number_id: tenant.phoneNumberId,
+                to: TO,
+                status: "sent",
+                wa_message_id: record?.waMessageId,
+                attempts: 0,
+                at: expect.any(String)
+              }
+            }]
+          }]
+        })
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          status: 400,
+          body: { error: { message: "Recipient not allowed", type: "OAuthException", code: 131030, fbtrace_id: "A4" } }
+        })
+        const refused = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("told, refused"),
+          headers: respondAsync
+        })
+        const [, failed] = yield* named.waitFor("the failed outcome", (r) => r.length === 2)
+        expect(JSON.parse(failed?.body ?? "").entry[0].changes[0].value).toMatchObject({
+          message_id: refused.body.id,
+          status: "failed",
+          failure_reason: "refused",
+          error: { kind: "graph", code: 131030 }
+        })
+        expect(yield* deliveriesTyped(tenant.instanceToken, allHook.id)).toEqual([])
+        expect(yield* deliveriesTyped(tenant.instanceToken, namedHook.id)).toHaveLength(2)
       }))
 
     it.effect("an Idempotency-Key answers the first 202 again and queues once", () =>

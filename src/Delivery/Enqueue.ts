@@ -26,6 +26,9 @@ const filterOf = (stored: string) => {
   return parsed
 }
 
+/** Whether a webhook's stored filter names `kind` itself (a webhook without filter names none). */
+const namesKind = (filter: string | null, kind: string) => filter !== null && filterOf(filter).has(kind)
+
 /**
  * For each event, the body a filtered webhook takes of it: null for the whole event (as every
  * unfiltered webhook), undefined for none of it. Kinds are worked out only for events some
@@ -137,6 +140,7 @@ export class Enqueue extends Effect.Service<Enqueue>()("Enqueue", {
           const bodyFor = selector(event)
           return webhooks.flatMap((webhook) => {
             if (webhook.instance_id !== event.instanceId) return []
+            if (event.onlyToNamed !== undefined && !namesKind(webhook.events, event.onlyToNamed)) return []
             const body = bodyFor(webhook.events)
             // An event with no change the webhook takes makes no delivery for it.
             return body === undefined ? [] : [deliveryRow(webhook, event, body, now, handOff)]

@@ -19,6 +19,8 @@ export interface EventRecord {
   readonly changeCount: number
   /** Its changes, for webhooks that take only some kinds; without them every webhook takes the whole event. */
   readonly filterable?: FilterableEvent | undefined
+  /** A hub event only webhooks naming this kind receive (not those that take every kind): the queue's outcomes. */
+  readonly onlyToNamed?: string | undefined
 }
 
 /** An event's changes as a webhook's event filter sees them (see Domain/EventKinds.ts). */

@@ -53,8 +53,14 @@ export const CHANGE_FIELDS = [
   "user_preferences"
 ] as const
 
+/**
+ * The hub's own kind: a queued send made or given up (SendQueue/QueueEvents.ts). Delivered only to
+ * webhooks that name it, never to those that take every kind (their receivers expect Meta's payloads).
+ */
+export const QUEUE_EVENT_KIND = "hub.message_queue"
+
 /** Every kind a webhook may name, besides `*` (all of them). */
-export const EVENT_KINDS: ReadonlyArray<string> = [...MESSAGE_KINDS, ...CHANGE_FIELDS]
+export const EVENT_KINDS: ReadonlyArray<string> = [...MESSAGE_KINDS, ...CHANGE_FIELDS, QUEUE_EVENT_KIND]
 
 export type EventKind = string
 
@@ -62,7 +68,7 @@ export type EventKind = string
 const FIELD_NAME = /^[a-z][a-z0-9_]{0,63}$/
 
 /** Whether a webhook may name this kind: a known one, or any field name of the upstream's form. */
-export const isEventKind = (name: string): boolean => FIELD_NAME.test(name)
+export const isEventKind = (name: string): boolean => FIELD_NAME.test(name) || name === QUEUE_EVENT_KIND
 
 /** `["*"]` (or nothing) means every kind: such a webhook is stored without a filter. */
 export const ALL_KINDS = "*"
@@ -77,7 +83,7 @@ export const kindsOf = (field: string | undefined, value: JsonObject): ReadonlyA
     if (!messages && value.errors !== undefined) return ["errors"]
     return ["messages"]
   }
-  return field !== undefined && FIELD_NAME.test(field) ? [field] : []
+  return field !== undefined && isEventKind(field) ? [field] : []
 }
 
 /**

@@ -25,7 +25,8 @@ import { MessagesRepo } from "../Messages/Repo.js"
 import { errorRecord } from "../Messages/Send.js"
 import { type SendEndpoint, sendEndpoints, type SendMessageResponse, Upstream } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
-import { type QueuedRow, SendQueueRepo } from "./Repo.js"
+import { type QueuedSendRef, QueueEvents } from "./QueueEvents.js"
+import { type QueuedRow, SendQueueRepo, type TakenRow } from "./Repo.js"
 import { backoffMs, nextPairTat, PAIR_BURST, PAIR_INTERVAL_MS, verdictOf } from "./Rules.js"
 import { Throughput } from "./Throughput.js"
 
@@ -44,6 +45,16 @@ const decodeBody = Schema.decodeUnknownSync(Schema.parseJson(JsonObjectSchema))
 /** A stored JSON object (the body, an error): written by the hub, so it always decodes. */
 const parsedBody = (text: string): JsonObject => decodeBody(text)
 
+/** The queued send an outcome is told of (SendQueue/QueueEvents.ts). */
+const refOf = (row: Omit<TakenRow, "last_error">): QueuedSendRef => ({
+  messageId: row.message_id,
+  organizationId: row.organization_id,
+  instanceId: row.instance_id,
+  phoneNumberId: row.phone_number_id,
+  to: row.party,
+  attempts: row.attempts
+})
+
 const instanceOf = (row: QueuedRow): InstanceRef => ({
   id: row.instance_id,
   organizationId: row.organization_id,
@@ -59,6 +70,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     const access = yield* InstanceAccess
     const pacing = yield* Pacing
     const throughput = yield* Throughput
+    const queueEvents = yield* QueueEvents
     const clock = yield* Effect.clock
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     const signal = yield* Queue.sliding<void>(1)
@@ -80,9 +92,14 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     }
 
     /** The record of a send the queue gave up, with why (and Meta's error when it answered one). */
-    const giveUp = (messageId: string, reason: FailureReason, error?: JsonObject) =>
-      messages.markQueueFailed(messageId, reason, error).pipe(
-        Effect.catchAll((cause) => Effect.logError("Could not record a queued send given up", { messageId, cause }))
+    const giveUp = (send: QueuedSendRef, reason: FailureReason, error: JsonObject | undefined) =>
+      Effect.zipRight(
+        messages.markQueueFailed(send.messageId, reason, error),
+        queueEvents.told(send, { status: "failed", reason, error }, repo.finish({ messageId: send.messageId }))
+      ).pipe(
+        Effect.catchAll((cause) =>
+          Effect.logError("Could not record a queued send given up", { messageId: send.messageId, cause })
+        )
       )
 
     /** Waits for the send's place in its number's pacing (shared with synchronous sends). */
@@ -118,10 +135,14 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
           }
           const links = identityLinksOfAnswer(row.organization_id, outcome.right)
           if (links.length > 0) yield* Effect.ignore(messages.learnIdentities(links))
-          return yield* repo.finish({
-            messageId: row.message_id,
-            pair: { ...pair, tat: nextPairTat(row.pair_tat ?? undefined, sentAt) }
-          })
+          return yield* queueEvents.told(
+            refOf(row),
+            { status: "sent", waMessageId },
+            repo.finish({
+              messageId: row.message_id,
+              pair: { ...pair, tat: nextPairTat(row.pair_tat ?? undefined, sentAt) }
+            })
+          )
         }
         const error = outcome.left
         const verdict = verdictOf(error)
@@ -139,26 +160,19 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
                 : {})
             })
           }
-          yield* giveUp(row.message_id, "expired", record)
-        } else {
-          yield* giveUp(row.message_id, verdict._tag === "Refused" ? "refused" : "outcome_unknown", record)
+          return yield* giveUp(refOf(row), "expired", record)
         }
-        yield* repo.finish({ messageId: row.message_id })
+        yield* giveUp(refOf(row), verdict._tag === "Refused" ? "refused" : "outcome_unknown", record)
       })
 
-    /** One leased send: its place in the pacing, `sending`, the Graph call, the outcome recorded. */
     /** A leased send whose turn came: `sending`, the Graph call, the outcome recorded. */
     const sendLeased = (row: QueuedRow) =>
       Effect.gen(function*() {
-        if (now() >= row.expires_at) {
-          yield* giveUp(row.message_id, "expired")
-          return yield* repo.finish({ messageId: row.message_id })
-        }
+        if (now() >= row.expires_at) return yield* giveUp(refOf(row), "expired", undefined)
         const target = yield* Effect.either(access.target(instanceOf(row)))
         if (Either.isLeft(target)) {
           // The instance is gone or cannot reach Meta: a later try would fare the same.
-          yield* giveUp(row.message_id, "refused", { message: target.left.message })
-          return yield* repo.finish({ messageId: row.message_id })
+          return yield* giveUp(refOf(row), "refused", { message: target.left.message })
         }
         yield* repo.markSending([row.message_id], now() + LEASE_MS)
         const sentAt = now()
@@ -213,9 +227,10 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
 
     const drainRound = Effect.gen(function*() {
       const at = now()
+      // Both are taken out of the queue as they are read; each is then recorded and told.
       for (const lost of yield* repo.recoverLeases(at)) {
         yield* giveUp(
-          lost.message_id,
+          refOf(lost),
           "outcome_unknown",
           lost.last_error === null ? undefined : parsedBody(lost.last_error)
         )
@@ -223,7 +238,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       }
       for (const expired of yield* repo.takeExpired(at)) {
         yield* giveUp(
-          expired.message_id,
+          refOf(expired),
           "expired",
           expired.last_error === null ? undefined : parsedBody(expired.last_error)
         )
@@ -262,5 +277,12 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       }
     } as const
   }),
-  dependencies: [SendQueueRepo.Default, Throughput.Default, MessagesRepo.Default, PacingLive, InstanceAccess.Default]
+  dependencies: [
+    SendQueueRepo.Default,
+    Throughput.Default,
+    QueueEvents.Default,
+    MessagesRepo.Default,
+    PacingLive,
+    InstanceAccess.Default
+  ]
 }) {}

@@ -16,6 +16,7 @@ import { MessagesRepo } from "../Messages/Repo.js"
 import { sendEndpoint } from "../Messages/Send.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import { SendQueueDrainer } from "./Drainer.js"
+import { QueueEvents } from "./QueueEvents.js"
 import { SendQueueRepo } from "./Repo.js"
 import { priorityRank, queueCapacity, retryAfterForDepth, SEND_AT_MAX_AHEAD_MS } from "./Rules.js"
 import { Throughput } from "./Throughput.js"
@@ -58,6 +59,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
     const keys = yield* IdempotencyKeys
     const drainer = yield* SendQueueDrainer
     const throughput = yield* Throughput
+    const queueEvents = yield* QueueEvents
     const config = yield* HubConfig
     const clock = yield* Effect.clock
     const depths = new Map<string, { depth: number; readAt: number }>()
@@ -198,19 +200,32 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
           return yield* new NotFound({ message: `Message ${messageId} not found`, error: "not_found" })
         }
         const found = yield* Effect.orDie(queue.cancel(messageId))
-        if (found === "sending") {
+        if (found._tag === "Sending") {
           return yield* new Conflict({
             message: `Message ${messageId} is being sent; it can no longer be cancelled`,
             error: "send_in_progress"
           })
         }
-        if (found === "absent") {
+        if (found._tag === "Absent") {
           return yield* new Conflict({
             message: `Message ${messageId} is not queued (it was sent, or its send has ended); nothing to cancel`,
             error: "not_queued"
           })
         }
         yield* Effect.orDie(messages.markQueueFailed(messageId, "cancelled"))
+        const taken = found.row
+        yield* Effect.orDie(queueEvents.told(
+          {
+            messageId,
+            organizationId: taken.organization_id,
+            instanceId: taken.instance_id,
+            phoneNumberId: taken.phone_number_id,
+            to: taken.party,
+            attempts: taken.attempts
+          },
+          { status: "failed", reason: "cancelled", error: undefined },
+          Effect.void
+        ))
         const cancelled = yield* messages.findById(messageId)
         return cancelled ?? row
       })
@@ -221,6 +236,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
     SendQueueRepo.Default,
     SendQueueDrainer.Default,
     Throughput.Default,
+    QueueEvents.Default,
     MessagesRepo.Default,
     IdempotencyKeysLive
   ]

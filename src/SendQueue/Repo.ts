@@ -28,9 +28,21 @@ const QueuedRow = Schema.Struct({
 export type QueuedRow = typeof QueuedRow.Type
 
 const decodeQueued = decodeRows(QueuedRow)
-const decodeIds = decodeRows(Schema.Struct({ message_id: Schema.String, last_error: Schema.NullOr(Schema.String) }))
+/** A send taken out of the queue without being made (a lost lease, a validity ended): what its outcome is told with. */
+const TakenRow = Schema.Struct({
+  message_id: Schema.String,
+  organization_id: OrganizationId,
+  instance_id: InstanceId,
+  phone_number_id: Schema.String,
+  party: Schema.String,
+  attempts: Schema.Number,
+  last_error: Schema.NullOr(Schema.String)
+})
+export type TakenRow = typeof TakenRow.Type
+const decodeTaken = decodeRows(TakenRow)
+const TAKEN_COLUMNS = "message_id, organization_id, instance_id, phone_number_id, party, attempts, last_error"
 const decodeDepths = decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))
-const decodeState = decodeRows(Schema.Struct({ state: Schema.String }))
+const decodeCancelled = decodeRows(Schema.Struct({ ...TakenRow.fields, state: Schema.String }))
 const decodeNext = decodeRows(Schema.Struct({ next_at: Schema.NullOr(SqlBigint) }))
 const decodeLevel = decodeRows(Schema.Struct({ level: Schema.String, checked_at: SqlBigint }))
 
@@ -50,7 +62,10 @@ interface NewQueuedSend {
 }
 
 /** What a cancel found: the row taken out, a send already under way, or nothing queued. */
-type CancelOutcome = "cancelled" | "sending" | "absent"
+type CancelOutcome =
+  | { readonly _tag: "Cancelled"; readonly row: TakenRow }
+  | { readonly _tag: "Sending" }
+  | { readonly _tag: "Absent" }
 
 export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRepo", {
   effect: Effect.gen(function*() {
@@ -157,8 +172,8 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL
           WHERE state = 'leased' AND lease_until < ${now}`
-        const lost = yield* decodeIds(
-          sql`SELECT message_id, last_error FROM send_queue WHERE state = 'sending' AND lease_until < ${now}`
+        const lost = yield* decodeTaken(
+          sql`SELECT ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE state = 'sending' AND lease_until < ${now}`
         )
         if (lost.length > 0) {
           yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", lost.map((row) => row.message_id))}`
@@ -169,8 +184,8 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
     /** Queued sends whose validity ended before their turn: taken out, answered for the caller to record. */
     const takeExpired = (now: number) =>
       sql.withTransaction(Effect.gen(function*() {
-        const expired = yield* decodeIds(
-          sql`SELECT message_id, last_error FROM send_queue WHERE state = 'queued' AND expires_at <= ${now}`
+        const expired = yield* decodeTaken(
+          sql`SELECT ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE state = 'queued' AND expires_at <= ${now}`
         )
         if (expired.length > 0) {
           yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", expired.map((row) => row.message_id))}`
@@ -181,14 +196,16 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
     /** Takes a queued send out if it has not begun; says what it found. */
     const cancel = (messageId: string): Effect.Effect<CancelOutcome, SqlError.SqlError> =>
       sql.withTransaction(Effect.gen(function*() {
-        const found = yield* decodeState(
-          sql`SELECT state FROM send_queue WHERE message_id = ${messageId}${sql.literal(pg ? " FOR UPDATE" : "")}`
+        const found = yield* decodeCancelled(
+          sql`SELECT state, ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE message_id = ${messageId}${
+            sql.literal(pg ? " FOR UPDATE" : "")
+          }`
         )
-        const state = found[0]?.state
-        if (state === undefined) return "absent"
-        if (state === "sending") return "sending"
+        const row = found[0]
+        if (row === undefined) return { _tag: "Absent" } as const
+        if (row.state === "sending") return { _tag: "Sending" } as const
         yield* sql`DELETE FROM send_queue WHERE message_id = ${messageId}`
-        return "cancelled"
+        return { _tag: "Cancelled", row } as const
       }))
 
     /** How many sends wait per number (all numbers with any). */

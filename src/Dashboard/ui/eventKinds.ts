@@ -5,17 +5,17 @@
  * server module in the bundle). The OpenAPI document does not enumerate the kinds, so fetching them
  * is no option; hard-coding them would drift.
  */
-import { ALL_KINDS, CHANGE_FIELDS, EVENT_KINDS } from "../../Domain/EventKinds.js"
+import { ALL_KINDS, CHANGE_FIELDS, EVENT_KINDS, QUEUE_EVENT_KIND } from "../../Domain/EventKinds.js"
 
 export { ALL_KINDS }
 
-const changeFields: ReadonlySet<string> = new Set(CHANGE_FIELDS)
+const changeFields: ReadonlySet<string> = new Set([...CHANGE_FIELDS, QUEUE_EVENT_KIND])
 
 /** The kinds that split the upstream's `messages` field: every kind that is not a change field of its own. */
 export const MESSAGE_KINDS: ReadonlyArray<string> = EVENT_KINDS.filter((kind) => !changeFields.has(kind))
 
-/** Every other kind: an upstream change field, delivered under its own name. */
-export const FIELD_KINDS: ReadonlyArray<string> = CHANGE_FIELDS
+/** Every other kind: an upstream change field, delivered under its own name, and the hub's own queue outcomes. */
+export const FIELD_KINDS: ReadonlyArray<string> = [...CHANGE_FIELDS, QUEUE_EVENT_KIND]
 
 /** The fields the sandbox simulates (POST /sandbox/changes): `messages` and every other change field. */
 export const SIMULATED_FIELDS: ReadonlyArray<string> = ["messages", ...CHANGE_FIELDS]
@@ -24,7 +24,8 @@ export const SIMULATED_FIELDS: ReadonlyArray<string> = ["messages", ...CHANGE_FI
 const DOCUMENTED: Readonly<Record<string, string>> = {
   messages: "Inbound messages",
   statuses: "Status updates of sent messages",
-  errors: "Changes carrying only errors"
+  errors: "Changes carrying only errors",
+  [QUEUE_EVENT_KIND]: "Queued sends made or given up (the hub's own events, delivered only when named)"
 }
 
 export const kindDescription = (kind: string) => DOCUMENTED[kind] ?? `The upstream's ${kind} changes`

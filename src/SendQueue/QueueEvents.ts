@@ -1,0 +1,106 @@
+/**
+ * The queue's outcomes told as hub events (issue 32): when a queued send is made or given up, an event
+ * of kind `hub.message_queue` is stored for its instance and delivered, signed and retried like every
+ * delivery, to the webhooks that name that kind in their `events` (only those: a receiver written for
+ * Meta's payloads does not get the hub's own unasked), and heard on the live event streams.
+ *
+ * The body: {"object":"hub.message_queue","entry":[{"id":"<instance id>","time":<unix seconds>,"changes":[{"field":
+ * "hub.message_queue","value":{"message_id":"msg_…","instance_id":"ins_…","phone_number_id":"…","to":"…",
+ * "status":"sent"|"failed","wa_message_id"?:"wamid.…","failure_reason"?:"…","error"?:{…},"attempts":1,"at":"<ISO 8601>"}}]}]}
+ */
+import { Effect } from "effect"
+import { DispatchSignal } from "../Delivery/DispatchSignal.js"
+import { Enqueue } from "../Delivery/Enqueue.js"
+import { OutboxRepo } from "../Delivery/Outbox.js"
+import type { EventRecord } from "../Delivery/Records.js"
+import { QUEUE_EVENT_KIND } from "../Domain/EventKinds.js"
+import { newId } from "../Domain/Ids.js"
+import type { JsonObject } from "../Domain/Json.js"
+import type { FailureReason } from "../Domain/Vocabulary.js"
+import { LiveEvents } from "../LiveEvents/LiveEvents.js"
+import { WriteBatcher } from "../Sql/WriteBatcher.js"
+
+/** What became of a queued send. */
+type QueueOutcome =
+  | { readonly status: "sent"; readonly waMessageId: string | undefined }
+  | { readonly status: "failed"; readonly reason: FailureReason; readonly error: JsonObject | undefined }
+
+/** The queued send an outcome is of. */
+export interface QueuedSendRef {
+  readonly messageId: string
+  readonly organizationId: string
+  readonly instanceId: string
+  readonly phoneNumberId: string
+  readonly to: string
+  readonly attempts: number
+}
+
+const eventOf = (send: QueuedSendRef, outcome: QueueOutcome, at: Date): EventRecord => {
+  const value: JsonObject = {
+    message_id: send.messageId,
+    instance_id: send.instanceId,
+    phone_number_id: send.phoneNumberId,
+    to: send.to,
+    status: outcome.status,
+    ...(outcome.status === "sent"
+      ? outcome.waMessageId === undefined ? {} : { wa_message_id: outcome.waMessageId }
+      : { failure_reason: outcome.reason, ...(outcome.error === undefined ? {} : { error: outcome.error }) }),
+    attempts: send.attempts,
+    at: at.toISOString()
+  }
+  const body = JSON.stringify({
+    object: QUEUE_EVENT_KIND,
+    entry: [{
+      id: send.instanceId,
+      time: Math.floor(at.getTime() / 1000),
+      changes: [{ field: QUEUE_EVENT_KIND, value }]
+    }]
+  })
+  return {
+    id: newId("evt"),
+    instanceId: send.instanceId,
+    body,
+    changeCount: 1,
+    filterable: { changes: [{ field: QUEUE_EVENT_KIND, value }], bodyOf: () => body },
+    onlyToNamed: QUEUE_EVENT_KIND
+  }
+}
+
+export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
+  effect: Effect.gen(function*() {
+    const outbox = yield* OutboxRepo
+    const enqueue = yield* Enqueue
+    const batcher = yield* WriteBatcher
+    const signal = yield* DispatchSignal
+    const live = yield* LiveEvents
+
+    /**
+     * Stores the outcome's event and its deliveries, together with `alongside` (the queue's own
+     * writes of the outcome), in one transaction; then the dispatcher and the live streams hear.
+     */
+    const told = <E>(
+      send: QueuedSendRef,
+      outcome: QueueOutcome,
+      alongside: Effect.Effect<void, E>
+    ) =>
+      Effect.gen(function*() {
+        const at = new Date()
+        const event = eventOf(send, outcome, at)
+        const deliveries = yield* batcher.run(Effect.gen(function*() {
+          yield* alongside
+          yield* outbox.insertEvents([event], at.toISOString())
+          const counts = yield* enqueue.events([event], at.toISOString(), undefined, [])
+          return counts.get(event.id) ?? 0
+        }))
+        if (deliveries > 0) yield* signal.notify
+        live.publish([{
+          id: event.id,
+          instanceId: event.instanceId,
+          body: event.body,
+          changes: [{ route: { organization_id: send.organizationId } }]
+        }])
+      })
+
+    return { told } as const
+  })
+}) {}
