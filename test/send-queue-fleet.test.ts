@@ -17,8 +17,9 @@ import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { SqlLive } from "../src/Sql/Client.js"
 import { SecretCipher } from "../src/Sql/SecretCipher.js"
 import { type Engine, engines, freshPostgresDatabase } from "./support/Databases.js"
-import { FakeGraph, fakeGraphLayer, type RecordedRequest } from "./support/FakeGraph.js"
+import { FakeGraph, fakeGraphLayer, type RecordedRequest, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
+import { ShiftedClock, shiftedClockLayer } from "./support/ShiftedClock.js"
 import { untilSignalledThat } from "./support/Signals.js"
 import { itemsOf, parseObject, seedTenant, type Tenant, TestHub, testHub, testHubConfig } from "./support/TestHub.js"
 
@@ -321,5 +322,64 @@ describe.each(engines)("a hub process killed with SIGKILL mid-drain (%s)", (engi
         expect(new Set(madeAfter)).toEqual(new Set([...leased, ...queued]))
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
+  )
+})
+
+describe("a queued send waiting in the pacing longer than its lease (PostgreSQL)", () => {
+  it.live(
+    "is made once: the lease running out while it waits must not let the queue hand it out again",
+    () =>
+      Effect.gen(function*() {
+        const hub = yield* Layer.build(Layer.provideMerge(
+          testHubOnFakeGraph({ engine: "postgres", sendRateCap: 8 }),
+          shiftedClockLayer
+        ))
+        const fake = Context.get(hub, FakeGraph)
+        const sql = Context.get(hub, SqlClient.SqlClient)
+        const drainer = Context.get(hub, SendQueueDrainer)
+        const tenant = yield* Effect.provide(seedTenant(), hub)
+        // The number's budget is spent for the next hour (as a fleet's synchronous sends at its rate
+        // would keep it): a queued send leased now waits in the pacing.
+        yield* sql`INSERT INTO send_pacing (phone_number_id, tat_ms, last_grant)
+        VALUES (${tenant.phoneNumberId}, EXTRACT(EPOCH FROM clock_timestamp()) * 1000 + 3600000, 0)`
+        const queued = yield* Effect.provide(
+          Effect.flatMap(TestHub, (http) =>
+            http.request("POST", "/api/messages", {
+              token: tenant.instanceToken,
+              headers: { prefer: "respond-async" },
+              json: { to: recipient(0), type: "text", text: { body: "waits past its lease" } }
+            })),
+          hub
+        )
+        expect(queued.status).toBe(202)
+        const leaseOf = sql<{ readonly state: string; readonly lease_until: number | null }>`SELECT state,
+        CAST(lease_until AS DOUBLE PRECISION) AS lease_until FROM send_queue WHERE message_id = ${
+          String(queued.body.id)
+        }`
+        // Polls: the drainer signals the sends it ends, not its leases.
+        const [leased] = yield* polled("the send leased", leaseOf, (rows) => rows[0]?.state === "leased")
+        // Its lease runs out while it waits (LEASE_MS, 60 s, on the hub's clock)...
+        yield* Effect.provide(Effect.flatMap(ShiftedClock, (clock) => clock.advance(LEASE_MS + 1_000)), hub)
+        // ... and a round of the drainer (at most a second later) has recovered it, or renewed it.
+        yield* polled(
+          "a round after the lease ran out",
+          leaseOf,
+          (rows) => (rows[0]?.lease_until ?? 0) >= (leased?.lease_until ?? 0) + LEASE_MS
+        )
+        // The budget comes back: whatever waits in the pacing goes.
+        yield* sql`DELETE FROM send_pacing WHERE phone_number_id = ${tenant.phoneNumberId}`
+        yield* untilSignalledThat(
+          drainer.settled,
+          "the send made and nothing of the queue left in flight",
+          Effect.all({
+            record: sql<{ readonly wa_message_id: string | null }>`SELECT wa_message_id FROM messages
+            WHERE id = ${String(queued.body.id)}`,
+            queue: sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM send_queue`
+          }),
+          ({ queue, record }) => record[0]?.wa_message_id !== null && queue[0]?.n === 0 && drainer.inFlight() === 0
+        )
+        expect(callsByText(yield* fake.requests).get("waits past its lease")).toBe(1)
+      }).pipe(Effect.scoped),
+    { timeout: 30_000 }
   )
 })
