@@ -7,16 +7,18 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { TokensRepoLive } from "../src/ApiTokens/Repo.js"
+import { newId } from "../src/Domain/Ids.js"
 import { InstancesRepoLive } from "../src/Instances/Repo.js"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
+import { SendQueueRepo } from "../src/SendQueue/Repo.js"
 import { SqlLive } from "../src/Sql/Client.js"
 import { SecretCipher } from "../src/Sql/SecretCipher.js"
-import { type Engine, engines, freshPostgresDatabase } from "./support/Databases.js"
+import { type Engine, engines, freshPostgresDatabase, testDatabase } from "./support/Databases.js"
 import { FakeGraph, fakeGraphLayer, type RecordedRequest, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
 import { ShiftedClock, shiftedClockLayer } from "./support/ShiftedClock.js"
@@ -325,61 +327,162 @@ describe.each(engines)("a hub process killed with SIGKILL mid-drain (%s)", (engi
   )
 })
 
-describe("a queued send waiting in the pacing longer than its lease (PostgreSQL)", () => {
+/**
+ * A hub on PostgreSQL (its clock one the test moves) with one queued send leased and waiting in the
+ * pacing: the number's shared budget is spent for the next hour, as a fleet's synchronous sends at the
+ * number's rate would keep it. `release` gives the budget back.
+ */
+const sendWaitingInThePacing = (text: string) =>
+  Effect.gen(function*() {
+    const hub = yield* Layer.build(Layer.provideMerge(
+      testHubOnFakeGraph({ engine: "postgres", sendRateCap: 8 }),
+      shiftedClockLayer
+    ))
+    const sql = Context.get(hub, SqlClient.SqlClient)
+    const tenant = yield* Effect.provide(seedTenant(), hub)
+    yield* sql`INSERT INTO send_pacing (phone_number_id, tat_ms, last_grant)
+      VALUES (${tenant.phoneNumberId}, EXTRACT(EPOCH FROM clock_timestamp()) * 1000 + 3600000, 0)`
+    const queued = yield* Effect.provide(
+      Effect.flatMap(TestHub, (http) =>
+        http.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          headers: { prefer: "respond-async" },
+          json: { to: recipient(0), type: "text", text: { body: text } }
+        })),
+      hub
+    )
+    expect(queued.status).toBe(202)
+    const id = String(queued.body.id)
+    const leaseOf = sql<{ readonly state: string; readonly lease_until: number | null }>`SELECT state,
+      CAST(lease_until AS DOUBLE PRECISION) AS lease_until FROM send_queue WHERE message_id = ${id}`
+    // A poll: the drainer signals the sends it ends, not its leases.
+    const [leased] = yield* polled("the send leased", leaseOf, (rows) => rows[0]?.state === "leased")
+    const drainer = Context.get(hub, SendQueueDrainer)
+    return {
+      hub,
+      sql,
+      tenant,
+      id,
+      leaseOf,
+      leaseUntil: leased?.lease_until ?? 0,
+      drainer,
+      fake: Context.get(hub, FakeGraph),
+      release: sql`DELETE FROM send_pacing WHERE phone_number_id = ${tenant.phoneNumberId}`,
+      /** Once nothing of the queue is in flight on the hub and `condition` holds of the queue's depth. */
+      untilIdle: (what: string, condition: (depth: number) => boolean) =>
+        untilSignalledThat(
+          drainer.settled,
+          what,
+          sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM send_queue`,
+          (rows) => condition(rows[0]?.n ?? -1) && drainer.inFlight() === 0
+        )
+    }
+  })
+
+describe("a queued send leased and waiting in the pacing (PostgreSQL)", () => {
   it.live(
-    "is made once: the lease running out while it waits must not let the queue hand it out again",
+    "is made once though it waits longer than its lease: the lease running out must not let the queue hand it out again",
     () =>
       Effect.gen(function*() {
-        const hub = yield* Layer.build(Layer.provideMerge(
-          testHubOnFakeGraph({ engine: "postgres", sendRateCap: 8 }),
-          shiftedClockLayer
-        ))
-        const fake = Context.get(hub, FakeGraph)
-        const sql = Context.get(hub, SqlClient.SqlClient)
-        const drainer = Context.get(hub, SendQueueDrainer)
-        const tenant = yield* Effect.provide(seedTenant(), hub)
-        // The number's budget is spent for the next hour (as a fleet's synchronous sends at its rate
-        // would keep it): a queued send leased now waits in the pacing.
-        yield* sql`INSERT INTO send_pacing (phone_number_id, tat_ms, last_grant)
-        VALUES (${tenant.phoneNumberId}, EXTRACT(EPOCH FROM clock_timestamp()) * 1000 + 3600000, 0)`
-        const queued = yield* Effect.provide(
-          Effect.flatMap(TestHub, (http) =>
-            http.request("POST", "/api/messages", {
-              token: tenant.instanceToken,
-              headers: { prefer: "respond-async" },
-              json: { to: recipient(0), type: "text", text: { body: "waits past its lease" } }
-            })),
-          hub
-        )
-        expect(queued.status).toBe(202)
-        const leaseOf = sql<{ readonly state: string; readonly lease_until: number | null }>`SELECT state,
-        CAST(lease_until AS DOUBLE PRECISION) AS lease_until FROM send_queue WHERE message_id = ${
-          String(queued.body.id)
-        }`
-        // Polls: the drainer signals the sends it ends, not its leases.
-        const [leased] = yield* polled("the send leased", leaseOf, (rows) => rows[0]?.state === "leased")
+        const text = "waits past its lease"
+        const waiting = yield* sendWaitingInThePacing(text)
         // Its lease runs out while it waits (LEASE_MS, 60 s, on the hub's clock)...
-        yield* Effect.provide(Effect.flatMap(ShiftedClock, (clock) => clock.advance(LEASE_MS + 1_000)), hub)
+        yield* Effect.provide(Effect.flatMap(ShiftedClock, (clock) => clock.advance(LEASE_MS + 1_000)), waiting.hub)
         // ... and a round of the drainer (at most a second later) has recovered it, or renewed it.
         yield* polled(
           "a round after the lease ran out",
-          leaseOf,
-          (rows) => (rows[0]?.lease_until ?? 0) >= (leased?.lease_until ?? 0) + LEASE_MS
+          waiting.leaseOf,
+          (rows) => (rows[0]?.lease_until ?? 0) >= waiting.leaseUntil + LEASE_MS
         )
-        // The budget comes back: whatever waits in the pacing goes.
-        yield* sql`DELETE FROM send_pacing WHERE phone_number_id = ${tenant.phoneNumberId}`
-        yield* untilSignalledThat(
-          drainer.settled,
-          "the send made and nothing of the queue left in flight",
-          Effect.all({
-            record: sql<{ readonly wa_message_id: string | null }>`SELECT wa_message_id FROM messages
-            WHERE id = ${String(queued.body.id)}`,
-            queue: sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM send_queue`
-          }),
-          ({ queue, record }) => record[0]?.wa_message_id !== null && queue[0]?.n === 0 && drainer.inFlight() === 0
-        )
-        expect(callsByText(yield* fake.requests).get("waits past its lease")).toBe(1)
+        yield* waiting.release
+        yield* waiting.untilIdle("the send made and nothing of the queue in flight", (depth) => depth === 0)
+        const [record] = yield* waiting.sql<{ readonly wa_message_id: string | null }>`SELECT wa_message_id
+        FROM messages WHERE id = ${waiting.id}`
+        expect(record?.wa_message_id).toMatch(/^wamid\./)
+        expect(callsByText(yield* waiting.fake.requests).get(text)).toBe(1)
       }).pipe(Effect.scoped),
     { timeout: 30_000 }
   )
+
+  it.live("cancelled while it waits (200, failed as cancelled), it is never sent", () =>
+    Effect.gen(function*() {
+      const text = "cancelled while leased"
+      const waiting = yield* sendWaitingInThePacing(text)
+      const cancelled = yield* Effect.provide(
+        Effect.flatMap(TestHub, (http) =>
+          http.request("DELETE", `/api/messages/${waiting.id}`, { token: waiting.tenant.instanceToken })),
+        waiting.hub
+      )
+      expect(cancelled.status).toBe(200)
+      expect(cancelled.body).toMatchObject({ id: waiting.id, status: "failed", failureReason: "cancelled" })
+      yield* waiting.release
+      // The leased send's turn comes; then nothing of the queue is in flight.
+      yield* waiting.untilIdle("the cancelled send's turn past", (depth) =>
+        depth === 0)
+      const [record] = yield* waiting.sql<
+        { readonly status: string; readonly failure_reason: string | null; readonly wa_message_id: string | null }
+      >`SELECT status, failure_reason, wa_message_id FROM messages WHERE id = ${waiting.id}`
+      expect(record).toEqual({ status: "failed", failure_reason: "cancelled", wa_message_id: null })
+      expect(callsByText(yield* waiting.fake.requests).get(text)).toBeUndefined()
+    }).pipe(Effect.scoped), { timeout: 30_000 })
+})
+
+describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () => {
+  it.live("the send whose call began is taken out, and answered as lost, by one of them only", () =>
+    Effect.gen(function*() {
+      const repo = yield* SendQueueRepo
+      const sql = yield* SqlClient.SqlClient
+      const now = Date.now()
+      const messageId = newId("msg")
+      yield* repo.insert({
+        messageId,
+        organizationId: newId("org"),
+        instanceId: newId("ins"),
+        wabaId: "410000000000001",
+        phoneNumberId: "310000000000001",
+        party: recipient(0),
+        priority: 0,
+        body: JSON.stringify({ to: recipient(0), type: "text", text: { body: "lost" } }),
+        endpoint: "messages",
+        sendAt: now,
+        expiresAt: now + 3_600_000
+      })
+      // A replica leased it, began its call and died: its lease ran out.
+      const leased = yield* repo.lease({
+        phoneNumberId: "310000000000001",
+        limit: 1,
+        now,
+        owner: "dead replica",
+        leaseUntil: now + 1,
+        pairBurstMs: 0
+      })
+      expect(leased.map((row) => row.message_id)).toEqual([messageId])
+      yield* repo.markSending([messageId], now + 1)
+      // Two replicas' rounds recover it at the same moment. So that both read it before either takes it
+      // out, the row is held locked (as a third transaction could) until both wait for it.
+      const locked = yield* Deferred.make<void>()
+      const unlock = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT message_id FROM send_queue WHERE message_id = ${messageId} FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(unlock)
+      })))
+      yield* Deferred.await(locked)
+      const rounds = yield* Effect.fork(
+        Effect.all([repo.recoverLeases(now + 10), repo.recoverLeases(now + 10)], { concurrency: 2 })
+      )
+      // A poll: PostgreSQL says when a statement waits for a lock, nothing tells.
+      yield* polled(
+        "both rounds waiting for the row",
+        sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        (rows) => rows[0]?.n === 2
+      )
+      yield* Deferred.succeed(unlock, undefined)
+      yield* Fiber.join(holder)
+      const [first, second] = yield* Fiber.join(rounds)
+      // Each send answered as lost is recorded failed and told (hub.message_queue) by the round that got it: once.
+      expect([...(first ?? []), ...(second ?? [])].map((row) => row.message_id)).toEqual([messageId])
+      expect(yield* sql`SELECT message_id FROM send_queue`).toEqual([])
+    }).pipe(Effect.provide(SendQueueRepo.Default.pipe(Layer.provideMerge(testDatabase("postgres"))))))
 })
