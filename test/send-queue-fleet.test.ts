@@ -44,6 +44,27 @@ const callsByText = (requests: ReadonlyArray<RecordedRequest>) => {
   return calls
 }
 
+/** The queue outcomes (hub.message_queue) an event's body tells: message, status and wamid or reason. */
+const queueOutcomes = (
+  body: string
+): ReadonlyArray<Readonly<Record<string, unknown>> & { readonly message_id: string }> => {
+  const event = parseObject(body)
+  if (event.object !== "hub.message_queue") return []
+  return itemsOf(event, "entry").flatMap((entry) =>
+    itemsOf(entry, "changes").flatMap((change) => {
+      const value = change.value
+      if (typeof value !== "object" || value === null || !("message_id" in value)) return []
+      const { message_id, status, wa_message_id, failure_reason } = value as Record<string, unknown>
+      return [{
+        message_id: String(message_id),
+        status,
+        ...(wa_message_id === undefined ? {} : { wa_message_id }),
+        ...(failure_reason === undefined ? {} : { failure_reason })
+      }]
+    })
+  )
+}
+
 /** A distinct recipient per send: one person's sends go one at a time within Meta's pair rate. */
 const recipient = (i: number) => String(16505550000 + i)
 
@@ -322,6 +343,30 @@ describe.each(engines)("a hub process killed with SIGKILL mid-drain (%s)", (engi
         }
         const madeAfter = [...textOf.values()].filter((text) => !callsAtKill.has(text))
         expect(new Set(madeAfter)).toEqual(new Set([...leased, ...queued]))
+        // Each outcome is told once (hub.message_queue): the unanswered calls as outcome_unknown, the
+        // sends made as sent with their record's wamid. (What a send the Graph answered just before the
+        // kill is told as: the test below.)
+        const told = (yield* sql<{ readonly body: string }>`SELECT body FROM events`).flatMap((event) =>
+          queueOutcomes(event.body)
+        )
+        expect(told.map((outcome) => textOf.get(outcome.message_id)).sort()).toEqual([...textOf.values()].sort())
+        for (const outcome of told) {
+          const text = textOf.get(outcome.message_id) ?? ""
+          const record = records.get(outcome.message_id)
+          if (text === "held 0" || text === "held 1") {
+            expect(outcome, text).toEqual({
+              message_id: outcome.message_id,
+              status: "failed",
+              failure_reason: "outcome_unknown"
+            })
+          } else if (!sending.includes(text)) {
+            expect(outcome, text).toEqual({
+              message_id: outcome.message_id,
+              status: "sent",
+              wa_message_id: record?.waMessageId
+            })
+          }
+        }
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )
