@@ -531,3 +531,97 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
       expect(yield* sql`SELECT message_id FROM send_queue`).toEqual([])
     }).pipe(Effect.provide(SendQueueRepo.Default.pipe(Layer.provideMerge(testDatabase("postgres"))))))
 })
+
+describe("a hub process killed just after the Graph accepted a queued send (PostgreSQL)", () => {
+  it.live(
+    "the send's outcome is told as its record has it: sent with its wamid, not failed as outcome_unknown",
+    () =>
+      Effect.gen(function*() {
+        const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
+        const databaseFile = yield* processDatabase("postgres")
+        const local = yield* Layer.build(besideTheHub(databaseFile))
+        const sql = Context.get(local, SqlClient.SqlClient)
+        const tenant = yield* Effect.provide(seedTenant(), local)
+        const text = "accepted at the kill"
+        const wamid = "wamid.HBgLMTY1MDU1NTAwMDAVAgARGBJBQ0NFUFRFRF9BVF9LSUxMAA=="
+        const answer = yield* Deferred.make<void>()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          after: Effect.runPromise(Deferred.await(answer)),
+          body: {
+            messaging_product: "whatsapp",
+            contacts: [{ input: recipient(0), wa_id: recipient(0) }],
+            messages: [{ id: wamid }]
+          }
+        })
+        const env = {
+          HUB_DB: databaseFile,
+          HUB_DB_POOL_SIZE: "4",
+          HUB_UPSTREAM: "graph",
+          HUB_GRAPH_URL: fake.baseUrl,
+          HUB_APP_SECRET: "queue-crash-app-secret",
+          HUB_SECRET_KEY: SECRET_KEY_HEX,
+          HUB_LOG_FORMAT: "json"
+        }
+        const first = yield* startHubProcess(env).pipe(Effect.orDie)
+        const queued = yield* call(first, "POST", "/api/messages", tenant.instanceToken, {
+          to: recipient(0),
+          type: "text",
+          text: { body: text }
+        })
+        expect(queued.status).toBe(202)
+        const id = String(queued.body.id)
+        yield* untilSignalledThat(
+          fake.received,
+          "the send's call in the Graph",
+          fake.requests,
+          (requests) => sentTexts(requests).includes(text)
+        )
+        // The queue row is held locked (as another transaction could hold it) when the Graph answers: the
+        // hub records the acceptance, then waits to take the row out of the queue, and is killed then.
+        const locked = yield* Deferred.make<ReadonlyArray<{ readonly state: string }>>()
+        const unlock = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+          const rows = yield* sql<{ readonly state: string }>`SELECT state FROM send_queue
+          WHERE message_id = ${id} FOR UPDATE`
+          yield* Deferred.succeed(locked, rows)
+          yield* Deferred.await(unlock)
+        })))
+        expect(yield* Deferred.await(locked)).toEqual([{ state: "sending" }])
+        yield* Deferred.succeed(answer, undefined)
+        yield* polled(
+          "the acceptance recorded and the queue's write waiting for the row",
+          Effect.all({
+            record: sql<{ readonly wa_message_id: string | null }>`SELECT wa_message_id FROM messages WHERE id = ${id}`,
+            waiting: sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`
+          }),
+          ({ record, waiting }) => record[0]?.wa_message_id === wamid && (waiting[0]?.n ?? 0) > 0
+        )
+        first.kill("SIGKILL")
+        expect(yield* Effect.promise(() => first.exited)).toBe(137)
+        yield* Deferred.succeed(unlock, undefined)
+        yield* Fiber.join(holder)
+        expect(yield* sql`SELECT state FROM send_queue WHERE message_id = ${id}`).toEqual([{ state: "sending" }])
+
+        // LEASE_MS passes (moved back rather than waited out, as above); another replica takes over.
+        yield* sql`UPDATE send_queue SET lease_until = lease_until - ${LEASE_MS} WHERE lease_until IS NOT NULL`
+        const second = yield* startHubProcess(env).pipe(Effect.orDie)
+        yield* polled(
+          "the dead hub's send taken out of the queue",
+          sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM send_queue`,
+          (rows) => rows[0]?.n === 0
+        )
+        const listed = yield* call(second, "GET", "/api/messages", tenant.instanceToken)
+        const [record] = itemsOf(listed.body)
+        expect(record).toMatchObject({ id, status: "pending", waMessageId: wamid })
+        expect(record?.failureReason).toBeUndefined()
+        expect(callsByText(yield* fake.requests).get(text)).toBe(1)
+        // Told once, as the record has it: Meta took the message (its statuses will follow).
+        const told = (yield* sql<{ readonly body: string }>`SELECT body FROM events`).flatMap((event) =>
+          queueOutcomes(event.body)
+        )
+        expect(told).toEqual([{ message_id: id, status: "sent", wa_message_id: wamid }])
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
+})
