@@ -1,9 +1,18 @@
 /**
- * Queued sends across a fleet and through crashes (issue 32, point 6). Three replicas in this process
- * on one PostgreSQL database drain one queue against one recording fake Graph: every send is made
- * once. A hub process killed with SIGKILL while its queued sends are in the Graph call, in pacing and
- * in the queue, on SQLite and on PostgreSQL: after a restart every send ends made exactly once or
- * failed as outcome_unknown (its one call may have reached Meta), none is lost, none is made twice.
+ * Queued sends across a fleet and through crashes (issue 32, point 6), against a recording fake Graph:
+ *
+ * - Three replicas in this process on one PostgreSQL database drain one queue: every send is made once.
+ * - A hub process killed with SIGKILL while its queued sends are in the Graph call, leased in the
+ *   pacing and queued, on SQLite (restarted on its file) and on PostgreSQL (two other replicas take
+ *   over): every send ends made exactly once or failed as outcome_unknown (its one call may have
+ *   reached Meta), none is lost, none is made twice, each outcome is told once.
+ * - The lease's edges, each made to happen on purpose: a send leased in the pacing longer than its
+ *   lease, or cancelled while leased; two replicas recovering one lost lease at once; a hub killed
+ *   between the Graph's acceptance and the queue's record of it.
+ *
+ * A lease lasts LEASE_MS (60 s, SendQueue/Drainer.ts), which no setting changes: in-process hubs move
+ * their clock past it (ShiftedClock), and a dead hub process's leases are moved back by it in the
+ * database rather than waited out.
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
@@ -44,6 +53,12 @@ const callsByText = (requests: ReadonlyArray<RecordedRequest>) => {
   return calls
 }
 
+/** A stored event's body that tells a queue outcome (its outcome is stored after the row leaves the queue). */
+const QUEUE_EVENT_BODY = `{"object":"hub.message_queue"%`
+
+const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
 /** The queue outcomes (hub.message_queue) an event's body tells: message, status and wamid or reason. */
 const queueOutcomes = (
   body: string
@@ -53,8 +68,8 @@ const queueOutcomes = (
   return itemsOf(event, "entry").flatMap((entry) =>
     itemsOf(entry, "changes").flatMap((change) => {
       const value = change.value
-      if (typeof value !== "object" || value === null || !("message_id" in value)) return []
-      const { message_id, status, wa_message_id, failure_reason } = value as Record<string, unknown>
+      if (!isRecord(value)) return []
+      const { failure_reason, message_id, status, wa_message_id } = value
       return [{
         message_id: String(message_id),
         status,
@@ -86,19 +101,16 @@ describe("queued sends on a fleet of three replicas on PostgreSQL", () => {
         const replicas = [yield* replica(), yield* replica(), yield* replica()]
         const [a] = replicas
         if (a === undefined) return yield* Effect.dieMessage("three replicas")
-        const tenants: ReadonlyArray<Tenant> = yield* Effect.provide(
-          Effect.all([seedTenant(), seedTenant(), seedTenant()]),
-          a
-        )
+        const tenants = yield* Effect.provide(Effect.all([seedTenant(), seedTenant(), seedTenant()]), a)
         const count = 300
         const texts = Array.from({ length: count }, (_, i) => `fleet send ${i}`)
         const answers = yield* Effect.forEach(texts, (text, i) => {
-          const tenant = tenants[i % tenants.length] as Tenant
+          const tenant = tenants[i % 3] ?? tenants[0]
           const on = replicas[Math.floor(i / tenants.length) % replicas.length] ?? a
           return Effect.provide(
             Effect.flatMap(TestHub, (hub) =>
               hub.request("POST", "/api/messages", {
-                token: tenant.instanceToken,
+                token: tenant?.instanceToken ?? "",
                 headers: { prefer: "respond-async" },
                 json: { to: recipient(i), type: "text", text: { body: text } }
               })),
@@ -304,11 +316,12 @@ describe.each(engines)("a hub process killed with SIGKILL mid-drain (%s)", (engi
         const survivor = after[0]
         if (survivor === undefined) return yield* Effect.dieMessage("a hub after the kill")
         yield* polled(
-          "every queued send ended, the queue empty",
-          sql<{ readonly waiting: number; readonly open: number }>`SELECT
+          "every queued send ended and told, the queue empty",
+          sql<{ readonly waiting: number; readonly open: number; readonly told: number }>`SELECT
             (SELECT CAST(COUNT(*) AS INTEGER) FROM send_queue) AS waiting,
-            (SELECT CAST(COUNT(*) AS INTEGER) FROM messages WHERE wa_message_id IS NULL AND status <> 'failed') AS open`,
-          (rows) => rows[0]?.waiting === 0 && rows[0]?.open === 0
+            (SELECT CAST(COUNT(*) AS INTEGER) FROM messages WHERE wa_message_id IS NULL AND status <> 'failed') AS open,
+            (SELECT CAST(COUNT(*) AS INTEGER) FROM events WHERE body LIKE ${QUEUE_EVENT_BODY}) AS told`,
+          (rows) => rows[0]?.waiting === 0 && rows[0]?.open === 0 && (rows[0]?.told ?? 0) >= textOf.size
         )
 
         const calls = callsByText(yield* fake.requests)
@@ -607,9 +620,11 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
         yield* sql`UPDATE send_queue SET lease_until = lease_until - ${LEASE_MS} WHERE lease_until IS NOT NULL`
         const second = yield* startHubProcess(env).pipe(Effect.orDie)
         yield* polled(
-          "the dead hub's send taken out of the queue",
-          sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM send_queue`,
-          (rows) => rows[0]?.n === 0
+          "the dead hub's send taken out of the queue and told",
+          sql<{ readonly waiting: number; readonly told: number }>`SELECT
+            (SELECT CAST(COUNT(*) AS INTEGER) FROM send_queue) AS waiting,
+            (SELECT CAST(COUNT(*) AS INTEGER) FROM events WHERE body LIKE ${QUEUE_EVENT_BODY}) AS told`,
+          (rows) => rows[0]?.waiting === 0 && (rows[0]?.told ?? 0) > 0
         )
         const listed = yield* call(second, "GET", "/api/messages", tenant.instanceToken)
         const [record] = itemsOf(listed.body)
