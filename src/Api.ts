@@ -4,6 +4,7 @@ import packageJson from "../package.json" with { type: "json" }
 import { AnalyticsApi } from "./Analytics/Api.js"
 import { AuthApi } from "./ApiTokens/Api.js"
 import { BlockUsersApi } from "./BlockUsers/Api.js"
+import { BroadcastsApi } from "./Broadcasts/Api.js"
 import { BusinessProfileApi } from "./BusinessProfile/Api.js"
 import { CallsApi } from "./Calls/Api.js"
 import { Wire } from "./Domain/Errors.js"
@@ -105,6 +106,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(AuthApi)
   .add(InstancesApi)
   .add(MessagesApi)
+  .add(BroadcastsApi)
   .add(MediaApi)
   .add(TemplatesApi)
   .add(PhoneNumbersApi)

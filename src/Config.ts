@@ -230,7 +230,7 @@ const port = Config.integer("PORT").pipe(
   })
 )
 
-/** An optional cap below every number's live throughput level (SendQueue/Throughput.ts); unset, the level alone. */
+/** An optional cap below every number's live throughput level (PhoneNumbers/Throughput.ts); unset, the level alone. */
 const sendRateCap = Config.option(Config.integer("HUB_SEND_RATE")).pipe(
   Config.validate({
     message: "Expected HUB_SEND_RATE to be a whole number of messages per second from 1 to 1000",

@@ -9,6 +9,8 @@ import { TokensRepoLive } from "./ApiTokens/Repo.js"
 import { RevocationFeedServerLive } from "./ApiTokens/RevocationFeed.js"
 import { TokenResolver } from "./ApiTokens/TokenResolver.js"
 import { BlockUsersHttpLive } from "./BlockUsers/Http.js"
+import { Broadcasts } from "./Broadcasts/Broadcasts.js"
+import { BroadcastsHttpLive } from "./Broadcasts/Http.js"
 import { BusinessProfileHttpLive } from "./BusinessProfile/Http.js"
 import { CallsHttpLive } from "./Calls/Http.js"
 import { HubConfig } from "./Config.js"
@@ -37,12 +39,12 @@ import { MessageSender } from "./Messages/Send.js"
 import { MetricsHttpLive } from "./Metrics/Http.js"
 import { metricsLayer } from "./Metrics/Live.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
+import { ThroughputRepo } from "./PhoneNumbers/ThroughputRepo.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
-import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
@@ -92,6 +94,12 @@ const UpstreamStackLive = overFoundation(
 )
 
 /**
+ * Queued sends (the drainer with them), whose outcomes are events delivered by the engine the ingress
+ * stands on (SendQueue/QueueEvents.ts).
+ */
+const QueuedSendsLive = QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))
+
+/**
  * The hub's services: a list, each over what it declares (Effect.Service's `dependencies`, the
  * feature's layer, or the stacks above); a layer named twice is built once.
  */
@@ -100,9 +108,9 @@ const ServicesLive = Layer.mergeAll(
   IngressStackLive,
   UpstreamStackLive,
   overFoundation(MessageSender.Default.pipe(Layer.provide(UpstreamStackLive))),
-  // The queue's outcomes are events delivered by the engine the ingress stands on (SendQueue/QueueEvents.ts).
-  overFoundation(QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
-  overFoundation(SendQueueRepo.Default),
+  overFoundation(QueuedSendsLive),
+  overFoundation(ThroughputRepo.Default),
+  overFoundation(Broadcasts.Default.pipe(Layer.provide(QueuedSendsLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
   overFoundation(InstanceAccess.Default),
@@ -113,7 +121,7 @@ const ServicesLive = Layer.mergeAll(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
-  Layer.provide(MessagesHttpLive),
+  Layer.provide([MessagesHttpLive, BroadcastsHttpLive]),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),

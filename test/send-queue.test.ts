@@ -5,14 +5,16 @@
  * ends, never sends twice what may have reached Meta, and a queued send can be cancelled.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Duration, Effect, Stream } from "effect"
+import { Duration, Effect, Stream, TestClock } from "effect"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { sendTyped } from "./support/Messages.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilSignalledThat } from "./support/Signals.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
-import { messagesFirstPage } from "./support/TypedRequests.js"
-import { createTyped, deliveriesTyped } from "./support/TypedWebhooks.js"
+import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
+import { createTyped, deliveriesTyped, postUpstream } from "./support/TypedWebhooks.js"
+import { envelope } from "./support/UpstreamPayloads.js"
 
 const TO = "16505551234"
 const respondAsync = { prefer: "respond-async" }
@@ -160,6 +162,10 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         })
         expect(queued.status).toBe(202)
         expect(queued.body.send_at).toBe(sendAt)
+        // The metrics show the number's queue: one send, none of it waiting yet (its time has not come).
+        const metrics = yield* hub.request("GET", "/metrics")
+        expect(metrics.text).toContain(`hub_queue_depth{phone_number_id="${tenant.phoneNumberId}"} 1\n`)
+        expect(metrics.text).toContain(`hub_queue_oldest_wait_seconds{phone_number_id="${tenant.phoneNumberId}"} 0\n`)
         const id = String(queued.body.id)
         const foreign = yield* hub.request("DELETE", `/api/messages/${id}`, { token: other.instanceToken })
         expect(foreign.status).toBe(404)
@@ -197,6 +203,12 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
           typeof records[0]?.waMessageId === "string")
         expect(record).toMatchObject({ status: "pending", waMessageId: expect.stringMatching(/^wamid\./) })
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(2)
+        const metrics = (yield* hub.request("GET", "/metrics")).text
+        expect(metrics).toContain(
+          `hub_queue_sends_total{phone_number_id="${tenant.phoneNumberId}",outcome="retried"} 1\n`
+        )
+        expect(metrics).toContain(`hub_queue_sends_total{phone_number_id="${tenant.phoneNumberId}",outcome="sent"} 1\n`)
+        expect(metrics).not.toContain(`hub_queue_depth{phone_number_id="${tenant.phoneNumberId}"}`)
       }))
 
     it.effect("a refusal is not retried: the record ends failed as refused with Meta's code", () =>
@@ -374,3 +386,39 @@ layer(testHubOnFakeGraph({ sendRateCap: 1, queueMaxHours: 0.001 }), { excludeTes
       }))
   }
 )
+
+// The hub's clock is the TestClock here: a replica looks at a number's stored level again after a few seconds.
+layer(testHubOnFakeGraph())("a number's live throughput level", (it) => {
+  it.effect("is read from the Graph before the number's first send, shown as its send_rate, and read again after a THROUGHPUT_UPGRADE", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const fake = yield* FakeGraph
+      const tenant = yield* seedTenant()
+      const levelRead = { method: "GET", path: `/${tenant.phoneNumberId}` }
+      const client = yield* hub.client(tenant.orgToken)
+      const sendRate = Effect.map(client.instances.list(), (list) => list.data[0]?.send_rate)
+      // Before any read the standard level is assumed.
+      expect(yield* sendRate).toBe(80)
+      yield* sendTyped(tenant.instanceToken, { ...individualMessage, to: TO, type: "text", text: { body: "first" } })
+      const reads = Effect.map(
+        fake.requests,
+        (requests) => requests.filter((r) => r.method === "GET" && r.query.fields === "throughput")
+      )
+      expect(yield* reads).toHaveLength(1)
+      expect(yield* sendRate).toBe(80)
+
+      // Meta upgrades the number (its webhook names no phone number id): the level is read again at the next use.
+      yield* fake.respond(levelRead, { body: { throughput: { level: "HIGH" }, id: tenant.phoneNumberId } })
+      yield* postUpstream(envelope([tenant.wabaId, [{
+        field: "phone_number_quality_update",
+        value: { display_phone_number: "15550001234", event: "THROUGHPUT_UPGRADE", old_limit: "TIER_10K" }
+      }]]))
+      yield* sendTyped(tenant.instanceToken, { ...individualMessage, to: TO, type: "text", text: { body: "second" } })
+      // Within the replica's few seconds of trust nothing is read.
+      expect(yield* reads).toHaveLength(1)
+      yield* TestClock.adjust(Duration.seconds(6))
+      yield* sendTyped(tenant.instanceToken, { ...individualMessage, to: TO, type: "text", text: { body: "third" } })
+      expect(yield* reads).toHaveLength(2)
+      expect(yield* sendRate).toBe(1000)
+    }))
+})

@@ -6,7 +6,7 @@
 import { Layer } from "effect"
 import { TokensRepoLive } from "../ApiTokens/Repo.js"
 import { InstancesRepoLive } from "../Instances/Repo.js"
-import { SendQueueRepo } from "../SendQueue/Repo.js"
+import { ThroughputRepo } from "../PhoneNumbers/ThroughputRepo.js"
 import { SqlLive } from "../Sql/Client.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
 import { UnroutedRepoLive } from "../UpstreamEvents/Unrouted.js"
@@ -17,7 +17,7 @@ export const InstancesOnDatabase = InstancesRepoLive.pipe(Layer.provide(SecretCi
 /** Instances with the numbers' throughput levels as last read (their send rates). */
 export const InstancesWithLevelsOnDatabase = Layer.merge(
   InstancesOnDatabase,
-  SendQueueRepo.Default.pipe(Layer.provide(SqlLive))
+  ThroughputRepo.Default.pipe(Layer.provide(SqlLive))
 )
 
 /** Organizations and instances, with sessions and api tokens. */

@@ -4,8 +4,8 @@ import { Effect, Option, Schema } from "effect"
 import { HubConfig } from "../Config.js"
 import { InstanceRecord, instanceRecord } from "../Instances/Api.js"
 import { type InstanceRow, InstancesRepo, marketingMessagesModes } from "../Instances/Repo.js"
-import { SendQueueRepo } from "../SendQueue/Repo.js"
-import { sendRateOf } from "../SendQueue/Throughput.js"
+import { sendRateOf } from "../PhoneNumbers/Throughput.js"
+import { ThroughputRepo } from "../PhoneNumbers/ThroughputRepo.js"
 import { InstancesWithLevelsOnDatabase } from "./Database.js"
 import { graphId, nonEmpty, orgOption, readStandardInput } from "./Options.js"
 import { requireOrganization } from "./Organizations.js"
@@ -37,7 +37,7 @@ const instanceList = Command.make("list", {
   Effect.gen(function*() {
     const repo = yield* InstancesRepo
     const { sendRateCap } = yield* HubConfig
-    const levels = yield* Effect.orDie((yield* SendQueueRepo).levels)
+    const levels = yield* Effect.orDie((yield* ThroughputRepo).levels)
     const rows = yield* Option.match(org, {
       onNone: () => repo.listInstances,
       onSome: (id) =>
@@ -115,7 +115,7 @@ const instanceUpdate = Command.make("update", {
     yield* printInstance(organizationInstance(
       row.value,
       sendRateOf(
-        (yield* Effect.orDie((yield* SendQueueRepo).levels)).get(row.value.phone_number_id),
+        (yield* Effect.orDie((yield* ThroughputRepo).levels)).get(row.value.phone_number_id),
         (yield* HubConfig).sendRateCap
       )
     ))

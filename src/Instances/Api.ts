@@ -24,7 +24,7 @@ export const InstanceRecord = Schema.Struct({
   created_at: IsoTimestamp
 })
 
-/** An instance as the API shows it; `sendRate` is its number's (SendQueue/Throughput.ts sendRateOf). */
+/** An instance as the API shows it; `sendRate` is its number's (PhoneNumbers/Throughput.ts sendRateOf). */
 export const instanceRecord = (row: InstanceRow, sendRate: number): typeof InstanceRecord.Type => ({
   id: row.id,
   name: row.name,

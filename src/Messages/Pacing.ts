@@ -1,5 +1,5 @@
 /**
- * Per phone number pacing of sends, at the number's live throughput (SendQueue/Throughput.ts: Meta's
+ * Per phone number pacing of sends, at the number's live throughput (PhoneNumbers/Throughput.ts: Meta's
  * level, 80/s standard, capped by HUB_SEND_RATE when set): at most that many sends a second per
  * phone_number_id, with bursts up to one second's worth. Over the limit a synchronous send is answered
  * 429 with Retry-After instead of letting the upstream throttle the number; a queued send waits its turn.
@@ -19,7 +19,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Runtime } from "effect"
 import { TooManyRequests } from "../Domain/Errors.js"
-import { Throughput } from "../SendQueue/Throughput.js"
+import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { isPostgres } from "../Sql/Dialect.js"
 
 interface Bucket {

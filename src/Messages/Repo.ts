@@ -10,6 +10,7 @@ import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
 import { type FailureReason, messageStatuses, type Priority } from "../Domain/Vocabulary.js"
+import { expireLevels, type ThroughputUpgradeChange } from "../PhoneNumbers/ThroughputRepo.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
@@ -30,10 +31,17 @@ import {
   type MessageRow,
   messageRows
 } from "./ListQueries.js"
+import { type OptOutChange, recordOptOuts } from "./OptOuts.js"
 import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
-export type RecordChange = MessageChange | CallChange | IdentityChange | TemplateCategoryChange
+export type RecordChange =
+  | MessageChange
+  | CallChange
+  | IdentityChange
+  | TemplateCategoryChange
+  | ThroughputUpgradeChange
+  | OptOutChange
 
 /** What a send's record is written with. */
 interface OutboundInput {
@@ -71,6 +79,8 @@ interface MessagesRepoShape {
    * answered one. A record Meta accepted or moved on is left as it is.
    */
   readonly markQueueFailed: (id: string, reason: FailureReason, error?: Json) => Effect.Effect<void, SqlError>
+  /** People who stopped (or resumed) a business account's marketing messages (Messages/OptOuts.ts). */
+  readonly recordOptOuts: (changes: ReadonlyArray<OptOutChange>) => Effect.Effect<void, SqlError>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
   /** The endpoint a template send goes to (Templates/Categories.ts): `via`, else the instance's setting and the template's category. */
@@ -183,6 +193,8 @@ const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>
     const now = nowIso()
     yield* learnIdentities(sql, all.flatMap((c) => (c._tag === "Identity" ? [c.link] : [])), now)
     yield* recordTemplateCategories(sql, all.flatMap((c) => (c._tag === "TemplateCategory" ? [c.category] : [])))
+    yield* expireLevels(sql, all.flatMap((c) => (c._tag === "ThroughputUpgrade" ? [c.wabaId] : [])))
+    yield* recordOptOuts(sql, all.flatMap((c) => (c._tag === "OptOut" ? [c] : [])))
     const calls = all.flatMap((c) => (c._tag === "Call" ? [c.event] : []))
     yield* recordCallEvents(sql, calls, now)
     const changes = all.filter((c): c is MessageChange => c._tag === "Status" || c._tag === "Received")
@@ -382,6 +394,7 @@ export class MessagesRepo extends Effect.Service<MessagesRepo>()("MessagesRepo",
         }`.pipe(Effect.asVoid)
       },
       markQueueFailed: (id, reason, error) => markQueueFailed(sql, batcher, id, reason, error),
+      recordOptOuts: (changes) => batcher.run(Effect.suspend(() => recordOptOuts(sql, changes))),
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
       templateEndpoint: (instanceId, template, via) => templateEndpoint(sql, instanceId, template, via),
       learnIdentities: (links) => batcher.run(Effect.suspend(() => learnIdentities(sql, links, nowIso()))),

@@ -29,6 +29,7 @@ import type { RunInRequest } from "../Domain/PlainRoute.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
+import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type SendEndpoint, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
@@ -133,6 +134,8 @@ interface SendContext {
   readonly pacing: Pacing["Type"]
   readonly access: InstanceAccess
   readonly upstream: Upstream["Type"]
+  /** Each number's live throughput level, which pacing reads (PhoneNumbers/Throughput.ts). */
+  readonly throughput: Throughput
   /** The clock pacing reads: the one the layer was built with (a test's TestClock in tests). */
   readonly clock: Clock.Clock
 }
@@ -236,6 +239,9 @@ const deliver = async (
   inRequest: RunInRequest
 ): Promise<Either.Either<SendMessageResponse, SendError>> => {
   const { repo } = context
+  // The number's level, read again when this replica last looked more than a few seconds ago (a database
+  // read; the Graph's, once an hour): an effect then, a map read otherwise.
+  if (!context.throughput.freshNow(instance.phoneNumberId)) await inRequest(context.throughput.refresh(instance))
   // A promise only on PostgreSQL, when this replica must ask the fleet's shared budget (Pacing.ts).
   const taken = context.pacing.takeAt(instance.phoneNumberId, context.clock.unsafeCurrentTimeMillis())
   const paced = taken instanceof Promise ? await taken : taken
@@ -322,6 +328,7 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
       pacing: yield* Pacing,
       access: yield* InstanceAccess,
       upstream: yield* Upstream,
+      throughput: yield* Throughput,
       clock: yield* Effect.clock
     }
     const gate = makeInFlightGate(
@@ -348,5 +355,5 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     return service
   }),
   // The Upstream, the config and the WriteBatcher are the hub's, provided beneath every service.
-  dependencies: [MessagesRepo.Default, IdempotencyKeysLive, PacingLive, InstanceAccess.Default]
+  dependencies: [MessagesRepo.Default, IdempotencyKeysLive, PacingLive, InstanceAccess.Default, Throughput.Default]
 }) {}

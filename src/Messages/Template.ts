@@ -70,7 +70,7 @@ const ButtonIndex = Schema.Union(
   })
 })
 
-const Component = Schema.Struct({
+export const Component = Schema.Struct({
   type: Schema.Literal("header", "body", "footer", "button"),
   sub_type: optional(
     Schema.String.pipe(

@@ -83,6 +83,25 @@ export const registerHubInstruments = (registry: Registry) => {
       labelNames: ["state"],
       registers
     }),
+    queueSends: new Counter({
+      name: "hub_queue_sends_total",
+      help: "Queued sends' attempts by number and outcome: sent, retried (Meta said later), or the reason given up " +
+        "(refused, expired, outcome_unknown); its rate is the number's queued sends a second",
+      labelNames: ["phone_number_id", "outcome"],
+      registers
+    }),
+    queueDepth: new Gauge({
+      name: "hub_queue_depth",
+      help: "Queued sends per number (waiting, held or being sent)",
+      labelNames: ["phone_number_id"],
+      registers
+    }),
+    queueOldestWait: new Gauge({
+      name: "hub_queue_oldest_wait_seconds",
+      help: "Per number, how long the oldest queued send whose time has come has waited (0 when none waits)",
+      labelNames: ["phone_number_id"],
+      registers
+    }),
     oldestDue: new Gauge({
       name: "hub_outbox_oldest_due_age_seconds",
       help: "How long the oldest due delivery not yet taken has been due (0 when none is)",

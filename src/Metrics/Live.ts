@@ -23,6 +23,7 @@ import {
   type HubMetrics,
   Metrics,
   type OutboxReading,
+  type QueueReading,
   type RouteRecorder,
   type SendResult
 } from "./Metrics.js"
@@ -149,6 +150,39 @@ const outboxGauges = ({ oldestDue, outbox }: HubInstruments) => {
   return { read, readAtScrape }
 }
 
+/**
+ * The send queues' gauges, set at each scrape from the readers registered while their scope is open:
+ * a number no longer queued drops out (reset), so the series follow the numbers that have sends.
+ */
+const queueGauges = ({ queueDepth, queueOldestWait }: HubInstruments) => {
+  const readers = new Set<Effect.Effect<ReadonlyArray<QueueReading>>>()
+  const read = Effect.forEach(readers, (reader) =>
+    reader.pipe(
+      Effect.tap((readings) =>
+        Effect.sync(() => {
+          queueDepth.reset()
+          queueOldestWait.reset()
+          for (const reading of readings) {
+            queueDepth.labels(reading.phoneNumberId).set(reading.depth)
+            queueOldestWait.labels(reading.phoneNumberId).set(reading.oldestWaitSeconds)
+          }
+        })
+      ),
+      Effect.catchAllCause((cause) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            queueDepth.reset()
+            queueOldestWait.reset()
+          }),
+          Effect.logWarning("The send queues could not be read for the metrics", cause)
+        )
+      )
+    ), { discard: true })
+  const readAtScrape: HubMetrics["queueAtScrape"] = (reader) =>
+    Effect.acquireRelease(Effect.sync(() => readers.add(reader)), () => Effect.sync(() => readers.delete(reader)))
+  return { read, readAtScrape }
+}
+
 /** A hub's metrics over its own registry; `routes` are the routes HttpApi serves (see Routes.ts). */
 const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
   Effect.sync((): HubMetrics => {
@@ -160,6 +194,7 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
     const disabled = disabledCounters(instruments.disabled)
     const commits = instruments.commits
     const outbox = outboxGauges(instruments)
+    const queues = queueGauges(instruments)
     const exposed = Registry.merge([processMetrics(), registry])
     return {
       enabled: true,
@@ -171,8 +206,13 @@ const makeMetrics = (routes: ReadonlyArray<RouteOf>) =>
       attempt: (outcome, seconds) => attempts[outcome].observe(seconds),
       webhookDisabled: (reason) => disabled[reason].inc(),
       commit: (seconds) => commits.observe(seconds),
+      queueSend: (phoneNumberId, outcome) => instruments.queueSends.labels(phoneNumberId, outcome).inc(),
+      queueAtScrape: queues.readAtScrape,
       outboxAtScrape: outbox.readAtScrape,
-      scrape: Effect.zipRight(outbox.read, Effect.promise(() => exposed.metrics())),
+      scrape: Effect.zipRight(
+        Effect.zipRight(outbox.read, queues.read),
+        Effect.promise(() => exposed.metrics())
+      ),
       contentType: exposed.contentType
     }
   })

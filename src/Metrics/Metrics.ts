@@ -7,7 +7,7 @@
  * requires Metrics: none is built without being told which.
  */
 import { Context, Effect, Layer, type Scope } from "effect"
-import type { AutomaticDisabledReason } from "../Domain/Vocabulary.js"
+import type { AutomaticDisabledReason, FailureReason } from "../Domain/Vocabulary.js"
 
 /** How a send ended (Messages/Send.ts): the result label of hub_sends_total. */
 export type SendResult =
@@ -69,6 +69,18 @@ export interface OutboxReading {
   readonly oldestDueAgeSeconds: number
 }
 
+/** A number's send queue as a scrape reads it (SendQueue/Repo.ts `readings`). */
+export interface QueueReading {
+  readonly phoneNumberId: string
+  /** Queued sends (waiting, held or sending). */
+  readonly depth: number
+  /** How long the oldest send whose time has come has waited, in seconds; 0 when none waits. */
+  readonly oldestWaitSeconds: number
+}
+
+/** What became of a queued send's attempt: made, to be tried again, or given up with its reason. */
+type QueueSendOutcome = "sent" | "retried" | FailureReason
+
 export interface HubMetrics {
   /** Whether observations are kept and GET /metrics serves them. */
   readonly enabled: boolean
@@ -85,6 +97,12 @@ export interface HubMetrics {
   readonly webhookDisabled: (reason: AutomaticDisabledReason) => void
   /** One shared transaction of the WriteBatcher, from its BEGIN to its COMMIT's answer. */
   readonly commit: (seconds: number) => void
+  /** A queued send's attempt and its outcome, per number (its rate is the number's sends a second). */
+  readonly queueSend: (phoneNumberId: string, outcome: QueueSendOutcome) => void
+  /** Reads the send queues at each scrape with `read`, until the scope closes. */
+  readonly queueAtScrape: (
+    read: Effect.Effect<ReadonlyArray<QueueReading>>
+  ) => Effect.Effect<void, never, Scope.Scope>
   /** Reads the outbox at each scrape with `read`, until the scope closes. */
   readonly outboxAtScrape: (read: Effect.Effect<OutboxReading>) => Effect.Effect<void, never, Scope.Scope>
   /** The metrics in Prometheus' text format, the outbox read first. */
@@ -107,6 +125,8 @@ export const noMetrics: HubMetrics = {
   attempt: nothing,
   webhookDisabled: nothing,
   commit: nothing,
+  queueSend: nothing,
+  queueAtScrape: () => Effect.void,
   outboxAtScrape: () => Effect.void,
   scrape: Effect.succeed(""),
   contentType: "text/plain; version=0.0.4; charset=utf-8"

@@ -20,15 +20,17 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import type { FailureReason } from "../Domain/Vocabulary.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { identityLinksOfAnswer } from "../Messages/Identities.js"
+import { OPTED_OUT_CODE } from "../Messages/OptOuts.js"
 import { Pacing, PacingLive } from "../Messages/Pacing.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { errorRecord } from "../Messages/Send.js"
+import { Metrics } from "../Metrics/Metrics.js"
+import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { type SendEndpoint, sendEndpoints, type SendMessageResponse, Upstream } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import { type QueuedSendRef, QueueEvents } from "./QueueEvents.js"
 import { type QueuedRow, SendQueueRepo, type TakenRow } from "./Repo.js"
 import { backoffMs, nextPairTat, PAIR_BURST, PAIR_INTERVAL_MS, verdictOf } from "./Rules.js"
-import { Throughput } from "./Throughput.js"
 
 /** How often a round runs when nothing signals: other replicas' sends, leases to recover. */
 const POLL = Duration.seconds(1)
@@ -71,6 +73,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     const pacing = yield* Pacing
     const throughput = yield* Throughput
     const queueEvents = yield* QueueEvents
+    const metrics = yield* Metrics
     const clock = yield* Effect.clock
     const owner = `${hostname()}:${process.pid}:${crypto.randomUUID()}`
     const signal = yield* Queue.sliding<void>(1)
@@ -93,10 +96,11 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
 
     /** The record of a send the queue gave up, with why (and Meta's error when it answered one). */
     const giveUp = (send: QueuedSendRef, reason: FailureReason, error: JsonObject | undefined) =>
-      Effect.zipRight(
-        messages.markQueueFailed(send.messageId, reason, error),
-        queueEvents.told(send, { status: "failed", reason, error }, repo.finish({ messageId: send.messageId }))
-      ).pipe(
+      Effect.sync(() => metrics.queueSend(send.phoneNumberId, reason)).pipe(
+        Effect.zipRight(messages.markQueueFailed(send.messageId, reason, error)),
+        Effect.zipRight(
+          queueEvents.told(send, { status: "failed", reason, error }, repo.finish({ messageId: send.messageId }))
+        ),
         Effect.catchAll((cause) =>
           Effect.logError("Could not record a queued send given up", { messageId: send.messageId, cause })
         )
@@ -135,6 +139,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
           }
           const links = identityLinksOfAnswer(row.organization_id, outcome.right)
           if (links.length > 0) yield* Effect.ignore(messages.learnIdentities(links))
+          metrics.queueSend(row.phone_number_id, "sent")
           return yield* queueEvents.told(
             refOf(row),
             { status: "sent", waMessageId },
@@ -150,6 +155,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
         if (verdict._tag === "Retry") {
           const dueAt = now() + backoffMs(row.attempts + 1, error.retryAfterSeconds)
           if (dueAt < row.expires_at) {
+            metrics.queueSend(row.phone_number_id, "retried")
             return yield* repo.retryLater({
               messageId: row.message_id,
               dueAt,
@@ -161,6 +167,16 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
             })
           }
           return yield* giveUp(refOf(row), "expired", record)
+        }
+        if (error.code === OPTED_OUT_CODE) {
+          // The person stopped the business's marketing messages: later broadcasts skip them.
+          yield* Effect.ignore(messages.recordOptOuts([{
+            _tag: "OptOut",
+            wabaId: row.waba_id,
+            party: row.party,
+            stopped: true,
+            at: new Date().toISOString()
+          }]))
         }
         yield* giveUp(refOf(row), verdict._tag === "Refused" ? "refused" : "outcome_unknown", record)
       })
@@ -174,7 +190,8 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
           // The instance is gone or cannot reach Meta: a later try would fare the same.
           return yield* giveUp(refOf(row), "refused", { message: target.left.message })
         }
-        yield* repo.markSending([row.message_id], now() + LEASE_MS)
+        // Cancelled while it waited its turn (or no longer this replica's): not sent, nothing to record.
+        if (!(yield* repo.claimSending(row.message_id, owner, now() + LEASE_MS))) return
         const sentAt = now()
         const endpoint = isEndpoint(row.endpoint) ? row.endpoint : "messages"
         const outcome = yield* Effect.promise(() => upstream.sendMessage(target.right, parsedBody(row.body), endpoint))
@@ -262,6 +279,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
         untilNextRound
       )
     )
+    yield* metrics.queueAtScrape(Effect.orDie(Effect.suspend(() => repo.readings(now()))))
     const fiber = yield* Effect.forkScoped(loop)
     yield* Effect.addFinalizer(() => Fiber.interrupt(fiber))
     return {

@@ -14,12 +14,13 @@ import type { MessageRow } from "../Messages/ListQueries.js"
 import { type SendMessageRequest, toUpstreamBody } from "../Messages/MessageSchemas.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { sendEndpoint } from "../Messages/Send.js"
+import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import type { SendEndpoint } from "../Upstream/Upstream.js"
 import { SendQueueDrainer } from "./Drainer.js"
 import { QueueEvents } from "./QueueEvents.js"
 import { SendQueueRepo } from "./Repo.js"
 import { priorityRank, queueCapacity, retryAfterForDepth, SEND_AT_MAX_AHEAD_MS } from "./Rules.js"
-import { Throughput } from "./Throughput.js"
 
 /** A queued send's 202 answer (Messages/Api.ts QueuedSend). */
 interface QueuedAnswer {
@@ -89,71 +90,129 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
       return Effect.succeed({ sendAt: from, expiresAt: from + validityMs })
     }
 
-    const enqueue = (instance: InstanceRef, request: SendMessageRequest) =>
+    /** Each send's endpoint, a template's category read once per template of the batch. */
+    const endpointsOf = (instance: InstanceRef, requests: ReadonlyArray<SendMessageRequest>) =>
+      Effect.gen(function*() {
+        const byTemplate = new Map<string, SendEndpoint>()
+        const endpoints: Array<SendEndpoint> = []
+        for (const request of requests) {
+          const chosen = sendEndpoint(messages, instance, request)
+          if (typeof chosen === "string") {
+            endpoints.push(chosen)
+            continue
+          }
+          const key = request.type === "template"
+            ? `${request.via ?? ""} ${request.template.name} ${request.template.language.code}`
+            : ""
+          const known = byTemplate.get(key) ?? (yield* chosen)
+          byTemplate.set(key, known)
+          endpoints.push(known)
+        }
+        return endpoints
+      })
+
+    /**
+     * Queues sends of one instance together: their records and queue rows, with `alongside` (what the
+     * caller writes of them: a broadcast's recipients), in one transaction; the number's queue must
+     * hold them all. Answers each send's 202, in order.
+     */
+    const enqueueMany = <E>(
+      instance: InstanceRef,
+      requests: ReadonlyArray<SendMessageRequest>,
+      alongside: (answers: ReadonlyArray<QueuedAnswer>) => Effect.Effect<void, E> = () => Effect.void
+    ) =>
       Effect.gen(function*() {
         const now = clock.unsafeCurrentTimeMillis()
-        const window = yield* windowOf(request, now)
+        const windows = yield* Effect.forEach(requests, (request) => windowOf(request, now))
         const rate = throughput.rateNow(instance.phoneNumberId)
         const capacity = queueCapacity(rate, config.queueMaxHours)
         const known = yield* Effect.orDie(depthOf(instance.phoneNumberId, now))
-        if (known.depth >= capacity) {
+        if (known.depth + requests.length > capacity) {
           return yield* new TooManyRequests({
             message: `The queue of phone number ${instance.phoneNumberId} is full: it holds ${config.queueMaxHours} ` +
               `hours of its throughput (${capacity} sends at ${rate} a second); retry later`,
             error: "queue_full",
-            retryAfterSeconds: retryAfterForDepth(known.depth, capacity, rate)
+            retryAfterSeconds: retryAfterForDepth(known.depth + requests.length - 1, capacity, rate)
           })
         }
-        const chosen = sendEndpoint(messages, instance, request)
-        const endpoint = typeof chosen === "string" ? chosen : yield* chosen
-        const id = newId("msg")
-        const priority = request.priority ?? "transactional"
-        const category = request.forwarded?.category
-        const written = yield* Effect.exit(batcher.run(Effect.zipRight(
-          messages.insertQueued({
-            id,
-            organizationId: instance.organizationId,
-            instanceId: instance.id,
-            to: request.to ?? request.recipient ?? "",
-            userId: request.recipient,
-            type: request.type,
-            category: typeof category === "string" ? category : undefined,
-            endpoint,
-            sendAt: new Date(window.sendAt).toISOString(),
-            expiresAt: new Date(window.expiresAt).toISOString(),
-            priority
-          }),
-          queue.insert({
-            messageId: id,
-            organizationId: instance.organizationId,
-            instanceId: instance.id,
-            wabaId: instance.wabaId,
-            phoneNumberId: instance.phoneNumberId,
-            party: request.to ?? request.recipient ?? "",
-            priority: priorityRank[priority],
-            body: JSON.stringify(toUpstreamBody(request)),
-            endpoint,
-            sendAt: window.sendAt,
-            expiresAt: window.expiresAt
-          })
-        )))
+        const endpoints = yield* endpointsOf(instance, requests)
+        const sends = requests.map((request, i) => {
+          const window = windows[i] ?? { sendAt: now, expiresAt: now }
+          const answer: QueuedAnswer = {
+            id: newId("msg"),
+            status: "pending",
+            send_at: new Date(window.sendAt).toISOString(),
+            expires_at: new Date(window.expiresAt).toISOString()
+          }
+          return { request, window, answer, endpoint: endpoints[i] ?? "messages" }
+        })
+        const written = yield* Effect.exit(batcher.run(Effect.gen(function*() {
+          for (const send of sends) yield* insertSend(instance, send)
+          yield* alongside(sends.map((send) => send.answer))
+        })))
         if (Exit.isFailure(written)) {
-          yield* Effect.logError("Could not queue a send; nothing was queued", written.cause)
+          yield* Effect.logError("Could not queue sends; nothing was queued", written.cause)
           return yield* new ServiceUnavailable({
             message: "The send could not be queued, so it will not be sent; retry shortly",
             error: "storage_unavailable",
             retryAfterSeconds: 1
           })
         }
-        known.depth++
+        known.depth += sends.length
         drainer.wake()
-        return {
-          id,
-          status: "pending",
-          send_at: new Date(window.sendAt).toISOString(),
-          expires_at: new Date(window.expiresAt).toISOString()
-        } satisfies QueuedAnswer
+        return sends.map((send) => send.answer)
       })
+
+    /** One send's record and queue row (inside the caller's transaction). */
+    const insertSend = (
+      instance: InstanceRef,
+      send: {
+        readonly request: SendMessageRequest
+        readonly window: { readonly sendAt: number; readonly expiresAt: number }
+        readonly answer: QueuedAnswer
+        readonly endpoint: SendEndpoint
+      }
+    ) => {
+      const { request, window, answer, endpoint } = send
+      const priority = request.priority ?? "transactional"
+      const category = request.forwarded?.category
+      const party = request.to ?? request.recipient ?? ""
+      return Effect.zipRight(
+        messages.insertQueued({
+          id: answer.id,
+          organizationId: instance.organizationId,
+          instanceId: instance.id,
+          to: party,
+          userId: request.recipient,
+          type: request.type,
+          category: typeof category === "string" ? category : undefined,
+          endpoint,
+          sendAt: answer.send_at,
+          expiresAt: answer.expires_at,
+          priority
+        }),
+        queue.insert({
+          messageId: answer.id,
+          organizationId: instance.organizationId,
+          instanceId: instance.id,
+          wabaId: instance.wabaId,
+          phoneNumberId: instance.phoneNumberId,
+          party,
+          priority: priorityRank[priority],
+          body: JSON.stringify(toUpstreamBody(request)),
+          endpoint,
+          sendAt: window.sendAt,
+          expiresAt: window.expiresAt
+        })
+      )
+    }
+
+    const enqueue = (instance: InstanceRef, request: SendMessageRequest) =>
+      Effect.flatMap(
+        enqueueMany(instance, [request]),
+        (answers) =>
+          answers[0] === undefined ? Effect.dieMessage("no answer for the queued send") : Effect.succeed(answers[0])
+      )
 
     /** The first request with the key queues and keeps its 202; a repeat (same body) gets that 202 again. */
     const enqueueOnce = (instance: InstanceRef, request: SendMessageRequest, idempotencyKey: string) => {
@@ -230,7 +289,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
         return cancelled ?? row
       })
 
-    return { enqueue, enqueueOnce, cancel } as const
+    return { enqueue, enqueueMany, enqueueOnce, cancel } as const
   }),
   dependencies: [
     SendQueueRepo.Default,

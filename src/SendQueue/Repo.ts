@@ -44,7 +44,6 @@ const TAKEN_COLUMNS = "message_id, organization_id, instance_id, phone_number_id
 const decodeDepths = decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))
 const decodeCancelled = decodeRows(Schema.Struct({ ...TakenRow.fields, state: Schema.String }))
 const decodeNext = decodeRows(Schema.Struct({ next_at: Schema.NullOr(SqlBigint) }))
-const decodeLevel = decodeRows(Schema.Struct({ level: Schema.String, checked_at: SqlBigint }))
 
 /** A send to put in the queue (its record is written beside it, in the same transaction). */
 interface NewQueuedSend {
@@ -123,10 +122,17 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
         return rows
       }))
 
-    /** The Graph call of these sends begins: from now on a lost lease means the outcome is unknown. */
-    const markSending = (messageIds: ReadonlyArray<string>, leaseUntil: number) =>
-      messageIds.length === 0 ? Effect.void : sql`UPDATE send_queue SET state = 'sending', lease_until = ${leaseUntil}
-        WHERE ${sql.in("message_id", messageIds)}`.pipe(Effect.asVoid)
+    /**
+     * The Graph call of this send begins: from now on a lost lease means the outcome is unknown. False
+     * when the send is no longer this replica's to make (cancelled meanwhile, or its lease ran out and
+     * another replica took it): then it must not be sent.
+     */
+    const claimSending = (messageId: string, owner: string, leaseUntil: number) =>
+      Effect.map(
+        sql<{ readonly message_id: string }>`UPDATE send_queue SET state = 'sending', lease_until = ${leaseUntil}
+          WHERE message_id = ${messageId} AND state = 'leased' AND lease_owner = ${owner} RETURNING message_id`,
+        (rows) => rows.length === 1
+      )
 
     /** A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on. */
     const finish = (input: {
@@ -220,6 +226,21 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
         (rows) => rows[0]?.n ?? 0
       )
 
+    /** Each number's depth and how long its oldest send whose time has come has waited (the metrics' scrape). */
+    const readings = (now: number) =>
+      Effect.map(
+        decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint, oldest: Schema.NullOr(SqlBigint) }))(
+          sql`SELECT phone_number_id, COUNT(*) AS n, MIN(CASE WHEN send_at <= ${now} THEN send_at END) AS oldest
+            FROM send_queue GROUP BY phone_number_id`
+        ),
+        (rows) =>
+          rows.map((row) => ({
+            phoneNumberId: row.phone_number_id,
+            depth: row.n,
+            oldestWaitSeconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000)
+          }))
+      )
+
     /** The numbers with sends that may be due now. */
     const dueNumbers = (now: number) =>
       Effect.map(
@@ -234,29 +255,10 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       (rows) => rows[0]?.next_at ?? undefined
     )
 
-    /** A number's throughput level as last read, and when. */
-    const levelOf = (phoneNumberId: string) =>
-      Effect.map(
-        decodeLevel(sql`SELECT level, checked_at FROM number_throughput WHERE phone_number_id = ${phoneNumberId}`),
-        (rows) => rows[0]
-      )
-
-    /** Every number's level as last read (a small table: one row per number ever used). */
-    const levels = Effect.map(
-      decodeRows(Schema.Struct({ phone_number_id: Schema.String, level: Schema.String }))(
-        sql`SELECT phone_number_id, level FROM number_throughput`
-      ),
-      (rows) => new Map(rows.map((row) => [row.phone_number_id, row.level]))
-    )
-
-    const saveLevel = (phoneNumberId: string, level: string, checkedAt: number) =>
-      sql`INSERT INTO number_throughput ${sql.insert({ phone_number_id: phoneNumberId, level, checked_at: checkedAt })}
-        ON CONFLICT (phone_number_id) DO UPDATE SET level = ${level}, checked_at = ${checkedAt}`.pipe(Effect.asVoid)
-
     return {
       insert,
       lease,
-      markSending,
+      claimSending,
       finish,
       retryLater,
       giveBack,
@@ -265,11 +267,9 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       cancel,
       depths,
       depthOf,
+      readings,
       dueNumbers,
-      nextDueAt,
-      levelOf,
-      levels,
-      saveLevel
+      nextDueAt
     } as const
   })
 }) {}

@@ -12,8 +12,10 @@ import { isJsonObject } from "../Domain/Json.js"
 import { isoFromUnix } from "../Domain/UpstreamTime.js"
 import type { MessageChange } from "../Messages/ChangePlan.js"
 import { type IdentityChange, identityLinksOf } from "../Messages/Identities.js"
+import { optOutsOf } from "../Messages/OptOuts.js"
 import { type ReceivedMessage, type StatusUpdate } from "../Messages/Records.js"
 import type { RecordChange } from "../Messages/Repo.js"
+import { throughputUpgradeOf } from "../PhoneNumbers/ThroughputRepo.js"
 import { type TemplateCategoryChange, templateCategoryOf } from "../Templates/Categories.js"
 import type { UpstreamChange } from "./Envelope.js"
 
@@ -41,7 +43,10 @@ const recordChangesOf = (
   receivedAt: string
 ): ReadonlyArray<RecordChange> => {
   const category = templateCategoryOf(change.entryId, change.field, change.value, receivedAt)
+  const upgrade = throughputUpgradeOf(change.entryId, change.field, change.value.event)
   return [
+    ...(upgrade === undefined ? [] : [upgrade]),
+    ...optOutsOf(change.entryId, change.field, change.value, receivedAt),
     ...identityLinksOf(target.organizationId, change.value).map((link): IdentityChange => ({ _tag: "Identity", link })),
     ...(category === undefined ? [] : [{ _tag: "TemplateCategory", category } satisfies TemplateCategoryChange]),
     ...messageOrCallChangesOf(target, change, receivedAt)

@@ -18,6 +18,7 @@ import migration0016 from "./0016_user_identities.js"
 import migration0017 from "./0017_people.js"
 import migration0018 from "./0018_marketing_messages.js"
 import migration0019 from "./0019_send_queue.js"
+import migration0020 from "./0020_broadcasts.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -38,5 +39,6 @@ export const migrations = {
   "0016_user_identities": migration0016,
   "0017_people": migration0017,
   "0018_marketing_messages": migration0018,
-  "0019_send_queue": migration0019
+  "0019_send_queue": migration0019,
+  "0020_broadcasts": migration0020
 }

@@ -10,7 +10,7 @@ import { isRecord, type JsonObject } from "../Domain/Json.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Upstream } from "../Upstream/Upstream.js"
-import { SendQueueRepo } from "./Repo.js"
+import { STALE, ThroughputRepo } from "./ThroughputRepo.js"
 
 /** Messages per second of each level Meta names (inbound and outbound together) [platform-2026 §5]. */
 const LEVEL_RATES: Readonly<Record<string, number>> = {
@@ -43,12 +43,24 @@ const levelOfAnswer = (answer: JsonObject): string | undefined => {
 
 interface Known {
   readonly level: string
+  /** When the Graph said it (shared through the database). */
   readonly checkedAt: number
+  /** Until when this replica trusts it without looking at the database again. */
+  readonly trustedUntil: number
 }
+
+/**
+ * How long a replica trusts what it knows before it looks at the database again: a level another
+ * replica read, or one a THROUGHPUT_UPGRADE marked stale (`expireLevels`), holds here within this.
+ */
+const RECHECK_MS = 5_000
+
+/** After a failed read of the Graph, the number is asked again no sooner than this. */
+const FAILED_READ_PAUSE_MS = 60_000
 
 export class Throughput extends Effect.Service<Throughput>()("Throughput", {
   effect: Effect.gen(function*() {
-    const repo = yield* SendQueueRepo
+    const repo = yield* ThroughputRepo
     const upstream = yield* Upstream
     const access = yield* InstanceAccess
     const { sendRateCap } = yield* HubConfig
@@ -59,62 +71,62 @@ export class Throughput extends Effect.Service<Throughput>()("Throughput", {
     /** The number's rate now, from what is known (no read): the send's pacing asks it on every send. */
     const rateNow = (phoneNumberId: string): number => sendRateOf(known.get(phoneNumberId)?.level, sendRateCap)
 
+    /** Whether what this replica knows of the number may be used without a read (a map read). */
+    const freshNow = (phoneNumberId: string): boolean => {
+      const current = known.get(phoneNumberId)
+      return current !== undefined && clock.unsafeCurrentTimeMillis() < current.trustedUntil
+    }
+
     /** Reads the number's level from the Graph and keeps it; a failed read keeps what was known (logged). */
-    const readLevel = (instance: InstanceRef) =>
+    const readLevel = (instance: InstanceRef, now: number) =>
       Effect.gen(function*() {
         const target = yield* access.target(instance)
         const answer = yield* upstream.getPhoneNumber(target, { fields: "throughput" })
         const level = levelOfAnswer(answer)
-        if (level === undefined) {
-          return yield* Effect.logWarning(
-            "The Graph's answer named no throughput level; the number keeps the one known",
-            {
-              phoneNumberId: instance.phoneNumberId
-            }
-          )
-        }
-        const checkedAt = clock.unsafeCurrentTimeMillis()
-        known.set(instance.phoneNumberId, { level, checkedAt })
-        yield* repo.saveLevel(instance.phoneNumberId, level, checkedAt)
+        if (level === undefined) return yield* Effect.fail("the Graph's answer named no throughput level")
+        known.set(instance.phoneNumberId, { level, checkedAt: now, trustedUntil: now + RECHECK_MS })
+        yield* repo.save(instance.phoneNumberId, level, now)
       }).pipe(
-        Effect.catchAll((cause) =>
-          Effect.logWarning("Could not read a number's throughput level; it keeps the one known", {
+        Effect.catchAll((cause) => {
+          const current = known.get(instance.phoneNumberId)
+          known.set(instance.phoneNumberId, {
+            level: current?.level ?? DEFAULT_LEVEL,
+            checkedAt: current?.checkedAt ?? 0,
+            trustedUntil: now + FAILED_READ_PAUSE_MS
+          })
+          return Effect.logWarning("Could not read a number's throughput level; it keeps the one known", {
             phoneNumberId: instance.phoneNumberId,
             cause
           })
-        )
+        })
       )
 
     /**
-     * Makes sure the number's level is fresh: from the database when another replica read it within the
-     * hour, otherwise from the Graph. Cheap when fresh (a map read).
+     * Makes sure the number's level is fresh: what this replica read within RECHECK_MS, else the
+     * database's when the Graph said it within the hour, else the Graph's. A map read when fresh.
      */
     const refresh = (instance: InstanceRef): Effect.Effect<void> =>
       Effect.suspend(() => {
-        const now = clock.unsafeCurrentTimeMillis()
-        const current = known.get(instance.phoneNumberId)
-        if (current !== undefined && now - current.checkedAt < LEVEL_TTL_MS) return Effect.void
-        if (refreshing.has(instance.phoneNumberId)) return Effect.void
+        if (freshNow(instance.phoneNumberId) || refreshing.has(instance.phoneNumberId)) return Effect.void
         refreshing.add(instance.phoneNumberId)
+        const now = clock.unsafeCurrentTimeMillis()
         return Effect.gen(function*() {
           const stored = yield* Effect.either(repo.levelOf(instance.phoneNumberId))
-          if (Either.isRight(stored) && stored.right !== undefined && now - stored.right.checked_at < LEVEL_TTL_MS) {
-            known.set(instance.phoneNumberId, { level: stored.right.level, checkedAt: stored.right.checked_at })
+          const fresh = Either.isRight(stored) && stored.right !== undefined && stored.right.checked_at !== STALE &&
+            now - stored.right.checked_at < LEVEL_TTL_MS
+          if (fresh) {
+            known.set(instance.phoneNumberId, {
+              level: stored.right.level,
+              checkedAt: stored.right.checked_at,
+              trustedUntil: now + RECHECK_MS
+            })
             return
           }
-          yield* readLevel(instance)
+          yield* readLevel(instance, now)
         }).pipe(Effect.ensuring(Effect.sync(() => refreshing.delete(instance.phoneNumberId))))
       })
 
-    /** Meta upgraded the number (THROUGHPUT_UPGRADE): the new level holds at once, on this replica and the next read of others. */
-    const raise = (phoneNumberId: string, level: string) =>
-      Effect.suspend(() => {
-        const checkedAt = clock.unsafeCurrentTimeMillis()
-        known.set(phoneNumberId, { level, checkedAt })
-        return repo.saveLevel(phoneNumberId, level, checkedAt)
-      })
-
-    return { rateNow, refresh, raise, levelNow: (phoneNumberId: string) => known.get(phoneNumberId)?.level } as const
+    return { rateNow, freshNow, refresh } as const
   }),
-  dependencies: [SendQueueRepo.Default, InstanceAccess.Default]
+  dependencies: [ThroughputRepo.Default, InstanceAccess.Default]
 }) {}
