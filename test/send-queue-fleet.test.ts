@@ -515,7 +515,7 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
         pairBurstMs: 0
       })
       expect(leased.map((row) => row.message_id)).toEqual([messageId])
-      yield* repo.markSending([messageId], now + 1)
+      expect(yield* repo.claimSending(messageId, "dead replica", now + 1)).toBe(true)
       // Two replicas' rounds recover it at the same moment. So that both read it before either takes it
       // out, the row is held locked (as a third transaction could) until both wait for it.
       const locked = yield* Deferred.make<void>()
