@@ -211,12 +211,19 @@ const call = (hub: HubProcess, method: string, path: string, token: string, json
 
 /** What `read` answers once `condition` holds of it. A poll: the hub is another process, whose signals do not reach this one. */
 const polled = <A, E, R>(what: string, read: Effect.Effect<A, E, R>, condition: (a: A) => boolean) =>
-  read.pipe(
-    Effect.filterOrFail(condition, () => `not yet: ${what}`),
-    Effect.retry(Schedule.spaced(Duration.millis(10))),
-    Effect.timeoutFail({ duration: Duration.seconds(20), onTimeout: () => `${what} did not happen in time` }),
-    Effect.orDie
-  )
+  Effect.suspend(() => {
+    let last: A | undefined
+    return read.pipe(
+      Effect.tap((a) => Effect.sync(() => void (last = a))),
+      Effect.filterOrFail(condition, () => `not yet: ${what}`),
+      Effect.retry(Schedule.spaced(Duration.millis(10))),
+      Effect.timeoutFail({
+        duration: Duration.seconds(20),
+        onTimeout: () => `${what} did not happen in time; last read: ${JSON.stringify(last)}`
+      }),
+      Effect.orDie
+    )
+  })
 
 interface QueueRow {
   readonly message_id: string
