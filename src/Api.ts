@@ -20,6 +20,7 @@ import { MetricsApi } from "./Metrics/Api.js"
 import { PhoneNumbersApi } from "./PhoneNumbers/Api.js"
 import { QrCodesApi } from "./QrCodes/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
+import { SendQueueApi } from "./SendQueue/Api.js"
 import { TemplatesApi } from "./Templates/Api.js"
 import { UpstreamEventsApi } from "./UpstreamEvents/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
@@ -107,6 +108,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(InstancesApi)
   .add(MessagesApi)
   .add(BroadcastsApi)
+  .add(SendQueueApi)
   .add(MediaApi)
   .add(TemplatesApi)
   .add(PhoneNumbersApi)

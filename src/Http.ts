@@ -44,7 +44,9 @@ import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
+import { SendQueueHttpLive } from "./SendQueue/Http.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
+import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
@@ -110,6 +112,7 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(MessageSender.Default.pipe(Layer.provide(UpstreamStackLive))),
   overFoundation(QueuedSendsLive),
   overFoundation(ThroughputRepo.Default),
+  overFoundation(SendQueueRepo.Default),
   overFoundation(Broadcasts.Default.pipe(Layer.provide(QueuedSendsLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
@@ -121,7 +124,7 @@ const ServicesLive = Layer.mergeAll(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
-  Layer.provide([MessagesHttpLive, BroadcastsHttpLive]),
+  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive]),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),

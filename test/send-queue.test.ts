@@ -5,7 +5,7 @@
  * ends, never sends twice what may have reached Meta, and a queued send can be cancelled.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Duration, Effect, Stream, TestClock } from "effect"
+import { Duration, Effect, Schema, Stream, TestClock } from "effect"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendTyped } from "./support/Messages.js"
@@ -38,6 +38,11 @@ const recordsOnceSettled = (
       condition
     )
   })
+
+/** A text send's body as the fake Graph received it. */
+const decodeText = Schema.decodeUnknownSync(
+  Schema.Struct({ to: Schema.String, text: Schema.Struct({ body: Schema.String }) })
+)
 
 const messageSends = (phoneNumberId: string) =>
   Effect.map(
@@ -166,6 +171,16 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         const metrics = yield* hub.request("GET", "/metrics")
         expect(metrics.text).toContain(`hub_queue_depth{phone_number_id="${tenant.phoneNumberId}"} 1\n`)
         expect(metrics.text).toContain(`hub_queue_oldest_wait_seconds{phone_number_id="${tenant.phoneNumberId}"} 0\n`)
+        const queues = yield* hub.request("GET", "/api/send-queues", { token: tenant.orgToken })
+        expect(queues.body).toEqual({
+          data: [{
+            instance_id: tenant.instanceId,
+            phone_number_id: tenant.phoneNumberId,
+            depth: 1,
+            oldest_wait_seconds: 0,
+            send_rate: 80
+          }]
+        })
         const id = String(queued.body.id)
         const foreign = yield* hub.request("DELETE", `/api/messages/${id}`, { token: other.instanceToken })
         expect(foreign.status).toBe(404)
@@ -420,5 +435,86 @@ layer(testHubOnFakeGraph())("a number's live throughput level", (it) => {
       yield* sendTyped(tenant.instanceToken, { ...individualMessage, to: TO, type: "text", text: { body: "third" } })
       expect(yield* reads).toHaveLength(2)
       expect(yield* sendRate).toBe(1000)
+    }))
+})
+
+describe.each(["sqlite", "postgres"] as const)("queued sends' order (%s)", (engine) => {
+  layer(testHubOnFakeGraph({ engine }), { excludeTestServices: true })("", (it) => {
+    it.effect("one person's sends go out in the order accepted", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        for (const body of ["first", "second", "third", "fourth"]) {
+          const queued = yield* hub.request("POST", "/api/messages", {
+            token: tenant.instanceToken,
+            json: text(body),
+            headers: respondAsync
+          })
+          expect(queued.status).toBe(202)
+        }
+        yield* recordsOnceSettled(tenant.instanceToken, "all four accepted", (records) =>
+          records.length === 4 && records.every((r) =>
+            typeof r.waMessageId === "string"
+          ))
+        const sent = yield* messageSends(tenant.phoneNumberId)
+        expect(sent.map((s) => decodeText(s.json).text.body)).toEqual(["first", "second", "third", "fourth"])
+      }))
+
+    it.effect("Meta's pair rate (131056) holds back only that person: another's send goes meanwhile", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          status: 400,
+          body: { error: { message: "Pair rate limit hit", type: "OAuthException", code: 131056, fbtrace_id: "P1" } }
+        })
+        yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("to A", "16505550101"),
+          headers: respondAsync
+        })
+        // A's first try is refused; B is queued only then.
+        yield* untilSignalledThat(
+          settled,
+          "A's first try",
+          messageSends(tenant.phoneNumberId),
+          (sends) => sends.length === 1
+        )
+        yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("to B", "16505550102"),
+          headers: respondAsync
+        })
+        yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "both accepted",
+          (records) => records.length === 2 && records.every((r) => typeof r.waMessageId === "string")
+        )
+        const sent = yield* messageSends(tenant.phoneNumberId)
+        expect(sent.map((s) => decodeText(s.json).to)).toEqual(["16505550101", "16505550102", "16505550101"])
+      }))
+  })
+})
+
+layer(testHubOnFakeGraph({ sendRateCap: 1 }), { excludeTestServices: true })("queued sends' lanes", (it) => {
+  it.effect("a number's transactional sends go before its bulk ones", () =>
+    Effect.gen(function*() {
+      const hub = yield* TestHub
+      const tenant = yield* seedTenant()
+      const sendAt = new Date(Date.now() + 1_500).toISOString()
+      for (const [i, priority] of (["bulk", "bulk", "transactional"] as const).entries()) {
+        const queued = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { ...text(`${priority} ${i}`, `1650555020${i}`), priority, send_at: sendAt }
+        })
+        expect(queued.status).toBe(202)
+      }
+      yield* recordsOnceSettled(tenant.instanceToken, "all three accepted", (records) =>
+        records.length === 3 && records.every((r) =>
+          typeof r.waMessageId === "string"
+        ))
+      const sent = yield* messageSends(tenant.phoneNumberId)
+      expect(sent.map((s) => decodeText(s.json).text.body)).toEqual(["transactional 2", "bulk 0", "bulk 1"])
     }))
 })

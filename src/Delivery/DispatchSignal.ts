@@ -12,9 +12,8 @@ import { Effect, Queue } from "effect"
 import { channels, subscribe } from "../Sql/Notify.js"
 
 export interface DispatchSignalShape {
-  readonly notify: Effect.Effect<void>
-  /** The same from plain callbacks (a timer), without running an effect. */
-  readonly notifyNow: () => void
+  /** Rows may have become due (plain, for timers and callbacks too; effects wrap it in Effect.sync). */
+  readonly notify: () => void
   /** Wakes the dispatcher without saying that rows became due (an attempt finished). */
   readonly wakeNow: () => void
   /** Whether a notify came since the last call; clears it. */
@@ -30,13 +29,12 @@ export class DispatchSignal extends Effect.Service<DispatchSignal>()("DispatchSi
       const wakeNow = () => {
         queue.unsafeOffer(undefined)
       }
-      const notifyNow = () => {
+      const notify = () => {
         due = true
         wakeNow()
       }
       return {
-        notify: Effect.sync(notifyNow),
-        notifyNow,
+        notify,
         wakeNow,
         takeDue: () => {
           const was = due
@@ -46,6 +44,6 @@ export class DispatchSignal extends Effect.Service<DispatchSignal>()("DispatchSi
         wait: Queue.take(queue)
       }
     }),
-    (signal) => subscribe(channels.outbox, signal.notifyNow, signal.notifyNow)
+    (signal) => subscribe(channels.outbox, signal.notify, signal.notify)
   )
 }) {}

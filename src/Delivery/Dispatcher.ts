@@ -98,7 +98,7 @@ const makeEngine = Effect.gen(function*() {
     owner: `${hostname()}:${process.pid}:${crypto.randomUUID()}`,
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     leaseMs: Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin),
-    retryWake: retryWaker(signal.notifyNow),
+    retryWake: retryWaker(signal.notify),
     shutdown: new AbortController(),
     idle: yield* Deferred.make<void>(),
     stopping: false,
@@ -125,7 +125,9 @@ export const DispatcherLive = Layer.scopedDiscard(
       // A round is never cut in half: what it logged or leased is known once it returns.
       Effect.zipRight(engine.signal.wait, Effect.uninterruptible(dispatchRound(engine)))
     ))
-    const ticker = yield* Effect.forkScoped(Effect.repeat(engine.signal.notify, Schedule.spaced(POLL_INTERVAL)))
+    const ticker = yield* Effect.forkScoped(
+      Effect.repeat(Effect.sync(engine.signal.notify), Schedule.spaced(POLL_INTERVAL))
+    )
     // New deliveries that overtake nothing queued skip the queue (see Handoff.ts and Admission.ts).
     yield* handoff.serve(intakeOf(engine))
     yield* Effect.addFinalizer(() =>

@@ -36,7 +36,7 @@ export class Pacing extends Context.Tag("Pacing")<Pacing, {
    * one is free again. Plain, for the send core (see Send.ts), which passes its Clock's time; on
    * PostgreSQL a promise of that when the replica's slice is spent and the shared budget is asked.
    */
-  readonly takeAt: (phoneNumberId: string, now: number) => Paced | Promise<Paced>
+  readonly takeAt: (phoneNumberId: string, now: number, lane?: Lane) => Paced | Promise<Paced>
 }>() {}
 
 const tooMany = (phoneNumberId: string, ratePerSecond: number, retryAfterSeconds: number) =>
@@ -47,12 +47,34 @@ const tooMany = (phoneNumberId: string, ratePerSecond: number, retryAfterSeconds
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds))
   })
 
+/**
+ * Who takes: a synchronous or transactional send (`first`), or a bulk queued send, which takes only
+ * capacity the others leave idle: while one of them was refused within CONTENTION_MS, bulk leaves half
+ * of the number's budget to them (BULK_YIELD).
+ */
+export type Lane = "first" | "bulk"
+
+/** How long after another send of the number was refused bulk sends yield to the others. */
+const CONTENTION_MS = 1_000
+/** The share of a number's budget bulk sends leave to the others while they contend. */
+const BULK_YIELD = 0.5
+
+/** Remembers when a send of each number was refused, for bulk sends to yield (see Lane). */
+const makeContention = () => {
+  const refusedAt = new Map<string, number>()
+  return {
+    refused: (phoneNumberId: string, now: number) => refusedAt.set(phoneNumberId, now),
+    contended: (phoneNumberId: string, now: number) => now - (refusedAt.get(phoneNumberId) ?? -Infinity) < CONTENTION_MS
+  }
+}
+
 /** A number's rate now (messages per second). */
 type RateOf = (phoneNumberId: string) => number
 
 const makePacing = (rateOf: RateOf): Pacing["Type"] => {
   const buckets = new Map<string, Bucket>()
-  const takeAt = (phoneNumberId: string, now: number) => {
+  const contention = makeContention()
+  const takeAt = (phoneNumberId: string, now: number, lane: Lane = "first") => {
     const ratePerSecond = rateOf(phoneNumberId)
     const bucket = buckets.get(phoneNumberId) ?? { tokens: ratePerSecond, at: now }
     // Clamped: callers may read the clock in one order and get here in another.
@@ -60,11 +82,13 @@ const makePacing = (rateOf: RateOf): Pacing["Type"] => {
     bucket.tokens = Math.min(ratePerSecond, bucket.tokens + (elapsed * ratePerSecond) / 1000)
     bucket.at = Math.max(bucket.at, now)
     buckets.set(phoneNumberId, bucket)
-    if (bucket.tokens >= 1) {
+    const left = lane === "bulk" && contention.contended(phoneNumberId, now) ? BULK_YIELD * ratePerSecond : 0
+    if (bucket.tokens >= 1 + left) {
       bucket.tokens -= 1
       return undefined
     }
-    return tooMany(phoneNumberId, ratePerSecond, (1 - bucket.tokens) / ratePerSecond)
+    if (lane === "first") contention.refused(phoneNumberId, now)
+    return tooMany(phoneNumberId, ratePerSecond, (1 + left - bucket.tokens) / ratePerSecond)
   }
   return Pacing.of({ takeAt })
 }
@@ -163,19 +187,33 @@ const makeSharedPacing = (
     )
   }
 
-  const takeAt = (phoneNumberId: string, _now: number): Paced | Promise<Paced> => {
+  const contention = makeContention()
+  const takeAt = (phoneNumberId: string, _now: number, lane: Lane = "first"): Paced | Promise<Paced> => {
     const nowMs = Date.now()
     const slice = slices.get(phoneNumberId) ?? { left: 0, until: 0, size: 0, used: 0, asking: undefined }
     slices.set(phoneNumberId, slice)
-    if (slice.left > 0 && nowMs < slice.until) {
+    // While the others contend, bulk takes only from the first half of this replica's slice.
+    const kept = lane === "bulk" && contention.contended(phoneNumberId, nowMs) ? Math.ceil(slice.size * BULK_YIELD) : 0
+    if (slice.left > kept && nowMs < slice.until) {
       slice.left--
       slice.used++
       return undefined
     }
+    if (lane === "bulk" && kept > 0 && slice.left > 0 && nowMs < slice.until) {
+      return tooMany(phoneNumberId, rateOf(phoneNumberId), 1 / rateOf(phoneNumberId))
+    }
     // Sends that find the slice spent while one is asked for wait for it, then take from it in turn.
     const pending = slice.asking
-    if (pending !== undefined) return pending.then((refused) => refused ?? takeAt(phoneNumberId, Date.now()))
-    const asking = ask(phoneNumberId, slice)
+    if (pending !== undefined) {
+      return pending.then((refused) => refused ?? takeAt(phoneNumberId, Date.now(), lane)).then((paced) => {
+        if (paced !== undefined && lane === "first") contention.refused(phoneNumberId, Date.now())
+        return paced
+      })
+    }
+    const asking = ask(phoneNumberId, slice).then((paced) => {
+      if (paced !== undefined && lane === "first") contention.refused(phoneNumberId, Date.now())
+      return paced
+    })
     slice.asking = asking
     return asking
   }

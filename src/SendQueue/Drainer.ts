@@ -30,7 +30,7 @@ import { type SendEndpoint, sendEndpoints, type SendMessageResponse, Upstream } 
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import { type QueuedSendRef, QueueEvents } from "./QueueEvents.js"
 import { type QueuedRow, SendQueueRepo, type TakenRow } from "./Repo.js"
-import { backoffMs, nextPairTat, PAIR_BURST, PAIR_INTERVAL_MS, verdictOf } from "./Rules.js"
+import { backoffMs, nextPairTat, PAIR_BURST, PAIR_INTERVAL_MS, priorityRank, verdictOf } from "./Rules.js"
 
 /** How often a round runs when nothing signals: other replicas' sends, leases to recover. */
 const POLL = Duration.seconds(1)
@@ -109,7 +109,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     /** Waits for the send's place in its number's pacing (shared with synchronous sends). */
     const paced = (row: QueuedRow): Effect.Effect<void> =>
       Effect.suspend(() => {
-        const taken = pacing.takeAt(row.phone_number_id, now())
+        const taken = pacing.takeAt(row.phone_number_id, now(), row.priority === priorityRank.bulk ? "bulk" : "first")
         return Effect.flatMap(
           taken instanceof Promise ? Effect.promise(() => taken) : Effect.succeed(taken),
           (refused) =>

@@ -92,7 +92,7 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
           const counts = yield* enqueue.events([event], at.toISOString(), undefined, [])
           return counts.get(event.id) ?? 0
         }))
-        if (deliveries > 0) yield* signal.notify
+        if (deliveries > 0) signal.notify()
         live.publish([{
           id: event.id,
           instanceId: event.instanceId,

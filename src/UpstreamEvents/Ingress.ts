@@ -218,7 +218,7 @@ const answerGroup = (queue: GroupQueue, run: GroupRun, exit: Exit.Exit<ReadonlyA
         if (run.intake !== undefined && run.handedOver.length > 0) yield* run.intake.startCommitted(run.handedOver)
         queue.live.publish(run.committed)
         // Queued rows wait for a dispatcher round.
-        if (answers.reduce((n, a) => n + a.deliveries, 0) > run.handedOver.length) yield* queue.signal.notify
+        if (answers.reduce((n, a) => n + a.deliveries, 0) > run.handedOver.length) queue.signal.notify()
         takeGroup(queue, run).forEach((q, i) => {
           const answer = answers[i]
           q.done(answer === undefined ? Exit.die("no answer for a payload") : Exit.succeed(answer))

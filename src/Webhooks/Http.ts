@@ -236,7 +236,7 @@ const retryDelivery = (id: string, deliveryId: string) =>
     }
     // Read before waking the dispatcher, so the answer shows the delivery as queued.
     const answer = yield* deliveryOf(webhook.id, deliveryId)
-    yield* Effect.flatMap(DispatchSignal, (signal) => signal.notify)
+    yield* Effect.map(DispatchSignal, (signal) => signal.notify())
     return answer
   })
 
@@ -249,7 +249,7 @@ const recoverDeliveries = (id: string, payload: typeof RecoverRequest.Type) =>
     yield* checkWindow(payload.since, until)
     const deliveries = yield* WebhookDeliveries
     const outcome = yield* deliveries.recover(webhook.id, { since: payload.since, until }, now, RECOVER_MAX)
-    if (outcome.requeued > 0) yield* Effect.flatMap(DispatchSignal, (signal) => signal.notify)
+    if (outcome.requeued > 0) yield* Effect.map(DispatchSignal, (signal) => signal.notify())
     return { requeued: outcome.requeued, more: outcome.more, since: payload.since, until }
   })
 

@@ -189,7 +189,7 @@ export class TestEvents extends Effect.Service<TestEvents>()("TestEvents", {
         const outcome: TestOutcome = written.value
         if (outcome._tag !== "Sent") return outcome
         if (intake !== undefined && handedOver.length > 0) yield* intake.startCommitted(handedOver)
-        else yield* signal.notify
+        else signal.notify()
         return outcome
       })
       return watching(deliveryId, start, (outcome) => outcome._tag === "Sent")
