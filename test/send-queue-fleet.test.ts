@@ -132,7 +132,9 @@ describe("queued sends on a fleet of three replicas on PostgreSQL", () => {
           Stream.mergeAll(drainers.map((drainer) => drainer.settled), { concurrency: "unbounded" }),
           "every queued send accepted and the queue empty",
           outcome,
-          ({ accepted, queued }) => accepted[0]?.n === count && queued[0]?.n === 0
+          ({ accepted, queued }) => accepted[0]?.n === count && queued[0]?.n === 0,
+          // Four seconds' sends of each number at its level, and room for a loaded machine.
+          Duration.seconds(30)
         )
 
         // Each text reached the Graph exactly once, from the number it was queued for.
