@@ -174,13 +174,17 @@ layer(testHub({ sandboxStatusDelay: Duration.hours(1) }))("the document's reques
         const media = content["application/json"]
         return isRecord(media) && "example" in media ? [{ method, path, example: media.example }] : []
       })
-      // The webhook's example first, then its update turns it off: nothing is ever delivered to example.com.
-      const order = (
-        path: string,
-        method: string
-      ) => (path === "/api/webhooks" ? 0 : path === "/api/webhooks/{id}" && method === "PATCH" ? 2 : 1)
+      // The webhook's and the broadcast's examples first (their ids fill the paths of the others), then the
+      // webhook's update turns it off: nothing is ever delivered to example.com.
+      const order = (path: string, method: string) =>
+        path === "/api/webhooks" || path === "/api/broadcasts"
+          ? 0
+          : path === "/api/webhooks/{id}" && method === "PATCH"
+          ? 2
+          : 1
       withExamples.sort((a, b) => order(a.path, a.method) - order(b.path, b.method))
       let webhookId = ""
+      let broadcastId = ""
       for (const { method, path, example } of withExamples) {
         const kinds = policies.find((policy) =>
           policy.method === method && policy.path === path.replace(/\{(\w+)\}/g, ":$1")
@@ -193,9 +197,14 @@ layer(testHub({ sandboxStatusDelay: Duration.hours(1) }))("the document's reques
           ? tenant.sessionToken
           : tenant.orgToken
         const options: RequestOptions = { json: example, ...(token === undefined ? {} : { token }) }
-        const sent = yield* hub.request(method, path.replace("{id}", webhookId), options)
+        const sent = yield* hub.request(
+          method,
+          path.replace("{id}", webhookId).replace("{broadcastId}", broadcastId),
+          options
+        )
         expect(sent.status, `${method} ${path}: ${sent.text}`).toBeLessThan(300)
         if (path === "/api/webhooks") webhookId = String(sent.body.id)
+        if (path === "/api/broadcasts") broadcastId = String(sent.body.id)
       }
       expect(withExamples.map((e) => `${e.method} ${e.path}`)).toEqual(expect.arrayContaining([
         "POST /api/messages",
@@ -203,6 +212,8 @@ layer(testHub({ sandboxStatusDelay: Duration.hours(1) }))("the document's reques
         "POST /api/webhooks",
         "PATCH /api/webhooks/{id}",
         "POST /templates",
+        "POST /api/broadcasts",
+        "POST /api/broadcasts/{broadcastId}/recipients",
         "POST /upstream/events"
       ]))
       const webhook = yield* hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })

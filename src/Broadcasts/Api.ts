@@ -129,6 +129,20 @@ export const RecipientQuery = RequestStruct({
 
 const BroadcastPath = Schema.Struct({ broadcastId: Schema.String })
 
+/** A broadcast of an approved template to two people, one with their own parameter (works with an instance token). */
+const NEW_BROADCAST_EXAMPLE = {
+  name: "Spring sale",
+  template: {
+    name: "spring_sale",
+    language: { code: "en_US" },
+    components: [{ type: "body", parameters: [{ type: "text", text: "friend" }] }]
+  },
+  recipients: [
+    { to: "15551230001", components: [{ type: "body", parameters: [{ type: "text", text: "Ana" }] }] },
+    { to: "15551230002" }
+  ]
+}
+
 export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
   .annotate(OpenApi.Description, "Broadcasts: one template to many people, paced as bulk queued sends.")
   .add(
@@ -146,7 +160,8 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
           `Queues one bulk send of the template to each recipient (up to ${RECIPIENTS_PER_CALL} a call; more with ` +
             `POST /api/broadcasts/{id}/recipients, up to ${RECIPIENTS_PER_BROADCAST}), each with its own components when ` +
             "given. The same person twice is sent once; people who stopped the business's marketing messages are " +
-            "skipped (opted_out). A MARKETING template goes through the Marketing Messages API where the instance has it on."
+            "skipped (opted_out). A MARKETING template goes through the Marketing Messages API where the instance has it on.",
+          { example: NEW_BROADCAST_EXAMPLE }
         )
       )
   )
@@ -182,7 +197,8 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
         documented(
           "Add recipients",
           `Queues the broadcast's template to more people (up to ${RECIPIENTS_PER_CALL} a call, ${RECIPIENTS_PER_BROADCAST} in all); ` +
-            "409 once the broadcast is cancelled."
+            "409 once the broadcast is cancelled.",
+          { example: { recipients: [{ to: "15551230003" }] } }
         )
       )
   )
