@@ -43,6 +43,7 @@ import { ThroughputRepo } from "./PhoneNumbers/ThroughputRepo.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
+import { SendCancellation } from "./SendQueue/Cancel.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { SendQueueHttpLive } from "./SendQueue/Http.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
@@ -114,6 +115,7 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueRepo.Default),
   overFoundation(Broadcasts.Default.pipe(Layer.provide(QueuedSendsLive))),
+  overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
   overFoundation(InstanceAccess.Default),

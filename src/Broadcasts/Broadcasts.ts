@@ -19,7 +19,7 @@ import {
   type RecipientQuery,
   RECIPIENTS_PER_BROADCAST
 } from "./Api.js"
-import { type BroadcastRow, BroadcastsRepo, type NewRecipient } from "./Repo.js"
+import { type BroadcastRow, BroadcastsRepo, type NewRecipient, type TallyEntry } from "./Repo.js"
 
 type Recipient = (typeof MoreRecipients.Type)["recipients"][number]
 type Template = (typeof NewBroadcast.Type)["template"]
@@ -37,6 +37,120 @@ const visibleTo = (principal: Principal, row: BroadcastRow) =>
 /** The person a recipient names, as the queue keys them (a number without its +). */
 const partyOf = (recipient: Recipient) => recipient.to?.replace(/^\+/, "") ?? recipient.recipient ?? ""
 
+/** The broadcast's record: its status and its recipients by status and by failure reason. */
+const broadcastRecord = (
+  row: BroadcastRow,
+  tally: ReadonlyArray<TallyEntry>,
+  now: number
+): typeof BroadcastRecord.Type => {
+  const counts = { recipients: 0, pending: 0, sent: 0, delivered: 0, read: 0, failed: 0, skipped: 0 }
+  const failures: Record<string, number> = {}
+  let queuedSends = 0
+  for (const entry of tally) {
+    queuedSends += entry.queued
+    counts.recipients += entry.n
+    counts[entry.status] += entry.n
+    if (entry.reason !== null) failures[entry.reason] = (failures[entry.reason] ?? 0) + entry.n
+  }
+  const scheduled = row.send_at !== null && Date.parse(row.send_at) > now
+  return {
+    id: row.id,
+    name: row.name,
+    instance_id: row.instance_id,
+    status: row.cancelled_at !== null
+      ? "cancelled"
+      : queuedSends === 0
+      ? "completed"
+      : scheduled
+      ? "scheduled"
+      : "sending",
+    template: decodeTemplate(row.template),
+    send_at: row.send_at,
+    validity: row.validity,
+    created_at: row.created_at,
+    cancelled_at: row.cancelled_at,
+    counts,
+    failures
+  }
+}
+
+/** One bulk template send to the person, with their components when they have their own. */
+const sendOf = (row: BroadcastRow, template: Template, recipient: Recipient, now: number) =>
+  decodeSend({
+    ...(recipient.to === undefined ? { recipient: recipient.recipient } : { to: recipient.to }),
+    type: "template",
+    template: { ...template, ...(recipient.components === undefined ? {} : { components: recipient.components }) },
+    priority: "bulk",
+    // A send_at already past is now (recipients added later go at once).
+    ...(row.send_at !== null && Date.parse(row.send_at) > now
+      ? { send_at: row.send_at }
+      : {}),
+    ...(row.validity === null ? {} : { validity: row.validity })
+  }).pipe(
+    Effect.mapError((e) =>
+      new BadRequest({ message: `Invalid request: recipients: ${e.message}`, error: "validation_failed" })
+    )
+  )
+
+/**
+ * Queues the broadcast's template to the new people among `recipients` (each once; the opted out
+ * skipped), with `first` (the broadcast's own row, when it is new) in the same transaction.
+ */
+const addTo = (
+  stores: { readonly repo: BroadcastsRepo; readonly queued: QueuedSends; readonly sql: SqlClient.SqlClient },
+  now: number,
+  row: BroadcastRow,
+  instance: InstanceRef,
+  recipients: ReadonlyArray<Recipient>,
+  first: Effect.Effect<void, SqlError.SqlError> = Effect.void
+) =>
+  Effect.gen(function*() {
+    const byParty = new Map<string, Recipient>()
+    for (const recipient of recipients) {
+      if (!byParty.has(partyOf(recipient))) byParty.set(partyOf(recipient), recipient)
+    }
+    const already = yield* Effect.orDie(stores.repo.existing(row.id, [...byParty.keys()]))
+    const fresh = [...byParty].filter(([party]) => !already.has(party))
+    const held = yield* Effect.orDie(stores.repo.recipientCount(row.id))
+    if (held + fresh.length > RECIPIENTS_PER_BROADCAST) {
+      return yield* new BadRequest({
+        message: `Invalid request: recipients: a broadcast holds at most ${RECIPIENTS_PER_BROADCAST} recipients ` +
+          `(it holds ${held}; ${fresh.length} are new)`,
+        error: "validation_failed",
+        details: [{
+          field: "recipients",
+          message: `a broadcast holds at most ${RECIPIENTS_PER_BROADCAST} recipients`
+        }]
+      })
+    }
+    const optedOut = yield* Effect.orDie(optedOutAmong(stores.sql, instance.wabaId, fresh.map(([party]) => party)))
+    const toSend = fresh.filter(([party]) => !optedOut.has(party))
+    const template = decodeTemplate(row.template)
+    const requests = yield* Effect.forEach(toSend, ([, recipient]) => sendOf(row, template, recipient, now))
+    yield* stores.queued.enqueueMany(instance, requests, (answers) =>
+      Effect.zipRight(
+        first,
+        stores.repo.insertRecipients(row.id, [
+          ...toSend.map(([party], i): NewRecipient => ({
+            party,
+            messageId: answers[i]?.id ?? null,
+            skippedReason: null
+          })),
+          ...fresh.filter(([party]) => optedOut.has(party)).map(([party]): NewRecipient => ({
+            party,
+            messageId: null,
+            skippedReason: "opted_out"
+          }))
+        ])
+      ))
+    return {
+      added: toSend.length,
+      skipped: fresh.length - toSend.length,
+      duplicates: recipients.length - fresh.length,
+      recipients: held + fresh.length
+    }
+  })
+
 export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
   effect: Effect.gen(function*() {
     const repo = yield* BroadcastsRepo
@@ -47,118 +161,16 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
 
     /** The broadcast's record: its status and its recipients by status and by failure reason. */
     const recordOf = (row: BroadcastRow) =>
-      Effect.map(Effect.orDie(repo.tally(row.id)), (tally): typeof BroadcastRecord.Type => {
-        const counts = { recipients: 0, pending: 0, sent: 0, delivered: 0, read: 0, failed: 0, skipped: 0 }
-        const failures: Record<string, number> = {}
-        let queuedSends = 0
-        for (const entry of tally) {
-          queuedSends += entry.queued
-          counts.recipients += entry.n
-          counts[entry.status] += entry.n
-          if (entry.reason !== null) failures[entry.reason] = (failures[entry.reason] ?? 0) + entry.n
-        }
-        const scheduled = row.send_at !== null && Date.parse(row.send_at) > clock.unsafeCurrentTimeMillis()
-        return {
-          id: row.id,
-          name: row.name,
-          instance_id: row.instance_id,
-          status: row.cancelled_at !== null
-            ? "cancelled"
-            : queuedSends === 0
-            ? "completed"
-            : scheduled
-            ? "scheduled"
-            : "sending",
-          template: decodeTemplate(row.template),
-          send_at: row.send_at,
-          validity: row.validity,
-          created_at: row.created_at,
-          cancelled_at: row.cancelled_at,
-          counts,
-          failures
-        }
-      })
+      Effect.map(
+        Effect.orDie(repo.tally(row.id)),
+        (tally) => broadcastRecord(row, tally, clock.unsafeCurrentTimeMillis())
+      )
 
     const visible = (principal: Principal, id: string) =>
       Effect.flatMap(
         Effect.orDie(repo.find(id)),
         (row) => row === undefined || !visibleTo(principal, row) ? Effect.fail(notFound(id)) : Effect.succeed(row)
       )
-
-    /** One bulk template send to the person, with their components when they have their own. */
-    const sendOf = (row: BroadcastRow, template: Template, recipient: Recipient) =>
-      decodeSend({
-        ...(recipient.to === undefined ? { recipient: recipient.recipient } : { to: recipient.to }),
-        type: "template",
-        template: { ...template, ...(recipient.components === undefined ? {} : { components: recipient.components }) },
-        priority: "bulk",
-        // A send_at already past is now (recipients added later go at once).
-        ...(row.send_at !== null && Date.parse(row.send_at) > clock.unsafeCurrentTimeMillis()
-          ? { send_at: row.send_at }
-          : {}),
-        ...(row.validity === null ? {} : { validity: row.validity })
-      }).pipe(
-        Effect.mapError((e) =>
-          new BadRequest({ message: `Invalid request: recipients: ${e.message}`, error: "validation_failed" })
-        )
-      )
-
-    /**
-     * Queues the broadcast's template to the new people among `recipients` (each once; the opted out
-     * skipped), with `first` (the broadcast's own row, when it is new) in the same transaction.
-     */
-    const addTo = (
-      row: BroadcastRow,
-      instance: InstanceRef,
-      recipients: ReadonlyArray<Recipient>,
-      first: Effect.Effect<void, SqlError.SqlError> = Effect.void
-    ) =>
-      Effect.gen(function*() {
-        const byParty = new Map<string, Recipient>()
-        for (const recipient of recipients) {
-          if (!byParty.has(partyOf(recipient))) byParty.set(partyOf(recipient), recipient)
-        }
-        const already = yield* Effect.orDie(repo.existing(row.id, [...byParty.keys()]))
-        const fresh = [...byParty].filter(([party]) => !already.has(party))
-        const held = yield* Effect.orDie(repo.recipientCount(row.id))
-        if (held + fresh.length > RECIPIENTS_PER_BROADCAST) {
-          return yield* new BadRequest({
-            message: `Invalid request: recipients: a broadcast holds at most ${RECIPIENTS_PER_BROADCAST} recipients ` +
-              `(it holds ${held}; ${fresh.length} are new)`,
-            error: "validation_failed",
-            details: [{
-              field: "recipients",
-              message: `a broadcast holds at most ${RECIPIENTS_PER_BROADCAST} recipients`
-            }]
-          })
-        }
-        const optedOut = yield* Effect.orDie(optedOutAmong(sql, instance.wabaId, fresh.map(([party]) => party)))
-        const toSend = fresh.filter(([party]) => !optedOut.has(party))
-        const template = decodeTemplate(row.template)
-        const requests = yield* Effect.forEach(toSend, ([, recipient]) => sendOf(row, template, recipient))
-        yield* queued.enqueueMany(instance, requests, (answers) =>
-          Effect.zipRight(
-            first,
-            repo.insertRecipients(row.id, [
-              ...toSend.map(([party], i): NewRecipient => ({
-                party,
-                messageId: answers[i]?.id ?? null,
-                skippedReason: null
-              })),
-              ...fresh.filter(([party]) => optedOut.has(party)).map(([party]): NewRecipient => ({
-                party,
-                messageId: null,
-                skippedReason: "opted_out"
-              }))
-            ])
-          ))
-        return {
-          added: toSend.length,
-          skipped: fresh.length - toSend.length,
-          duplicates: recipients.length - fresh.length,
-          recipients: held + fresh.length
-        }
-      })
 
     const create = (principal: Principal, input: typeof NewBroadcast.Type) =>
       Effect.gen(function*() {
@@ -177,7 +189,14 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
           created_at: nowIso(),
           cancelled_at: null
         }
-        yield* addTo(row, instance, input.recipients, repo.insert(row))
+        yield* addTo(
+          { repo, queued, sql },
+          clock.unsafeCurrentTimeMillis(),
+          row,
+          instance,
+          input.recipients,
+          repo.insert(row)
+        )
         return yield* recordOf(row)
       })
 
@@ -191,7 +210,7 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
           })
         }
         const instance = yield* access.resolve(principal, { instanceId: row.instance_id, phoneNumberId: undefined })
-        return yield* addTo(row, instance, recipients)
+        return yield* addTo({ repo, queued, sql }, clock.unsafeCurrentTimeMillis(), row, instance, recipients)
       })
 
     const list = (principal: Principal) =>

@@ -26,6 +26,7 @@ const decodeBroadcasts = decodeRows(BroadcastRow)
 const RecipientStatus = Schema.Literal(...messageStatuses, "skipped")
 const RecipientReason = Schema.NullOr(Schema.Literal(...failureReasons, "opted_out", "failed"))
 const TallyRow = Schema.Struct({ status: RecipientStatus, reason: RecipientReason, queued: SqlBigint, n: SqlBigint })
+export type TallyEntry = typeof TallyRow.Type
 const decodeTally = decodeRows(TallyRow)
 
 const RecipientRow = Schema.Struct({

@@ -7,7 +7,7 @@ import { servedByHotRoute } from "../Domain/PlainRoute.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
-import { QueuedSends } from "../SendQueue/QueuedSends.js"
+import { SendCancellation } from "../SendQueue/Cancel.js"
 import type { DateBound } from "./Api.js"
 import { type ListFilter, type MessageRow } from "./ListQueries.js"
 import { MessagesRepo } from "./Repo.js"
@@ -75,7 +75,7 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
   Effect.gen(function*() {
     const repo = yield* MessagesRepo
     const access = yield* InstanceAccess
-    const queued = yield* QueuedSends
+    const cancellation = yield* SendCancellation
     return handlers
       // Served by its one handler, Bun's fast route (Messages/FastRoute.ts).
       .handleRaw("send", servedByHotRoute("POST /api/messages"))
@@ -135,5 +135,5 @@ export const MessagesHttpLive = HttpApiBuilder.group(HubApi, "messages", (handle
         }))
       .handle("cancel", ({ path }) =>
         Effect.flatMap(CurrentPrincipal, (principal) =>
-          Effect.map(queued.cancel(principal, path.messageId), toRecord)))
+          Effect.map(cancellation.cancel(principal, path.messageId), toRecord)))
   }))

@@ -32,6 +32,7 @@ import {
   messageRows
 } from "./ListQueries.js"
 import { type OptOutChange, recordOptOuts } from "./OptOuts.js"
+import { markQueueFailed } from "./QueueFailures.js"
 import { INBOUND_STATUS, type ReceivedMessage } from "./Records.js"
 
 /** What an upstream change does to the records: messages, calls, pairs of identifiers, template categories. */
@@ -349,22 +350,6 @@ const markRefused = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id
         JSON.stringify(error)
       }, updated_at = ${now}
       WHERE id = ${id} AND wa_message_id IS NULL`
-    )
-  }).pipe(Effect.asVoid)
-
-const markQueueFailed = (
-  sql: SqlClient.SqlClient,
-  batcher: WriteBatcher["Type"],
-  id: string,
-  reason: FailureReason,
-  error: Json | undefined
-) =>
-  Effect.suspend(() => {
-    const now = nowIso()
-    return batcher.runStatement(
-      sql`UPDATE messages SET status = 'failed', failure_reason = ${reason}, status_at = ${now}, failed_at = ${now},
-        error = ${error === undefined ? null : JSON.stringify(error)}, updated_at = ${now}
-      WHERE id = ${id} AND status = 'pending' AND wa_message_id IS NULL`
     )
   }).pipe(Effect.asVoid)
 

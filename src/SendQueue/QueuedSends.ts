@@ -1,16 +1,15 @@
 /**
  * A queued send's business steps (issue 32): `enqueue` puts it on the disk and answers 202 (its record
- * `pending` and its queue row in one transaction), `cancel` takes it out before it goes. The drainer
+ * `pending` and its queue row in one transaction); SendQueue/Cancel.ts takes one out before it goes. The drainer
  * (SendQueue/Drainer.ts) makes it. Under an Idempotency-Key a repeat gets the first 202 again (the same
  * mechanism and window as synchronous sends: Messages/Idempotency.ts).
  */
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { HubConfig } from "../Config.js"
-import { BadRequest, Conflict, errorBody, NotFound, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
+import { BadRequest, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
-import type { InstanceRef, Principal } from "../Domain/Principal.js"
+import type { InstanceRef } from "../Domain/Principal.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "../Messages/Idempotency.js"
-import type { MessageRow } from "../Messages/ListQueries.js"
 import { type SendMessageRequest, toUpstreamBody } from "../Messages/MessageSchemas.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { sendEndpoint } from "../Messages/Send.js"
@@ -18,7 +17,6 @@ import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
 import type { SendEndpoint } from "../Upstream/Upstream.js"
 import { SendQueueDrainer } from "./Drainer.js"
-import { QueueEvents } from "./QueueEvents.js"
 import { SendQueueRepo } from "./Repo.js"
 import { priorityRank, queueCapacity, retryAfterForDepth, SEND_AT_MAX_AHEAD_MS } from "./Rules.js"
 
@@ -52,6 +50,103 @@ const invalid = (field: string, message: string) =>
     details: [{ field, message }]
   })
 
+/** When a queued send may go and until when it may wait, or why its `send_at` is refused. */
+const windowOf = (queueValidity: Duration.Duration, request: SendMessageRequest, now: number) => {
+  const sendAt = request.send_at === undefined ? now : Date.parse(request.send_at)
+  if (sendAt < now - PAST_TOLERANCE_MS) {
+    return Effect.fail(invalid("send_at", "is in the past; leave it out to send as soon as possible"))
+  }
+  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Effect.fail(invalid("send_at", "must be at most 35 days ahead"))
+  const validityMs = request.validity === undefined
+    ? Duration.toMillis(queueValidity)
+    : request.validity * 1000
+  const from = Math.max(sendAt, now)
+  return Effect.succeed({ sendAt: from, expiresAt: from + validityMs })
+}
+
+/** Each send's endpoint, a template's category read once per template of the batch. */
+const endpointsOf = (messages: MessagesRepo, instance: InstanceRef, requests: ReadonlyArray<SendMessageRequest>) =>
+  Effect.gen(function*() {
+    const byTemplate = new Map<string, SendEndpoint>()
+    const endpoints: Array<SendEndpoint> = []
+    for (const request of requests) {
+      const chosen = sendEndpoint(messages, instance, request)
+      if (typeof chosen === "string") {
+        endpoints.push(chosen)
+        continue
+      }
+      const key = request.type === "template"
+        ? `${request.via ?? ""} ${request.template.name} ${request.template.language.code}`
+        : ""
+      const known = byTemplate.get(key) ?? (yield* chosen)
+      byTemplate.set(key, known)
+      endpoints.push(known)
+    }
+    return endpoints
+  })
+
+/** One send's record and queue row (inside the caller's transaction). */
+const insertSend = (
+  stores: { readonly queue: SendQueueRepo; readonly messages: MessagesRepo },
+  instance: InstanceRef,
+  send: {
+    readonly request: SendMessageRequest
+    readonly window: { readonly sendAt: number; readonly expiresAt: number }
+    readonly answer: QueuedAnswer
+    readonly endpoint: SendEndpoint
+  }
+) => {
+  const { request, window, answer, endpoint } = send
+  const priority = request.priority ?? "transactional"
+  const category = request.forwarded?.category
+  const party = request.to ?? request.recipient ?? ""
+  return Effect.zipRight(
+    stores.messages.insertQueued({
+      id: answer.id,
+      organizationId: instance.organizationId,
+      instanceId: instance.id,
+      to: party,
+      userId: request.recipient,
+      type: request.type,
+      category: typeof category === "string" ? category : undefined,
+      endpoint,
+      sendAt: answer.send_at,
+      expiresAt: answer.expires_at,
+      priority
+    }),
+    stores.queue.insert({
+      messageId: answer.id,
+      organizationId: instance.organizationId,
+      instanceId: instance.id,
+      wabaId: instance.wabaId,
+      phoneNumberId: instance.phoneNumberId,
+      party,
+      priority: priorityRank[priority],
+      body: JSON.stringify(toUpstreamBody(request)),
+      endpoint,
+      sendAt: window.sendAt,
+      expiresAt: window.expiresAt
+    })
+  )
+}
+
+/**
+ * Keeps a keyed queued send's 202 for its repeats; a refusal of the request itself too (it would be refused
+ * again); a full queue or an unavailable database frees the key, so the same request may be retried with it.
+ */
+const keepAnswer =
+  (keys: IdempotencyKeys["Type"], ref: KeyRef) =>
+  (exit: Exit.Exit<QueuedAnswer, BadRequest | TooManyRequests | ServiceUnavailable>) =>
+    Exit.match(exit, {
+      onSuccess: (answer) => keys.complete(ref, 202, answer),
+      onFailure: (cause) => {
+        const failure = Cause.failureOption(cause)
+        return Option.isSome(failure) && failure.value._tag === "BadRequest"
+          ? keys.complete(ref, failure.value.statusCode, errorBody(failure.value))
+          : keys.release(ref)
+      }
+    })
+
 export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
   effect: Effect.gen(function*() {
     const queue = yield* SendQueueRepo
@@ -60,7 +155,6 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
     const keys = yield* IdempotencyKeys
     const drainer = yield* SendQueueDrainer
     const throughput = yield* Throughput
-    const queueEvents = yield* QueueEvents
     const config = yield* HubConfig
     const clock = yield* Effect.clock
     const depths = new Map<string, { depth: number; readAt: number }>()
@@ -77,40 +171,6 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
         })
       })
 
-    const windowOf = (request: SendMessageRequest, now: number) => {
-      const sendAt = request.send_at === undefined ? now : Date.parse(request.send_at)
-      if (sendAt < now - PAST_TOLERANCE_MS) {
-        return Effect.fail(invalid("send_at", "is in the past; leave it out to send as soon as possible"))
-      }
-      if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Effect.fail(invalid("send_at", "must be at most 35 days ahead"))
-      const validityMs = request.validity === undefined
-        ? Duration.toMillis(config.queueValidity)
-        : request.validity * 1000
-      const from = Math.max(sendAt, now)
-      return Effect.succeed({ sendAt: from, expiresAt: from + validityMs })
-    }
-
-    /** Each send's endpoint, a template's category read once per template of the batch. */
-    const endpointsOf = (instance: InstanceRef, requests: ReadonlyArray<SendMessageRequest>) =>
-      Effect.gen(function*() {
-        const byTemplate = new Map<string, SendEndpoint>()
-        const endpoints: Array<SendEndpoint> = []
-        for (const request of requests) {
-          const chosen = sendEndpoint(messages, instance, request)
-          if (typeof chosen === "string") {
-            endpoints.push(chosen)
-            continue
-          }
-          const key = request.type === "template"
-            ? `${request.via ?? ""} ${request.template.name} ${request.template.language.code}`
-            : ""
-          const known = byTemplate.get(key) ?? (yield* chosen)
-          byTemplate.set(key, known)
-          endpoints.push(known)
-        }
-        return endpoints
-      })
-
     /**
      * Queues sends of one instance together: their records and queue rows, with `alongside` (what the
      * caller writes of them: a broadcast's recipients), in one transaction; the number's queue must
@@ -123,7 +183,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
     ) =>
       Effect.gen(function*() {
         const now = clock.unsafeCurrentTimeMillis()
-        const windows = yield* Effect.forEach(requests, (request) => windowOf(request, now))
+        const windows = yield* Effect.forEach(requests, (request) => windowOf(config.queueValidity, request, now))
         const rate = throughput.rateNow(instance.phoneNumberId)
         const capacity = queueCapacity(rate, config.queueMaxHours)
         const known = yield* Effect.orDie(depthOf(instance.phoneNumberId, now))
@@ -135,7 +195,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
             retryAfterSeconds: retryAfterForDepth(known.depth + requests.length - 1, capacity, rate)
           })
         }
-        const endpoints = yield* endpointsOf(instance, requests)
+        const endpoints = yield* endpointsOf(messages, instance, requests)
         const sends = requests.map((request, i) => {
           const window = windows[i] ?? { sendAt: now, expiresAt: now }
           const answer: QueuedAnswer = {
@@ -147,7 +207,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
           return { request, window, answer, endpoint: endpoints[i] ?? "messages" }
         })
         const written = yield* Effect.exit(batcher.run(Effect.gen(function*() {
-          for (const send of sends) yield* insertSend(instance, send)
+          for (const send of sends) yield* insertSend({ queue, messages }, instance, send)
           yield* alongside(sends.map((send) => send.answer))
         })))
         if (Exit.isFailure(written)) {
@@ -162,50 +222,6 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
         drainer.wake()
         return sends.map((send) => send.answer)
       })
-
-    /** One send's record and queue row (inside the caller's transaction). */
-    const insertSend = (
-      instance: InstanceRef,
-      send: {
-        readonly request: SendMessageRequest
-        readonly window: { readonly sendAt: number; readonly expiresAt: number }
-        readonly answer: QueuedAnswer
-        readonly endpoint: SendEndpoint
-      }
-    ) => {
-      const { request, window, answer, endpoint } = send
-      const priority = request.priority ?? "transactional"
-      const category = request.forwarded?.category
-      const party = request.to ?? request.recipient ?? ""
-      return Effect.zipRight(
-        messages.insertQueued({
-          id: answer.id,
-          organizationId: instance.organizationId,
-          instanceId: instance.id,
-          to: party,
-          userId: request.recipient,
-          type: request.type,
-          category: typeof category === "string" ? category : undefined,
-          endpoint,
-          sendAt: answer.send_at,
-          expiresAt: answer.expires_at,
-          priority
-        }),
-        queue.insert({
-          messageId: answer.id,
-          organizationId: instance.organizationId,
-          instanceId: instance.id,
-          wabaId: instance.wabaId,
-          phoneNumberId: instance.phoneNumberId,
-          party,
-          priority: priorityRank[priority],
-          body: JSON.stringify(toUpstreamBody(request)),
-          endpoint,
-          sendAt: window.sendAt,
-          expiresAt: window.expiresAt
-        })
-      )
-    }
 
     const enqueue = (instance: InstanceRef, request: SendMessageRequest) =>
       Effect.flatMap(
@@ -229,73 +245,17 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
       return Effect.gen(function*() {
         const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, hashed) })
         if (claim._tag === "Replay") return claim
-        const queued = yield* enqueue(instance, request).pipe(
-          Effect.onExit((exit) =>
-            Exit.match(exit, {
-              onSuccess: (answer) => keys.complete(ref, 202, answer),
-              onFailure: (cause) => {
-                const failure = Cause.failureOption(cause)
-                // A refusal of the request itself would be refused again: kept. Full or unavailable: retried afresh.
-                return Option.isSome(failure) && failure.value._tag === "BadRequest"
-                  ? keys.complete(ref, failure.value.statusCode, errorBody(failure.value))
-                  : keys.release(ref)
-              }
-            })
-          )
-        )
+        const queued = yield* enqueue(instance, request).pipe(Effect.onExit(keepAnswer(keys, ref)))
         return { _tag: "Queued", answer: queued } as const
       }).pipe(Effect.uninterruptible)
     }
 
-    /** Whether the principal may see the record (its organization; an instance token, its instance). */
-    const visibleTo = (principal: Principal, row: MessageRow) =>
-      row.organization_id === principal.organizationId &&
-      (principal.instance === undefined || principal.instance.id === row.instance_id)
-
-    const cancel = (principal: Principal, messageId: string) =>
-      Effect.gen(function*() {
-        const row = yield* messages.findById(messageId)
-        if (row === undefined || !visibleTo(principal, row)) {
-          return yield* new NotFound({ message: `Message ${messageId} not found`, error: "not_found" })
-        }
-        const found = yield* Effect.orDie(queue.cancel(messageId))
-        if (found._tag === "Sending") {
-          return yield* new Conflict({
-            message: `Message ${messageId} is being sent; it can no longer be cancelled`,
-            error: "send_in_progress"
-          })
-        }
-        if (found._tag === "Absent") {
-          return yield* new Conflict({
-            message: `Message ${messageId} is not queued (it was sent, or its send has ended); nothing to cancel`,
-            error: "not_queued"
-          })
-        }
-        yield* Effect.orDie(messages.markQueueFailed(messageId, "cancelled"))
-        const taken = found.row
-        yield* Effect.orDie(queueEvents.told(
-          {
-            messageId,
-            organizationId: taken.organization_id,
-            instanceId: taken.instance_id,
-            phoneNumberId: taken.phone_number_id,
-            to: taken.party,
-            attempts: taken.attempts
-          },
-          { status: "failed", reason: "cancelled", error: undefined },
-          Effect.void
-        ))
-        const cancelled = yield* messages.findById(messageId)
-        return cancelled ?? row
-      })
-
-    return { enqueue, enqueueMany, enqueueOnce, cancel } as const
+    return { enqueue, enqueueMany, enqueueOnce } as const
   }),
   dependencies: [
     SendQueueRepo.Default,
     SendQueueDrainer.Default,
     Throughput.Default,
-    QueueEvents.Default,
     MessagesRepo.Default,
     IdempotencyKeysLive
   ]

@@ -66,205 +66,206 @@ type CancelOutcome =
   | { readonly _tag: "Sending" }
   | { readonly _tag: "Absent" }
 
+const insert = (sql: SqlClient.SqlClient) => (send: NewQueuedSend): Effect.Effect<void, SqlError.SqlError> =>
+  sql`INSERT INTO send_queue ${
+    sql.insert({
+      message_id: send.messageId,
+      organization_id: send.organizationId,
+      instance_id: send.instanceId,
+      waba_id: send.wabaId,
+      phone_number_id: send.phoneNumberId,
+      party: send.party,
+      priority: send.priority,
+      body: send.body,
+      endpoint: send.endpoint,
+      send_at: send.sendAt,
+      expires_at: send.expiresAt,
+      due_at: send.sendAt,
+      attempts: 0,
+      state: "queued"
+    })
+  }`.pipe(Effect.asVoid)
+
+/**
+ * Leases up to `limit` sends of one number that may go now, for `owner` until `leaseUntil`:
+ * transactional before bulk, each lane in the order accepted; per person only the oldest send
+ * whose time has come (the next waits until it is done), and only when Meta's pair rate allows.
+ */
+const lease = (sql: SqlClient.SqlClient) =>
+(input: {
+  readonly phoneNumberId: string
+  readonly limit: number
+  readonly now: number
+  readonly owner: string
+  readonly leaseUntil: number
+  readonly pairBurstMs: number
+}): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
+  sql.withTransaction(Effect.gen(function*() {
+    const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
+        q.phone_number_id, q.party, q.priority, q.body, q.endpoint, q.expires_at, q.attempts, p.tat AS pair_tat
+      FROM send_queue q
+      LEFT JOIN send_pairs p ON p.phone_number_id = q.phone_number_id AND p.party = q.party
+      WHERE q.phone_number_id = ${input.phoneNumberId} AND q.state = 'queued'
+        AND q.due_at <= ${input.now} AND q.expires_at > ${input.now}
+        AND (p.tat IS NULL OR p.tat - ${input.now} <= ${input.pairBurstMs})
+        AND NOT EXISTS (SELECT 1 FROM send_queue e WHERE e.phone_number_id = q.phone_number_id
+          AND e.party = q.party AND e.seq < q.seq AND e.send_at <= ${input.now})
+      ORDER BY q.priority, q.seq
+      LIMIT ${input.limit} ${isPostgres(sql) ? sql.literal("FOR UPDATE OF q SKIP LOCKED") : skipLocked(sql)}`)
+    if (rows.length === 0) return rows
+    yield* sql`UPDATE send_queue SET state = 'leased', lease_owner = ${input.owner}, lease_until = ${input.leaseUntil}
+      WHERE ${sql.in("seq", rows.map((row) => row.seq))}`
+    return rows
+  }))
+
+/**
+ * The Graph call of this send begins: from now on a lost lease means the outcome is unknown. False
+ * when the send is no longer this replica's to make (cancelled meanwhile, or its lease ran out and
+ * another replica took it): then it must not be sent.
+ */
+const claimSending = (sql: SqlClient.SqlClient) => (messageId: string, owner: string, leaseUntil: number) =>
+  Effect.map(
+    sql<{ readonly message_id: string }>`UPDATE send_queue SET state = 'sending', lease_until = ${leaseUntil}
+      WHERE message_id = ${messageId} AND state = 'leased' AND lease_owner = ${owner} RETURNING message_id`,
+    (rows) => rows.length === 1
+  )
+
+/** A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on. */
+const finish = (sql: SqlClient.SqlClient) =>
+(input: {
+  readonly messageId: string
+  readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
+}) =>
+  Effect.zipRight(
+    input.pair === undefined ?
+      Effect.void :
+      sql`INSERT INTO send_pairs ${
+        sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
+      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
+    sql`DELETE FROM send_queue WHERE message_id = ${input.messageId}`
+  ).pipe(Effect.asVoid)
+
+/** A send to try again at `dueAt` (and, for the pair rate, its pair held back until then). */
+const retryLater = (sql: SqlClient.SqlClient) =>
+(input: {
+  readonly messageId: string
+  readonly dueAt: number
+  readonly error: string
+  readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
+}) =>
+  Effect.zipRight(
+    input.pair === undefined ?
+      Effect.void :
+      sql`INSERT INTO send_pairs ${
+        sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
+      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
+    sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL, due_at = ${input.dueAt},
+      attempts = attempts + 1, last_error = ${input.error} WHERE message_id = ${input.messageId}`
+  ).pipe(Effect.asVoid)
+
+/** Leased sends whose turn did not come before the replica stopped: back to the queue. */
+const giveBack = (sql: SqlClient.SqlClient) => (messageIds: ReadonlyArray<string>, owner: string) =>
+  messageIds.length === 0 ? Effect.void : sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL,
+    lease_until = NULL WHERE ${sql.in("message_id", messageIds)} AND state = 'leased' AND lease_owner = ${owner}`
+    .pipe(Effect.asVoid)
+
+/**
+ * What a lost replica left: leases run out before the Graph call go back to the queue; sends whose
+ * call began are taken out (their outcome is unknown) and answered for the caller to record.
+ */
+const recoverLeases = (sql: SqlClient.SqlClient) => (now: number) =>
+  sql.withTransaction(Effect.gen(function*() {
+    yield* sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL
+      WHERE state = 'leased' AND lease_until < ${now}`
+    // Taken out and read in one statement: two replicas recovering at once never both get a row.
+    return yield* decodeTaken(
+      sql`DELETE FROM send_queue WHERE state = 'sending' AND lease_until < ${now}
+        RETURNING ${sql.literal(TAKEN_COLUMNS)}`
+    )
+  }))
+
+/** Queued sends whose validity ended before their turn: taken out, answered for the caller to record. */
+const takeExpired = (sql: SqlClient.SqlClient) => (now: number) =>
+  decodeTaken(
+    sql`DELETE FROM send_queue WHERE state = 'queued' AND expires_at <= ${now} RETURNING ${sql.literal(TAKEN_COLUMNS)}`
+  )
+
+/** Takes a queued send out if it has not begun; says what it found. */
+const cancel = (sql: SqlClient.SqlClient) => (messageId: string): Effect.Effect<CancelOutcome, SqlError.SqlError> =>
+  sql.withTransaction(Effect.gen(function*() {
+    const found = yield* decodeCancelled(
+      sql`SELECT state, ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE message_id = ${messageId}${
+        sql.literal(isPostgres(sql) ? " FOR UPDATE" : "")
+      }`
+    )
+    const row = found[0]
+    if (row === undefined) return { _tag: "Absent" } as const
+    if (row.state === "sending") return { _tag: "Sending" } as const
+    yield* sql`DELETE FROM send_queue WHERE message_id = ${messageId}`
+    return { _tag: "Cancelled", row } as const
+  }))
+
+/** How many sends wait per number (all numbers with any). */
+const depths = (sql: SqlClient.SqlClient) =>
+  decodeDepths(
+    sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue GROUP BY phone_number_id`
+  )
+
+/** How many sends wait for one number. */
+const depthOf = (sql: SqlClient.SqlClient) => (phoneNumberId: string) =>
+  Effect.map(
+    countRows(sql`SELECT COUNT(*) AS n FROM send_queue WHERE phone_number_id = ${phoneNumberId}`),
+    (rows) => rows[0]?.n ?? 0
+  )
+
+/** Each number's depth and how long its oldest send whose time has come has waited (the metrics' scrape). */
+const readings = (sql: SqlClient.SqlClient) => (now: number) =>
+  Effect.map(
+    decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint, oldest: Schema.NullOr(SqlBigint) }))(
+      sql`SELECT phone_number_id, COUNT(*) AS n, MIN(CASE WHEN send_at <= ${now} THEN send_at END) AS oldest
+        FROM send_queue GROUP BY phone_number_id`
+    ),
+    (rows) =>
+      rows.map((row) => ({
+        phoneNumberId: row.phone_number_id,
+        depth: row.n,
+        oldestWaitSeconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000)
+      }))
+  )
+
+/** The numbers with sends that may be due now. */
+const dueNumbers = (sql: SqlClient.SqlClient) => (now: number) =>
+  Effect.map(
+    decodeDepths(sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue
+      WHERE state = 'queued' AND due_at <= ${now} GROUP BY phone_number_id`),
+    (rows) => rows.map((row) => row.phone_number_id)
+  )
+
+/** The soonest time a queued send falls due (undefined: none queued). */
+const nextDueAt = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    decodeNext(sql`SELECT MIN(due_at) AS next_at FROM send_queue WHERE state = 'queued'`),
+    (rows) => rows[0]?.next_at ?? undefined
+  )
+
 export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const pg = isPostgres(sql)
-
-    const insert = (send: NewQueuedSend): Effect.Effect<void, SqlError.SqlError> =>
-      sql`INSERT INTO send_queue ${
-        sql.insert({
-          message_id: send.messageId,
-          organization_id: send.organizationId,
-          instance_id: send.instanceId,
-          waba_id: send.wabaId,
-          phone_number_id: send.phoneNumberId,
-          party: send.party,
-          priority: send.priority,
-          body: send.body,
-          endpoint: send.endpoint,
-          send_at: send.sendAt,
-          expires_at: send.expiresAt,
-          due_at: send.sendAt,
-          attempts: 0,
-          state: "queued"
-        })
-      }`.pipe(Effect.asVoid)
-
-    /**
-     * Leases up to `limit` sends of one number that may go now, for `owner` until `leaseUntil`:
-     * transactional before bulk, each lane in the order accepted; per person only the oldest send
-     * whose time has come (the next waits until it is done), and only when Meta's pair rate allows.
-     */
-    const lease = (input: {
-      readonly phoneNumberId: string
-      readonly limit: number
-      readonly now: number
-      readonly owner: string
-      readonly leaseUntil: number
-      readonly pairBurstMs: number
-    }): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
-      sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
-            q.phone_number_id, q.party, q.priority, q.body, q.endpoint, q.expires_at, q.attempts, p.tat AS pair_tat
-          FROM send_queue q
-          LEFT JOIN send_pairs p ON p.phone_number_id = q.phone_number_id AND p.party = q.party
-          WHERE q.phone_number_id = ${input.phoneNumberId} AND q.state = 'queued'
-            AND q.due_at <= ${input.now} AND q.expires_at > ${input.now}
-            AND (p.tat IS NULL OR p.tat - ${input.now} <= ${input.pairBurstMs})
-            AND NOT EXISTS (SELECT 1 FROM send_queue e WHERE e.phone_number_id = q.phone_number_id
-              AND e.party = q.party AND e.seq < q.seq AND e.send_at <= ${input.now})
-          ORDER BY q.priority, q.seq
-          LIMIT ${input.limit} ${pg ? sql.literal("FOR UPDATE OF q SKIP LOCKED") : skipLocked(sql)}`)
-        if (rows.length === 0) return rows
-        yield* sql`UPDATE send_queue SET state = 'leased', lease_owner = ${input.owner}, lease_until = ${input.leaseUntil}
-          WHERE ${sql.in("seq", rows.map((row) => row.seq))}`
-        return rows
-      }))
-
-    /**
-     * The Graph call of this send begins: from now on a lost lease means the outcome is unknown. False
-     * when the send is no longer this replica's to make (cancelled meanwhile, or its lease ran out and
-     * another replica took it): then it must not be sent.
-     */
-    const claimSending = (messageId: string, owner: string, leaseUntil: number) =>
-      Effect.map(
-        sql<{ readonly message_id: string }>`UPDATE send_queue SET state = 'sending', lease_until = ${leaseUntil}
-          WHERE message_id = ${messageId} AND state = 'leased' AND lease_owner = ${owner} RETURNING message_id`,
-        (rows) => rows.length === 1
-      )
-
-    /** A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on. */
-    const finish = (input: {
-      readonly messageId: string
-      readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
-    }) =>
-      Effect.zipRight(
-        input.pair === undefined ?
-          Effect.void :
-          sql`INSERT INTO send_pairs ${
-            sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
-          } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
-        sql`DELETE FROM send_queue WHERE message_id = ${input.messageId}`
-      ).pipe(Effect.asVoid)
-
-    /** A send to try again at `dueAt` (and, for the pair rate, its pair held back until then). */
-    const retryLater = (input: {
-      readonly messageId: string
-      readonly dueAt: number
-      readonly error: string
-      readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
-    }) =>
-      Effect.zipRight(
-        input.pair === undefined ?
-          Effect.void :
-          sql`INSERT INTO send_pairs ${
-            sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
-          } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
-        sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL, due_at = ${input.dueAt},
-          attempts = attempts + 1, last_error = ${input.error} WHERE message_id = ${input.messageId}`
-      ).pipe(Effect.asVoid)
-
-    /** Leased sends whose turn did not come before the replica stopped: back to the queue. */
-    const giveBack = (messageIds: ReadonlyArray<string>, owner: string) =>
-      messageIds.length === 0 ? Effect.void : sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL,
-        lease_until = NULL WHERE ${sql.in("message_id", messageIds)} AND state = 'leased' AND lease_owner = ${owner}`
-        .pipe(Effect.asVoid)
-
-    /**
-     * What a lost replica left: leases run out before the Graph call go back to the queue; sends whose
-     * call began are taken out (their outcome is unknown) and answered for the caller to record.
-     */
-    const recoverLeases = (now: number) =>
-      sql.withTransaction(Effect.gen(function*() {
-        yield* sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL
-          WHERE state = 'leased' AND lease_until < ${now}`
-        // Taken out and read in one statement: two replicas recovering at once never both get a row.
-        return yield* decodeTaken(
-          sql`DELETE FROM send_queue WHERE state = 'sending' AND lease_until < ${now}
-            RETURNING ${sql.literal(TAKEN_COLUMNS)}`
-        )
-      }))
-
-    /** Queued sends whose validity ended before their turn: taken out, answered for the caller to record. */
-    const takeExpired = (now: number) =>
-      decodeTaken(
-        sql`DELETE FROM send_queue WHERE state = 'queued' AND expires_at <= ${now} RETURNING ${
-          sql.literal(TAKEN_COLUMNS)
-        }`
-      )
-
-    /** Takes a queued send out if it has not begun; says what it found. */
-    const cancel = (messageId: string): Effect.Effect<CancelOutcome, SqlError.SqlError> =>
-      sql.withTransaction(Effect.gen(function*() {
-        const found = yield* decodeCancelled(
-          sql`SELECT state, ${sql.literal(TAKEN_COLUMNS)} FROM send_queue WHERE message_id = ${messageId}${
-            sql.literal(pg ? " FOR UPDATE" : "")
-          }`
-        )
-        const row = found[0]
-        if (row === undefined) return { _tag: "Absent" } as const
-        if (row.state === "sending") return { _tag: "Sending" } as const
-        yield* sql`DELETE FROM send_queue WHERE message_id = ${messageId}`
-        return { _tag: "Cancelled", row } as const
-      }))
-
-    /** How many sends wait per number (all numbers with any). */
-    const depths = decodeDepths(
-      sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue GROUP BY phone_number_id`
-    )
-
-    /** How many sends wait for one number. */
-    const depthOf = (phoneNumberId: string) =>
-      Effect.map(
-        countRows(sql`SELECT COUNT(*) AS n FROM send_queue WHERE phone_number_id = ${phoneNumberId}`),
-        (rows) => rows[0]?.n ?? 0
-      )
-
-    /** Each number's depth and how long its oldest send whose time has come has waited (the metrics' scrape). */
-    const readings = (now: number) =>
-      Effect.map(
-        decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint, oldest: Schema.NullOr(SqlBigint) }))(
-          sql`SELECT phone_number_id, COUNT(*) AS n, MIN(CASE WHEN send_at <= ${now} THEN send_at END) AS oldest
-            FROM send_queue GROUP BY phone_number_id`
-        ),
-        (rows) =>
-          rows.map((row) => ({
-            phoneNumberId: row.phone_number_id,
-            depth: row.n,
-            oldestWaitSeconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000)
-          }))
-      )
-
-    /** The numbers with sends that may be due now. */
-    const dueNumbers = (now: number) =>
-      Effect.map(
-        decodeDepths(sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue
-          WHERE state = 'queued' AND due_at <= ${now} GROUP BY phone_number_id`),
-        (rows) => rows.map((row) => row.phone_number_id)
-      )
-
-    /** The soonest time a queued send falls due (undefined: none queued). */
-    const nextDueAt = Effect.map(
-      decodeNext(sql`SELECT MIN(due_at) AS next_at FROM send_queue WHERE state = 'queued'`),
-      (rows) => rows[0]?.next_at ?? undefined
-    )
-
     return {
-      insert,
-      lease,
-      claimSending,
-      finish,
-      retryLater,
-      giveBack,
-      recoverLeases,
-      takeExpired,
-      cancel,
-      depths,
-      depthOf,
-      readings,
-      dueNumbers,
-      nextDueAt
+      insert: insert(sql),
+      lease: lease(sql),
+      claimSending: claimSending(sql),
+      finish: finish(sql),
+      retryLater: retryLater(sql),
+      giveBack: giveBack(sql),
+      recoverLeases: recoverLeases(sql),
+      takeExpired: takeExpired(sql),
+      cancel: cancel(sql),
+      depths: depths(sql),
+      depthOf: depthOf(sql),
+      readings: readings(sql),
+      dueNumbers: dueNumbers(sql),
+      nextDueAt: nextDueAt(sql)
     } as const
   })
 }) {}

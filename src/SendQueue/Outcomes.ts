@@ -1,0 +1,162 @@
+/**
+ * What becomes of a queued send once its Graph call answered or its replica was lost, recorded and told:
+ * the record accepted, a retry after the backoff, or the record failed with its reason (SendQueue/Rules.ts
+ * says which), each outcome told as a `hub.message_queue` event (SendQueue/QueueEvents.ts).
+ */
+import { Effect, Either, Exit, Schema } from "effect"
+import { type JsonObject, JsonObjectSchema } from "../Domain/Json.js"
+import type { FailureReason } from "../Domain/Vocabulary.js"
+import { identityLinksOfAnswer } from "../Messages/Identities.js"
+import { OPTED_OUT_CODE } from "../Messages/OptOuts.js"
+import type { MessagesRepo } from "../Messages/Repo.js"
+import { errorRecord } from "../Messages/Send.js"
+import type { HubMetrics } from "../Metrics/Metrics.js"
+import type { SendMessageResponse } from "../Upstream/Upstream.js"
+import type { UpstreamError } from "../Upstream/UpstreamError.js"
+import type { QueuedSendRef, QueueEvents } from "./QueueEvents.js"
+import type { QueuedRow, SendQueueRepo, TakenRow } from "./Repo.js"
+import { backoffMs, nextPairTat, PAIR_BURST, PAIR_INTERVAL_MS, verdictOf } from "./Rules.js"
+
+/** What recording an outcome takes. */
+export interface OutcomeContext {
+  readonly repo: SendQueueRepo
+  readonly messages: MessagesRepo
+  readonly queueEvents: QueueEvents
+  readonly metrics: HubMetrics
+  readonly now: () => number
+}
+
+const decodeBody = Schema.decodeUnknownSync(Schema.parseJson(JsonObjectSchema))
+/** A stored JSON object (a send's body, an error): written by the hub, so it always decodes. */
+export const parsedBody = (text: string): JsonObject => decodeBody(text)
+
+/** The queued send an outcome is told of. */
+export const refOf = (row: Omit<TakenRow, "last_error">): QueuedSendRef => ({
+  messageId: row.message_id,
+  organizationId: row.organization_id,
+  instanceId: row.instance_id,
+  phoneNumberId: row.phone_number_id,
+  to: row.party,
+  attempts: row.attempts
+})
+
+/** The record of a send the queue gave up, with why (and Meta's error when it answered one), told. */
+export const giveUp = (
+  context: OutcomeContext,
+  send: QueuedSendRef,
+  reason: FailureReason,
+  error: JsonObject | undefined
+) =>
+  Effect.sync(() => context.metrics.queueSend(send.phoneNumberId, reason)).pipe(
+    Effect.zipRight(context.messages.markQueueFailed(send.messageId, reason, error)),
+    Effect.zipRight(
+      context.queueEvents.told(
+        send,
+        { status: "failed", reason, error },
+        context.repo.finish({ messageId: send.messageId })
+      )
+    ),
+    Effect.catchAll((cause) =>
+      Effect.logError("Could not record a queued send given up", { messageId: send.messageId, cause })
+    )
+  )
+
+/**
+ * A send whose replica was lost during its Graph call: if the acceptance was recorded before (the
+ * replica died between recording it and taking the send off the queue), it was sent and is told so;
+ * otherwise its outcome is unknown and it is never made again.
+ */
+export const settleLost = (context: OutcomeContext, lost: TakenRow) =>
+  Effect.gen(function*() {
+    const record = yield* context.messages.findById(lost.message_id)
+    if (record?.wa_message_id !== null && record?.wa_message_id !== undefined) {
+      context.metrics.queueSend(lost.phone_number_id, "sent")
+      return yield* context.queueEvents.told(
+        refOf(lost),
+        { status: "sent", waMessageId: record.wa_message_id },
+        Effect.void
+      )
+    }
+    const error = lost.last_error === null ? undefined : parsedBody(lost.last_error)
+    yield* giveUp(context, refOf(lost), "outcome_unknown", error)
+  }).pipe(
+    Effect.catchAll((cause) =>
+      Effect.logError("Could not settle a send whose replica was lost", { messageId: lost.message_id, cause })
+    )
+  )
+
+/** Meta accepted the send: its record gets the wamid, the pair's rate moves on, the outcome is told. */
+const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answer: SendMessageResponse) =>
+  Effect.gen(function*() {
+    const waMessageId = answer.messages[0]?.id
+    if (waMessageId !== undefined) {
+      const marked = yield* Effect.promise(() => context.messages.markAcceptedNow(row.message_id, waMessageId))
+      if (Exit.isFailure(marked)) {
+        yield* Effect.logError("A queued send was accepted but could not be marked", {
+          messageId: row.message_id,
+          waMessageId
+        })
+      }
+    }
+    const links = identityLinksOfAnswer(row.organization_id, answer)
+    if (links.length > 0) yield* Effect.ignore(context.messages.learnIdentities(links))
+    context.metrics.queueSend(row.phone_number_id, "sent")
+    yield* context.queueEvents.told(
+      refOf(row),
+      { status: "sent", waMessageId },
+      context.repo.finish({
+        messageId: row.message_id,
+        pair: {
+          phoneNumberId: row.phone_number_id,
+          party: row.party,
+          tat: nextPairTat(row.pair_tat ?? undefined, sentAt)
+        }
+      })
+    )
+  })
+
+/** Meta did not take the send: a retry after the backoff while the validity lasts, else the send given up. */
+const refused = (context: OutcomeContext, row: QueuedRow, error: UpstreamError) =>
+  Effect.gen(function*() {
+    const verdict = verdictOf(error)
+    const record = errorRecord(error)
+    if (verdict._tag === "Retry") {
+      const dueAt = context.now() + backoffMs(row.attempts + 1, error.retryAfterSeconds)
+      if (dueAt >= row.expires_at) return yield* giveUp(context, refOf(row), "expired", record)
+      context.metrics.queueSend(row.phone_number_id, "retried")
+      return yield* context.repo.retryLater({
+        messageId: row.message_id,
+        dueAt,
+        error: JSON.stringify(record),
+        // Meta's pair rate refused it: only this person waits, as if a whole burst had been spent.
+        ...(verdict.pairOnly
+          ? {
+            pair: {
+              phoneNumberId: row.phone_number_id,
+              party: row.party,
+              tat: dueAt + (PAIR_BURST - 1) * PAIR_INTERVAL_MS
+            }
+          }
+          : {})
+      })
+    }
+    if (error.code === OPTED_OUT_CODE) {
+      // The person stopped the business's marketing messages: later broadcasts skip them.
+      yield* Effect.ignore(context.messages.recordOptOuts([{
+        _tag: "OptOut",
+        wabaId: row.waba_id,
+        party: row.party,
+        stopped: true,
+        at: new Date().toISOString()
+      }]))
+    }
+    yield* giveUp(context, refOf(row), verdict._tag === "Refused" ? "refused" : "outcome_unknown", record)
+  })
+
+/** The outcome of one queued send's Graph call, recorded and told. */
+export const settle = (
+  context: OutcomeContext,
+  row: QueuedRow,
+  sentAt: number,
+  outcome: Either.Either<SendMessageResponse, UpstreamError>
+) => Either.isRight(outcome) ? accepted(context, row, sentAt, outcome.right) : refused(context, row, outcome.left)
