@@ -142,7 +142,8 @@ export const LineChart = (props: {
         </ul>
         <details class="chart-table">
           <summary>The samples as a table</summary>
-          <div class="table-wrap">
+          {/* Scrolls on its own: focusable, so a keyboard scrolls it too. */}
+          <div class="table-wrap" tabIndex={0} role="region" aria-label={props.tableCaption}>
             <table>
               <caption class="visually-hidden">{props.tableCaption}</caption>
               <thead>

@@ -236,8 +236,10 @@ const NewBroadcastForm = (props: {
     event.preventDefault()
     setError(undefined)
     if (templateName === "" || language === "") return refuse("Choose the template to send.")
+    if (read !== undefined && read.problems.length > 0) {
+      return refuse("Fix the rows listed under the recipients first.")
+    }
     if (read === undefined || read.recipients.length === 0) return refuse("Add the recipients: paste or upload a CSV.")
-    if (read.problems.length > 0) return refuse("Fix the rows listed under the recipients first.")
     const at = when === "later" ? isoOfLocalInput(sendAt) : undefined
     if (when === "later" && at === undefined) return refuse("Give the date and time to send at.")
     const base: Omit<NewBroadcast, "recipients"> = {
