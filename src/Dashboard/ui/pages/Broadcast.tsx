@@ -308,8 +308,9 @@ export const BroadcastPage = (props: { readonly id: string }) => {
               <h2 id="progress-title">Progress</h2>
               <Counts broadcast={b} />
               <p class="help">
-                The hub tells a broadcast's counts as they are now, not their history: this chart is drawn from the
-                counts this page has read every {SAMPLE_MS / 1000}{" "}
+                Each recipient is counted once, at their send's latest status (a message read is no longer counted as
+                sent or delivered). The hub tells these counts as they are now, not their history: the chart is drawn
+                from the counts this page has read every {SAMPLE_MS / 1000}{" "}
                 seconds since it was opened, and starts again when the page is opened again.
               </p>
               <LineChart
