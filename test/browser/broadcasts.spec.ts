@@ -2,7 +2,7 @@
  * Broadcasts in the dashboard, end to end: a real hub (sandbox upstream, templates approved at once,
  * statuses a second apart), Debian's Chromium through playwright-core. A broadcast made from a pasted
  * CSV goes out and its page follows it to read (one recipient refused by the sandbox); a scheduled
- * one made with an organization token is cancelled from its page. Screenshots into docs/screenshots/.
+ * one made with an organization token from an uploaded file is cancelled from its page. Screenshots into docs/screenshots/.
  */
 import type { Browser, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -141,7 +141,7 @@ describe("broadcasts in the dashboard", () => {
     const failures = page.getByRole("region", { name: "Failures by reason" })
     await failures.getByRole("row").filter({ hasText: "refused" }).getByRole("cell", { name: "1", exact: true })
       .waitFor()
-    const recipients = page.getByRole("region", { name: "Recipients" })
+    const recipients = page.getByRole("region", { name: "Recipients", exact: true })
     await recipients.getByLabel("Status").selectOption("failed")
     await recipients.getByRole("link", { name: `Every message with ${REFUSED}` }).waitFor()
     expect(await recipients.locator("tbody tr").count()).toBe(1)
@@ -167,10 +167,14 @@ describe("broadcasts in the dashboard", () => {
     await form.getByLabel("Instance", { exact: true }).selectOption({ label: "Demo instance (100000000000001)" })
     await form.getByLabel("Template name").fill("order_update")
     await form.getByLabel("Language code").fill("en_US")
-    await form.getByLabel("Recipients (CSV)").fill(
-      "16505550200\tLea\tB-1\n16505550201\tMo\tB-2\n16505550202\tNia\tB-3"
-    )
+    // A file of a spreadsheet that writes semicolons, uploaded: its text lands in the field, read as CSV.
+    await form.getByLabel("Or upload a CSV file").setInputFiles({
+      name: "weekend.csv",
+      mimeType: "text/csv",
+      buffer: Buffer.from("16505550200;Lea;B-1\r\n16505550201;Mo;B-2\r\n16505550202;Nia;B-3\r\n")
+    })
     await form.getByText("3 recipients read, each with 2 parameters.").waitFor()
+    expect(await form.getByLabel("Recipients (CSV)").inputValue()).toContain("16505550201;Mo;B-2")
     await form.getByLabel("At a time (up to 35 days ahead)").check()
     await form.getByLabel(/^Send at/).fill(localInput(new Date(Date.now() + 3 * 3_600_000)))
     await form.getByLabel("Validity (seconds, optional)").fill("3600")
