@@ -74,6 +74,9 @@ const signIn = async (page: Page, token: string) => {
   await page.getByRole("heading", { level: 1, name: "Broadcasts" }).waitFor()
 }
 
+/** The scheduled broadcast's people: more than one call's 1,000. */
+const WEEKEND = 1_203
+
 const PEOPLE = ["Ana", "Ben", "Chloé", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "June", "Kai"]
 
 /** A CSV as a spreadsheet exports it: a header, then each person with their two body parameters. */
@@ -168,13 +171,19 @@ describe("broadcasts in the dashboard", () => {
     await form.getByLabel("Template name").fill("order_update")
     await form.getByLabel("Language code").fill("en_US")
     // A file of a spreadsheet that writes semicolons, uploaded: its text lands in the field, read as CSV.
+    // 1,203 people: the first 1,000 create the broadcast, the other 203 are added by a second call.
+    const lines = Array.from({ length: WEEKEND }, (_, i) => `1650556${String(i).padStart(4, "0")};Lea;B-${i}`)
     await form.getByLabel("Or upload a CSV file").setInputFiles({
       name: "weekend.csv",
       mimeType: "text/csv",
-      buffer: Buffer.from("16505550200;Lea;B-1\r\n16505550201;Mo;B-2\r\n16505550202;Nia;B-3\r\n")
+      buffer: Buffer.from(`${lines.join("\r\n")}\r\n`)
     })
-    await form.getByText("3 recipients read, each with 2 parameters.").waitFor()
-    expect(await form.getByLabel("Recipients (CSV)").inputValue()).toContain("16505550201;Mo;B-2")
+    await form.getByText("1,203 recipients read, each with 2 parameters.").waitFor()
+    expect(await form.getByLabel("Recipients (CSV)").inputValue()).toContain("16505560001;Lea;B-1")
+    const calls: Array<string> = []
+    page.on("request", (request) => {
+      if (request.method() === "POST") calls.push(new URL(request.url()).pathname)
+    })
     await form.getByLabel("At a time (up to 35 days ahead)").check()
     await form.getByLabel(/^Send at/).fill(localInput(new Date(Date.now() + 3 * 3_600_000)))
     await form.getByLabel("Validity (seconds, optional)").fill("3600")
@@ -185,22 +194,23 @@ describe("broadcasts in the dashboard", () => {
     const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop() ?? "")
     await page.getByRole("heading", { level: 1 }).getByText("scheduled").waitFor()
     const progress = page.getByRole("region", { name: "Progress" })
-    await progress.locator(".stats li").filter({ hasText: /^3 pending/ }).waitFor()
+    await progress.locator(".stats li").filter({ hasText: /^1,203 pending/ }).waitFor()
+    expect(calls).toEqual(["/api/broadcasts", `/api/broadcasts/${id}/recipients`])
 
     await page.getByRole("button", { name: "Cancel broadcast" }).click()
     await page.getByRole("button", { name: "Cancel its unsent messages" }).click()
-    await page.getByText("Broadcast cancelled: 3 sends taken off the queue.").waitFor()
+    await page.getByText("Broadcast cancelled: 1,203 sends taken off the queue.").waitFor()
     await page.getByRole("heading", { level: 1 }).getByText("cancelled").waitFor()
     expect(await page.getByRole("button", { name: "Cancel broadcast" }).count()).toBe(0)
     await page.getByRole("region", { name: "Failures by reason" }).getByRole("row").filter({ hasText: "cancelled" })
-      .getByRole("cell", { name: "3", exact: true }).waitFor()
+      .getByRole("cell", { name: "1,203", exact: true }).waitFor()
     const cancelled = record((await hub.api("GET", `/api/broadcasts/${id}`, hub.organizationToken)).body)
     expect(cancelled.status).toBe("cancelled")
-    expect(cancelled.counts).toMatchObject({ recipients: 3, failed: 3, pending: 0 })
+    expect(cancelled.counts).toMatchObject({ recipients: WEEKEND, failed: WEEKEND, pending: 0 })
 
     await page.getByRole("link", { name: "← Broadcasts" }).click()
     const row = page.getByRole("row").filter({ hasText: "Weekend sale" })
     await row.getByText("cancelled").waitFor()
-    await row.getByText("3 failed").waitFor()
+    await row.getByText("1,203 failed").waitFor()
   })
 })
