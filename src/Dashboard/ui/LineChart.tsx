@@ -5,7 +5,7 @@
  * and a legend with its latest value, and every sample is in a table beside it, for screen readers
  * and for anyone who wants the numbers.
  */
-import { useId } from "preact/hooks"
+import { useEffect, useId, useRef, useState } from "preact/hooks"
 
 export interface Series {
   readonly key: string
@@ -22,8 +22,6 @@ export interface Sample {
   readonly values: Readonly<Record<string, number>>
 }
 
-const WIDTH = 640
-const HEIGHT = 240
 const PAD = { top: 12, right: 16, bottom: 28, left: 52 }
 
 const numbers = new Intl.NumberFormat("en")
@@ -49,6 +47,21 @@ export const LineChart = (props: {
   readonly tableCaption: string
 }) => {
   const id = useId()
+  // Drawn at the width it is shown at, so its text stays at its size on a phone too.
+  const figure = useRef<HTMLElement>(null)
+  const [shown, setShown] = useState(640)
+  useEffect(() => {
+    const element = figure.current
+    if (element === null || typeof ResizeObserver === "undefined") return
+    const observer = new ResizeObserver((entries) => {
+      const width = entries[0]?.contentRect.width ?? 0
+      if (width > 0) setShown(Math.round(width))
+    })
+    observer.observe(element)
+    return () => observer.disconnect()
+  }, [])
+  const WIDTH = Math.max(260, shown)
+  const HEIGHT = WIDTH < 500 ? 200 : 240
   const { samples, series } = props
   const latest = samples[samples.length - 1]
   const max = Math.max(0, ...samples.flatMap((s) => series.map((line) => s.values[line.key] ?? 0)))
@@ -71,7 +84,7 @@ export const LineChart = (props: {
     return before === undefined || series.some((line) => before.values[line.key] !== sample.values[line.key])
   }).reverse()
   return (
-    <figure class="chart">
+    <figure class="chart" ref={figure}>
       <svg
         viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
         role="img"

@@ -3,7 +3,7 @@
  * every few seconds while open (the API gives the counts now, not their history), its failures by
  * reason, its recipients by status, and Cancel.
  */
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import { call } from "../api.js"
 import {
   Badge,
@@ -118,21 +118,27 @@ const Failures = (props: { readonly failures: Broadcast["failures"] }) => {
 
 const RECIPIENTS_LIMIT = 50
 
-/** The recipients as added, with their send's status; a status filters; Next follows the answer's cursor. */
-const Recipients = (props: { readonly id: string; readonly refresh: number }) => {
+/**
+ * The recipients as added, with their send's status; a status filters; Next follows the answer's cursor.
+ * The page shown is read again in place whenever `refresh` changes (the broadcast's counts moved).
+ */
+const Recipients = (props: { readonly id: string; readonly refresh: string }) => {
   const [status, setStatus] = useState("")
-  const [reloads, setReloads] = useState(0)
   // The cursors of the pages walked so far ("" for the first), so Previous goes back one.
   const [cursors, setCursors] = useState<ReadonlyArray<string>>([""])
   const after = cursors[cursors.length - 1] ?? ""
-  const key = JSON.stringify([status, after, props.refresh, reloads])
   const page = useResource(
     () =>
       call<RecipientPage>("GET", `/api/broadcasts/${encodeURIComponent(props.id)}/recipients`, {
         query: { status, limit: RECIPIENTS_LIMIT, after }
       }),
-    key
+    JSON.stringify([status, after])
   )
+  const first = useRef(true)
+  useEffect(() => {
+    if (first.current) first.current = false
+    else void page.reload()
+  }, [props.refresh])
   return (
     <div class="stack">
       <div class="field inline">
@@ -148,7 +154,7 @@ const Recipients = (props: { readonly id: string; readonly refresh: number }) =>
           <option value="">Any</option>
           {RECIPIENT_STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
         </select>
-        <button type="button" class="secondary" onClick={() => setReloads((n) => n + 1)}>Refresh</button>
+        <button type="button" class="secondary" onClick={() => void page.reload()}>Refresh</button>
       </div>
       <Resource loaded={page.loaded} what="the recipients">
         {(list) => (
@@ -258,7 +264,6 @@ export const BroadcastPage = (props: { readonly id: string }) => {
   const path = `/api/broadcasts/${encodeURIComponent(props.id)}`
   const loaded = useResource(() => call<Broadcast>("GET", path), props.id)
   const [samples, setSamples] = useState<ReadonlyArray<Sample>>([])
-  const [refresh, setRefresh] = useState(0)
   const cancel = useAction()
   const broadcast = loaded.loaded.state === "ready" ? loaded.loaded.value : undefined
   // Every reading of the broadcast is a sample of the chart.
@@ -292,7 +297,6 @@ export const BroadcastPage = (props: { readonly id: string }) => {
                         () => call<Broadcast>("POST", `${path}/cancel`),
                         (cancelled) => {
                           loaded.replace(cancelled)
-                          setRefresh((n) => n + 1)
                           return `Broadcast cancelled: ${
                             numbers.format(cancelled.failures.cancelled ?? 0)
                           } sends taken off the queue.`
@@ -326,7 +330,7 @@ export const BroadcastPage = (props: { readonly id: string }) => {
             </section>
             <section class="card" aria-labelledby="recipients-title">
               <h2 id="recipients-title">Recipients</h2>
-              <Recipients id={props.id} refresh={refresh} />
+              <Recipients id={props.id} refresh={JSON.stringify(b.counts)} />
             </section>
           </>
         )}

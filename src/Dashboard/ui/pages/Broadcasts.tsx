@@ -3,7 +3,7 @@
  * broadcast of an approved template to the people of a CSV (each with their own body parameters),
  * and the list of broadcasts with their counts.
  */
-import { useState } from "preact/hooks"
+import { useMemo, useState } from "preact/hooks"
 import { type ApiError, type ApiResult, call } from "../api.js"
 import {
   Badge,
@@ -220,8 +220,9 @@ const NewBroadcastForm = (props: {
 
   const choices = templates.loaded.state === "ready" ? templates.loaded.value : []
   const template = listed ? choices.find((t) => templateKey(t) === chosen) : undefined
-  const parameters = template === undefined ? undefined : bodyParametersOf(template)
-  const read = csv.trim() === "" ? undefined : readRecipients(csv, parameters)
+  const parameters = useMemo(() => (template === undefined ? undefined : bodyParametersOf(template)), [template])
+  // Read again only when the CSV or the template changes (up to 100,000 rows; the list above refreshes every few seconds).
+  const read = useMemo(() => (csv.trim() === "" ? undefined : readRecipients(csv, parameters)), [csv, parameters])
   const templateName = listed ? template?.name ?? "" : typedName.trim()
   const language = listed ? template?.language ?? "" : typedLanguage.trim()
 
