@@ -19,10 +19,15 @@ let browser: Browser
 let receiver: Receiver
 let filteredReceiver: Receiver
 let filteredId = ""
+let broadcastId = ""
 const opened: Array<OpenedPage> = []
 
 beforeAll(async () => {
-  hub = await startHub({ HUB_SANDBOX_STATUS_DELAY: "100ms", HUB_WEBHOOK_RETRY: "200ms" })
+  hub = await startHub({
+    HUB_SANDBOX_STATUS_DELAY: "100ms",
+    HUB_WEBHOOK_RETRY: "200ms",
+    HUB_SANDBOX_APPROVAL_DELAY: "0s"
+  })
   browser = await launchBrowser()
   receiver = await startReceiver((index) => (index === 0 ? 500 : 200))
   filteredReceiver = await startReceiver(() => 200)
@@ -53,6 +58,26 @@ beforeAll(async () => {
       text: { body: "hello" }
     })).status
   ).toBe(200)
+  // A broadcast of an approved template, one of its recipients refused by the sandbox (a failure by reason).
+  expect(
+    (await hub.api("POST", "/templates", hub.instanceToken, {
+      name: "a11y_notice",
+      language: "en_US",
+      category: "UTILITY",
+      components: [{ type: "BODY", text: "Hello {{1}}", example: { body_text: [["Ana"]] } }]
+    })).status
+  ).toBe(200)
+  const broadcast = await hub.api("POST", "/api/broadcasts", hub.instanceToken, {
+    name: "a11y broadcast",
+    template: { name: "a11y_notice", language: { code: "en_US" } },
+    recipients: [
+      { to: "16505550301", components: [{ type: "body", parameters: [{ type: "text", text: "Ana" }] }] },
+      { to: "999131030000", components: [{ type: "body", parameters: [{ type: "text", text: "Ben" }] }] }
+    ]
+  })
+  expect(broadcast.status).toBe(201)
+  const created: unknown = broadcast.body
+  broadcastId = typeof created === "object" && created !== null && "id" in created ? String(created.id) : ""
   // "receiver" is refused once and then receives it; "filtered hook" receives it at once.
   await receiver.received(2)
   await filteredReceiver.received(1)
@@ -142,6 +167,21 @@ describe("accessibility (axe-core, WCAG 2.1 AA)", () => {
         await p.getByRole("button", { name: "Add a change" }).click()
       })
       await visit(page, "/events", (p) => p.getByText("connected", { exact: true }).waitFor())
+      // Broadcasts: the send queues, the list, the form with a CSV that has a row to fix and a time to send at.
+      await visit(page, "/broadcasts", async (p) => {
+        await p.getByRole("link", { name: "a11y broadcast" }).waitFor()
+        await p.getByText("80 messages/s").waitFor()
+        await p.getByLabel("Recipients (CSV)").fill("to,name\n16505550301,Ana\nnobody,Ben")
+        await p.getByText("Line 3:", { exact: false }).waitFor()
+        await p.getByLabel("At a time (up to 35 days ahead)").check()
+      })
+      // A broadcast's page: its counts, the chart with its table open, failures by reason, recipients.
+      await visit(page, `/broadcasts/${broadcastId}`, async (p) => {
+        await p.getByRole("region", { name: "Failures by reason" }).getByText("refused", { exact: true }).waitFor()
+        await p.getByText("The samples as a table").click()
+        await p.getByRole("table", { name: /Recipients by status at each reading/ }).waitFor()
+        await p.getByRole("link", { name: "Every message with 999131030000" }).waitFor()
+      })
       if (viewport !== undefined) {
         await page.getByRole("button", { name: "Menu" }).click()
         expect(await violations(page)).toEqual([])

@@ -3,6 +3,8 @@ import type { ComponentChildren } from "preact"
 import { useEffect, useState } from "preact/hooks"
 import { setToken, whenUnauthorized } from "./api.js"
 import { liveFeed } from "./live.js"
+import { BroadcastPage } from "./pages/Broadcast.js"
+import { BroadcastsPage } from "./pages/Broadcasts.js"
 import { DeliverySearchPage } from "./pages/Deliveries.js"
 import { InstancesPage } from "./pages/Instances.js"
 import { LiveEventsPage } from "./pages/LiveEvents.js"
@@ -37,6 +39,12 @@ const pages: ReadonlyArray<Page> = [
     render: (s) => <InstancesPage kind={s.kind} />
   },
   { path: "/messages", title: "Messages", allowed: can.readMessages, render: (s) => <MessagesPage kind={s.kind} /> },
+  {
+    path: "/broadcasts",
+    title: "Broadcasts",
+    allowed: can.sendBroadcasts,
+    render: (s) => <BroadcastsPage kind={s.kind} />
+  },
   { path: "/webhooks", title: "Webhooks", allowed: can.manageWebhooks, render: (s) => <WebhooksPage kind={s.kind} /> },
   {
     path: "/deliveries",
@@ -67,6 +75,10 @@ const Routed = (props: { readonly session: Session; readonly path: string }) => 
   const webhook = /^\/webhooks\/([^/]+)$/.exec(props.path)
   if (webhook?.[1] !== undefined && can.manageWebhooks(props.session.kind)) {
     return <WebhookPage id={decodeURIComponent(webhook[1])} />
+  }
+  const broadcast = /^\/broadcasts\/([^/]+)$/.exec(props.path)
+  if (broadcast?.[1] !== undefined && can.sendBroadcasts(props.session.kind)) {
+    return <BroadcastPage id={decodeURIComponent(broadcast[1])} />
   }
   const page = allowed.find((p) => p.path === props.path)
   if (page !== undefined) return <>{page.render(props.session)}</>

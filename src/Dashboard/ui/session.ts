@@ -47,7 +47,10 @@ export const can = {
   readMessages: (kind: TokenKind) => kind !== "session",
   manageWebhooks: (kind: TokenKind) => kind !== "session",
   watchEvents: (kind: TokenKind) => kind !== "session",
-  simulateInbound: (kind: TokenKind) => kind !== "session"
+  simulateInbound: (kind: TokenKind) => kind !== "session",
+  sendBroadcasts: (kind: TokenKind) => kind !== "session",
+  /** GET /templates answers instance tokens only. */
+  listTemplates: (kind: TokenKind) => kind === "instance"
 }
 
 export const kindLabel: Record<TokenKind, string> = {

@@ -3,11 +3,15 @@
  * the server reaches the bundle). The hub encodes its answers with these schemas; the dashboard
  * trusts them rather than decoding again.
  */
+import type { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import type { ApiTokenCreated, ApiTokenList, ApiTokenSummary, WhoAmI as WhoAmISchema } from "../../ApiTokens/Api.js"
+import type { BroadcastRecord, BroadcastsApi, NewBroadcast as NewBroadcastSchema } from "../../Broadcasts/Api.js"
 import type { Cursors } from "../../Domain/Paging.js"
 import type { InstanceRecord } from "../../Instances/Api.js"
 import type { MessageList, MessageRecord } from "../../Messages/Api.js"
 import type { ChangesAccepted, InboundAccepted } from "../../Sandbox/Api.js"
+import type { SendQueueApi } from "../../SendQueue/Api.js"
+import type { Template as TemplateSchema } from "../../Templates/Api.js"
 import type {
   Attempt,
   Delivery,
@@ -35,6 +39,22 @@ export type RecoverOutcome = typeof Recovered.Type
 export type PageCursors = typeof Cursors.Type
 export type Inbound = typeof InboundAccepted.Type
 export type ChangesSimulated = typeof ChangesAccepted.Type
+
+/** What an endpoint of a group answers, by the endpoint's name (for the answers whose schemas the server does not export). */
+type Answer<Group, Name extends string> = HttpApiEndpoint.HttpApiEndpoint.SuccessWithName<
+  HttpApiGroup.HttpApiGroup.Endpoints<Group>,
+  Name
+>
+
+export type Broadcast = typeof BroadcastRecord.Type
+export type BroadcastCounts = Broadcast["counts"]
+export type NewBroadcast = typeof NewBroadcastSchema.Encoded
+export type BroadcastRecipient = NewBroadcast["recipients"][number]
+export type Broadcasts = Answer<typeof BroadcastsApi, "list">
+export type RecipientsAdded = Answer<typeof BroadcastsApi, "addRecipients">
+export type RecipientPage = Answer<typeof BroadcastsApi, "recipients">
+export type SendQueues = Answer<typeof SendQueueApi, "list">
+export type TemplateRecord = typeof TemplateSchema.Type
 
 export type WhoAmI = typeof WhoAmISchema.Type
 
