@@ -3,6 +3,9 @@
  * `Prefer: respond-async` or the queue's options answer 202 once the send is on the disk, the drainer
  * sends it (the hub's options never reach Meta), retries what Meta answers "later" until the validity
  * ends, never sends twice what may have reached Meta, and a queued send can be cancelled.
+ * Sends go raw (wire tests): what is under test is carried by headers the typed client neither sends nor
+ * shows (`Prefer`, `Preference-Applied`, `Idempotent-Replayed`, `Retry-After`) and by option values it
+ * refuses to send; records are read through the typed client.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, Schema, Stream, TestClock } from "effect"
