@@ -13,7 +13,6 @@ import {
   PageTitle,
   Resource,
   Time,
-  type Tone,
   usePolling,
   useResource
 } from "../components.js"
@@ -34,81 +33,13 @@ import type {
   Instance,
   NewBroadcast,
   RecipientsAdded,
-  SendQueues,
   TemplateRecord,
   TokenKind
 } from "../types.js"
+import { broadcastTone, numbers } from "./broadcasts/display.js"
+import { SendQueuesSection } from "./broadcasts/SendQueues.js"
 
 const POLL_MS = 5_000
-const numbers = new Intl.NumberFormat("en")
-
-export const broadcastTone = (status: Broadcast["status"]): Tone =>
-  status === "sending" ? "info" : status === "completed" ? "ok" : status === "cancelled" ? "neutral" : "warn"
-
-/** How long, in words: "45 s", "3 min", "2 h 5 min". */
-export const duration = (seconds: number) => {
-  const s = Math.round(seconds)
-  if (s < 60) return `${s} s`
-  if (s < 3600) return `${Math.floor(s / 60)} min`
-  const minutes = Math.floor((s % 3600) / 60)
-  return `${Math.floor(s / 3600)} h${minutes === 0 ? "" : ` ${minutes} min`}`
-}
-
-const numberName = (instances: ReadonlyArray<Instance> | undefined, instanceId: string, phoneNumberId: string) => {
-  const instance = instances?.find((i) => i.id === instanceId)
-  return instance === undefined ? phoneNumberId : `${instance.name} (${phoneNumberId})`
-}
-
-/** Each number's queue: what waits, since when, at what pace. Read again every few seconds. */
-const SendQueuesSection = (props: { readonly instances: ReadonlyArray<Instance> | undefined }) => {
-  const queues = useResource(() => call<SendQueues>("GET", "/api/send-queues"), "send-queues")
-  usePolling(true, queues.reload, POLL_MS, queues.loaded)
-  return (
-    <section aria-labelledby="queues-title">
-      <h2 id="queues-title">Send queues</h2>
-      <p class="help">
-        Queued sends and broadcasts wait here, each number at its own pace; read again every {POLL_MS / 1000}{" "}
-        seconds while this page is open.
-      </p>
-      <Resource loaded={queues.loaded} what="the send queues">
-        {(list) => (
-          <div class="table-wrap">
-            <table class="responsive">
-              <caption class="visually-hidden">Send queues by number</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Number</th>
-                  <th scope="col">Queued</th>
-                  <th scope="col">Oldest wait</th>
-                  <th scope="col">Pace</th>
-                  <th scope="col">Empty in about</th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.data.map((queue) => (
-                  <tr key={queue.phone_number_id}>
-                    <td data-label="Number" class="mono">
-                      {numberName(props.instances, queue.instance_id, queue.phone_number_id)}
-                    </td>
-                    <td data-label="Queued">{numbers.format(queue.depth)}</td>
-                    <td data-label="Oldest wait">
-                      {queue.oldest_wait_seconds === 0 ? "none waits" : duration(queue.oldest_wait_seconds)}
-                    </td>
-                    <td data-label="Pace">{numbers.format(queue.send_rate)} messages/s</td>
-                    <td data-label="Empty in about">
-                      {queue.depth === 0 || queue.send_rate <= 0 ? "—" : duration(queue.depth / queue.send_rate)}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-            {list.data.length === 0 ? <p class="muted">No numbers.</p> : null}
-          </div>
-        )}
-      </Resource>
-    </section>
-  )
-}
 
 /** The approved templates of the instance's business account (GET /templates, every page). */
 const approvedTemplates = async (): Promise<ApiResult<ReadonlyArray<TemplateRecord>>> => {
@@ -529,7 +460,7 @@ export const BroadcastsPage = (props: { readonly kind: TokenKind }) => {
       <PageTitle lead="One approved template to many people, each with their own parameters, paced to each number's limits.">
         Broadcasts
       </PageTitle>
-      <SendQueuesSection instances={instances} />
+      <SendQueuesSection instances={instances} pollMs={POLL_MS} />
       <section aria-labelledby="list-title">
         <div class="toolbar">
           <h2 id="list-title">Recent broadcasts</h2>
