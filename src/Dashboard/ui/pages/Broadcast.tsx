@@ -21,7 +21,7 @@ import {
 import { LineChart, type Sample, type Series } from "../LineChart.js"
 import { Link } from "../router.js"
 import type { Broadcast, BroadcastCounts, RecipientPage } from "../types.js"
-import { broadcastTone, duration } from "./Broadcasts.js"
+import { broadcastTone, duration } from "./broadcasts/display.js"
 
 /** How often the page reads the broadcast again while it is open. */
 const SAMPLE_MS = 3_000
