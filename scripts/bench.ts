@@ -46,7 +46,10 @@ const quick = flag("--quick")
 const seconds = Number(option("--seconds", quick ? "1" : "10"))
 const outFile = option("--out", "bench-results.json")
 const warmupSeconds = Number(option("--warmup", quick ? "0" : "2"))
-const scenarios = new Set(option("--scenarios", "baseline,lists,send,events").split(","))
+// The queue scenario takes minutes at full size (a million queued); a tiny version runs with --quick.
+const scenarios = new Set(
+  option("--scenarios", quick ? "baseline,lists,send,events,queue" : "baseline,lists,send,events").split(",")
+)
 const database = option("--db", "sqlite")
 if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
 const replicas = Number(option("--replicas", "2"))
@@ -786,6 +789,281 @@ if (scenarios.has("events") || withMetricsOff) {
     for (const variant of [metricsOnAgain, metricsOffAgain]) await eventsScenario({ kind: "sqlite" }, variant)
   }
 }
+
+// --- queue: queued sends (issue 32) paced at each number's level, against the fake upstream's record of arrivals
+/** Numbers, each at 80/s (the fake upstream answers every number's level as STANDARD). */
+const QUEUE_LEVEL_RATE = 80
+const queueNumbers = quick ? 5 : 50
+const queueBacklog = Number(option("--backlog", quick ? "1000" : "100000"))
+const queueMillion = Number(option("--queued", quick ? "5000" : "1000000"))
+const trickleRate = quick ? 5 : 10
+
+/** A hub in graph mode on the fake upstream, with `count` numbers and one organization token that sends from any. */
+const startQueueHub = async (upstreamPort: number, count: number) => {
+  const hub = await startHub({
+    HUB_UPSTREAM: "graph",
+    HUB_GRAPH_URL: `http://127.0.0.1:${upstreamPort}/v23.0`,
+    HUB_SECRET_KEY: randomBytes(32).toString("hex"),
+    // Graph mode refuses to start without it; this scenario posts no upstream events.
+    HUB_APP_SECRET: randomBytes(16).toString("hex")
+  })
+  const org = String(hub.cli("org", "create", "--name", "bench-queue").id)
+  const phoneNumberIds: Array<string> = []
+  for (let i = 0; i < count; i++) {
+    const phoneNumberId = String(900000000000000 + i)
+    hub.cli(
+      "instance",
+      "create",
+      "--org",
+      org,
+      "--name",
+      `q${i}`,
+      "--phone-number-id",
+      phoneNumberId,
+      "--waba-id",
+      String(910000000000000 + i),
+      "--access-token",
+      "bench-token"
+    )
+    phoneNumberIds.push(phoneNumberId)
+  }
+  const token = String(hub.cli("token", "create", "--org", org, "--name", "queue").token)
+  return { hub, phoneNumberIds, token }
+}
+
+interface EnqueueResult {
+  readonly requests: number
+  readonly accepted: number
+  readonly errors: number
+  readonly statuses: Record<string, number>
+  readonly refusals: ReadonlyArray<string>
+  readonly seconds: number
+  readonly rps: number
+  readonly segmentRps: ReadonlyArray<number>
+  readonly p50Ms: number
+  readonly p99Ms: number
+}
+
+interface Arrivals {
+  readonly arrivals: Record<string, ReadonlyArray<number>>
+  readonly marked: Record<string, number>
+  readonly bodies: number
+  readonly duplicates: number
+}
+
+/** The most arrivals in any one-second window: sliding (ending at each arrival), and aligned to whole seconds. */
+const busiestSecond = (times: ReadonlyArray<number>, from = Number.NEGATIVE_INFINITY) => {
+  let sliding = 0
+  let start = 0
+  const aligned = new Map<number, number>()
+  for (let i = 0; i < times.length; i++) {
+    while (times[i]! - times[start]! >= 1000) start++
+    if (times[start]! >= from) sliding = Math.max(sliding, i - start + 1)
+    const second = Math.floor(times[i]! / 1000)
+    aligned.set(second, (aligned.get(second) ?? 0) + 1)
+  }
+  return { sliding, aligned: Math.max(0, ...aligned.values()) }
+}
+const percentileOf = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+const median = (values: ReadonlyArray<number>) => percentileOf([...values].sort((a, b) => a - b), 50)
+const enqueueFailures = (label: string, run: EnqueueResult) => {
+  countFailures(label, run.requests - run.accepted)
+  if (run.refusals.length > 0) console.error(`${label}: ${run.refusals.join("\n")}`)
+}
+
+const queueScenario = async () => {
+  const upstream = await startScript("fake-upstream.ts")
+  const upstreamUrl = `http://127.0.0.1:${upstream.port}`
+  const { hub, phoneNumberIds, token } = await startQueueHub(upstream.port, queueNumbers)
+  const url = `${hub.base}/api/messages`
+
+  // 1. The backlog: bulk sends all due at one instant, queued before it (so the whole backlog waits at once).
+  const expectedDrainSeconds = queueBacklog / (queueNumbers * QUEUE_LEVEL_RATE)
+  const leadMs = Number(option("--lead", String(quick ? 3 : Math.ceil(queueBacklog / 2500) + 3))) * 1000
+  const dueAt = Date.now() + leadMs
+  const [backlog, enqueueUsage] = await watchProcess(hub.pid, () =>
+    runJson<EnqueueResult>("enqueue.ts", {
+      url,
+      token,
+      phoneNumberIds,
+      total: queueBacklog,
+      connections: CONNECTIONS,
+      priority: "bulk",
+      sendAt: new Date(dueAt).toISOString()
+    }))
+  const enqueueLabel = `queue: 202s, ${fmt(queueBacklog)} bulk over ${queueNumbers} numbers`
+  enqueueFailures(enqueueLabel, backlog)
+  const enqueuedEarly = Date.now() <= dueAt
+  rows.push([
+    enqueueLabel,
+    fmt(backlog.rps),
+    fmt(backlog.p50Ms, 2),
+    fmt(backlog.p99Ms, 2),
+    fmt(enqueueUsage.peakRssMb),
+    fmt(cpuPer(enqueueUsage, backlog.requests)),
+    "-"
+  ])
+  const early = (await (await fetch(`${upstreamUrl}/_bench/count`)).json()) as { count: number }
+  if (Date.now() < dueAt) await Bun.sleep(dueAt - Date.now())
+
+  // 2. The drain, with a trickle of transactional sends meanwhile; watched until every send arrived.
+  const trickleSeconds = Math.max(1, expectedDrainSeconds * 0.8)
+  const drainStarted = Date.now()
+  const [[trickle, drained], drainUsage] = await watchProcess(hub.pid, async () => {
+    const trickleRun = runJson<{
+      readonly requests: number
+      readonly errors: number
+      readonly statuses: Record<string, number>
+      readonly refusals: ReadonlyArray<string>
+      readonly accepted: Record<string, number>
+    }>("trickle.ts", { url, token, phoneNumberIds, rate: trickleRate, seconds: trickleSeconds })
+    let trickleDone: Awaited<typeof trickleRun> | undefined
+    void trickleRun.then((done) => (trickleDone = done))
+    const deadline = Date.now() + Math.max(60_000, expectedDrainSeconds * 4000)
+    let count = 0
+    while (Date.now() < deadline) {
+      count = ((await (await fetch(`${upstreamUrl}/_bench/count`)).json()) as { count: number }).count
+      const expected = queueBacklog +
+        (trickleDone === undefined ? Number.POSITIVE_INFINITY : Object.keys(trickleDone.accepted).length)
+      if (trickleDone !== undefined && count >= expected) break
+      await Bun.sleep(100)
+    }
+    return [await trickleRun, count] as const
+  })
+  const drainSeconds = (Date.now() - drainStarted) / 1000
+  countFailures("queue: transactional trickle", trickle.requests - (trickle.statuses["202"] ?? 0) + trickle.errors)
+  if (trickle.refusals.length > 0) console.error(`queue trickle: ${trickle.refusals.join("\n")}`)
+  const record = (await (await fetch(`${upstreamUrl}/_bench/arrivals`)).json()) as Arrivals
+  const trickleAccepted = Object.keys(trickle.accepted).length
+  const lost = queueBacklog + trickleAccepted - record.bodies
+  if (lost > 0) failures.push(`queue: ${fmt(lost)} queued sends never reached the upstream within the deadline`)
+  if (record.duplicates > 0) failures.push(`queue: ${fmt(record.duplicates)} sends reached the upstream twice`)
+  if (early.count > 0) console.error(`queue: ${early.count} sends arrived before the backlog's send_at`)
+
+  // Each number's pace, from the upstream's record: its rate over its sends, and its busiest one-second windows.
+  const perNumber = Object.entries(record.arrivals).map(([phone, unsorted]) => {
+    const times = [...unsorted].sort((a, b) => a - b)
+    const first = times[0]!
+    const last = times[times.length - 1]!
+    const rate = times.length > 1 ? ((times.length - 1) * 1000) / (last - first) : Number.NaN
+    const busiest = busiestSecond(times)
+    return {
+      phone,
+      sends: times.length,
+      rate,
+      busiestSliding: busiest.sliding,
+      busiestAligned: busiest.aligned,
+      // After the number's first second: the steady pace, without the opening burst.
+      busiestSlidingAfterFirstSecond: busiestSecond(times, first + 1000).sliding
+    }
+  })
+  const rates = perNumber.map((n) => n.rate)
+  const withinFivePercent = perNumber.filter((n) => Math.abs(n.rate - QUEUE_LEVEL_RATE) <= QUEUE_LEVEL_RATE * 0.05)
+  const overLevel = perNumber.filter((n) => n.busiestSliding > QUEUE_LEVEL_RATE)
+  const allTimes = Object.values(record.arrivals).flat()
+  const lastArrival = Math.max(...allTimes)
+  const waits = Object.entries(trickle.accepted)
+    .flatMap(([text, acceptedAt]) => (record.marked[text] === undefined ? [] : [record.marked[text]! - acceptedAt]))
+    .sort((a, b) => a - b)
+  const pacing = {
+    numbers: perNumber.length,
+    levelPerSecond: QUEUE_LEVEL_RATE,
+    rateMin: Math.min(...rates),
+    rateMedian: median(rates),
+    rateMax: Math.max(...rates),
+    numbersWithinFivePercent: withinFivePercent.length,
+    busiestSlidingMax: Math.max(...perNumber.map((n) => n.busiestSliding)),
+    busiestAlignedMax: Math.max(...perNumber.map((n) => n.busiestAligned)),
+    busiestSlidingAfterFirstSecondMax: Math.max(...perNumber.map((n) => n.busiestSlidingAfterFirstSecond)),
+    numbersOverLevelInSomeSecond: overLevel.length
+  }
+  const drainRate = (allTimes.length * 1000) / (lastArrival - dueAt)
+  results.queue = {
+    numbers: queueNumbers,
+    backlog: queueBacklog,
+    enqueue: {
+      ...backlog,
+      hubPeakRssMb: enqueueUsage.peakRssMb,
+      hubCpuUsPerRequest: cpuPer(enqueueUsage, backlog.requests)
+    },
+    enqueuedBeforeDue: enqueuedEarly,
+    drain: {
+      sends: allTimes.length,
+      secondsFromDueToLastArrival: (lastArrival - dueAt) / 1000,
+      sendsPerSecond: drainRate,
+      watchedSeconds: drainSeconds,
+      arrived: drained,
+      hubPeakRssMb: drainUsage.peakRssMb,
+      hubCpuUsPerSend: cpuPer(drainUsage, allTimes.length)
+    },
+    pacing,
+    perNumber,
+    transactional: {
+      offeredPerSecond: trickleRate,
+      accepted: trickleAccepted,
+      arrived: waits.length,
+      waitP50Ms: percentileOf(waits, 50),
+      waitP99Ms: percentileOf(waits, 99),
+      waitMaxMs: waits[waits.length - 1] ?? Number.NaN
+    }
+  }
+  rows.push([
+    `queue: drain at ${QUEUE_LEVEL_RATE}/s × ${queueNumbers} numbers (sends/s)`,
+    fmt(drainRate),
+    "-",
+    "-",
+    fmt(drainUsage.peakRssMb),
+    fmt(cpuPer(drainUsage, allTimes.length)),
+    "-"
+  ])
+  rows.push([
+    `queue: transactional wait, 202 → upstream (${trickleRate}/s)`,
+    fmt(trickleRate),
+    fmt(percentileOf(waits, 50), 1),
+    fmt(percentileOf(waits, 99), 1),
+    "-",
+    "-",
+    "-"
+  ])
+  await hub.stop()
+
+  // 3. A million queued for a month ahead (nothing drains): the 202 rate as the queue deepens, and the hub's memory.
+  const deep = await startQueueHub(upstream.port, queueNumbers)
+  const [million, millionUsage] = await watchProcess(deep.hub.pid, () =>
+    runJson<EnqueueResult>("enqueue.ts", {
+      url: `${deep.hub.base}/api/messages`,
+      token: deep.token,
+      phoneNumberIds: deep.phoneNumberIds,
+      total: queueMillion,
+      connections: CONNECTIONS,
+      priority: "bulk",
+      sendAt: new Date(Date.now() + 30 * 86_400_000).toISOString()
+    }))
+  const millionLabel = `queue: 202s, ${fmt(queueMillion)} queued for +30 days`
+  enqueueFailures(millionLabel, million)
+  // Resting with the queue full: its memory a few seconds on, while the drainer's rounds look at it.
+  const [, resting] = await watchProcess(deep.hub.pid, () => Bun.sleep(quick ? 500 : 3000))
+  results.queueDeep = {
+    ...million,
+    hubPeakRssMb: millionUsage.peakRssMb,
+    hubCpuUsPerRequest: cpuPer(millionUsage, million.requests),
+    restingRssMb: resting.peakRssMb,
+    restingCpuSeconds: resting.cpuSeconds
+  }
+  rows.push([
+    millionLabel,
+    fmt(million.rps),
+    fmt(million.p50Ms, 2),
+    fmt(million.p99Ms, 2),
+    fmt(Math.max(millionUsage.peakRssMb, resting.peakRssMb)),
+    fmt(cpuPer(millionUsage, million.requests)),
+    "-"
+  ])
+  await deep.hub.stop()
+  upstream.process.kill()
+}
+if (scenarios.has("queue")) await queueScenario()
 await postgresServer?.stop()
 
 const machine = {
@@ -865,6 +1143,53 @@ if (withMetricsOff) {
     `with metrics on, of the rate with HUB_METRICS=false (two runs each): send path ${
       share("send")
     }, events in overload ${share("eventsMax")}`
+  )
+}
+const queue = results.queue as
+  | {
+    readonly pacing: Record<string, number>
+    readonly transactional: Record<string, number>
+    readonly drain: Record<string, number>
+    readonly enqueue: { readonly rps: number; readonly segmentRps: ReadonlyArray<number> }
+  }
+  | undefined
+if (queue !== undefined) {
+  const p = queue.pacing
+  const t = queue.transactional
+  const deep = results.queueDeep as
+    | {
+      readonly rps: number
+      readonly segmentRps: ReadonlyArray<number>
+      readonly hubPeakRssMb: number
+      readonly restingRssMb: number
+    }
+    | undefined
+  const verdict = (holds: boolean) => (holds ? "holds" : "MISSED")
+  const level = Number(p.levelPerSecond)
+  console.log(
+    [
+      `\nqueue: each number's rate ${fmt(Number(p.rateMin), 1)}–${fmt(Number(p.rateMax), 1)}/s (median ${
+        fmt(Number(p.rateMedian), 1)
+      }), ${p.numbersWithinFivePercent} of ${p.numbers} within ±5 % of ${level}: ${
+        verdict(p.numbersWithinFivePercent === p.numbers)
+      }`,
+      `queue: busiest one-second window ${p.busiestSlidingMax} sends sliding, ${p.busiestAlignedMax} aligned (${p.busiestSlidingAfterFirstSecondMax} after each number's first second); ${p.numbersOverLevelInSomeSecond} numbers above ${level} in some second: ${
+        verdict(p.numbersOverLevelInSomeSecond === 0)
+      }`,
+      `queue: transactional wait p50 ${fmt(Number(t.waitP50Ms))} ms, p99 ${fmt(Number(t.waitP99Ms))} ms, max ${
+        fmt(Number(t.waitMaxMs))
+      } ms (${t.arrived} sends): ${verdict(Number(t.waitP99Ms) < 1000)}`,
+      `queue: 202s at ${fmt(queue.enqueue.rps)}/s (per tenth: ${
+        queue.enqueue.segmentRps.map((r) => fmt(r)).join(", ")
+      }): ${verdict(queue.enqueue.rps >= 5000)}`,
+      ...(deep === undefined ? [] : [
+        `queue, deep: 202s at ${fmt(deep.rps)}/s (per tenth: ${
+          deep.segmentRps.map((r) => fmt(r)).join(", ")
+        }); peak RSS ${fmt(deep.hubPeakRssMb)} MB, ${fmt(deep.restingRssMb)} MB at rest: ${
+          verdict(Math.max(deep.hubPeakRssMb, deep.restingRssMb) < 300)
+        }`
+      ])
+    ].join("\n")
   )
 }
 console.log(`figures written to ${outFile}`)
