@@ -3,7 +3,7 @@
  * connections, each POST /api/messages with `Prefer: respond-async` and the given queue options, run in
  * its own process so it does not share the hub's event loop.
  * Usage: bun scripts/bench/enqueue.ts '<json config>'  →  prints one JSON line of results.
- * Config: { url, token, phoneNumberIds, total, connections, priority?, sendAt?, segments? }
+ * Config: { url, token, phoneNumberIds, total, connections, priority?, sendAt?, segments?, textFrom? } (sendAt once passed is left out)
  * Send i goes from number i mod N to its own person (no pair rate binds), with the text "bulk i". The
  * figures: the rate of 202s over the whole run and per segment (the run cut into `segments` equal
  * parts, to show whether the rate falls as the queue deepens), and the latency percentiles.
@@ -17,6 +17,8 @@ interface EnqueueConfig {
   readonly priority?: string
   readonly sendAt?: string
   readonly segments?: number
+  /** The first send's text number ("bulk <textFrom>"), so that runs on one database never repeat a text. */
+  readonly textFrom?: number
 }
 
 const config: EnqueueConfig = JSON.parse(process.argv[2] ?? "{}")
@@ -38,9 +40,10 @@ const worker = async () => {
       phone_number_id: config.phoneNumberIds[i % config.phoneNumberIds.length],
       to: String(15_550_000_000 + i),
       type: "text",
-      text: { body: `bulk ${i}` },
+      text: { body: `bulk ${(config.textFrom ?? 0) + i}` },
       ...(config.priority === undefined ? {} : { priority: config.priority }),
-      ...(config.sendAt === undefined ? {} : { send_at: config.sendAt })
+      // A send_at the run has passed is left out (due now): the hub refuses one over 5 minutes old.
+      ...(config.sendAt === undefined || Date.parse(config.sendAt) <= Date.now() ? {} : { send_at: config.sendAt })
     })
     const sent = performance.now()
     try {
