@@ -11,6 +11,11 @@
  *   bun scripts/bench.ts --scenarios send,events,metrics
  *                                        also the send path and events with HUB_METRICS=false, in the
  *                                        order off, on, on, off, and the share of those rates kept with metrics
+ *   bun scripts/bench.ts --scenarios queue [--enqueued 20000] [--queued 1000000] [--backlog 100000]
+ *                                        queued sends (issue 32), SQLite: 202s through the API, a million
+ *                                        queued (seeded) and its RSS, a backlog's drain paced per number
+ *                                        as the fake upstream records each arrival, a transactional
+ *                                        trickle's wait meanwhile (minutes at full size; in --quick, tiny)
  *   bun scripts/bench.ts --db postgres [--replicas 2]
  *                                        send path and events on SQLite (one process), then on PostgreSQL
  *                                        with one hub process and with N replicas behind a round-robin
