@@ -11,6 +11,11 @@
  *   bun scripts/bench.ts --scenarios send,events,metrics
  *                                        also the send path and events with HUB_METRICS=false, in the
  *                                        order off, on, on, off, and the share of those rates kept with metrics
+ *   bun scripts/bench.ts --scenarios queue [--enqueued 20000] [--queued 1000000] [--backlog 100000]
+ *                                        queued sends (issue 32), SQLite: 202s through the API, a million
+ *                                        queued (seeded) and its RSS, a backlog's drain paced per number
+ *                                        as the fake upstream records each arrival, a transactional
+ *                                        trickle's wait meanwhile (minutes at full size; in --quick, tiny)
  *   bun scripts/bench.ts --db postgres [--replicas 2]
  *                                        send path and events on SQLite (one process), then on PostgreSQL
  *                                        with one hub process and with N replicas behind a round-robin
@@ -46,7 +51,10 @@ const quick = flag("--quick")
 const seconds = Number(option("--seconds", quick ? "1" : "10"))
 const outFile = option("--out", "bench-results.json")
 const warmupSeconds = Number(option("--warmup", quick ? "0" : "2"))
-const scenarios = new Set(option("--scenarios", "baseline,lists,send,events").split(","))
+// The queue scenario takes minutes at full size (a million queued); a tiny version runs with --quick.
+const scenarios = new Set(
+  option("--scenarios", quick ? "baseline,lists,send,events,queue" : "baseline,lists,send,events").split(",")
+)
 const database = option("--db", "sqlite")
 if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
 const replicas = Number(option("--replicas", "2"))
@@ -786,6 +794,302 @@ if (scenarios.has("events") || withMetricsOff) {
     for (const variant of [metricsOnAgain, metricsOffAgain]) await eventsScenario({ kind: "sqlite" }, variant)
   }
 }
+
+// --- queue: queued sends (issue 32) paced at each number's level, against the fake upstream's record of arrivals
+/** Numbers, each at 80/s (the fake upstream answers every number's level as STANDARD). */
+const QUEUE_LEVEL_RATE = 80
+const queueNumbers = quick ? 5 : 50
+/** Queued through the API (202s measured); then the queue seeded to a million; then to the backlog that drains. */
+const queueEnqueued = Number(option("--enqueued", quick ? "1000" : "20000"))
+const queueMillion = Number(option("--queued", quick ? "5000" : "1000000"))
+const queueOnTop = quick ? 200 : 1000
+const queueBacklog = Number(option("--backlog", quick ? "1000" : "100000"))
+const trickleRate = quick ? 5 : 10
+
+/** A hub in graph mode on the fake upstream, with `count` numbers and one organization token that sends from any. */
+const startQueueHub = async (upstreamPort: number, count: number) => {
+  const hub = await startHub({
+    HUB_UPSTREAM: "graph",
+    HUB_GRAPH_URL: `http://127.0.0.1:${upstreamPort}/v23.0`,
+    HUB_SECRET_KEY: randomBytes(32).toString("hex"),
+    // Graph mode refuses to start without it; this scenario posts no upstream events.
+    HUB_APP_SECRET: randomBytes(16).toString("hex")
+  })
+  const org = String(hub.cli("org", "create", "--name", "bench-queue").id)
+  const phoneNumberIds: Array<string> = []
+  for (let i = 0; i < count; i++) {
+    const phoneNumberId = String(900000000000000 + i)
+    hub.cli(
+      "instance",
+      "create",
+      "--org",
+      org,
+      "--name",
+      `q${i}`,
+      "--phone-number-id",
+      phoneNumberId,
+      "--waba-id",
+      String(910000000000000 + i),
+      "--access-token",
+      "bench-token"
+    )
+    phoneNumberIds.push(phoneNumberId)
+  }
+  const token = String(hub.cli("token", "create", "--org", org, "--name", "queue").token)
+  return { hub, phoneNumberIds, token }
+}
+
+interface EnqueueResult {
+  readonly requests: number
+  readonly accepted: number
+  readonly errors: number
+  readonly statuses: Record<string, number>
+  readonly refusals: ReadonlyArray<string>
+  readonly seconds: number
+  readonly rps: number
+  readonly segmentRps: ReadonlyArray<number>
+  readonly p50Ms: number
+  readonly p99Ms: number
+}
+
+interface Arrivals {
+  readonly arrivals: Record<string, ReadonlyArray<number>>
+  readonly marked: Record<string, number>
+  readonly bodies: number
+  readonly duplicates: number
+}
+
+/** The most arrivals in any one-second window: sliding (ending at each arrival), and aligned to whole seconds. */
+const busiestSecond = (times: ReadonlyArray<number>, from = Number.NEGATIVE_INFINITY) => {
+  let sliding = 0
+  let start = 0
+  const aligned = new Map<number, number>()
+  for (let i = 0; i < times.length; i++) {
+    while (times[i]! - times[start]! >= 1000) start++
+    if (times[start]! >= from) sliding = Math.max(sliding, i - start + 1)
+    const second = Math.floor(times[i]! / 1000)
+    aligned.set(second, (aligned.get(second) ?? 0) + 1)
+  }
+  return { sliding, aligned: Math.max(0, ...aligned.values()) }
+}
+const percentileOf = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+const median = (values: ReadonlyArray<number>) => percentileOf([...values].sort((a, b) => a - b), 50)
+const enqueueFailures = (label: string, run: EnqueueResult) => {
+  countFailures(label, run.requests - run.accepted)
+  if (run.refusals.length > 0) console.error(`${label}: ${run.refusals.join("\n")}`)
+}
+
+const queueScenario = async () => {
+  const upstream = await startScript("fake-upstream.ts")
+  const upstreamUrl = `http://127.0.0.1:${upstream.port}`
+  const first = await startQueueHub(upstream.port, queueNumbers)
+  const { phoneNumberIds, token } = first
+  /** The same hub again on its database (after seed-queue.ts changed its queue), on a new port. */
+  const restart = () =>
+    startHub({
+      HUB_DB: first.hub.dbFile,
+      HUB_UPSTREAM: "graph",
+      HUB_GRAPH_URL: first.hub.env.HUB_GRAPH_URL!,
+      HUB_SECRET_KEY: first.hub.env.HUB_SECRET_KEY!,
+      HUB_APP_SECRET: first.hub.env.HUB_APP_SECRET!
+    })
+  const monthAhead = () => Date.now() + 30 * 86_400_000
+  const seed = (total: number, sendAt: number, firstText: number) =>
+    runJson<{ readonly added: number; readonly removed: number; readonly seconds: number }>("seed-queue.ts", {
+      dbFile: first.hub.dbFile,
+      total,
+      sendAt,
+      validityMs: 4 * 3_600_000,
+      firstText
+    })
+
+  // 1. 202s: bulk sends queued for a month ahead through the API, the queue deepening as they come.
+  const [enqueued, enqueueUsage] = await watchProcess(first.hub.pid, () =>
+    runJson<EnqueueResult>("enqueue.ts", {
+      url: `${first.hub.base}/api/messages`,
+      token,
+      phoneNumberIds,
+      total: queueEnqueued,
+      connections: CONNECTIONS,
+      priority: "bulk",
+      sendAt: new Date(monthAhead()).toISOString()
+    }))
+  const enqueueLabel = `queue: 202s, ${fmt(queueEnqueued)} bulk (+30 d) over ${queueNumbers} numbers`
+  enqueueFailures(enqueueLabel, enqueued)
+  rows.push([
+    enqueueLabel,
+    fmt(enqueued.rps),
+    fmt(enqueued.p50Ms, 2),
+    fmt(enqueued.p99Ms, 2),
+    fmt(enqueueUsage.peakRssMb),
+    fmt(cpuPer(enqueueUsage, enqueued.requests)),
+    "-"
+  ])
+  await first.hub.stop()
+
+  // 2. A million queued (seeded: copies of those sends, for a month ahead): the hub's memory at rest, and 202s on top.
+  const deepSeed = await seed(queueMillion, monthAhead(), queueEnqueued)
+  const deep = await restart()
+  const [, resting] = await watchProcess(deep.pid, () => Bun.sleep(quick ? 1000 : 5000))
+  const [onTop, onTopUsage] = await watchProcess(deep.pid, () =>
+    runJson<EnqueueResult>("enqueue.ts", {
+      url: `${deep.base}/api/messages`,
+      token,
+      phoneNumberIds,
+      total: queueOnTop,
+      connections: CONNECTIONS,
+      priority: "bulk",
+      sendAt: new Date(monthAhead()).toISOString(),
+      textFrom: queueEnqueued + queueMillion,
+      segments: 1
+    }))
+  const onTopLabel = `queue: 202s with ${fmt(queueMillion)} queued (+${fmt(queueOnTop)})`
+  enqueueFailures(onTopLabel, onTop)
+  rows.push([
+    onTopLabel,
+    fmt(onTop.rps),
+    fmt(onTop.p50Ms, 2),
+    fmt(onTop.p99Ms, 2),
+    fmt(Math.max(resting.peakRssMb, onTopUsage.peakRssMb)),
+    fmt(cpuPer(onTopUsage, onTop.requests)),
+    "-"
+  ])
+  results.queueDeep = {
+    queued: queueMillion,
+    seededSeconds: deepSeed.seconds,
+    restingRssMb: resting.peakRssMb,
+    restingCpuShare: resting.cpuSeconds / (quick ? 1 : 5),
+    onTop: { ...onTop, hubPeakRssMb: onTopUsage.peakRssMb, hubCpuUsPerRequest: cpuPer(onTopUsage, onTop.requests) }
+  }
+  await deep.stop()
+
+  // 3. The drain: a backlog all due at one instant (seeded as above), a trickle of transactional sends
+  //    meanwhile, watched until every send reached the fake upstream, whose record of arrivals is then read.
+  const expectedDrainSeconds = queueBacklog / (queueNumbers * QUEUE_LEVEL_RATE)
+  await fetch(`${upstreamUrl}/_bench/reset`, { method: "POST" })
+  // Due at once: the backlog drains from the moment the hub is up (the trickle begins then too).
+  const backlogSeed = await seed(queueBacklog, Date.now(), queueEnqueued)
+  const hub = await restart()
+  const dueAt = Date.now()
+  const url = `${hub.base}/api/messages`
+  const trickleSeconds = Math.max(1, expectedDrainSeconds * 0.8)
+  const [[trickle, drained], drainUsage] = await watchProcess(hub.pid, async () => {
+    const trickleRun = runJson<{
+      readonly requests: number
+      readonly errors: number
+      readonly statuses: Record<string, number>
+      readonly refusals: ReadonlyArray<string>
+      readonly accepted: Record<string, number>
+    }>("trickle.ts", { url, token, phoneNumberIds, rate: trickleRate, seconds: trickleSeconds })
+    let trickleDone: Awaited<typeof trickleRun> | undefined
+    void trickleRun.then((done) => (trickleDone = done))
+    // Long enough for a drain far below the numbers' levels (100 sends/s): it is measured, not cut short.
+    const deadline = Date.now() + Math.max(60_000, expectedDrainSeconds * 6000, queueBacklog * 10)
+    let count = 0
+    while (Date.now() < deadline) {
+      count = ((await (await fetch(`${upstreamUrl}/_bench/count`)).json()) as { count: number }).count
+      if (trickleDone !== undefined && count >= queueBacklog + Object.keys(trickleDone.accepted).length) break
+      await Bun.sleep(100)
+    }
+    return [await trickleRun, count] as const
+  })
+  countFailures("queue: transactional trickle", trickle.requests - (trickle.statuses["202"] ?? 0) + trickle.errors)
+  if (trickle.refusals.length > 0) console.error(`queue trickle: ${trickle.refusals.join("\n")}`)
+  const record = (await (await fetch(`${upstreamUrl}/_bench/arrivals`)).json()) as Arrivals
+  const trickleAccepted = Object.keys(trickle.accepted).length
+  const lost = queueBacklog + trickleAccepted - record.bodies
+  if (lost > 0) failures.push(`queue: ${fmt(lost)} queued sends never reached the upstream within the deadline`)
+  if (record.duplicates > 0) failures.push(`queue: ${fmt(record.duplicates)} sends reached the upstream twice`)
+
+  // Each number's pace, from the upstream's record: its rate over its sends, and its busiest one-second windows.
+  const perNumber = Object.entries(record.arrivals).map(([phone, unsorted]) => {
+    const times = [...unsorted].sort((a, b) => a - b)
+    const firstAt = times[0]!
+    const lastAt = times[times.length - 1]!
+    const busiest = busiestSecond(times)
+    return {
+      phone,
+      sends: times.length,
+      rate: times.length > 1 ? ((times.length - 1) * 1000) / (lastAt - firstAt) : Number.NaN,
+      busiestSliding: busiest.sliding,
+      busiestAligned: busiest.aligned,
+      // After the number's first second: the steady pace, without the opening burst.
+      busiestSlidingAfterFirstSecond: busiestSecond(times, firstAt + 1000).sliding
+    }
+  })
+  const rates = perNumber.map((n) => n.rate)
+  const allTimes = Object.values(record.arrivals).flat()
+  const firstArrival = Math.min(...allTimes)
+  const lastArrival = Math.max(...allTimes)
+  const waits = Object.entries(trickle.accepted)
+    .flatMap(([text, acceptedAt]) => (record.marked[text] === undefined ? [] : [record.marked[text]! - acceptedAt]))
+    .sort((a, b) => a - b)
+  const pacing = {
+    numbers: perNumber.length,
+    levelPerSecond: QUEUE_LEVEL_RATE,
+    rateMin: Math.min(...rates),
+    rateMedian: median(rates),
+    rateMax: Math.max(...rates),
+    numbersWithinFivePercent: perNumber.filter((n) => Math.abs(n.rate - QUEUE_LEVEL_RATE) <= QUEUE_LEVEL_RATE * 0.05)
+      .length,
+    busiestSlidingMax: Math.max(...perNumber.map((n) => n.busiestSliding)),
+    busiestAlignedMax: Math.max(...perNumber.map((n) => n.busiestAligned)),
+    busiestSlidingAfterFirstSecondMax: Math.max(...perNumber.map((n) => n.busiestSlidingAfterFirstSecond)),
+    numbersOverLevelInSomeSecond: perNumber.filter((n) => n.busiestSliding > QUEUE_LEVEL_RATE).length
+  }
+  const drainRate = (allTimes.length * 1000) / (lastArrival - firstArrival)
+  results.queue = {
+    numbers: queueNumbers,
+    backlog: queueBacklog,
+    seededSeconds: backlogSeed.seconds,
+    enqueue: {
+      ...enqueued,
+      hubPeakRssMb: enqueueUsage.peakRssMb,
+      hubCpuUsPerRequest: cpuPer(enqueueUsage, enqueued.requests)
+    },
+    drain: {
+      sends: allTimes.length,
+      arrived: drained,
+      firstArrivalAfterHubUpMs: firstArrival - dueAt,
+      seconds: (lastArrival - firstArrival) / 1000,
+      sendsPerSecond: drainRate,
+      hubPeakRssMb: drainUsage.peakRssMb,
+      hubCpuUsPerSend: cpuPer(drainUsage, allTimes.length)
+    },
+    pacing,
+    perNumber,
+    transactional: {
+      offeredPerSecond: trickleRate,
+      accepted: trickleAccepted,
+      arrived: waits.length,
+      waitP50Ms: percentileOf(waits, 50),
+      waitP99Ms: percentileOf(waits, 99),
+      waitMaxMs: waits[waits.length - 1] ?? Number.NaN
+    }
+  }
+  rows.push([
+    `queue: drain of ${fmt(queueBacklog)} at ${QUEUE_LEVEL_RATE}/s × ${queueNumbers} (sends/s)`,
+    fmt(drainRate),
+    "-",
+    "-",
+    fmt(drainUsage.peakRssMb),
+    fmt(cpuPer(drainUsage, allTimes.length)),
+    "-"
+  ])
+  rows.push([
+    `queue: transactional wait, 202 → upstream (${trickleRate}/s)`,
+    fmt(trickleRate),
+    fmt(percentileOf(waits, 50), 1),
+    fmt(percentileOf(waits, 99), 1),
+    "-",
+    "-",
+    "-"
+  ])
+  await hub.stop()
+  upstream.process.kill()
+}
+if (scenarios.has("queue")) await queueScenario()
 await postgresServer?.stop()
 
 const machine = {
@@ -865,6 +1169,55 @@ if (withMetricsOff) {
     `with metrics on, of the rate with HUB_METRICS=false (two runs each): send path ${
       share("send")
     }, events in overload ${share("eventsMax")}`
+  )
+}
+const queue = results.queue as
+  | {
+    readonly pacing: Record<string, number>
+    readonly transactional: Record<string, number>
+    readonly drain: Record<string, number>
+    readonly enqueue: { readonly rps: number; readonly segmentRps: ReadonlyArray<number> }
+  }
+  | undefined
+if (queue !== undefined) {
+  const p = queue.pacing
+  const t = queue.transactional
+  const deep = results.queueDeep as
+    | {
+      readonly queued: number
+      readonly restingRssMb: number
+      readonly restingCpuShare: number
+      readonly onTop: { readonly rps: number; readonly hubPeakRssMb: number; readonly p99Ms: number }
+    }
+    | undefined
+  const verdict = (holds: boolean) => (holds ? "holds" : "MISSED")
+  const level = Number(p.levelPerSecond)
+  console.log(
+    [
+      `\nqueue: each number's rate ${fmt(Number(p.rateMin), 1)}–${fmt(Number(p.rateMax), 1)}/s (median ${
+        fmt(Number(p.rateMedian), 1)
+      }), ${p.numbersWithinFivePercent} of ${p.numbers} within ±5 % of ${level}: ${
+        verdict(p.numbersWithinFivePercent === p.numbers)
+      }`,
+      `queue: busiest one-second window ${p.busiestSlidingMax} sends sliding, ${p.busiestAlignedMax} aligned (${p.busiestSlidingAfterFirstSecondMax} after each number's first second); ${p.numbersOverLevelInSomeSecond} numbers above ${level} in some second: ${
+        verdict(p.numbersOverLevelInSomeSecond === 0)
+      }`,
+      `queue: transactional wait p50 ${fmt(Number(t.waitP50Ms))} ms, p99 ${fmt(Number(t.waitP99Ms))} ms, max ${
+        fmt(Number(t.waitMaxMs))
+      } ms (${t.arrived} sends): ${verdict(Number(t.waitP99Ms) < 1000)}`,
+      `queue: 202s at ${fmt(queue.enqueue.rps)}/s (per tenth: ${
+        queue.enqueue.segmentRps.map((r) => fmt(r)).join(", ")
+      }): ${verdict(queue.enqueue.rps >= 5000)}`,
+      ...(deep === undefined ? [] : [
+        `queue, ${fmt(deep.queued)} queued: RSS ${fmt(deep.restingRssMb)} MB at rest (the hub busy ${
+          fmt(deep.restingCpuShare * 100)
+        } % of a core meanwhile), ${fmt(deep.onTop.hubPeakRssMb)} MB while 202s went on at ${
+          fmt(deep.onTop.rps)
+        }/s (p99 ${fmt(deep.onTop.p99Ms)} ms): RSS ${
+          verdict(Math.max(deep.restingRssMb, deep.onTop.hubPeakRssMb) < 300)
+        }`
+      ])
+    ].join("\n")
   )
 }
 console.log(`figures written to ${outFile}`)
