@@ -37,7 +37,7 @@ const LEASE_WINDOW_MS = 250
 /** How long a lease holds before another replica may take the send (or, once sending, call it lost). */
 const LEASE_MS = 60_000
 /** Sends of the queue in flight at once, per replica (the Graph calls of all numbers). */
-const MAX_IN_FLIGHT = 512
+const MAX_IN_FLIGHT = 2_048
 
 const isEndpoint = (text: string): text is SendEndpoint => sendEndpoints.some((endpoint) => endpoint === text)
 
@@ -61,7 +61,10 @@ interface Drainage extends OutcomeContext {
   readonly semaphore: Effect.Semaphore
   /** The sends under way, closed with the layer: what waits for its turn is given back, what is sending ends first. */
   readonly sending: FiberSet.FiberSet
-  /** Sends leased here and not yet ended, per number: a number's next lease takes only what is left of its window. */
+  /**
+   * Sends leased here and not yet ended, per number and lane (`heldKey`): each lane's next lease takes only
+   * what is left of its window, so bulk sends under way never leave a transactional one without a place.
+   */
   readonly heldOf: Map<string, number>
   /** Counts a queued send ended here (tests wait on the count). */
   readonly counted: Effect.Effect<void>
@@ -69,10 +72,23 @@ interface Drainage extends OutcomeContext {
 
 const wake = (d: Drainage) => d.signal.unsafeOffer(undefined)
 
+const heldKey = (phoneNumberId: string, priority: number) => `${priority} ${phoneNumberId}`
+
+const held = (d: Drainage, phoneNumberId: string, priority: number) =>
+  d.heldOf.get(heldKey(phoneNumberId, priority)) ?? 0
+
+const hold = (d: Drainage, rows: ReadonlyArray<QueuedRow>) => {
+  for (const row of rows) {
+    const key = heldKey(row.phone_number_id, row.priority)
+    d.heldOf.set(key, (d.heldOf.get(key) ?? 0) + 1)
+  }
+}
+
 const release = (d: Drainage, row: QueuedRow) => {
-  const left = (d.heldOf.get(row.phone_number_id) ?? 1) - 1
-  if (left > 0) d.heldOf.set(row.phone_number_id, left)
-  else d.heldOf.delete(row.phone_number_id)
+  const key = heldKey(row.phone_number_id, row.priority)
+  const left = (d.heldOf.get(key) ?? 1) - 1
+  if (left > 0) d.heldOf.set(key, left)
+  else d.heldOf.delete(key)
 }
 
 /** Waits for the send's place in its number's pacing (shared with synchronous sends; bulk yields to them). */
@@ -137,17 +153,24 @@ const drainNumber = (d: Drainage, phoneNumberId: string, at: number) =>
   Effect.gen(function*() {
     const rate = d.throughput.rateNow(phoneNumberId)
     const window = Math.max(1, Math.ceil((rate * LEASE_WINDOW_MS) / 1000))
-    const room = window - (d.heldOf.get(phoneNumberId) ?? 0)
-    if (room <= 0) return
-    const rows = yield* d.repo.lease({
-      phoneNumberId,
-      limit: room,
-      now: at,
-      owner: d.owner,
-      leaseUntil: at + LEASE_MS,
-      pairBurstMs: (PAIR_BURST - 1) * PAIR_INTERVAL_MS
-    })
-    d.heldOf.set(phoneNumberId, (d.heldOf.get(phoneNumberId) ?? 0) + rows.length)
+    const lease = (limit: number, onlyPriority: number | undefined) =>
+      d.repo.lease({
+        phoneNumberId,
+        limit,
+        now: at,
+        owner: d.owner,
+        leaseUntil: at + LEASE_MS,
+        pairBurstMs: (PAIR_BURST - 1) * PAIR_INTERVAL_MS,
+        onlyPriority
+      })
+    // Each lane has its own window: a transactional send is leased whatever the number's bulk sends hold
+    // (they yield to it in the pacing), so a reply never waits for a bulk lease to end.
+    const firstRoom = window - held(d, phoneNumberId, priorityRank.transactional)
+    const first = firstRoom > 0 ? yield* lease(firstRoom, priorityRank.transactional) : []
+    const bulkRoom = window - held(d, phoneNumberId, priorityRank.bulk)
+    const rows = bulkRoom > 0 ? [...first, ...(yield* lease(bulkRoom, priorityRank.bulk))] : first
+    if (rows.length === 0) return
+    hold(d, rows)
     // The number's live level, read when first used and hourly (in the background: the lease goes on at the known rate).
     if (rows[0] !== undefined) yield* FiberSet.run(d.sending, d.throughput.refresh(instanceOf(rows[0])))
     for (const row of rows) yield* FiberSet.run(d.sending, sendQueued(d, row))

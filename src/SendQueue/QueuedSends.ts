@@ -219,7 +219,8 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
           })
         }
         known.depth += sends.length
-        drainer.wake()
+        // A send due later needs no round now: the drainer's next round comes by its due time.
+        if (sends.some((send) => send.window.sendAt <= now)) drainer.wake()
         return sends.map((send) => send.answer)
       })
 

@@ -41,6 +41,7 @@ const TakenRow = Schema.Struct({
 export type TakenRow = typeof TakenRow.Type
 const decodeTaken = decodeRows(TakenRow)
 const TAKEN_COLUMNS = "message_id, organization_id, instance_id, phone_number_id, party, attempts, last_error"
+const decodeNumbers = decodeRows(Schema.Struct({ phone_number_id: Schema.String }))
 const decodeDepths = decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))
 const decodeCancelled = decodeRows(Schema.Struct({ ...TakenRow.fields, state: Schema.String }))
 const decodeNext = decodeRows(Schema.Struct({ next_at: Schema.NullOr(SqlBigint) }))
@@ -99,6 +100,8 @@ const lease = (sql: SqlClient.SqlClient) =>
   readonly owner: string
   readonly leaseUntil: number
   readonly pairBurstMs: number
+  /** Only sends of this lane (SendQueue/Rules.ts priorityRank); both when absent. */
+  readonly onlyPriority?: number | undefined
 }): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
   sql.withTransaction(Effect.gen(function*() {
     const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
@@ -107,6 +110,7 @@ const lease = (sql: SqlClient.SqlClient) =>
       LEFT JOIN send_pairs p ON p.phone_number_id = q.phone_number_id AND p.party = q.party
       WHERE q.phone_number_id = ${input.phoneNumberId} AND q.state = 'queued'
         AND q.due_at <= ${input.now} AND q.expires_at > ${input.now}
+        ${input.onlyPriority === undefined ? sql`` : sql`AND q.priority = ${input.onlyPriority}`}
         AND (p.tat IS NULL OR p.tat - ${input.now} <= ${input.pairBurstMs})
         AND NOT EXISTS (SELECT 1 FROM send_queue e WHERE e.phone_number_id = q.phone_number_id
           AND e.party = q.party AND e.seq < q.seq AND e.send_at <= ${input.now})
@@ -236,8 +240,7 @@ const readings = (sql: SqlClient.SqlClient) => (now: number) =>
 /** The numbers with sends that may be due now. */
 const dueNumbers = (sql: SqlClient.SqlClient) => (now: number) =>
   Effect.map(
-    decodeDepths(sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue
-      WHERE state = 'queued' AND due_at <= ${now} GROUP BY phone_number_id`),
+    decodeNumbers(sql`SELECT DISTINCT phone_number_id FROM send_queue WHERE state = 'queued' AND due_at <= ${now}`),
     (rows) => rows.map((row) => row.phone_number_id)
   )
 

@@ -19,6 +19,7 @@ import migration0017 from "./0017_people.js"
 import migration0018 from "./0018_marketing_messages.js"
 import migration0019 from "./0019_send_queue.js"
 import migration0020 from "./0020_broadcasts.js"
+import migration0021 from "./0021_send_queue_due.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -40,5 +41,6 @@ export const migrations = {
   "0017_people": migration0017,
   "0018_marketing_messages": migration0018,
   "0019_send_queue": migration0019,
-  "0020_broadcasts": migration0020
+  "0020_broadcasts": migration0020,
+  "0021_send_queue_due": migration0021
 }
