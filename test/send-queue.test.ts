@@ -47,6 +47,14 @@ const decodeText = Schema.decodeUnknownSync(
   Schema.Struct({ to: Schema.String, text: Schema.Struct({ body: Schema.String }) })
 )
 
+/** The fake Graph refuses the number's next send(s) with Meta's `code`. */
+const refuseSends = (phoneNumberId: string, code: number, message: string, times = 1) =>
+  Effect.flatMap(FakeGraph, (fake) =>
+    fake.respond({ method: "POST", path: `/${phoneNumberId}/messages` }, {
+      status: 400,
+      body: { error: { message, type: "OAuthException", code, fbtrace_id: `F${code}` } }
+    }, times))
+
 const messageSends = (phoneNumberId: string) =>
   Effect.map(
     Effect.flatMap(FakeGraph, (fake) => fake.requests),
@@ -205,12 +213,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
     it.effect("throttling (130429) is retried after the backoff: sent on the second try", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          status: 400,
-          body: { error: { message: "Rate limit hit", type: "OAuthException", code: 130429, fbtrace_id: "A1" } }
-        })
+        yield* refuseSends(tenant.phoneNumberId, 130429, "Rate limit hit")
         const queued = yield* hub.request("POST", "/api/messages", {
           token: tenant.instanceToken,
           json: text("retry me"),
@@ -232,12 +236,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
     it.effect("a refusal is not retried: the record ends failed as refused with Meta's code", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          status: 400,
-          body: { error: { message: "Recipient not allowed", type: "OAuthException", code: 131030, fbtrace_id: "A2" } }
-        })
+        yield* refuseSends(tenant.phoneNumberId, 131030, "Recipient not allowed")
         yield* hub.request("POST", "/api/messages", {
           token: tenant.instanceToken,
           json: text("refused"),
@@ -275,12 +275,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
     it.effect("a send still refused as throttled when its validity ends fails as expired", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          status: 400,
-          body: { error: { message: "Maintenance", type: "OAuthException", code: 131057, fbtrace_id: "A3" } }
-        }, 10)
+        yield* refuseSends(tenant.phoneNumberId, 131057, "Maintenance", 10)
         yield* hub.request("POST", "/api/messages", {
           token: tenant.instanceToken,
           json: { ...text("soon"), validity: 1 }
@@ -296,7 +292,6 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
     it.scoped("webhooks naming hub.message_queue are told each outcome, signed; webhooks taking every kind are not", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
         const named = yield* makeReceiver()
         const everything = yield* makeReceiver()
@@ -337,10 +332,7 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
             }]
           }]
         })
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          status: 400,
-          body: { error: { message: "Recipient not allowed", type: "OAuthException", code: 131030, fbtrace_id: "A4" } }
-        })
+        yield* refuseSends(tenant.phoneNumberId, 131030, "Recipient not allowed")
         const refused = yield* hub.request("POST", "/api/messages", {
           token: tenant.instanceToken,
           json: text("told, refused"),
@@ -466,12 +458,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends' order (%s)", (engi
     it.effect("Meta's pair rate (131056) holds back only that person: another's send goes meanwhile", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          status: 400,
-          body: { error: { message: "Pair rate limit hit", type: "OAuthException", code: 131056, fbtrace_id: "P1" } }
-        })
+        yield* refuseSends(tenant.phoneNumberId, 131056, "Pair rate limit hit")
         yield* hub.request("POST", "/api/messages", {
           token: tenant.instanceToken,
           json: text("to A", "16505550101"),

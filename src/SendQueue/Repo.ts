@@ -134,18 +134,28 @@ const claimSending = (sql: SqlClient.SqlClient) => (messageId: string, owner: st
     (rows) => rows.length === 1
   )
 
+/** A number and person's pair rate from now on (see SendQueue/Rules.ts), when there is one to keep. */
+interface PairTat {
+  readonly phoneNumberId: string
+  readonly party: string
+  readonly tat: number
+}
+
+const savePair = (sql: SqlClient.SqlClient, pair: PairTat | undefined) =>
+  pair === undefined ?
+    Effect.void :
+    sql`INSERT INTO send_pairs ${
+      sql.insert({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })
+    } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${pair.tat}`
+
 /** A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on. */
 const finish = (sql: SqlClient.SqlClient) =>
 (input: {
   readonly messageId: string
-  readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
+  readonly pair?: PairTat
 }) =>
   Effect.zipRight(
-    input.pair === undefined ?
-      Effect.void :
-      sql`INSERT INTO send_pairs ${
-        sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
-      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
+    savePair(sql, input.pair),
     sql`DELETE FROM send_queue WHERE message_id = ${input.messageId}`
   ).pipe(Effect.asVoid)
 
@@ -155,14 +165,10 @@ const retryLater = (sql: SqlClient.SqlClient) =>
   readonly messageId: string
   readonly dueAt: number
   readonly error: string
-  readonly pair?: { readonly phoneNumberId: string; readonly party: string; readonly tat: number }
+  readonly pair?: PairTat
 }) =>
   Effect.zipRight(
-    input.pair === undefined ?
-      Effect.void :
-      sql`INSERT INTO send_pairs ${
-        sql.insert({ phone_number_id: input.pair.phoneNumberId, party: input.pair.party, tat: input.pair.tat })
-      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${input.pair.tat}`,
+    savePair(sql, input.pair),
     sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL, due_at = ${input.dueAt},
       attempts = attempts + 1, last_error = ${input.error} WHERE message_id = ${input.messageId}`
   ).pipe(Effect.asVoid)
