@@ -6,23 +6,8 @@
  * and for anyone who wants the numbers.
  */
 import { useEffect, useId, useRef, useState } from "preact/hooks"
-import { chartDescription, chartScale } from "./lineChartModel.js"
+import { chartDescription, chartScale, type Sample, type Series } from "./lineChartModel.js"
 import { ChartLegend, CountAxis, SampleTable, SeriesLines, TimeAxis } from "./LineChartParts.js"
-
-export interface Series {
-  readonly key: string
-  readonly label: string
-  /** A stroke of at least 3:1 against white. */
-  readonly color: string
-  /** An SVG dash pattern; undefined for a solid line. */
-  readonly dash?: string
-}
-
-export interface Sample {
-  /** When it was read (epoch milliseconds). */
-  readonly at: number
-  readonly values: Readonly<Record<string, number>>
-}
 
 /** Drawn at the width it is shown at, so its text stays at its size on a phone too. */
 const useShownWidth = () => {

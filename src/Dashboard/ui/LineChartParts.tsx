@@ -1,6 +1,5 @@
 /** The pieces LineChart draws: its axes and lines inside the SVG, and the legend and table beside it. */
-import type { Sample, Series } from "./LineChart.js"
-import { changesOf, type ChartScale, clock, numbers } from "./lineChartModel.js"
+import { changesOf, type ChartScale, clock, numbers, type Sample, type Series } from "./lineChartModel.js"
 
 /** A grid line and its count at each tick of the y axis. */
 export const CountAxis = (props: { readonly scale: ChartScale }) => {

@@ -2,7 +2,21 @@
  * What LineChart draws, worked out from its samples with no rendering: the size it is drawn at, the
  * y axis's ticks, where a time and a count fall, the chart's description in words and the table's rows.
  */
-import type { Sample, Series } from "./LineChart.js"
+
+export interface Series {
+  readonly key: string
+  readonly label: string
+  /** A stroke of at least 3:1 against white. */
+  readonly color: string
+  /** An SVG dash pattern; undefined for a solid line. */
+  readonly dash?: string
+}
+
+export interface Sample {
+  /** When it was read (epoch milliseconds). */
+  readonly at: number
+  readonly values: Readonly<Record<string, number>>
+}
 
 const PAD = { top: 12, right: 16, bottom: 28, left: 52 }
 

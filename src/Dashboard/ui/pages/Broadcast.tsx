@@ -18,7 +18,8 @@ import {
   usePolling,
   useResource
 } from "../components.js"
-import { LineChart, type Sample, type Series } from "../LineChart.js"
+import { LineChart } from "../LineChart.js"
+import type { Sample, Series } from "../lineChartModel.js"
 import { Link } from "../router.js"
 import type { Broadcast, BroadcastCounts, RecipientPage } from "../types.js"
 import { broadcastTone, duration } from "./broadcasts/display.js"
