@@ -147,7 +147,8 @@ describe("broadcasts in the dashboard", () => {
     const recipients = page.getByRole("region", { name: "Recipients", exact: true })
     await recipients.getByLabel("Status").selectOption("failed")
     await recipients.getByRole("link", { name: `Every message with ${REFUSED}` }).waitFor()
-    expect(await recipients.locator("tbody tr").count()).toBe(1)
+    // The list is read again when the counts change: wait for the filtered one to settle.
+    await expect.poll(() => recipients.locator("tbody tr").count()).toBe(1)
     await recipients.getByLabel("Status").selectOption("")
     await recipients.getByRole("link", { name: "Every message with 16505550100" }).waitFor()
     await screenshot(page, "broadcast-detail", true)
