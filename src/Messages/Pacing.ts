@@ -203,17 +203,16 @@ const makeSharedPacing = (
       return tooMany(phoneNumberId, rateOf(phoneNumberId), 1 / rateOf(phoneNumberId))
     }
     // Sends that find the slice spent while one is asked for wait for it, then take from it in turn.
-    const pending = slice.asking
-    if (pending !== undefined) {
-      return pending.then((refused) => refused ?? takeAt(phoneNumberId, Date.now(), lane)).then((paced) => {
-        if (paced !== undefined && lane === "first") contention.refused(phoneNumberId, Date.now())
-        return paced
-      })
-    }
-    const asking = ask(phoneNumberId, slice).then((paced) => {
+    // A refusal of the others is remembered, for bulk sends to yield to them.
+    const noted = (paced: Paced) => {
       if (paced !== undefined && lane === "first") contention.refused(phoneNumberId, Date.now())
       return paced
-    })
+    }
+    const pending = slice.asking
+    if (pending !== undefined) {
+      return pending.then((refused) => refused ?? takeAt(phoneNumberId, Date.now(), lane)).then(noted)
+    }
+    const asking = ask(phoneNumberId, slice).then(noted)
     slice.asking = asking
     return asking
   }

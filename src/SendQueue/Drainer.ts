@@ -66,6 +66,8 @@ interface Drainage extends OutcomeContext {
    * what is left of its window, so bulk sends under way never leave a transactional one without a place.
    */
   readonly heldOf: Map<string, number>
+  /** When the round last swept (`sweep`). */
+  readonly sweptAt: { at: number }
   /** Per number, when this replica's next queued send may go (`slotted`). */
   readonly slots: Map<string, number>
   /** Counts a queued send ended here (tests wait on the count). */
@@ -192,10 +194,9 @@ const drainNumber = (d: Drainage, phoneNumberId: string, at: number) =>
     for (const row of rows) yield* FiberSet.run(d.sending, sendQueued(d, row))
   })
 
-/** One round: lost leases and ended validities settled (each taken off the queue as it is read), then each due number drained. */
-const drainRound = (d: Drainage) =>
+/** Lost leases and ended validities settled, each taken off the queue as it is read. */
+const sweep = (d: Drainage, at: number) =>
   Effect.gen(function*() {
-    const at = d.now()
     for (const lost of yield* d.repo.recoverLeases(at)) {
       yield* settleLost(d, lost)
       yield* d.counted
@@ -204,6 +205,19 @@ const drainRound = (d: Drainage) =>
       const error = expired.last_error === null ? undefined : parsedBody(expired.last_error)
       yield* giveUp(d, refOf(expired), "expired", error)
       yield* d.counted
+    }
+  })
+
+/**
+ * One round: at most once a POLL the sweep (leases run out and validities end on the clock, not with each
+ * send settled, which wakes a round), then each due number drained.
+ */
+const drainRound = (d: Drainage) =>
+  Effect.gen(function*() {
+    const at = d.now()
+    if (at - d.sweptAt.at >= Duration.toMillis(POLL)) {
+      d.sweptAt.at = at
+      yield* sweep(d, at)
     }
     for (const phoneNumberId of yield* d.repo.dueNumbers(at)) yield* drainNumber(d, phoneNumberId, at)
   })
@@ -248,6 +262,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       sending: yield* FiberSet.make(),
       heldOf: new Map(),
       slots: new Map(),
+      sweptAt: { at: -Infinity },
       counted: SubscriptionRef.update(settled, (n) => n + 1)
     }
     // On SQLite this process is the only one serving the database: what an earlier run held is lost at once.

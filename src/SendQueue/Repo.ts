@@ -42,7 +42,6 @@ export type TakenRow = typeof TakenRow.Type
 const decodeTaken = decodeRows(TakenRow)
 const TAKEN_COLUMNS = "message_id, organization_id, instance_id, phone_number_id, party, attempts, last_error"
 const decodeNumbers = decodeRows(Schema.Struct({ phone_number_id: Schema.String }))
-const decodeDepths = decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))
 const decodeCancelled = decodeRows(Schema.Struct({ ...TakenRow.fields, state: Schema.String }))
 const decodeNext = decodeRows(Schema.Struct({ next_at: Schema.NullOr(SqlBigint) }))
 
@@ -215,12 +214,6 @@ const cancel = (sql: SqlClient.SqlClient) => (messageId: string): Effect.Effect<
     return { _tag: "Cancelled", row } as const
   }))
 
-/** How many sends wait per number (all numbers with any). */
-const depths = (sql: SqlClient.SqlClient) =>
-  decodeDepths(
-    sql`SELECT phone_number_id, COUNT(*) AS n FROM send_queue GROUP BY phone_number_id`
-  )
-
 /** How many sends wait for one number. */
 const depthOf = (sql: SqlClient.SqlClient) => (phoneNumberId: string) =>
   Effect.map(
@@ -270,7 +263,6 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       recoverLeases: recoverLeases(sql),
       takeExpired: takeExpired(sql),
       cancel: cancel(sql),
-      depths: depths(sql),
       depthOf: depthOf(sql),
       readings: readings(sql),
       dueNumbers: dueNumbers(sql),
