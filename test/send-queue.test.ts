@@ -17,7 +17,7 @@ import { untilSignalledThat } from "./support/Signals.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
 import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
 import { createTyped, deliveriesTyped, postUpstream } from "./support/TypedWebhooks.js"
-import { envelope } from "./support/UpstreamPayloads.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const TO = "16505551234"
 const respondAsync = { prefer: "respond-async" }
@@ -269,6 +269,38 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
           (records) => records[0]?.status === "failed"
         )
         expect(record).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
+        expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
+      }))
+
+    it.effect("a send whose outcome was unknown takes the id of Meta's status naming its person, and moves on", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+        yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("maybe it went"),
+          headers: respondAsync
+        })
+        yield* recordsOnceSettled(tenant.instanceToken, "the unanswered send failed", (r) => r[0]?.status === "failed")
+        const now = Math.floor(Date.now() / 1000)
+        const client = yield* hub.client(tenant.instanceToken)
+        const record = () => Effect.map(client.messages.list({ urlParams: messagesFirstPage }), (page) => page.data[0])
+        // A status of someone else's message, sent outside the hub, is not taken for it.
+        const elsewhere = wamid()
+        yield* postUpstream(envelope([tenant.wabaId, [
+          statusChange(tenant, status(elsewhere, "sent", now, { recipient_id: "16505550000" }))
+        ]]))
+        expect(yield* record()).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
+        const reached = wamid()
+        yield* postUpstream(envelope([tenant.wabaId, [
+          statusChange(tenant, status(reached, "sent", now), status(reached, "delivered", now + 1))
+        ]]))
+        const corrected = yield* record()
+        expect(corrected).toMatchObject({ status: "delivered", waMessageId: reached })
+        expect(corrected?.failureReason).toBeUndefined()
+        // Still made once: the correction is the status's, not a second call.
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
 

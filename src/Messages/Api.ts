@@ -150,7 +150,8 @@ export const MessageRecord = Schema.Struct({
     description:
       "Why a queued send ended `failed` without being sent: its validity ended (`expired`), it was cancelled " +
       "(`cancelled`), Meta refused it (`refused`, the upstream's code in `error`), or its Graph call went unanswered " +
-      "so it was not sent again (`outcome_unknown`: it may have reached the person)"
+      "so it was not sent again (`outcome_unknown`: it may have reached the person; if Meta's status for it " +
+      "arrives, naming the person, the record takes its id, loses this reason and follows the status)"
   }),
   sendAt: Schema.optional(IsoTimestamp).annotations({ description: "A queued send's `send_at`" }),
   expiresAt: Schema.optional(IsoTimestamp).annotations({ description: "Until when a queued send may wait" }),
