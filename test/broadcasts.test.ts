@@ -139,7 +139,10 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
         )
         expect(again.counts).toMatchObject({ recipients: 5, pending: 4, skipped: 1 })
         expect(yield* templateSends(tenant.phoneNumberId)).toHaveLength(4)
-        expect(yield* byOrg.broadcasts.list()).toMatchObject({ data: [{ id: broadcastId, counts: { recipients: 5 } }] })
+        expect(yield* byOrg.broadcasts.list({ urlParams: { limit: 20 } })).toMatchObject({
+          data: [{ id: broadcastId, counts: { recipients: 5 } }],
+          next: null
+        })
       }))
 
     it.effect("a scheduled broadcast cancelled: its sends end failed as cancelled, none is made, it takes no more recipients", () =>
@@ -223,7 +226,34 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
           expect(refused.status, refused.text).toBe(400)
           expect(JSON.stringify(refused.body)).toContain(field)
         }
-        expect(yield* (yield* hub.client(tenant.instanceToken)).broadcasts.list()).toEqual({ data: [] })
+        expect(yield* (yield* hub.client(tenant.instanceToken)).broadcasts.list({ urlParams: { limit: 20 } }))
+          .toEqual({ data: [], next: null })
+        const badCursor = yield* hub.request("GET", "/api/broadcasts?after=nope", { token: tenant.instanceToken })
+        expect(badCursor.status).toBe(400)
+        expect(JSON.stringify(badCursor.body)).toContain("after")
+      }))
+
+    it.effect("the list of broadcasts comes newest first, a page at a time, the next page after the cursor", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const client = yield* (yield* TestHub).client(tenant.instanceToken)
+        const ids: Array<string> = []
+        for (const name of ["first", "second", "third"]) {
+          const created = yield* client.broadcasts.create({
+            payload: {
+              name,
+              template,
+              recipients: [{ to: "16505550001" }],
+              send_at: new Date(Date.now() + 3_600_000).toISOString()
+            }
+          })
+          ids.push(created.id)
+        }
+        const firstPage = yield* client.broadcasts.list({ urlParams: { limit: 2 } })
+        expect(firstPage.data.map((b) => b.name)).toEqual(["third", "second"])
+        expect(firstPage.next).toBe(ids[1])
+        const rest = yield* client.broadcasts.list({ urlParams: { limit: 2, after: firstPage.next ?? "" } })
+        expect(rest).toMatchObject({ data: [{ name: "first" }], next: null })
       }))
   })
 })

@@ -395,6 +395,7 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         expect(first.status).toBe(202)
         expect(second.status).toBe(202)
         expect(second.headers.get("idempotent-replayed")).toBe("true")
+        expect(second.headers.get("preference-applied")).toBe("respond-async")
         expect(second.body).toEqual(first.body)
         const client = yield* hub.client(tenant.instanceToken)
         expect((yield* client.messages.list({ urlParams: messagesFirstPage })).total).toBe(1)

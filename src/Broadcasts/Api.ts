@@ -92,7 +92,10 @@ export const BroadcastRecord = Schema.Struct({
   })
 }).annotations({ identifier: "Broadcast" })
 
-const BroadcastList = Schema.Struct({ data: Schema.Array(BroadcastRecord) })
+const BroadcastList = Schema.Struct({
+  data: Schema.Array(BroadcastRecord),
+  next: Schema.NullOr(Schema.String).annotations({ description: "The `after` of the next page; null at the end" })
+})
 
 const RecipientsAdded = Schema.Struct({
   added: Schema.Number.annotations({ description: "New recipients queued" }),
@@ -125,6 +128,11 @@ export const RecipientQuery = RequestStruct({
   status: Schema.optional(RecipientStatus),
   limit: Schema.optionalWith(wholeNumber(1, 1000), { default: () => 100 }),
   after: Schema.optional(Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => "must be a cursor" })))
+})
+
+export const BroadcastQuery = RequestStruct({
+  limit: Schema.optionalWith(wholeNumber(1, 100), { default: () => 20 }),
+  after: Schema.optional(Schema.String.pipe(Schema.pattern(/^bc_[\w-]{1,64}$/, { message: () => "must be a cursor" })))
 })
 
 const BroadcastPath = Schema.Struct({ broadcastId: Schema.String })
@@ -167,12 +175,14 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
   )
   .add(
     HttpApiEndpoint.get("list", "/api/broadcasts")
+      .setUrlParams(BroadcastQuery)
       .addSuccess(BroadcastList)
       .pipe(
         accepts(apiTokens),
         documented(
           "List broadcasts",
-          "The organization's broadcasts (an instance's own for an instance token), newest first, at most 100."
+          "The organization's broadcasts (an instance's own for an instance token), newest first, `limit` a page " +
+            "(20 unless said, at most 100); `after` is the `next` of the page before."
         )
       )
   )

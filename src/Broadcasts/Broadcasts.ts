@@ -13,6 +13,7 @@ import { SendMessageRequest } from "../Messages/MessageSchemas.js"
 import { optedOutAmong } from "../Messages/OptOuts.js"
 import { QueuedSends } from "../SendQueue/QueuedSends.js"
 import {
+  type BroadcastQuery,
   type BroadcastRecord,
   type MoreRecipients,
   NewBroadcast,
@@ -213,11 +214,20 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
         return yield* addTo({ repo, queued, sql }, clock.unsafeCurrentTimeMillis(), row, instance, recipients)
       })
 
-    const list = (principal: Principal) =>
-      Effect.flatMap(
-        Effect.orDie(repo.list(principal.organizationId, principal.instance?.id)),
-        (rows) => Effect.map(Effect.forEach(rows, recordOf), (data) => ({ data }))
-      )
+    const list = (principal: Principal, query: typeof BroadcastQuery.Type) =>
+      Effect.gen(function*() {
+        const rows = yield* Effect.orDie(repo.list({
+          organizationId: principal.organizationId,
+          instanceId: principal.instance?.id,
+          after: query.after,
+          limit: query.limit + 1
+        }))
+        const page = rows.slice(0, query.limit)
+        return {
+          data: yield* Effect.forEach(page, recordOf),
+          next: rows.length > query.limit ? page[page.length - 1]?.id ?? null : null
+        }
+      })
 
     const recipientsOf = (principal: Principal, id: string, query: typeof RecipientQuery.Type) =>
       Effect.gen(function*() {

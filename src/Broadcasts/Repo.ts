@@ -58,13 +58,21 @@ export class BroadcastsRepo extends Effect.Service<BroadcastsRepo>()("Broadcasts
     const find = (id: string) =>
       Effect.map(decodeBroadcasts(sql`SELECT * FROM broadcasts WHERE id = ${id}`), (rows) => rows[0])
 
-    const list = (organizationId: string, instanceId: string | undefined) =>
+    /** A page of broadcasts, newest first, after the one `after` names (its cursor). */
+    const list = (query: {
+      readonly organizationId: string
+      readonly instanceId: string | undefined
+      readonly after: string | undefined
+      readonly limit: number
+    }) =>
       decodeBroadcasts(
-        instanceId === undefined
-          ? sql`SELECT * FROM broadcasts WHERE organization_id = ${organizationId}
-              ORDER BY created_at DESC, id DESC LIMIT 100`
-          : sql`SELECT * FROM broadcasts WHERE organization_id = ${organizationId} AND instance_id = ${instanceId}
-              ORDER BY created_at DESC, id DESC LIMIT 100`
+        sql`SELECT * FROM broadcasts WHERE organization_id = ${query.organizationId}${
+          query.instanceId === undefined ? sql`` : sql` AND instance_id = ${query.instanceId}`
+        }${
+          query.after === undefined
+            ? sql``
+            : sql` AND (created_at, id) < (SELECT created_at, id FROM broadcasts WHERE id = ${query.after})`
+        } ORDER BY created_at DESC, id DESC LIMIT ${query.limit}`
       )
 
     /** Which of `parties` the broadcast holds already. */
