@@ -204,6 +204,36 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
         expect(yield* templateSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
 
+    it.effect("a template that is not APPROVED, or not the business account's, is refused before anything is queued", () =>
+      Effect.gen(function*() {
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const client = yield* (yield* TestHub).client(tenant.instanceToken)
+        const templates = { method: "GET", path: `/${tenant.wabaId}/message_templates` } as const
+        const listed = (status: string, name = template.name) => ({
+          status: 200,
+          body: { data: [{ id: "1234", name, language: "en_US", status, category: "MARKETING" }] }
+        })
+        yield* fake.respond(templates, listed("PENDING"))
+        const pending = yield* refusedWith(
+          client.broadcasts.create({ payload: { name: "Early", template, recipients: [{ to: "16505550001" }] } }),
+          "BadRequest"
+        )
+        expect(pending).toMatchObject({ error: "template_not_approved" })
+        expect(pending.message).toContain("spring_sale (en_US) is PENDING")
+        // Meta's name filter matches parts of names: a longer name is another template.
+        yield* fake.respond(templates, listed("APPROVED", "spring_sale_2"))
+        const missing = yield* refusedWith(
+          client.broadcasts.create({ payload: { name: "Other", template, recipients: [{ to: "16505550001" }] } }),
+          "BadRequest"
+        )
+        expect(missing).toMatchObject({ error: "template_not_found" })
+        const lookups = (yield* fake.requests).filter((r) => r.method === "GET" && r.path.endsWith(templates.path))
+        expect(lookups[0]?.query).toMatchObject({ name: "spring_sale", language: "en_US" })
+        expect(yield* client.broadcasts.list({ urlParams: { limit: 20 } })).toEqual({ data: [], next: null })
+        expect(yield* templateSends(tenant.phoneNumberId)).toEqual([])
+      }))
+
     // Raw: bodies the typed client refuses to send.
     it.effect("raw requests: bad input is a 400 naming the field, and nothing is queued", () =>
       Effect.gen(function*() {

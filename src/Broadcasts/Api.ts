@@ -8,7 +8,7 @@ import { Schema } from "effect"
 import { accepts, apiTokens } from "../Domain/Access.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { documented } from "../Domain/Documented.js"
-import { Wire } from "../Domain/Errors.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
 import { failureReasons, messageStatuses } from "../Domain/Vocabulary.js"
@@ -159,7 +159,7 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
       .addSuccess(BroadcastRecord, { status: 201 })
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
-      .addError(Wire.TooManyRequests)
+      .addError(UpstreamErrors)
       .addError(Wire.ServiceUnavailable)
       .pipe(
         accepts(apiTokens),
@@ -168,7 +168,9 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
           `Queues one bulk send of the template to each recipient (up to ${RECIPIENTS_PER_CALL} a call; more with ` +
             `POST /api/broadcasts/{id}/recipients, up to ${RECIPIENTS_PER_BROADCAST}), each with its own components when ` +
             "given. The same person twice is sent once; people who stopped the business's marketing messages are " +
-            "skipped (opted_out). A MARKETING template goes through the Marketing Messages API where the instance has it on.",
+            "skipped (opted_out). The template must be APPROVED (asked of the Graph once, here: 400 template_not_found or " +
+            "template_not_approved otherwise). A MARKETING template goes through the Marketing Messages API where the " +
+            "instance has it on.",
           { example: NEW_BROADCAST_EXAMPLE }
         )
       )

@@ -12,6 +12,7 @@ import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { SendMessageRequest } from "../Messages/MessageSchemas.js"
 import { optedOutAmong } from "../Messages/OptOuts.js"
 import { QueuedSends } from "../SendQueue/QueuedSends.js"
+import { TemplateApproval } from "../Templates/Approval.js"
 import {
   type BroadcastQuery,
   type BroadcastRecord,
@@ -157,6 +158,7 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
     const repo = yield* BroadcastsRepo
     const queued = yield* QueuedSends
     const access = yield* InstanceAccess
+    const approval = yield* TemplateApproval
     const sql = yield* SqlClient.SqlClient
     const clock = yield* Effect.clock
 
@@ -179,6 +181,9 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
           instanceId: input.instance_id,
           phoneNumberId: input.phone_number_id
         })
+        // One look at the template now, rather than as many refused sends as it has recipients.
+        const target = yield* access.target(instance)
+        yield* approval.check(target, { name: input.template.name, language: input.template.language.code })
         const row: BroadcastRow = {
           id: newId("bc"),
           organization_id: instance.organizationId,
@@ -266,5 +271,5 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
       cancel
     } as const
   }),
-  dependencies: [BroadcastsRepo.Default, InstanceAccess.Default]
+  dependencies: [BroadcastsRepo.Default, InstanceAccess.Default, TemplateApproval.Default]
 }) {}
