@@ -36,7 +36,7 @@ export const languageKey = (language: string) => language.replace("-", "_")
 
 const text = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 
-export const templateCategory = (input: {
+const templateCategory = (input: {
   readonly wabaId: string
   readonly name: unknown
   readonly language: unknown
