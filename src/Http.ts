@@ -114,7 +114,7 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(QueuedSendsLive),
   overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueRepo.Default),
-  overFoundation(Broadcasts.Default.pipe(Layer.provide([QueuedSendsLive, UpstreamStackLive]))),
+  overFoundation(Broadcasts.Default.pipe(Layer.provide([QueuedSendsLive, UpstreamStackLive, IngressStackLive]))),
   overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),

@@ -10,10 +10,11 @@ import type { BroadcastRecord } from "../src/Broadcasts/Api.js"
 import type { HubClient } from "../src/Client.js"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { makeReceiver } from "./support/Receivers.js"
 import { refusedWith } from "./support/Refusal.js"
 import { untilSignalledThat } from "./support/Signals.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
-import { postUpstream } from "./support/TypedWebhooks.js"
+import { createTyped, postUpstream } from "./support/TypedWebhooks.js"
 import { envelope } from "./support/UpstreamPayloads.js"
 
 const template = {
@@ -44,7 +45,9 @@ const templateSends = (phoneNumberId: string) =>
   )
 
 describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
-  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1) }), { excludeTestServices: true })("", (it) => {
+  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1), webhookAllowPrivate: true }), {
+    excludeTestServices: true
+  })("", (it) => {
     it.effect("each person once, with their own components; the opted out skipped; counts and recipients readable", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
@@ -145,11 +148,13 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
         })
       }))
 
-    it.effect("a scheduled broadcast cancelled: its sends end failed as cancelled, none is made, it takes no more recipients", () =>
+    it.scoped("a scheduled broadcast cancelled: its sends end failed as cancelled and told so, none is made, it takes no more recipients", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
         const tenant = yield* seedTenant()
         const client = yield* hub.client(tenant.instanceToken)
+        const outcomes = yield* makeReceiver()
+        yield* createTyped(tenant.instanceToken, { name: "outcomes", url: outcomes.url, events: ["hub.message_queue"] })
         const created = yield* client.broadcasts.create({
           payload: {
             name: "Later",
@@ -172,6 +177,11 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
           "Conflict"
         )
         expect(refused).toMatchObject({ error: "cancelled" })
+        const told = yield* outcomes.waitFor("both cancellations told", (r) => r.length === 2)
+        expect(
+          told.map((r) => JSON.parse(r.body).entry[0].changes[0].value).map((v) => [v.to, v.failure_reason]).sort()
+        )
+          .toEqual([["16505550011", "cancelled"], ["16505550012", "cancelled"]])
         const other = yield* hub.client((yield* seedTenant()).orgToken)
         yield* refusedWith(other.broadcasts.get({ path: { broadcastId } }), "NotFound")
         expect(yield* templateSends(tenant.phoneNumberId)).toEqual([])

@@ -11,6 +11,7 @@ import type { InstanceRef, Principal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { SendMessageRequest } from "../Messages/MessageSchemas.js"
 import { optedOutAmong } from "../Messages/OptOuts.js"
+import { SendCancellation } from "../SendQueue/Cancel.js"
 import { QueuedSends } from "../SendQueue/QueuedSends.js"
 import { TemplateApproval } from "../Templates/Approval.js"
 import {
@@ -159,6 +160,7 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
     const queued = yield* QueuedSends
     const access = yield* InstanceAccess
     const approval = yield* TemplateApproval
+    const cancellation = yield* SendCancellation
     const sql = yield* SqlClient.SqlClient
     const clock = yield* Effect.clock
 
@@ -258,7 +260,8 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
     const cancel = (principal: Principal, id: string) =>
       Effect.gen(function*() {
         yield* visible(principal, id)
-        yield* Effect.orDie(repo.cancel(id))
+        // Marked first, so no recipient is added meanwhile; sends under way go on and stay.
+        yield* cancellation.cancelAll(yield* Effect.orDie(repo.cancel(id)))
         return yield* recordOf(yield* visible(principal, id))
       })
 
@@ -271,5 +274,5 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
       cancel
     } as const
   }),
-  dependencies: [BroadcastsRepo.Default, InstanceAccess.Default, TemplateApproval.Default]
+  dependencies: [BroadcastsRepo.Default, InstanceAccess.Default, TemplateApproval.Default, SendCancellation.Default]
 }) {}

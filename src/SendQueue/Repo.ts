@@ -4,7 +4,7 @@
  * epoch milliseconds of the replica's clock. The message records themselves are Messages/Repo.ts's.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Array as Arr, Effect, Schema } from "effect"
 import { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { isPostgres, skipLocked } from "../Sql/Dialect.js"
 import { countRows, decodeRows, SqlBigint } from "../Sql/RowSchemas.js"
@@ -214,6 +214,20 @@ const cancel = (sql: SqlClient.SqlClient) => (messageId: string): Effect.Effect<
     return { _tag: "Cancelled", row } as const
   }))
 
+/**
+ * Of `messageIds`, the sends not yet begun taken off the queue and answered (a broadcast cancelled):
+ * one statement per thousand, under the engines' limits on parameters.
+ */
+const cancelAll = (sql: SqlClient.SqlClient) => (messageIds: ReadonlyArray<string>) =>
+  Effect.map(
+    Effect.forEach(Arr.chunksOf(messageIds, 1000), (chunk) =>
+      decodeTaken(
+        sql`DELETE FROM send_queue WHERE ${sql.in("message_id", chunk)} AND state IN ('queued', 'leased')
+          RETURNING ${sql.literal(TAKEN_COLUMNS)}`
+      )),
+    (chunks) => chunks.flat()
+  )
+
 /** How many sends wait for one number. */
 const depthOf = (sql: SqlClient.SqlClient) => (phoneNumberId: string) =>
   Effect.map(
@@ -263,6 +277,7 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       recoverLeases: recoverLeases(sql),
       takeExpired: takeExpired(sql),
       cancel: cancel(sql),
+      cancelAll: cancelAll(sql),
       depthOf: depthOf(sql),
       readings: readings(sql),
       dueNumbers: dueNumbers(sql),
