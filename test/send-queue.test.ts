@@ -14,7 +14,7 @@ import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendTyped } from "./support/Messages.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilSignalledThat } from "./support/Signals.js"
-import { seedTenant, TestHub } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
 import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
 import { createTyped, deliveriesTyped, postUpstream } from "./support/TypedWebhooks.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
@@ -39,6 +39,23 @@ const recordsOnceSettled = (
       what,
       Effect.map(client.messages.list({ urlParams: messagesFirstPage }), (page) => page.data),
       condition
+    )
+  })
+
+/** A queued send whose Graph call the fake leaves unanswered: the records once it failed. */
+const unansweredSend = (tenant: Tenant, body: string) =>
+  Effect.gen(function*() {
+    const fake = yield* FakeGraph
+    yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+    yield* (yield* TestHub).request("POST", "/api/messages", {
+      token: tenant.instanceToken,
+      json: text(body),
+      headers: respondAsync
+    })
+    return yield* recordsOnceSettled(
+      tenant.instanceToken,
+      "the unanswered send failed",
+      (r) => r[0]?.status === "failed"
     )
   })
 
@@ -254,20 +271,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
 
     it.effect("a Graph call left unanswered is never made again: failed as outcome_unknown", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
-        yield* hub.request("POST", "/api/messages", {
-          token: tenant.instanceToken,
-          json: text("maybe"),
-          headers: respondAsync
-        })
-        const [record] = yield* recordsOnceSettled(
-          tenant.instanceToken,
-          "the unanswered send failed",
-          (records) => records[0]?.status === "failed"
-        )
+        const [record] = yield* unansweredSend(tenant, "maybe")
         expect(record).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
@@ -275,15 +280,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
     it.effect("a send whose outcome was unknown takes the id of Meta's status naming its person, and moves on", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
-        yield* hub.request("POST", "/api/messages", {
-          token: tenant.instanceToken,
-          json: text("maybe it went"),
-          headers: respondAsync
-        })
-        yield* recordsOnceSettled(tenant.instanceToken, "the unanswered send failed", (r) => r[0]?.status === "failed")
+        yield* unansweredSend(tenant, "maybe it went")
         const now = Math.floor(Date.now() / 1000)
         const client = yield* hub.client(tenant.instanceToken)
         const record = () => Effect.map(client.messages.list({ urlParams: messagesFirstPage }), (page) => page.data[0])
