@@ -47,6 +47,7 @@ import { SendCancellation } from "./SendQueue/Cancel.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { SendQueueHttpLive } from "./SendQueue/Http.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
+import { QueueSnapshotsLive, SendQueues } from "./SendQueue/Queues.js"
 import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
@@ -102,6 +103,9 @@ const UpstreamStackLive = overFoundation(
  */
 const QueuedSendsLive = QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))
 
+/** The send queues as callers see them, over the instances they belong to. */
+const SendQueuesLive = SendQueues.Default.pipe(Layer.provide(InstancesRepoLive))
+
 /**
  * The hub's services: a list, each over what it declares (Effect.Service's `dependencies`, the
  * feature's layer, or the stacks above); a layer named twice is built once.
@@ -114,6 +118,8 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(QueuedSendsLive),
   overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueRepo.Default),
+  overFoundation(SendQueuesLive),
+  overFoundation(QueueSnapshotsLive.pipe(Layer.provide(SendQueuesLive))),
   overFoundation(Broadcasts.Default.pipe(Layer.provide([QueuedSendsLive, UpstreamStackLive, IngressStackLive]))),
   overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),

@@ -116,6 +116,15 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
           expiresAt: queued.body.expires_at
         })
         expect(record?.failureReason).toBeUndefined()
+        // The send counts in its number's measured pace: one over the last ten seconds.
+        const byOrg = yield* hub.client(tenant.orgToken)
+        const [queue] = (yield* untilSignalledThat(
+          settled,
+          "the send counted in the number's pace",
+          byOrg.sendQueue.list(),
+          (queues) => queues.data[0]?.sends_per_second === 0.1
+        )).data
+        expect(queue).toMatchObject({ phone_number_id: tenant.phoneNumberId, depth: 0, sends_per_second: 0.1 })
         const sends = yield* messageSends(tenant.phoneNumberId)
         expect(sends.map((s) => s.json)).toEqual([{
           messaging_product: "whatsapp",
@@ -206,7 +215,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
             phone_number_id: tenant.phoneNumberId,
             depth: 1,
             oldest_wait_seconds: 0,
-            send_rate: 80
+            send_rate: 80,
+            sends_per_second: 0
           }]
         })
         const id = String(queued.body.id)
