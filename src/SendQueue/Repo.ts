@@ -287,7 +287,7 @@ const readings = (sql: SqlClient.SqlClient) => (now: number) =>
   })
 
 /** A number's queue as read now. */
-export interface QueueReading {
+interface QueueReading {
   readonly phoneNumberId: string
   readonly depth: number
   readonly oldestWaitSeconds: number
