@@ -246,7 +246,7 @@ const depthOf = (sql: SqlClient.SqlClient) => (phoneNumberId: string) =>
   )
 
 /** The seconds of sends the measured pace is taken over. */
-export const PACE_WINDOW_SECONDS = 10
+const PACE_WINDOW_SECONDS = 10
 
 /**
  * Each number's depth, how long its oldest send whose time has come has waited, and its sends a second
