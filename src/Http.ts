@@ -48,6 +48,9 @@ import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { SendQueueHttpLive } from "./SendQueue/Http.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
 import { SendQueueRepo } from "./SendQueue/Repo.js"
+import { StatsHttpLive } from "./Stats/Http.js"
+import { QueueDepthSampler, QueueDepthSamplingLive } from "./Stats/QueueDepthSampler.js"
+import { Stats } from "./Stats/Stats.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
@@ -114,6 +117,8 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(QueuedSendsLive),
   overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueRepo.Default),
+  overFoundation(Stats.Default),
+  overFoundation(QueueDepthSampler.Default),
   overFoundation(Broadcasts.Default.pipe(Layer.provide(QueuedSendsLive))),
   overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
@@ -126,7 +131,7 @@ const ServicesLive = Layer.mergeAll(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
-  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive]),
+  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive, StatsHttpLive]),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
@@ -173,6 +178,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     CheckpointerLive,
     DispatcherLive,
     RetentionScheduleLive,
+    QueueDepthSamplingLive,
     MemoryTargetLive,
     RevocationFeedServerLive
   ).pipe(
