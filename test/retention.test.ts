@@ -78,10 +78,17 @@ for (const engine of engines) {
               })
             }`).pipe(Effect.orDie)
           // A sample of the queue's depth taken this minute.
-          yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-            sql`INSERT INTO queue_depth_samples ${
-              sql.insert({ minute: new Date().toISOString().slice(0, 16), phone_number_id: tenant.phoneNumberId, depth: 3 })
-            }`).pipe(Effect.orDie)
+          yield* Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) =>
+              sql`INSERT INTO queue_depth_samples ${
+                sql.insert({
+                  minute: new Date().toISOString().slice(0, 16),
+                  phone_number_id: tenant.phoneNumberId,
+                  depth: 3
+                })
+              }`
+          ).pipe(Effect.orDie)
           // A cutoff in the past deletes nothing.
           expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({
             deliveries: 0,

@@ -154,6 +154,12 @@ describe.each(["sqlite", "postgres"] as const)("stats time series (%s)", (engine
         expect(pending(yield* seriesOf(second.instanceToken))).toBe(2)
         expect(pending(yield* seriesOf(tenant.instanceToken))).toBe(1)
         const hub = yield* TestHub
+        // The current minute's depth is the queue's now, before any sample of it is taken.
+        expect((yield* queueForLater(second.instanceToken)).status).toBe(202)
+        const queuedNow = (s: Series) => s.minutes[s.minutes.length - 1]?.queue_depth
+        expect(queuedNow(yield* seriesOf(tenant.orgToken))).toBe(1)
+        expect(queuedNow(yield* seriesOf(second.instanceToken))).toBe(1)
+        expect(queuedNow(yield* seriesOf(tenant.instanceToken))).toBe(0)
         const byNumber = yield* hub.request(
           "GET",
           `/api/stats/timeseries?phone_number_id=${tenant.phoneNumberId}`,
@@ -172,14 +178,34 @@ describe.each(["sqlite", "postgres"] as const)("stats time series (%s)", (engine
         // Two replicas sampling the same minute (the same service twice: each reads the shared queue and upserts).
         const one = yield* sampler.sampleNow
         const two = yield* sampler.sampleNow
-        const rows = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-          sql<{ readonly minute: string; readonly depth: number }>`SELECT minute, depth FROM queue_depth_samples
-            WHERE phone_number_id = ${tenant.phoneNumberId} ORDER BY minute`).pipe(Effect.orDie)
+        const rows = yield* Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) =>
+            sql<{ readonly minute: string; readonly depth: number }>`SELECT minute, depth FROM queue_depth_samples
+            WHERE phone_number_id = ${tenant.phoneNumberId} ORDER BY minute`
+        ).pipe(Effect.orDie)
         // The two samples fall in one minute, or (at a minute's turn) in two: never two rows of one minute.
         expect(rows.map((r) => r.minute)).toEqual([...new Set([one.minute, two.minute])])
         expect(rows.every((r) => Number(r.depth) === 2)).toBe(true)
         const series = yield* seriesOf(tenant.instanceToken)
         expect(series.minutes.find((m) => m.minute.slice(0, 16) === two.minute)?.queue_depth).toBe(2)
+
+        // Past minutes read their samples: the tenant's numbers' summed, another tenant's left out.
+        const second = yield* addInstance(tenant)
+        const other = yield* seedTenant()
+        const past = new Date(Date.now() - 5 * 60_000).toISOString().slice(0, 16)
+        yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql`INSERT INTO queue_depth_samples ${
+            sql.insert([
+              { minute: past, phone_number_id: tenant.phoneNumberId, depth: 7 },
+              { minute: past, phone_number_id: second.phoneNumberId, depth: 3 },
+              { minute: past, phone_number_id: other.phoneNumberId, depth: 100 }
+            ])
+          }`).pipe(Effect.orDie)
+        const depthAt = (s: Series) => s.minutes.find((m) => m.minute.slice(0, 16) === past)?.queue_depth
+        expect(depthAt(yield* seriesOf(tenant.orgToken))).toBe(10)
+        expect(depthAt(yield* seriesOf(tenant.instanceToken))).toBe(7)
+        expect(depthAt(yield* seriesOf(other.orgToken))).toBe(100)
       }))
 
     it.effect("refuses a bad window, another tenant's instance and a session token, naming why", () =>

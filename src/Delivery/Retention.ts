@@ -14,8 +14,8 @@ import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
 import { compactMessageCounts } from "../Messages/Repo.js"
 import { isPostgres } from "../Sql/Dialect.js"
-import { minuteOf, pruneDepthSamples } from "../Stats/Repo.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
+import { minuteOf, pruneDepthSamples } from "../Stats/Repo.js"
 
 const BATCH = 500
 

@@ -13,7 +13,7 @@ import { IsoTimestamp, RequestStruct, WholeNumberText } from "../Domain/Schemas.
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
 
 /** The longest window one call reads. */
-export const MAX_HOURS = 24
+const MAX_HOURS = 24
 
 export const TimeseriesQuery = RequestStruct({
   hours: Schema.optionalWith(WholeNumberText(1, MAX_HOURS), { default: () => 1 }).annotations({
@@ -48,7 +48,8 @@ const MinuteBucket = Schema.Struct({
   sends: SendCounts,
   deliveries: AttemptCounts,
   queue_depth: Schema.Number.annotations({
-    description: "Sends waiting in the send queue as sampled in the minute (0: empty, or no sample was taken)"
+    description: "Sends waiting in the send queue as sampled in the minute (0: empty, or no sample was taken); " +
+      "the current minute's is the queue now"
   })
 }).annotations({ identifier: "MinuteBucket" })
 
@@ -78,7 +79,7 @@ export class StatsApi extends HttpApiGroup.make("stats")
           "Sends, deliveries and queue depth per minute",
           `Every minute of the last \`hours\` (1 to ${MAX_HOURS}): outbound messages by the minute they were accepted and ` +
             "their status now, webhook delivery attempts by the minute they began and their outcome, and the send " +
-            "queue's depth as sampled once a minute. An organization token counts all of its instances unless it names " +
+            "queue's depth as sampled once a minute (the current minute: as it is now). An organization token counts all of its instances unless it names " +
             "one (`instance_id` or `phone_number_id`); an instance token counts its own."
         )
       )

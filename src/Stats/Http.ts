@@ -5,7 +5,14 @@ import { HubApi } from "../Api.js"
 import { CurrentPrincipal } from "../Domain/Principal.js"
 import { Stats } from "./Stats.js"
 
-export const StatsHttpLive = HttpApiBuilder.group(HubApi, "stats", (handlers) =>
-  Effect.map(Stats, (stats) =>
-    handlers.handle("timeseries", ({ urlParams }) =>
-      Effect.flatMap(CurrentPrincipal, (principal) => stats.timeseries(principal, urlParams)))))
+export const StatsHttpLive = HttpApiBuilder.group(
+  HubApi,
+  "stats",
+  (handlers) =>
+    Effect.map(
+      Stats,
+      (stats) =>
+        handlers.handle("timeseries", ({ urlParams }) =>
+          Effect.flatMap(CurrentPrincipal, (principal) => stats.timeseries(principal, urlParams)))
+    )
+)

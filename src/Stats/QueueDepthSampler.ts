@@ -31,7 +31,9 @@ export class QueueDepthSampler extends Effect.Service<QueueDepthSampler>()("Queu
 export const QueueDepthSamplingLive = Layer.scopedDiscard(
   Effect.flatMap(QueueDepthSampler, (sampler) =>
     sampler.sampleNow.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("Sampling the queue depth failed; the next minute tries again", cause)),
+      Effect.catchAllCause((cause) =>
+        Effect.logWarning("Sampling the queue depth failed; the next minute tries again", cause)
+      ),
       Effect.repeat(Schedule.fixed(SAMPLE_EVERY)),
       Effect.forkScoped
     ))

@@ -46,7 +46,10 @@ const sendsSince = (sql: SqlClient.SqlClient) => (scope: StatsScope, sinceIso: s
 /**
  * Delivery attempts of the scope's webhooks by the minute they began and their outcome. Attempt ids
  * are time-ordered and made when the attempt ended (after it began), so the window is a primary-key
- * range; `dead` is a delivery's last attempt once it was given up.
+ * range. The window's attempts are read first and their deliveries and webhooks by primary key (CROSS
+ * JOIN keeps SQLite to that order: left to choose, it starts from the organization's webhooks and walks
+ * every delivery they ever had); PostgreSQL plans it as an inner join. `dead` is a delivery's last
+ * attempt once it was given up.
  */
 const attemptsSince = (sql: SqlClient.SqlClient) => (scope: StatsScope, sinceMillis: number) => {
   const owner: Statement.Fragment = scope.instanceId === undefined
@@ -57,10 +60,10 @@ const attemptsSince = (sql: SqlClient.SqlClient) => (scope: StatsScope, sinceMil
         WHEN d.status = 'dead' AND a.attempt = d.attempts THEN 'dead'
         ELSE 'failed' END AS outcome,
       COUNT(*) AS n
-    FROM delivery_attempts a
-    JOIN deliveries d ON d.id = a.delivery_id
-    JOIN webhooks w ON w.id = d.webhook_id
-    WHERE a.id >= ${idFloor("att", sinceMillis)} AND a.started_at >= ${new Date(sinceMillis).toISOString()}
+    FROM delivery_attempts a CROSS JOIN deliveries d CROSS JOIN webhooks w
+    WHERE d.id = a.delivery_id AND w.id = d.webhook_id AND a.id >= ${idFloor("att", sinceMillis)} AND a.started_at >= ${
+    new Date(sinceMillis).toISOString()
+  }
       AND ${owner}
     GROUP BY 1, 2`)
 }
@@ -85,9 +88,13 @@ const writeDepths = (sql: SqlClient.SqlClient) =>
   minute: string,
   depths: ReadonlyArray<{ readonly phoneNumberId: string; readonly depth: number }>
 ): Effect.Effect<void, SqlError.SqlError> =>
-  depths.length === 0 ? Effect.void : Effect.asVoid(sql`INSERT INTO queue_depth_samples ${
-    sql.insert(depths.map((d) => ({ minute, phone_number_id: d.phoneNumberId, depth: d.depth })))
-  } ON CONFLICT (minute, phone_number_id) DO UPDATE SET depth = excluded.depth`)
+  depths.length === 0 ?
+    Effect.void :
+    Effect.asVoid(
+      sql`INSERT INTO queue_depth_samples ${
+        sql.insert(depths.map((d) => ({ minute, phone_number_id: d.phoneNumberId, depth: d.depth })))
+      } ON CONFLICT (minute, phone_number_id) DO UPDATE SET depth = excluded.depth`
+    )
 
 /** Deletes the samples of minutes before `beforeMinute` (retention); answers how many. */
 export const pruneDepthSamples = (sql: SqlClient.SqlClient, beforeMinute: string) =>

@@ -1,13 +1,17 @@
 /**
  * The overview's steps: whose counts a request may read (as the message list decides it), the window
  * of whole minutes ending with the current one, and the three series read and laid on every minute of
- * it, empty minutes as zeros (so a chart draws a quiet minute as 0, not as a line across the gap).
+ * it, empty minutes as zeros (so a chart draws a quiet minute as 0, not as a line across the gap). The
+ * current minute's queue depth is the queue's now: its sample may not be taken yet (each replica samples
+ * once a minute, at its own second), and a missing sample would read as an empty queue.
  */
 import { Clock, Effect } from "effect"
 import type { Principal } from "../Domain/Principal.js"
 import type { AttemptOutcome, MessageStatus } from "../Domain/Vocabulary.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
+import { InstancesRepo, InstancesRepoLive } from "../Instances/Repo.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
+import { SendQueueRepo } from "../SendQueue/Repo.js"
 import type { Timeseries, TimeseriesQuery } from "./Api.js"
 import { minuteOf, StatsRepo, type StatsScope } from "./Repo.js"
 
@@ -64,6 +68,8 @@ export class Stats extends Effect.Service<Stats>()("Stats", {
   effect: Effect.gen(function*() {
     const repo = yield* StatsRepo
     const access = yield* InstanceAccess
+    const instances = yield* InstancesRepo
+    const queue = yield* SendQueueRepo
 
     /** Whose counts: the instance named or the token's own; else the whole organization (as the message list). */
     const scopeOf = (principal: Principal, query: typeof TimeseriesQuery.Type) =>
@@ -73,30 +79,40 @@ export class Stats extends Effect.Service<Stats>()("Stats", {
         const instance = named || principal.instance !== undefined
           ? yield* access.resolve(principal, selector)
           : undefined
-        return { organizationId: principal.organizationId, instanceId: instance?.id } satisfies StatsScope
+        const scope: StatsScope = { organizationId: principal.organizationId, instanceId: instance?.id }
+        const numbers = instance !== undefined
+          ? [instance.phoneNumberId]
+          : (yield* instances.listByOrganization(principal.organizationId)).map((row) => row.phone_number_id)
+        return { scope, numbers: new Set(numbers) }
       })
+
+    /** The queue depth of the scope's numbers now. */
+    const depthNow = (numbers: ReadonlySet<string>, now: number) =>
+      Effect.map(
+        queue.readings(now),
+        (readings) => readings.reduce((sum, r) => sum + (numbers.has(r.phoneNumberId) ? r.depth : 0), 0)
+      )
 
     const timeseries = (principal: Principal, query: typeof TimeseriesQuery.Type) =>
       Effect.gen(function*() {
-        const scope = yield* scopeOf(principal, query)
-        const buckets = emptyBuckets(query.hours, yield* Clock.currentTimeMillis)
+        const { numbers, scope } = yield* scopeOf(principal, query)
+        const now = yield* Clock.currentTimeMillis
+        const buckets = emptyBuckets(query.hours, now)
         const from = buckets[0]?.minute ?? new Date(0).toISOString()
         const to = new Date(Date.parse(buckets[buckets.length - 1]?.minute ?? from) + MINUTE_MS).toISOString()
         const rows = yield* Effect.orDie(Effect.all({
           sends: repo.sendsSince(scope, from),
           attempts: repo.attemptsSince(scope, Date.parse(from)),
-          depths: repo.depthsSince(scope, minuteOf(from))
+          depths: repo.depthsSince(scope, minuteOf(from)),
+          depthNow: depthNow(numbers, now)
         }))
-        return {
-          hours: query.hours,
-          instance_id: scope.instanceId ?? null,
-          from,
-          to,
-          minutes: fillBuckets(buckets, rows)
-        }
+        const minutes = fillBuckets(buckets, rows)
+        const current = buckets[buckets.length - 1]
+        if (current !== undefined) current.queue_depth = rows.depthNow
+        return { hours: query.hours, instance_id: scope.instanceId ?? null, from, to, minutes }
       }).pipe(Effect.withSpan("Stats.timeseries"))
 
     return { timeseries } as const
   }),
-  dependencies: [StatsRepo.Default, InstanceAccess.Default]
+  dependencies: [StatsRepo.Default, InstanceAccess.Default, InstancesRepoLive, SendQueueRepo.Default]
 }) {}
