@@ -54,6 +54,9 @@ import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
 import { SecretCipher } from "./Sql/SecretCipher.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
+import { StatsHttpLive } from "./Stats/Http.js"
+import { QueueDepthSampler, QueueDepthSamplingLive } from "./Stats/QueueDepthSampler.js"
+import { Stats } from "./Stats/Stats.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
 import { makeUpstreamPostPlainRoute } from "./UpstreamEvents/FastRoute.js"
@@ -121,6 +124,8 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(SendQueuesLive),
   overFoundation(QueueSnapshotsLive.pipe(Layer.provide(SendQueuesLive))),
   overFoundation(Broadcasts.Default.pipe(Layer.provide([QueuedSendsLive, UpstreamStackLive, IngressStackLive]))),
+  overFoundation(Stats.Default),
+  overFoundation(QueueDepthSampler.Default),
   overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
@@ -132,7 +137,7 @@ const ServicesLive = Layer.mergeAll(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
-  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive]),
+  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive, StatsHttpLive]),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
@@ -179,6 +184,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     CheckpointerLive,
     DispatcherLive,
     RetentionScheduleLive,
+    QueueDepthSamplingLive,
     MemoryTargetLive,
     RevocationFeedServerLive
   ).pipe(

@@ -9,7 +9,7 @@ import { accepts, apiTokens } from "../Domain/Access.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
-import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
+import { IsoTimestamp, RequestStruct, WholeNumberText } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
 import { failureReasons, messageStatuses } from "../Domain/Vocabulary.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -118,20 +118,14 @@ const RecipientPage = Schema.Struct({
   next: Schema.NullOr(Schema.String).annotations({ description: "The `after` of the next page; null at the end" })
 })
 
-const wholeNumber = (min: number, max: number) =>
-  Schema.NumberFromString.pipe(
-    Schema.int({ message: () => `must be a whole number from ${min} to ${max}` }),
-    Schema.between(min, max, { message: () => `must be a whole number from ${min} to ${max}` })
-  )
-
 export const RecipientQuery = RequestStruct({
   status: Schema.optional(RecipientStatus),
-  limit: Schema.optionalWith(wholeNumber(1, 1000), { default: () => 100 }),
+  limit: Schema.optionalWith(WholeNumberText(1, 1000), { default: () => 100 }),
   after: Schema.optional(Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => "must be a cursor" })))
 })
 
 export const BroadcastQuery = RequestStruct({
-  limit: Schema.optionalWith(wholeNumber(1, 100), { default: () => 20 }),
+  limit: Schema.optionalWith(WholeNumberText(1, 100), { default: () => 20 }),
   after: Schema.optional(Schema.String.pipe(Schema.pattern(/^bc_[\w-]{1,64}$/, { message: () => "must be a cursor" })))
 })
 
