@@ -432,7 +432,7 @@ layer(
       expect(failing).toMatchObject({
         failing_since: expect.any(String),
         last_success_at: null,
-        queued: { pending: 0, failed: 0 }
+        queued: { pending: 0, failed: 0, held: 0 }
       })
       expect((yield* deliveriesOf(tenant, hook.id))[0]?.attempt_log).toHaveLength(2)
 

@@ -23,6 +23,10 @@ export type Direction = (typeof directions)[number]
 export const deliveryStatuses = ["pending", "failed", "succeeded", "dead", "cancelled"] as const
 export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
+/** How a webhook's deliveries are ordered: `per_contact` sends each person's one at a time, in the order received. */
+export const webhookOrderings = ["none", "per_contact"] as const
+export type WebhookOrdering = (typeof webhookOrderings)[number]
+
 /** Why a webhook is inactive: its receiver answered 410, it failed too long, or someone turned it off. */
 export const disabledReasons = ["gone_410", "failing_too_long", "manual"] as const
 export type DisabledReason = (typeof disabledReasons)[number]
