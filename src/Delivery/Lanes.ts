@@ -24,8 +24,8 @@ export interface Lane {
   readonly person: string
 }
 
-/** A lane's name, for its lock and as a map key. */
-export const laneName = (lane: Lane) => `lane\u0000${lane.webhookId}\u0000${lane.person}`
+/** A lane's name, for its lock and as a map key (webhook ids hold no space; PostgreSQL's JSON takes no NUL). */
+export const laneName = (lane: Lane) => `lane ${lane.webhookId} ${lane.person}`
 
 /** Persons per tail statement (a power of two, padded: a few statement shapes). */
 const PERSONS_PER_STATEMENT = 128

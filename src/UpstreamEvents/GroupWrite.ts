@@ -12,8 +12,8 @@ import type { EventRecord, LeasedDelivery, PersonPart, RouteRow } from "../Deliv
 import { newId, nowIso } from "../Domain/Ids.js"
 import type { CommittedEvent } from "../LiveEvents/LiveEvents.js"
 import type { MessagesRepo } from "../Messages/Repo.js"
-import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, type UpstreamChange } from "./Envelope.js"
 import { splitByContact } from "./Contacts.js"
+import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, type UpstreamChange } from "./Envelope.js"
 import { recordChangesOrNone } from "./RecordChanges.js"
 
 interface Routed {
@@ -73,7 +73,8 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
     filterable: {
       changes: event.upstream,
       bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? [])),
-      byPerson: (indices) => personParts(object, indices === undefined ? event.upstream : indices.flatMap((i) => event.upstream[i] ?? []))
+      byPerson: (indices) =>
+        personParts(object, indices === undefined ? event.upstream : indices.flatMap((i) => event.upstream[i] ?? []))
     }
   }))
 }

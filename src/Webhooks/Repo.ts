@@ -9,10 +9,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
+import { laneName } from "../Delivery/Lanes.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { type DisabledReason, disabledReasons, type WebhookOrdering, webhookOrderings } from "../Domain/Vocabulary.js"
-import { laneName } from "../Delivery/Lanes.js"
 import { lockNames } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"

@@ -1,0 +1,251 @@
+/**
+ * Per-person order (issue 33, point 2), through the real HTTP server on both engines: a webhook with
+ * `ordering: per_contact` receives one person's deliveries one at a time, in the order the hub
+ * received them; a failing one holds back only that person's, counted in the health's queued.held;
+ * account-level changes are never held; an event about two persons is one delivery per person; the
+ * order can be turned on and off.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Duration, Effect, Logger, LogLevel } from "effect"
+import { type Engine, engines } from "./support/Databases.js"
+import { makeReceiver, type ReceivedRequest, type Reply } from "./support/Receivers.js"
+import { untilAttemptsLogged } from "./support/Signals.js"
+import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
+import { createTyped, postUpstream, readTyped, updateTyped } from "./support/TypedWebhooks.js"
+import { envelope, type JsonObject, wamid } from "./support/UpstreamPayloads.js"
+
+const ALICE = "US.1001"
+const BOB = "US.2002"
+
+/** A `messages` change: an inbound text from `person` (a BSUID), with the number Meta may add. */
+const fromPerson = (tenant: Tenant, person: string, id: string): JsonObject => ({
+  field: "messages",
+  value: {
+    messaging_product: "whatsapp",
+    metadata: { display_phone_number: "15550783881", phone_number_id: tenant.phoneNumberId },
+    contacts: [{ profile: { name: person }, user_id: person }],
+    messages: [{
+      from_user_id: person,
+      id,
+      timestamp: String(Math.floor(Date.now() / 1000)),
+      type: "text",
+      text: { body: `hello from ${person}` }
+    }]
+  }
+})
+
+/** A status change naming two persons' messages at once (Meta batches statuses now and then). */
+const twoStatuses = (tenant: Tenant, ids: readonly [string, string]): JsonObject => ({
+  field: "messages",
+  value: {
+    messaging_product: "whatsapp",
+    metadata: { display_phone_number: "15550783881", phone_number_id: tenant.phoneNumberId },
+    statuses: [
+      { id: ids[0], status: "delivered", timestamp: "1763000000", recipient_user_id: ALICE },
+      { id: ids[1], status: "delivered", timestamp: "1763000000", recipient_user_id: BOB }
+    ]
+  }
+})
+
+/** An account-level change: routed by business account, about no person. */
+const accountUpdate = (id: string): JsonObject => ({
+  field: "account_update",
+  value: { phone_number: "15550783881", event: "VERIFIED_ACCOUNT", ban_info: { waba_ban_state: id } }
+})
+
+const post = (tenant: Tenant, change: JsonObject) => postUpstream(envelope([tenant.wabaId, [change]]))
+
+/** The message, status and account-update ids a request carries, in order. */
+const idsIn = (request: ReceivedRequest): ReadonlyArray<string> => {
+  const body: unknown = JSON.parse(request.body)
+  const ids: Array<string> = []
+  const walk = (value: unknown, key: string) => {
+    if (Array.isArray(value)) { for (const item of value) walk(item, key) }
+    else if (typeof value === "object" && value !== null) {
+      for (const [k, v] of Object.entries(value)) walk(v, k)
+    } else if (
+      typeof value === "string" && ((key === "id" && value.startsWith("wamid.")) || key === "waba_ban_state")
+    ) {
+      ids.push(value)
+    }
+  }
+  walk(body, "")
+  return ids
+}
+
+/** The index of each request carrying `id`. */
+const arrivals = (requests: ReadonlyArray<ReceivedRequest>, id: string) =>
+  requests.flatMap((r, i) => (idsIn(r).includes(id) ? [i] : []))
+
+const received = (requests: ReadonlyArray<ReceivedRequest>, ...ids: ReadonlyArray<string>) =>
+  ids.every((id) => arrivals(requests, id).length > 0)
+
+/** Whether every attempt of `first` came before the first of `then` (one at a time, in order). */
+const before = (requests: ReadonlyArray<ReceivedRequest>, first: string, then: string) =>
+  Math.max(...arrivals(requests, first)) < Math.min(...arrivals(requests, then))
+
+/** A receiver failing `failing` (answered as `failure`) while `failingNow` says so, taking the rest. */
+const failingFor = (failing: () => string | undefined, failure: Reply) =>
+  makeReceiver((request) => {
+    const id = failing()
+    return id !== undefined && idsIn(request).includes(id) ? failure : { status: 200 }
+  })
+
+/** Three quick retries: a delivery refused four times is dead at once (a Retry-After asks for longer). */
+const orderingHub = (engine: Engine) =>
+  testHub(
+    { engine, webhookRetry: [Duration.millis(10), Duration.millis(10), Duration.millis(10)] },
+    Logger.minimumLogLevel(LogLevel.Error)
+  )
+
+for (const engine of engines) {
+  layer(orderingHub(engine), { excludeTestServices: true })(`per-person order (${engine})`, (it) => {
+    it.scoped(
+      "a failing delivery holds back only its person's later ones, which arrive in order once it succeeds; others flow",
+      () =>
+        Effect.gen(function*() {
+          const tenant = yield* seedTenant()
+          const [a1, a2, a3, b1, b2] = [wamid(), wamid(), wamid(), wamid(), wamid()]
+          let failing: string | undefined = a1
+          // Alice's first message is refused once, with a Retry-After that leaves time to look at the held ones.
+          const receiver = yield* makeReceiver((request) => {
+            if (failing === undefined || !idsIn(request).includes(failing)) return { status: 200 }
+            failing = undefined
+            return { status: 503, headers: { "retry-after": "3" } }
+          })
+          const unordered = yield* failingFor(() => a1, { status: 503, headers: { "retry-after": "30" } })
+          const ordered = yield* createTyped(tenant.orgToken, {
+            instance_id: tenant.instanceId,
+            url: receiver.url,
+            name: "ordered",
+            ordering: "per_contact"
+          })
+          expect(ordered.ordering).toBe("per_contact")
+          const plain = yield* createTyped(tenant.orgToken, {
+            instance_id: tenant.instanceId,
+            url: unordered.url,
+            name: "unordered"
+          })
+          expect(plain.ordering).toBe("none")
+
+          yield* post(tenant, fromPerson(tenant, ALICE, a1))
+          yield* receiver.waitFor("Alice's first refused", (rs) => received(rs, a1))
+          yield* post(tenant, fromPerson(tenant, ALICE, a2))
+          yield* post(tenant, fromPerson(tenant, BOB, b1))
+          yield* post(tenant, accountUpdate("acct-1"))
+          yield* post(tenant, fromPerson(tenant, ALICE, a3))
+          yield* post(tenant, fromPerson(tenant, BOB, b2))
+
+          // Bob's and the account's go while Alice's first waits for its retry; Alice's later ones wait.
+          const meanwhile = yield* receiver.waitFor("Bob's and the account's", (rs) => received(rs, b1, b2, "acct-1"))
+          expect(received(meanwhile, a2) || received(meanwhile, a3)).toBe(false)
+          expect(before(meanwhile, b1, b2)).toBe(true)
+          const waiting = yield* readTyped(tenant.orgToken, ordered.id)
+          expect(waiting.queued).toMatchObject({ held: 2, failed: 1 })
+          // The unordered webhook took Alice's later ones at once, its first still failing.
+          yield* unordered.waitFor("the unordered webhook's", (rs) => received(rs, a2, a3, b1, b2))
+          expect((yield* readTyped(tenant.orgToken, plain.id)).queued.held).toBe(0)
+
+          // The retry succeeds: Alice's follow, one at a time, in order.
+          const all = yield* receiver.waitFor("Alice's, in order", (rs) => received(rs, a2, a3), Duration.seconds(15))
+          expect(arrivals(all, a1)).toHaveLength(2)
+          expect(before(all, a1, a2)).toBe(true)
+          expect(before(all, a2, a3)).toBe(true)
+          // Once the last attempt is logged, nothing is queued or held.
+          yield* untilAttemptsLogged(
+            "the ordered webhook's queue empties",
+            readTyped(tenant.orgToken, ordered.id),
+            (record) => record.queued.pending === 0 && record.queued.held === 0 && record.queued.failed === 0
+          )
+        })
+    )
+
+    it.scoped("a delivery that dies lets its person's next one go", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const [a1, a2] = [wamid(), wamid()]
+        const receiver = yield* failingFor(() => a1, { status: 500 })
+        const ordered = yield* createTyped(tenant.orgToken, {
+          instance_id: tenant.instanceId,
+          url: receiver.url,
+          name: "ordered",
+          ordering: "per_contact"
+        })
+        yield* post(tenant, fromPerson(tenant, ALICE, a1))
+        yield* post(tenant, fromPerson(tenant, ALICE, a2))
+        const requests = yield* receiver.waitFor("Alice's second", (rs) => received(rs, a2))
+        // Four attempts (the first and three retries), then dead; only then the second.
+        expect(arrivals(requests, a1)).toHaveLength(4)
+        expect(before(requests, a1, a2)).toBe(true)
+        expect((yield* readTyped(tenant.orgToken, ordered.id)).deliveries_24h.dead).toBe(1)
+      }))
+
+    it.scoped("an event about two persons is one delivery per person, each with only that person's statuses", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const ids = [wamid(), wamid()] as const
+        const receiver = yield* makeReceiver()
+        const unordered = yield* makeReceiver()
+        yield* createTyped(tenant.orgToken, {
+          instance_id: tenant.instanceId,
+          url: receiver.url,
+          name: "ordered",
+          ordering: "per_contact"
+        })
+        yield* createTyped(tenant.orgToken, { instance_id: tenant.instanceId, url: unordered.url, name: "plain" })
+        const answer = yield* post(tenant, twoStatuses(tenant, ids))
+        expect(answer.deliveries).toBe(3)
+        const split = yield* receiver.waitFor("both persons'", (rs) => rs.length === 2)
+        expect(split.map(idsIn).sort()).toEqual([[ids[0]], [ids[1]]].sort())
+        // Each envelope names one person only.
+        expect(split.map((r) => r.body.includes(ALICE) !== r.body.includes(BOB))).toEqual([true, true])
+        const whole = yield* unordered.waitFor("the whole event", (rs) => rs.length === 1)
+        expect(idsIn(whole[0] ?? { path: "", headers: {}, body: "{}" })).toEqual([...ids])
+      }))
+
+    it.scoped("ordering is patched on and off: turned off, the held deliveries go at once", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const [a1, a2, a3] = [wamid(), wamid(), wamid()]
+        // Alice's first waits for a retry far off: her later ones stay held until the order is turned off.
+        const receiver = yield* failingFor(() => a1, { status: 503, headers: { "retry-after": "600" } })
+        const created = yield* createTyped(tenant.orgToken, {
+          instance_id: tenant.instanceId,
+          url: receiver.url,
+          name: "switched"
+        })
+        expect(created.ordering).toBe("none")
+        const on = yield* updateTyped(tenant.orgToken, created.id, { ordering: "per_contact" })
+        expect(on.ordering).toBe("per_contact")
+        yield* post(tenant, fromPerson(tenant, ALICE, a1))
+        yield* receiver.waitFor("Alice's first refused", (rs) => received(rs, a1))
+        yield* post(tenant, fromPerson(tenant, ALICE, a2))
+        yield* post(tenant, fromPerson(tenant, ALICE, a3))
+        expect((yield* readTyped(tenant.orgToken, created.id)).queued).toMatchObject({ held: 2, failed: 1 })
+        expect(received(receiver.requests, a2)).toBe(false)
+
+        const off = yield* updateTyped(tenant.orgToken, created.id, { ordering: "none" })
+        expect(off.ordering).toBe("none")
+        expect(off.queued.held).toBe(0)
+        yield* receiver.waitFor("Alice's later ones, released", (rs) => received(rs, a2, a3))
+        // Alice's first still waits for its retry.
+        expect(arrivals(receiver.requests, a1)).toHaveLength(1)
+      }))
+  })
+}
+
+describe("ordering field", () => {
+  layer(orderingHub("sqlite"), { excludeTestServices: true })("validation", (it) => {
+    it.effect("an unknown ordering is a 400 naming the field", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const hub = yield* TestHub
+        const answer = yield* hub.request("POST", "/api/webhooks", {
+          token: tenant.orgToken,
+          json: { instance_id: tenant.instanceId, url: "https://example.com/h", name: "x", ordering: "per_person" }
+        })
+        expect(answer.status).toBe(400)
+        expect(answer.text).toContain("ordering")
+      }))
+  })
+})
