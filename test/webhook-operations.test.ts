@@ -453,7 +453,7 @@ layer(
       const queued = yield* until(
         "the retry queued",
         read(tenant, waiting.id),
-        (w) => isDeepStrictEqual(w.queued, { pending: 0, failed: 1 })
+        (w) => isDeepStrictEqual(w.queued, { pending: 0, failed: 1, held: 0 })
       )
       expect(queued).toMatchObject({
         deliveries_24h: { succeeded: 0, failed: 1, dead: 0 },
