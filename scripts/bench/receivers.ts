@@ -4,7 +4,7 @@
  * latency is ingress-to-receipt. GET /stats reports, POST /reset clears.
  *
  * For per-person order (the `ordered` scenario), POST /reset may take `{"check": true, "failEvery": k}`:
- * then every k-th delivery is answered 500 once (its retry is taken), and each webhook path's
+ * then every k-th delivery is answered 503 once with Retry-After: 2 (its retry is taken), and each webhook path's
  * deliveries about one person (`recipient_user_id`) are checked to arrive one at a time and in the
  * order posted: a delivery of a person arriving while another of theirs is open, while a refused one
  * of theirs is not yet taken, or after a later one was taken, counts as a violation.
@@ -90,7 +90,8 @@ const server = Bun.serve({
     if (checked?.refuse === true) {
       checked.lane.refused = n
       checked.lane.open--
-      return new Response(null, { status: 500 })
+      // Retried two seconds later: past the person's next post, which must wait for it.
+      return new Response(null, { status: 503, headers: { "retry-after": "2" } })
     }
     webhookIds.add(webhookId)
     for (const match of stamps) latencies.push(now - Number(match[1]))
