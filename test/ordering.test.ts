@@ -234,6 +234,62 @@ for (const engine of engines) {
   })
 }
 
+/** A status of message `id` sent to person `n` of many (by number and BSUID). */
+const statusTo = (tenant: Tenant, n: number): JsonObject => ({
+  field: "messages",
+  value: {
+    messaging_product: "whatsapp",
+    metadata: { display_phone_number: "15550783881", phone_number_id: tenant.phoneNumberId },
+    statuses: [{
+      id: wamid(),
+      status: "sent",
+      timestamp: String(Math.floor(Date.now() / 1000)),
+      recipient_id: String(15550000000 + n),
+      recipient_user_id: `US.${n}`
+    }]
+  }
+})
+
+for (const engine of engines) {
+  layer(orderingHub(engine), { excludeTestServices: true })(`ordering switched under load (${engine})`, (it) => {
+    it.scoped(
+      "ordering patched on and off while deliveries flow: every PATCH answers 200, every delivery arrives",
+      () =>
+        Effect.gen(function*() {
+          const tenant = yield* seedTenant()
+          // A receiver a little slow, so lanes fill up and rounds advance them while the PATCHes run.
+          const receiver = yield* makeReceiver(() => ({ status: 200, delayMs: 5 }))
+          const webhooks = yield* Effect.forEach(
+            [0, 1, 2],
+            (w) => createTyped(tenant.orgToken, { instance_id: tenant.instanceId, url: receiver.url, name: `w${w}` })
+          )
+          let posts = 0
+          for (const ordering of ["per_contact", "none", "per_contact", "none"] as const) {
+            // Each PATCH runs while the last posts' deliveries are still under way.
+            for (const webhook of webhooks) {
+              expect((yield* updateTyped(tenant.orgToken, webhook.id, { ordering })).ordering).toBe(ordering)
+            }
+            yield* Effect.forEach(
+              Array.from({ length: 150 }, (_, n) => n),
+              (n) => post(tenant, statusTo(tenant, n % 50)),
+              { concurrency: 20 }
+            )
+            posts += 150
+          }
+          yield* receiver.waitFor(
+            "every delivery",
+            () => receiver.distinctIds().size >= posts * webhooks.length,
+            Duration.seconds(30)
+          )
+          for (const webhook of webhooks) {
+            expect((yield* readTyped(tenant.orgToken, webhook.id)).queued.held).toBe(0)
+          }
+        }),
+      { timeout: 60_000 }
+    )
+  })
+}
+
 describe("ordering field", () => {
   layer(orderingHub("sqlite"), { excludeTestServices: true })("validation", (it) => {
     it.effect("an unknown ordering is a 400 naming the field", () =>

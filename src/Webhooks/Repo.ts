@@ -9,11 +9,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
-import { laneName } from "../Delivery/Lanes.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { type DisabledReason, disabledReasons, type WebhookOrdering, webhookOrderings } from "../Domain/Vocabulary.js"
-import { lockNames } from "../Sql/Dialect.js"
+import { skipLocked } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"
 import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
@@ -165,19 +164,19 @@ const deactivate = (sql: SqlClient.SqlClient, id: string, reason: DisabledReason
   })
 
 /**
- * Per-person order turned off: every delivery leaves its person's lane (Delivery/Lanes.ts), and the
- * held ones are due at once (from their creation, as pending rows are); every replica is told.
+ * Per-person order turned off: every held delivery is due at once (from its creation, as pending
+ * rows are); every replica is told. The rows keep their lanes (Delivery/Lanes.ts): a delivery an
+ * ingress queued behind them as this commits is still made due when the one before it ends.
+ * Rows locked meanwhile are passed over (PostgreSQL): a round is making them due (advance), and
+ * waiting for it here could deadlock with it (it holds the lane's lock, this the other rows).
  */
 const releaseLanes = (sql: SqlClient.SqlClient, id: string, now: string) =>
   Effect.gen(function*() {
-    // Locked as the ingress locks them (Delivery/Lanes.ts): a delivery being queued behind one of
-    // them is committed first, and released here with the rest.
-    const lanes = yield* sql<{ readonly contact_key: string }>`SELECT DISTINCT contact_key FROM deliveries
-      WHERE webhook_id = ${id} AND contact_key IS NOT NULL AND status IN ('pending', 'failed')`
-    yield* lockNames(sql, lanes.map((lane) => laneName({ webhookId: id, person: lane.contact_key })))
-    const released = yield* sql`UPDATE deliveries SET contact_key = NULL, contact_seq = NULL,
-        next_attempt_at = COALESCE(next_attempt_at, created_at), updated_at = ${now}
-      WHERE webhook_id = ${id} AND contact_key IS NOT NULL AND status IN ('pending', 'failed') RETURNING id`
+    const released = yield* sql`UPDATE deliveries SET next_attempt_at = created_at, updated_at = ${now}
+      WHERE id IN (SELECT id FROM deliveries
+        WHERE webhook_id = ${id} AND contact_key IS NOT NULL AND status IN ('pending', 'failed')
+          AND status = 'pending' AND next_attempt_at IS NULL ${skipLocked(sql)})
+      RETURNING id`
     if (released.length > 0) yield* announce(sql, channels.outbox, "released")
   })
 
