@@ -21,6 +21,7 @@ import { PhoneNumbersApi } from "./PhoneNumbers/Api.js"
 import { QrCodesApi } from "./QrCodes/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
 import { SendQueueApi } from "./SendQueue/Api.js"
+import { StatsApi } from "./Stats/Api.js"
 import { TemplatesApi } from "./Templates/Api.js"
 import { UpstreamEventsApi } from "./UpstreamEvents/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
@@ -109,6 +110,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(MessagesApi)
   .add(BroadcastsApi)
   .add(SendQueueApi)
+  .add(StatsApi)
   .add(MediaApi)
   .add(TemplatesApi)
   .add(PhoneNumbersApi)

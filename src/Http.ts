@@ -47,12 +47,16 @@ import { SendCancellation } from "./SendQueue/Cancel.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { SendQueueHttpLive } from "./SendQueue/Http.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
+import { QueueSnapshotsLive, SendQueues } from "./SendQueue/Queues.js"
 import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
 import { SecretCipher } from "./Sql/SecretCipher.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
+import { StatsHttpLive } from "./Stats/Http.js"
+import { QueueDepthSampler, QueueDepthSamplingLive } from "./Stats/QueueDepthSampler.js"
+import { Stats } from "./Stats/Stats.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
 import { makeUpstreamPostPlainRoute } from "./UpstreamEvents/FastRoute.js"
@@ -102,6 +106,9 @@ const UpstreamStackLive = overFoundation(
  */
 const QueuedSendsLive = QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))
 
+/** The send queues as callers see them, over the instances they belong to. */
+const SendQueuesLive = SendQueues.Default.pipe(Layer.provide(InstancesRepoLive))
+
 /**
  * The hub's services: a list, each over what it declares (Effect.Service's `dependencies`, the
  * feature's layer, or the stacks above); a layer named twice is built once.
@@ -114,7 +121,11 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(QueuedSendsLive),
   overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueRepo.Default),
-  overFoundation(Broadcasts.Default.pipe(Layer.provide(QueuedSendsLive))),
+  overFoundation(SendQueuesLive),
+  overFoundation(QueueSnapshotsLive.pipe(Layer.provide(SendQueuesLive))),
+  overFoundation(Broadcasts.Default.pipe(Layer.provide([QueuedSendsLive, UpstreamStackLive, IngressStackLive]))),
+  overFoundation(Stats.Default),
+  overFoundation(QueueDepthSampler.Default),
   overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
@@ -126,7 +137,7 @@ const ServicesLive = Layer.mergeAll(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
-  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive]),
+  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive, StatsHttpLive]),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
@@ -173,6 +184,7 @@ export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>
     CheckpointerLive,
     DispatcherLive,
     RetentionScheduleLive,
+    QueueDepthSamplingLive,
     MemoryTargetLive,
     RevocationFeedServerLive
   ).pipe(

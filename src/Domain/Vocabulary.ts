@@ -27,6 +27,13 @@ export type DeliveryStatus = (typeof deliveryStatuses)[number]
 export const webhookOrderings = ["none", "per_contact"] as const
 export type WebhookOrdering = (typeof webhookOrderings)[number]
 
+/**
+ * What became of one delivery attempt: the receiver took it (a 2xx), it failed and a retry follows, or it
+ * was the last one of a delivery given up (dead). The webhooks' hourly health counts the same three.
+ */
+export const attemptOutcomes = ["succeeded", "failed", "dead"] as const
+export type AttemptOutcome = (typeof attemptOutcomes)[number]
+
 /** Why a webhook is inactive: its receiver answered 410, it failed too long, or someone turned it off. */
 export const disabledReasons = ["gone_410", "failing_too_long", "manual"] as const
 export type DisabledReason = (typeof disabledReasons)[number]

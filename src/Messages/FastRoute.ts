@@ -58,12 +58,14 @@ const queuedResponse = (outcome: QueueOutcome) =>
     ? HttpServerResponse.unsafeJson(outcome.answer, { status: 202, headers: { "preference-applied": "respond-async" } })
     : replayResponse(outcome)
 
-/** The kept answer of an Idempotency-Key's first request. */
+/** The kept answer of an Idempotency-Key's first request (a queued one's 202 says again that it was queued). */
 const replayResponse = (replay: Extract<SendOutcome, { readonly _tag: "Replay" }>) =>
   HttpServerResponse.text(replay.body, {
     status: replay.statusCode,
     contentType: "application/json",
-    headers: { "idempotent-replayed": "true" }
+    headers: replay.statusCode === 202
+      ? { "idempotent-replayed": "true", "preference-applied": "respond-async" }
+      : { "idempotent-replayed": "true" }
   })
 
 /** A keyed send's outcome as it is answered: the upstream's answer, or the kept answer of a replay. */
