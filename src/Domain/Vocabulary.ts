@@ -23,6 +23,10 @@ export type Direction = (typeof directions)[number]
 export const deliveryStatuses = ["pending", "failed", "succeeded", "dead", "cancelled"] as const
 export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
+/** How a webhook's deliveries are ordered: `per_contact` sends each person's one at a time, in the order received. */
+export const webhookOrderings = ["none", "per_contact"] as const
+export type WebhookOrdering = (typeof webhookOrderings)[number]
+
 /**
  * What became of one delivery attempt: the receiver took it (a 2xx), it failed and a retry follows, or it
  * was the last one of a delivery given up (dead). The webhooks' hourly health counts the same three.

@@ -8,10 +8,11 @@ import { Effect } from "effect"
 import type { Enqueue } from "../Delivery/Enqueue.js"
 import type { DispatcherIntake } from "../Delivery/Handoff.js"
 import type { OutboxRepo } from "../Delivery/Outbox.js"
-import type { EventRecord, LeasedDelivery, RouteRow } from "../Delivery/Records.js"
+import type { EventRecord, LeasedDelivery, PersonPart, RouteRow } from "../Delivery/Records.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import type { CommittedEvent } from "../LiveEvents/LiveEvents.js"
 import type { MessagesRepo } from "../Messages/Repo.js"
+import { splitByContact } from "./Contacts.js"
 import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, type UpstreamChange } from "./Envelope.js"
 import { recordChangesOrNone } from "./RecordChanges.js"
 
@@ -71,9 +72,19 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
     changes: event.changes,
     filterable: {
       changes: event.upstream,
-      bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? []))
+      bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? [])),
+      byPerson: (indices) =>
+        personParts(object, indices === undefined ? event.upstream : indices.flatMap((i) => event.upstream[i] ?? []))
     }
   }))
+}
+
+/** Changes by the person they concern (Contacts.ts), each part with its own envelope unless it is the only one. */
+const personParts = (object: string, changes: ReadonlyArray<UpstreamChange>): ReadonlyArray<PersonPart> => {
+  const parts = splitByContact(changes)
+  return parts.length === 1
+    ? [{ person: parts[0]?.person ?? null, body: undefined }]
+    : parts.map((part) => ({ person: part.person, body: envelopeFor(object, part.changes) }))
 }
 
 /** What a group's write needs: the stores it writes to, and the dedupe horizon. */
