@@ -21,6 +21,7 @@ import migration0019 from "./0019_send_queue.js"
 import migration0020 from "./0020_broadcasts.js"
 import migration0021 from "./0021_send_queue_due.js"
 import migration0026 from "./0026_unknown_outcomes.js"
+import migration0027 from "./0027_event_traceparent.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -44,5 +45,6 @@ export const migrations = {
   "0019_send_queue": migration0019,
   "0020_broadcasts": migration0020,
   "0021_send_queue_due": migration0021,
-  "0026_unknown_outcomes": migration0026
+  "0026_unknown_outcomes": migration0026,
+  "0027_event_traceparent": migration0027
 }
