@@ -20,7 +20,7 @@ const invalid = (name: string, expected: string) =>
   ConfigError.InvalidData([name], `Expected ${name} to be ${expected}`)
 
 /** `key1=value1,key2=value2` (OpenTelemetry's form for OTEL_EXPORTER_OTLP_HEADERS); undefined if malformed. */
-export const parseOtlpHeaders = (text: string): Record<string, string> | undefined => {
+const parseOtlpHeaders = (text: string): Record<string, string> | undefined => {
   const headers: Record<string, string> = {}
   for (const part of text.split(",")) {
     if (part.trim() === "") continue
