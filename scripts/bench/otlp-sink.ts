@@ -8,7 +8,7 @@
  */
 const port = Number(process.argv[2] ?? "4318")
 let spans = 0
-let exports = 0
+let posts = 0
 
 const server = Bun.serve({
   hostname: "127.0.0.1",
@@ -18,18 +18,18 @@ const server = Bun.serve({
       return new Response("not found", { status: 404 })
     }
     const text = await request.text()
-    exports++
+    posts++
     // Each span carries exactly one "spanId" key in OTLP/JSON; counting them spares parsing megabytes.
     spans += text.split("\"spanId\"").length - 1
     return Response.json({})
   }
 })
 
-const stop = () => {
-  console.log(JSON.stringify({ exports, spans }))
+const stopSink = () => {
+  console.log(JSON.stringify({ posts, spans }))
   void server.stop(true)
   process.exit(0)
 }
-process.on("SIGINT", stop)
-process.on("SIGTERM", stop)
+process.on("SIGINT", stopSink)
+process.on("SIGTERM", stopSink)
 console.error(`otlp-sink: listening on http://127.0.0.1:${server.port}/v1/traces`)
