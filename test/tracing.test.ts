@@ -6,13 +6,13 @@
  * as a child; none of what was exported holds a secret or a message's body. Both engines.
  */
 import { expect, layer } from "@effect/vitest"
-import { ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { tracingSettings } from "../src/Tracing/Settings.js"
 import { parentOf, traceparentOf } from "../src/Tracing/Spans.js"
 import { engines } from "./support/Databases.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
-import { seedTenant, TestHub } from "./support/TestHub.js"
+import { itemsOf, seedTenant, TestHub } from "./support/TestHub.js"
 import { envelope, inboundChange, signBody } from "./support/UpstreamPayloads.js"
 
 const APP_SECRET = "tracing-app-secret"
@@ -28,13 +28,22 @@ interface ExportedSpan {
   readonly status: { readonly code: number }
 }
 
-type AttributeValue = {
-  readonly stringValue?: string
-  readonly intValue?: number | string
-  readonly boolValue?: boolean
-  readonly doubleValue?: number
-  readonly arrayValue?: { readonly values: ReadonlyArray<AttributeValue> }
+/** An OTLP/JSON attribute value, as far as the hub's attributes go (strings, integers, arrays of them). */
+interface AttributeValue {
+  readonly stringValue?: string | undefined
+  readonly intValue?: number | string | undefined
+  readonly boolValue?: boolean | undefined
+  readonly doubleValue?: number | undefined
+  readonly arrayValue?: { readonly values: ReadonlyArray<AttributeValue> } | undefined
 }
+
+const AttributeValue: Schema.Schema<AttributeValue> = Schema.Struct({
+  stringValue: Schema.optional(Schema.String),
+  intValue: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
+  boolValue: Schema.optional(Schema.Boolean),
+  doubleValue: Schema.optional(Schema.Number),
+  arrayValue: Schema.optional(Schema.Struct({ values: Schema.Array(Schema.suspend(() => AttributeValue)) }))
+})
 
 const valueOf = (value: AttributeValue): unknown =>
   value.arrayValue !== undefined
@@ -42,26 +51,27 @@ const valueOf = (value: AttributeValue): unknown =>
     : value.stringValue ?? (value.intValue === undefined ? undefined : Number(value.intValue)) ?? value.boolValue ??
       value.doubleValue
 
-interface OtlpSpan {
-  readonly traceId: string
-  readonly spanId: string
-  readonly parentSpanId?: string
-  readonly name: string
-  readonly attributes: ReadonlyArray<{ readonly key: string; readonly value: AttributeValue }>
-  readonly status: { readonly code: number }
-}
-
-interface OtlpExport {
-  readonly resourceSpans: ReadonlyArray<{
-    readonly resource: { readonly attributes: ReadonlyArray<{ readonly key: string; readonly value: AttributeValue }> }
-    readonly scopeSpans: ReadonlyArray<{ readonly spans: ReadonlyArray<OtlpSpan> }>
-  }>
-}
+/** An export as the collector receives it (OTLP/HTTP JSON), the fields the test reads. */
+const OtlpExport = Schema.parseJson(Schema.Struct({
+  resourceSpans: Schema.Array(Schema.Struct({
+    scopeSpans: Schema.Array(Schema.Struct({
+      spans: Schema.Array(Schema.Struct({
+        traceId: Schema.String,
+        spanId: Schema.String,
+        parentSpanId: Schema.optional(Schema.String),
+        name: Schema.String,
+        attributes: Schema.Array(Schema.Struct({ key: Schema.String, value: AttributeValue })),
+        status: Schema.Struct({ code: Schema.Number })
+      }))
+    }))
+  }))
+}))
+const decodeExport = Schema.decodeUnknownSync(OtlpExport)
 
 /** Every span the collector received, in the order received. */
 const spansOf = (requests: ReadonlyArray<ReceivedRequest>): ReadonlyArray<ExportedSpan> =>
   requests.flatMap((request) => {
-    const exported = JSON.parse(request.body) as OtlpExport
+    const exported = decodeExport(request.body)
     return exported.resourceSpans.flatMap((resource) =>
       resource.scopeSpans.flatMap((scope) =>
         scope.spans.map((span) => ({
@@ -180,7 +190,7 @@ for (const engine of engines) {
         const eventIds = commit.attributes["hub.event_ids"]
         expect(eventIds).toEqual([expect.stringMatching(/^evt_/)])
         expect(attempt.attributes).toMatchObject({
-          "hub.event_id": (eventIds as ReadonlyArray<string>)[0],
+          "hub.event_id": Array.isArray(eventIds) ? eventIds[0] : undefined,
           "hub.webhook_id": webhookId,
           "hub.delivery_id": expect.stringMatching(/.+/),
           "hub.webhook_message_id": delivered?.headers["webhook-id"],
@@ -224,7 +234,8 @@ for (const engine of engines) {
           json: { phone_number_id: tenant.phoneNumberId, to: "16505551234", type: "text", text: { body: text } }
         })
         expect(sent.status).toBe(200)
-        const wamid = (sent.body.messages as ReadonlyArray<{ readonly id: string }>)[0]?.id
+        const [answered] = itemsOf(sent.body, "messages")
+        const wamid = answered?.id
         expect(wamid).toMatch(/^wamid\./)
         expect((yield* fake.lastRequest).headers.authorization).toBe(`Bearer ${ACCESS_TOKEN}`)
 
