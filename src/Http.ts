@@ -58,6 +58,7 @@ import { StatsHttpLive } from "./Stats/Http.js"
 import { QueueDepthSampler, QueueDepthSamplingLive } from "./Stats/QueueDepthSampler.js"
 import { Stats } from "./Stats/Stats.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
+import { withTracing } from "./Tracing/Layer.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
 import { makeUpstreamPostPlainRoute } from "./UpstreamEvents/FastRoute.js"
 import { UpstreamEventsHttpLive } from "./UpstreamEvents/Http.js"
@@ -178,20 +179,22 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
  * server; the dispatcher drains when it stops), over the server, over the services.
  */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>) =>
-  Layer.mergeAll(
-    HttpLive,
-    FastLaneLive,
-    CheckpointerLive,
-    DispatcherLive,
-    RetentionScheduleLive,
-    QueueDepthSamplingLive,
-    MemoryTargetLive,
-    RevocationFeedServerLive
-  ).pipe(
-    Layer.provideMerge(server),
-    Layer.provideMerge(ServicesLive),
-    Layer.provide(EndpointPoliciesLive),
-    // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
-    Layer.provide(Layer.setTracerEnabled(false)),
-    HttpMiddleware.withTracerDisabledWhen(() => true)
+  withTracing(
+    Layer.mergeAll(
+      HttpLive,
+      FastLaneLive,
+      CheckpointerLive,
+      DispatcherLive,
+      RetentionScheduleLive,
+      QueueDepthSamplingLive,
+      MemoryTargetLive,
+      RevocationFeedServerLive
+    ).pipe(
+      Layer.provideMerge(server),
+      Layer.provideMerge(ServicesLive),
+      Layer.provide(EndpointPoliciesLive),
+      // HttpApi's own request spans stay off, tracing or not: they would carry the query (GET /upstream/events
+      // has the verify token in it). The hot routes' spans are the edge's (Edge/FastLane.ts).
+      HttpMiddleware.withTracerDisabledWhen(() => true)
+    )
   )

@@ -104,6 +104,8 @@ const leaseOf = (intake: DispatcherIntake | undefined): HandOffLease | undefined
 const handedOff = (row: NewDeliveryRow, webhook: QueueingWebhook, event: EventRecord): LeasedDelivery => ({
   id: row.id,
   webhook_id: webhook.id,
+  event_id: event.id,
+  traceparent: event.traceparent ?? null,
   organization_id: webhook.organization_id,
   contact_key: row.contact_key,
   message_id: row.message_id,

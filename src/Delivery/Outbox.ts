@@ -116,7 +116,14 @@ const makeAcceptChanges = (sql: SqlClient.SqlClient) => {
 /** Writes the events new changes are delivered in. */
 const makeInsertEvents = (sql: SqlClient.SqlClient) => {
   // The hot write, one row at a time (see RowStatement.ts).
-  const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
+  const insertEvent = insertRows(sql, "events", [
+    "id",
+    "instance_id",
+    "body",
+    "change_count",
+    "received_at",
+    "traceparent"
+  ])
   return (events: ReadonlyArray<EventRecord>, now: string): Effect.Effect<void> =>
     insertEvent(
       events.map((e) => ({
@@ -124,7 +131,8 @@ const makeInsertEvents = (sql: SqlClient.SqlClient) => {
         instance_id: e.instanceId,
         body: e.body,
         change_count: e.changeCount,
-        received_at: now
+        received_at: now,
+        traceparent: e.traceparent ?? null
       }))
     ).pipe(
       Effect.asVoid,

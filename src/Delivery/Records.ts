@@ -21,6 +21,8 @@ export interface EventRecord {
   readonly filterable?: FilterableEvent | undefined
   /** A hub event only webhooks naming this kind receive (not those that take every kind): the queue's outcomes. */
   readonly onlyToNamed?: string | undefined
+  /** The W3C traceparent its deliveries are traced under: the upstream post's commit, when tracing was on. */
+  readonly traceparent?: string | undefined
 }
 
 /** An event's changes as a webhook's event filter sees them (see Domain/EventKinds.ts). */
@@ -56,6 +58,9 @@ export interface UnroutedChange {
 export interface LeasedDelivery {
   readonly id: string
   readonly webhook_id: string
+  readonly event_id: string
+  /** The event's traceparent (EventRecord.traceparent), or null. */
+  readonly traceparent: string | null
   /** The webhook's organization: its attempts in flight count against the organization's share too. */
   readonly organization_id: string
   /** The person whose lane it is first in (Lanes.ts); null when it waits in none. */

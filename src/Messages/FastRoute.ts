@@ -110,7 +110,7 @@ export const makeSendPlainRoute = Effect.gen(function*() {
     if (idempotencyKey !== undefined) {
       return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))
     }
-    const sent = await sender.send(instance.right, payload.right, edge.inRequest)
+    const sent = await sender.send(instance.right, payload.right, edge.inRequest, edge.span)
     return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
   }
   return { route: "POST /api/messages", drained: sender.drained, handle } satisfies PlainRoute

@@ -53,7 +53,7 @@ const routePayload = (
  * One event per instance: the envelope of its new changes, in the order received, and those changes
  * for webhooks that take only some kinds (the envelope of a subset is built only if one does).
  */
-const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
+const eventsOf = (object: string, accepted: ReadonlyArray<Routed>, traceparent: string | undefined) => {
   const byEvent = new Map<
     string,
     { readonly instanceId: string; readonly changes: Array<Routed>; readonly upstream: Array<UpstreamChange> }
@@ -70,6 +70,7 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
     body: envelopeFor(object, event.upstream),
     changeCount: event.changes.length,
     changes: event.changes,
+    traceparent,
     filterable: {
       changes: event.upstream,
       bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? [])),
@@ -126,7 +127,7 @@ const keptAside = (change: UpstreamChange, reason?: "stale") => ({
  */
 export const writeGroup = (
   stores: GroupStores,
-  group: ReadonlyArray<{ readonly envelope: Envelope }>,
+  group: ReadonlyArray<{ readonly envelope: Envelope; readonly traceparent: string | undefined }>,
   intake: DispatcherIntake | undefined,
   handedOver: Array<LeasedDelivery>,
   committed: Array<CommittedEvent>
@@ -146,7 +147,11 @@ export const writeGroup = (
       ? new Map<string, string>()
       : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
     const eventsPerPayload = plans.map((p, i) =>
-      eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => firstNamed.get(r.key) === r.eventId))
+      eventsOf(
+        group[i]?.envelope.object ?? "",
+        p.routed.filter((r) => firstNamed.get(r.key) === r.eventId),
+        group[i]?.traceparent
+      )
     )
     const events = eventsPerPayload.flat()
     committed.push(...events)
@@ -189,7 +194,8 @@ export const writeGroup = (
         unrouted: p.unrouted.length,
         deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
         stale: replays[i] === true ? group[i]?.envelope.changes.length ?? 0 : 0,
-        unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
+        unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))],
+        events: payloadEvents
       }
     })
   })

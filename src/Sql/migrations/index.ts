@@ -23,6 +23,7 @@ import migration0021 from "./0021_send_queue_due.js"
 import migration0022 from "./0022_queue_depth_samples.js"
 import migration0025 from "./0025_contact_order.js"
 import migration0026 from "./0026_unknown_outcomes.js"
+import migration0027 from "./0027_event_traceparent.js"
 import migration0028 from "./0028_queue_send_seconds.js"
 
 export const migrations = {
@@ -50,5 +51,6 @@ export const migrations = {
   "0022_queue_depth_samples": migration0022,
   "0025_contact_order": migration0025,
   "0026_unknown_outcomes": migration0026,
+  "0027_event_traceparent": migration0027,
   "0028_queue_send_seconds": migration0028
 }
