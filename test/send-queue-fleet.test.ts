@@ -501,7 +501,7 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
       const sql = yield* SqlClient.SqlClient
       const now = Date.now()
       const messageId = newId("msg")
-      yield* repo.insert({
+      yield* repo.insert([{
         messageId,
         organizationId: newId("org"),
         instanceId: newId("ins"),
@@ -513,7 +513,7 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
         endpoint: "messages",
         sendAt: now,
         expiresAt: now + 3_600_000
-      })
+      }])
       // A replica leased it, began its call and died: its lease ran out.
       const leased = yield* repo.lease({
         phoneNumberId: "310000000000001",

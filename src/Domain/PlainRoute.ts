@@ -14,8 +14,11 @@ export type HotRoute = "POST /api/messages" | "POST /upstream/events"
 
 /** How a plain hot route answers (see Edge/FastLane.ts installPlainHotRoute). */
 export interface PlainResponder {
-  /** A 200 with `body` as JSON, as the edge answers it: `x-request-id`, and the access log; `log` runs first, in the request's log context. */
-  readonly json: (body: unknown, log?: Effect.Effect<void>) => Response
+  /**
+   * A success with `body` as JSON, as the edge answers it: `x-request-id`, and the access log; `log` runs
+   * first, in the request's log context. A 200 unless `answer` says another status (and headers to add).
+   */
+  readonly json: (body: unknown, log?: Effect.Effect<void>, answer?: PlainAnswer) => Response
   /** The answer to a failure, rendered by the edge itself (a 500 for a defect, a 503 while stopping). */
   readonly fail: (cause: Cause.Cause<unknown>) => Promise<Response>
   /** The answer of an effect run behind the edge, in a fiber: for the requests the plain way does not serve. */
@@ -24,6 +27,12 @@ export interface PlainResponder {
   readonly inRequest: RunInRequest
   /** The request's server span when tracing is on (Tracing/Spans.ts): the parent of the handler's own. */
   readonly span: Tracer.Span | undefined
+}
+
+/** A plain success's status other than 200, and headers of its own. */
+export interface PlainAnswer {
+  readonly status: number
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 /** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */

@@ -130,10 +130,11 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
         const line: RequestLine = { ...offered, requestId }
         const startedAt = performance.now()
         const edge: PlainResponder = {
-          json: (body, log) => {
-            recorder.observe(200, (performance.now() - startedAt) / 1000)
+          json: (body, log, answer) => {
+            const status = answer?.status ?? 200
+            recorder.observe(status, (performance.now() - startedAt) / 1000)
             if (log !== undefined || logRequests) {
-              const accessLine = logRequests ? logRequest(line, 200, startedAt) : Effect.void
+              const accessLine = logRequests ? logRequest(line, status, startedAt) : Effect.void
               runFork(
                 Effect.annotateLogs(
                   log === undefined ? accessLine : Effect.zipRight(log, accessLine),
@@ -143,7 +144,8 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
               )
             }
             return new Response(JSON.stringify(body), {
-              headers: { "content-type": "application/json", "x-request-id": requestId }
+              status,
+              headers: { ...answer?.headers, "content-type": "application/json", "x-request-id": requestId }
             })
           },
           fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause), recorder, startedAt),

@@ -52,10 +52,13 @@ const jsonBody = async (request: Request, edge: PlainResponder): Promise<Either.
   }
 }
 
-/** A queued send's outcome as it is answered: 202 with the queued record, or the kept answer of a replay. */
+/** A queued send's answer: 202, the preference applied. */
+const ACCEPTED = { status: 202, headers: { "preference-applied": "respond-async" } } as const
+
+/** A keyed queued send's outcome as it is answered: 202 with the queued record, or the kept answer of a replay. */
 const queuedResponse = (outcome: QueueOutcome) =>
   outcome._tag === "Queued"
-    ? HttpServerResponse.unsafeJson(outcome.answer, { status: 202, headers: { "preference-applied": "respond-async" } })
+    ? HttpServerResponse.unsafeJson(outcome.answer, ACCEPTED)
     : replayResponse(outcome)
 
 /** The kept answer of an Idempotency-Key's first request (a queued one's 202 says again that it was queued). */
@@ -100,12 +103,13 @@ export const makeSendPlainRoute = Effect.gen(function*() {
     if (Either.isLeft(instance)) return edge.fail(Cause.fail(instance.left))
     const idempotencyKey = headers.right["idempotency-key"]
     if (wantsQueue(payload.right, request.headers.get("prefer") ?? undefined)) {
-      return edge.run(Effect.map(
-        idempotencyKey === undefined
-          ? Effect.map(queued.enqueue(instance.right, payload.right), (answer) => ({ _tag: "Queued", answer } as const))
-          : queued.enqueueOnce(instance.right, payload.right, idempotencyKey),
-        queuedResponse
-      ))
+      if (idempotencyKey !== undefined) {
+        return edge.run(Effect.map(queued.enqueueOnce(instance.right, payload.right, idempotencyKey), queuedResponse))
+      }
+      const enqueued = await queued.enqueueNow(instance.right, payload.right, edge.inRequest)
+      return Either.isRight(enqueued)
+        ? edge.json(enqueued.right, undefined, ACCEPTED)
+        : edge.fail(Cause.fail(enqueued.left))
     }
     if (idempotencyKey !== undefined) {
       return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))

@@ -13,7 +13,7 @@ import { type FailureReason, type Priority } from "../Domain/Vocabulary.js"
 import { expireLevels, type ThroughputUpgradeChange } from "../PhoneNumbers/ThroughputRepo.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
-import { type GroupWriter, WriteBatcher } from "../Sql/WriteBatcher.js"
+import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
 import {
   recordTemplateCategories,
   type TemplateCategoryChange,
@@ -74,8 +74,11 @@ interface MessagesRepoShape {
    * markAcceptedNow are plain promises of their outcome, for the send core (see Send.ts).
    */
   readonly createOutboundNow: (input: OutboundInput) => Promise<Exit.Exit<MessageRow, SqlError>>
-  /** A queued send's `pending` record: one statement, run in the transaction that queues it (SendQueue/QueuedSends.ts). */
-  readonly insertQueued: (input: QueuedInput) => Effect.Effect<void, SqlError>
+  /**
+   * Queued sends' `pending` records, many rows per statement, run in the transaction that queues them
+   * (SendQueue/QueuedSends.ts).
+   */
+  readonly insertQueued: (inputs: ReadonlyArray<QueuedInput>) => Effect.Effect<void, SqlError>
   /**
    * A queued send the queue gave up before Meta took it: `failed` with why, and Meta's error when it
    * answered one. A record Meta accepted or moved on is left as it is.
@@ -137,10 +140,6 @@ export const compactMessageCounts = (sql: SqlClient.SqlClient) =>
         SELECT instance_id, organization_id, SUM(total) FROM folded GROUP BY instance_id, organization_id`),
     orElse: () => Effect.void
   })
-
-/** The outcome of `item`'s write through a group writer, once committed. */
-const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
-  new Promise<Exit.Exit<A, SqlError>>((resolve) => write(item, resolve))
 
 /** The row of a message the upstream told of (received, or sent elsewhere): its status as far as the hub knows it went. */
 const receivedRow = (message: ReceivedMessage, now: string) => {
@@ -312,6 +311,26 @@ const outboundRow = (input: OutboundInput): MessageRow => ({
   priority: null
 })
 
+/** A queued send's record: `pending`, with its id (the queue row's), window and lane. */
+const queuedRow = (input: QueuedInput) => {
+  const { status_at, sent_at, delivered_at, read_at, failed_at, ...row } = outboundRow(input)
+  return {
+    ...row,
+    id: input.id,
+    send_at: input.sendAt,
+    expires_at: input.expiresAt,
+    priority: input.priority,
+    updated_at: row.created_at
+  }
+}
+
+const insertQueued = (sql: SqlClient.SqlClient, inputs: ReadonlyArray<QueuedInput>) =>
+  Effect.forEach(
+    powerOfTwoChunks(inputs),
+    (chunk) => sql`INSERT INTO messages ${sql.insert(chunk.map(queuedRow))}`,
+    { discard: true }
+  )
+
 const markRefused = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id: string, error: Json) =>
   Effect.suspend(() => {
     const now = nowIso()
@@ -335,19 +354,7 @@ export class MessagesRepo extends Effect.Service<MessagesRepo>()("MessagesRepo",
     const acceptAll = acceptanceWriter(sql, batcher)
     const service: MessagesRepoShape = {
       createOutboundNow: (input) => written(insertOutbound, outboundRow(input)),
-      insertQueued: (input) => {
-        const { status_at, sent_at, delivered_at, read_at, failed_at, ...row } = outboundRow(input)
-        return sql`INSERT INTO messages ${
-          sql.insert({
-            ...row,
-            id: input.id,
-            send_at: input.sendAt,
-            expires_at: input.expiresAt,
-            priority: input.priority,
-            updated_at: row.created_at
-          })
-        }`.pipe(Effect.asVoid)
-      },
+      insertQueued: (inputs) => insertQueued(sql, inputs),
       markQueueFailed: (id, reason, error) => markQueueFailed(sql, batcher, id, reason, error),
       recordOptOuts: (changes) => batcher.run(Effect.suspend(() => recordOptOuts(sql, changes))),
       markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),

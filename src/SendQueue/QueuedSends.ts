@@ -1,21 +1,30 @@
 /**
  * A queued send's business steps (issue 32): `enqueue` puts it on the disk and answers 202 (its record
- * `pending` and its queue row in one transaction); SendQueue/Cancel.ts takes one out before it goes. The drainer
+ * `pending` and its queue row committed); SendQueue/Cancel.ts takes one out before it goes. The drainer
  * (SendQueue/Drainer.ts) makes it. Under an Idempotency-Key a repeat gets the first 202 again (the same
  * mechanism and window as synchronous sends: Messages/Idempotency.ts).
+ *
+ * `enqueueNow` is plain async code, not an effect, as the synchronous send's core is (Messages/Send.ts):
+ * its checks answer from memory (the window, the number's depth: SendQueue/Depths.ts), and the write goes
+ * through a group writer of the WriteBatcher, so the sends of concurrent requests share one statement per
+ * table and one commit. As an effect with a savepoint and two statements per send, a 202 cost about 3× a
+ * synchronous send's CPU (PERFORMANCE.md, "Queued sends").
  */
-import { Cause, Duration, Effect, Exit, Option } from "effect"
+import { type SqlError } from "@effect/sql"
+import { Cause, Duration, Effect, Either, Exit, Option, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
 import { BadRequest, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
+import type { RunInRequest } from "../Domain/PlainRoute.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "../Messages/Idempotency.js"
 import { type SendMessageRequest, toUpstreamBody } from "../Messages/MessageSchemas.js"
 import { MessagesRepo } from "../Messages/Repo.js"
 import { sendEndpoint } from "../Messages/Send.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
-import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
 import type { SendEndpoint } from "../Upstream/Upstream.js"
+import { type Admission, makeQueueDepths } from "./Depths.js"
 import { SendQueueDrainer } from "./Drainer.js"
 import { SendQueueRepo } from "./Repo.js"
 import { priorityRank, queueCapacity, retryAfterForDepth, SEND_AT_MAX_AHEAD_MS } from "./Rules.js"
@@ -32,11 +41,25 @@ export type QueueOutcome =
   | { readonly _tag: "Queued"; readonly answer: QueuedAnswer }
   | Extract<Claim, { readonly _tag: "Replay" }>
 
+type QueueError = BadRequest | TooManyRequests | ServiceUnavailable
+
+/** When a queued send may go and until when it may wait (epoch ms). */
+interface Window {
+  readonly sendAt: number
+  readonly expiresAt: number
+}
+
+/** A send ready to be written: its record's and queue row's values, and its 202. */
+interface QueuedWrite {
+  readonly instance: InstanceRef
+  readonly request: SendMessageRequest
+  readonly window: Window
+  readonly endpoint: SendEndpoint
+  readonly answer: QueuedAnswer
+}
+
 /** A `send_at` this far in the past is a clock's skew, taken as now; earlier is a mistake (400). */
 const PAST_TOLERANCE_MS = 5 * 60_000
-
-/** A number's depth is read from the database at most this often; the sends queued here since are added. */
-const DEPTH_TTL_MS = 1_000
 
 /** Whether the request asks to be queued: `Prefer: respond-async` or any of the queue's options. */
 export const wantsQueue = (request: SendMessageRequest, prefer: string | undefined): boolean =>
@@ -50,18 +73,28 @@ const invalid = (field: string, message: string) =>
     details: [{ field, message }]
   })
 
+const notQueued = new ServiceUnavailable({
+  message: "The send could not be queued, so it will not be sent; retry shortly",
+  error: "storage_unavailable",
+  retryAfterSeconds: 1
+})
+
 /** When a queued send may go and until when it may wait, or why its `send_at` is refused. */
-const windowOf = (queueValidity: Duration.Duration, request: SendMessageRequest, now: number) => {
+const windowOf = (
+  queueValidity: Duration.Duration,
+  request: SendMessageRequest,
+  now: number
+): Either.Either<Window, BadRequest> => {
   const sendAt = request.send_at === undefined ? now : Date.parse(request.send_at)
   if (sendAt < now - PAST_TOLERANCE_MS) {
-    return Effect.fail(invalid("send_at", "is in the past; leave it out to send as soon as possible"))
+    return Either.left(invalid("send_at", "is in the past; leave it out to send as soon as possible"))
   }
-  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Effect.fail(invalid("send_at", "must be at most 35 days ahead"))
+  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Either.left(invalid("send_at", "must be at most 35 days ahead"))
   const validityMs = request.validity === undefined
     ? Duration.toMillis(queueValidity)
     : request.validity * 1000
   const from = Math.max(sendAt, now)
-  return Effect.succeed({ sendAt: from, expiresAt: from + validityMs })
+  return Either.right({ sendAt: from, expiresAt: from + validityMs })
 }
 
 /** Each send's endpoint, a template's category read once per template of the batch. */
@@ -85,67 +118,100 @@ const endpointsOf = (messages: MessagesRepo, instance: InstanceRef, requests: Re
     return endpoints
   })
 
-/** One send's record and queue row (inside the caller's transaction). */
-const insertSend = (
-  stores: { readonly queue: SendQueueRepo; readonly messages: MessagesRepo },
+/** A send about to be written, with its new id and its 202. */
+const prepared = (
   instance: InstanceRef,
-  send: {
-    readonly request: SendMessageRequest
-    readonly window: { readonly sendAt: number; readonly expiresAt: number }
-    readonly answer: QueuedAnswer
-    readonly endpoint: SendEndpoint
+  request: SendMessageRequest,
+  window: Window,
+  endpoint: SendEndpoint
+): QueuedWrite => ({
+  instance,
+  request,
+  window,
+  endpoint,
+  answer: {
+    id: newId("msg"),
+    status: "pending",
+    send_at: new Date(window.sendAt).toISOString(),
+    expires_at: new Date(window.expiresAt).toISOString()
   }
-) => {
-  const { request, window, answer, endpoint } = send
-  const priority = request.priority ?? "transactional"
-  const category = request.forwarded?.category
-  const party = request.to ?? request.recipient ?? ""
-  return Effect.zipRight(
-    stores.messages.insertQueued({
-      id: answer.id,
-      organizationId: instance.organizationId,
-      instanceId: instance.id,
-      to: party,
-      userId: request.recipient,
-      type: request.type,
-      category: typeof category === "string" ? category : undefined,
-      endpoint,
-      sendAt: answer.send_at,
-      expiresAt: answer.expires_at,
-      priority
-    }),
-    stores.queue.insert({
+})
+
+/** Sends' records and queue rows, many per statement (inside the caller's transaction). */
+const writeSends = (
+  stores: { readonly queue: SendQueueRepo; readonly messages: MessagesRepo },
+  sends: ReadonlyArray<QueuedWrite>
+): Effect.Effect<void, SqlError.SqlError> =>
+  Effect.zipRight(
+    stores.messages.insertQueued(sends.map(({ answer, endpoint, instance, request }) => {
+      const category = request.forwarded?.category
+      return {
+        id: answer.id,
+        organizationId: instance.organizationId,
+        instanceId: instance.id,
+        // A send to a business-scoped user id names no number: the record shows the id.
+        to: request.to ?? request.recipient ?? "",
+        userId: request.recipient,
+        type: request.type,
+        category: typeof category === "string" ? category : undefined,
+        endpoint,
+        sendAt: answer.send_at,
+        expiresAt: answer.expires_at,
+        priority: request.priority ?? "transactional"
+      }
+    })),
+    stores.queue.insert(sends.map(({ answer, endpoint, instance, request, window }) => ({
       messageId: answer.id,
       organizationId: instance.organizationId,
       instanceId: instance.id,
       wabaId: instance.wabaId,
       phoneNumberId: instance.phoneNumberId,
-      party,
-      priority: priorityRank[priority],
+      party: request.to ?? request.recipient ?? "",
+      priority: priorityRank[request.priority ?? "transactional"],
       body: JSON.stringify(toUpstreamBody(request)),
       endpoint,
       sendAt: window.sendAt,
       expiresAt: window.expiresAt
-    })
+    })))
   )
-}
 
 /**
  * Keeps a keyed queued send's 202 for its repeats; a refusal of the request itself too (it would be refused
  * again); a full queue or an unavailable database frees the key, so the same request may be retried with it.
  */
-const keepAnswer =
-  (keys: IdempotencyKeys["Type"], ref: KeyRef) =>
-  (exit: Exit.Exit<QueuedAnswer, BadRequest | TooManyRequests | ServiceUnavailable>) =>
-    Exit.match(exit, {
-      onSuccess: (answer) => keys.complete(ref, 202, answer),
-      onFailure: (cause) => {
-        const failure = Cause.failureOption(cause)
-        return Option.isSome(failure) && failure.value._tag === "BadRequest"
-          ? keys.complete(ref, failure.value.statusCode, errorBody(failure.value))
-          : keys.release(ref)
-      }
-    })
+const keepAnswer = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<QueuedAnswer, QueueError>) =>
+  Exit.match(exit, {
+    onSuccess: (answer) => keys.complete(ref, 202, answer),
+    onFailure: (cause) => {
+      const failure = Cause.failureOption(cause)
+      return Option.isSome(failure) && failure.value._tag === "BadRequest"
+        ? keys.complete(ref, failure.value.statusCode, errorBody(failure.value))
+        : keys.release(ref)
+    }
+  })
+
+/** Why the number's queue takes none of `count` more sends, if it does not. */
+const refusalOf = (
+  instance: InstanceRef,
+  admission: Admission,
+  rate: number,
+  capacity: number,
+  hours: number
+): QueueError | undefined => {
+  switch (admission._tag) {
+    case "Admitted":
+      return undefined
+    case "Unavailable":
+      return notQueued
+    case "Full":
+      return new TooManyRequests({
+        message: `The queue of phone number ${instance.phoneNumberId} is full: it holds ${hours} ` +
+          `hours of its throughput (${capacity} sends at ${rate} a second); retry later`,
+        error: "queue_full",
+        retryAfterSeconds: retryAfterForDepth(admission.depth - 1, capacity, rate)
+      })
+  }
+}
 
 export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
   effect: Effect.gen(function*() {
@@ -157,19 +223,63 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
     const throughput = yield* Throughput
     const config = yield* HubConfig
     const clock = yield* Effect.clock
-    const depths = new Map<string, { depth: number; readAt: number }>()
+    const runPromiseExit = Runtime.runPromiseExit(yield* Effect.runtime<never>())
+    const depths = makeQueueDepths(
+      (phoneNumberId) =>
+        runPromiseExit(queue.depthOf(phoneNumberId).pipe(
+          Effect.tapErrorCause((cause) => Effect.logWarning("Could not read a number's queue depth", cause))
+        )),
+      () => clock.unsafeCurrentTimeMillis()
+    )
+    // Concurrent requests' sends in one statement per table, in the next shared transaction.
+    const writer = batcher.groupNow((sends: ReadonlyArray<QueuedWrite>) =>
+      Effect.as(writeSends({ queue, messages }, sends), sends.map(() => undefined))
+    )
 
-    /** The number's queue depth: read at most once a second, counting what this replica queued since. */
-    const depthOf = (phoneNumberId: string, now: number) =>
-      Effect.suspend(() => {
-        const known = depths.get(phoneNumberId)
-        if (known !== undefined && now - known.readAt < DEPTH_TTL_MS) return Effect.succeed(known)
-        return Effect.map(queue.depthOf(phoneNumberId), (depth) => {
-          const read = { depth, readAt: now }
-          depths.set(phoneNumberId, read)
-          return read
-        })
-      })
+    /** Admits `count` sends of the instance's number, or answers why not (see SendQueue/Depths.ts). */
+    const admit = (instance: InstanceRef, count: number) => {
+      const rate = throughput.rateNow(instance.phoneNumberId)
+      const capacity = queueCapacity(rate, config.queueMaxHours)
+      const refusal = (admission: Admission) => refusalOf(instance, admission, rate, capacity, config.queueMaxHours)
+      const admission = depths.admit(instance.phoneNumberId, count, capacity)
+      return admission instanceof Promise ? admission.then(refusal) : refusal(admission)
+    }
+
+    /** The sends were written (or not): counted in the number's depth, the drainer woken for those due now. */
+    const afterWrite = (sends: ReadonlyArray<QueuedWrite>, committed: boolean, now: number) => {
+      const first = sends[0]
+      if (first === undefined) return
+      depths.settle(first.instance.phoneNumberId, sends.length, committed)
+      // A send due later needs no round now: the drainer's next round comes by its due time.
+      if (committed && sends.some((send) => send.window.sendAt <= now)) drainer.wake()
+    }
+
+    /** One queued send, as a plain promise of its 202 or its refusal (see the top of this file). */
+    const enqueueNow = async (
+      instance: InstanceRef,
+      request: SendMessageRequest,
+      inRequest: RunInRequest
+    ): Promise<Either.Either<QueuedAnswer, QueueError>> => {
+      const now = clock.unsafeCurrentTimeMillis()
+      const window = windowOf(config.queueValidity, request, now)
+      if (Either.isLeft(window)) return Either.left(window.left)
+      const admitted = admit(instance, 1)
+      const refused = admitted instanceof Promise ? await admitted : admitted
+      if (refused !== undefined) return Either.left(refused)
+      let send: QueuedWrite | undefined
+      try {
+        const chosen = sendEndpoint(messages, instance, request)
+        send = prepared(instance, request, window.right, typeof chosen === "string" ? chosen : await inRequest(chosen))
+        const outcome = await written(writer, send)
+        afterWrite([send], Exit.isSuccess(outcome), now)
+        if (Exit.isSuccess(outcome)) return Either.right(send.answer)
+        await inRequest(Effect.logError("Could not queue a send; nothing was queued", outcome.cause))
+        return Either.left(notQueued)
+      } finally {
+        // A defect before the write (the endpoint's read) frees the admitted place.
+        if (send === undefined) depths.settle(instance.phoneNumberId, 1, false)
+      }
+    }
 
     /**
      * Queues sends of one instance together: their records and queue rows, with `alongside` (what the
@@ -184,51 +294,36 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
       Effect.gen(function*() {
         const now = clock.unsafeCurrentTimeMillis()
         const windows = yield* Effect.forEach(requests, (request) => windowOf(config.queueValidity, request, now))
-        const rate = throughput.rateNow(instance.phoneNumberId)
-        const capacity = queueCapacity(rate, config.queueMaxHours)
-        const known = yield* Effect.orDie(depthOf(instance.phoneNumberId, now))
-        if (known.depth + requests.length > capacity) {
-          return yield* new TooManyRequests({
-            message: `The queue of phone number ${instance.phoneNumberId} is full: it holds ${config.queueMaxHours} ` +
-              `hours of its throughput (${capacity} sends at ${rate} a second); retry later`,
-            error: "queue_full",
-            retryAfterSeconds: retryAfterForDepth(known.depth + requests.length - 1, capacity, rate)
-          })
+        const refused = yield* Effect.promise(() => Promise.resolve(admit(instance, requests.length)))
+        if (refused !== undefined) return yield* refused
+        const sends = yield* Effect.map(
+          endpointsOf(messages, instance, requests),
+          (endpoints) =>
+            requests.map((request, i) =>
+              prepared(instance, request, windows[i] ?? { sendAt: now, expiresAt: now }, endpoints[i] ?? "messages")
+            )
+        ).pipe(Effect.onError(() => Effect.sync(() => depths.settle(instance.phoneNumberId, requests.length, false))))
+        const outcome = yield* Effect.exit(batcher.run(Effect.zipRight(
+          writeSends({ queue, messages }, sends),
+          alongside(sends.map((send) => send.answer))
+        )))
+        afterWrite(sends, Exit.isSuccess(outcome), now)
+        if (Exit.isFailure(outcome)) {
+          yield* Effect.logError("Could not queue sends; nothing was queued", outcome.cause)
+          return yield* notQueued
         }
-        const endpoints = yield* endpointsOf(messages, instance, requests)
-        const sends = requests.map((request, i) => {
-          const window = windows[i] ?? { sendAt: now, expiresAt: now }
-          const answer: QueuedAnswer = {
-            id: newId("msg"),
-            status: "pending",
-            send_at: new Date(window.sendAt).toISOString(),
-            expires_at: new Date(window.expiresAt).toISOString()
-          }
-          return { request, window, answer, endpoint: endpoints[i] ?? "messages" }
-        })
-        const written = yield* Effect.exit(batcher.run(Effect.gen(function*() {
-          for (const send of sends) yield* insertSend({ queue, messages }, instance, send)
-          yield* alongside(sends.map((send) => send.answer))
-        })))
-        if (Exit.isFailure(written)) {
-          yield* Effect.logError("Could not queue sends; nothing was queued", written.cause)
-          return yield* new ServiceUnavailable({
-            message: "The send could not be queued, so it will not be sent; retry shortly",
-            error: "storage_unavailable",
-            retryAfterSeconds: 1
-          })
-        }
-        known.depth += sends.length
-        // A send due later needs no round now: the drainer's next round comes by its due time.
-        if (sends.some((send) => send.window.sendAt <= now)) drainer.wake()
         return sends.map((send) => send.answer)
       })
 
-    const enqueue = (instance: InstanceRef, request: SendMessageRequest) =>
+    /** `enqueueNow` as an effect, its effects run in this fiber's context (its logs annotated alike). */
+    const enqueue = (instance: InstanceRef, request: SendMessageRequest): Effect.Effect<QueuedAnswer, QueueError> =>
       Effect.flatMap(
-        enqueueMany(instance, [request]),
-        (answers) =>
-          answers[0] === undefined ? Effect.dieMessage("no answer for the queued send") : Effect.succeed(answers[0])
+        Effect.runtime<never>(),
+        (runtime) =>
+          Effect.flatMap(
+            Effect.promise(() => enqueueNow(instance, request, Runtime.runPromise(runtime))),
+            (outcome) => outcome
+          )
       )
 
     /** The first request with the key queues and keeps its 202; a repeat (same body) gets that 202 again. */
@@ -251,7 +346,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
       }).pipe(Effect.uninterruptible)
     }
 
-    return { enqueue, enqueueMany, enqueueOnce } as const
+    return { enqueueNow, enqueueMany, enqueueOnce } as const
   }),
   dependencies: [
     SendQueueRepo.Default,

@@ -68,6 +68,10 @@ type WriteAll<I, A> = (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A
 /** Adds `item` to the next shared transaction's group; `resume` is called once with its outcome. */
 export type GroupWriter<I, A> = (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => void
 
+/** An item's outcome from a group writer, as a promise (for the plain code that writes through one). */
+export const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
+  new Promise<Exit.Exit<A, SqlError.SqlError>>((resolve) => write(item, resolve))
+
 const settled = <A, E>(
   outcome: Exit.Exit<A, E>,
   commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>
