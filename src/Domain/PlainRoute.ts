@@ -30,7 +30,7 @@ export interface PlainResponder {
 }
 
 /** A plain success's status other than 200, and headers of its own. */
-export interface PlainAnswer {
+interface PlainAnswer {
   readonly status: number
   readonly headers?: Readonly<Record<string, string>>
 }

@@ -226,9 +226,11 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
     const runPromiseExit = Runtime.runPromiseExit(yield* Effect.runtime<never>())
     const depths = makeQueueDepths(
       (phoneNumberId) =>
-        runPromiseExit(queue.depthOf(phoneNumberId).pipe(
-          Effect.tapErrorCause((cause) => Effect.logWarning("Could not read a number's queue depth", cause))
-        )),
+        runPromiseExit(
+          queue.depthOf(phoneNumberId).pipe(
+            Effect.tapErrorCause((cause) => Effect.logWarning("Could not read a number's queue depth", cause))
+          )
+        ),
       () => clock.unsafeCurrentTimeMillis()
     )
     // Concurrent requests' sends in one statement per table, in the next shared transaction.

@@ -68,30 +68,31 @@ type CancelOutcome =
   | { readonly _tag: "Absent" }
 
 /** Sends put in the queue, many rows per statement. */
-const insert = (sql: SqlClient.SqlClient) => (sends: ReadonlyArray<NewQueuedSend>): Effect.Effect<void, SqlError.SqlError> =>
-  Effect.forEach(
-    powerOfTwoChunks(sends),
-    (chunk) =>
-      sql`INSERT INTO send_queue ${
-        sql.insert(chunk.map((send) => ({
-          message_id: send.messageId,
-          organization_id: send.organizationId,
-          instance_id: send.instanceId,
-          waba_id: send.wabaId,
-          phone_number_id: send.phoneNumberId,
-          party: send.party,
-          priority: send.priority,
-          body: send.body,
-          endpoint: send.endpoint,
-          send_at: send.sendAt,
-          expires_at: send.expiresAt,
-          due_at: send.sendAt,
-          attempts: 0,
-          state: "queued"
-        })))
-      }`,
-    { discard: true }
-  )
+const insert =
+  (sql: SqlClient.SqlClient) => (sends: ReadonlyArray<NewQueuedSend>): Effect.Effect<void, SqlError.SqlError> =>
+    Effect.forEach(
+      powerOfTwoChunks(sends),
+      (chunk) =>
+        sql`INSERT INTO send_queue ${
+          sql.insert(chunk.map((send) => ({
+            message_id: send.messageId,
+            organization_id: send.organizationId,
+            instance_id: send.instanceId,
+            waba_id: send.wabaId,
+            phone_number_id: send.phoneNumberId,
+            party: send.party,
+            priority: send.priority,
+            body: send.body,
+            endpoint: send.endpoint,
+            send_at: send.sendAt,
+            expires_at: send.expiresAt,
+            due_at: send.sendAt,
+            attempts: 0,
+            state: "queued"
+          })))
+        }`,
+      { discard: true }
+    )
 
 /**
  * Leases up to `limit` sends of one number that may go now, for `owner` until `leaseUntil`:
