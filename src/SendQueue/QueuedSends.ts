@@ -247,13 +247,16 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
       return admission instanceof Promise ? admission.then(refusal) : refusal(admission)
     }
 
-    /** The sends were written (or not): counted in the number's depth, the drainer woken for those due now. */
-    const afterWrite = (sends: ReadonlyArray<QueuedWrite>, committed: boolean, now: number) => {
-      const first = sends[0]
-      if (first === undefined) return
-      depths.settle(first.instance.phoneNumberId, sends.length, committed)
+    /** Admitted sends' write ended: counted in the number's depth if committed, the drainer woken for those due now. */
+    const afterWrite = (
+      instance: InstanceRef,
+      windows: ReadonlyArray<Window>,
+      committed: boolean,
+      now: number
+    ) => {
+      depths.settle(instance.phoneNumberId, windows.length, committed)
       // A send due later needs no round now: the drainer's next round comes by its due time.
-      if (committed && sends.some((send) => send.window.sendAt <= now)) drainer.wake()
+      if (committed && windows.some((window) => window.sendAt <= now)) drainer.wake()
     }
 
     /** One queued send, as a plain promise of its 202 or its refusal (see the top of this file). */
@@ -268,18 +271,22 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
       const admitted = admit(instance, 1)
       const refused = admitted instanceof Promise ? await admitted : admitted
       if (refused !== undefined) return Either.left(refused)
-      let send: QueuedWrite | undefined
+      let outcome: Exit.Exit<void, SqlError.SqlError> | undefined
       try {
         const chosen = sendEndpoint(messages, instance, request)
-        send = prepared(instance, request, window.right, typeof chosen === "string" ? chosen : await inRequest(chosen))
-        const outcome = await written(writer, send)
-        afterWrite([send], Exit.isSuccess(outcome), now)
+        const send = prepared(
+          instance,
+          request,
+          window.right,
+          typeof chosen === "string" ? chosen : await inRequest(chosen)
+        )
+        outcome = await written(writer, send)
         if (Exit.isSuccess(outcome)) return Either.right(send.answer)
         await inRequest(Effect.logError("Could not queue a send; nothing was queued", outcome.cause))
         return Either.left(notQueued)
       } finally {
-        // A defect before the write (the endpoint's read) frees the admitted place.
-        if (send === undefined) depths.settle(instance.phoneNumberId, 1, false)
+        // Settled however it ended (a defect before the write frees the admitted place too).
+        afterWrite(instance, [window.right], outcome !== undefined && Exit.isSuccess(outcome), now)
       }
     }
 
@@ -298,23 +305,22 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
         const windows = yield* Effect.forEach(requests, (request) => windowOf(config.queueValidity, request, now))
         const refused = yield* Effect.promise(() => Promise.resolve(admit(instance, requests.length)))
         if (refused !== undefined) return yield* refused
-        const sends = yield* Effect.map(
-          endpointsOf(messages, instance, requests),
-          (endpoints) =>
-            requests.map((request, i) =>
-              prepared(instance, request, windows[i] ?? { sendAt: now, expiresAt: now }, endpoints[i] ?? "messages")
-            )
-        ).pipe(Effect.onError(() => Effect.sync(() => depths.settle(instance.phoneNumberId, requests.length, false))))
-        const outcome = yield* Effect.exit(batcher.run(Effect.zipRight(
-          writeSends({ queue, messages }, sends),
-          alongside(sends.map((send) => send.answer))
-        )))
-        afterWrite(sends, Exit.isSuccess(outcome), now)
-        if (Exit.isFailure(outcome)) {
+        const write = Effect.gen(function*() {
+          const endpoints = yield* endpointsOf(messages, instance, requests)
+          const sends = requests.map((request, i) =>
+            prepared(instance, request, windows[i] ?? { sendAt: now, expiresAt: now }, endpoints[i] ?? "messages")
+          )
+          const outcome = yield* Effect.exit(batcher.run(Effect.zipRight(
+            writeSends({ queue, messages }, sends),
+            alongside(sends.map((send) => send.answer))
+          )))
+          if (Exit.isSuccess(outcome)) return sends.map((send) => send.answer)
           yield* Effect.logError("Could not queue sends; nothing was queued", outcome.cause)
           return yield* notQueued
-        }
-        return sends.map((send) => send.answer)
+        })
+        // The admitted places are settled however this ends (an interrupted request included).
+        return yield* Effect.onExit(write, (exit) =>
+          Effect.sync(() => afterWrite(instance, windows, Exit.isSuccess(exit), now)))
       })
 
     /** `enqueueNow` as an effect, its effects run in this fiber's context (its logs annotated alike). */
