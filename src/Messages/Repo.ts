@@ -311,25 +311,37 @@ const outboundRow = (input: OutboundInput): MessageRow => ({
   priority: null
 })
 
-/** A queued send's record: `pending`, with its id (the queue row's), window and lane. */
-const queuedRow = (input: QueuedInput) => {
-  const { status_at, sent_at, delivered_at, read_at, failed_at, ...row } = outboundRow(input)
-  return {
-    ...row,
-    id: input.id,
-    send_at: input.sendAt,
-    expires_at: input.expiresAt,
-    priority: input.priority,
-    updated_at: row.created_at
-  }
-}
+/**
+ * A queued send's record: `pending`, with its id (the queue row's), window and lane. The columns a new
+ * record leaves NULL are left out of the statement (seven fewer values to bind per row).
+ */
+const queuedRow = (input: QueuedInput, now: string) => ({
+  id: input.id,
+  organization_id: input.organizationId,
+  instance_id: input.instanceId,
+  direction: "outbound",
+  to_number: input.to,
+  type: input.type,
+  status: "pending",
+  created_at: now,
+  updated_at: now,
+  user_id: input.userId ?? null,
+  category: input.category ?? null,
+  endpoint: input.endpoint,
+  send_at: input.sendAt,
+  expires_at: input.expiresAt,
+  priority: input.priority
+})
 
 const insertQueued = (sql: SqlClient.SqlClient, inputs: ReadonlyArray<QueuedInput>) =>
-  Effect.forEach(
-    powerOfTwoChunks(inputs),
-    (chunk) => sql`INSERT INTO messages ${sql.insert(chunk.map(queuedRow))}`,
-    { discard: true }
-  )
+  Effect.suspend(() => {
+    const now = nowIso()
+    return Effect.forEach(
+      powerOfTwoChunks(inputs),
+      (chunk) => sql`INSERT INTO messages ${sql.insert(chunk.map((input) => queuedRow(input, now)))}`,
+      { discard: true }
+    )
+  })
 
 const markRefused = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"], id: string, error: Json) =>
   Effect.suspend(() => {
