@@ -1,19 +1,21 @@
 /**
- * A queued send's business steps (issue 32): `enqueue` puts it on the disk and answers 202 (its record
- * `pending` and its queue row committed); SendQueue/Cancel.ts takes one out before it goes. The drainer
- * (SendQueue/Drainer.ts) makes it. Under an Idempotency-Key a repeat gets the first 202 again (the same
- * mechanism and window as synchronous sends: Messages/Idempotency.ts).
+ * A queued send's business steps (issue 32): `enqueueNow` (`enqueueMany` for a broadcast's sends) puts it
+ * on the disk and answers 202 (its record `pending` and its queue row committed); SendQueue/Cancel.ts takes
+ * one out before it goes. The drainer (SendQueue/Drainer.ts) makes it. Under an Idempotency-Key a repeat
+ * gets the first 202 again (the same mechanism and window as synchronous sends: Messages/Idempotency.ts).
  *
  * `enqueueNow` is plain async code, not an effect, as the synchronous send's core is (Messages/Send.ts):
  * its checks answer from memory (the window, the number's depth: SendQueue/Depths.ts), and the write goes
  * through a group writer of the WriteBatcher, so the sends of concurrent requests share one statement per
- * table and one commit. As an effect with a savepoint and two statements per send, a 202 cost about 3× a
- * synchronous send's CPU (PERFORMANCE.md, "Queued sends").
+ * table and one commit. As an effect with a savepoint and two one-row statements per send, a 202 cost
+ * 970-1,220 µs of the hub's CPU in `bench.ts --quick --scenarios queue`; this way 340-440 µs (over 20,000
+ * 202s: 522-592 against 212-238 µs), alternated on the same loaded machine (PERFORMANCE.md, "The 202 path
+ * grouped").
  */
 import { type SqlError } from "@effect/sql"
 import { Cause, Duration, Effect, Either, Exit, Option, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
-import { BadRequest, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
+import { BadRequest, type Conflict, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
 import type { RunInRequest } from "../Domain/PlainRoute.js"
 import type { InstanceRef } from "../Domain/Principal.js"
@@ -213,6 +215,51 @@ const refusalOf = (
   }
 }
 
+/** One queued send as a plain promise (QueuedSends' `enqueueNow`). */
+type EnqueueNow = (
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  inRequest: RunInRequest
+) => Promise<Either.Either<QueuedAnswer, QueueError>>
+
+/**
+ * A queued send under an Idempotency-Key: the first request with the key queues (`enqueueNow`, its effects
+ * run in this fiber's context, so its logs are the request's) and keeps its 202; a repeat (same body)
+ * gets that 202 again.
+ */
+const enqueueOnce = (
+  keys: IdempotencyKeys["Type"],
+  enqueueNow: EnqueueNow,
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  idempotencyKey: string
+): Effect.Effect<QueueOutcome, QueueError | Conflict | ServiceUnavailable> => {
+  const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
+  // The queue's options are part of the request: the same message at another time is another request.
+  const hashed = {
+    body: toUpstreamBody(request),
+    queue: {
+      send_at: request.send_at ?? null,
+      validity: request.validity ?? null,
+      priority: request.priority ?? null
+    }
+  }
+  const enqueued = Effect.flatMap(
+    Effect.runtime<never>(),
+    (runtime) =>
+      Effect.flatMap(
+        Effect.promise(() => enqueueNow(instance, request, Runtime.runPromise(runtime))),
+        (outcome) => outcome
+      )
+  )
+  return Effect.gen(function*() {
+    const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, hashed) })
+    if (claim._tag === "Replay") return claim
+    const queued = yield* enqueued.pipe(Effect.onExit(keepAnswer(keys, ref)))
+    return { _tag: "Queued", answer: queued } as const
+  }).pipe(Effect.uninterruptible)
+}
+
 export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
   effect: Effect.gen(function*() {
     const queue = yield* SendQueueRepo
@@ -323,38 +370,12 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
           Effect.sync(() => afterWrite(instance, windows, Exit.isSuccess(exit), now)))
       })
 
-    /** `enqueueNow` as an effect, its effects run in this fiber's context (its logs annotated alike). */
-    const enqueue = (instance: InstanceRef, request: SendMessageRequest): Effect.Effect<QueuedAnswer, QueueError> =>
-      Effect.flatMap(
-        Effect.runtime<never>(),
-        (runtime) =>
-          Effect.flatMap(
-            Effect.promise(() => enqueueNow(instance, request, Runtime.runPromise(runtime))),
-            (outcome) => outcome
-          )
-      )
-
-    /** The first request with the key queues and keeps its 202; a repeat (same body) gets that 202 again. */
-    const enqueueOnce = (instance: InstanceRef, request: SendMessageRequest, idempotencyKey: string) => {
-      const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
-      // The queue's options are part of the request: the same message at another time is another request.
-      const hashed = {
-        body: toUpstreamBody(request),
-        queue: {
-          send_at: request.send_at ?? null,
-          validity: request.validity ?? null,
-          priority: request.priority ?? null
-        }
-      }
-      return Effect.gen(function*() {
-        const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, hashed) })
-        if (claim._tag === "Replay") return claim
-        const queued = yield* enqueue(instance, request).pipe(Effect.onExit(keepAnswer(keys, ref)))
-        return { _tag: "Queued", answer: queued } as const
-      }).pipe(Effect.uninterruptible)
-    }
-
-    return { enqueueNow, enqueueMany, enqueueOnce } as const
+    return {
+      enqueueNow,
+      enqueueMany,
+      enqueueOnce: (instance: InstanceRef, request: SendMessageRequest, idempotencyKey: string) =>
+        enqueueOnce(keys, enqueueNow, instance, request, idempotencyKey)
+    } as const
   }),
   dependencies: [
     SendQueueRepo.Default,

@@ -7,10 +7,10 @@
  *
  * - `runStatement`: a write that is one SQL statement skips its savepoint (SQLite already undoes a
  *   failing statement alone, and the savepoint's two extra statements cost more than the write).
- * - `groupNow`: the hot writes (a send's record and its acceptance) are made through a group writer; a
- *   batch hands all items waiting in a group to one multi-row statement, since each statement has a fixed cost
- *   (about 15 µs through @effect/sql) well above a row's. If that statement fails, the group's
- *   items are retried one by one so that only the bad one fails.
+ * - `groupNow`: the hot writes (a send's record and its acceptance; a queued send's record and queue
+ *   row) are made through a group writer; a batch hands all items waiting in a group to one multi-row
+ *   statement, since each statement has a fixed cost (about 15 µs through @effect/sql) well above a
+ *   row's. If that statement fails, the group's items are retried one by one so that only the bad one fails.
  *
  * Callers wait on a plain callback rather than a Deferred and a Queue: this is on every send's path.
  */
