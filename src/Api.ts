@@ -19,6 +19,7 @@ import { MessagesApi } from "./Messages/Api.js"
 import { MetricsApi } from "./Metrics/Api.js"
 import { PhoneNumbersApi } from "./PhoneNumbers/Api.js"
 import { QrCodesApi } from "./QrCodes/Api.js"
+import { ReplaysApi } from "./Replays/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
 import { SendQueueApi } from "./SendQueue/Api.js"
 import { TemplatesApi } from "./Templates/Api.js"
@@ -120,6 +121,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(BusinessProfileApi)
   .add(BlockUsersApi)
   .add(WebhooksApi)
+  .add(ReplaysApi)
   .add(UpstreamEventsApi)
   .add(SandboxApi)
   .add(LiveEventsApi)

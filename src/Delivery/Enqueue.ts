@@ -50,6 +50,14 @@ const selector = (event: EventRecord) => {
   }
 }
 
+/**
+ * The body a webhook with this stored filter takes of the event: null for the whole event, undefined
+ * for none of it (a hub event goes only to webhooks naming its kind). A replay and a poll select
+ * stored events with it as the ingress selects new ones.
+ */
+export const bodyFor = (event: EventRecord, filter: string | null): string | null | undefined =>
+  event.onlyToNamed !== undefined && !namesKind(filter, event.onlyToNamed) ? undefined : selector(event)(filter)
+
 /** The lease an admitted row is written with: this dispatcher's, for as long as its leases last. */
 interface HandOffLease {
   readonly owner: string

@@ -42,7 +42,7 @@ const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not 
 
 const deliveryNotFound = (id: string) => new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
 
-const inactive = (id: string, action: string) =>
+export const inactive = (id: string, action: string) =>
   new Conflict({
     message: `webhook ${id} is not active; activate it (PATCH active: true) before ${action}`,
     error: "webhook_inactive"
@@ -73,7 +73,7 @@ const secretsNotKept = (names: ReadonlyArray<string>, originChanged: boolean) =>
 }
 
 /** `until` must come after `since`. */
-const checkWindow = (since: string | undefined, until: string | undefined) =>
+export const checkWindow = (since: string | undefined, until: string | undefined) =>
   since !== undefined && until !== undefined && until <= since
     ? Effect.fail(
       new BadRequest({
@@ -97,7 +97,7 @@ const allowedUrl = (url: string) =>
   )
 
 /** One of the caller's webhooks. */
-const findOwn = (id: string) =>
+export const findOwn = (id: string) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
     const found = yield* Effect.flatMap(WebhooksRepo, (repo) => repo.find(scopeOf(principal), id))

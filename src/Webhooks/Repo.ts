@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { type DisabledReason, disabledReasons } from "../Domain/Vocabulary.js"
+import { type DisabledReason, disabledReasons, type WebhookKind, webhookKinds } from "../Domain/Vocabulary.js"
 import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"
 import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
@@ -22,7 +22,9 @@ export interface WebhookRow {
   readonly organization_id: string
   readonly instance_id: string
   readonly name: string
+  /** Its url; empty for a poll webhook. */
   readonly url: string
+  readonly kind: WebhookKind
   readonly active: boolean
   readonly disabled_reason: DisabledReason | null
   readonly failing_since: string | null
@@ -41,6 +43,7 @@ const StoredWebhook = Schema.Struct({
   instance_id: Schema.String,
   name: Schema.String,
   url: Schema.String,
+  kind: Schema.Literal(...webhookKinds),
   active: SqlBoolean,
   disabled_reason: Schema.NullOr(Schema.String),
   failing_since: Schema.NullOr(Schema.String),
@@ -90,6 +93,8 @@ interface WebhooksRepoShape {
     readonly instanceId: string
     readonly name: string
     readonly url: string
+    /** push (the default) or poll (url empty). */
+    readonly kind?: WebhookKind | undefined
     readonly secret: string
     readonly events?: ReadonlyArray<string> | undefined
     readonly headers?: Readonly<Record<string, string>> | undefined
@@ -125,7 +130,7 @@ interface WebhooksRepoShape {
 }
 
 const columns =
-  "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
+  "id, organization_id, instance_id, name, url, kind, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
 
 const reasons: ReadonlySet<string> = new Set<DisabledReason>(disabledReasons)
 const isReason = (reason: string): reason is DisabledReason => reasons.has(reason)
@@ -225,6 +230,7 @@ const insertWebhook = (
       instance_id: input.instanceId,
       name: input.name,
       url: input.url,
+      kind: input.kind ?? "push",
       active: true,
       disabled_reason: null,
       failing_since: null,

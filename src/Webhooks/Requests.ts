@@ -49,7 +49,7 @@ const EventKindName = Schema.String.pipe(
   }; any other field Meta adds may be named too`
 })
 
-const EventFilter = Schema.Array(EventKindName).pipe(
+export const EventFilter = Schema.Array(EventKindName).pipe(
   Schema.minItems(1, { message: () => `must name at least one kind (or "*" for all)` }),
   Schema.maxItems(MAX_KINDS, { message: () => `must name at most ${MAX_KINDS} kinds` })
 ).annotations({
@@ -108,7 +108,7 @@ const PositiveInt = (max: number, fallback: number) =>
 const INSTANT = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
 
 /** An instant (ISO 8601; without a zone, UTC) or a day (its midnight UTC), normalised to an ISO 8601 UTC timestamp. */
-const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
+export const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
   strict: true,
   decode: (text, _, ast) => {
     const trimmed = text.trim()
@@ -152,12 +152,13 @@ export const RecoverRequest = RequestStruct({
   until: Schema.optional(Instant).annotations({ description: "…and before this (default: now)" })
 })
 
+/** An Idempotency-Key header's value. */
+export const IdempotencyKey = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
+)
+
 export const TestHeaders = RequestStruct({
-  "idempotency-key": Schema.optional(
-    Schema.String.pipe(
-      Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
-    )
-  ).annotations({
+  "idempotency-key": Schema.optional(IdempotencyKey).annotations({
     description:
       "Repeating a test with the same key within 10 minutes answers the first test's delivery instead of sending another"
   })

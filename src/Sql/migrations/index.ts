@@ -20,6 +20,7 @@ import migration0018 from "./0018_marketing_messages.js"
 import migration0019 from "./0019_send_queue.js"
 import migration0020 from "./0020_broadcasts.js"
 import migration0021 from "./0021_send_queue_due.js"
+import migration0024 from "./0024_replay_and_poll.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -42,5 +43,6 @@ export const migrations = {
   "0018_marketing_messages": migration0018,
   "0019_send_queue": migration0019,
   "0020_broadcasts": migration0020,
-  "0021_send_queue_due": migration0021
+  "0021_send_queue_due": migration0021,
+  "0024_replay_and_poll": migration0024
 }

@@ -1,0 +1,168 @@
+/**
+ * Replays (issue 33): every stored event of a webhook's instance received in a window, that its
+ * filter takes (and the replay's `events`, if given, narrows), delivered to it again. An event
+ * delivered to the webhook before is queued again with its original webhook-id, so its receiver
+ * dedupes it; any other (failed, filtered out then, or older than the webhook) gets a delivery of
+ * its own. Bounded: the window lies within HUB_RETENTION, and a call walks at most HUB_REPLAY_MAX
+ * events, answering a cursor to go on from. Written in chunks of CHUNK events, each its own short
+ * transaction, so the hub's one SQLite connection is never held long; the dispatcher is woken after
+ * each. An Idempotency-Key repeated within 24 hours answers the first call's replay as it stands.
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Option, Schema } from "effect"
+import { HubConfig } from "../Config.js"
+import { DispatchSignal } from "../Delivery/DispatchSignal.js"
+import { bodyFor } from "../Delivery/Enqueue.js"
+import { ALL_KINDS, storedFilter } from "../Domain/EventKinds.js"
+import { newId, nowIso } from "../Domain/Ids.js"
+import { encodeCursor, type Keyset } from "../Domain/Paging.js"
+import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
+import { storedEventRecord } from "../UpstreamEvents/Stored.js"
+import { type EarlierDelivery, FINISHED, type ReplayedRow, ReplaysRepo, type StoredEvent } from "./Repo.js"
+
+/** Events written per transaction. */
+const CHUNK = 256
+
+const ReplayKeyHeld = Schema.Struct({ replay_id: Schema.String })
+const replayKeys: KeyKind<typeof ReplayKeyHeld.Type, typeof ReplayKeyHeld.Encoded> = {
+  table: "webhook_replay_keys",
+  scopeColumn: "webhook_id",
+  window: Duration.hours(24),
+  held: ReplayKeyHeld,
+  columns: ["replay_id"]
+}
+
+/** The webhook replayed to, as its record holds it. */
+interface ReplayedWebhook {
+  readonly id: string
+  readonly instance_id: string
+  /** The kinds it takes; undefined for all. */
+  readonly events: ReadonlyArray<string> | undefined
+}
+
+/** What a replay call asks, checked (Http.ts): a window within retention, a filter within the webhook's. */
+interface ReplayRequest {
+  readonly since: string
+  readonly until: string
+  /** The kinds replayed (the webhook's, narrowed by the request), as stored: null for all. */
+  readonly filter: string | null
+  readonly after: Keyset | undefined
+}
+
+/** How a replay call went: it started one, or its key answers an earlier one (or one being started). */
+type ReplayStart =
+  | { readonly _tag: "Started"; readonly replayId: string }
+  | { readonly _tag: "Repeat"; readonly replayId: string }
+  | { readonly _tag: "Busy" }
+
+/** The kinds a replay takes, as stored (null: all): the webhook's, narrowed by the request's; undefined when none is left. */
+export const replayFilter = (
+  webhookKinds: ReadonlyArray<string> | undefined,
+  requested: ReadonlyArray<string> | undefined
+): string | null | undefined => {
+  const all = (kinds: ReadonlyArray<string> | undefined) => kinds === undefined || kinds.includes(ALL_KINDS)
+  if (all(requested)) return storedFilter(webhookKinds)
+  if (all(webhookKinds)) return storedFilter(requested)
+  const taken = (requested ?? []).filter((kind) => webhookKinds?.includes(kind) === true)
+  return taken.length === 0 ? undefined : storedFilter(taken)
+}
+
+/** Of a chunk of events, with their earlier deliveries: the new rows, the finished ones to queue again, the count queued already. */
+const planChunk = (
+  instanceId: string,
+  filter: string | null,
+  events: ReadonlyArray<StoredEvent>,
+  earlier: ReadonlyArray<EarlierDelivery>
+) => {
+  const before = new Map(earlier.map((row) => [row.event_id, row]))
+  const fresh: Array<ReplayedRow> = []
+  const again: Array<string> = []
+  let alreadyQueued = 0
+  const finished: ReadonlySet<string> = new Set(FINISHED)
+  for (const event of events) {
+    const record = storedEventRecord(instanceId, event)
+    const body = record === undefined ? undefined : bodyFor(record, filter)
+    if (body === undefined) continue
+    // Delivered before: sent again as it was (same webhook-id, same body), unless it is queued still.
+    const known = before.get(event.id)
+    if (known === undefined) fresh.push({ id: newId("dlv"), message_id: newId("msg"), event_id: event.id, body })
+    else if (finished.has(known.status)) again.push(known.id)
+    else alreadyQueued++
+  }
+  return { fresh, again, alreadyQueued }
+}
+
+export class Replays extends Effect.Service<Replays>()("Replays", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* ReplaysRepo
+    const config = yield* HubConfig
+    const signal = yield* DispatchSignal
+    const keys = keysOf(sql, replayKeys)
+
+    /** Takes the key (if any) and writes the replay's record, in one transaction. */
+    const open = (webhook: ReplayedWebhook, request: ReplayRequest, key: string | undefined) =>
+      Effect.gen(function*() {
+        const at = new Date()
+        const replayId = newId("rpl")
+        if (key !== undefined) {
+          yield* keys.purge(at, webhook.id)
+          const claim = yield* keys.claim({ scope: webhook.id, key }, { replay_id: replayId }, at)
+          if (claim._tag === "Held") return { _tag: "Repeat", replayId: claim.held.replay_id } satisfies ReplayStart
+          if (claim._tag === "Busy") return { _tag: "Busy" } satisfies ReplayStart
+        }
+        yield* repo.insert({
+          id: replayId,
+          webhook_id: webhook.id,
+          since: request.since,
+          until: request.until,
+          events: request.filter,
+          created_at: at.toISOString()
+        })
+        return { _tag: "Started", replayId } satisfies ReplayStart
+      }).pipe(sql.withTransaction, Effect.orDie)
+
+    /** Walks the window chunk by chunk, at most HUB_REPLAY_MAX events; sets where a next call goes on (or null). */
+    const walk = (webhook: ReplayedWebhook, request: ReplayRequest, replayId: string) =>
+      Effect.gen(function*() {
+        const window = { instanceId: webhook.instance_id, since: request.since, until: request.until }
+        let position = request.after
+        let walked = 0
+        while (walked < config.replayMax) {
+          const limit = Math.min(CHUNK, config.replayMax - walked)
+          const events = yield* repo.events({ ...window, after: position, limit })
+          const last = events[events.length - 1]
+          if (last === undefined) break
+          const plan = planChunk(webhook.instance_id, request.filter, events, yield* repo.earlier(webhook.id, events))
+          position = { createdAt: last.received_at, id: last.id }
+          const queued = yield* repo.queueChunk({ replayId, webhookId: webhook.id, ...plan, position, now: nowIso() })
+          if (queued > 0) signal.notify()
+          walked += events.length
+          if (events.length < limit) break
+        }
+        // Past the bound, a further call goes on from here if one more event waits.
+        const more = walked >= config.replayMax && position !== undefined &&
+          (yield* repo.events({ ...window, after: position, limit: 1 })).length > 0
+        yield* repo.finish(replayId, more && position !== undefined ? encodeCursor(position) : null, nowIso())
+      })
+
+    const start = (webhook: ReplayedWebhook, request: ReplayRequest, key: string | undefined) =>
+      Effect.gen(function*() {
+        const opened = yield* open(webhook, request, key)
+        // Bounded work: once started, a replay walks its window to the end even if its caller goes away.
+        if (opened._tag === "Started") yield* Effect.uninterruptible(walk(webhook, request, opened.replayId))
+        return opened
+      })
+
+    /** The replay's record and its deliveries by status now; none when it is not this webhook's. */
+    const find = (webhookId: string, replayId: string) =>
+      Effect.gen(function*() {
+        const stored = yield* repo.find(webhookId, replayId)
+        if (stored === undefined) return Option.none()
+        return Option.some({ stored, statuses: yield* repo.progress(replayId) })
+      })
+
+    return { start, find } as const
+  }),
+  dependencies: [ReplaysRepo.Default]
+}) {}
