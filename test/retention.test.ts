@@ -77,6 +77,32 @@ for (const engine of engines) {
                 created_at: new Date().toISOString()
               })
             }`).pipe(Effect.orDie)
+          // A replay's record and its Idempotency-Key, made before the cutoff.
+          yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            Effect.all([
+              sql`INSERT INTO webhook_replays ${
+                sql.insert({
+                  id: "rpl_old",
+                  webhook_id: delivered,
+                  since: new Date(0).toISOString(),
+                  until: new Date().toISOString(),
+                  events: null,
+                  events_queued: 0,
+                  already_queued: 0,
+                  next_cursor: null,
+                  finished_at: new Date().toISOString(),
+                  created_at: new Date().toISOString()
+                })
+              }`,
+              sql`INSERT INTO webhook_replay_keys ${
+                sql.insert({
+                  webhook_id: delivered,
+                  idempotency_key: "k",
+                  replay_id: "rpl_old",
+                  created_at: new Date().toISOString()
+                })
+              }`
+            ])).pipe(Effect.orDie)
           // A cutoff in the past deletes nothing.
           expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({
             deliveries: 0,
@@ -84,7 +110,8 @@ for (const engine of engines) {
             unrouted: 0,
             earlyStatuses: 0,
             deliveryCounts: 0,
-            testKeys: 0
+            testKeys: 0,
+            replays: 0
           })
           const lastSuccess =
             (yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })).body
@@ -97,6 +124,7 @@ for (const engine of engines) {
           // The status was for a message id no send of this hub claimed: kept as an early status until now.
           expect(pruned.earlyStatuses).toBe(2)
           expect(pruned.testKeys).toBe(1)
+          expect(pruned.replays).toBe(2)
           expect(pruned.events).toBeGreaterThanOrEqual(1)
           expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
           expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])
