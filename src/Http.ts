@@ -40,6 +40,7 @@ import { MetricsHttpLive } from "./Metrics/Http.js"
 import { metricsLayer } from "./Metrics/Live.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { ThroughputRepo } from "./PhoneNumbers/ThroughputRepo.js"
+import { PollHttpLive } from "./Poll/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
 import { ReplaysHttpLive } from "./Replays/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
@@ -131,7 +132,7 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
-  Layer.provide([ReplaysHttpLive]),
+  Layer.provide([ReplaysHttpLive, PollHttpLive]),
   Layer.provide(AuthenticationLive)
 )
 

@@ -13,11 +13,10 @@ import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
 import { WebhooksRepo } from "../Webhooks/Repo.js"
-import { type Credentials, makeCredentials } from "./Credentials.js"
+import { type Credentials, deliveryHeaders, makeCredentials } from "./Credentials.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, type Sender, USER_AGENT } from "./Sender.js"
-import { webhookSignature } from "./Signing.js"
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -91,7 +90,7 @@ interface AttemptContext {
 const makeHttpCall = async (
   context: AttemptContext,
   d: LeasedDelivery,
-  { headers, keys }: Credentials,
+  credentials: Credentials,
   signal: AbortSignal,
   timestamp: number
 ) => {
@@ -102,14 +101,7 @@ const makeHttpCall = async (
     body: d.body,
     timeoutMs: context.timeoutMs,
     signal,
-    headers: {
-      ...headers,
-      "content-type": "application/json",
-      "user-agent": USER_AGENT,
-      "webhook-id": d.message_id,
-      "webhook-timestamp": String(timestamp),
-      "webhook-signature": webhookSignature(keys, d.message_id, timestamp, d.body)
-    }
+    headers: { ...deliveryHeaders(credentials, d.message_id, timestamp, d.body), "user-agent": USER_AGENT }
   })
 }
 

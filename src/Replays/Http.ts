@@ -6,7 +6,7 @@ import { HubConfig } from "../Config.js"
 import { BadRequest, Conflict, NotFound } from "../Domain/Errors.js"
 import { parseFilter } from "../Domain/EventKinds.js"
 import { nowIso } from "../Domain/Ids.js"
-import { checkWindow, findOwn, inactive } from "../Webhooks/Http.js"
+import { checkWindow, findOwn, inactive, pushedTo } from "../Webhooks/Http.js"
 import type { WebhookRow } from "../Webhooks/Repo.js"
 import type { ReplayHeaders, ReplayRequest } from "./Api.js"
 import { replayFilter, Replays } from "./Replays.js"
@@ -21,19 +21,12 @@ const invalid = (field: string, message: string) =>
 
 const replayNotFound = (id: string) => new NotFound({ message: `replay ${id} was not found`, error: "not_found" })
 
-/** A replayable webhook: active, and pushed to. */
+/** A replayable webhook: pushed to, and active. */
 const replayable = (webhook: WebhookRow) =>
-  webhook.kind === "poll"
-    ? Effect.fail(
-      new Conflict({
-        message:
-          `webhook ${webhook.id} is a poll webhook: nothing is pushed to it; read its past events with GET /api/webhooks/${webhook.id}/poll from an earlier cursor`,
-        error: "poll_webhook"
-      })
-    )
-    : webhook.active
-    ? Effect.void
-    : Effect.fail(inactive(webhook.id, "replaying events to it"))
+  Effect.zipRight(
+    pushedTo(webhook, "replay"),
+    webhook.active ? Effect.void : Effect.fail(inactive(webhook.id, "replaying events to it"))
+  )
 
 /** The replay's answer: its record and its deliveries by outcome now. */
 const replayRecord = (stored: ReplayStored, statuses: ReadonlyMap<string, number>) => {

@@ -18,7 +18,8 @@ import { newId, nowIso } from "../Domain/Ids.js"
 import { encodeCursor, type Keyset } from "../Domain/Paging.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import { storedEventRecord } from "../UpstreamEvents/Stored.js"
-import { type EarlierDelivery, FINISHED, type ReplayedRow, ReplaysRepo, type StoredEvent } from "./Repo.js"
+import type { StoredEvent } from "../UpstreamEvents/Stored.js"
+import { type EarlierDelivery, FINISHED, type ReplayedRow, ReplaysRepo } from "./Repo.js"
 
 /** Events written per transaction. */
 const CHUNK = 256

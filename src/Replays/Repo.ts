@@ -14,13 +14,7 @@ import { encodeCursor, type Keyset } from "../Domain/Paging.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { padded } from "../Sql/StatementShapes.js"
-
-/** A stored event as a replay (or a poll) reads it. */
-export interface StoredEvent {
-  readonly id: string
-  readonly body: string
-  readonly received_at: string
-}
+import { type StoredEvent, storedEventsAfter, type StoredEventsRequest } from "../UpstreamEvents/Stored.js"
 
 /** An event's earlier delivery to the webhook. */
 export interface EarlierDelivery {
@@ -57,26 +51,6 @@ const statusCounts = decodeRows(Schema.Struct({ status: Schema.String, n: SqlCou
 
 /** Statuses already finished: a replay queues their deliveries again; queued ones it leaves be. */
 export const FINISHED = ["succeeded", "dead", "cancelled"] as const
-
-/** The events of `instanceId` received in [since, until), after `after` if given, oldest first, at most `limit`. */
-const eventsAfter = (
-  sql: SqlClient.SqlClient,
-  input: {
-    readonly instanceId: string
-    readonly since: string
-    readonly until: string
-    readonly after: Keyset | undefined
-    readonly limit: number
-  }
-) =>
-  sql<StoredEvent>`SELECT id, body, received_at FROM events
-    WHERE instance_id = ${input.instanceId} AND received_at >= ${input.since} AND received_at < ${input.until}
-      ${
-    input.after === undefined
-      ? sql``
-      : sql`AND (received_at > ${input.after.createdAt} OR (received_at = ${input.after.createdAt} AND id > ${input.after.id}))`
-  }
-    ORDER BY received_at, id LIMIT ${input.limit}`.pipe(Effect.orDie)
 
 export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
   effect: Effect.gen(function*() {
@@ -176,7 +150,7 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
         )
 
     return {
-      events: (input: Parameters<typeof eventsAfter>[1]) => eventsAfter(sql, input),
+      events: (input: StoredEventsRequest) => storedEventsAfter(sql, input),
       earlier,
       queueChunk,
       insert,

@@ -38,7 +38,7 @@ const scopeOf = (principal: Principal): WebhookScope => ({
   instanceId: principal.instance?.id
 })
 
-const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not found`, error: "not_found" })
+export const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not found`, error: "not_found" })
 
 const deliveryNotFound = (id: string) => new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
 
@@ -71,6 +71,18 @@ const secretsNotKept = (names: ReadonlyArray<string>, originChanged: boolean) =>
     }))
   })
 }
+
+/** A poll webhook is not pushed to: what only a push webhook does is refused for it. */
+export const pushedTo = (webhook: WebhookRow, action: string) =>
+  webhook.kind === "poll"
+    ? Effect.fail(
+      new Conflict({
+        message:
+          `webhook ${webhook.id} is a poll webhook: nothing is pushed to it, so there is no ${action}; read its events with GET /api/webhooks/${webhook.id}/poll (from a cursor, or ?since= for earlier ones)`,
+        error: "poll_webhook"
+      })
+    )
+    : Effect.void
 
 /** `until` must come after `since`. */
 export const checkWindow = (since: string | undefined, until: string | undefined) =>
@@ -136,14 +148,16 @@ const createWebhook = (payload: typeof CreateWebhook.Type) =>
     const config = yield* HubConfig
     const access = yield* InstanceAccess
     const instance = yield* access.resolve(principal, { instanceId: payload.instance_id })
-    yield* allowedUrl(payload.url)
+    // A poll webhook has no url (the payload's check): nothing to allow.
+    if (payload.url !== undefined) yield* allowedUrl(payload.url)
     const secret = generateWebhookSecret()
     const repo = yield* WebhooksRepo
     const row = yield* repo.create({
       organizationId: principal.organizationId,
       instanceId: instance.id,
       name: payload.name,
-      url: payload.url,
+      url: payload.url ?? "",
+      kind: payload.kind,
       secret,
       events: payload.events,
       headers: payload.headers,
@@ -164,7 +178,16 @@ const listWebhooks = (query: typeof ListWebhooksQuery.Type) =>
 const updateWebhook = (id: string, payload: typeof UpdateWebhook.Type) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
-    if (payload.url !== undefined) yield* allowedUrl(payload.url)
+    if (payload.url !== undefined) {
+      if ((yield* findOwn(id)).kind === "poll") {
+        return yield* new BadRequest({
+          message: "Invalid request: url: a poll webhook has no url",
+          error: "validation_failed",
+          details: [{ field: "url", message: "a poll webhook has no url" }]
+        })
+      }
+      yield* allowedUrl(payload.url)
+    }
     const repo = yield* WebhooksRepo
     const row = yield* repo.update(scopeOf(principal), id, payload).pipe(
       Effect.catchTag("NoSecretToKeep", ({ names, originChanged }) => Effect.fail(secretsNotKept(names, originChanged)))
@@ -227,6 +250,7 @@ const searchDeliveries = (query: typeof DeliverySearchQuery.Type) =>
 const retryDelivery = (id: string, deliveryId: string) =>
   Effect.gen(function*() {
     const webhook = yield* findOwn(id)
+    yield* pushedTo(webhook, "delivery to retry")
     if (!webhook.active) return yield* inactive(webhook.id, "re-sending")
     const deliveries = yield* WebhookDeliveries
     const outcome = yield* deliveries.replay(webhook.id, deliveryId, nowIso())
@@ -243,6 +267,7 @@ const retryDelivery = (id: string, deliveryId: string) =>
 const recoverDeliveries = (id: string, payload: typeof RecoverRequest.Type) =>
   Effect.gen(function*() {
     const webhook = yield* findOwn(id)
+    yield* pushedTo(webhook, "delivery to recover")
     if (!webhook.active) return yield* inactive(webhook.id, "recovering its deliveries")
     const now = nowIso()
     const until = payload.until ?? now
@@ -256,6 +281,7 @@ const recoverDeliveries = (id: string, payload: typeof RecoverRequest.Type) =>
 const sendTest = (id: string, headers: typeof TestHeaders.Type) =>
   Effect.gen(function*() {
     const webhook = yield* findOwn(id)
+    yield* pushedTo(webhook, "test event to send")
     if (!webhook.active) return yield* inactive(webhook.id, "testing it")
     const tests = yield* TestEvents
     const outcome = yield* tests.test(webhook, headers["idempotency-key"])

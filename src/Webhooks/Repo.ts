@@ -8,6 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
+import type { SigningColumns } from "../Delivery/Credentials.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { type DisabledReason, disabledReasons, type WebhookKind, webhookKinds } from "../Domain/Vocabulary.js"
@@ -107,6 +108,8 @@ interface WebhooksRepoShape {
     filter: { readonly instanceId?: string | undefined; readonly event?: string | undefined }
   ) => Effect.Effect<ReadonlyArray<WebhookRow>>
   readonly find: (scope: WebhookScope, id: string) => Effect.Effect<Option.Option<WebhookRow>>
+  /** What its deliveries are signed (and sent) with, as stored: for a poll's answer, signed as a push is. */
+  readonly signing: (id: string) => Effect.Effect<SigningColumns | undefined>
   /** A secret header given as "[redacted]" keeps its stored value (a record read and sent back stays as it was). */
   readonly update: (
     scope: WebhookScope,
@@ -284,6 +287,14 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
           Effect.orDie
         ),
       find: (scope, id) => Effect.orDie(find(scope, id)),
+      signing: (id) =>
+        sql<
+          SigningColumns
+        >`SELECT id AS webhook_id, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at,
+            headers, headers_encrypted FROM webhooks WHERE id = ${id}`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie
+        ),
       update: (scope, id, patch) =>
         Effect.gen(function*() {
           const current = yield* find(scope, id)

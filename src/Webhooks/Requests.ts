@@ -6,7 +6,7 @@ import { ParseResult, Schema } from "effect"
 import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Domain/EventKinds.js"
 import { Cursor } from "../Domain/Paging.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
-import { deliveryStatuses } from "../Domain/Vocabulary.js"
+import { deliveryStatuses, webhookKinds } from "../Domain/Vocabulary.js"
 import { CustomHeadersInput } from "./CustomHeaders.js"
 
 const WebhookUrl = Schema.Trim.pipe(
@@ -63,11 +63,22 @@ export const EventFilter = Schema.Array(EventKindName).pipe(
 export const CreateWebhook = RequestStruct({
   instance_id: Schema.optional(IdString).annotations({ description: "Required with an organization token" }),
 
-  url: WebhookUrl,
+  url: Schema.optional(WebhookUrl).annotations({ description: "Required for a push webhook; a poll webhook has none" }),
   name: Label(100),
+  kind: Schema.optional(Schema.Literal(...webhookKinds)).annotations({
+    description:
+      "push (the default): its events are POSTed to `url`; poll: nothing is pushed, its events wait in the hub for GET /api/webhooks/{id}/poll"
+  }),
   events: Schema.optional(EventFilter),
   headers: Schema.optional(CustomHeadersInput)
-})
+}).pipe(
+  Schema.filter((input) =>
+    input.kind === "poll"
+      ? input.url === undefined || { path: ["url"], message: "a poll webhook has no url: leave it out" }
+      : input.url !== undefined ||
+        { path: ["url"], message: "is required (or give kind \"poll\" for a webhook you poll)" }
+  )
+)
 
 export const UpdateWebhook = RequestStruct({
   url: Schema.optional(WebhookUrl),
