@@ -57,13 +57,16 @@ const PolledEvent = Schema.Struct({
   })
 })
 
-const PollAnswer = Schema.Struct({
+export const PollAnswer = Schema.Struct({
   data: Schema.Array(PolledEvent).annotations({ description: "In the order they arrived" }),
   next_cursor: Schema.NullOr(Schema.String).annotations({
     description: "Pass as `cursor` for the events after these (also when none came: it moves past events the " +
       "webhook does not take); null only when nothing was read yet: call again as before"
   }),
-  more: Schema.Boolean.annotations({ description: "True when more events wait already: call again at once" })
+  more: Schema.Boolean.annotations({
+    description:
+      "True when the answer stopped at `limit` (or at 5,000 events read past): more may wait, call again at once"
+  })
 })
 
 export class PollApi extends HttpApiGroup.make("poll")

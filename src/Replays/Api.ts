@@ -38,7 +38,7 @@ const ReplayPath = Schema.Struct({ id: IdString, replayId: IdString })
 
 const Count = Schema.Number.annotations({ description: "A count" })
 
-const Replay = Schema.Struct({
+export const Replay = Schema.Struct({
   id: Schema.String,
   webhook_id: Schema.String,
   since: IsoTimestamp,
