@@ -144,6 +144,28 @@ for (const engine of engines) {
         expect(other.body.id).not.toBe(once.body.id)
       }))
 
+    it.scoped("two replays of a window at once queue each event once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        const since = new Date(Date.now() - 1000).toISOString()
+        for (let i = 0; i < REPLAY_MAX; i++) yield* post(inbound(tenant))
+        const receiver = yield* makeReceiver()
+        const hook = yield* createTyped(tenant.instanceToken, { name: "twice", url: receiver.url })
+        const [one, two] = yield* Effect.all([replay(tenant, hook.id, { since }), replay(tenant, hook.id, { since })], {
+          concurrency: 2
+        })
+        // Whichever went first queued them; the other found them queued (or, once delivered, sent them again).
+        expect(
+          Number(one?.body.queued) + Number(two?.body.queued) + Number(one?.body.already_queued) +
+            Number(two?.body.already_queued)
+        ).toBe(2 * REPLAY_MAX)
+        const rows = yield* sql<
+          { readonly n: number }
+        >`SELECT COUNT(*) AS n FROM deliveries WHERE webhook_id = ${hook.id}`
+        expect(Number(rows[0]?.n)).toBe(REPLAY_MAX)
+      }))
+
     it.scoped("refuses bad input with a clear error, and answers 404 for another tenant's or an unknown replay", () =>
       Effect.gen(function*() {
         const tenant = yield* seedTenant()

@@ -19,7 +19,7 @@ import { encodeCursor, type Keyset } from "../Domain/Paging.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import { storedEventRecord } from "../UpstreamEvents/Stored.js"
 import type { StoredEvent } from "../UpstreamEvents/Stored.js"
-import { type EarlierDelivery, FINISHED, type ReplayedRow, ReplaysRepo } from "./Repo.js"
+import { type ChunkPlan, type EarlierDelivery, FINISHED, type ReplayedRow, ReplaysRepo } from "./Repo.js"
 
 /** Events written per transaction. */
 const CHUNK = 256
@@ -74,7 +74,7 @@ const planChunk = (
   filter: string | null,
   events: ReadonlyArray<StoredEvent>,
   earlier: ReadonlyArray<EarlierDelivery>
-) => {
+): ChunkPlan => {
   const before = new Map(earlier.map((row) => [row.event_id, row]))
   const fresh: Array<ReplayedRow> = []
   const again: Array<string> = []
@@ -134,9 +134,15 @@ export class Replays extends Effect.Service<Replays>()("Replays", {
           const events = yield* repo.events({ ...window, after: position, limit })
           const last = events[events.length - 1]
           if (last === undefined) break
-          const plan = planChunk(webhook.instance_id, request.filter, events, yield* repo.earlier(webhook.id, events))
           position = { createdAt: last.received_at, id: last.id }
-          const queued = yield* repo.queueChunk({ replayId, webhookId: webhook.id, ...plan, position, now: nowIso() })
+          const queued = yield* repo.queueChunk({
+            replayId,
+            webhookId: webhook.id,
+            events,
+            plan: (earlier) => planChunk(webhook.instance_id, request.filter, events, earlier),
+            position,
+            now: nowIso()
+          })
           if (queued > 0) signal.notify()
           walked += events.length
           if (events.length < limit) break

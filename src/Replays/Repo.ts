@@ -23,6 +23,13 @@ export interface EarlierDelivery {
   readonly status: string
 }
 
+/** What a chunk of a replay queues: new deliveries, earlier finished ones again (by id), and how many were queued already. */
+export interface ChunkPlan {
+  readonly fresh: ReadonlyArray<ReplayedRow>
+  readonly again: ReadonlyArray<string>
+  readonly alreadyQueued: number
+}
+
 /** A replayed delivery of an event that had none to the webhook. */
 export interface ReplayedRow {
   readonly id: string
@@ -77,25 +84,32 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
     }
 
     /**
-     * Writes one chunk of a replay (run it in a transaction): new deliveries in the retry lane, and
-     * earlier finished ones queued again there with their webhook-id (one more attempt, as a retry
-     * of one delivery gives); the replay's record moved on to `position`. Every replica's
-     * dispatcher is told (PostgreSQL).
+     * Writes one chunk of a replay, in one transaction: the events' earlier deliveries read, `plan`
+     * deciding what to queue, new deliveries in the retry lane, and earlier finished ones queued
+     * again there with their webhook-id (one more attempt, as a retry of one delivery gives); the
+     * replay's record moved on to `position`. Every replica's dispatcher is told (PostgreSQL). Two
+     * replays of one webhook at once take turns on its row (PostgreSQL; SQLite's transactions take
+     * turns anyway), so the later one finds the deliveries the earlier made and never makes a second.
      */
     const queueChunk = (input: {
       readonly replayId: string
       readonly webhookId: string
-      readonly fresh: ReadonlyArray<ReplayedRow>
-      readonly again: ReadonlyArray<string>
-      readonly alreadyQueued: number
+      readonly events: ReadonlyArray<StoredEvent>
+      readonly plan: (earlier: ReadonlyArray<EarlierDelivery>) => ChunkPlan
       readonly position: Keyset
       readonly now: string
     }) =>
       Effect.gen(function*() {
         const { now } = input
-        if (input.fresh.length > 0) {
+        yield* sql.onDialectOrElse({
+          pg: () => sql`SELECT id FROM webhooks WHERE id = ${input.webhookId} FOR UPDATE`,
+          orElse: () => Effect.void
+        })
+        const planned = input.plan(yield* earlier(input.webhookId, input.events))
+        const chunk = { ...input, ...planned }
+        if (chunk.fresh.length > 0) {
           yield* sql`INSERT INTO deliveries ${
-            sql.insert(input.fresh.map((row) => ({
+            sql.insert(chunk.fresh.map((row) => ({
               id: row.id,
               webhook_id: input.webhookId,
               event_id: row.event_id,
@@ -110,13 +124,13 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
             })))
           }`
         }
-        const again = input.again.length === 0 ? [] : yield* sql<{ readonly id: string }>`UPDATE deliveries
+        const again = chunk.again.length === 0 ? [] : yield* sql<{ readonly id: string }>`UPDATE deliveries
           SET status = 'failed', next_attempt_at = ${now}, final_attempt = attempts + 1, lease_owner = NULL,
             lease_expires_at = NULL, replay_id = ${input.replayId}, updated_at = ${now}
-          WHERE ${sql.in("id", padded(input.again))} AND ${sql.in("status", FINISHED)} RETURNING id`
-        const queued = input.fresh.length + again.length
+          WHERE ${sql.in("id", padded(chunk.again))} AND ${sql.in("status", FINISHED)} RETURNING id`
+        const queued = chunk.fresh.length + again.length
         yield* sql`UPDATE webhook_replays SET events_queued = events_queued + ${queued},
-            already_queued = already_queued + ${input.alreadyQueued + input.again.length - again.length},
+            already_queued = already_queued + ${chunk.alreadyQueued + chunk.again.length - again.length},
             next_cursor = ${encodeCursor(input.position)}
           WHERE id = ${input.replayId}`
         if (queued > 0) yield* announce(sql, channels.outbox, "replayed")
@@ -151,7 +165,6 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
 
     return {
       events: (input: StoredEventsRequest) => storedEventsAfter(sql, input),
-      earlier,
       queueChunk,
       insert,
       finish,
