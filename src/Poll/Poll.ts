@@ -17,7 +17,7 @@
  * RECHECK_MS (as a repeated webhook test asks it, Webhooks/TestEvents.ts).
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Stream } from "effect"
+import { Duration, Effect, Stream } from "effect"
 import { HubConfig } from "../Config.js"
 import { deliveryHeaders, makeCredentials, type SigningColumns } from "../Delivery/Credentials.js"
 import { bodyFor } from "../Delivery/Enqueue.js"
@@ -26,7 +26,7 @@ import { encodeCursor, type Keyset } from "../Domain/Paging.js"
 import { LiveEvents } from "../LiveEvents/LiveEvents.js"
 import { isPostgres } from "../Sql/Dialect.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
-import { storedEventRecord, storedEventsAfter } from "../UpstreamEvents/Stored.js"
+import { type StoredEvent, storedEventRecord, storedEventsAfter } from "../UpstreamEvents/Stored.js"
 
 /** On PostgreSQL, how old an event must be to be read (see the header). */
 const SETTLE_MS = 1_000
@@ -75,7 +75,7 @@ export class Poll extends Effect.Service<Poll>()("Poll", {
       Effect.gen(function*() {
         const filter = storedFilter(webhook.events)
         const until = new Date(Date.now() - (fleet ? SETTLE_MS : 0)).toISOString()
-        const taken: Array<{ readonly id: string; readonly received_at: string; readonly body: string }> = []
+        const taken: Array<StoredEvent> = []
         let position = after
         let scanned = 0
         while (taken.length < limit && scanned < SCAN_MAX) {
@@ -100,10 +100,7 @@ export class Poll extends Effect.Service<Poll>()("Poll", {
       })
 
     /** The events as a push would carry them, signed now. */
-    const signed = (
-      signing: SigningColumns,
-      events: ReadonlyArray<{ id: string; received_at: string; body: string }>
-    ) =>
+    const signed = (signing: SigningColumns, events: ReadonlyArray<StoredEvent>) =>
       Effect.gen(function*() {
         const nowMs = Date.now()
         const keys = yield* credentials(signing, nowMs)
@@ -147,7 +144,7 @@ export class Poll extends Effect.Service<Poll>()("Poll", {
           if (page.taken.length > 0 || page.more || left <= 0) {
             return {
               data: yield* signed(signing, page.taken),
-              next_cursor: Option.getOrNull(Option.map(Option.fromNullable(after), encodeCursor)),
+              next_cursor: after === undefined ? null : encodeCursor(after),
               more: page.more
             }
           }

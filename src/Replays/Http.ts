@@ -3,7 +3,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
-import { BadRequest, Conflict, NotFound } from "../Domain/Errors.js"
+import { Conflict, invalidField, NotFound } from "../Domain/Errors.js"
 import { parseFilter } from "../Domain/EventKinds.js"
 import { nowIso } from "../Domain/Ids.js"
 import { checkWindow, findOwn, inactive, pushedTo } from "../Webhooks/Http.js"
@@ -11,13 +11,6 @@ import type { WebhookRow } from "../Webhooks/Repo.js"
 import type { ReplayHeaders, ReplayRequest } from "./Api.js"
 import { replayFilter, Replays } from "./Replays.js"
 import type { ReplayStored } from "./Repo.js"
-
-const invalid = (field: string, message: string) =>
-  new BadRequest({
-    message: `Invalid request: ${field}: ${message}`,
-    error: "validation_failed",
-    details: [{ field, message }]
-  })
 
 const replayNotFound = (id: string) => new NotFound({ message: `replay ${id} was not found`, error: "not_found" })
 
@@ -66,7 +59,7 @@ const startReplay = (id: string, payload: typeof ReplayRequest.Type, headers: ty
     const now = nowIso()
     const oldest = new Date(Date.now() - Duration.toMillis(config.retention)).toISOString()
     if (payload.since < oldest) {
-      return yield* invalid(
+      return yield* invalidField(
         "since",
         `must be within HUB_RETENTION (${Duration.format(config.retention)}): at or after ${oldest}`
       )
@@ -75,7 +68,7 @@ const startReplay = (id: string, payload: typeof ReplayRequest.Type, headers: ty
     yield* checkWindow(payload.since, until)
     const filter = replayFilter(webhook.events, payload.events)
     if (filter === undefined) {
-      return yield* invalid("events", `must name a kind the webhook takes (${(webhook.events ?? []).join(", ")})`)
+      return yield* invalidField("events", `must name a kind the webhook takes (${(webhook.events ?? []).join(", ")})`)
     }
     const replays = yield* Replays
     const started = yield* replays.start(

@@ -6,7 +6,7 @@
  */
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { HubConfig } from "../Config.js"
-import { BadRequest, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
+import { type BadRequest, errorBody, invalidField, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "../Messages/Idempotency.js"
@@ -43,20 +43,13 @@ export const wantsQueue = (request: SendMessageRequest, prefer: string | undefin
   request.send_at !== undefined || request.validity !== undefined || request.priority !== undefined ||
   (prefer !== undefined && /(^|[,;\s])respond-async($|[,;\s])/i.test(prefer))
 
-const invalid = (field: string, message: string) =>
-  new BadRequest({
-    message: `Invalid request: ${field}: ${message}`,
-    error: "validation_failed",
-    details: [{ field, message }]
-  })
-
 /** When a queued send may go and until when it may wait, or why its `send_at` is refused. */
 const windowOf = (queueValidity: Duration.Duration, request: SendMessageRequest, now: number) => {
   const sendAt = request.send_at === undefined ? now : Date.parse(request.send_at)
   if (sendAt < now - PAST_TOLERANCE_MS) {
-    return Effect.fail(invalid("send_at", "is in the past; leave it out to send as soon as possible"))
+    return Effect.fail(invalidField("send_at", "is in the past; leave it out to send as soon as possible"))
   }
-  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Effect.fail(invalid("send_at", "must be at most 35 days ahead"))
+  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Effect.fail(invalidField("send_at", "must be at most 35 days ahead"))
   const validityMs = request.validity === undefined
     ? Duration.toMillis(queueValidity)
     : request.validity * 1000

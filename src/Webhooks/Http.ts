@@ -8,7 +8,7 @@ import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { generateWebhookSecret } from "../Delivery/Signing.js"
-import { BadRequest, Conflict, NotFound, TooManyRequests } from "../Domain/Errors.js"
+import { BadRequest, Conflict, invalidField, NotFound, TooManyRequests } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import { pageRequest } from "../Domain/Paging.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
@@ -87,13 +87,7 @@ export const pushedTo = (webhook: WebhookRow, action: string) =>
 /** `until` must come after `since`. */
 export const checkWindow = (since: string | undefined, until: string | undefined) =>
   since !== undefined && until !== undefined && until <= since
-    ? Effect.fail(
-      new BadRequest({
-        message: "Invalid request: until: must be after since",
-        error: "validation_failed",
-        details: [{ field: "until", message: "must be after since" }]
-      })
-    )
+    ? Effect.fail(invalidField("until", "must be after since"))
     : Effect.void
 
 /** The URL policy's verdict on a webhook URL, a refusal as a 400 naming the field. */
@@ -180,11 +174,7 @@ const updateWebhook = (id: string, payload: typeof UpdateWebhook.Type) =>
     const principal = yield* CurrentPrincipal
     if (payload.url !== undefined) {
       if ((yield* findOwn(id)).kind === "poll") {
-        return yield* new BadRequest({
-          message: "Invalid request: url: a poll webhook has no url",
-          error: "validation_failed",
-          details: [{ field: "url", message: "a poll webhook has no url" }]
-        })
+        return yield* invalidField("url", "a poll webhook has no url")
       }
       yield* allowedUrl(payload.url)
     }

@@ -4,19 +4,12 @@
  */
 import { useState } from "preact/hooks"
 import { call } from "../../api.js"
-import {
-  ErrorNote,
-  isoOfLocalInput,
-  localInputOf,
-  localZone,
-  Outcome,
-  useAction,
-  usePolling
-} from "../../components.js"
+import { ErrorNote, isoOfLocalInput, localInputOf, Outcome, useAction, usePolling } from "../../components.js"
 import { countText } from "../../paging.js"
 import type { ReplayRecord } from "../../types.js"
 import { choiceOf, EventKindsField, eventsOf, type KindsChoice } from "../WebhookFields.js"
 import type { SectionProps } from "./SectionProps.js"
+import { TimeWindowFields } from "./TimeWindow.js"
 
 const HOUR_MS = 3600_000
 
@@ -90,32 +83,15 @@ export const Replay = (props: SectionProps) => {
         <code>webhook-id</code>, so the receiver dedupes it), failed, or received before the webhook existed. Live
         events go first; the replay takes the slots they leave.
       </p>
-      <div class="row">
-        <div class="field">
-          <label for="replay-since">Received from</label>
-          <input
-            id="replay-since"
-            type="datetime-local"
-            required
-            value={since}
-            onInput={(e) => setSince(e.currentTarget.value)}
-            aria-describedby="replay-zone"
-          />
-        </div>
-        <div class="field">
-          <label for="replay-until">Received before (optional)</label>
-          <input
-            id="replay-until"
-            type="datetime-local"
-            value={until}
-            onInput={(e) => setUntil(e.currentTarget.value)}
-            aria-describedby="replay-zone"
-          />
-        </div>
-      </div>
-      <p id="replay-zone" class="help">
-        Times are in your time zone ({localZone()}); without an end, the window ends now. At most HUB_RETENTION back.
-      </p>
+      <TimeWindowFields
+        id="replay"
+        what="Received"
+        since={since}
+        until={until}
+        onSince={setSince}
+        onUntil={setUntil}
+        note=" At most HUB_RETENTION back."
+      />
       <EventKindsField id="replay-kinds" value={kinds} onChange={setKinds} />
       <ErrorNote error={error} prefix="Not replayed:" />
       <Outcome text={outcome} />
