@@ -21,8 +21,12 @@ import { storedEventRecord } from "../UpstreamEvents/Stored.js"
 import type { StoredEvent } from "../UpstreamEvents/Stored.js"
 import { type ChunkPlan, type EarlierDelivery, FINISHED, type ReplayedRow, ReplaysRepo } from "./Repo.js"
 
-/** Events written per transaction. */
-const CHUNK = 256
+/**
+ * Events written per transaction: each holds SQLite's one writer some 15 ms. Measured with 20,000
+ * stored events on this machine: a call takes 0.9 s on SQLite (2.5 s with chunks of 256) and 4.8 s
+ * on PostgreSQL (6.9 s), so HUB_REPLAY_MAX's 100,000 answer well within the server's idle timeout.
+ */
+const CHUNK = 1024
 
 const ReplayKeyHeld = Schema.Struct({ replay_id: Schema.String })
 const replayKeys: KeyKind<typeof ReplayKeyHeld.Type, typeof ReplayKeyHeld.Encoded> = {
