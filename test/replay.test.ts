@@ -106,6 +106,38 @@ for (const engine of engines) {
         expect(ids(live)).toContain(messageAgain?.headers["webhook-id"])
       }))
 
+    it.scoped("a dead delivery is sent again with its webhook-id, and its progress counts it delivered", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const since = new Date(Date.now() - 1000).toISOString()
+        let up = false
+        const receiver = yield* makeReceiver(() => ({ status: up ? 200 : 503 }))
+        const hook = yield* createTyped(tenant.instanceToken, { name: "flaky", url: receiver.url })
+        yield* post(statusEvent(tenant))
+        // Refused, retried once (HUB_WEBHOOK_RETRY 10ms), refused again: dead.
+        const refused = yield* receiver.waitFor("both refused attempts", (r) => r.length === 2)
+        const deadOne = yield* untilAttemptsLogged(
+          "the delivery dead",
+          Effect.flatMap(
+            TestHub,
+            (hub) =>
+              hub.request("GET", `/api/webhooks/${hook.id}/deliveries?status=dead`, { token: tenant.instanceToken })
+          ),
+          (read) => Array.isArray(read.body.data) && read.body.data.length === 1
+        )
+        expect(deadOne.status).toBe(200)
+        up = true
+        const again = yield* replay(tenant, hook.id, { since })
+        expect(again.body).toMatchObject({ queued: 1, already_queued: 0 })
+        const [, , third] = yield* receiver.waitFor("the replayed attempt", (r) => r.length === 3)
+        expect(third?.headers["webhook-id"]).toBe(refused[0]?.headers["webhook-id"])
+        yield* untilAttemptsLogged(
+          "the replay's delivery succeeded",
+          progress(tenant, hook.id, String(again.body.id)),
+          (read) => JSON.stringify(read.body.deliveries) === JSON.stringify({ queued: 0, delivered: 1, failed: 0 })
+        )
+      }))
+
     it.scoped("walks at most HUB_REPLAY_MAX events a call and goes on from the cursor", () =>
       Effect.gen(function*() {
         const tenant = yield* seedTenant()
