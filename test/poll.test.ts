@@ -126,7 +126,9 @@ for (const engine of engines) {
             const pulled = yield* createTyped(tenant.instanceToken, { name: "pull", kind: "poll" })
             const waiting = yield* Effect.fork(pollRaw(tenant, pulled.id, { wait: "30" }))
             // Once the poll listens (it found nothing and waits), an event is posted.
-            yield* Stream.runHead(Stream.filter(live.streamsOpen, (open) => open > 0))
+            yield* Stream.runHead(Stream.filter(live.armed, (armed) => armed > 0))
+            // A waiting poll is no event stream: it takes none of the organization's stream limit.
+            expect(live.openStreams(tenant.organizationId)).toBe(0)
             const event = statusEvent(tenant)
             yield* post(event)
             const answer = yield* Fiber.join(waiting)

@@ -12,12 +12,12 @@
  * event's transaction commits well within it).
  *
  * Waiting: with nothing new, a poll waits up to `wait` for an event. This process's new events wake
- * it (the live events bus, LiveEvents.ts, which its ingress and queue publish to); on PostgreSQL
+ * it (the live events bus, LiveEvents.ts nextEvent, which its ingress and queue publish to); on PostgreSQL
  * another replica's event reaches no bus of this process, so the database is also asked every
  * RECHECK_MS (as a repeated webhook test asks it, Webhooks/TestEvents.ts).
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Stream } from "effect"
+import { Duration, Effect } from "effect"
 import { HubConfig } from "../Config.js"
 import { deliveryHeaders, makeCredentials, type SigningColumns } from "../Delivery/Credentials.js"
 import { bodyFor } from "../Delivery/Enqueue.js"
@@ -115,42 +115,47 @@ export class Poll extends Effect.Service<Poll>()("Poll", {
       })
 
     /** Waits for a sign of a new event, at most `ms`: this process's bus, and on PostgreSQL the next recheck. */
-    const nextSign = (frames: Stream.Stream<unknown>, ms: number) =>
+    const nextSign = (woken: Effect.Effect<void>, ms: number) =>
       Effect.timeoutOption(
-        Effect.raceFirst(Effect.asVoid(Stream.runHead(frames)), fleet ? Effect.sleep(RECHECK_MS) : Effect.never),
+        Effect.raceFirst(woken, fleet ? Effect.sleep(RECHECK_MS) : Effect.never),
         Duration.millis(ms)
       )
 
-    const poll = (webhook: PolledWebhook, signing: SigningColumns, request: PollRequest) =>
+    /**
+     * One look from `after`: the answer when events came, more wait, or the time is up; else, once a
+     * sign of a new event came (or the time ran out), where the read reached.
+     */
+    const look = (
+      webhook: PolledWebhook,
+      request: PollRequest,
+      window: { since: string; deadline: number },
+      after: Keyset | undefined
+    ) =>
       Effect.scoped(Effect.gen(function*() {
+        // Armed before the read: an event committed between the read and the wait still wakes it.
+        const woken = request.waitMs > 0 ? yield* live.nextEvent(webhook.instance_id) : Effect.void
+        const page = yield* read(webhook, window.since, after, request.limit)
+        const left = window.deadline - Date.now()
+        if (page.taken.length > 0 || page.more || left <= 0) return { done: true, page } as const
+        yield* nextSign(woken, left)
+        return { done: false, page } as const
+      }))
+
+    const poll = (webhook: PolledWebhook, signing: SigningColumns, request: PollRequest) =>
+      Effect.gen(function*() {
         const oldest = new Date(Date.now() - Duration.toMillis(config.retention)).toISOString()
         // Without a cursor, from `since` or the webhook's creation (a push webhook, too, receives what comes after it).
         const from = request.after === undefined ? (request.since ?? webhook.created_at) : oldest
-        const since = from < oldest ? oldest : from
-        const deadline = Date.now() + request.waitMs
-        // Listening before the first read: an event committed between the read and the wait still wakes it.
-        const frames = request.waitMs > 0
-          ? yield* live.subscribe({
-            organizationId: webhook.organization_id,
-            instanceId: webhook.instance_id,
-            credentialId: `poll:${webhook.id}`
-          }).pipe(Effect.orDie) // Refused only past limits, and none are given.
-          : Stream.empty
-        let after = request.after
-        for (;;) {
-          const page = yield* read(webhook, since, after, request.limit)
-          after = page.position
-          const left = deadline - Date.now()
-          if (page.taken.length > 0 || page.more || left <= 0) {
-            return {
-              data: yield* signed(signing, page.taken),
-              next_cursor: after === undefined ? null : encodeCursor(after),
-              more: page.more
-            }
-          }
-          yield* nextSign(frames, left)
+        const window = { since: from < oldest ? oldest : from, deadline: Date.now() + request.waitMs }
+        let looked = yield* look(webhook, request, window, request.after)
+        while (!looked.done) looked = yield* look(webhook, request, window, looked.page.position)
+        const { page } = looked
+        return {
+          data: yield* signed(signing, page.taken),
+          next_cursor: page.position === undefined ? null : encodeCursor(page.position),
+          more: page.more
         }
-      }))
+      })
 
     return { poll } as const
   })
