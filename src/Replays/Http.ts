@@ -4,7 +4,7 @@ import { Duration, Effect, Layer, Option } from "effect"
 import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
 import { Conflict, invalidField, NotFound } from "../Domain/Errors.js"
-import { parseFilter } from "../Domain/EventKinds.js"
+import { ALL_KINDS, parseFilter } from "../Domain/EventKinds.js"
 import { nowIso } from "../Domain/Ids.js"
 import { checkWindow, findOwn, inactive, pushedTo } from "../Webhooks/Http.js"
 import type { WebhookRow } from "../Webhooks/Repo.js"
@@ -29,7 +29,7 @@ const replayRecord = (stored: ReplayStored, statuses: ReadonlyMap<string, number
     webhook_id: stored.webhook_id,
     since: stored.since,
     until: stored.until,
-    events: parseFilter(stored.events) ?? ["*"],
+    events: parseFilter(stored.events) ?? [ALL_KINDS],
     queued: stored.events_queued,
     already_queued: stored.already_queued,
     deliveries: {
