@@ -9,10 +9,11 @@
  * each. An Idempotency-Key repeated within 24 hours answers the first call's replay as it stands.
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Schema } from "effect"
+import { Duration, Effect, Either, Option, Schema } from "effect"
 import { HubConfig } from "../Config.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { bodyFor } from "../Delivery/Enqueue.js"
+import { invalidField } from "../Domain/Errors.js"
 import { ALL_KINDS, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import { encodeCursor, type Keyset } from "../Domain/Paging.js"
@@ -45,7 +46,15 @@ interface ReplayedWebhook {
   readonly events: ReadonlyArray<string> | undefined
 }
 
-/** What a replay call asks, checked (Http.ts): a window within retention, a filter within the webhook's. */
+/** What a replay call asks, as the API took it. */
+interface ReplayAsk {
+  readonly since: string
+  readonly until: string | undefined
+  readonly events: ReadonlyArray<string> | undefined
+  readonly after: Keyset | undefined
+}
+
+/** What a replay call asks, checked: a window within retention, a filter within the webhook's. */
 interface ReplayRequest {
   readonly since: string
   readonly until: string
@@ -61,7 +70,7 @@ type ReplayStart =
   | { readonly _tag: "Busy" }
 
 /** The kinds a replay takes, as stored (null: all): the webhook's, narrowed by the request's; undefined when none is left. */
-export const replayFilter = (
+const replayFilter = (
   webhookKinds: ReadonlyArray<string> | undefined,
   requested: ReadonlyArray<string> | undefined
 ): string | null | undefined => {
@@ -95,6 +104,25 @@ const planChunk = (
     else alreadyQueued++
   }
   return { fresh, again, alreadyQueued }
+}
+
+/** The request checked against the retention (`oldest`) and the webhook's filter; a 400 naming the field otherwise. */
+const checked = (webhook: ReplayedWebhook, ask: ReplayAsk, retention: Duration.Duration, now: Date) => {
+  const oldest = new Date(now.getTime() - Duration.toMillis(retention)).toISOString()
+  const until = ask.until ?? now.toISOString()
+  const filter = replayFilter(webhook.events, ask.events)
+  if (ask.since < oldest) {
+    return Either.left(
+      invalidField("since", `must be within HUB_RETENTION (${Duration.format(retention)}): at or after ${oldest}`)
+    )
+  }
+  if (until <= ask.since) return Either.left(invalidField("until", "must be after since"))
+  if (filter === undefined) {
+    return Either.left(
+      invalidField("events", `must name a kind the webhook takes (${(webhook.events ?? []).join(", ")})`)
+    )
+  }
+  return Either.right<ReplayRequest>({ since: ask.since, until, filter, after: ask.after })
 }
 
 export class Replays extends Effect.Service<Replays>()("Replays", {
@@ -157,8 +185,10 @@ export class Replays extends Effect.Service<Replays>()("Replays", {
         yield* repo.finish(replayId, more && position !== undefined ? encodeCursor(position) : null, nowIso())
       })
 
-    const start = (webhook: ReplayedWebhook, request: ReplayRequest, key: string | undefined) =>
+    /** Checks the request, opens the replay (or finds the key's) and walks its window. */
+    const start = (webhook: ReplayedWebhook, ask: ReplayAsk, key: string | undefined) =>
       Effect.gen(function*() {
+        const request = yield* checked(webhook, ask, config.retention, new Date())
         const opened = yield* open(webhook, request, key)
         // Bounded work: once started, a replay walks its window to the end even if its caller goes away.
         if (opened._tag === "Started") yield* Effect.uninterruptible(walk(webhook, request, opened.replayId))

@@ -85,7 +85,7 @@ export const pushedTo = (webhook: WebhookRow, action: string) =>
     : Effect.void
 
 /** `until` must come after `since`. */
-export const checkWindow = (since: string | undefined, until: string | undefined) =>
+const checkWindow = (since: string | undefined, until: string | undefined) =>
   since !== undefined && until !== undefined && until <= since
     ? Effect.fail(invalidField("until", "must be after since"))
     : Effect.void
