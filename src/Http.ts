@@ -49,13 +49,18 @@ import { SendCancellation } from "./SendQueue/Cancel.js"
 import { SendQueueDrainer } from "./SendQueue/Drainer.js"
 import { SendQueueHttpLive } from "./SendQueue/Http.js"
 import { QueuedSends } from "./SendQueue/QueuedSends.js"
+import { QueueSnapshotsLive, SendQueues } from "./SendQueue/Queues.js"
 import { SendQueueRepo } from "./SendQueue/Repo.js"
 import { CheckpointerLive } from "./Sql/Checkpointer.js"
 import { SqlLive } from "./Sql/Client.js"
 import { PgListenerLive } from "./Sql/Notify.js"
 import { SecretCipher } from "./Sql/SecretCipher.js"
 import { WriteBatcherLive } from "./Sql/WriteBatcher.js"
+import { StatsHttpLive } from "./Stats/Http.js"
+import { QueueDepthSampler, QueueDepthSamplingLive } from "./Stats/QueueDepthSampler.js"
+import { Stats } from "./Stats/Stats.js"
 import { TemplatesHttpLive } from "./Templates/Http.js"
+import { withTracing } from "./Tracing/Layer.js"
 import { UpstreamLive } from "./Upstream/Layer.js"
 import { makeUpstreamPostPlainRoute } from "./UpstreamEvents/FastRoute.js"
 import { UpstreamEventsHttpLive } from "./UpstreamEvents/Http.js"
@@ -104,6 +109,9 @@ const UpstreamStackLive = overFoundation(
  */
 const QueuedSendsLive = QueuedSends.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))
 
+/** The send queues as callers see them, over the instances they belong to. */
+const SendQueuesLive = SendQueues.Default.pipe(Layer.provide(InstancesRepoLive))
+
 /**
  * The hub's services: a list, each over what it declares (Effect.Service's `dependencies`, the
  * feature's layer, or the stacks above); a layer named twice is built once.
@@ -116,7 +124,11 @@ const ServicesLive = Layer.mergeAll(
   overFoundation(QueuedSendsLive),
   overFoundation(ThroughputRepo.Default),
   overFoundation(SendQueueRepo.Default),
-  overFoundation(Broadcasts.Default.pipe(Layer.provide(QueuedSendsLive))),
+  overFoundation(SendQueuesLive),
+  overFoundation(QueueSnapshotsLive.pipe(Layer.provide(SendQueuesLive))),
+  overFoundation(Broadcasts.Default.pipe(Layer.provide([QueuedSendsLive, UpstreamStackLive, IngressStackLive]))),
+  overFoundation(Stats.Default),
+  overFoundation(QueueDepthSampler.Default),
   overFoundation(SendCancellation.Default.pipe(Layer.provide(IngressStackLive))),
   overFoundation(SendQueueDrainer.Default.pipe(Layer.provide([UpstreamStackLive, IngressStackLive]))),
   overFoundation(TokenResolver.Default),
@@ -128,7 +140,7 @@ const ServicesLive = Layer.mergeAll(
 
 const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([HealthHttpLive, AuthHttpLive, InstancesHttpLive]),
-  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive]),
+  Layer.provide([MessagesHttpLive, BroadcastsHttpLive, SendQueueHttpLive, StatsHttpLive]),
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
@@ -170,19 +182,22 @@ export const HttpLive = HttpApiBuilder.serve().pipe(
  * server; the dispatcher drains when it stops), over the server, over the services.
  */
 export const hubLayer = <ROut, E, R>(server: Layer.Layer<ROut | HotRoutes, E, R>) =>
-  Layer.mergeAll(
-    HttpLive,
-    FastLaneLive,
-    CheckpointerLive,
-    DispatcherLive,
-    RetentionScheduleLive,
-    MemoryTargetLive,
-    RevocationFeedServerLive
-  ).pipe(
-    Layer.provideMerge(server),
-    Layer.provideMerge(ServicesLive),
-    Layer.provide(EndpointPoliciesLive),
-    // No tracer exporter is configured, so spans would only cost time on every request (clock reads, attributes).
-    Layer.provide(Layer.setTracerEnabled(false)),
-    HttpMiddleware.withTracerDisabledWhen(() => true)
+  withTracing(
+    Layer.mergeAll(
+      HttpLive,
+      FastLaneLive,
+      CheckpointerLive,
+      DispatcherLive,
+      RetentionScheduleLive,
+      QueueDepthSamplingLive,
+      MemoryTargetLive,
+      RevocationFeedServerLive
+    ).pipe(
+      Layer.provideMerge(server),
+      Layer.provideMerge(ServicesLive),
+      Layer.provide(EndpointPoliciesLive),
+      // HttpApi's own request spans stay off, tracing or not: they would carry the query (GET /upstream/events
+      // has the verify token in it). The hot routes' spans are the edge's (Edge/FastLane.ts).
+      HttpMiddleware.withTracerDisabledWhen(() => true)
+    )
   )

@@ -10,10 +10,11 @@ import type { BroadcastRecord } from "../src/Broadcasts/Api.js"
 import type { HubClient } from "../src/Client.js"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { makeReceiver } from "./support/Receivers.js"
 import { refusedWith } from "./support/Refusal.js"
 import { untilSignalledThat } from "./support/Signals.js"
 import { seedTenant, TestHub } from "./support/TestHub.js"
-import { postUpstream } from "./support/TypedWebhooks.js"
+import { createTyped, postUpstream } from "./support/TypedWebhooks.js"
 import { envelope } from "./support/UpstreamPayloads.js"
 
 const template = {
@@ -44,7 +45,9 @@ const templateSends = (phoneNumberId: string) =>
   )
 
 describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
-  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1) }), { excludeTestServices: true })("", (it) => {
+  layer(testHubOnFakeGraph({ engine, graphTimeout: Duration.seconds(1), webhookAllowPrivate: true }), {
+    excludeTestServices: true
+  })("", (it) => {
     it.effect("each person once, with their own components; the opted out skipped; counts and recipients readable", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
@@ -139,14 +142,19 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
         )
         expect(again.counts).toMatchObject({ recipients: 5, pending: 4, skipped: 1 })
         expect(yield* templateSends(tenant.phoneNumberId)).toHaveLength(4)
-        expect(yield* byOrg.broadcasts.list()).toMatchObject({ data: [{ id: broadcastId, counts: { recipients: 5 } }] })
+        expect(yield* byOrg.broadcasts.list({ urlParams: { limit: 20 } })).toMatchObject({
+          data: [{ id: broadcastId, counts: { recipients: 5 } }],
+          next: null
+        })
       }))
 
-    it.effect("a scheduled broadcast cancelled: its sends end failed as cancelled, none is made, it takes no more recipients", () =>
+    it.scoped("a scheduled broadcast cancelled: its sends end failed as cancelled and told so, none is made, it takes no more recipients", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub
         const tenant = yield* seedTenant()
         const client = yield* hub.client(tenant.instanceToken)
+        const outcomes = yield* makeReceiver()
+        yield* createTyped(tenant.instanceToken, { name: "outcomes", url: outcomes.url, events: ["hub.message_queue"] })
         const created = yield* client.broadcasts.create({
           payload: {
             name: "Later",
@@ -169,6 +177,11 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
           "Conflict"
         )
         expect(refused).toMatchObject({ error: "cancelled" })
+        const told = yield* outcomes.waitFor("both cancellations told", (r) => r.length === 2)
+        expect(
+          told.map((r) => JSON.parse(r.body).entry[0].changes[0].value).map((v) => [v.to, v.failure_reason]).sort()
+        )
+          .toEqual([["16505550011", "cancelled"], ["16505550012", "cancelled"]])
         const other = yield* hub.client((yield* seedTenant()).orgToken)
         yield* refusedWith(other.broadcasts.get({ path: { broadcastId } }), "NotFound")
         expect(yield* templateSends(tenant.phoneNumberId)).toEqual([])
@@ -201,6 +214,36 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
         expect(yield* templateSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
 
+    it.effect("a template that is not APPROVED, or not the business account's, is refused before anything is queued", () =>
+      Effect.gen(function*() {
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        const client = yield* (yield* TestHub).client(tenant.instanceToken)
+        const templates = { method: "GET", path: `/${tenant.wabaId}/message_templates` } as const
+        const listed = (status: string, name = template.name) => ({
+          status: 200,
+          body: { data: [{ id: "1234", name, language: "en_US", status, category: "MARKETING" }] }
+        })
+        yield* fake.respond(templates, listed("PENDING"))
+        const pending = yield* refusedWith(
+          client.broadcasts.create({ payload: { name: "Early", template, recipients: [{ to: "16505550001" }] } }),
+          "BadRequest"
+        )
+        expect(pending).toMatchObject({ error: "template_not_approved" })
+        expect(pending.message).toContain("spring_sale (en_US) is PENDING")
+        // Meta's name filter matches parts of names: a longer name is another template.
+        yield* fake.respond(templates, listed("APPROVED", "spring_sale_2"))
+        const missing = yield* refusedWith(
+          client.broadcasts.create({ payload: { name: "Other", template, recipients: [{ to: "16505550001" }] } }),
+          "BadRequest"
+        )
+        expect(missing).toMatchObject({ error: "template_not_found" })
+        const lookups = (yield* fake.requests).filter((r) => r.method === "GET" && r.path.endsWith(templates.path))
+        expect(lookups[0]?.query).toMatchObject({ name: "spring_sale", language: "en_US" })
+        expect(yield* client.broadcasts.list({ urlParams: { limit: 20 } })).toEqual({ data: [], next: null })
+        expect(yield* templateSends(tenant.phoneNumberId)).toEqual([])
+      }))
+
     // Raw: bodies the typed client refuses to send.
     it.effect("raw requests: bad input is a 400 naming the field, and nothing is queued", () =>
       Effect.gen(function*() {
@@ -223,7 +266,34 @@ describe.each(["sqlite", "postgres"] as const)("broadcasts (%s)", (engine) => {
           expect(refused.status, refused.text).toBe(400)
           expect(JSON.stringify(refused.body)).toContain(field)
         }
-        expect(yield* (yield* hub.client(tenant.instanceToken)).broadcasts.list()).toEqual({ data: [] })
+        expect(yield* (yield* hub.client(tenant.instanceToken)).broadcasts.list({ urlParams: { limit: 20 } }))
+          .toEqual({ data: [], next: null })
+        const badCursor = yield* hub.request("GET", "/api/broadcasts?after=nope", { token: tenant.instanceToken })
+        expect(badCursor.status).toBe(400)
+        expect(JSON.stringify(badCursor.body)).toContain("after")
+      }))
+
+    it.effect("the list of broadcasts comes newest first, a page at a time, the next page after the cursor", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const client = yield* (yield* TestHub).client(tenant.instanceToken)
+        const ids: Array<string> = []
+        for (const name of ["first", "second", "third"]) {
+          const created = yield* client.broadcasts.create({
+            payload: {
+              name,
+              template,
+              recipients: [{ to: "16505550001" }],
+              send_at: new Date(Date.now() + 3_600_000).toISOString()
+            }
+          })
+          ids.push(created.id)
+        }
+        const firstPage = yield* client.broadcasts.list({ urlParams: { limit: 2 } })
+        expect(firstPage.data.map((b) => b.name)).toEqual(["third", "second"])
+        expect(firstPage.next).toBe(ids[1])
+        const rest = yield* client.broadcasts.list({ urlParams: { limit: 2, after: firstPage.next ?? "" } })
+        expect(rest).toMatchObject({ data: [{ name: "first" }], next: null })
       }))
   })
 })

@@ -6,6 +6,7 @@ import { describe, expect, it as plain, layer } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Option, Stream, TestClock } from "effect"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
 import { errorBody } from "../src/Domain/Errors.js"
+import { OrganizationId } from "../src/Domain/Ids.js"
 import { eventStream, frameText } from "../src/LiveEvents/Http.js"
 import { type CommittedEvent, LiveEvents, liveEventsLayer } from "../src/LiveEvents/LiveEvents.js"
 import { refusedWith } from "./support/Refusal.js"
@@ -89,7 +90,11 @@ describe("LiveEvents, a slow stream", () => {
     () =>
       Effect.gen(function*() {
         const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
-        const frames = yield* live.subscribe({ organizationId: "org_a", instanceId: undefined, credentialId: "test" })
+        const frames = yield* live.subscribe({
+          organizationId: OrganizationId.make("org_a"),
+          instanceId: undefined,
+          credentialId: "test"
+        })
         const pull = yield* Stream.toPull(frames)
         live.publish([committed(1), committed(2), committed(3), committed(4), committed(5, "ins_b")])
         expect(idsOf(yield* pull)).toEqual(["evt_1", "evt_2", "dropped 3"])
@@ -105,7 +110,11 @@ describe("LiveEvents, a slow stream", () => {
         const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
         yield* Effect.scoped(Effect.gen(function*() {
           const pull = yield* Stream.toPull(
-            yield* live.subscribe({ organizationId: "org_a", instanceId: "ins_a", credentialId: "test" })
+            yield* live.subscribe({
+              organizationId: OrganizationId.make("org_a"),
+              instanceId: "ins_a",
+              credentialId: "test"
+            })
           )
           expect(live.openStreams("org_a")).toBe(1)
           live.publish([committed(1, "ins_b"), committed(2, "ins_b"), committed(3, "ins_b"), committed(4)])
@@ -123,7 +132,11 @@ describe("LiveEvents, a slow stream", () => {
         const decoder = new TextDecoder()
         const pull = yield* Stream.toPull(
           Stream.map(
-            eventStream(live, { organizationId: "org_a", instanceId: undefined, credentialId: "test" }),
+            eventStream(live, {
+              organizationId: OrganizationId.make("org_a"),
+              instanceId: undefined,
+              credentialId: "test"
+            }),
             (bytes) => decoder.decode(bytes)
           )
         )
@@ -135,6 +148,50 @@ describe("LiveEvents, a slow stream", () => {
         expect(next.unsafePoll()).toBeNull()
         yield* TestClock.adjust("1 millis")
         expect(Chunk.toReadonlyArray(yield* Fiber.join(next))).toEqual([": keep-alive\n\n"])
+      })
+  )
+
+  plain.scoped(
+    "while a send queue is busy each heartbeat is an event: queue with the numbers' queues, once more when it falls quiet",
+    () =>
+      Effect.gen(function*() {
+        const live = yield* Effect.provide(LiveEvents, liveEventsLayer(2))
+        const queue = (depth: number, pace: number) => ({
+          instance_id: "ins_a",
+          phone_number_id: "106540352242922",
+          depth,
+          oldest_wait_seconds: depth > 0 ? 2 : 0,
+          send_rate: 80,
+          sends_per_second: pace
+        })
+        // What the queues read at each heartbeat: busy, draining, then quiet twice.
+        const readings = [[queue(120, 80)], [queue(0, 12)], [queue(0, 0)], [queue(0, 0)]]
+        let tick = 0
+        const decoder = new TextDecoder()
+        const pull = yield* Stream.toPull(
+          Stream.map(
+            eventStream(live, {
+              organizationId: OrganizationId.make("org_a"),
+              instanceId: undefined,
+              credentialId: "t"
+            }, {
+              queues: Effect.sync(() => readings[Math.min(tick++, readings.length - 1)] ?? [])
+            }),
+            (bytes) => decoder.decode(bytes)
+          )
+        )
+        yield* pull
+        const beat = Effect.gen(function*() {
+          const next = yield* Effect.fork(pull)
+          yield* TestClock.adjust("5 seconds")
+          return Chunk.toReadonlyArray(yield* Fiber.join(next)).join("")
+        })
+        const queueEvent = (queues: ReadonlyArray<ReturnType<typeof queue>>) =>
+          `event: queue\ndata: ${JSON.stringify({ data: queues })}\n\n`
+        expect(yield* beat).toBe(queueEvent([queue(120, 80)]))
+        expect(yield* beat).toBe(queueEvent([queue(0, 12)]))
+        expect(yield* beat).toBe(queueEvent([queue(0, 0)]))
+        expect(yield* beat).toBe(": keep-alive\n\n")
       })
   )
 

@@ -162,61 +162,75 @@ describe("the check every answer goes through", () => {
 })
 
 // No sandbox status events: they would be delivered to the example's webhook before it is turned off.
-layer(testHub({ sandboxStatusDelay: Duration.hours(1) }))("the document's request examples", (it) => {
-  it.effect("each works when sent as it is, with a token of a kind its operation accepts", () =>
-    Effect.gen(function*() {
-      const hub = yield* TestHub
-      const tenant = yield* seedTenant()
-      const withExamples = operations.flatMap(({ method, path, operation }) => {
-        const content = isRecord(operation.requestBody) && isRecord(operation.requestBody.content)
-          ? operation.requestBody.content
-          : {}
-        const media = content["application/json"]
-        return isRecord(media) && "example" in media ? [{ method, path, example: media.example }] : []
-      })
-      // The webhook's and the broadcast's examples first (their ids fill the paths of the others), then the
-      // webhook's update turns it off: nothing is ever delivered to example.com.
-      const order = (path: string, method: string) =>
-        path === "/api/webhooks" || path === "/api/broadcasts"
-          ? 0
-          : path === "/api/webhooks/{id}" && method === "PATCH"
-          ? 2
-          : 1
-      withExamples.sort((a, b) => order(a.path, a.method) - order(b.path, b.method))
-      let webhookId = ""
-      let broadcastId = ""
-      for (const { method, path, example } of withExamples) {
-        const kinds = policies.find((policy) =>
-          policy.method === method && policy.path === path.replace(/\{(\w+)\}/g, ":$1")
-        )?.accepts
-        const token = kinds === undefined
-          ? undefined
-          : kinds.includes("instance")
-          ? tenant.instanceToken
-          : kinds.includes("session")
-          ? tenant.sessionToken
-          : tenant.orgToken
-        const options: RequestOptions = { json: example, ...(token === undefined ? {} : { token }) }
-        const sent = yield* hub.request(
-          method,
-          path.replace("{id}", webhookId).replace("{broadcastId}", broadcastId),
-          options
-        )
-        expect(sent.status, `${method} ${path}: ${sent.text}`).toBeLessThan(300)
-        if (path === "/api/webhooks") webhookId = String(sent.body.id)
-        if (path === "/api/broadcasts") broadcastId = String(sent.body.id)
-      }
-      expect(withExamples.map((e) => `${e.method} ${e.path}`)).toEqual(expect.arrayContaining([
-        "POST /api/messages",
-        "POST /api/auth/api-tokens",
-        "POST /api/webhooks",
-        "PATCH /api/webhooks/{id}",
-        "POST /templates",
-        "POST /api/broadcasts",
-        "POST /api/broadcasts/{broadcastId}/recipients",
-        "POST /upstream/events"
-      ]))
-      const webhook = yield* hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })
-      expect(webhook.body).toMatchObject({ url: "https://example.com/hooks/whatsapp", active: false })
-    }))
-})
+// Templates approved at once: the broadcast's example names one (a broadcast needs it APPROVED).
+layer(testHub({ sandboxStatusDelay: Duration.hours(1), sandboxApprovalDelay: Duration.zero }))(
+  "the document's request examples",
+  (it) => {
+    it.effect("each works when sent as it is, with a token of a kind its operation accepts", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        const spring = yield* hub.request("POST", "/templates", {
+          token: tenant.instanceToken,
+          json: {
+            name: "spring_sale",
+            language: "en_US",
+            category: "MARKETING",
+            components: [{ type: "BODY", text: "Hi {{1}}, 20% off today.", example: { body_text: [["Ana"]] } }]
+          }
+        })
+        expect(spring.status, spring.text).toBe(200)
+        const withExamples = operations.flatMap(({ method, path, operation }) => {
+          const content = isRecord(operation.requestBody) && isRecord(operation.requestBody.content)
+            ? operation.requestBody.content
+            : {}
+          const media = content["application/json"]
+          return isRecord(media) && "example" in media ? [{ method, path, example: media.example }] : []
+        })
+        // The webhook's and the broadcast's examples first (their ids fill the paths of the others), then the
+        // webhook's update turns it off: nothing is ever delivered to example.com.
+        const order = (path: string, method: string) =>
+          path === "/api/webhooks" || path === "/api/broadcasts"
+            ? 0
+            : path === "/api/webhooks/{id}" && method === "PATCH"
+            ? 2
+            : 1
+        withExamples.sort((a, b) => order(a.path, a.method) - order(b.path, b.method))
+        let webhookId = ""
+        let broadcastId = ""
+        for (const { method, path, example } of withExamples) {
+          const kinds = policies.find((policy) =>
+            policy.method === method && policy.path === path.replace(/\{(\w+)\}/g, ":$1")
+          )?.accepts
+          const token = kinds === undefined
+            ? undefined
+            : kinds.includes("instance")
+            ? tenant.instanceToken
+            : kinds.includes("session")
+            ? tenant.sessionToken
+            : tenant.orgToken
+          const options: RequestOptions = { json: example, ...(token === undefined ? {} : { token }) }
+          const sent = yield* hub.request(
+            method,
+            path.replace("{id}", webhookId).replace("{broadcastId}", broadcastId),
+            options
+          )
+          expect(sent.status, `${method} ${path}: ${sent.text}`).toBeLessThan(300)
+          if (path === "/api/webhooks") webhookId = String(sent.body.id)
+          if (path === "/api/broadcasts") broadcastId = String(sent.body.id)
+        }
+        expect(withExamples.map((e) => `${e.method} ${e.path}`)).toEqual(expect.arrayContaining([
+          "POST /api/messages",
+          "POST /api/auth/api-tokens",
+          "POST /api/webhooks",
+          "PATCH /api/webhooks/{id}",
+          "POST /templates",
+          "POST /api/broadcasts",
+          "POST /api/broadcasts/{broadcastId}/recipients",
+          "POST /upstream/events"
+        ]))
+        const webhook = yield* hub.request("GET", `/api/webhooks/${webhookId}`, { token: tenant.instanceToken })
+        expect(webhook.body).toMatchObject({ url: "https://example.com/hooks/whatsapp", active: false })
+      }))
+  }
+)

@@ -103,6 +103,18 @@ for (const engine of engines) {
                 })
               }`
             ])).pipe(Effect.orDie)
+          // A sample of the queue's depth taken this minute.
+          yield* Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) =>
+              sql`INSERT INTO queue_depth_samples ${
+                sql.insert({
+                  minute: new Date().toISOString().slice(0, 16),
+                  phone_number_id: tenant.phoneNumberId,
+                  depth: 3
+                })
+              }`
+          ).pipe(Effect.orDie)
           // A cutoff in the past deletes nothing.
           expect(yield* retention.prune(Date.now() - 86_400_000)).toEqual({
             deliveries: 0,
@@ -111,7 +123,8 @@ for (const engine of engines) {
             earlyStatuses: 0,
             deliveryCounts: 0,
             testKeys: 0,
-            replays: 0
+            replays: 0,
+            depthSamples: 0
           })
           const lastSuccess =
             (yield* hub.request("GET", `/api/webhooks/${delivered}`, { token: tenant.instanceToken })).body
@@ -125,6 +138,8 @@ for (const engine of engines) {
           expect(pruned.earlyStatuses).toBe(2)
           expect(pruned.testKeys).toBe(1)
           expect(pruned.replays).toBe(2)
+          expect(pruned.depthSamples).toBe(1)
+          expect(yield* count("queue_depth_samples")).toBe(0)
           expect(pruned.events).toBeGreaterThanOrEqual(1)
           expect(yield* deliveryStatuses(other, otherHook)).toEqual([])
           expect(yield* deliveryStatuses(tenant, delivered)).toEqual([])

@@ -14,10 +14,10 @@ import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendTyped } from "./support/Messages.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilSignalledThat } from "./support/Signals.js"
-import { seedTenant, TestHub } from "./support/TestHub.js"
+import { seedTenant, type Tenant, TestHub } from "./support/TestHub.js"
 import { individualMessage, messagesFirstPage } from "./support/TypedRequests.js"
 import { createTyped, deliveriesTyped, postUpstream } from "./support/TypedWebhooks.js"
-import { envelope } from "./support/UpstreamPayloads.js"
+import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
 const TO = "16505551234"
 const respondAsync = { prefer: "respond-async" }
@@ -39,6 +39,23 @@ const recordsOnceSettled = (
       what,
       Effect.map(client.messages.list({ urlParams: messagesFirstPage }), (page) => page.data),
       condition
+    )
+  })
+
+/** A queued send whose Graph call the fake leaves unanswered: the records once it failed. */
+const unansweredSend = (tenant: Tenant, body: string) =>
+  Effect.gen(function*() {
+    const fake = yield* FakeGraph
+    yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+    yield* (yield* TestHub).request("POST", "/api/messages", {
+      token: tenant.instanceToken,
+      json: text(body),
+      headers: respondAsync
+    })
+    return yield* recordsOnceSettled(
+      tenant.instanceToken,
+      "the unanswered send failed",
+      (r) => r[0]?.status === "failed"
     )
   })
 
@@ -99,6 +116,15 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
           expiresAt: queued.body.expires_at
         })
         expect(record?.failureReason).toBeUndefined()
+        // The send counts in its number's measured pace: one over the last ten seconds.
+        const byOrg = yield* hub.client(tenant.orgToken)
+        const [queue] = (yield* untilSignalledThat(
+          settled,
+          "the send counted in the number's pace",
+          byOrg.sendQueue.list(),
+          (queues) => queues.data[0]?.sends_per_second === 0.1
+        )).data
+        expect(queue).toMatchObject({ phone_number_id: tenant.phoneNumberId, depth: 0, sends_per_second: 0.1 })
         const sends = yield* messageSends(tenant.phoneNumberId)
         expect(sends.map((s) => s.json)).toEqual([{
           messaging_product: "whatsapp",
@@ -189,7 +215,8 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
             phone_number_id: tenant.phoneNumberId,
             depth: 1,
             oldest_wait_seconds: 0,
-            send_rate: 80
+            send_rate: 80,
+            sends_per_second: 0
           }]
         })
         const id = String(queued.body.id)
@@ -254,21 +281,34 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
 
     it.effect("a Graph call left unanswered is never made again: failed as outcome_unknown", () =>
       Effect.gen(function*() {
-        const hub = yield* TestHub
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
-        yield* hub.request("POST", "/api/messages", {
-          token: tenant.instanceToken,
-          json: text("maybe"),
-          headers: respondAsync
-        })
-        const [record] = yield* recordsOnceSettled(
-          tenant.instanceToken,
-          "the unanswered send failed",
-          (records) => records[0]?.status === "failed"
-        )
+        const [record] = yield* unansweredSend(tenant, "maybe")
         expect(record).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
+        expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
+      }))
+
+    it.effect("a send whose outcome was unknown takes the id of Meta's status naming its person, and moves on", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const tenant = yield* seedTenant()
+        yield* unansweredSend(tenant, "maybe it went")
+        const now = Math.floor(Date.now() / 1000)
+        const client = yield* hub.client(tenant.instanceToken)
+        const record = () => Effect.map(client.messages.list({ urlParams: messagesFirstPage }), (page) => page.data[0])
+        // A status of someone else's message, sent outside the hub, is not taken for it.
+        const elsewhere = wamid()
+        yield* postUpstream(envelope([tenant.wabaId, [
+          statusChange(tenant, status(elsewhere, "sent", now, { recipient_id: "16505550000" }))
+        ]]))
+        expect(yield* record()).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
+        const reached = wamid()
+        yield* postUpstream(envelope([tenant.wabaId, [
+          statusChange(tenant, status(reached, "sent", now), status(reached, "delivered", now + 1))
+        ]]))
+        const corrected = yield* record()
+        expect(corrected).toMatchObject({ status: "delivered", waMessageId: reached })
+        expect(corrected?.failureReason).toBeUndefined()
+        // Still made once: the correction is the status's, not a second call.
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
 
@@ -363,6 +403,7 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         expect(first.status).toBe(202)
         expect(second.status).toBe(202)
         expect(second.headers.get("idempotent-replayed")).toBe("true")
+        expect(second.headers.get("preference-applied")).toBe("respond-async")
         expect(second.body).toEqual(first.body)
         const client = yield* hub.client(tenant.instanceToken)
         expect((yield* client.messages.list({ urlParams: messagesFirstPage })).total).toBe(1)

@@ -432,7 +432,7 @@ layer(
       expect(failing).toMatchObject({
         failing_since: expect.any(String),
         last_success_at: null,
-        queued: { pending: 0, failed: 0 }
+        queued: { pending: 0, failed: 0, held: 0 }
       })
       expect((yield* deliveriesOf(tenant, hook.id))[0]?.attempt_log).toHaveLength(2)
 
@@ -453,7 +453,7 @@ layer(
       const queued = yield* until(
         "the retry queued",
         read(tenant, waiting.id),
-        (w) => isDeepStrictEqual(w.queued, { pending: 0, failed: 1 })
+        (w) => isDeepStrictEqual(w.queued, { pending: 0, failed: 1, held: 0 })
       )
       expect(queued).toMatchObject({
         deliveries_24h: { succeeded: 0, failed: 1, dead: 0 },

@@ -36,6 +36,7 @@ const RECORD_KEYS = [
   "kind",
   "last_success_at",
   "name",
+  "ordering",
   "queued",
   "updated_at",
   "url"
@@ -81,7 +82,7 @@ for (const engine of engines) {
           failing_since: null,
           last_success_at: null,
           deliveries_24h: { succeeded: 0, failed: 0, dead: 0 },
-          queued: { pending: 0, failed: 0 }
+          queued: { pending: 0, failed: 0, held: 0 }
         })
         expect(created.id).toMatch(/^whk_/)
         const secret = created.secret
@@ -226,7 +227,7 @@ for (const engine of engines) {
         expect(empty.status).toBe(400)
         expect(empty.body).toMatchObject({
           error: "validation_failed",
-          details: [{ field: "body", message: "give at least one of url, name, active, events, headers" }]
+          details: [{ field: "body", message: "give at least one of url, name, active, events, headers, ordering" }]
         })
         const bad = yield* hub.request("PATCH", path, {
           token: tenant.orgToken,

@@ -1,7 +1,9 @@
 /**
  * Posts signed upstream status events to the hub at a fixed offered rate, from its own process.
  * Usage: bun scripts/bench/post-events.ts '<json config>' → one JSON line of results.
- * Config: { url, urls?, appSecret, rate (events/s), seconds, numbers: [{ phoneNumberId, wabaId }], maxInFlight? }
+ * Config: { url, urls?, appSecret, rate (events/s), seconds, numbers: [{ phoneNumberId, wabaId }], maxInFlight?, persons? }
+ * With persons, the statuses go to that many recipients in turn (post n to person n % persons, named
+ * by BSUID as well as number); without, all to one number.
  * With urls (hub replicas), posts go to each in turn, as a load balancer would spread them.
  * Posts go over kept-alive connections, one per post in flight (the hub's own webhook sender):
  * Bun's fetch keeps at most 64 idle sockets, and beyond that would open a connection per post,
@@ -18,6 +20,7 @@ interface PostConfig {
   readonly seconds: number
   readonly numbers: ReadonlyArray<{ readonly phoneNumberId: string; readonly wabaId: string }>
   readonly maxInFlight?: number
+  readonly persons?: number
 }
 
 const config: PostConfig = JSON.parse(process.argv[2] ?? "{}")
@@ -36,6 +39,11 @@ let errors = 0
 let inFlight = 0
 let dropped = 0
 
+const recipientOf = (n: number) =>
+  config.persons === undefined
+    ? { recipient_id: "15551234567" }
+    : { recipient_id: String(15550000000 + (n % config.persons)), recipient_user_id: `US.${n % config.persons}` }
+
 const payload = (n: number) => {
   const number = config.numbers[n % config.numbers.length]!
   const now = Date.now()
@@ -52,7 +60,7 @@ const payload = (n: number) => {
             id: `wamid.bench.${now}.${n}`,
             status: "sent",
             timestamp: String(Math.floor(now / 1000)),
-            recipient_id: "15551234567"
+            ...recipientOf(n)
           }]
         }
       }]

@@ -8,8 +8,8 @@ import { Schema } from "effect"
 import { accepts, apiTokens } from "../Domain/Access.js"
 import { Authentication } from "../Domain/Authentication.js"
 import { documented } from "../Domain/Documented.js"
-import { Wire } from "../Domain/Errors.js"
-import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
+import { UpstreamErrors, Wire } from "../Domain/Errors.js"
+import { IsoTimestamp, RequestStruct, WholeNumberText } from "../Domain/Schemas.js"
 import { BusinessScopedUserId } from "../Domain/UserIds.js"
 import { failureReasons, messageStatuses } from "../Domain/Vocabulary.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -92,7 +92,10 @@ export const BroadcastRecord = Schema.Struct({
   })
 }).annotations({ identifier: "Broadcast" })
 
-const BroadcastList = Schema.Struct({ data: Schema.Array(BroadcastRecord) })
+const BroadcastList = Schema.Struct({
+  data: Schema.Array(BroadcastRecord),
+  next: Schema.NullOr(Schema.String).annotations({ description: "The `after` of the next page; null at the end" })
+})
 
 const RecipientsAdded = Schema.Struct({
   added: Schema.Number.annotations({ description: "New recipients queued" }),
@@ -115,16 +118,15 @@ const RecipientPage = Schema.Struct({
   next: Schema.NullOr(Schema.String).annotations({ description: "The `after` of the next page; null at the end" })
 })
 
-const wholeNumber = (min: number, max: number) =>
-  Schema.NumberFromString.pipe(
-    Schema.int({ message: () => `must be a whole number from ${min} to ${max}` }),
-    Schema.between(min, max, { message: () => `must be a whole number from ${min} to ${max}` })
-  )
-
 export const RecipientQuery = RequestStruct({
   status: Schema.optional(RecipientStatus),
-  limit: Schema.optionalWith(wholeNumber(1, 1000), { default: () => 100 }),
+  limit: Schema.optionalWith(WholeNumberText(1, 1000), { default: () => 100 }),
   after: Schema.optional(Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => "must be a cursor" })))
+})
+
+export const BroadcastQuery = RequestStruct({
+  limit: Schema.optionalWith(WholeNumberText(1, 100), { default: () => 20 }),
+  after: Schema.optional(Schema.String.pipe(Schema.pattern(/^bc_[\w-]{1,64}$/, { message: () => "must be a cursor" })))
 })
 
 const BroadcastPath = Schema.Struct({ broadcastId: Schema.String })
@@ -151,7 +153,7 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
       .addSuccess(BroadcastRecord, { status: 201 })
       .addError(Wire.Forbidden)
       .addError(Wire.NotFound)
-      .addError(Wire.TooManyRequests)
+      .addError(UpstreamErrors)
       .addError(Wire.ServiceUnavailable)
       .pipe(
         accepts(apiTokens),
@@ -160,19 +162,23 @@ export class BroadcastsApi extends HttpApiGroup.make("broadcasts")
           `Queues one bulk send of the template to each recipient (up to ${RECIPIENTS_PER_CALL} a call; more with ` +
             `POST /api/broadcasts/{id}/recipients, up to ${RECIPIENTS_PER_BROADCAST}), each with its own components when ` +
             "given. The same person twice is sent once; people who stopped the business's marketing messages are " +
-            "skipped (opted_out). A MARKETING template goes through the Marketing Messages API where the instance has it on.",
+            "skipped (opted_out). The template must be APPROVED (asked of the Graph once, here: 400 template_not_found or " +
+            "template_not_approved otherwise). A MARKETING template goes through the Marketing Messages API where the " +
+            "instance has it on.",
           { example: NEW_BROADCAST_EXAMPLE }
         )
       )
   )
   .add(
     HttpApiEndpoint.get("list", "/api/broadcasts")
+      .setUrlParams(BroadcastQuery)
       .addSuccess(BroadcastList)
       .pipe(
         accepts(apiTokens),
         documented(
           "List broadcasts",
-          "The organization's broadcasts (an instance's own for an instance token), newest first, at most 100."
+          "The organization's broadcasts (an instance's own for an instance token), newest first, `limit` a page " +
+            "(20 unless said, at most 100); `after` is the `next` of the page before."
         )
       )
   )

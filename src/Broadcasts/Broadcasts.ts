@@ -11,8 +11,11 @@ import type { InstanceRef, Principal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { SendMessageRequest } from "../Messages/MessageSchemas.js"
 import { optedOutAmong } from "../Messages/OptOuts.js"
+import { SendCancellation } from "../SendQueue/Cancel.js"
 import { QueuedSends } from "../SendQueue/QueuedSends.js"
+import { TemplateApproval } from "../Templates/Approval.js"
 import {
+  type BroadcastQuery,
   type BroadcastRecord,
   type MoreRecipients,
   NewBroadcast,
@@ -156,6 +159,8 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
     const repo = yield* BroadcastsRepo
     const queued = yield* QueuedSends
     const access = yield* InstanceAccess
+    const approval = yield* TemplateApproval
+    const cancellation = yield* SendCancellation
     const sql = yield* SqlClient.SqlClient
     const clock = yield* Effect.clock
 
@@ -178,6 +183,9 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
           instanceId: input.instance_id,
           phoneNumberId: input.phone_number_id
         })
+        // One look at the template now, rather than as many refused sends as it has recipients.
+        const target = yield* access.target(instance)
+        yield* approval.check(target, { name: input.template.name, language: input.template.language.code })
         const row: BroadcastRow = {
           id: newId("bc"),
           organization_id: instance.organizationId,
@@ -213,11 +221,20 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
         return yield* addTo({ repo, queued, sql }, clock.unsafeCurrentTimeMillis(), row, instance, recipients)
       })
 
-    const list = (principal: Principal) =>
-      Effect.flatMap(
-        Effect.orDie(repo.list(principal.organizationId, principal.instance?.id)),
-        (rows) => Effect.map(Effect.forEach(rows, recordOf), (data) => ({ data }))
-      )
+    const list = (principal: Principal, query: typeof BroadcastQuery.Type) =>
+      Effect.gen(function*() {
+        const rows = yield* Effect.orDie(repo.list({
+          organizationId: principal.organizationId,
+          instanceId: principal.instance?.id,
+          after: query.after,
+          limit: query.limit + 1
+        }))
+        const page = rows.slice(0, query.limit)
+        return {
+          data: yield* Effect.forEach(page, recordOf),
+          next: rows.length > query.limit ? page[page.length - 1]?.id ?? null : null
+        }
+      })
 
     const recipientsOf = (principal: Principal, id: string, query: typeof RecipientQuery.Type) =>
       Effect.gen(function*() {
@@ -243,7 +260,8 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
     const cancel = (principal: Principal, id: string) =>
       Effect.gen(function*() {
         yield* visible(principal, id)
-        yield* Effect.orDie(repo.cancel(id))
+        // Marked first, so no recipient is added meanwhile; sends under way go on and stay.
+        yield* cancellation.cancelAll(yield* Effect.orDie(repo.cancel(id)))
         return yield* recordOf(yield* visible(principal, id))
       })
 
@@ -256,5 +274,5 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
       cancel
     } as const
   }),
-  dependencies: [BroadcastsRepo.Default, InstanceAccess.Default]
+  dependencies: [BroadcastsRepo.Default, InstanceAccess.Default, TemplateApproval.Default, SendCancellation.Default]
 }) {}

@@ -12,7 +12,7 @@ export const BroadcastsHttpLive = HttpApiBuilder.group(
     Effect.map(Broadcasts, (broadcasts) =>
       handlers
         .handle("create", ({ payload }) => Effect.flatMap(CurrentPrincipal, (p) => broadcasts.create(p, payload)))
-        .handle("list", () => Effect.flatMap(CurrentPrincipal, (p) => broadcasts.list(p)))
+        .handle("list", ({ urlParams }) => Effect.flatMap(CurrentPrincipal, (p) => broadcasts.list(p, urlParams)))
         .handle("get", ({ path }) => Effect.flatMap(CurrentPrincipal, (p) => broadcasts.get(p, path.broadcastId)))
         .handle(
           "addRecipients",

@@ -1,6 +1,6 @@
 /**
  * Broadcasts' SQL: `broadcasts` and `broadcast_recipients` (migration 0020). A recipient's status is its
- * send's record's (`messages`); cancelling takes the broadcast's sends that have not begun off `send_queue`.
+ * send's record's (`messages`); cancelling marks it and names its sends, which the queue cancels (SendQueue/Cancel.ts).
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect, Schema } from "effect"
@@ -38,6 +38,7 @@ const RecipientRow = Schema.Struct({
 })
 const decodeRecipients = decodeRows(RecipientRow)
 const decodeParties = decodeRows(Schema.Struct({ party: Schema.String }))
+const decodeMessageIds = decodeRows(Schema.Struct({ message_id: Schema.String }))
 const decodeMax = decodeRows(Schema.Struct({ top: Schema.NullOr(SqlBigint) }))
 
 /** A recipient's status (its send's, or `skipped`) and reason, as SQL over `r` (recipients) and `m` (messages). */
@@ -58,13 +59,21 @@ export class BroadcastsRepo extends Effect.Service<BroadcastsRepo>()("Broadcasts
     const find = (id: string) =>
       Effect.map(decodeBroadcasts(sql`SELECT * FROM broadcasts WHERE id = ${id}`), (rows) => rows[0])
 
-    const list = (organizationId: string, instanceId: string | undefined) =>
+    /** A page of broadcasts, newest first, after the one `after` names (its cursor). */
+    const list = (query: {
+      readonly organizationId: string
+      readonly instanceId: string | undefined
+      readonly after: string | undefined
+      readonly limit: number
+    }) =>
       decodeBroadcasts(
-        instanceId === undefined
-          ? sql`SELECT * FROM broadcasts WHERE organization_id = ${organizationId}
-              ORDER BY created_at DESC, id DESC LIMIT 100`
-          : sql`SELECT * FROM broadcasts WHERE organization_id = ${organizationId} AND instance_id = ${instanceId}
-              ORDER BY created_at DESC, id DESC LIMIT 100`
+        sql`SELECT * FROM broadcasts WHERE organization_id = ${query.organizationId}${
+          query.instanceId === undefined ? sql`` : sql` AND instance_id = ${query.instanceId}`
+        }${
+          query.after === undefined
+            ? sql``
+            : sql` AND (created_at, id) < (SELECT created_at, id FROM broadcasts WHERE id = ${query.after})`
+        } ORDER BY created_at DESC, id DESC LIMIT ${query.limit}`
       )
 
     /** Which of `parties` the broadcast holds already. */
@@ -127,18 +136,16 @@ export class BroadcastsRepo extends Effect.Service<BroadcastsRepo>()("Broadcasts
      * Cancels the broadcast: marked cancelled, its sends that have not begun taken off the queue and their
      * records failed as cancelled (those being sent go on; those made stay), in one transaction.
      */
+    /** Marks the broadcast cancelled (it takes no more recipients); answers its sends' message ids. */
     const cancel = (broadcastId: string) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const now = nowIso()
-        yield* sql`UPDATE broadcasts SET cancelled_at = ${now} WHERE id = ${broadcastId} AND cancelled_at IS NULL`
-        yield* sql`DELETE FROM send_queue WHERE state IN ('queued', 'leased')
-          AND message_id IN (SELECT message_id FROM broadcast_recipients WHERE broadcast_id = ${broadcastId})`
-        yield* sql`UPDATE messages SET status = 'failed', failure_reason = 'cancelled', status_at = ${now},
-            failed_at = ${now}, updated_at = ${now}
-          WHERE id IN (SELECT message_id FROM broadcast_recipients WHERE broadcast_id = ${broadcastId})
-            AND status = 'pending' AND wa_message_id IS NULL
-            AND NOT EXISTS (SELECT 1 FROM send_queue q WHERE q.message_id = messages.id)`
-      }))
+      Effect.zipRight(
+        sql`UPDATE broadcasts SET cancelled_at = ${nowIso()} WHERE id = ${broadcastId} AND cancelled_at IS NULL`,
+        Effect.map(
+          decodeMessageIds(sql`SELECT message_id FROM broadcast_recipients
+            WHERE broadcast_id = ${broadcastId} AND message_id IS NOT NULL`),
+          (rows) => rows.map((row) => row.message_id)
+        )
+      )
 
     return { insert, find, list, existing, recipientCount, insertRecipients, tally, recipients, cancel } as const
   })

@@ -5,13 +5,14 @@
  * logging, 410 or days of failures disable the webhook (WebhooksRepo.deactivate).
  * The exchange itself is a plain promise: the dispatcher runs many at once without a fiber each.
  */
-import { Duration, Effect, FiberRef, LogLevel } from "effect"
+import { Duration, Effect, FiberRef, LogLevel, type Tracer } from "effect"
 import { HubConfig } from "../Config.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { Deadline } from "../Net/Deadline.js"
 import { parseRetryAfter } from "../Net/RetryAfter.js"
 import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
+import { annotate, endSpan, HubTracer, parentOf, startSpan, traceparentOf } from "../Tracing/Spans.js"
 import { WebhooksRepo } from "../Webhooks/Repo.js"
 import { type Credentials, deliveryHeaders, makeCredentials } from "./Credentials.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
@@ -84,6 +85,8 @@ interface AttemptContext {
   readonly metrics: Metrics["Type"]
   readonly timeoutMs: number
   readonly retrySchedule: ReadonlyArray<Duration.Duration>
+  /** When tracing: each attempt is a span under its event's traceparent (Tracing/Spans.ts). */
+  readonly tracer: Tracer.Tracer | undefined
 }
 
 /** The POST: the address checked (a refusal is answered, not thrown), the body signed, the custom headers sent. */
@@ -92,7 +95,8 @@ const makeHttpCall = async (
   d: LeasedDelivery,
   credentials: Credentials,
   signal: AbortSignal,
-  timestamp: number
+  timestamp: number,
+  span: Tracer.Span | undefined
 ) => {
   const target = await context.policy.connectTarget(d.url, signal)
   if (target instanceof AddressRefused) return target
@@ -101,7 +105,12 @@ const makeHttpCall = async (
     body: d.body,
     timeoutMs: context.timeoutMs,
     signal,
-    headers: { ...deliveryHeaders(credentials, d.message_id, timestamp, d.body), "user-agent": USER_AGENT }
+    headers: {
+      ...deliveryHeaders(credentials, d.message_id, timestamp, d.body),
+      "user-agent": USER_AGENT,
+      // When tracing, the receiver may carry the trace on (W3C Trace Context).
+      ...(span === undefined ? {} : { traceparent: traceparentOf(span) })
+    }
   })
 }
 
@@ -146,6 +155,29 @@ const attemptRecord = (
   }
 }
 
+/** An attempt's span: a child of its event's commit (any replica, any retry), named by ids only. */
+const attemptSpan = (tracer: Tracer.Tracer, d: LeasedDelivery) =>
+  startSpan(tracer, "Delivery.attempt", parentOf(d.traceparent), "client", {
+    "hub.delivery_id": d.id,
+    "hub.webhook_id": d.webhook_id,
+    "hub.event_id": d.event_id,
+    "hub.organization_id": d.organization_id,
+    "hub.webhook_message_id": d.message_id,
+    "hub.attempt": d.attempts + 1,
+    "http.request.method": "POST",
+    // The receiver's host only: a URL's path or query may hold a customer's token.
+    "server.address": URL.parse(d.url)?.hostname
+  })
+
+/** Ends an attempt's span with its outcome (an error unless the receiver answered 2xx). */
+const endAttemptSpan = (span: Tracer.Span, record: AttemptRecord) => {
+  annotate(span, {
+    "http.response.status_code": record.statusCode ?? undefined,
+    "hub.attempt_result": record.result._tag
+  })
+  endSpan(span, record.result._tag === "Succeeded" ? undefined : record.error ?? "the attempt failed")
+}
+
 /** One attempt, start to record; undefined when `shutdown` aborted it (the attempt is then not logged). */
 const attemptDelivery = async (
   context: AttemptContext,
@@ -154,14 +186,18 @@ const attemptDelivery = async (
   shutdown: AbortSignal
 ): Promise<AttemptRecord | undefined> => {
   const startedMs = Date.now()
+  const span = context.tracer === undefined ? undefined : attemptSpan(context.tracer, d)
   // The timeout bounds the whole exchange, the answer's snippet included; the shutdown ends it too.
   const deadline = new Deadline(context.timeoutMs, shutdown)
-  const answer = await makeHttpCall(context, d, credentials, deadline.signal, Math.floor(startedMs / 1000)).finally(
-    () => deadline.settle()
-  )
-  if (shutdown.aborted) return undefined
+  const answer = await makeHttpCall(context, d, credentials, deadline.signal, Math.floor(startedMs / 1000), span)
+    .finally(() => deadline.settle())
+  if (shutdown.aborted) {
+    if (span !== undefined) endSpan(span, "the hub stopped before the attempt ended")
+    return undefined
+  }
   const finishedMs = Date.now()
   const record = attemptRecord(context, d, answer, startedMs, finishedMs)
+  if (span !== undefined) endAttemptSpan(span, record)
   context.metrics.attempt(
     record.result._tag === "Succeeded" ? "succeeded" : record.result._tag === "RetryAt" ? "failed" : "dead",
     (finishedMs - startedMs) / 1000
@@ -210,7 +246,8 @@ export const makeDeliveries = Effect.gen(function*() {
     sender,
     metrics,
     timeoutMs: Duration.toMillis(config.webhookTimeout),
-    retrySchedule: config.webhookRetry
+    retrySchedule: config.webhookRetry,
+    tracer: yield* HubTracer
   }
   const deliveries: Deliveries = {
     credentials: makeCredentials(cipher),

@@ -3,13 +3,30 @@
  * deliveries moved on (succeeded, failed with a retry due, or dead), the webhooks' failure streaks
  * and the hourly counts of their health.
  */
-import type { SqlClient } from "@effect/sql"
+import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
 import { newId } from "../Domain/Ids.js"
 import { isPostgres } from "../Sql/Dialect.js"
 import { insertRows, rowStatement } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/StatementShapes.js"
+import type { Lane } from "./Lanes.js"
 import type { AttemptRecord } from "./Records.js"
+
+/** What logging a round's attempts did: since when each webhook with a failed attempt has failed, and how many held deliveries became due. */
+export interface RecordedAttempts {
+  readonly failing: ReadonlyMap<string, string>
+  readonly released: number
+}
+
+const nothingRecorded: RecordedAttempts = { failing: new Map(), released: 0 }
+
+/** The lanes of deliveries that ended (succeeded or dead): their next delivery may go (Lanes.ts). */
+const endedLanes = (records: ReadonlyArray<AttemptRecord>): ReadonlyArray<Lane> =>
+  records.flatMap((r) =>
+    r.result._tag === "RetryAt" || r.delivery.contact_key === null
+      ? []
+      : [{ webhookId: r.delivery.webhook_id, person: r.delivery.contact_key }]
+  )
 
 /** The hour bucket of a time: `2026-11-23T20`. */
 export const hourOf = (iso: string) => iso.slice(0, 13)
@@ -143,14 +160,18 @@ const attemptStatements = (sql: SqlClient.SqlClient) => {
 }
 
 /**
- * Logs attempts and moves their deliveries on (run it in a transaction); returns, for each webhook
- * with a failed attempt, since when it has been failing.
+ * Logs attempts and moves their deliveries on, then makes the next delivery of each person's lane
+ * that ended due (`advance`, Lanes.ts), all in the caller's transaction; returns, for each webhook
+ * with a failed attempt, since when it has been failing, and how many deliveries became due.
  */
-export const makeRecordAttempts = (sql: SqlClient.SqlClient) => {
+export const makeRecordAttempts = (
+  sql: SqlClient.SqlClient,
+  advance: (lanes: ReadonlyArray<Lane>, at: string) => Effect.Effect<number, SqlError.SqlError>
+) => {
   const { countDeliveries, insertAttempt, markFailed, markSucceeded } = attemptStatements(sql)
-  return (owner: string, records: ReadonlyArray<AttemptRecord>): Effect.Effect<ReadonlyMap<string, string>> =>
+  return (owner: string, records: ReadonlyArray<AttemptRecord>): Effect.Effect<RecordedAttempts> =>
     Effect.gen(function*() {
-      if (records.length === 0) return new Map<string, string>()
+      if (records.length === 0) return nothingRecorded
       yield* insertAttempt(records.map((record) => ({
         id: newId("att"),
         delivery_id: record.delivery.id,
@@ -193,6 +214,7 @@ export const makeRecordAttempts = (sql: SqlClient.SqlClient) => {
         at: r.finishedAt
       })))
       yield* countDeliveries(hourlyCounts(records))
+      const released = yield* advance(endedLanes(records), new Date().toISOString())
 
       const failing = new Map<string, string>()
       for (const record of failed) {
@@ -203,6 +225,6 @@ export const makeRecordAttempts = (sql: SqlClient.SqlClient) => {
         const since = rows[0]?.failing_since
         if (since !== undefined) failing.set(record.delivery.webhook_id, since)
       }
-      return failing
+      return { failing, released }
     }).pipe(Effect.orDie)
 }

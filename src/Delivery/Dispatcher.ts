@@ -193,9 +193,11 @@ const logAndLease = (engine: Engine) => {
     engine.inactive = []
     round.nowMs = Date.now()
     if (round.cancelled.length > 0) yield* outbox.cancel(round.cancelled)
-    round.failing = yield* outbox.recordAttempts(engine.owner, round.records)
-    // Rows may be due only after a notify, or when some may wait behind attempts in flight.
-    const wanted = engine.signal.takeDue() || !admission.queueEmpty()
+    const recorded = yield* outbox.recordAttempts(engine.owner, round.records)
+    round.failing = recorded.failing
+    // Rows may be due only after a notify, when some may wait behind attempts in flight, or when an
+    // ended delivery let the next of its person's lane go (Lanes.ts).
+    const wanted = engine.signal.takeDue() || !admission.queueEmpty() || recorded.released > 0
     // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
     round.free = engine.stopping || !wanted ? 0 : engine.shares.concurrency - admission.running()
     round.leased = round.free <= 0 ? [] : yield* outbox.lease(leaseRequest(engine, round.nowMs, round.free))
@@ -289,7 +291,7 @@ const drainAndRelease = (engine: Engine, drainTimeout: Duration.Duration) =>
 const logFinished = (engine: Engine, records: ReadonlyArray<AttemptRecord>) =>
   records.length === 0 ? Effect.void : engine.batcher.run(engine.outbox.recordAttempts(engine.owner, records)).pipe(
     Effect.orDie,
-    Effect.flatMap((failing) => afterLogging(engine, records, failing))
+    Effect.flatMap((recorded) => afterLogging(engine, records, recorded.failing))
   )
 
 /** What a round asks of the lease: `limit` rows for the lease's length, within the shares, given what is in flight. */

@@ -203,7 +203,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       // filtered webhook that takes only some of its event's changes carries its own body.
       // Hand-typed, not decoded with a Schema: the lease is the dispatcher's hot path (speed).
       const rows = yield* sql<LeasedDelivery>`
-        SELECT d.id, d.webhook_id, w.organization_id, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
+        SELECT d.id, d.webhook_id, d.event_id, e.traceparent, w.organization_id, d.contact_key, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
                COALESCE(d.body, e.body) AS body, w.url,
                w.active AS webhook_active, w.failing_since AS webhook_failing_since,
                w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted

@@ -12,7 +12,8 @@ import { newId, nowIso } from "../Domain/Ids.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { insertRows } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/StatementShapes.js"
-import { makeRecordAttempts } from "./AttemptLog.js"
+import { makeRecordAttempts, type RecordedAttempts } from "./AttemptLog.js"
+import { type Lane, makeLanes } from "./Lanes.js"
 import { type LeaseRequest, makeLease } from "./Lease.js"
 import type {
   AcceptedChange,
@@ -26,7 +27,7 @@ import type {
 } from "./Records.js"
 
 const queueingColumns =
-  "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted"
+  "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted, ordering"
 
 interface OutboxRepoShape {
   /** The instances bound to any of these phone number ids or business accounts. */
@@ -58,15 +59,23 @@ interface OutboxRepoShape {
    * each organization within its share of attempts in flight (Fairness.ts).
    */
   readonly lease: (input: LeaseRequest) => Effect.Effect<ReadonlyArray<LeasedDelivery>>
+  /**
+   * Locks these per-person lanes and reads where each ends (Lanes.ts): the last place taken by a
+   * delivery not yet finished, by lane name; an empty lane is absent.
+   */
+  readonly laneTails: (lanes: ReadonlyArray<Lane>) => Effect.Effect<ReadonlyMap<string, number>>
   /** Cancels leased rows whose webhook is no longer active. */
   readonly cancel: (ids: ReadonlyArray<string>) => Effect.Effect<void>
   /** Gives leased rows back so they are taken at once (by this or another process). */
   readonly release: (owner: string, ids: ReadonlyArray<string> | "all") => Effect.Effect<void>
-  /** Logs attempts and moves their deliveries on (run it in a transaction; see AttemptLog.ts). */
+  /**
+   * Logs attempts and moves their deliveries on, the next of each person's lane made due after one
+   * ended (run it in a transaction; see AttemptLog.ts).
+   */
   readonly recordAttempts: (
     owner: string,
     records: ReadonlyArray<AttemptRecord>
-  ) => Effect.Effect<ReadonlyMap<string, string>>
+  ) => Effect.Effect<RecordedAttempts>
 }
 
 /**
@@ -107,7 +116,14 @@ const makeAcceptChanges = (sql: SqlClient.SqlClient) => {
 /** Writes the events new changes are delivered in. */
 const makeInsertEvents = (sql: SqlClient.SqlClient) => {
   // The hot write, one row at a time (see RowStatement.ts).
-  const insertEvent = insertRows(sql, "events", ["id", "instance_id", "body", "change_count", "received_at"])
+  const insertEvent = insertRows(sql, "events", [
+    "id",
+    "instance_id",
+    "body",
+    "change_count",
+    "received_at",
+    "traceparent"
+  ])
   return (events: ReadonlyArray<EventRecord>, now: string): Effect.Effect<void> =>
     insertEvent(
       events.map((e) => ({
@@ -115,7 +131,8 @@ const makeInsertEvents = (sql: SqlClient.SqlClient) => {
         instance_id: e.instanceId,
         body: e.body,
         change_count: e.changeCount,
-        received_at: now
+        received_at: now,
+        traceparent: e.traceparent ?? null
       }))
     ).pipe(
       Effect.asVoid,
@@ -161,7 +178,9 @@ const makeInsertDeliveries = (sql: SqlClient.SqlClient) => {
     "lease_expires_at",
     "created_at",
     "updated_at",
-    "body"
+    "body",
+    "contact_key",
+    "contact_seq"
   ])
   return (rows: ReadonlyArray<NewDeliveryRow>): Effect.Effect<void> =>
     Effect.gen(function*() {
@@ -218,6 +237,7 @@ const releaseLeases = (sql: SqlClient.SqlClient, owner: string, ids: ReadonlyArr
 export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const lanes = makeLanes(sql)
     const service: OutboxRepoShape = {
       routes: (phoneNumberIds, wabaIds) => selectRoutes(sql, phoneNumberIds, wabaIds),
       acceptChanges: makeAcceptChanges(sql),
@@ -227,9 +247,10 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
       queueingWebhook: (id) => selectQueueingWebhook(sql, id),
       insertDeliveries: makeInsertDeliveries(sql),
       lease: makeLease(sql),
+      laneTails: (lanesOf) => Effect.orDie(lanes.tails(lanesOf)),
       cancel: (ids) => cancelDeliveries(sql, ids),
       release: (owner, ids) => releaseLeases(sql, owner, ids),
-      recordAttempts: makeRecordAttempts(sql)
+      recordAttempts: makeRecordAttempts(sql, lanes.advance)
     }
     return service
   })

@@ -21,6 +21,8 @@ export interface EventRecord {
   readonly filterable?: FilterableEvent | undefined
   /** A hub event only webhooks naming this kind receive (not those that take every kind): the queue's outcomes. */
   readonly onlyToNamed?: string | undefined
+  /** The W3C traceparent its deliveries are traced under: the upstream post's commit, when tracing was on. */
+  readonly traceparent?: string | undefined
 }
 
 /** An event's changes as a webhook's event filter sees them (see Domain/EventKinds.ts). */
@@ -29,6 +31,18 @@ interface FilterableEvent {
   readonly changes: ReadonlyArray<{ readonly field: string | undefined; readonly value: JsonObject }>
   /** The body holding only the changes at these indices (ascending), each unaltered. */
   readonly bodyOf: (indices: ReadonlyArray<number>) => string
+  /**
+   * The changes at these indices (all when undefined) by the person they concern, for webhooks that
+   * keep each person's order; a part's body is undefined when it is the only part (the body the
+   * webhook takes anyway). Without it, the event concerns no person.
+   */
+  readonly byPerson?: (indices: ReadonlyArray<number> | undefined) => ReadonlyArray<PersonPart>
+}
+
+/** One person's part of an event (person null: the changes that concern no one). */
+export interface PersonPart {
+  readonly person: string | null
+  readonly body: string | undefined
 }
 
 export interface UnroutedChange {
@@ -44,8 +58,13 @@ export interface UnroutedChange {
 export interface LeasedDelivery {
   readonly id: string
   readonly webhook_id: string
+  readonly event_id: string
+  /** The event's traceparent (EventRecord.traceparent), or null. */
+  readonly traceparent: string | null
   /** The webhook's organization: its attempts in flight count against the organization's share too. */
   readonly organization_id: string
+  /** The person whose lane it is first in (Lanes.ts); null when it waits in none. */
+  readonly contact_key: string | null
   readonly message_id: string
   readonly status: string
   readonly attempts: number
@@ -101,9 +120,14 @@ export interface QueueingWebhook {
   readonly events: string | null
   readonly headers: string | null
   readonly headers_encrypted: string | null
+  /** `per_contact`: each person's deliveries one at a time, in order (Lanes.ts); else `none`. */
+  readonly ordering: string
 }
 
-/** A new delivery row as written: pending, due from its creation, leased to a dispatcher if handed off to it. */
+/**
+ * A new delivery row as written: pending, due from its creation (or held behind its person's lane,
+ * with no due time), leased to a dispatcher if handed off to it.
+ */
 export interface NewDeliveryRow {
   readonly id: string
   readonly webhook_id: string
@@ -111,13 +135,16 @@ export interface NewDeliveryRow {
   readonly message_id: string
   readonly status: "pending"
   readonly attempts: 0
-  readonly next_attempt_at: string
+  readonly next_attempt_at: string | null
   readonly lease_owner: string | null
   readonly lease_expires_at: string | null
   readonly created_at: string
   readonly updated_at: string
   /** Its own body, for a filtered webhook that takes only some of the event's changes; null for the event's. */
   readonly body: string | null
+  /** Its person's lane and place in it (Lanes.ts); null for a webhook without per-person order. */
+  readonly contact_key: string | null
+  readonly contact_seq: number | null
 }
 
 /** An instance an upstream change can be routed to. */

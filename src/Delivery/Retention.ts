@@ -2,8 +2,8 @@
  * Retention: what the hub no longer needs is deleted once older than HUB_RETENTION: finished
  * deliveries (succeeded, dead, cancelled) with their attempts, events no delivery refers to any more
  * with their dedupe keys, unrouted changes, early status events no send ever claimed, and webhooks'
- * hourly delivery counts (but each webhook's latest success, its last_success_at), and replays'
- * records. Message
+ * hourly delivery counts (but each webhook's latest success, its last_success_at), replays' records,
+ * and the send queue's sampled depths (Stats/QueueDepthSampler.ts). Message
  * records are the customer's history and are kept. Ids are time-ordered (a prefix and a UUIDv7), so
  * "older than" is a primary-key range; deletes go in small batches so the single SQLite connection
  * is never held long.
@@ -15,6 +15,7 @@ import { idFloor } from "../Domain/Ids.js"
 import { compactMessageCounts } from "../Messages/Repo.js"
 import { isPostgres } from "../Sql/Dialect.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
+import { minuteOf, pruneDepthSamples } from "../Stats/Repo.js"
 
 const BATCH = 500
 
@@ -31,6 +32,7 @@ interface PruneCounts {
   readonly testKeys: number
   /** Replays' records and Idempotency-Keys (their deliveries go as the others do). */
   readonly replays: number
+  readonly depthSamples: number
 }
 
 interface RetentionShape {
@@ -115,7 +117,8 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
           earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString()),
           deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
           testKeys: testKeys(new Date(cutoffMillis).toISOString()),
-          replays: replays(new Date(cutoffMillis).toISOString())
+          replays: replays(new Date(cutoffMillis).toISOString()),
+          depthSamples: pruneDepthSamples(sql, minuteOf(new Date(cutoffMillis).toISOString()))
         }).pipe(Effect.orDie)
     }
     return service
@@ -131,7 +134,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
       const counts = yield* retention.prune(Date.now() - Duration.toMillis(config.retention))
       if (
         counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts +
-            counts.testKeys + counts.replays > 0
+            counts.testKeys + counts.replays + counts.depthSamples > 0
       ) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }

@@ -5,7 +5,7 @@
  * edge installs them, so no feature imports the edge.
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { type Cause, Context, Effect, type Scope } from "effect"
+import { type Cause, Context, Effect, type Scope, type Tracer } from "effect"
 import { boundedRequest, declaredLength, isBodyTooLarge, JSON_BODY_LIMIT } from "../Net/BodyLimit.js"
 import { BadRequest, PayloadTooLarge } from "./Errors.js"
 
@@ -22,6 +22,8 @@ export interface PlainResponder {
   readonly run: (answer: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) => Promise<Response>
   /** Runs `effect` in a fiber, in the request's log context (its logs carry the request's id). */
   readonly inRequest: RunInRequest
+  /** The request's server span when tracing is on (Tracing/Spans.ts): the parent of the handler's own. */
+  readonly span: Tracer.Span | undefined
 }
 
 /** Runs an effect that cannot fail from plain code, as the caller's context has it (its logs annotated alike). */

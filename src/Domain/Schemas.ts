@@ -35,6 +35,16 @@ export const Label = (max: number) =>
     Schema.maxLength(max, { message: () => `must be at most ${max} characters` })
   )
 
+/** A query's whole number from `min` to `max`, given as digits; anything else fails with one message naming the range. */
+export const WholeNumberText = (min: number, max: number) => {
+  const rule = `must be a whole number from ${min} to ${max}`
+  return Schema.transform(
+    Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => rule })),
+    Schema.Int.pipe(Schema.between(min, max, { message: () => rule })),
+    { strict: true, decode: (text) => Number(text), encode: (n) => String(n) }
+  )
+}
+
 /** An id taken from a path or a body, checked only for being a plausible token. */
 export const IdString = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_.:@=+\-]{1,200}$/, { message: () => "must be an identifier" })

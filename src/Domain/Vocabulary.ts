@@ -23,6 +23,17 @@ export type Direction = (typeof directions)[number]
 export const deliveryStatuses = ["pending", "failed", "succeeded", "dead", "cancelled"] as const
 export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
+/** How a webhook's deliveries are ordered: `per_contact` sends each person's one at a time, in the order received. */
+export const webhookOrderings = ["none", "per_contact"] as const
+export type WebhookOrdering = (typeof webhookOrderings)[number]
+
+/**
+ * What became of one delivery attempt: the receiver took it (a 2xx), it failed and a retry follows, or it
+ * was the last one of a delivery given up (dead). The webhooks' hourly health counts the same three.
+ */
+export const attemptOutcomes = ["succeeded", "failed", "dead"] as const
+export type AttemptOutcome = (typeof attemptOutcomes)[number]
+
 /** Why a webhook is inactive: its receiver answered 410, it failed too long, or someone turned it off. */
 /** How a webhook receives its events: POSTed to its url (push), or read by its owner with GET …/poll (poll). */
 export const webhookKinds = ["push", "poll"] as const

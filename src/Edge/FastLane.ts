@@ -10,12 +10,13 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
-import { Cause, Duration, Effect, FiberSet, Layer } from "effect"
+import { Cause, Duration, Effect, FiberSet, Layer, type Tracer } from "effect"
 import { HubConfig } from "../Config.js"
 import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import { type HotRoute, HotRoutes, type PlainResponder, type PlainRoute } from "../Domain/PlainRoute.js"
 import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { MAX_POLL_WAIT_SECONDS } from "../Poll/Api.js"
+import { endSpan, HubTracer, parentOf, startSpan } from "../Tracing/Spans.js"
 import { atEdge, logRequest, logsRequests, requestIdFor, type RequestLine } from "./Middleware.js"
 
 const starting = () =>
@@ -119,6 +120,7 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
     const path = route.slice(route.indexOf(" ") + 1)
     const recorder = (yield* Metrics).route(method, path)
     const bodyLimit = (yield* EndpointPolicies).bodyLimitOf(method, path)
+    const tracer = yield* HubTracer
     const run = yield* FiberSet.makeRuntimePromise<never>()
     const runFork = yield* FiberSet.makeRuntime<never>()
     // Finalizers run last first: the route is removed, then this waits, then the fibers stop.
@@ -149,11 +151,43 @@ export const installPlainHotRoute = ({ drained = Effect.void, handle: handler, r
           },
           fail: (cause) => atEdgeOn(run, line, logRequests, Effect.failCause(cause), recorder, startedAt),
           run: (answer) => atEdgeOn(run, line, logRequests, answer, recorder, startedAt),
-          inRequest: (effect) => run(Effect.annotateLogs(effect, "requestId", requestId))
+          inRequest: (effect) => run(Effect.annotateLogs(effect, "requestId", requestId)),
+          span: undefined
         }
-        return handler(request, edge).catch((defect: unknown) => edge.fail(Cause.die(defect)))
+        if (tracer === undefined) return handler(request, edge).catch((defect: unknown) => edge.fail(Cause.die(defect)))
+        return traced(tracer, route, request, requestId, edge, handler)
       }))
   })
+
+/**
+ * A hot route's request as a server span (under the caller's `traceparent`, if it sent one): the
+ * handler's own spans and the effects it runs (`run`, `inRequest`) are its children.
+ */
+const traced = (
+  tracer: Tracer.Tracer,
+  route: HotRoute,
+  request: Request,
+  requestId: string,
+  edge: PlainResponder,
+  handler: PlainRoute["handle"]
+) => {
+  const span = startSpan(tracer, route, parentOf(request.headers.get("traceparent")), "server", {
+    "http.request.method": route.slice(0, route.indexOf(" ")),
+    "http.route": route.slice(route.indexOf(" ") + 1),
+    "hub.request_id": requestId
+  })
+  const inSpan: PlainResponder = {
+    ...edge,
+    span,
+    run: (answer) => edge.run(Effect.withParentSpan(answer, span)),
+    inRequest: (effect) => edge.inRequest(Effect.withParentSpan(effect, span))
+  }
+  return handler(request, inSpan).catch((defect: unknown) => inSpan.fail(Cause.die(defect))).then((response) => {
+    span.attribute("http.response.status_code", response.status)
+    endSpan(span, response.status >= 500 ? `answered ${response.status}` : undefined)
+    return response
+  })
+}
 
 /** The path and query of an absolute request URL. */
 const pathOf = (url: string) => url.slice(url.indexOf("/", url.indexOf("//") + 2))

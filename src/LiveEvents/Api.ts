@@ -12,7 +12,9 @@ const EventStream = HttpApiSchema.Text({ contentType: "text/event-stream" }).ann
     "Server-sent events. First `event: ready` once subscribed; then one unnamed event (`message`) per committed " +
     "upstream event of an instance, its `id:` the event id and its data `{id, instance_id, received_at, payload}`, the " +
     "payload being the envelope the instance's webhooks receive; `event: dropped` with `{dropped, message}` when this " +
-    "client read too slowly and lost events; a comment line every few seconds keeps the connection open."
+    "client read too slowly and lost events; a comment line every few seconds keeps the connection open, or, " +
+    "while any of the caller's send queues is busy (and once more when it falls quiet), `event: queue` with " +
+    "`{data}`, the queues as GET /api/send-queues answers them."
 })
 
 export class LiveEventsApi extends HttpApiGroup.make("liveEvents")

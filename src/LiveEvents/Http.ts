@@ -9,6 +9,7 @@ import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { selectorOf } from "../Instances/RequestTarget.js"
 import { type Audience, LiveEvents, type LiveFrame, type StreamLimits } from "./LiveEvents.js"
+import { busy, type QueueSnapshot, QueueSnapshots } from "./QueueSnapshots.js"
 
 /** A comment every 5 s keeps a stream busy for proxies that close quiet connections, and rechecks its credential. */
 export const HEARTBEAT = Duration.seconds(5)
@@ -27,9 +28,32 @@ export const frameText = (frame: LiveFrame): string =>
 
 const encoder = new TextEncoder()
 
+const KEEP_ALIVE = ": keep-alive\n\n"
+
 /**
- * The audience's stream: `ready` once subscribed, then its frames and a heartbeat, until the client
- * goes away or `ended` completes (the credential no longer holds).
+ * Each heartbeat's text: the queues as an `event: queue` while any is busy (and once more when all fall
+ * quiet, so a client sees them drained), else a keep-alive comment.
+ */
+const heartbeats = (
+  heartbeat: Duration.DurationInput,
+  queues: Effect.Effect<ReadonlyArray<QueueSnapshot>> | undefined
+) => {
+  const ticks = Stream.fromSchedule(Schedule.spaced(heartbeat))
+  if (queues === undefined) return Stream.as(ticks, KEEP_ALIVE)
+  let wasBusy = false
+  return Stream.mapEffect(ticks, () =>
+    Effect.map(queues, (snapshots) => {
+      const now = busy(snapshots)
+      const shown = now || wasBusy
+      wasBusy = now
+      return shown ? `event: queue\ndata: ${JSON.stringify({ data: snapshots })}\n\n` : KEEP_ALIVE
+    }))
+}
+
+/**
+ * The audience's stream: `ready` once subscribed, then its frames and a heartbeat (the send queues when
+ * `queues` is given and any is busy), until the client goes away or `ended` completes (the credential no
+ * longer holds).
  */
 export const eventStream = (
   live: LiveEvents["Type"],
@@ -38,13 +62,12 @@ export const eventStream = (
     readonly heartbeat?: Duration.DurationInput
     readonly limits?: StreamLimits
     readonly ended?: Effect.Effect<void>
+    readonly queues?: Effect.Effect<ReadonlyArray<QueueSnapshot>>
   } = {}
 ) =>
   Stream.unwrapScoped(Effect.map(live.subscribe(audience, options.limits), (frames) => {
     const ready = `retry: 3000\nevent: ready\ndata: ${JSON.stringify({ instance_id: audience.instanceId ?? null })}\n\n`
-    const beats = Stream.fromSchedule(Schedule.spaced(options.heartbeat ?? HEARTBEAT)).pipe(
-      Stream.as(": keep-alive\n\n")
-    )
+    const beats = heartbeats(options.heartbeat ?? HEARTBEAT, options.queues)
     return Stream.make(ready).pipe(
       Stream.concat(Stream.merge(Stream.map(frames, frameText), beats)),
       // Frames read together are written together.
@@ -92,6 +115,7 @@ const bearerOf = (request: HttpServerRequest.HttpServerRequest) => {
 export const LiveEventsHttpLive = HttpApiBuilder.group(HubApi, "liveEvents", (handlers) =>
   Effect.gen(function*() {
     const live = yield* LiveEvents
+    const queues = yield* QueueSnapshots
     const access = yield* InstanceAccess
     const resolver = yield* TokenResolver
     const config = yield* HubConfig
@@ -116,7 +140,8 @@ export const LiveEventsHttpLive = HttpApiBuilder.group(HubApi, "liveEvents", (ha
         if (refused !== undefined) return yield* refused
         const stream = eventStream(live, audience, {
           limits,
-          ended: credentialEnds(resolver, bearerOf(request), principal)
+          ended: credentialEnds(resolver, bearerOf(request), principal),
+          queues: queues.of(audience)
         })
         return HttpServerResponse.stream(stream, {
           contentType: "text/event-stream",

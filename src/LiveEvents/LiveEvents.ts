@@ -11,7 +11,7 @@
  */
 import { Chunk, Context, Deferred, Effect, Exit, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { TooManyRequests } from "../Domain/Errors.js"
-import { nowIso } from "../Domain/Ids.js"
+import { nowIso, type OrganizationId } from "../Domain/Ids.js"
 
 /** What the ingress committed for one instance from one upstream post (its events table row). */
 export interface CommittedEvent {
@@ -25,7 +25,7 @@ export interface CommittedEvent {
 
 /** Who a stream is for: an organization's instances, or one of them, through one credential. */
 export interface Audience {
-  readonly organizationId: string
+  readonly organizationId: OrganizationId
   /** One instance only (an instance token, or an organization token naming one); all when undefined. */
   readonly instanceId: string | undefined
   /** The token or session the stream was opened with: its streams are counted against HUB_STREAMS_PER_TOKEN. */

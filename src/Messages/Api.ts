@@ -6,7 +6,7 @@ import { Authentication } from "../Domain/Authentication.js"
 import { documented } from "../Domain/Documented.js"
 import { UpstreamErrors, Wire } from "../Domain/Errors.js"
 import { Cursor, PageFields, SCAN_WINDOW } from "../Domain/Paging.js"
-import { IsoTimestamp, RequestStruct } from "../Domain/Schemas.js"
+import { IsoTimestamp, RequestStruct, WholeNumberText } from "../Domain/Schemas.js"
 import { UserIdentifier } from "../Domain/UserIds.js"
 import { directions, failureReasons, messageStatuses, priorities } from "../Domain/Vocabulary.js"
 import { instanceSelectorFields } from "../Instances/RequestTarget.js"
@@ -49,15 +49,6 @@ export const QueuedSend = Schema.Struct({
     description: "Past this, a send still queued ends `failed` with failureReason `expired` (send_at + validity)"
   })
 }).annotations({ identifier: "QueuedSend" })
-
-const wholeNumber = (min: number, max: number) => {
-  const rule = `must be a whole number from ${min} to ${max}`
-  return Schema.transform(
-    Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => rule })),
-    Schema.Int.pipe(Schema.between(min, max, { message: () => rule })),
-    { strict: true, decode: (text) => Number(text), encode: (n) => String(n) }
-  )
-}
 
 /** A date filter: a bare day (UTC) or an instant, normalised to an ISO 8601 UTC timestamp. */
 export const DateBound = Schema.Struct({ day: Schema.Boolean, iso: Schema.String })
@@ -104,8 +95,8 @@ const WaMessageId = Schema.String.pipe(
 )
 
 const ListMessagesQuery = RequestStruct({
-  page: Schema.optionalWith(wholeNumber(1, 1_000_000), { default: () => 1 }),
-  limit: Schema.optionalWith(wholeNumber(1, 100), { default: () => 50 }),
+  page: Schema.optionalWith(WholeNumberText(1, 1_000_000), { default: () => 1 }),
+  limit: Schema.optionalWith(WholeNumberText(1, 100), { default: () => 50 }),
   status: Schema.optional(Status),
   direction: Schema.optional(Direction),
   startDate: Schema.optional(DateFilter),
@@ -150,7 +141,8 @@ export const MessageRecord = Schema.Struct({
     description:
       "Why a queued send ended `failed` without being sent: its validity ended (`expired`), it was cancelled " +
       "(`cancelled`), Meta refused it (`refused`, the upstream's code in `error`), or its Graph call went unanswered " +
-      "so it was not sent again (`outcome_unknown`: it may have reached the person)"
+      "so it was not sent again (`outcome_unknown`: it may have reached the person; if Meta's status for it " +
+      "arrives, naming the person, the record takes its id, loses this reason and follows the status)"
   }),
   sendAt: Schema.optional(IsoTimestamp).annotations({ description: "A queued send's `send_at`" }),
   expiresAt: Schema.optional(IsoTimestamp).annotations({ description: "Until when a queued send may wait" }),

@@ -56,6 +56,8 @@ interface EarlyStatus {
   readonly rank: number
   readonly at: string
   readonly error: string | null
+  /** The person the status names (their number, their business-scoped user id). */
+  readonly recipients: ReadonlyArray<string>
 }
 
 export interface ChangePlan {
@@ -144,7 +146,8 @@ export const planChanges = (changes: ReadonlyArray<MessageChange>, stored: Reado
         status: update.status,
         rank,
         at: update.at,
-        error
+        error,
+        recipients: update.recipients ?? []
       })
     }
     return false

@@ -58,12 +58,14 @@ const queuedResponse = (outcome: QueueOutcome) =>
     ? HttpServerResponse.unsafeJson(outcome.answer, { status: 202, headers: { "preference-applied": "respond-async" } })
     : replayResponse(outcome)
 
-/** The kept answer of an Idempotency-Key's first request. */
+/** The kept answer of an Idempotency-Key's first request (a queued one's 202 says again that it was queued). */
 const replayResponse = (replay: Extract<SendOutcome, { readonly _tag: "Replay" }>) =>
   HttpServerResponse.text(replay.body, {
     status: replay.statusCode,
     contentType: "application/json",
-    headers: { "idempotent-replayed": "true" }
+    headers: replay.statusCode === 202
+      ? { "idempotent-replayed": "true", "preference-applied": "respond-async" }
+      : { "idempotent-replayed": "true" }
   })
 
 /** A keyed send's outcome as it is answered: the upstream's answer, or the kept answer of a replay. */
@@ -108,7 +110,7 @@ export const makeSendPlainRoute = Effect.gen(function*() {
     if (idempotencyKey !== undefined) {
       return edge.run(Effect.map(sender.sendOnce(instance.right, payload.right, idempotencyKey), outcomeResponse))
     }
-    const sent = await sender.send(instance.right, payload.right, edge.inRequest)
+    const sent = await sender.send(instance.right, payload.right, edge.inRequest, edge.span)
     return Either.isRight(sent) ? edge.json(sent.right) : edge.fail(Cause.fail(sent.left))
   }
   return { route: "POST /api/messages", drained: sender.drained, handle } satisfies PlainRoute

@@ -17,6 +17,8 @@ export interface StatusUpdate {
   readonly at: string
   /** The upstream's errors for a failed status. */
   readonly error?: Json
+  /** The person it names: `recipient_id` (their number) and `recipient_user_id` (their BSUID), as given. */
+  readonly recipients?: ReadonlyArray<string>
 }
 
 /**

@@ -9,7 +9,7 @@ import type { CallChange } from "../Calls/CallEvents.js"
 import { recordCallEvents } from "../Calls/Repo.js"
 import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
-import { type FailureReason, messageStatuses, type Priority } from "../Domain/Vocabulary.js"
+import { type FailureReason, type Priority } from "../Domain/Vocabulary.js"
 import { expireLevels, type ThroughputUpgradeChange } from "../PhoneNumbers/ThroughputRepo.js"
 import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
@@ -21,7 +21,8 @@ import {
   type Via
 } from "../Templates/Categories.js"
 import { type SendEndpoint } from "../Upstream/Upstream.js"
-import { type MessageChange, namedRecords, planChanges, statusRank, type StoredRecord } from "./ChangePlan.js"
+import { type MessageChange, namedRecords, planChanges, type StoredRecord } from "./ChangePlan.js"
+import { applyEarly, claimUnknownOutcomes, STEP_COLUMNS } from "./EarlyStatuses.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import {
   type ListFilter,
@@ -141,21 +142,6 @@ export const compactMessageCounts = (sql: SqlClient.SqlClient) =>
 const written = <I, A>(write: GroupWriter<I, A>, item: I) =>
   new Promise<Exit.Exit<A, SqlError>>((resolve) => write(item, resolve))
 
-/** Each step's time column, and the time an early status of the record's upstream id gives it. */
-const STEP_COLUMNS = [
-  { status: "sent", name: "sent_at", field: "sentAt" },
-  { status: "delivered", name: "delivered_at", field: "deliveredAt" },
-  { status: "read", name: "read_at", field: "readAt" },
-  { status: "failed", name: "failed_at", field: "failedAt" }
-] as const
-
-const earlyStepAt = (status: string) =>
-  `(SELECT x.status_at FROM message_status_backlog x WHERE x.instance_id = messages.instance_id AND x.wa_message_id = messages.wa_message_id AND x.status = '${status}')`
-
-/** A record's status as its rank (statusRank), in SQL. */
-const RANK_WHENS = messageStatuses.map((status) => `WHEN '${status}' THEN ${statusRank[status]}`).join(" ")
-const rankSql = (column: string) => `(CASE ${column} ${RANK_WHENS} END)`
-
 /** The row of a message the upstream told of (received, or sent elsewhere): its status as far as the hub knows it went. */
 const receivedRow = (message: ReceivedMessage, now: string) => {
   const outbound = message.direction === "outbound"
@@ -231,6 +217,8 @@ const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>
           error: e.error
         })))
       } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
+    // A queued send whose outcome was unknown reached Meta after all: its record takes the id.
+    yield* claimUnknownOutcomes(sql, plan.early)
     // The upstream id index covers only records that have one (migration 0004): the target says so.
     yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
       sql`INSERT INTO messages ${
@@ -244,24 +232,6 @@ const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>
     let next = 0
     return all.map((c) => (c._tag === "Status" || c._tag === "Received" ? plan.outcomes[next++] ?? false : true))
   })
-
-/**
- * Applies the highest-ranked early event of an accepted record, forward only: an event that
- * arrived between the acceptance and this statement has already moved the record itself.
- */
-const applyEarly = (sql: SqlClient.SqlClient, id: string, waMessageId: string) =>
-  sql`UPDATE messages SET status = b.status, status_at = b.status_at, error = COALESCE(b.error, messages.error), updated_at = ${nowIso()},
-        ${
-    sql.literal(
-      STEP_COLUMNS.map((column) => `${column.name} = COALESCE(messages.${column.name}, ${earlyStepAt(column.status)})`)
-        .join(", ")
-    )
-  }
-      FROM (SELECT status, status_rank, status_at, error FROM message_status_backlog
-            WHERE instance_id = (SELECT instance_id FROM messages WHERE id = ${id}) AND wa_message_id = ${waMessageId}
-            ORDER BY status_rank DESC LIMIT 1) AS b
-      WHERE messages.id = ${id}
-        AND ${sql.literal(rankSql("messages.status"))} < b.status_rank`
 
 /** Sends' records, many per statement (see WriteBatcher: the group writers). */
 const outboundWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"]) =>

@@ -14,7 +14,7 @@
  * services' plain entries (pacing, the cached target, the group writers, the Upstream's send); a send
  * under an Idempotency-Key (`sendOnce`, an effect: it reads and writes its key) runs that same code.
  */
-import { Cause, type Clock, Effect, Either, Exit, Option, Runtime, Schedule } from "effect"
+import { Cause, type Clock, Effect, Either, Exit, Option, Runtime, Schedule, type Tracer } from "effect"
 import { HubConfig } from "../Config.js"
 import {
   type Conflict,
@@ -30,6 +30,7 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
+import { annotate, endSpan, HubTracer, startSpan } from "../Tracing/Spans.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type SendEndpoint, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
@@ -55,7 +56,9 @@ interface MessageSenderShape {
   readonly send: (
     instance: InstanceRef,
     request: SendMessageRequest,
-    inRequest: RunInRequest
+    inRequest: RunInRequest,
+    /** The request's span when tracing (the edge's): the send's span is its child. */
+    parent?: Tracer.AnySpan
   ) => Promise<Either.Either<SendMessageResponse, SendError>>
   /**
    * A send under an Idempotency-Key: the first request with the key sends (as `send`) and keeps its
@@ -138,6 +141,8 @@ interface SendContext {
   readonly throughput: Throughput
   /** The clock pacing reads: the one the layer was built with (a test's TestClock in tests). */
   readonly clock: Clock.Clock
+  /** When tracing, each send is a span with its Graph call as a child (Tracing/Spans.ts). */
+  readonly tracer: Tracer.Tracer | undefined
 }
 
 /** Records the upstream's refusal (or a send of unknown outcome), retried; a failure to record is logged. */
@@ -230,13 +235,37 @@ const endpointOf = (
   return typeof chosen === "string" ? chosen : inRequest(chosen)
 }
 
+/** The send, as a span when tracing: its ids, the record's, the upstream's message id, the refusal's status. */
+const tracedDeliver = async (
+  context: SendContext,
+  instance: InstanceRef,
+  request: SendMessageRequest,
+  body: JsonObject,
+  inRequest: RunInRequest,
+  parent: Tracer.AnySpan | undefined
+): Promise<Either.Either<SendMessageResponse, SendError>> => {
+  if (context.tracer === undefined) return deliver(context, instance, request, body, inRequest, undefined)
+  const span = startSpan(context.tracer, "Messages.send", parent, "internal", {
+    "hub.instance_id": instance.id,
+    "hub.organization_id": instance.organizationId,
+    "hub.phone_number_id": instance.phoneNumberId,
+    "hub.message_type": request.type
+  })
+  const outcome = await deliver(context, instance, request, body, inRequest, span)
+  if (Either.isRight(outcome)) annotate(span, { "hub.wamid": outcome.right.messages[0]?.id })
+  else annotate(span, { "http.response.status_code": outcome.left.statusCode, "hub.error": outcome.left.error })
+  endSpan(span, Either.isLeft(outcome) ? outcome.left.message : undefined)
+  return outcome
+}
+
 /** The send itself: pacing, the record, the upstream call, the outcome recorded. */
 const deliver = async (
   context: SendContext,
   instance: InstanceRef,
   request: SendMessageRequest,
   body: JsonObject,
-  inRequest: RunInRequest
+  inRequest: RunInRequest,
+  span: Tracer.Span | undefined
 ): Promise<Either.Either<SendMessageResponse, SendError>> => {
   const { repo } = context
   // The number's level, read again when this replica last looked more than a few seconds ago (a database
@@ -265,7 +294,8 @@ const deliver = async (
     await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
     return Either.left(notRecorded)
   }
-  const sent = await context.upstream.sendMessage(target.right, body, endpoint)
+  span?.attribute("hub.message_id", record.value.id)
+  const sent = await context.upstream.sendMessage(target.right, body, endpoint, span)
   if (Either.isLeft(sent)) {
     await inRequest(recordFailure(repo, record.value.id, sent.left))
     return Either.left(toHubError(sent.left))
@@ -282,11 +312,12 @@ const gatedSend = (
   instance: InstanceRef,
   request: SendMessageRequest,
   body: JsonObject,
-  inRequest: RunInRequest
+  inRequest: RunInRequest,
+  parent: Tracer.AnySpan | undefined
 ) => {
   const refused = gate.overloaded(instance.organizationId)
   if (refused === undefined) {
-    return gate.run(instance.organizationId, () => deliver(context, instance, request, body, inRequest))
+    return gate.run(instance.organizationId, () => tracedDeliver(context, instance, request, body, inRequest, parent))
   }
   metrics.send("overloaded")
   return Promise.resolve(Either.left(refused))
@@ -295,17 +326,26 @@ const gatedSend = (
 /** `send` with the request's body (`send`) under an Idempotency-Key: see MessageSenderShape.sendOnce. */
 const sendOnce = (
   keys: IdempotencyKeys["Type"],
-  send: (body: JsonObject, inRequest: RunInRequest) => Promise<Either.Either<SendMessageResponse, SendError>>,
+  send: (
+    body: JsonObject,
+    inRequest: RunInRequest,
+    parent: Tracer.AnySpan | undefined
+  ) => Promise<Either.Either<SendMessageResponse, SendError>>,
   instance: InstanceRef,
   request: SendMessageRequest,
   idempotencyKey: string
 ): Effect.Effect<SendOutcome, SendError> => {
   const body = toUpstreamBody(request)
   const ref: KeyRef = { organizationId: instance.organizationId, instanceId: instance.id, key: idempotencyKey }
-  // The send's own effects run in this fiber's context: its runtime carries the request's log annotations.
+  // The send's own effects run in this fiber's context: its runtime carries the request's log annotations
+  // (and its span, when tracing, is the send's parent).
   const sent = Effect.flatMap(
-    Effect.runtime<never>(),
-    (runtime) => Effect.flatMap(Effect.promise(() => send(body, Runtime.runPromise(runtime))), (outcome) => outcome)
+    Effect.zip(Effect.runtime<never>(), Effect.option(Effect.currentSpan)),
+    ([runtime, parent]) =>
+      Effect.flatMap(
+        Effect.promise(() => send(body, Runtime.runPromise(runtime), Option.getOrUndefined(parent))),
+        (outcome) => outcome
+      )
   )
   return Effect.gen(function*() {
     const claim = yield* keys.begin({ ...ref, requestHash: requestHash(instance.id, body) })
@@ -329,7 +369,8 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
       access: yield* InstanceAccess,
       upstream: yield* Upstream,
       throughput: yield* Throughput,
-      clock: yield* Effect.clock
+      clock: yield* Effect.clock,
+      tracer: yield* HubTracer
     }
     const gate = makeInFlightGate(
       { total: sendMaxInFlight, perOrganization: sendMaxInFlightPerOrganization },
@@ -340,13 +381,13 @@ export class MessageSender extends Effect.Service<MessageSender>()("MessageSende
     yield* Effect.addFinalizer(() => gate.drained)
 
     const service: MessageSenderShape = {
-      send: (instance, request, inRequest) =>
-        gatedSend(context, gate, metrics, instance, request, toUpstreamBody(request), inRequest),
+      send: (instance, request, inRequest, parent) =>
+        gatedSend(context, gate, metrics, instance, request, toUpstreamBody(request), inRequest, parent),
       drained: gate.drained,
       sendOnce: (instance, request, idempotencyKey) =>
         sendOnce(
           keys,
-          (body, inRequest) => gatedSend(context, gate, metrics, instance, request, body, inRequest),
+          (body, inRequest, parent) => gatedSend(context, gate, metrics, instance, request, body, inRequest, parent),
           instance,
           request,
           idempotencyKey

@@ -126,7 +126,7 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
         }
         const again = chunk.again.length === 0 ? [] : yield* sql<{ readonly id: string }>`UPDATE deliveries
           SET status = 'failed', next_attempt_at = ${now}, final_attempt = attempts + 1, lease_owner = NULL,
-            lease_expires_at = NULL, replay_id = ${input.replayId}, updated_at = ${now}
+            lease_expires_at = NULL, replay_id = ${input.replayId}, updated_at = ${now}, contact_key = NULL
           WHERE ${sql.in("id", padded(chunk.again))} AND ${sql.in("status", FINISHED)} RETURNING id`
         const queued = chunk.fresh.length + again.length
         yield* sql`UPDATE webhook_replays SET events_queued = events_queued + ${queued},

@@ -12,7 +12,10 @@ const NumberQueue = Schema.Struct({
   oldest_wait_seconds: Schema.Number.annotations({
     description: "How long the oldest send whose time has come has waited (0 when none waits)"
   }),
-  send_rate: Schema.Number.annotations({ description: "The number's pace: its live level, under HUB_SEND_RATE" })
+  send_rate: Schema.Number.annotations({ description: "The number's pace: its live level, under HUB_SEND_RATE" }),
+  sends_per_second: Schema.Number.annotations({
+    description: "Queued sends the number made a second over the last 10 seconds, across every replica"
+  })
 }).annotations({ identifier: "NumberQueue" })
 
 export class SendQueueApi extends HttpApiGroup.make("sendQueue")

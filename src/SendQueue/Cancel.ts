@@ -1,13 +1,15 @@
 /**
- * DELETE /api/messages/{id}: a queued send taken off its number's queue before it goes; its record ends
- * `failed` with failureReason `cancelled`, and the outcome is told like every queued send's.
+ * Cancelling queued sends: DELETE /api/messages/{id} takes one off its number's queue before it goes, a
+ * cancelled broadcast all of its own that have not begun. Each record ends `failed` with failureReason
+ * `cancelled`, counted and told like every send the queue gives up (Outcomes.ts `giveUp`).
  */
 import { Effect } from "effect"
 import { Conflict, NotFound } from "../Domain/Errors.js"
 import type { Principal } from "../Domain/Principal.js"
 import type { MessageRow } from "../Messages/ListQueries.js"
 import { MessagesRepo } from "../Messages/Repo.js"
-import { refOf } from "./Outcomes.js"
+import { Metrics } from "../Metrics/Metrics.js"
+import { giveUp, type OutcomeContext, refOf } from "./Outcomes.js"
 import { QueueEvents } from "./QueueEvents.js"
 import { SendQueueRepo } from "./Repo.js"
 
@@ -16,18 +18,27 @@ const visibleTo = (principal: Principal, row: MessageRow) =>
   row.organization_id === principal.organizationId &&
   (principal.instance === undefined || principal.instance.id === row.instance_id)
 
+/** Given-up sends recorded at once, many in flight: the group writers make few transactions of them. */
+const GIVE_UP_CONCURRENCY = 256
+
 export class SendCancellation extends Effect.Service<SendCancellation>()("SendCancellation", {
   effect: Effect.gen(function*() {
-    const queue = yield* SendQueueRepo
-    const messages = yield* MessagesRepo
-    const queueEvents = yield* QueueEvents
+    const clock = yield* Effect.clock
+    const context: OutcomeContext = {
+      repo: yield* SendQueueRepo,
+      messages: yield* MessagesRepo,
+      queueEvents: yield* QueueEvents,
+      metrics: yield* Metrics,
+      now: () => clock.unsafeCurrentTimeMillis()
+    }
+
     const cancel = (principal: Principal, messageId: string) =>
       Effect.gen(function*() {
-        const row = yield* messages.findById(messageId)
+        const row = yield* context.messages.findById(messageId)
         if (row === undefined || !visibleTo(principal, row)) {
           return yield* new NotFound({ message: `Message ${messageId} not found`, error: "not_found" })
         }
-        const found = yield* Effect.orDie(queue.cancel(messageId))
+        const found = yield* Effect.orDie(context.repo.cancel(messageId))
         if (found._tag === "Sending") {
           return yield* new Conflict({
             message: `Message ${messageId} is being sent; it can no longer be cancelled`,
@@ -40,13 +51,22 @@ export class SendCancellation extends Effect.Service<SendCancellation>()("SendCa
             error: "not_queued"
           })
         }
-        yield* Effect.orDie(messages.markQueueFailed(messageId, "cancelled"))
-        yield* Effect.orDie(
-          queueEvents.told(refOf(found.row), { status: "failed", reason: "cancelled", error: undefined }, Effect.void)
-        )
-        return (yield* messages.findById(messageId)) ?? row
+        yield* giveUp(context, refOf(found.row), "cancelled", undefined)
+        return (yield* context.messages.findById(messageId)) ?? row
       })
-    return { cancel } as const
+
+    /** Of `messageIds`, those still waiting taken off the queue and given up; answers how many. */
+    const cancelAll = (messageIds: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const taken = yield* Effect.orDie(context.repo.cancelAll(messageIds))
+        yield* Effect.forEach(taken, (row) => giveUp(context, refOf(row), "cancelled", undefined), {
+          concurrency: GIVE_UP_CONCURRENCY,
+          discard: true
+        })
+        return taken.length
+      })
+
+    return { cancel, cancelAll } as const
   }),
   dependencies: [SendQueueRepo.Default, MessagesRepo.Default, QueueEvents.Default]
 }) {}

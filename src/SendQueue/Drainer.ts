@@ -206,6 +206,7 @@ const sweep = (d: Drainage, at: number) =>
       yield* giveUp(d, refOf(expired), "expired", error)
       yield* d.counted
     }
+    yield* d.repo.pruneSendSeconds(at)
   })
 
 /**
@@ -269,7 +270,14 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
     if (!isPostgres(yield* SqlClient.SqlClient)) {
       for (const lost of yield* Effect.orDie(d.repo.recoverLeases(Number.MAX_SAFE_INTEGER))) yield* settleLost(d, lost)
     }
-    yield* d.metrics.queueAtScrape(Effect.orDie(Effect.suspend(() => d.repo.readings(d.now()))))
+    // The gauges name the numbers with sends queued (a number that only sent lately has no queue to show).
+    yield* d.metrics.queueAtScrape(
+      Effect.orDie(
+        Effect.suspend(() =>
+          Effect.map(d.repo.readings(d.now()), (readings) => readings.filter((reading) => reading.depth > 0))
+        )
+      )
+    )
     const fiber = yield* Effect.forkScoped(drainForever(d))
     yield* Effect.addFinalizer(() => Fiber.interrupt(fiber))
     return {

@@ -106,6 +106,7 @@ const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answe
       { status: "sent", waMessageId },
       context.repo.finish({
         messageId: row.message_id,
+        madeAt: sentAt,
         pair: {
           phoneNumberId: row.phone_number_id,
           party: row.party,

@@ -4,7 +4,7 @@
  * epoch milliseconds of the replica's clock. The message records themselves are Messages/Repo.ts's.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Array as Arr, Effect, Schema } from "effect"
 import { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { isPostgres, skipLocked } from "../Sql/Dialect.js"
 import { countRows, decodeRows, SqlBigint } from "../Sql/RowSchemas.js"
@@ -147,16 +147,26 @@ const savePair = (sql: SqlClient.SqlClient, pair: PairTat | undefined) =>
       sql.insert({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })
     } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${pair.tat}`
 
-/** A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on. */
+/**
+ * A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on
+ * and is noted in its number's second (`queue_send_seconds`, the measured pace).
+ */
 const finish = (sql: SqlClient.SqlClient) =>
 (input: {
   readonly messageId: string
   readonly pair?: PairTat
+  /** When the send that went was made (epoch ms). */
+  readonly madeAt?: number
 }) =>
-  Effect.zipRight(
+  Effect.all([
     savePair(sql, input.pair),
+    input.pair === undefined || input.madeAt === undefined ?
+      Effect.void :
+      sql`INSERT INTO queue_send_seconds ${
+        sql.insert({ phone_number_id: input.pair.phoneNumberId, second: Math.floor(input.madeAt / 1000) })
+      }`,
     sql`DELETE FROM send_queue WHERE message_id = ${input.messageId}`
-  ).pipe(Effect.asVoid)
+  ], { discard: true })
 
 /** A send to try again at `dueAt` (and, for the pair rate, its pair held back until then). */
 const retryLater = (sql: SqlClient.SqlClient) =>
@@ -214,6 +224,20 @@ const cancel = (sql: SqlClient.SqlClient) => (messageId: string): Effect.Effect<
     return { _tag: "Cancelled", row } as const
   }))
 
+/**
+ * Of `messageIds`, the sends not yet begun taken off the queue and answered (a broadcast cancelled):
+ * one statement per thousand, under the engines' limits on parameters.
+ */
+const cancelAll = (sql: SqlClient.SqlClient) => (messageIds: ReadonlyArray<string>) =>
+  Effect.map(
+    Effect.forEach(Arr.chunksOf(messageIds, 1000), (chunk) =>
+      decodeTaken(
+        sql`DELETE FROM send_queue WHERE ${sql.in("message_id", chunk)} AND state IN ('queued', 'leased')
+          RETURNING ${sql.literal(TAKEN_COLUMNS)}`
+      )),
+    (chunks) => chunks.flat()
+  )
+
 /** How many sends wait for one number. */
 const depthOf = (sql: SqlClient.SqlClient) => (phoneNumberId: string) =>
   Effect.map(
@@ -221,20 +245,58 @@ const depthOf = (sql: SqlClient.SqlClient) => (phoneNumberId: string) =>
     (rows) => rows[0]?.n ?? 0
   )
 
-/** Each number's depth and how long its oldest send whose time has come has waited (the metrics' scrape). */
+/** The seconds of sends the measured pace is taken over. */
+const PACE_WINDOW_SECONDS = 10
+
+/**
+ * Each number's depth, how long its oldest send whose time has come has waited, and its sends a second
+ * over the last PACE_WINDOW_SECONDS seconds, this one included (the metrics' scrape, GET /api/send-queues).
+ */
 const readings = (sql: SqlClient.SqlClient) => (now: number) =>
-  Effect.map(
-    decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint, oldest: Schema.NullOr(SqlBigint) }))(
+  Effect.gen(function*() {
+    const queued = yield* decodeRows(
+      Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint, oldest: Schema.NullOr(SqlBigint) })
+    )(
       sql`SELECT phone_number_id, COUNT(*) AS n, MIN(CASE WHEN send_at <= ${now} THEN send_at END) AS oldest
         FROM send_queue GROUP BY phone_number_id`
-    ),
-    (rows) =>
-      rows.map((row) => ({
+    )
+    const second = Math.floor(now / 1000)
+    const made = yield* decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))(
+      sql`SELECT phone_number_id, COUNT(*) AS n FROM queue_send_seconds
+        WHERE second > ${second - PACE_WINDOW_SECONDS} GROUP BY phone_number_id`
+    )
+    const byNumber = new Map<string, QueueReading>()
+    for (const row of queued) {
+      byNumber.set(row.phone_number_id, {
         phoneNumberId: row.phone_number_id,
         depth: row.n,
-        oldestWaitSeconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000)
-      }))
-  )
+        oldestWaitSeconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000),
+        sendsPerSecond: 0
+      })
+    }
+    for (const row of made) {
+      const known = byNumber.get(row.phone_number_id)
+      byNumber.set(row.phone_number_id, {
+        phoneNumberId: row.phone_number_id,
+        depth: known?.depth ?? 0,
+        oldestWaitSeconds: known?.oldestWaitSeconds ?? 0,
+        sendsPerSecond: row.n / PACE_WINDOW_SECONDS
+      })
+    }
+    return [...byNumber.values()]
+  })
+
+/** A number's queue as read now. */
+interface QueueReading {
+  readonly phoneNumberId: string
+  readonly depth: number
+  readonly oldestWaitSeconds: number
+  readonly sendsPerSecond: number
+}
+
+/** Counts of seconds older than a minute: the measured pace reads only the last PACE_WINDOW_SECONDS. */
+const pruneSendSeconds = (sql: SqlClient.SqlClient) => (now: number) =>
+  Effect.asVoid(sql`DELETE FROM queue_send_seconds WHERE second < ${Math.floor(now / 1000) - 60}`)
 
 /** The numbers with sends that may be due now. */
 const dueNumbers = (sql: SqlClient.SqlClient) => (now: number) =>
@@ -263,8 +325,10 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       recoverLeases: recoverLeases(sql),
       takeExpired: takeExpired(sql),
       cancel: cancel(sql),
+      cancelAll: cancelAll(sql),
       depthOf: depthOf(sql),
       readings: readings(sql),
+      pruneSendSeconds: pruneSendSeconds(sql),
       dueNumbers: dueNumbers(sql),
       nextDueAt: nextDueAt(sql)
     } as const

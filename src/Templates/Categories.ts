@@ -32,11 +32,11 @@ export interface TemplateCategoryChange {
 }
 
 /** Meta writes a language `en_US` in sends and sometimes `en-US` in webhooks: one key for both. */
-const languageKey = (language: string) => language.replace("-", "_")
+export const languageKey = (language: string) => language.replace("-", "_")
 
 const text = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 
-export const templateCategory = (input: {
+const templateCategory = (input: {
   readonly wabaId: string
   readonly name: unknown
   readonly language: unknown
@@ -49,6 +49,18 @@ export const templateCategory = (input: {
   return name === undefined || language === undefined || category === undefined
     ? undefined
     : { wabaId: input.wabaId, name, language: languageKey(language), category: category.toUpperCase(), at: input.at }
+}
+
+/** The categories of templates the Graph named, as now. */
+export const learned = (
+  wabaId: string,
+  templates: ReadonlyArray<{ readonly name?: unknown; readonly language?: unknown; readonly category?: unknown }>
+) => {
+  const at = new Date().toISOString()
+  return templates.flatMap((t) => {
+    const category = templateCategory({ wabaId, name: t.name, language: t.language, category: t.category, at })
+    return category === undefined ? [] : [category]
+  })
 }
 
 /** The category a template change of the business account `wabaId` settles, if any. */

@@ -9,7 +9,7 @@ import { decodeAnswer, toHubErrorOrNotFound } from "../Upstream/Answers.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { Upstream } from "../Upstream/Upstream.js"
 import { Template } from "./Api.js"
-import { TemplateCategories, templateCategory } from "./Categories.js"
+import { learned, TemplateCategories } from "./Categories.js"
 
 const Created = PassThrough({
   id: Schema.String,
@@ -17,18 +17,6 @@ const Created = PassThrough({
   category: Schema.optional(Schema.String)
 })
 const Names = GraphList(PassThrough({ id: Schema.String }))
-
-/** The categories of templates the Graph named, as now. */
-const learned = (
-  wabaId: string,
-  templates: ReadonlyArray<{ readonly name?: unknown; readonly language?: unknown; readonly category?: unknown }>
-) => {
-  const at = new Date().toISOString()
-  return templates.flatMap((t) => {
-    const category = templateCategory({ wabaId, name: t.name, language: t.language, category: t.category, at })
-    return category === undefined ? [] : [category]
-  })
-}
 
 export const TemplatesHttpLive = HttpApiBuilder.group(HubApi, "templates", (handlers) =>
   Effect.gen(function*() {

@@ -14,6 +14,7 @@ import { Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { makeKeepAlivePool } from "../Net/Pool.js"
+import { HubTracer } from "../Tracing/Spans.js"
 import { type CallSettings, filePart, getCall, postActionCall, postFormCall, postJsonCall } from "./GraphCall.js"
 import { type GraphClient, json, makeGraphClient } from "./GraphExchange.js"
 import { downloadMedia, getMedia, uploadMedia } from "./GraphMedia.js"
@@ -118,7 +119,8 @@ const makeGraphUpstream = Effect.gen(function*() {
       graphUrl: config.graphUrl,
       timeout: config.graphTimeout,
       pool,
-      recorder: metrics.graphCall("sendMessage")
+      recorder: metrics.graphCall("sendMessage"),
+      tracer: yield* HubTracer
     }),
     ...graphCalls(settings, client)
   })

@@ -44,6 +44,8 @@ const WHAT: Readonly<Record<GraphCall, string>> = {
 }
 
 export interface Call {
+  /** Which call it is: its span's name (`Graph.<name>`). */
+  readonly name: GraphCall
   readonly request: HttpClientRequest.HttpClientRequest
   readonly what: string
   /** Where the call's outcome and duration are recorded. */
@@ -88,6 +90,7 @@ export const getCall = (
     target,
     HttpClientRequest.get(graphUrlOf(settings, path)).pipe(withQuery(query), HttpClientRequest.acceptJson)
   ),
+  name: call,
   what: WHAT[call],
   recorder: settings.metrics.graphCall(call),
   retry: true,
@@ -111,6 +114,7 @@ export const postJsonCall = (
       HttpClientRequest.acceptJson
     )
   ),
+  name: call,
   what: WHAT[call],
   recorder: settings.metrics.graphCall(call),
   retry: false,
@@ -126,6 +130,7 @@ export const postActionCall = (
   path: ReadonlyArray<string>
 ): Call => ({
   request: authorized(target, HttpClientRequest.post(graphUrlOf(settings, path)).pipe(HttpClientRequest.acceptJson)),
+  name: call,
   what: WHAT[call],
   recorder: settings.metrics.graphCall(call),
   retry: false,
@@ -148,6 +153,7 @@ export const postFormCall = (
       HttpClientRequest.acceptJson
     )
   ),
+  name: call,
   what: WHAT[call],
   recorder: settings.metrics.graphCall(call),
   retry: false,
@@ -158,6 +164,7 @@ export const postFormCall = (
 /** A media download from the URL the Graph answered: a read, within the upload timeout, outside the cap. */
 export const mediaDownloadCall = (settings: CallSettings, target: UpstreamTarget, mediaUrl: string): Call => ({
   request: authorized(target, HttpClientRequest.get(mediaUrl)),
+  name: "downloadMedia",
   what: WHAT.downloadMedia,
   recorder: settings.metrics.graphCall("downloadMedia"),
   retry: true,

@@ -190,7 +190,10 @@ export const attempts = <A>(client: GraphClient, call: Call, once: Effect.Effect
     ? Effect.withClock(Effect.retry(once, { schedule: client.retrySchedule, while: isTransient }), client.wallClock)
     : once
 
-/** The call's outcome and duration recorded, its retries included (an interrupted call is not). */
+/**
+ * The call's outcome and duration recorded, its retries included (an interrupted call is not); a
+ * span when tracing, named by the call, with its method and path (never its token, query or body).
+ */
 export const observed = <A>(call: Call, made: Effect.Effect<A, UpstreamError>): Effect.Effect<A, UpstreamError> =>
   Effect.suspend(() => {
     const started = performance.now()
@@ -199,7 +202,10 @@ export const observed = <A>(call: Call, made: Effect.Effect<A, UpstreamError>): 
       onSuccess: () => Effect.sync(() => call.recorder.observe("ok", seconds())),
       onFailure: (e) => Effect.sync(() => call.recorder.observe(graphOutcomeOf(e), seconds()))
     })
-  })
+  }).pipe(Effect.withSpan(`Graph.${call.name}`, {
+    kind: "client",
+    attributes: { "http.request.method": call.request.method, "url.path": URL.parse(call.request.url)?.pathname }
+  }))
 
 const unobservedJson = (client: GraphClient, call: Call): Effect.Effect<JsonObject, UpstreamError> =>
   attempts(

@@ -7,7 +7,7 @@
  * parks at most 64 idle sockets, so under load most sends would open a TLS connection), or fetch
  * when a proxy is configured, since fetch honours it; and the same reading of the answer (GraphAnswer.ts).
  */
-import { Duration, Either, Redacted, Schema } from "effect"
+import { Duration, Either, Redacted, Schema, type Tracer } from "effect"
 import { parseJsonObject } from "../Domain/Json.js"
 import type { JsonObject } from "../Domain/Json.js"
 import { type GraphRecorder, noMetrics } from "../Metrics/Metrics.js"
@@ -16,6 +16,7 @@ import { Deadline } from "../Net/Deadline.js"
 import { type KeepAlivePool } from "../Net/Pool.js"
 import { checkHeaders, HeaderRefused, requestBytes } from "../Net/RequestHead.js"
 import type { BodyKept } from "../Net/ResponseReader.js"
+import { annotate, endSpan, startSpan } from "../Tracing/Spans.js"
 import { decodeGraphError, GRAPH_ANSWER_LIMIT, graphOutcomeOf, malformed, USER_AGENT } from "./GraphAnswer.js"
 import type { SendEndpoint, SendMessageResponse, UpstreamTarget } from "./Upstream.js"
 import { noAnswer, type UpstreamError } from "./UpstreamError.js"
@@ -168,8 +169,32 @@ const outcomeOf = (answered: Answered | UpstreamError): Either.Either<SendMessag
 export type GraphSend = (
   target: UpstreamTarget,
   body: JsonObject,
-  endpoint?: SendEndpoint
+  endpoint?: SendEndpoint,
+  parent?: Tracer.AnySpan
 ) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
+
+/** The Graph call's span (when tracing): where it went and what came back, never the token or the body. */
+const callSpan = (tracer: Tracer.Tracer, url: URL, target: UpstreamTarget, parent: Tracer.AnySpan | undefined) =>
+  startSpan(tracer, "Graph.sendMessage", parent, "client", {
+    "http.request.method": "POST",
+    "server.address": url.hostname,
+    "url.path": url.pathname,
+    "hub.phone_number_id": target.phoneNumberId
+  })
+
+const endCallSpan = (
+  span: Tracer.Span,
+  answered: Answered | UpstreamError,
+  outcome: Either.Either<SendMessageResponse, UpstreamError>
+) => {
+  annotate(span, {
+    "http.response.status_code": answered._tag === "Answered" ? answered.status : undefined,
+    "hub.wamid": Either.isRight(outcome) ? outcome.right.messages[0]?.id : undefined,
+    "hub.graph_error_code": Either.isLeft(outcome) ? outcome.left.code : undefined,
+    "hub.fbtrace_id": Either.isLeft(outcome) ? outcome.left.fbtraceId : undefined
+  })
+  endSpan(span, Either.isLeft(outcome) ? outcome.left.message : undefined)
+}
 
 export const makeGraphSend = (options: {
   readonly graphUrl: string
@@ -178,7 +203,10 @@ export const makeGraphSend = (options: {
   readonly pool: KeepAlivePool | undefined
   /** Where each send's outcome and duration are recorded (nowhere if not given). */
   readonly recorder?: GraphRecorder
+  /** When tracing, each call is a span (Tracing/Spans.ts). */
+  readonly tracer?: Tracer.Tracer | undefined
 }): GraphSend => {
+  const tracer = options.tracer
   const recorder = options.recorder ?? noMetrics.graphCall("sendMessage")
   const route: SendRoute = {
     pool: options.pool,
@@ -188,7 +216,7 @@ export const makeGraphSend = (options: {
       noAnswer("timeout", `The upstream did not answer the send within ${Duration.format(options.timeout)}`)
   }
 
-  return async (target, message, endpoint = "messages") => {
+  return async (target, message, endpoint = "messages", parent) => {
     const url = new URL(`${options.graphUrl}/${encodeURIComponent(target.phoneNumberId)}/${endpoint}`)
     const headers = {
       authorization: `Bearer ${Redacted.value(target.accessToken)}`,
@@ -197,7 +225,10 @@ export const makeGraphSend = (options: {
       accept: "application/json"
     }
     const startedAt = performance.now()
-    const outcome = outcomeOf(await exchange(route, url, headers, JSON.stringify(message)))
+    const span = tracer === undefined ? undefined : callSpan(tracer, url, target, parent)
+    const answered = await exchange(route, url, headers, JSON.stringify(message))
+    const outcome = outcomeOf(answered)
+    if (span !== undefined) endCallSpan(span, answered, outcome)
     recorder.observe(
       Either.isRight(outcome) ? "ok" : graphOutcomeOf(outcome.left),
       (performance.now() - startedAt) / 1000

@@ -4,7 +4,7 @@
  * Bodies the spec passes through are typed as JSON objects; the hub validates its own inputs
  * before calling and does not re-validate what the upstream answers beyond what it reads.
  */
-import { Context, type Effect, type Either, type Redacted, type Stream } from "effect"
+import { Context, type Effect, type Either, type Redacted, type Stream, type Tracer } from "effect"
 import type { JsonObject } from "../Domain/Json.js"
 import type { UpstreamError } from "./UpstreamError.js"
 
@@ -62,7 +62,9 @@ export class Upstream extends Context.Tag("Upstream")<Upstream, {
   readonly sendMessage: (
     target: UpstreamTarget,
     body: JsonObject,
-    endpoint?: SendEndpoint
+    endpoint?: SendEndpoint,
+    /** The send's span when tracing: the Graph call's span is its child. */
+    parent?: Tracer.AnySpan
   ) => Promise<Either.Either<SendMessageResponse, UpstreamError>>
   /** POST /{phone-number-id}/media (multipart: file, type, messaging_product). */
   readonly uploadMedia: (

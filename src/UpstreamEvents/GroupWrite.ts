@@ -8,10 +8,11 @@ import { Effect } from "effect"
 import type { Enqueue } from "../Delivery/Enqueue.js"
 import type { DispatcherIntake } from "../Delivery/Handoff.js"
 import type { OutboxRepo } from "../Delivery/Outbox.js"
-import type { EventRecord, LeasedDelivery, RouteRow } from "../Delivery/Records.js"
+import type { EventRecord, LeasedDelivery, PersonPart, RouteRow } from "../Delivery/Records.js"
 import { newId, nowIso } from "../Domain/Ids.js"
 import type { CommittedEvent } from "../LiveEvents/LiveEvents.js"
 import type { MessagesRepo } from "../Messages/Repo.js"
+import { splitByContact } from "./Contacts.js"
 import { dedupeKey, type Envelope, envelopeFor, isReplayBefore, type UpstreamChange } from "./Envelope.js"
 import { recordChangesOrNone } from "./RecordChanges.js"
 
@@ -52,7 +53,7 @@ const routePayload = (
  * One event per instance: the envelope of its new changes, in the order received, and those changes
  * for webhooks that take only some kinds (the envelope of a subset is built only if one does).
  */
-const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
+const eventsOf = (object: string, accepted: ReadonlyArray<Routed>, traceparent: string | undefined) => {
   const byEvent = new Map<
     string,
     { readonly instanceId: string; readonly changes: Array<Routed>; readonly upstream: Array<UpstreamChange> }
@@ -69,11 +70,22 @@ const eventsOf = (object: string, accepted: ReadonlyArray<Routed>) => {
     body: envelopeFor(object, event.upstream),
     changeCount: event.changes.length,
     changes: event.changes,
+    traceparent,
     filterable: {
       changes: event.upstream,
-      bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? []))
+      bodyOf: (indices) => envelopeFor(object, indices.flatMap((i) => event.upstream[i] ?? [])),
+      byPerson: (indices) =>
+        personParts(object, indices === undefined ? event.upstream : indices.flatMap((i) => event.upstream[i] ?? []))
     }
   }))
+}
+
+/** Changes by the person they concern (Contacts.ts), each part with its own envelope unless it is the only one. */
+const personParts = (object: string, changes: ReadonlyArray<UpstreamChange>): ReadonlyArray<PersonPart> => {
+  const parts = splitByContact(changes)
+  return parts.length === 1
+    ? [{ person: parts[0]?.person ?? null, body: undefined }]
+    : parts.map((part) => ({ person: part.person, body: envelopeFor(object, part.changes) }))
 }
 
 /** What a group's write needs: the stores it writes to, and the dedupe horizon. */
@@ -115,7 +127,7 @@ const keptAside = (change: UpstreamChange, reason?: "stale") => ({
  */
 export const writeGroup = (
   stores: GroupStores,
-  group: ReadonlyArray<{ readonly envelope: Envelope }>,
+  group: ReadonlyArray<{ readonly envelope: Envelope; readonly traceparent: string | undefined }>,
   intake: DispatcherIntake | undefined,
   handedOver: Array<LeasedDelivery>,
   committed: Array<CommittedEvent>
@@ -135,7 +147,11 @@ export const writeGroup = (
       ? new Map<string, string>()
       : yield* outbox.acceptChanges(routed.map((r) => ({ dedupeKey: r.key, eventId: r.eventId })), now)
     const eventsPerPayload = plans.map((p, i) =>
-      eventsOf(group[i]?.envelope.object ?? "", p.routed.filter((r) => firstNamed.get(r.key) === r.eventId))
+      eventsOf(
+        group[i]?.envelope.object ?? "",
+        p.routed.filter((r) => firstNamed.get(r.key) === r.eventId),
+        group[i]?.traceparent
+      )
     )
     const events = eventsPerPayload.flat()
     committed.push(...events)
@@ -178,7 +194,8 @@ export const writeGroup = (
         unrouted: p.unrouted.length,
         deliveries: payloadEvents.reduce((n, e) => n + (queued.get(e.id) ?? 0), 0),
         stale: replays[i] === true ? group[i]?.envelope.changes.length ?? 0 : 0,
-        unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))]
+        unroutedNumbers: [...new Set(p.unrouted.map((c) => c.phoneNumberId ?? `waba ${c.entryId ?? "?"}`))],
+        events: payloadEvents
       }
     })
   })

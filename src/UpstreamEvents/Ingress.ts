@@ -19,7 +19,7 @@ import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
 import { type DispatcherIntake, Handoff } from "../Delivery/Handoff.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
-import type { LeasedDelivery } from "../Delivery/Records.js"
+import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
 import { BadRequest, ServiceUnavailable } from "../Domain/Errors.js"
 import type { Json } from "../Domain/Json.js"
 import { type CommittedEvent, LiveEvents } from "../LiveEvents/LiveEvents.js"
@@ -45,6 +45,8 @@ export interface IngestResult {
 /** What a submitted payload is answered: its summary, and the numbers of its changes no instance is bound to. */
 export interface IngestAnswer extends IngestResult {
   readonly unroutedNumbers: ReadonlyArray<string>
+  /** The events it stored (their ids and instances name them in its trace). */
+  readonly events: ReadonlyArray<EventRecord>
 }
 
 /** The summary the upstream is answered (the unrouted numbers go to the log only). */
@@ -66,8 +68,11 @@ interface IngressShape {
    * With `submit`, what `ingest` does, for a caller without a fiber (the fast lane).
    */
   readonly check: (payload: Json) => Either.Either<Envelope, BadRequest>
-  /** Queues a checked envelope for the next group; `done` is called once that group has committed (or failed). */
-  readonly submit: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => void
+  /**
+   * Queues a checked envelope for the next group; `done` is called once that group has committed (or
+   * failed). Its events keep `traceparent`, the span their deliveries are traced under (when tracing).
+   */
+  readonly submit: (envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void, traceparent?: string) => void
   /**
    * The 503 to answer an upstream post with while HUB_INGRESS_MAX_PENDING posts already wait for
    * their commit; undefined when there is room. Checked by the public endpoint before `submit`, in
@@ -90,6 +95,7 @@ const MAX_GROUP = 256
 /** A validated payload waiting for its group's commit. */
 interface Queued {
   readonly envelope: Envelope
+  readonly traceparent: string | undefined
   readonly done: (outcome: Exit.Exit<IngestAnswer>) => void
 }
 
@@ -227,12 +233,18 @@ const answerGroup = (queue: GroupQueue, run: GroupRun, exit: Exit.Exit<ReadonlyA
   })
 
 /** Queues a checked envelope for the next group (Ingress's `submit`). */
-const submit = (queue: GroupQueue, envelope: Envelope, done: (outcome: Exit.Exit<IngestAnswer>) => void) => {
+const submit = (
+  queue: GroupQueue,
+  envelope: Envelope,
+  done: (outcome: Exit.Exit<IngestAnswer>) => void,
+  traceparent?: string
+) => {
   if (queue.closed) return done(Exit.interrupt(FiberId.none))
   // A caller answered twice (its group failed, then was interrupted) hears only the first.
   let answered = false
   queue.waiting.push({
     envelope,
+    traceparent,
     done: (outcome) => {
       if (answered) return
       answered = true
@@ -292,7 +304,7 @@ export class Ingress extends Effect.Service<Ingress>()("Ingress", {
       )
     const service: IngressShape = {
       check,
-      submit: (envelope, done) => submit(queue, envelope, done),
+      submit: (envelope, done, traceparent) => submit(queue, envelope, done, traceparent),
       overloaded: () => overloaded(queue),
       warnUnrouted,
       holdUnverified: makeUnverifiedBudget(config.ingressUnverifiedMaxBytes),

@@ -91,11 +91,13 @@ const messagesValueChanges = (
     const status = s.status
     if (typeof id !== "string" || typeof status !== "string" || !STATES.has(status)) return []
     const errors = s.errors
+    const recipients = [text(s.recipient_id), text(s.recipient_user_id)].filter((r) => r !== undefined)
     return [{
       instanceId: target.instanceId,
       waMessageId: id,
       status: stateOf(status),
       at: isoFromUnix(s.timestamp, receivedAt),
+      recipients,
       ...(Array.isArray(errors) && errors[0] !== undefined ? { error: errors[0] } : {})
     }]
   })

@@ -20,6 +20,7 @@ import {
   DeliverySearchQuery,
   DeliveryStatus,
   ListWebhooksQuery,
+  Ordering,
   RecoverRequest,
   TestHeaders,
   UpdateWebhook,
@@ -41,6 +42,7 @@ export const WebhookRecord = Schema.Struct({
   headers: Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
     description: "Its custom headers; values of headers named like secrets are shown as \"[redacted]\""
   }),
+  ordering: Ordering,
   disabled_reason: Schema.NullOr(Schema.Literal(...disabledReasons)).annotations({
     description:
       "Why it is inactive: gone_410 (a receiver answered 410), failing_too_long (no success for HUB_WEBHOOK_DISABLE_AFTER), manual (PATCH active: false); null while active"
@@ -59,6 +61,9 @@ export const WebhookRecord = Schema.Struct({
   queued: Schema.Struct({
     pending: Count.annotations({ description: "Deliveries waiting for an attempt" }),
     failed: Count.annotations({ description: "Deliveries waiting for a retry" }),
+    held: Count.annotations({
+      description: "Deliveries held behind an earlier one about the same person (ordering per_contact)"
+    }),
     capped: Schema.optional(Schema.Boolean).annotations({ description: "True when a count stopped at 1,000" })
   }).annotations({ description: "Its deliveries queued now" }),
   created_at: IsoTimestamp,
@@ -95,7 +100,8 @@ export const Delivery = Schema.Struct({
   }),
   attempts: Schema.Number,
   next_attempt_at: Schema.NullOr(IsoTimestamp).annotations({
-    description: "When it is due; a pending delivery is due from its creation"
+    description:
+      "When it is due; a pending delivery is due from its creation, unless held behind an earlier one about the same person (ordering per_contact): then null"
   }),
   last_status_code: Schema.NullOr(Schema.Number),
   last_error: Schema.NullOr(Schema.String),

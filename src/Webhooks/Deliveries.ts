@@ -41,17 +41,21 @@ export interface DeliveryHealth {
   /** Rows queued now, each counted up to a cap. */
   readonly pending: number
   readonly retrying: number
+  /** Held behind an earlier delivery about the same person (per-person order). */
+  readonly held: number
   readonly queuedCapped: boolean
 }
 
 /**
  * Queues rows again (replay, recover): pending, so due from their creation (the list of pending
  * rows relies on it). A retry waiting for its time goes on with its schedule; a finished
- * delivery gets one more attempt, with the same webhook-id.
+ * delivery gets one more attempt, with the same webhook-id, outside its person's lane (its place
+ * there is long taken: it is sent again at once, held by nothing and holding nothing).
  */
 const requeue = (sql: SqlClient.SqlClient, where: Statement.Fragment, now: string) =>
   sql<{ readonly id: string }>`UPDATE deliveries SET status = 'pending', next_attempt_at = created_at,
       final_attempt = CASE WHEN status = 'failed' THEN final_attempt ELSE attempts + 1 END,
+      contact_key = CASE WHEN status = 'failed' THEN contact_key ELSE NULL END,
       lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
     WHERE ${where} RETURNING id`.pipe(
     // Queued again: on PostgreSQL every replica's dispatcher is told.
@@ -65,12 +69,14 @@ const healthRows = decodeRows(Schema.Struct({
   dead: SqlCount,
   last_success_at: Schema.NullOr(Schema.String),
   pending: SqlCount,
-  retrying: SqlCount
+  retrying: SqlCount,
+  held: SqlCount
 }))
 
 /**
  * Each webhook's deliveries by outcome in the hourly buckets from `sinceHour` on (counted by the
- * dispatcher's rounds), its last success, and its queued rows (each status counted up to QUEUED_CAP).
+ * dispatcher's rounds), its last success, and its queued rows (each status, and those held behind
+ * their person's lane through deliveries_lane, counted up to QUEUED_CAP).
  */
 const healthOf = (
   sql: SqlClient.SqlClient,
@@ -92,10 +98,14 @@ const healthOf = (
         sql`SELECT ${outcome("succeeded")} AS succeeded, ${outcome("failed")} AS failed, ${outcome("dead")} AS dead,
           (SELECT last_at FROM webhook_delivery_hours WHERE webhook_id = ${webhookId} AND outcome = 'succeeded'
             ORDER BY hour DESC LIMIT 1) AS last_success_at,
-          ${queued("pending")} AS pending, ${queued("failed")} AS retrying`
+          ${queued("pending")} AS pending, ${queued("failed")} AS retrying,
+          (SELECT COUNT(*) FROM (SELECT 1 AS one FROM deliveries
+            WHERE webhook_id = ${webhookId} AND contact_key IS NOT NULL AND status IN ('pending', 'failed')
+              AND status = 'pending' AND next_attempt_at IS NULL LIMIT ${QUEUED_CAP + 1}) AS held) AS held`
       )
       const pending = row?.pending ?? 0
       const retrying = row?.retrying ?? 0
+      const held = row?.held ?? 0
       health.set(webhookId, {
         succeeded: row?.succeeded ?? 0,
         failed: row?.failed ?? 0,
@@ -103,7 +113,8 @@ const healthOf = (
         lastSuccessAt: row?.last_success_at ?? null,
         pending: Math.min(pending, QUEUED_CAP),
         retrying: Math.min(retrying, QUEUED_CAP),
-        queuedCapped: pending > QUEUED_CAP || retrying > QUEUED_CAP
+        held: Math.min(held, QUEUED_CAP),
+        queuedCapped: pending > QUEUED_CAP || retrying > QUEUED_CAP || held > QUEUED_CAP
       })
     }
     return health

@@ -155,6 +155,7 @@ const createWebhook = (payload: typeof CreateWebhook.Type) =>
       secret,
       events: payload.events,
       headers: payload.headers,
+      ordering: payload.ordering,
       perInstance: config.webhooksPerInstance
     }).pipe(Effect.catchTag("WebhookLimitReached", ({ limit }) => Effect.fail(limitReached(instance.id, limit))))
     return { ...webhookRecord(row, NO_DELIVERIES), secret }

@@ -18,6 +18,7 @@ export const NO_DELIVERIES: DeliveryHealth = {
   lastSuccessAt: null,
   pending: 0,
   retrying: 0,
+  held: 0,
   queuedCapped: false
 }
 
@@ -33,11 +34,17 @@ export const webhookRecord = (row: WebhookRow, health: DeliveryHealth) => ({
   active: row.active,
   events: row.events ?? [ALL_KINDS],
   headers: shownHeaders(row.headers),
+  ordering: row.ordering,
   disabled_reason: row.disabled_reason,
   failing_since: row.failing_since,
   last_success_at: health.lastSuccessAt,
   deliveries_24h: { succeeded: health.succeeded, failed: health.failed, dead: health.dead },
-  queued: { pending: health.pending, failed: health.retrying, ...(health.queuedCapped ? { capped: true } : {}) },
+  queued: {
+    pending: health.pending,
+    failed: health.retrying,
+    held: health.held,
+    ...(health.queuedCapped ? { capped: true } : {})
+  },
   created_at: row.created_at,
   updated_at: row.updated_at
 })

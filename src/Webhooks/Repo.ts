@@ -2,7 +2,8 @@
  * SQL for webhooks (this folder owns the table). Secrets are stored encrypted (the hub must sign with
  * them, so a hash would not do), and so are the values of custom headers named like secrets. A
  * webhook that stops being active (PATCH, DELETE, a 410, days of failures) goes through `deactivate`,
- * which cancels its queued deliveries in the same transaction. An instance has at most a configured number of webhooks, counted in the creating
+ * which cancels its queued deliveries in the same transaction; one whose per-person order is turned
+ * off lets its held deliveries go in the same way (releaseLanes). An instance has at most a configured number of webhooks, counted in the creating
  * transaction (which holds the write lock, or on PostgreSQL the instance's row), so two creations
  * at once cannot both pass.
  */
@@ -11,7 +12,16 @@ import { Data, Effect, Option, Schema } from "effect"
 import type { SigningColumns } from "../Delivery/Credentials.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { type DisabledReason, disabledReasons, type WebhookKind, webhookKinds } from "../Domain/Vocabulary.js"
+import {
+  type DisabledReason,
+  disabledReasons,
+  type WebhookKind,
+  webhookKinds,
+  type WebhookOrdering,
+  webhookOrderings
+} from "../Domain/Vocabulary.js"
+import { skipLocked } from "../Sql/Dialect.js"
+import { announce, channels } from "../Sql/Notify.js"
 import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"
 import { SecretCipher, type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { isSecretHeader, REDACTED, sentHeaders, splitHeaders } from "./CustomHeaders.js"
@@ -33,6 +43,7 @@ export interface WebhookRow {
   readonly events: ReadonlyArray<string> | undefined
   /** Its custom headers as stored: every name, secret ones with a null value (JSON), or null. */
   readonly headers: string | null
+  readonly ordering: WebhookOrdering
   readonly created_at: string
   readonly updated_at: string
 }
@@ -50,6 +61,7 @@ const StoredWebhook = Schema.Struct({
   failing_since: Schema.NullOr(Schema.String),
   events: Schema.NullOr(Schema.String),
   headers: Schema.NullOr(Schema.String),
+  ordering: Schema.Literal(...webhookOrderings),
   created_at: Schema.String,
   updated_at: Schema.String
 })
@@ -70,6 +82,8 @@ interface WebhookPatch {
   readonly events?: ReadonlyArray<string> | undefined
   /** Replaces every custom header; absent keeps them. */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Turned to `none`, every held delivery goes at once (releaseLanes). */
+  readonly ordering?: WebhookOrdering | undefined
 }
 
 /** The instance already has as many webhooks as it may. */
@@ -99,6 +113,7 @@ interface WebhooksRepoShape {
     readonly secret: string
     readonly events?: ReadonlyArray<string> | undefined
     readonly headers?: Readonly<Record<string, string>> | undefined
+    readonly ordering?: WebhookOrdering | undefined
     /** Most webhooks the instance may have, this one included; none when undefined. */
     readonly perInstance?: number | undefined
   }) => Effect.Effect<WebhookRow, WebhookLimitReached>
@@ -133,7 +148,7 @@ interface WebhooksRepoShape {
 }
 
 const columns =
-  "id, organization_id, instance_id, name, url, kind, active, disabled_reason, failing_since, events, headers, created_at, updated_at"
+  "id, organization_id, instance_id, name, url, kind, active, disabled_reason, failing_since, events, headers, ordering, created_at, updated_at"
 
 const reasons: ReadonlySet<string> = new Set<DisabledReason>(disabledReasons)
 const isReason = (reason: string): reason is DisabledReason => reasons.has(reason)
@@ -161,6 +176,23 @@ const deactivate = (sql: SqlClient.SqlClient, id: string, reason: DisabledReason
     yield* sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, updated_at = ${now}
       WHERE webhook_id = ${id} AND status IN ('pending', 'failed')`
     return deactivated.length > 0
+  })
+
+/**
+ * Per-person order turned off: every held delivery is due at once (from its creation, as pending
+ * rows are); every replica is told. The rows keep their lanes (Delivery/Lanes.ts): a delivery an
+ * ingress queued behind them as this commits is still made due when the one before it ends.
+ * Rows locked meanwhile are passed over (PostgreSQL): a round is making them due (advance), and
+ * waiting for it here could deadlock with it (it holds the lane's lock, this the other rows).
+ */
+const releaseLanes = (sql: SqlClient.SqlClient, id: string, now: string) =>
+  Effect.gen(function*() {
+    const released = yield* sql`UPDATE deliveries SET next_attempt_at = created_at, updated_at = ${now}
+      WHERE id IN (SELECT id FROM deliveries
+        WHERE webhook_id = ${id} AND contact_key IS NOT NULL AND status IN ('pending', 'failed')
+          AND status = 'pending' AND next_attempt_at IS NULL ${skipLocked(sql)})
+      RETURNING id`
+    if (released.length > 0) yield* announce(sql, channels.outbox, "released")
   })
 
 /**
@@ -239,6 +271,7 @@ const insertWebhook = (
       failing_since: null,
       events: storedFilter(input.events),
       headers: headers.headers,
+      ordering: input.ordering ?? "none",
       created_at: now,
       updated_at: now
     }
@@ -319,11 +352,13 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
               updated_at: now,
               ...(patch.events === undefined ? {} : { events: storedFilter(patch.events) }),
               ...(headers === undefined ? {} : headerColumns(cipher, id, headers)),
+              ...(patch.ordering === undefined ? {} : { ordering: patch.ordering }),
               // Turning a webhook back on starts a fresh record: no reason, no failure streak.
               ...(reactivated ? { disabled_reason: null, failing_since: null } : {})
             })
           } WHERE id = ${id}`
           if (deactivated) yield* deactivate(sql, id, "manual", now)
+          if (patch.ordering === "none" && current.value.ordering !== "none") yield* releaseLanes(sql, id, now)
           return yield* find(scope, id)
         }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die)),
       remove: (scope, id) =>

@@ -6,7 +6,7 @@ import { ParseResult, Schema } from "effect"
 import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Domain/EventKinds.js"
 import { Cursor } from "../Domain/Paging.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
-import { deliveryStatuses, webhookKinds } from "../Domain/Vocabulary.js"
+import { deliveryStatuses, webhookKinds, webhookOrderings } from "../Domain/Vocabulary.js"
 import { CustomHeadersInput } from "./CustomHeaders.js"
 
 const WebhookUrl = Schema.Trim.pipe(
@@ -60,6 +60,15 @@ export const EventFilter = Schema.Array(EventKindName).pipe(
   examples: [["messages", "statuses"], ["*"]]
 })
 
+export const Ordering = Schema.Literal(...webhookOrderings).annotations({
+  description: "`per_contact`: the deliveries about one person (the user's BSUID, else number) go one at a time, " +
+    "in the order the hub received them; the next waits until the one before succeeded or is dead, and a failing " +
+    "one holds back only that person's (counted in queued.held). An event about several persons is delivered as " +
+    "one envelope per person; changes about no person (account, template, group changes) are never held. " +
+    "`none` (default): every delivery goes as soon as it can.",
+  examples: ["per_contact"]
+})
+
 export const CreateWebhook = RequestStruct({
   instance_id: Schema.optional(IdString).annotations({ description: "Required with an organization token" }),
 
@@ -70,7 +79,8 @@ export const CreateWebhook = RequestStruct({
       "push (the default): its events are POSTed to `url`; poll: nothing is pushed, its events wait in the hub for GET /api/webhooks/{id}/poll"
   }),
   events: Schema.optional(EventFilter),
-  headers: Schema.optional(CustomHeadersInput)
+  headers: Schema.optional(CustomHeadersInput),
+  ordering: Schema.optional(Ordering)
 }).pipe(
   Schema.filter((input) =>
     input.kind === "poll"
@@ -85,11 +95,14 @@ export const UpdateWebhook = RequestStruct({
   name: Schema.optional(Label(100)),
   active: Schema.optional(Schema.Boolean),
   events: Schema.optional(EventFilter),
-  headers: Schema.optional(CustomHeadersInput)
+  headers: Schema.optional(CustomHeadersInput),
+  ordering: Schema.optional(Ordering.annotations({
+    description: "Turning it to `none` lets every held delivery go at once; turning it on orders new deliveries"
+  }))
 }).pipe(
   Schema.filter((patch) =>
     Object.values(patch).some((value) => value !== undefined) ||
-    "give at least one of url, name, active, events, headers"
+    "give at least one of url, name, active, events, headers, ordering"
   )
 )
 

@@ -130,6 +130,10 @@ describe("accessibility (axe-core, WCAG 2.1 AA)", () => {
       await page.getByRole("button", { name: "Sign out" }).click()
 
       await signIn(page, hub.organizationToken)
+      await visit(page, "/overview", async (p) => {
+        await p.getByRole("img", { name: /Send queue depth per minute/ }).waitFor()
+        await p.getByText("The samples as a table").first().click()
+      })
       await visit(page, "/instances", (p) => p.getByText(/in the last 24 h/).waitFor())
       await visit(page, "/messages", async (p) => {
         await p.getByRole("button", { name: /^Timeline of/ }).first().click()

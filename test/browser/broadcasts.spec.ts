@@ -97,7 +97,9 @@ describe("broadcasts in the dashboard", () => {
     const page = await open()
     await signIn(page, hub.instanceToken)
     const queues = page.getByRole("table", { name: "Send queues by number" })
-    await queues.getByRole("row").filter({ hasText: "100000000000001" }).getByText("messages/s").waitFor()
+    const queue = queues.getByRole("row").filter({ hasText: "100000000000001" })
+    await queue.locator("td[data-label='Pace']").getByText("messages/s").waitFor()
+    await queue.locator("td[data-label='Sending now']").getByText("messages/s").waitFor()
 
     const form = page.getByRole("form", { name: "New broadcast" })
     await form.getByLabel("Name", { exact: true }).fill("Shipping notice")

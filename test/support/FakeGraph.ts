@@ -287,7 +287,14 @@ const makeDefaults = (origin: () => string) => {
           category: typeof body.category === "string" ? body.category : "UTILITY"
         })
       }
-      return ok({ data: [], paging: cursors })
+      // A lookup of one template by name and language (a broadcast's) finds it APPROVED.
+      const { name, language } = recorded.query
+      return ok({
+        data: name === undefined || language === undefined
+          ? []
+          : [{ id: digits(15), name, language, status: "APPROVED", category: "UTILITY" }],
+        paging: cursors
+      })
     }
     if (edge === "settings" && segments.length === 2) {
       if (method === "POST") return ok({ success: true })

@@ -9,6 +9,7 @@ import { DeliverySearchPage } from "./pages/Deliveries.js"
 import { InstancesPage } from "./pages/Instances.js"
 import { LiveEventsPage } from "./pages/LiveEvents.js"
 import { MessagesPage } from "./pages/Messages.js"
+import { OverviewPage } from "./pages/Overview.js"
 import { SandboxPage } from "./pages/Sandbox.js"
 import { SignInPage } from "./pages/SignIn.js"
 import { TokensPage } from "./pages/Tokens.js"
@@ -25,7 +26,9 @@ interface Page {
   readonly render: (session: Session) => ComponentChildren
 }
 
+// The first page a token may see is where the dashboard opens: the overview, or for a session token its api tokens.
 const pages: ReadonlyArray<Page> = [
+  { path: "/overview", title: "Overview", allowed: can.readStats, render: (s) => <OverviewPage kind={s.kind} /> },
   {
     path: "/tokens",
     title: "API tokens",

@@ -32,6 +32,8 @@ export const LineChart = (props: {
   readonly samples: ReadonlyArray<Sample>
   /** What the table beside the chart shows, in words (a caption). */
   readonly tableCaption: string
+  /** The heading of the table's time column (default "Read at"). */
+  readonly timeHeading?: string
 }) => {
   const id = useId()
   const { figure, shown } = useShownWidth()
@@ -53,7 +55,12 @@ export const LineChart = (props: {
       </svg>
       <figcaption>
         <ChartLegend series={series} latest={samples[samples.length - 1]} />
-        <SampleTable series={series} samples={samples} caption={props.tableCaption} />
+        <SampleTable
+          series={series}
+          samples={samples}
+          caption={props.tableCaption}
+          timeHeading={props.timeHeading ?? "Read at"}
+        />
       </figcaption>
     </figure>
   )

@@ -96,6 +96,7 @@ export const SampleTable = (props: {
   readonly series: ReadonlyArray<Series>
   readonly samples: ReadonlyArray<Sample>
   readonly caption: string
+  readonly timeHeading: string
 }) => {
   const { series } = props
   return (
@@ -107,7 +108,7 @@ export const SampleTable = (props: {
           <caption class="visually-hidden">{props.caption}</caption>
           <thead>
             <tr>
-              <th scope="col">Read at</th>
+              <th scope="col">{props.timeHeading}</th>
               {series.map((line) => <th scope="col" key={line.key}>{line.label}</th>)}
             </tr>
           </thead>

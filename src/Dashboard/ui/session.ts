@@ -45,6 +45,8 @@ export const can = {
   createTokens: (kind: TokenKind) => kind === "session",
   listInstances: (kind: TokenKind) => kind !== "instance",
   readMessages: (kind: TokenKind) => kind !== "session",
+  /** GET /api/stats/timeseries (the overview) answers organization and instance tokens. */
+  readStats: (kind: TokenKind) => kind !== "session",
   manageWebhooks: (kind: TokenKind) => kind !== "session",
   watchEvents: (kind: TokenKind) => kind !== "session",
   simulateInbound: (kind: TokenKind) => kind !== "session",

@@ -13,6 +13,7 @@ import type { PollAnswer as PollAnswerSchema } from "../../Poll/Api.js"
 import type { Replay } from "../../Replays/Api.js"
 import type { ChangesAccepted, InboundAccepted } from "../../Sandbox/Api.js"
 import type { SendQueueApi } from "../../SendQueue/Api.js"
+import type { Timeseries as TimeseriesSchema } from "../../Stats/Api.js"
 import type { Template as TemplateSchema } from "../../Templates/Api.js"
 import type {
   Attempt,
@@ -59,6 +60,8 @@ export type RecipientsAdded = Answer<typeof BroadcastsApi, "addRecipients">
 export type RecipientPage = Answer<typeof BroadcastsApi, "recipients">
 export type SendQueues = Answer<typeof SendQueueApi, "list">
 export type TemplateRecord = typeof TemplateSchema.Type
+export type Timeseries = typeof TimeseriesSchema.Type
+export type MinuteBucket = Timeseries["minutes"][number]
 
 export type WhoAmI = typeof WhoAmISchema.Type
 

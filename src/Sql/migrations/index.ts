@@ -20,7 +20,12 @@ import migration0018 from "./0018_marketing_messages.js"
 import migration0019 from "./0019_send_queue.js"
 import migration0020 from "./0020_broadcasts.js"
 import migration0021 from "./0021_send_queue_due.js"
+import migration0022 from "./0022_queue_depth_samples.js"
 import migration0024 from "./0024_replay_and_poll.js"
+import migration0025 from "./0025_contact_order.js"
+import migration0026 from "./0026_unknown_outcomes.js"
+import migration0027 from "./0027_event_traceparent.js"
+import migration0028 from "./0028_queue_send_seconds.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -44,5 +49,10 @@ export const migrations = {
   "0019_send_queue": migration0019,
   "0020_broadcasts": migration0020,
   "0021_send_queue_due": migration0021,
-  "0024_replay_and_poll": migration0024
+  "0022_queue_depth_samples": migration0022,
+  "0024_replay_and_poll": migration0024,
+  "0025_contact_order": migration0025,
+  "0026_unknown_outcomes": migration0026,
+  "0027_event_traceparent": migration0027,
+  "0028_queue_send_seconds": migration0028
 }

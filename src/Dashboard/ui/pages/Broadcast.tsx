@@ -21,6 +21,7 @@ import {
 import { LineChart } from "../LineChart.js"
 import type { Sample, Series } from "../lineChartModel.js"
 import { Link } from "../router.js"
+import { statusLines } from "../statusLines.js"
 import type { Broadcast, BroadcastCounts, RecipientPage } from "../types.js"
 import { broadcastTone, duration } from "./broadcasts/display.js"
 
@@ -33,12 +34,12 @@ const numbers = new Intl.NumberFormat("en")
 type Counted = Exclude<keyof BroadcastCounts, "recipients">
 
 const SERIES: ReadonlyArray<Series & { readonly key: Counted; readonly tone: Tone; readonly help: string }> = [
-  { key: "pending", label: "pending", color: "#555e69", dash: "2 4", tone: "neutral", help: "waiting in the queue" },
-  { key: "sent", label: "sent", color: "#1b4a8a", dash: "8 4", tone: "info", help: "accepted by Meta" },
-  { key: "delivered", label: "delivered", color: "#0a6b4d", tone: "ok", help: "on the person's phone" },
-  { key: "read", label: "read", color: "#6b3fa0", dash: "14 4 3 4", tone: "ok", help: "opened by the person" },
-  { key: "failed", label: "failed", color: "#b3261e", dash: "4 3", tone: "bad", help: "not sent or not delivered" },
-  { key: "skipped", label: "skipped", color: "#8a5a00", dash: "1 3", tone: "warn", help: "not sent: opted out" }
+  { key: "pending", label: "pending", ...statusLines.pending, tone: "neutral", help: "waiting in the queue" },
+  { key: "sent", label: "sent", ...statusLines.sent, tone: "info", help: "accepted by Meta" },
+  { key: "delivered", label: "delivered", ...statusLines.delivered, tone: "ok", help: "on the person's phone" },
+  { key: "read", label: "read", ...statusLines.read, tone: "ok", help: "opened by the person" },
+  { key: "failed", label: "failed", ...statusLines.failed, tone: "bad", help: "not sent or not delivered" },
+  { key: "skipped", label: "skipped", ...statusLines.skipped, tone: "warn", help: "not sent: opted out" }
 ]
 
 /** Why recipients failed or were skipped, in words. */

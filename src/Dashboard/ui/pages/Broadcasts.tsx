@@ -68,7 +68,7 @@ const BroadcastList = (props: { readonly list: Broadcasts }) => (
 
 export const BroadcastsPage = (props: { readonly kind: TokenKind }) => {
   const instances = useInstanceChoices(props.kind)
-  const broadcasts = useResource(() => call<Broadcasts>("GET", "/api/broadcasts"), "broadcasts")
+  const broadcasts = useResource(() => call<Broadcasts>("GET", "/api/broadcasts?limit=100"), "broadcasts")
   usePolling(true, broadcasts.reload, POLL_MS, broadcasts.loaded)
   return (
     <main id="main">

@@ -9,7 +9,7 @@ const numberName = (instances: ReadonlyArray<Instance> | undefined, instanceId: 
   return instance === undefined ? phoneNumberId : `${instance.name} (${phoneNumberId})`
 }
 
-/** Each number's queue: what waits, since when, at what pace. Read again every `pollMs`. */
+/** Each number's queue: what waits, since when, at what pace, and the pace it keeps now. Read again every `pollMs`. */
 export const SendQueuesSection = (props: {
   readonly instances: ReadonlyArray<Instance> | undefined
   readonly pollMs: number
@@ -34,6 +34,7 @@ export const SendQueuesSection = (props: {
                   <th scope="col">Queued</th>
                   <th scope="col">Oldest wait</th>
                   <th scope="col">Pace</th>
+                  <th scope="col">Sending now</th>
                   <th scope="col">Empty in about</th>
                 </tr>
               </thead>
@@ -48,6 +49,7 @@ export const SendQueuesSection = (props: {
                       {queue.oldest_wait_seconds === 0 ? "none waits" : duration(queue.oldest_wait_seconds)}
                     </td>
                     <td data-label="Pace">{numbers.format(queue.send_rate)} messages/s</td>
+                    <td data-label="Sending now">{numbers.format(queue.sends_per_second)} messages/s</td>
                     <td data-label="Empty in about">
                       {queue.depth === 0 || queue.send_rate <= 0 ? "—" : duration(queue.depth / queue.send_rate)}
                     </td>
