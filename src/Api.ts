@@ -18,7 +18,9 @@ import { MediaApi } from "./Media/Api.js"
 import { MessagesApi } from "./Messages/Api.js"
 import { MetricsApi } from "./Metrics/Api.js"
 import { PhoneNumbersApi } from "./PhoneNumbers/Api.js"
+import { PollApi } from "./Poll/Api.js"
 import { QrCodesApi } from "./QrCodes/Api.js"
+import { ReplaysApi } from "./Replays/Api.js"
 import { SandboxApi } from "./Sandbox/Api.js"
 import { SendQueueApi } from "./SendQueue/Api.js"
 import { StatsApi } from "./Stats/Api.js"
@@ -122,6 +124,8 @@ export class HubApi extends HttpApi.make("hub")
   .add(BusinessProfileApi)
   .add(BlockUsersApi)
   .add(WebhooksApi)
+  .add(ReplaysApi)
+  .add(PollApi)
   .add(UpstreamEventsApi)
   .add(SandboxApi)
   .add(LiveEventsApi)

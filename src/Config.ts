@@ -58,6 +58,8 @@ export interface HubSettings {
   readonly webhookDisableAfter: Duration.Duration
   /** Most webhooks an instance may have (inactive ones count; deleted ones do not). */
   readonly webhooksPerInstance: number
+  /** Most stored events one replay call walks (HUB_REPLAY_MAX); a cursor goes on from there. */
+  readonly replayMax: number
   /** HUB_SEND_RATE: messages per second no number exceeds, below its live throughput level; undefined: the level alone. */
   readonly sendRateCap: number | undefined
   /** How long a queued send may wait for its turn when the request gives no `validity` (HUB_QUEUE_VALIDITY). */
@@ -325,6 +327,7 @@ export const hubSettings: Config.Config<HubSettings> = Config.all({
   shutdownDelay: duration("HUB_SHUTDOWN_DELAY", "0s"),
   webhookDisableAfter: duration("HUB_WEBHOOK_DISABLE_AFTER", "5d"),
   webhooksPerInstance: positiveInteger("HUB_WEBHOOKS_PER_INSTANCE", 10),
+  replayMax: positiveInteger("HUB_REPLAY_MAX", 100_000),
   retention: duration("HUB_RETENTION", "30d"),
   sendRateCap,
   // Twilio's WhatsApp queue and Telnyx's both hold four hours of a sender's traffic.

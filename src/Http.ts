@@ -40,7 +40,9 @@ import { MetricsHttpLive } from "./Metrics/Http.js"
 import { metricsLayer } from "./Metrics/Live.js"
 import { PhoneNumbersHttpLive } from "./PhoneNumbers/Http.js"
 import { ThroughputRepo } from "./PhoneNumbers/ThroughputRepo.js"
+import { PollHttpLive } from "./Poll/Http.js"
 import { QrCodesHttpLive } from "./QrCodes/Http.js"
+import { ReplaysHttpLive } from "./Replays/Http.js"
 import { SandboxEventsLive } from "./Sandbox/Feed.js"
 import { SandboxHttpLive } from "./Sandbox/Http.js"
 import { SendCancellation } from "./SendQueue/Cancel.js"
@@ -142,6 +144,7 @@ const ApiLive = HttpApiBuilder.api(HubApi).pipe(
   Layer.provide([MediaHttpLive, TemplatesHttpLive, PhoneNumbersHttpLive, CallsHttpLive, AnalyticsHttpLive]),
   Layer.provide([QrCodesHttpLive, FlowsHttpLive, GroupsHttpLive, BusinessProfileHttpLive, BlockUsersHttpLive]),
   Layer.provide([WebhooksHttpLive, UpstreamEventsHttpLive, SandboxHttpLive, LiveEventsHttpLive, MetricsHttpLive]),
+  Layer.provide([ReplaysHttpLive, PollHttpLive]),
   Layer.provide(AuthenticationLive)
 )
 

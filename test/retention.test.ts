@@ -77,6 +77,32 @@ for (const engine of engines) {
                 created_at: new Date().toISOString()
               })
             }`).pipe(Effect.orDie)
+          // A replay's record and its Idempotency-Key, made before the cutoff.
+          yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            Effect.all([
+              sql`INSERT INTO webhook_replays ${
+                sql.insert({
+                  id: "rpl_old",
+                  webhook_id: delivered,
+                  since: new Date(0).toISOString(),
+                  until: new Date().toISOString(),
+                  events: null,
+                  events_queued: 0,
+                  already_queued: 0,
+                  next_cursor: null,
+                  finished_at: new Date().toISOString(),
+                  created_at: new Date().toISOString()
+                })
+              }`,
+              sql`INSERT INTO webhook_replay_keys ${
+                sql.insert({
+                  webhook_id: delivered,
+                  idempotency_key: "k",
+                  replay_id: "rpl_old",
+                  created_at: new Date().toISOString()
+                })
+              }`
+            ])).pipe(Effect.orDie)
           // A sample of the queue's depth taken this minute.
           yield* Effect.flatMap(
             SqlClient.SqlClient,
@@ -97,6 +123,7 @@ for (const engine of engines) {
             earlyStatuses: 0,
             deliveryCounts: 0,
             testKeys: 0,
+            replays: 0,
             depthSamples: 0
           })
           const lastSuccess =
@@ -110,6 +137,7 @@ for (const engine of engines) {
           // The status was for a message id no send of this hub claimed: kept as an early status until now.
           expect(pruned.earlyStatuses).toBe(2)
           expect(pruned.testKeys).toBe(1)
+          expect(pruned.replays).toBe(2)
           expect(pruned.depthSamples).toBe(1)
           expect(yield* count("queue_depth_samples")).toBe(0)
           expect(pruned.events).toBeGreaterThanOrEqual(1)

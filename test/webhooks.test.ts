@@ -33,6 +33,7 @@ const RECORD_KEYS = [
   "headers",
   "id",
   "instance_id",
+  "kind",
   "last_success_at",
   "name",
   "ordering",
@@ -270,9 +271,12 @@ for (const engine of engines) {
             { field: "name", message: "must be at most 100 characters" }
           ])
           const missing = yield* createRaw(tenant.instanceToken, {})
-          expect(missing.body.details).toEqual([{ field: "url", message: "is missing" }, {
-            field: "name",
-            message: "is missing"
+          expect(missing.body.details).toEqual([{ field: "name", message: "is missing" }])
+          // Whether a url is needed depends on the kind: checked once the fields themselves are valid.
+          const noUrl = yield* createRaw(tenant.instanceToken, { name: "orders" })
+          expect(noUrl.body.details).toEqual([{
+            field: "url",
+            message: "is required (or give kind \"poll\" for a webhook you poll)"
           }])
           const fits = yield* createTyped(tenant.instanceToken, {
             url: `https://example.com/${"a".repeat(2048 - 20)}`,

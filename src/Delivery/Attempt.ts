@@ -14,11 +14,10 @@ import { AddressRefused, UrlPolicy } from "../Net/UrlPolicy.js"
 import { SecretCipher } from "../Sql/SecretCipher.js"
 import { annotate, endSpan, HubTracer, parentOf, startSpan, traceparentOf } from "../Tracing/Spans.js"
 import { WebhooksRepo } from "../Webhooks/Repo.js"
-import { type Credentials, makeCredentials } from "./Credentials.js"
+import { type Credentials, deliveryHeaders, makeCredentials } from "./Credentials.js"
 import type { AttemptRecord, AttemptResult, LeasedDelivery } from "./Records.js"
 import { afterFailure } from "./RetryPolicy.js"
 import { makeSender, NoAnswer, type ReceiverAnswer, type Sender, USER_AGENT } from "./Sender.js"
-import { webhookSignature } from "./Signing.js"
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -94,7 +93,7 @@ interface AttemptContext {
 const makeHttpCall = async (
   context: AttemptContext,
   d: LeasedDelivery,
-  { headers, keys }: Credentials,
+  credentials: Credentials,
   signal: AbortSignal,
   timestamp: number,
   span: Tracer.Span | undefined
@@ -107,12 +106,8 @@ const makeHttpCall = async (
     timeoutMs: context.timeoutMs,
     signal,
     headers: {
-      ...headers,
-      "content-type": "application/json",
+      ...deliveryHeaders(credentials, d.message_id, timestamp, d.body),
       "user-agent": USER_AGENT,
-      "webhook-id": d.message_id,
-      "webhook-timestamp": String(timestamp),
-      "webhook-signature": webhookSignature(keys, d.message_id, timestamp, d.body),
       // When tracing, the receiver may carry the trace on (W3C Trace Context).
       ...(span === undefined ? {} : { traceparent: traceparentOf(span) })
     }

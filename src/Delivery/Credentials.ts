@@ -8,7 +8,7 @@ import { LRUCache } from "lru-cache"
 import { type SecretCipherShape, SecretSlot } from "../Sql/SecretCipher.js"
 import { sentHeaders } from "../Webhooks/CustomHeaders.js"
 import type { LeasedDelivery } from "./Records.js"
-import { webhookSecretKey } from "./Signing.js"
+import { webhookSecretKey, webhookSignature } from "./Signing.js"
 
 /** What an attempt needs decrypted: the keys to sign with and the webhook's custom headers. */
 export interface Credentials {
@@ -20,8 +20,36 @@ export interface Credentials {
 
 const NO_HEADERS: Readonly<Record<string, string>> = {}
 
+/** What a webhook's deliveries are signed and sent with, as stored (a leased delivery carries it, a poll reads it). */
+export type SigningColumns = Pick<
+  LeasedDelivery,
+  | "webhook_id"
+  | "secret_encrypted"
+  | "previous_secret_encrypted"
+  | "previous_secret_expires_at"
+  | "headers"
+  | "headers_encrypted"
+>
+
+/**
+ * The headers a delivery carries, pushed or polled: the webhook's custom headers, then the Standard
+ * Webhooks ones, signed over the body with every key.
+ */
+export const deliveryHeaders = (
+  credentials: Credentials,
+  messageId: string,
+  timestampSeconds: number,
+  body: string
+) => ({
+  ...credentials.headers,
+  "content-type": "application/json",
+  "webhook-id": messageId,
+  "webhook-timestamp": String(timestampSeconds),
+  "webhook-signature": webhookSignature(credentials.keys, messageId, timestampSeconds, body)
+})
+
 /** The stored secrets a delivery is signed with at `nowMs`, each with the slot it was encrypted for. */
-const secretsOf = (d: LeasedDelivery, nowMs: number): ReadonlyArray<readonly [string, SecretSlot]> => {
+const secretsOf = (d: SigningColumns, nowMs: number): ReadonlyArray<readonly [string, SecretSlot]> => {
   const current = [d.secret_encrypted, SecretSlot.webhookSecret(d.webhook_id)] as const
   return d.previous_secret_encrypted !== null && d.previous_secret_expires_at !== null &&
       Date.parse(d.previous_secret_expires_at) > nowMs
@@ -30,7 +58,7 @@ const secretsOf = (d: LeasedDelivery, nowMs: number): ReadonlyArray<readonly [st
 }
 
 /** What is stored of a webhook's custom headers, as a cache key (the row id is part of it). */
-const storedHeaders = (d: LeasedDelivery) => `${d.webhook_id}\u0000${d.headers}\u0000${d.headers_encrypted ?? ""}`
+const storedHeaders = (d: SigningColumns) => `${d.webhook_id}\u0000${d.headers}\u0000${d.headers_encrypted ?? ""}`
 
 /** A delivery's credentials, decrypted with `cipher` the first time each secret is met. */
 export const makeCredentials = (cipher: SecretCipherShape) => {
@@ -56,7 +84,7 @@ export const makeCredentials = (cipher: SecretCipherShape) => {
 
   // Custom headers as sent, by what is stored (decrypted once, like the keys; the row id is part of the key).
   const headerSets = new LRUCache<string, Readonly<Record<string, string>>>({ max: 10_000 })
-  const customHeaders = (d: LeasedDelivery): Effect.Effect<Readonly<Record<string, string>>> => {
+  const customHeaders = (d: SigningColumns): Effect.Effect<Readonly<Record<string, string>>> => {
     if (d.headers === null) return Effect.succeed(NO_HEADERS)
     const stored = storedHeaders(d)
     const known = headerSets.get(stored)
@@ -71,7 +99,7 @@ export const makeCredentials = (cipher: SecretCipherShape) => {
     })
   }
 
-  const credentials = (d: LeasedDelivery, nowMs: number): Effect.Effect<Credentials> => {
+  const credentials = (d: SigningColumns, nowMs: number): Effect.Effect<Credentials> => {
     const secrets = secretsOf(d, nowMs)
     // Every attempt asks: what is already decrypted is answered without an effect per secret.
     const known = secrets.map(([encrypted, slot]) => knownKey(encrypted, slot))

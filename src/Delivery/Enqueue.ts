@@ -64,6 +64,17 @@ const selector = (event: EventRecord) => {
   }
 }
 
+/**
+ * The body a webhook with this stored filter takes of the event: null for the whole event, undefined
+ * for none of it (a hub event goes only to webhooks naming its kind). A replay and a poll select
+ * stored events with it as the ingress selects new ones.
+ */
+export const bodyFor = (event: EventRecord, filter: string | null): string | null | undefined => {
+  if (event.onlyToNamed !== undefined && !namesKind(filter, event.onlyToNamed)) return undefined
+  const taken = selector(event)(filter)
+  return taken === undefined ? undefined : taken.body
+}
+
 /** A delivery to write: to this webhook, of this event, with its body and, with per-person order, its person. */
 interface Planned {
   readonly webhook: QueueingWebhook

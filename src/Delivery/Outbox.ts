@@ -200,17 +200,20 @@ const selectRoutes = (
     Effect.orDie
   )
 
-/** Hand-typed, not decoded with a Schema: read in every ingress group's write (speed). */
+/** Hand-typed, not decoded with a Schema: read in every ingress group's write (speed). A poll webhook is never pushed to. */
 const selectQueueingWebhooks = (sql: SqlClient.SqlClient, instanceIds: ReadonlyArray<string>) =>
   sql<QueueingWebhook>`
     SELECT ${sql.literal(queueingColumns)} FROM webhooks
-     WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL`.pipe(
+     WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL AND kind = 'push'`.pipe(
     Effect.orDie
   )
 
 const selectQueueingWebhook = (sql: SqlClient.SqlClient, id: string) =>
   sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
-    WHERE id = ${id} AND active = 1 AND deleted_at IS NULL`.pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+    WHERE id = ${id} AND active = 1 AND deleted_at IS NULL AND kind = 'push'`.pipe(
+    Effect.map((rows) => rows[0]),
+    Effect.orDie
+  )
 
 const cancelDeliveries = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
   sql`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL,

@@ -2,8 +2,8 @@
  * Retention: what the hub no longer needs is deleted once older than HUB_RETENTION: finished
  * deliveries (succeeded, dead, cancelled) with their attempts, events no delivery refers to any more
  * with their dedupe keys, unrouted changes, early status events no send ever claimed, and webhooks'
- * hourly delivery counts (but each webhook's latest success, its last_success_at) and the send queue's
- * sampled depths (Stats/QueueDepthSampler.ts). Message
+ * hourly delivery counts (but each webhook's latest success, its last_success_at), replays' records,
+ * and the send queue's sampled depths (Stats/QueueDepthSampler.ts). Message
  * records are the customer's history and are kept. Ids are time-ordered (a prefix and a UUIDv7), so
  * "older than" is a primary-key range; deletes go in small batches so the single SQLite connection
  * is never held long.
@@ -30,6 +30,8 @@ interface PruneCounts {
   readonly deliveryCounts: number
   /** Idempotency-Keys of webhook tests (kept 10 minutes; each new test drops its webhook's older ones, this the rest). */
   readonly testKeys: number
+  /** Replays' records and Idempotency-Keys (their deliveries go as the others do). */
+  readonly replays: number
   readonly depthSamples: number
 }
 
@@ -100,6 +102,12 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
         Effect.map((rows) => rows.length)
       )
 
+    const replays = (before: string) =>
+      Effect.all([
+        sql<{ readonly n: number }>`DELETE FROM webhook_replays WHERE created_at < ${before} RETURNING 1 AS n`,
+        sql<{ readonly n: number }>`DELETE FROM webhook_replay_keys WHERE created_at < ${before} RETURNING 1 AS n`
+      ]).pipe(Effect.map(([records, keys]) => records.length + keys.length))
+
     const service: RetentionShape = {
       prune: (cutoffMillis) =>
         Effect.all({
@@ -109,6 +117,7 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
           earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString()),
           deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
           testKeys: testKeys(new Date(cutoffMillis).toISOString()),
+          replays: replays(new Date(cutoffMillis).toISOString()),
           depthSamples: pruneDepthSamples(sql, minuteOf(new Date(cutoffMillis).toISOString()))
         }).pipe(Effect.orDie)
     }
@@ -125,7 +134,7 @@ export const RetentionScheduleLive = Layer.scopedDiscard(
       const counts = yield* retention.prune(Date.now() - Duration.toMillis(config.retention))
       if (
         counts.deliveries + counts.events + counts.unrouted + counts.earlyStatuses + counts.deliveryCounts +
-            counts.testKeys + counts.depthSamples > 0
+            counts.testKeys + counts.replays + counts.depthSamples > 0
       ) {
         yield* Effect.logInfo("Retention pruned old records", counts)
       }

@@ -41,6 +41,10 @@ export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", f
   readonly statusCode = 400
 }
 
+/** A 400 naming one field and what is wrong with it: "Invalid request: <field>: <message>". */
+export const invalidField = (field: string, message: string, error = "validation_failed") =>
+  new BadRequest({ message: `Invalid request: ${field}: ${message}`, error, details: [{ field, message }] })
+
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
   { message: Schema.optionalWith(Schema.Literal("Unauthorized"), { default: () => "Unauthorized" as const }) }

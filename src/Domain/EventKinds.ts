@@ -59,6 +59,9 @@ export const CHANGE_FIELDS = [
  */
 export const QUEUE_EVENT_KIND = "hub.message_queue"
 
+/** The hub's test events' kind (Webhooks/TestEvents.ts): each is its webhook's own, never sent to another nor replayed. */
+export const TEST_EVENT_KIND = "hub.test"
+
 /** Every kind a webhook may name, besides `*` (all of them). */
 export const EVENT_KINDS: ReadonlyArray<string> = [...MESSAGE_KINDS, ...CHANGE_FIELDS, QUEUE_EVENT_KIND]
 

@@ -8,7 +8,7 @@
  *   then continues from the last row examined.
  */
 import { Either, ParseResult, Schema } from "effect"
-import { BadRequest } from "./Errors.js"
+import { type BadRequest, invalidField } from "./Errors.js"
 
 /** Deepest row offset paging reaches: (page - 1) × limit. */
 export const MAX_OFFSET = 10_000
@@ -75,9 +75,6 @@ export type PageRequest =
   | { readonly _tag: "Offset"; readonly offset: number; readonly limit: number }
   | { readonly _tag: "Before" | "After"; readonly at: Keyset; readonly limit: number }
 
-const invalid = (field: string, message: string, error = "validation_failed") =>
-  new BadRequest({ message: `Invalid request: ${field}: ${message}`, error, details: [{ field, message }] })
-
 /** Checks page, limit and cursors together: one cursor at most, no cursor beyond page 1, offsets within MAX_OFFSET. */
 export const pageRequest = (query: {
   readonly page: number
@@ -87,17 +84,19 @@ export const pageRequest = (query: {
 }): Either.Either<PageRequest, BadRequest> => {
   const { after, before, limit, page } = query
   if (before !== undefined && after !== undefined) {
-    return Either.left(invalid("after", "give either before or after, not both"))
+    return Either.left(invalidField("after", "give either before or after, not both"))
   }
   const cursor = before ?? after
   if (cursor !== undefined) {
     return page > 1
-      ? Either.left(invalid("page", "must be 1 (or absent) with a cursor: a cursor already says where the page starts"))
+      ? Either.left(
+        invalidField("page", "must be 1 (or absent) with a cursor: a cursor already says where the page starts")
+      )
       : Either.right({ _tag: before !== undefined ? "Before" : "After", at: cursor, limit })
   }
   const offset = (page - 1) * limit
   return offset > MAX_OFFSET
-    ? Either.left(invalid(
+    ? Either.left(invalidField(
       "page",
       `page × limit may reach at most ${MAX_OFFSET} rows deep; continue with the before cursor of the last answer (cursors.before), or narrow the range with date filters`,
       "page_too_deep"

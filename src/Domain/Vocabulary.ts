@@ -35,6 +35,10 @@ export const attemptOutcomes = ["succeeded", "failed", "dead"] as const
 export type AttemptOutcome = (typeof attemptOutcomes)[number]
 
 /** Why a webhook is inactive: its receiver answered 410, it failed too long, or someone turned it off. */
+/** How a webhook receives its events: POSTed to its url (push), or read by its owner with GET …/poll (poll). */
+export const webhookKinds = ["push", "poll"] as const
+export type WebhookKind = (typeof webhookKinds)[number]
+
 export const disabledReasons = ["gone_410", "failing_too_long", "manual"] as const
 export type DisabledReason = (typeof disabledReasons)[number]
 

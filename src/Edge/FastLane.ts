@@ -15,6 +15,7 @@ import { HubConfig } from "../Config.js"
 import { EndpointPolicies, type RouteBodyLimit } from "../Domain/Access.js"
 import { type HotRoute, HotRoutes, type PlainResponder, type PlainRoute } from "../Domain/PlainRoute.js"
 import { Metrics, type RouteRecorder } from "../Metrics/Metrics.js"
+import { MAX_POLL_WAIT_SECONDS } from "../Poll/Api.js"
 import { endSpan, HubTracer, parentOf, startSpan } from "../Tracing/Spans.js"
 import { atEdge, logRequest, logsRequests, requestIdFor, type RequestLine } from "./Middleware.js"
 
@@ -31,7 +32,8 @@ const MAX_IDLE_TIMEOUT_SECONDS = 255
 /**
  * How long Bun lets a connection be silent: past the longest an answer may take to begin (a Graph
  * call or upload, a webhook test waiting for its attempt), with a margin. Bun's default, 10 s, cut
- * such requests short (their connection reset before the answer).
+ * such requests short (their connection reset before the answer). A long poll waits up to
+ * MAX_POLL_WAIT_SECONDS for an event.
  */
 const idleTimeoutSeconds = (config: {
   readonly graphTimeout: Duration.Duration
@@ -39,7 +41,8 @@ const idleTimeoutSeconds = (config: {
   readonly webhookTimeout: Duration.Duration
 }) => {
   const longest = Math.max(
-    ...[config.graphTimeout, config.graphUploadTimeout, config.webhookTimeout].map(Duration.toSeconds)
+    ...[config.graphTimeout, config.graphUploadTimeout, config.webhookTimeout].map(Duration.toSeconds),
+    MAX_POLL_WAIT_SECONDS
   )
   return Math.min(MAX_IDLE_TIMEOUT_SECONDS, Math.ceil(longest) + 10)
 }

@@ -1,7 +1,7 @@
 /**
  * Live events: every upstream change the ingress commits, fanned out to the open streams of the
- * organization it was routed to (GET /api/events/stream). Nothing is stored: a stream sees what
- * commits while it is open.
+ * organization it was routed to (GET /api/events/stream), and to the long polls waiting for an event
+ * of its instance (nextEvent). Nothing is stored: a stream sees what commits while it is open.
  *
  * Each stream has its own bounded buffer. A client that reads too slowly loses the events that do
  * not fit and is told how many with a `dropped` notice, so one slow client neither holds memory nor
@@ -9,7 +9,7 @@
  * its dropping strategy would drop for every stream when one is behind, and its sliding strategy
  * drops without telling the client.)
  */
-import { Chunk, Context, Effect, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
+import { Chunk, Context, Deferred, Effect, Exit, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { TooManyRequests } from "../Domain/Errors.js"
 import { nowIso, type OrganizationId } from "../Domain/Ids.js"
 
@@ -68,6 +68,14 @@ export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
   readonly streamsOpen: Stream.Stream<number>
   /** The 429 a new stream of the audience would be refused with now; undefined when there is room. */
   readonly refusal: (audience: Audience, limits: StreamLimits) => TooManyRequests | undefined
+  /**
+   * A wake-up at the instance's next committed event, armed now (so an event committed before it is
+   * awaited still counts): the effect it answers completes then. A long poll's (Poll/Poll.ts); it is
+   * no stream, so it counts against no stream limit.
+   */
+  readonly nextEvent: (instanceId: string) => Effect.Effect<Effect.Effect<void>, never, Scope.Scope>
+  /** How many wake-ups are armed (all instances): the count now, then each change (tests wait on it). */
+  readonly armed: Stream.Stream<number>
 }>() {
   /** No live streams: what is published goes nowhere, a stream never hears anything (the ingress alone, in its tests). */
   static readonly None = Layer.succeed(this, {
@@ -75,7 +83,9 @@ export class LiveEvents extends Context.Tag("LiveEvents")<LiveEvents, {
     subscribe: () => Effect.succeed(Stream.never),
     openStreams: () => 0,
     streamsOpen: Stream.make(0),
-    refusal: () => undefined
+    refusal: () => undefined,
+    nextEvent: () => Effect.succeed(Effect.never),
+    armed: Stream.make(0)
   })
 }
 
@@ -141,7 +151,7 @@ const limitRefusal = (
 export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
   Layer.effect(
     LiveEvents,
-    Effect.map(SubscriptionRef.make(0), (streamsOpen) => {
+    Effect.map(Effect.zip(SubscriptionRef.make(0), SubscriptionRef.make(0)), ([streamsOpen, armed]) => {
       const byOrganization: StreamsByOrganization = new Map()
       const perCredential = new Map<string, number>()
       let open = 0
@@ -199,10 +209,42 @@ export const liveEventsLayer = (buffer: number = STREAM_BUFFER) =>
           (subscriber) => Stream.repeatEffectChunk(takeFrames(subscriber, buffer))
         )
 
+      /** Armed wake-ups by instance id. */
+      const wakeUps = new Map<string, Set<Deferred.Deferred<void>>>()
+      const nextEvent = (instanceId: string) =>
+        Effect.map(
+          Effect.acquireRelease(
+            Effect.flatMap(Deferred.make<void>(), (woken) =>
+              Effect.as(
+                Effect.zipRight(
+                  Effect.sync(() => wakeUps.set(instanceId, (wakeUps.get(instanceId) ?? new Set()).add(woken))),
+                  SubscriptionRef.update(armed, (n) => n + 1)
+                ),
+                woken
+              )),
+            (woken) =>
+              Effect.zipRight(
+                Effect.sync(() => {
+                  const armedHere = wakeUps.get(instanceId)
+                  armedHere?.delete(woken)
+                  if (armedHere?.size === 0) wakeUps.delete(instanceId)
+                }),
+                SubscriptionRef.update(armed, (n) => n - 1)
+              )
+          ),
+          (woken) => Deferred.await(woken)
+        )
+
       return LiveEvents.of({
         publish: (events) => {
           if (open > 0) fanOut(byOrganization, events)
+          if (wakeUps.size === 0) return
+          for (const event of events) {
+            for (const woken of wakeUps.get(event.instanceId) ?? []) Deferred.unsafeDone(woken, Exit.void)
+          }
         },
+        nextEvent,
+        armed: armed.changes,
         subscribe,
         refusal,
         openStreams: (organizationId) => byOrganization.get(organizationId)?.size ?? 0,

@@ -84,13 +84,15 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
       alongside: Effect.Effect<void, E>
     ) =>
       Effect.gen(function*() {
-        const at = new Date()
-        const event = eventOf(send, outcome, at)
-        const deliveries = yield* batcher.run(Effect.gen(function*() {
+        // Timed inside its transaction, as the ingress's events are: on SQLite's one writer, the order
+        // events arrived in is then the order they committed in, which a poll's cursor relies on.
+        const { event, deliveries } = yield* batcher.run(Effect.gen(function*() {
+          const at = new Date()
+          const event = eventOf(send, outcome, at)
           yield* alongside
           yield* outbox.insertEvents([event], at.toISOString())
           const counts = yield* enqueue.events([event], at.toISOString(), undefined, [])
-          return counts.get(event.id) ?? 0
+          return { event, deliveries: counts.get(event.id) ?? 0 }
         }))
         if (deliveries > 0) signal.notify()
         live.publish([{

@@ -15,7 +15,14 @@
 import { type SqlError } from "@effect/sql"
 import { Cause, Duration, Effect, Either, Exit, Option, Runtime } from "effect"
 import { HubConfig } from "../Config.js"
-import { BadRequest, type Conflict, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
+import {
+  type BadRequest,
+  type Conflict,
+  errorBody,
+  invalidField,
+  ServiceUnavailable,
+  TooManyRequests
+} from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
 import type { RunInRequest } from "../Domain/PlainRoute.js"
 import type { InstanceRef } from "../Domain/Principal.js"
@@ -68,13 +75,6 @@ export const wantsQueue = (request: SendMessageRequest, prefer: string | undefin
   request.send_at !== undefined || request.validity !== undefined || request.priority !== undefined ||
   (prefer !== undefined && /(^|[,;\s])respond-async($|[,;\s])/i.test(prefer))
 
-const invalid = (field: string, message: string) =>
-  new BadRequest({
-    message: `Invalid request: ${field}: ${message}`,
-    error: "validation_failed",
-    details: [{ field, message }]
-  })
-
 const notQueued = new ServiceUnavailable({
   message: "The send could not be queued, so it will not be sent; retry shortly",
   error: "storage_unavailable",
@@ -89,9 +89,9 @@ const windowOf = (
 ): Either.Either<Window, BadRequest> => {
   const sendAt = request.send_at === undefined ? now : Date.parse(request.send_at)
   if (sendAt < now - PAST_TOLERANCE_MS) {
-    return Either.left(invalid("send_at", "is in the past; leave it out to send as soon as possible"))
+    return Either.left(invalidField("send_at", "is in the past; leave it out to send as soon as possible"))
   }
-  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Either.left(invalid("send_at", "must be at most 35 days ahead"))
+  if (sendAt > now + SEND_AT_MAX_AHEAD_MS) return Either.left(invalidField("send_at", "must be at most 35 days ahead"))
   const validityMs = request.validity === undefined
     ? Duration.toMillis(queueValidity)
     : request.validity * 1000

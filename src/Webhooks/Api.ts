@@ -12,7 +12,7 @@ import { documented } from "../Domain/Documented.js"
 import { Wire } from "../Domain/Errors.js"
 import { PageFields } from "../Domain/Paging.js"
 import { IsoTimestamp } from "../Domain/Schemas.js"
-import { disabledReasons } from "../Domain/Vocabulary.js"
+import { disabledReasons, webhookKinds } from "../Domain/Vocabulary.js"
 import {
   CreateWebhook,
   DeliveriesQuery,
@@ -32,7 +32,10 @@ const Count = Schema.Number.annotations({ description: "A count" })
 export const WebhookRecord = Schema.Struct({
   id: Schema.String,
   instance_id: Schema.String,
-  url: Schema.String,
+  url: Schema.String.annotations({ description: "Where its events are POSTed; empty for a poll webhook" }),
+  kind: Schema.Literal(...webhookKinds).annotations({
+    description: "push: its events are POSTed to url; poll: they wait in the hub for GET /api/webhooks/{id}/poll"
+  }),
   name: Schema.String,
   active: Schema.Boolean,
   events: Schema.Array(Schema.String).annotations({ description: "The kinds of change it receives; [\"*\"] for all" }),

@@ -8,7 +8,7 @@ import { HubApi } from "../Api.js"
 import { HubConfig } from "../Config.js"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { generateWebhookSecret } from "../Delivery/Signing.js"
-import { BadRequest, Conflict, NotFound, TooManyRequests } from "../Domain/Errors.js"
+import { BadRequest, Conflict, invalidField, NotFound, TooManyRequests } from "../Domain/Errors.js"
 import { nowIso } from "../Domain/Ids.js"
 import { pageRequest } from "../Domain/Paging.js"
 import { CurrentPrincipal, type Principal } from "../Domain/Principal.js"
@@ -38,11 +38,11 @@ const scopeOf = (principal: Principal): WebhookScope => ({
   instanceId: principal.instance?.id
 })
 
-const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not found`, error: "not_found" })
+export const notFound = (id: string) => new NotFound({ message: `webhook ${id} was not found`, error: "not_found" })
 
 const deliveryNotFound = (id: string) => new NotFound({ message: `delivery ${id} was not found`, error: "not_found" })
 
-const inactive = (id: string, action: string) =>
+export const inactive = (id: string, action: string) =>
   new Conflict({
     message: `webhook ${id} is not active; activate it (PATCH active: true) before ${action}`,
     error: "webhook_inactive"
@@ -72,16 +72,22 @@ const secretsNotKept = (names: ReadonlyArray<string>, originChanged: boolean) =>
   })
 }
 
+/** A poll webhook is not pushed to: what only a push webhook does is refused for it. */
+export const pushedTo = (webhook: WebhookRow, action: string) =>
+  webhook.kind === "poll"
+    ? Effect.fail(
+      new Conflict({
+        message:
+          `webhook ${webhook.id} is a poll webhook: nothing is pushed to it, so there is no ${action}; read its events with GET /api/webhooks/${webhook.id}/poll (from a cursor, or ?since= for earlier ones)`,
+        error: "poll_webhook"
+      })
+    )
+    : Effect.void
+
 /** `until` must come after `since`. */
 const checkWindow = (since: string | undefined, until: string | undefined) =>
   since !== undefined && until !== undefined && until <= since
-    ? Effect.fail(
-      new BadRequest({
-        message: "Invalid request: until: must be after since",
-        error: "validation_failed",
-        details: [{ field: "until", message: "must be after since" }]
-      })
-    )
+    ? Effect.fail(invalidField("until", "must be after since"))
     : Effect.void
 
 /** The URL policy's verdict on a webhook URL, a refusal as a 400 naming the field. */
@@ -97,7 +103,7 @@ const allowedUrl = (url: string) =>
   )
 
 /** One of the caller's webhooks. */
-const findOwn = (id: string) =>
+export const findOwn = (id: string) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
     const found = yield* Effect.flatMap(WebhooksRepo, (repo) => repo.find(scopeOf(principal), id))
@@ -136,14 +142,16 @@ const createWebhook = (payload: typeof CreateWebhook.Type) =>
     const config = yield* HubConfig
     const access = yield* InstanceAccess
     const instance = yield* access.resolve(principal, { instanceId: payload.instance_id })
-    yield* allowedUrl(payload.url)
+    // A poll webhook has no url (the payload's check): nothing to allow.
+    if (payload.url !== undefined) yield* allowedUrl(payload.url)
     const secret = generateWebhookSecret()
     const repo = yield* WebhooksRepo
     const row = yield* repo.create({
       organizationId: principal.organizationId,
       instanceId: instance.id,
       name: payload.name,
-      url: payload.url,
+      url: payload.url ?? "",
+      kind: payload.kind,
       secret,
       events: payload.events,
       headers: payload.headers,
@@ -165,7 +173,12 @@ const listWebhooks = (query: typeof ListWebhooksQuery.Type) =>
 const updateWebhook = (id: string, payload: typeof UpdateWebhook.Type) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
-    if (payload.url !== undefined) yield* allowedUrl(payload.url)
+    if (payload.url !== undefined) {
+      if ((yield* findOwn(id)).kind === "poll") {
+        return yield* invalidField("url", "a poll webhook has no url")
+      }
+      yield* allowedUrl(payload.url)
+    }
     const repo = yield* WebhooksRepo
     const row = yield* repo.update(scopeOf(principal), id, payload).pipe(
       Effect.catchTag("NoSecretToKeep", ({ names, originChanged }) => Effect.fail(secretsNotKept(names, originChanged)))
@@ -228,6 +241,7 @@ const searchDeliveries = (query: typeof DeliverySearchQuery.Type) =>
 const retryDelivery = (id: string, deliveryId: string) =>
   Effect.gen(function*() {
     const webhook = yield* findOwn(id)
+    yield* pushedTo(webhook, "delivery to retry")
     if (!webhook.active) return yield* inactive(webhook.id, "re-sending")
     const deliveries = yield* WebhookDeliveries
     const outcome = yield* deliveries.replay(webhook.id, deliveryId, nowIso())
@@ -244,6 +258,7 @@ const retryDelivery = (id: string, deliveryId: string) =>
 const recoverDeliveries = (id: string, payload: typeof RecoverRequest.Type) =>
   Effect.gen(function*() {
     const webhook = yield* findOwn(id)
+    yield* pushedTo(webhook, "delivery to recover")
     if (!webhook.active) return yield* inactive(webhook.id, "recovering its deliveries")
     const now = nowIso()
     const until = payload.until ?? now
@@ -257,6 +272,7 @@ const recoverDeliveries = (id: string, payload: typeof RecoverRequest.Type) =>
 const sendTest = (id: string, headers: typeof TestHeaders.Type) =>
   Effect.gen(function*() {
     const webhook = yield* findOwn(id)
+    yield* pushedTo(webhook, "test event to send")
     if (!webhook.active) return yield* inactive(webhook.id, "testing it")
     const tests = yield* TestEvents
     const outcome = yield* tests.test(webhook, headers["idempotency-key"])

@@ -29,6 +29,7 @@ export const webhookRecord = (row: WebhookRow, health: DeliveryHealth) => ({
   id: row.id,
   instance_id: row.instance_id,
   url: row.url,
+  kind: row.kind,
   name: row.name,
   active: row.active,
   events: row.events ?? [ALL_KINDS],

@@ -9,9 +9,17 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
+import type { SigningColumns } from "../Delivery/Credentials.js"
 import { ALL_KINDS, parseFilter, storedFilter } from "../Domain/EventKinds.js"
 import { newId, nowIso } from "../Domain/Ids.js"
-import { type DisabledReason, disabledReasons, type WebhookOrdering, webhookOrderings } from "../Domain/Vocabulary.js"
+import {
+  type DisabledReason,
+  disabledReasons,
+  type WebhookKind,
+  webhookKinds,
+  type WebhookOrdering,
+  webhookOrderings
+} from "../Domain/Vocabulary.js"
 import { skipLocked } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { countRows, decodeRows, SqlBoolean } from "../Sql/RowSchemas.js"
@@ -25,7 +33,9 @@ export interface WebhookRow {
   readonly organization_id: string
   readonly instance_id: string
   readonly name: string
+  /** Its url; empty for a poll webhook. */
   readonly url: string
+  readonly kind: WebhookKind
   readonly active: boolean
   readonly disabled_reason: DisabledReason | null
   readonly failing_since: string | null
@@ -45,6 +55,7 @@ const StoredWebhook = Schema.Struct({
   instance_id: Schema.String,
   name: Schema.String,
   url: Schema.String,
+  kind: Schema.Literal(...webhookKinds),
   active: SqlBoolean,
   disabled_reason: Schema.NullOr(Schema.String),
   failing_since: Schema.NullOr(Schema.String),
@@ -97,6 +108,8 @@ interface WebhooksRepoShape {
     readonly instanceId: string
     readonly name: string
     readonly url: string
+    /** push (the default) or poll (url empty). */
+    readonly kind?: WebhookKind | undefined
     readonly secret: string
     readonly events?: ReadonlyArray<string> | undefined
     readonly headers?: Readonly<Record<string, string>> | undefined
@@ -110,6 +123,8 @@ interface WebhooksRepoShape {
     filter: { readonly instanceId?: string | undefined; readonly event?: string | undefined }
   ) => Effect.Effect<ReadonlyArray<WebhookRow>>
   readonly find: (scope: WebhookScope, id: string) => Effect.Effect<Option.Option<WebhookRow>>
+  /** What its deliveries are signed (and sent) with, as stored: for a poll's answer, signed as a push is. */
+  readonly signing: (id: string) => Effect.Effect<SigningColumns | undefined>
   /** A secret header given as "[redacted]" keeps its stored value (a record read and sent back stays as it was). */
   readonly update: (
     scope: WebhookScope,
@@ -133,7 +148,7 @@ interface WebhooksRepoShape {
 }
 
 const columns =
-  "id, organization_id, instance_id, name, url, active, disabled_reason, failing_since, events, headers, ordering, created_at, updated_at"
+  "id, organization_id, instance_id, name, url, kind, active, disabled_reason, failing_since, events, headers, ordering, created_at, updated_at"
 
 const reasons: ReadonlySet<string> = new Set<DisabledReason>(disabledReasons)
 const isReason = (reason: string): reason is DisabledReason => reasons.has(reason)
@@ -250,6 +265,7 @@ const insertWebhook = (
       instance_id: input.instanceId,
       name: input.name,
       url: input.url,
+      kind: input.kind ?? "push",
       active: true,
       disabled_reason: null,
       failing_since: null,
@@ -304,6 +320,14 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("WebhooksRepo",
           Effect.orDie
         ),
       find: (scope, id) => Effect.orDie(find(scope, id)),
+      signing: (id) =>
+        sql<
+          SigningColumns
+        >`SELECT id AS webhook_id, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at,
+            headers, headers_encrypted FROM webhooks WHERE id = ${id}`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie
+        ),
       update: (scope, id, patch) =>
         Effect.gen(function*() {
           const current = yield* find(scope, id)

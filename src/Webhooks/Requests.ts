@@ -6,7 +6,7 @@ import { ParseResult, Schema } from "effect"
 import { ALL_KINDS, EVENT_KINDS, isEventKind } from "../Domain/EventKinds.js"
 import { Cursor } from "../Domain/Paging.js"
 import { IdString, Label, RequestStruct } from "../Domain/Schemas.js"
-import { deliveryStatuses, webhookOrderings } from "../Domain/Vocabulary.js"
+import { deliveryStatuses, webhookKinds, webhookOrderings } from "../Domain/Vocabulary.js"
 import { CustomHeadersInput } from "./CustomHeaders.js"
 
 const WebhookUrl = Schema.Trim.pipe(
@@ -49,7 +49,7 @@ const EventKindName = Schema.String.pipe(
   }; any other field Meta adds may be named too`
 })
 
-const EventFilter = Schema.Array(EventKindName).pipe(
+export const EventFilter = Schema.Array(EventKindName).pipe(
   Schema.minItems(1, { message: () => `must name at least one kind (or "*" for all)` }),
   Schema.maxItems(MAX_KINDS, { message: () => `must name at most ${MAX_KINDS} kinds` })
 ).annotations({
@@ -72,12 +72,23 @@ export const Ordering = Schema.Literal(...webhookOrderings).annotations({
 export const CreateWebhook = RequestStruct({
   instance_id: Schema.optional(IdString).annotations({ description: "Required with an organization token" }),
 
-  url: WebhookUrl,
+  url: Schema.optional(WebhookUrl).annotations({ description: "Required for a push webhook; a poll webhook has none" }),
   name: Label(100),
+  kind: Schema.optional(Schema.Literal(...webhookKinds)).annotations({
+    description:
+      "push (the default): its events are POSTed to `url`; poll: nothing is pushed, its events wait in the hub for GET /api/webhooks/{id}/poll"
+  }),
   events: Schema.optional(EventFilter),
   headers: Schema.optional(CustomHeadersInput),
   ordering: Schema.optional(Ordering)
-})
+}).pipe(
+  Schema.filter((input) =>
+    input.kind === "poll"
+      ? input.url === undefined || { path: ["url"], message: "a poll webhook has no url: leave it out" }
+      : input.url !== undefined ||
+        { path: ["url"], message: "is required (or give kind \"poll\" for a webhook you poll)" }
+  )
+)
 
 export const UpdateWebhook = RequestStruct({
   url: Schema.optional(WebhookUrl),
@@ -121,7 +132,7 @@ const PositiveInt = (max: number, fallback: number) =>
 const INSTANT = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
 
 /** An instant (ISO 8601; without a zone, UTC) or a day (its midnight UTC), normalised to an ISO 8601 UTC timestamp. */
-const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
+export const Instant = Schema.transformOrFail(Schema.String, Schema.String, {
   strict: true,
   decode: (text, _, ast) => {
     const trimmed = text.trim()
@@ -165,12 +176,13 @@ export const RecoverRequest = RequestStruct({
   until: Schema.optional(Instant).annotations({ description: "…and before this (default: now)" })
 })
 
+/** An Idempotency-Key header's value. */
+export const IdempotencyKey = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
+)
+
 export const TestHeaders = RequestStruct({
-  "idempotency-key": Schema.optional(
-    Schema.String.pipe(
-      Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1 to 255 visible ASCII characters" })
-    )
-  ).annotations({
+  "idempotency-key": Schema.optional(IdempotencyKey).annotations({
     description:
       "Repeating a test with the same key within 10 minutes answers the first test's delivery instead of sending another"
   })

@@ -20,13 +20,11 @@ import { Enqueue } from "../Delivery/Enqueue.js"
 import { Handoff } from "../Delivery/Handoff.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord, LeasedDelivery } from "../Delivery/Records.js"
+import { TEST_EVENT_KIND } from "../Domain/EventKinds.js"
 import { newId } from "../Domain/Ids.js"
 import { isPostgres } from "../Sql/Dialect.js"
 import { type KeyKind, keysOf } from "../Sql/IdempotencyKeys.js"
 import { WriteBatcher } from "../Sql/WriteBatcher.js"
-
-/** The `object` (and change `field`) of a test event. */
-const TEST_EVENT_KIND = "hub.test"
 
 const MIN_INTERVAL_MS = 1_000
 

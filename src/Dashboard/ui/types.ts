@@ -9,6 +9,8 @@ import type { BroadcastRecord, BroadcastsApi, NewBroadcast as NewBroadcastSchema
 import type { Cursors } from "../../Domain/Paging.js"
 import type { InstanceRecord } from "../../Instances/Api.js"
 import type { MessageList, MessageRecord } from "../../Messages/Api.js"
+import type { PollAnswer as PollAnswerSchema } from "../../Poll/Api.js"
+import type { Replay } from "../../Replays/Api.js"
 import type { ChangesAccepted, InboundAccepted } from "../../Sandbox/Api.js"
 import type { SendQueueApi } from "../../SendQueue/Api.js"
 import type { Timeseries as TimeseriesSchema } from "../../Stats/Api.js"
@@ -37,6 +39,8 @@ export type WebhookDelivery = typeof Delivery.Type
 export type DeliveryAttempt = typeof Attempt.Type
 export type Deliveries = typeof DeliveryList.Type
 export type RecoverOutcome = typeof Recovered.Type
+export type ReplayRecord = typeof Replay.Type
+export type PollAnswer = typeof PollAnswerSchema.Type
 export type PageCursors = typeof Cursors.Type
 export type Inbound = typeof InboundAccepted.Type
 export type ChangesSimulated = typeof ChangesAccepted.Type

@@ -21,6 +21,7 @@ import migration0019 from "./0019_send_queue.js"
 import migration0020 from "./0020_broadcasts.js"
 import migration0021 from "./0021_send_queue_due.js"
 import migration0022 from "./0022_queue_depth_samples.js"
+import migration0024 from "./0024_replay_and_poll.js"
 import migration0025 from "./0025_contact_order.js"
 import migration0026 from "./0026_unknown_outcomes.js"
 import migration0027 from "./0027_event_traceparent.js"
@@ -49,6 +50,7 @@ export const migrations = {
   "0020_broadcasts": migration0020,
   "0021_send_queue_due": migration0021,
   "0022_queue_depth_samples": migration0022,
+  "0024_replay_and_poll": migration0024,
   "0025_contact_order": migration0025,
   "0026_unknown_outcomes": migration0026,
   "0027_event_traceparent": migration0027,

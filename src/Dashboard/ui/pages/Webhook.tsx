@@ -11,7 +11,9 @@ import { DeliveryLog } from "./DeliveryLog.js"
 import { HealthPanel, webhookState } from "./WebhookHealth.js"
 import { CustomHeaders } from "./webhookSections/CustomHeaders.js"
 import { EventFilter } from "./webhookSections/EventFilter.js"
+import { PollEvents } from "./webhookSections/PollEvents.js"
 import { Recover } from "./webhookSections/Recover.js"
+import { Replay } from "./webhookSections/Replay.js"
 import type { SectionProps } from "./webhookSections/SectionProps.js"
 import { Settings } from "./webhookSections/Settings.js"
 import { TestEvent } from "./webhookSections/TestEvent.js"
@@ -24,21 +26,29 @@ interface WebhookSection {
   readonly id: string
   readonly title: string
   readonly render: (props: SectionProps) => ComponentChildren
+  /** Only for a webhook pushed to, or only for one polled; both when undefined. */
+  readonly only?: Webhook["kind"]
 }
 
 const webhookSections: ReadonlyArray<WebhookSection> = [
-  { id: "health", title: "Health", render: (props) => <HealthPanel webhook={props.webhook} /> },
+  { id: "health", title: "Health", render: (props) => <HealthPanel webhook={props.webhook} />, only: "push" },
+  { id: "poll", title: "Poll", render: (props) => <PollEvents {...props} />, only: "poll" },
   {
     id: "deliveries",
     title: "Deliveries",
-    render: (props) => <DeliveryLog webhook={props.webhook} refresh={props.refresh} />
+    render: (props) => <DeliveryLog webhook={props.webhook} refresh={props.refresh} />,
+    only: "push"
   },
-  { id: "test", title: "Test", render: (props) => <TestEvent {...props} /> },
-  { id: "recover", title: "Recover", render: (props) => <Recover {...props} /> },
+  { id: "test", title: "Test", render: (props) => <TestEvent {...props} />, only: "push" },
+  { id: "recover", title: "Recover", render: (props) => <Recover {...props} />, only: "push" },
+  { id: "replay", title: "Replay", render: (props) => <Replay {...props} />, only: "push" },
   { id: "events", title: "Event filter", render: (props) => <EventFilter {...props} /> },
-  { id: "headers", title: "Custom headers", render: (props) => <CustomHeaders {...props} /> },
+  { id: "headers", title: "Custom headers", render: (props) => <CustomHeaders {...props} />, only: "push" },
   { id: "settings", title: "Settings", render: (props) => <Settings {...props} /> }
 ]
+
+const sectionsOf = (webhook: Webhook) =>
+  webhookSections.filter((section) => section.only === undefined || section.only === webhook.kind)
 
 export const WebhookPage = (props: { readonly id: string }) => {
   const loaded = useResource(() => call<Webhook>("GET", `/api/webhooks/${props.id}`), props.id)
@@ -68,7 +78,11 @@ export const WebhookPage = (props: { readonly id: string }) => {
       <Resource loaded={loaded.loaded} what="the webhook">
         {(webhook) => (
           <>
-            <PageTitle lead={<span class="mono">{webhook.url}</span>}>{webhook.name} {webhookState(webhook)}</PageTitle>
+            <PageTitle
+              lead={webhook.kind === "poll" ? "Polled: nothing is pushed" : <span class="mono">{webhook.url}</span>}
+            >
+              {webhook.name} {webhookState(webhook)}
+            </PageTitle>
             <dl class="facts">
               <div>
                 <dt>Webhook id</dt>
@@ -97,14 +111,14 @@ export const WebhookPage = (props: { readonly id: string }) => {
             </dl>
             <nav class="section-nav" aria-label="Sections of this webhook">
               <ul>
-                {webhookSections.map((section) => (
+                {sectionsOf(webhook).map((section) => (
                   <li key={section.id}>
                     <a href={`#${section.id}`}>{section.title}</a>
                   </li>
                 ))}
               </ul>
             </nav>
-            {webhookSections.map((section) => (
+            {sectionsOf(webhook).map((section) => (
               <section key={section.id} id={section.id} class="card" aria-labelledby={`${section.id}-title`}>
                 <h2 id={`${section.id}-title`}>{section.title}</h2>
                 {section.render({ webhook, onChanged: loaded.replace, onQueued, refresh })}

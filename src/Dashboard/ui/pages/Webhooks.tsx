@@ -24,6 +24,7 @@ const CreateWebhook = (
 ) => {
   const [name, setName] = useState("")
   const [url, setUrl] = useState("")
+  const [polled, setPolled] = useState(false)
   const [instanceId, setInstanceId] = useState("")
   const [kinds, setKinds] = useState<KindsChoice>(EVERY_KIND)
   const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow>>([])
@@ -33,11 +34,12 @@ const CreateWebhook = (
     const custom = headersOf(headers)
     const json = {
       name,
-      url,
+      // A poll webhook has no url and no custom headers: nothing is sent to it.
+      ...(polled ? { kind: "poll" } : { url }),
       ...(instanceId === "" ? {} : { instance_id: instanceId }),
       // Every kind is the API's default: only a choice is sent.
       ...(kinds.every ? {} : { events: eventsOf(kinds) }),
-      ...(Object.keys(custom).length === 0 ? {} : { headers: custom })
+      ...(polled || Object.keys(custom).length === 0 ? {} : { headers: custom })
     }
     void run(() => call<WebhookWithSecret>("POST", "/api/webhooks", { json }), (created) => {
       setName("")
@@ -62,21 +64,23 @@ const CreateWebhook = (
             onInput={(e) => setName(e.currentTarget.value)}
           />
         </div>
-        <div class="field wide">
-          <label for="webhook-url">URL</label>
-          <input
-            id="webhook-url"
-            type="url"
-            required
-            placeholder="https://example.com/hooks/whatsapp"
-            aria-describedby="webhook-url-help"
-            value={url}
-            onInput={(e) => setUrl(e.currentTarget.value)}
-          />
-          <p id="webhook-url-help" class="help">
-            Each delivery is posted here, signed (Standard Webhooks), and retried until the receiver answers 2xx.
-          </p>
-        </div>
+        {polled ? null : (
+          <div class="field wide">
+            <label for="webhook-url">URL</label>
+            <input
+              id="webhook-url"
+              type="url"
+              required
+              placeholder="https://example.com/hooks/whatsapp"
+              aria-describedby="webhook-url-help"
+              value={url}
+              onInput={(e) => setUrl(e.currentTarget.value)}
+            />
+            <p id="webhook-url-help" class="help">
+              Each delivery is posted here, signed (Standard Webhooks), and retried until the receiver answers 2xx.
+            </p>
+          </div>
+        )}
         {props.instances === undefined ? null : (
           <div class="field">
             <label for="webhook-instance">Instance</label>
@@ -92,8 +96,22 @@ const CreateWebhook = (
           </div>
         )}
       </div>
+      <div class="check">
+        <input
+          id="webhook-polled"
+          type="checkbox"
+          checked={polled}
+          aria-describedby="webhook-polled-help"
+          onChange={(e) => setPolled(e.currentTarget.checked)}
+        />
+        <label for="webhook-polled">Poll it instead (no URL)</label>
+        <span id="webhook-polled-help" class="help">
+          Nothing is pushed: its events wait in the hub and are read with GET /api/webhooks/&#123;id&#125;/poll, for
+          receivers behind a firewall, serverless functions or local development.
+        </span>
+      </div>
       <EventKindsField id="create-kinds" value={kinds} onChange={setKinds} />
-      <HeadersField id="create-headers" rows={headers} onChange={setHeaders} />
+      {polled ? null : <HeadersField id="create-headers" rows={headers} onChange={setHeaders} />}
       <ErrorNote error={error} prefix="Not created:" />
       <div>
         <button type="submit" disabled={busy}>{busy ? "Adding…" : "Add webhook"}</button>
@@ -148,7 +166,9 @@ const WebhookTable = (props: {
               <td data-label="Name">
                 <Link to={`/webhooks/${webhook.id}`}>{webhook.name}</Link>
               </td>
-              <td data-label="URL" class="mono truncate" title={webhook.url}>{webhook.url}</td>
+              <td data-label="URL" class="mono truncate" title={webhook.url}>
+                {webhook.kind === "poll" ? <span class="muted">polled</span> : webhook.url}
+              </td>
               {showInstance ? <td data-label="Instance">{props.instanceLabel(webhook.instance_id)}</td> : null}
               <td data-label="State">{webhookState(webhook)}</td>
               <td data-label="Receives" title={eventsSummary(webhook.events, webhook.events.length)}>

@@ -2,10 +2,11 @@
 import { useState } from "preact/hooks"
 import type { RECOVER_MAX } from "../../../../Webhooks/Api.js"
 import { call } from "../../api.js"
-import { ErrorNote, isoOfLocalInput, localInputOf, localZone, Outcome, Time, useAction } from "../../components.js"
+import { ErrorNote, isoOfLocalInput, localInputOf, Outcome, Time, useAction } from "../../components.js"
 import { countText } from "../../paging.js"
 import type { RecoverOutcome } from "../../types.js"
 import type { SectionProps } from "./SectionProps.js"
+import { TimeWindowFields } from "./TimeWindow.js"
 
 /** Most deliveries one recover call queues (the type checks it is the hub's value). */
 const RECOVER_LIMIT: typeof RECOVER_MAX = 10_000
@@ -45,32 +46,14 @@ export const Recover = (props: SectionProps) => {
         {countText(RECOVER_LIMIT, false)} a call, each with its original{" "}
         <code>webhook-id</code>. What is queued already is not queued twice.
       </p>
-      <div class="row">
-        <div class="field">
-          <label for="recover-since">Created from</label>
-          <input
-            id="recover-since"
-            type="datetime-local"
-            required
-            value={since}
-            onInput={(e) => setSince(e.currentTarget.value)}
-            aria-describedby="recover-zone"
-          />
-        </div>
-        <div class="field">
-          <label for="recover-until">Created before (optional)</label>
-          <input
-            id="recover-until"
-            type="datetime-local"
-            value={until}
-            onInput={(e) => setUntil(e.currentTarget.value)}
-            aria-describedby="recover-zone"
-          />
-        </div>
-      </div>
-      <p id="recover-zone" class="help">
-        Times are in your time zone ({localZone()}); without an end, the window ends now.
-      </p>
+      <TimeWindowFields
+        id="recover"
+        what="Created"
+        since={since}
+        until={until}
+        onSince={setSince}
+        onUntil={setUntil}
+      />
       <ErrorNote error={error} prefix="Not recovered:" />
       <Outcome text={outcome} />
       {recovered === undefined || busy ? null : (

@@ -41,10 +41,12 @@ const NameAndUrlForm = (props: { readonly webhook: Webhook; readonly onSave: (ch
             onInput={(e) => setName(e.currentTarget.value)}
           />
         </div>
-        <div class="field wide">
-          <label for="edit-url">URL</label>
-          <input id="edit-url" type="url" required value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
-        </div>
+        {webhook.kind === "poll" ? null : (
+          <div class="field wide">
+            <label for="edit-url">URL</label>
+            <input id="edit-url" type="url" required value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
+          </div>
+        )}
       </div>
       <div>
         <button type="submit" disabled={name === webhook.name && url === webhook.url}>Save changes</button>
