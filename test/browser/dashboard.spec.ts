@@ -259,6 +259,12 @@ describe("the dashboard in Chromium", () => {
     await page.getByLabel("Name", { exact: true }).fill("renamed")
     await page.getByRole("button", { name: "Save changes" }).click()
     await title.getByText("renamed").waitFor()
+    // Deliveries one person at a time: saved, and the health counts those held in order.
+    await page.getByLabel("Order of deliveries").selectOption("per_contact")
+    await page.getByRole("button", { name: "Save changes" }).click()
+    await page.getByText("held in order").waitFor()
+    const ordered = await hub.api("GET", `/api/webhooks/${String(record(created.body).id)}`, hub.instanceToken)
+    expect(record(ordered.body)).toMatchObject({ name: "renamed", ordering: "per_contact" })
     await page.getByRole("button", { name: "Deactivate" }).click()
     await title.getByText("inactive").waitFor()
     await page.getByRole("button", { name: "Activate" }).click()

@@ -138,6 +138,16 @@ export const HealthPanel = (props: { readonly webhook: Webhook }) => {
               tone="warn"
               help="failed, retried later"
             />
+            {webhook.ordering === "per_contact"
+              ? (
+                <Stat
+                  value={queuedCount(queued.held, queued.capped === true)}
+                  label="held in order"
+                  tone="info"
+                  help="each behind an earlier delivery about the same person"
+                />
+              )
+              : null}
           </ul>
         </div>
       </div>

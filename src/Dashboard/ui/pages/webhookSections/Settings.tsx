@@ -10,6 +10,7 @@ interface WebhookChanges {
   readonly name?: string
   readonly url?: string
   readonly active?: boolean
+  readonly ordering?: Webhook["ordering"]
 }
 
 /** The name and URL, edited; only what changed is saved. */
@@ -17,17 +18,24 @@ const NameAndUrlForm = (props: { readonly webhook: Webhook; readonly onSave: (ch
   const { webhook } = props
   const [name, setName] = useState(webhook.name)
   const [url, setUrl] = useState(webhook.url)
+  const [ordering, setOrdering] = useState(webhook.ordering)
   useEffect(() => {
     setName(webhook.name)
     setUrl(webhook.url)
+    setOrdering(webhook.ordering)
   }, [webhook.updated_at])
+  const unchanged = name === webhook.name && url === webhook.url && ordering === webhook.ordering
   return (
     <form
       class="stack"
       aria-label="Edit the webhook"
       onSubmit={(event) => {
         event.preventDefault()
-        props.onSave({ ...(name === webhook.name ? {} : { name }), ...(url === webhook.url ? {} : { url }) })
+        props.onSave({
+          ...(name === webhook.name ? {} : { name }),
+          ...(url === webhook.url ? {} : { url }),
+          ...(ordering === webhook.ordering ? {} : { ordering })
+        })
       }}
     >
       <div class="row">
@@ -47,9 +55,26 @@ const NameAndUrlForm = (props: { readonly webhook: Webhook; readonly onSave: (ch
             <input id="edit-url" type="url" required value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
           </div>
         )}
+        {webhook.kind === "poll" ? null : (
+          <div class="field">
+            <label for="edit-ordering">Order of deliveries</label>
+            <select
+              id="edit-ordering"
+              aria-describedby="edit-ordering-help"
+              value={ordering}
+              onChange={(e) => setOrdering(e.currentTarget.value === "per_contact" ? "per_contact" : "none")}
+            >
+              <option value="none">As they come</option>
+              <option value="per_contact">One person at a time, in order</option>
+            </select>
+            <p id="edit-ordering-help" class="help">
+              In order, a person's next delivery waits until the one before succeeded or was given up.
+            </p>
+          </div>
+        )}
       </div>
       <div>
-        <button type="submit" disabled={name === webhook.name && url === webhook.url}>Save changes</button>
+        <button type="submit" disabled={unchanged}>Save changes</button>
       </div>
     </form>
   )
