@@ -6,7 +6,13 @@
  */
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { HubConfig } from "../Config.js"
-import { BadRequest, errorBody, ServiceUnavailable, TooManyRequests } from "../Domain/Errors.js"
+import {
+  BadRequest,
+  errorBody,
+  type ServiceUnavailable,
+  storageUnavailable,
+  TooManyRequests
+} from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "../Messages/Idempotency.js"
@@ -212,11 +218,7 @@ export class QueuedSends extends Effect.Service<QueuedSends>()("QueuedSends", {
         })))
         if (Exit.isFailure(written)) {
           yield* Effect.logError("Could not queue sends; nothing was queued", written.cause)
-          return yield* new ServiceUnavailable({
-            message: "The send could not be queued, so it will not be sent; retry shortly",
-            error: "storage_unavailable",
-            retryAfterSeconds: 1
-          })
+          return yield* storageUnavailable("The send could not be queued, so it will not be sent; retry shortly")
         }
         known.depth += sends.length
         // A send due later needs no round now: the drainer's next round comes by its due time.
