@@ -5,16 +5,30 @@
  * (never 500, never a hang); /ready says 503 while the server is gone and 200 once it is back, without
  * a restart of the hubs; every post answered 200 reaches the webhook (each change in one delivery,
  * sent again only when an attempt was in flight), every send answered 200 or 202 is recorded and the
- * queued ones are made, and no delivery or queued send is left leased.
+ * queued ones are made, and no delivery or queued send is left leased. Then a SQLite database that
+ * cannot be written (a page limit on the hub's connection: SQLITE_FULL, as a full disk gives): the
+ * same promises, /ready 503 while writes fail, and writing resumes once the limit is raised.
  */
-import { expect, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { afterAll, expect, it, layer } from "@effect/vitest"
 import { Duration, Effect, Schedule } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import pg from "pg"
 import { demoTokensText } from "./support/DemoTokens.js"
 import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
-import { type Answer, brokenAnswers, startLoad } from "./support/Outage.js"
+import {
+  accepted,
+  type Answer,
+  expectEveryPostDelivered,
+  expectOnlyPromisedAnswers,
+  moreAnswers,
+  startLoad
+} from "./support/Outage.js"
 import { startPostgres } from "./support/PostgresServer.js"
-import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { makeReceiver } from "./support/Receivers.js"
+import { seedTenant, TestHub, testHub } from "./support/TestHub.js"
 
 /** The demo instance the sandbox creates (Cli/Bootstrap.ts). */
 const DEMO = { phoneNumberId: "100000000000001", wabaId: "200000000000001" }
@@ -56,25 +70,6 @@ const readyIs = (hubs: ReadonlyArray<HubProcess>, status: number) =>
       Effect.orDie
     ))
 
-/** The status ids (one per post) a delivery carried. */
-const changeIds = (request: ReceivedRequest): ReadonlyArray<string> => {
-  const ids: Array<string> = []
-  const walk = (value: unknown, key: string | undefined) => {
-    if (Array.isArray(value)) { for (const item of value) walk(item, key) }
-    else if (typeof value === "object" && value !== null) {
-      for (const [k, v] of Object.entries(value)) {
-        if (key === "statuses" && k === "id" && typeof v === "string") ids.push(v)
-        walk(v, k === "id" ? key : k)
-      }
-    }
-  }
-  walk(JSON.parse(request.body), undefined)
-  return ids
-}
-
-const accepted = (answers: ReadonlyArray<Answer>, kind: Answer["kind"]) =>
-  answers.filter((a) => a.kind === kind && (a.status === 200 || a.status === 202)).map((a) => a.id)
-
 it.live(
   "PostgreSQL's connections terminated, then the server restarted, under load: 503 with Retry-After while it is gone, nothing accepted lost, the hubs resume by themselves",
   () =>
@@ -108,18 +103,7 @@ it.live(
       const load = startLoad(hubs.map((hub) => ({ baseUrl: hub.baseUrl, token, number: DEMO })))
       const ok = (a: Answer) => a.status === 200 || a.status === 202
       const more = (what: string, count: number, check: (a: Answer) => boolean) =>
-        Effect.promise(() => load.moreAnswers(count, check)).pipe(
-          Effect.timeoutFail({
-            duration: Duration.seconds(30),
-            onTimeout: () =>
-              new Error(
-                `${what}: not in time; the last answers: ${
-                  JSON.stringify(load.answers.slice(-5).map((a) => [a.kind, a.status, a.text.slice(0, 200)]))
-                }\n${first.output().slice(-3000)}`
-              )
-          }),
-          Effect.orDie
-        )
+        moreAnswers(load, what, count, check, () => first.output().slice(-3000))
       yield* more("answers before", 40, ok)
 
       // (a) Every backend connection terminated (the hubs' pools and listeners): they connect again.
@@ -140,29 +124,8 @@ it.live(
       yield* more("answers after the restart", 40, ok)
       const answers = yield* Effect.promise(() => load.stop())
 
-      expect(brokenAnswers(answers).map((a) => `${a.kind} ${a.status} ${Math.round(a.ms)}ms ${a.text.slice(0, 200)}`))
-        .toEqual([])
-      const refused = answers.filter((a) => a.status === 503)
-      expect(refused.length).toBeGreaterThan(0)
-      for (const answer of refused) {
-        expect(JSON.parse(answer.text)).toMatchObject({ statusCode: 503 })
-      }
-
-      // Every post answered 200 reaches the webhook, each in one delivery.
-      const posts = accepted(answers, "post")
-      yield* receiver.waitFor("every change answered 200", (requests) => {
-        const got = new Set(requests.flatMap(changeIds))
-        return posts.every((id) => got.has(id))
-      }, Duration.seconds(60))
-      const deliveriesOf = new Map<string, Set<string>>()
-      for (const request of receiver.requests) {
-        for (const id of changeIds(request)) {
-          const ids = deliveriesOf.get(id) ?? new Set()
-          ids.add(request.headers["webhook-id"] ?? "")
-          deliveriesOf.set(id, ids)
-        }
-      }
-      expect([...deliveriesOf.entries()].filter(([, ids]) => ids.size > 1)).toEqual([])
+      expectOnlyPromisedAnswers(answers)
+      yield* expectEveryPostDelivered(receiver, answers)
 
       // Every send answered 200 or 202 is recorded; the queued ones are made; nothing is left leased.
       const sent = accepted(answers, "send")
@@ -194,4 +157,77 @@ it.live(
       expect(queued.length).toBeGreaterThan(0)
     }).pipe(Effect.scoped),
   { timeout: 180_000 }
+)
+
+const folder = mkdtempSync(join(tmpdir(), "hub-outage-"))
+afterAll(() => rmSync(folder, { recursive: true, force: true }))
+
+layer(testHub({ databaseFile: join(folder, "hub.sqlite"), webhookAllowPrivate: true }), { excludeTestServices: true })(
+  "a SQLite database that cannot be written",
+  (it) => {
+    it.effect(
+      "as full as a full disk (max_page_count): 503 with Retry-After, nothing accepted lost, writing resumes once it can",
+      () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          // The hub's one connection: a page limit on it fails writes with SQLITE_FULL, exactly as a full disk does.
+          const sql = yield* SqlClient.SqlClient
+          const tenant = yield* seedTenant()
+          const receiver = yield* makeReceiver(() => ({ status: 200, delayMs: 20 }))
+          const created = yield* hub.request("POST", "/api/webhooks", {
+            token: tenant.instanceToken,
+            json: { url: receiver.url, name: "outage", events: ["statuses"] }
+          })
+          expect(created.status).toBe(201)
+          const load = startLoad([{ baseUrl: hub.baseUrl, token: tenant.instanceToken, number: tenant }])
+          const ok = (a: Answer) => a.status === 200 || a.status === 202
+          yield* moreAnswers(load, "answers before", 40, ok)
+
+          const pages = yield* sql<{ readonly page_count: number }>`PRAGMA page_count`
+          yield* sql.unsafe(`PRAGMA max_page_count = ${pages[0]?.page_count ?? 0}`)
+          yield* moreAnswers(load, "refusals while the database is full", 20, (a) => a.status === 503)
+          const ready = yield* hub.request("GET", "/ready")
+          expect(ready.status).toBe(503)
+          expect(ready.body).toMatchObject({ statusCode: 503, error: "storage_unavailable" })
+
+          yield* sql.unsafe("PRAGMA max_page_count = 1073741823")
+          yield* moreAnswers(load, "answers once it can write", 40, ok)
+          const answers = yield* Effect.promise(() => load.stop())
+          // Ready again once writes have stopped failing for a while (Health/Http.ts): polled, no signal says when.
+          yield* hub.request("GET", "/ready").pipe(
+            Effect.filterOrFail((answer) => answer.status === 200, () => "not yet"),
+            Effect.retry(Schedule.spaced(Duration.millis(100))),
+            Effect.timeoutFail({ duration: Duration.seconds(20), onTimeout: () => new Error("/ready stayed 503") }),
+            Effect.orDie
+          )
+
+          expectOnlyPromisedAnswers(answers)
+          yield* expectEveryPostDelivered(receiver, answers)
+          const sent = accepted(answers, "send")
+          const queued = accepted(answers, "queued")
+          expect(sent.length).toBeGreaterThan(0)
+          expect(queued.length).toBeGreaterThan(0)
+          yield* sql<
+            { readonly queue: number; readonly leased: number; readonly unsent: number; readonly sent: number }
+          >`
+            SELECT (SELECT COUNT(*) FROM send_queue) AS queue,
+              (SELECT COUNT(*) FROM deliveries WHERE status <> 'succeeded' OR lease_owner IS NOT NULL) AS leased,
+              (SELECT COUNT(*) FROM messages WHERE ${sql.in("id", queued)} AND wa_message_id IS NULL) AS unsent,
+              (SELECT COUNT(*) FROM messages WHERE ${sql.in("wa_message_id", sent)}) AS sent`.pipe(
+            Effect.map((rows) => rows[0]),
+            Effect.filterOrFail(
+              (row) => row?.queue === 0 && row.leased === 0 && row.unsent === 0 && row.sent === sent.length,
+              (row) => JSON.stringify(row)
+            ),
+            Effect.retry(Schedule.spaced(Duration.millis(100))),
+            Effect.timeoutFail({
+              duration: Duration.seconds(60),
+              onTimeout: () => new Error("queued sends or deliveries were left unsent or leased")
+            }),
+            Effect.orDie
+          )
+        }).pipe(Effect.scoped),
+      { timeout: 120_000 }
+    )
+  }
 )

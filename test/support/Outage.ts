@@ -5,6 +5,9 @@
  * delivered, a 200 or 202 send is recorded; and that nothing was answered otherwise than 200, 202, or
  * 503 with Retry-After, nor took longer than the configured timeouts.
  */
+import { expect } from "@effect/vitest"
+import { Duration, Effect } from "effect"
+import type { makeReceiver, ReceivedRequest } from "./Receivers.js"
 import { envelope, status, statusChange, wamid } from "./UpstreamPayloads.js"
 
 type Kind = "post" | "send" | "queued"
@@ -130,7 +133,82 @@ export const startLoad = (targets: ReadonlyArray<LoadTarget>, workers = 6) => {
 }
 
 /** Answers outside the promise: anything but 200, 202, or 503 with Retry-After; or too slow. */
-export const brokenAnswers = (answers: ReadonlyArray<Answer>) =>
+const brokenAnswers = (answers: ReadonlyArray<Answer>) =>
   answers.filter((a) =>
     !(a.status === 200 || a.status === 202 || (a.status === 503 && a.retryAfter !== null)) || a.ms > ANSWER_BOUND_MS
   )
+
+/** The status ids (one per post) a delivery carried. */
+const changeIds = (request: ReceivedRequest): ReadonlyArray<string> => {
+  const ids: Array<string> = []
+  const walk = (value: unknown, key: string | undefined) => {
+    if (Array.isArray(value)) { for (const item of value) walk(item, key) }
+    else if (typeof value === "object" && value !== null) {
+      for (const [k, v] of Object.entries(value)) {
+        if (key === "statuses" && k === "id" && typeof v === "string") ids.push(v)
+        walk(v, k === "id" ? key : k)
+      }
+    }
+  }
+  walk(JSON.parse(request.body), undefined)
+  return ids
+}
+
+/** The ids of the answers of `kind` that accepted their request (200 or 202). */
+export const accepted = (answers: ReadonlyArray<Answer>, kind: Answer["kind"]) =>
+  answers.filter((a) => a.kind === kind && (a.status === 200 || a.status === 202)).map((a) => a.id)
+
+type Load = ReturnType<typeof startLoad>
+
+/** Waits for `count` more answers that pass `check`; dies after 30 s with the last answers and `context`. */
+export const moreAnswers = (
+  load: Load,
+  what: string,
+  count: number,
+  check: (a: Answer) => boolean,
+  context: () => string = () => ""
+) =>
+  Effect.promise(() => load.moreAnswers(count, check)).pipe(
+    Effect.timeoutFail({
+      duration: Duration.seconds(30),
+      onTimeout: () =>
+        new Error(
+          `${what}: not in time; the last answers: ${
+            JSON.stringify(load.answers.slice(-5).map((a) => [a.kind, a.status, a.text.slice(0, 200)]))
+          }\n${context()}`
+        )
+    }),
+    Effect.orDie
+  )
+
+/** Every post answered 200 reaches the receiver, each change in one delivery (sent again only under the same webhook-id). */
+export const expectEveryPostDelivered = (
+  receiver: Effect.Effect.Success<ReturnType<typeof makeReceiver>>,
+  answers: ReadonlyArray<Answer>
+) =>
+  Effect.gen(function*() {
+    const posts = accepted(answers, "post")
+    expect(posts.length).toBeGreaterThan(0)
+    yield* receiver.waitFor("every change answered 200", (requests) => {
+      const got = new Set(requests.flatMap(changeIds))
+      return posts.every((id) => got.has(id))
+    }, Duration.seconds(60))
+    const deliveriesOf = new Map<string, Set<string>>()
+    for (const request of receiver.requests) {
+      for (const id of changeIds(request)) {
+        const ids = deliveriesOf.get(id) ?? new Set()
+        ids.add(request.headers["webhook-id"] ?? "")
+        deliveriesOf.set(id, ids)
+      }
+    }
+    expect(posts.filter((id) => (deliveriesOf.get(id)?.size ?? 0) > 1)).toEqual([])
+  })
+
+/** No answer broke the promise, and the outage was seen: some 503s, each a JSON error body. */
+export const expectOnlyPromisedAnswers = (answers: ReadonlyArray<Answer>) => {
+  expect(brokenAnswers(answers).map((a) => `${a.kind} ${a.status} ${Math.round(a.ms)}ms ${a.text.slice(0, 200)}`))
+    .toEqual([])
+  const refused = answers.filter((a) => a.status === 503)
+  expect(refused.length).toBeGreaterThan(0)
+  for (const answer of refused) expect(JSON.parse(answer.text)).toMatchObject({ statusCode: 503 })
+}
