@@ -585,7 +585,8 @@ for (const engine of engines) {
           const failed = yield* hub.request("POST", "/upstream/events", {
             json: envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "sent", 1750263773))]])
           })
-          expect(failed.status).toBe(500)
+          expect(failed.status).toBe(503)
+          expect(failed.body).toMatchObject({ statusCode: 503, error: "storage_unavailable" })
         }
         expect(forgone.map((d) => d.webhook_id)).toEqual([hook.id, hook.id])
         yield* dropTrigger

@@ -94,11 +94,21 @@ export class UpstreamFailure extends Schema.TaggedError<UpstreamFailure>()("Upst
 
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", {
   ...fields,
-  /** Overload refusals say when to come back, as the Retry-After header; a store that is down does not know. */
+  /** When to come back, sent as the Retry-After header (overload refusals, a database that cannot be used). */
   retryAfterSeconds: Schema.optional(Schema.Number)
 }) {
   readonly statusCode = 503
 }
+
+/**
+ * The Retry-After of a request the database could not take (unreachable, restarting, full): about
+ * what a pool needs to connect again once the server is back, so a client's retry is soon but not a storm.
+ */
+const STORAGE_RETRY_AFTER_SECONDS = 2
+
+/** The 503 of a request the database could not take: nothing of it was kept; retry after Retry-After. */
+export const storageUnavailable = (message: string) =>
+  new ServiceUnavailable({ message, error: "storage_unavailable", retryAfterSeconds: STORAGE_RETRY_AFTER_SECONDS })
 
 /** A defect: logged with the request id, answered without any detail. Never raised by a handler on purpose. */
 export class InternalServerError extends Schema.TaggedError<InternalServerError>()("InternalServerError", {

@@ -15,11 +15,13 @@ import {
   InternalServerError,
   isHubError,
   retryAfterOf,
+  storageUnavailable,
   type TooManyRequests,
   type UpstreamFailure
 } from "../Domain/Errors.js"
 import { type HubMetrics, Metrics, noMetrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
+import { storageFailureOf } from "../Sql/Unavailable.js"
 
 const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
@@ -155,7 +157,24 @@ const logUpstreamFailure = (e: UpstreamFailure | TooManyRequests) => {
   )
 }
 
-/** Renders every failure the same way; unexpected ones are logged and become a bare 500, the upstream's at warn. */
+const storageResponse = hubErrorResponse(
+  storageUnavailable("The database cannot take the request now; retry after the Retry-After header's seconds")
+)
+
+/** A storage failure at warn (an outage fails many requests alike): what the database said, not the whole cause. */
+const logStorageFailure = (error: unknown) =>
+  Effect.logWarning("The database could not take a request; answered 503").pipe(
+    Effect.annotateLogs({
+      error: String(fieldOf(error, "message") ?? ""),
+      cause: String(fieldOf(fieldOf(error, "cause"), "message") ?? "")
+    })
+  )
+
+/**
+ * Renders every failure the same way. The database failing (Sql/Unavailable.ts), wherever a handler
+ * let it through, is a 503 storage_unavailable with Retry-After, never a 500: one place for every
+ * route. Other unexpected failures are logged and become a bare 500; the upstream's are at warn.
+ */
 const renderFailures = <E, R>(
   answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
   request: RequestLine
@@ -166,7 +185,12 @@ const renderFailures = <E, R>(
       Option.flatMap(Cause.failureOption(cause), (failure) => failureResponse(failure, request)),
       () => Option.flatMap(Cause.dieOption(cause), (defect) => defectResponse(defect, request))
     )
-    if (Option.isNone(rendered)) return Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+    if (Option.isNone(rendered)) {
+      const storage = storageFailureOf(cause)
+      return Option.isSome(storage)
+        ? Effect.as(logStorageFailure(storage.value), storageResponse)
+        : Effect.as(Effect.logError("Unhandled failure", cause), internalError)
+    }
     const failure = Cause.failureOption(cause)
     return Option.isSome(failure) && isHubError(failure.value) && isUpstreamFailure(failure.value)
       ? Effect.as(logUpstreamFailure(failure.value), rendered.value)

@@ -15,6 +15,9 @@ export class HealthApi extends HttpApiGroup.make("health")
     HttpApiEndpoint.get("ready", "/ready")
       .addSuccess(Schema.Struct({ status: Schema.Literal("ready"), database: Schema.Literal("ok") }))
       .addError(Wire.ServiceUnavailable)
-      .pipe(documented("Readiness", "200 when the database answers; 503 otherwise."))
+      .pipe(documented(
+        "Readiness",
+        "200 when the database answers and takes writes; 503 otherwise (not_ready, storage_unavailable, or draining while stopping)."
+      ))
   )
 {}

@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
-import { Conflict, ServiceUnavailable } from "../Domain/Errors.js"
+import { Conflict, type ServiceUnavailable, storageUnavailable } from "../Domain/Errors.js"
 import type { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import type { Json } from "../Domain/Json.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
@@ -104,10 +104,7 @@ export const IdempotencyKeysLive = Layer.scoped(
           Effect.catchTag("SqlError", (e) =>
             Effect.zipRight(
               Effect.logError("Could not check an Idempotency-Key", e),
-              new ServiceUnavailable({
-                message: "The Idempotency-Key could not be checked; nothing was sent",
-                error: "storage_unavailable"
-              })
+              storageUnavailable("The Idempotency-Key could not be checked; nothing was sent")
             )),
           Effect.flatMap((result): Effect.Effect<Claim, Conflict> => {
             switch (result._tag) {

@@ -20,6 +20,7 @@ import {
   type Conflict,
   errorBody,
   ServiceUnavailable,
+  storageUnavailable,
   type TooManyRequests,
   type UpstreamFailure
 } from "../Domain/Errors.js"
@@ -30,6 +31,7 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
+import { untilStored } from "../Sql/Unavailable.js"
 import { annotate, endSpan, HubTracer, startSpan } from "../Tracing/Spans.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type SendEndpoint, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
@@ -114,10 +116,7 @@ const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): S
 /** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
 const UPDATE_RETRIES = 2
 
-const notRecorded = new ServiceUnavailable({
-  message: "The message could not be recorded, so it was not sent",
-  error: "storage_unavailable"
-})
+const notRecorded = storageUnavailable("The message could not be recorded, so it was not sent")
 
 /** Keeps a keyed send's final answer for its replays, or frees the key for a retry (see keepsAnswer). */
 const settle = (keys: IdempotencyKeys["Type"], ref: KeyRef) => (exit: Exit.Exit<SendMessageResponse, SendError>) =>
@@ -173,26 +172,44 @@ const recordAcceptance = async (
   for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) {
     marked = await repo.markAcceptedNow(messageId, waMessageId)
   }
-  if (Exit.isFailure(marked)) {
-    return inRequest(
-      Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
-        messageId,
-        waMessageId,
-        cause: marked.cause
-      })
-    )
-  }
-  // An answer naming the number and the business-scoped user id together pairs them (most name one).
-  const links = identityLinksOfAnswer(organizationId, response)
-  if (links.length > 0) {
-    await inRequest(
-      repo.learnIdentities(links).pipe(
-        Effect.catchAll((cause) =>
-          Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause })
-        )
+  const learn = learnIdentities(repo, organizationId, messageId, response)
+  if (Exit.isSuccess(marked)) return inRequest(learn)
+  // Meta took the send, so it is answered 200: its id must outlive a database outage. The answer
+  // does not wait; the record is marked in the background once the database takes it again.
+  const markedLater = untilStored(
+    Effect.flatMap(Effect.promise(() => repo.markAcceptedNow(messageId, waMessageId)), (exit) => exit)
+  )
+  await inRequest(Effect.forkDaemon(
+    Effect.logWarning("The upstream accepted a send the hub could not mark accepted yet; trying again", {
+      messageId,
+      waMessageId
+    }).pipe(
+      Effect.zipRight(markedLater),
+      Effect.zipRight(learn),
+      Effect.catchAllCause((cause) =>
+        Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
+          messageId,
+          waMessageId,
+          cause
+        })
       )
     )
-  }
+  ))
+}
+
+/** Pairs of identifiers a send's answer named (most name one), kept; a failure only logged. */
+const learnIdentities = (
+  repo: MessagesRepo,
+  organizationId: OrganizationId,
+  messageId: string,
+  response: SendMessageResponse
+) => {
+  const links = identityLinksOfAnswer(organizationId, response)
+  return links.length === 0 ? Effect.void : repo.learnIdentities(links).pipe(
+    Effect.catchAll((cause) =>
+      Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause })
+    )
+  )
 }
 
 /** The target from the cache, or loaded (a fiber then, once a minute per instance). */

@@ -24,6 +24,7 @@ import { MessagesRepo } from "../Messages/Repo.js"
 import { Metrics } from "../Metrics/Metrics.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { isPostgres } from "../Sql/Dialect.js"
+import { untilStored } from "../Sql/Unavailable.js"
 import { type SendEndpoint, sendEndpoints, Upstream } from "../Upstream/Upstream.js"
 import { giveUp, type OutcomeContext, parsedBody, refOf, settle, settleLost } from "./Outcomes.js"
 import { QueueEvents } from "./QueueEvents.js"
@@ -152,9 +153,14 @@ const sendQueued = (d: Drainage, row: QueuedRow) =>
     d.semaphore.withPermits(1),
     Effect.onInterrupt(() => Effect.ignore(d.repo.giveBack([row.message_id], d.owner))),
     Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(
-        "A queued send could not be settled; its lease will run out",
-        { messageId: row.message_id, cause }
+      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.zipRight(
+        Effect.logError("A queued send could not be settled; given back to the queue unless its call began", {
+          messageId: row.message_id,
+          cause
+        }),
+        // Failed before its Graph call (the database failing its turn): queued again at once rather than
+        // when its lease runs out. Once `sending`, giveBack leaves it: its lease decides.
+        Effect.ignoreLogged(untilStored(d.repo.giveBack([row.message_id], d.owner)))
       )
     ),
     Effect.ensuring(Effect.zipRight(
@@ -183,14 +189,21 @@ const drainNumber = (d: Drainage, phoneNumberId: string, at: number) =>
       })
     // Each lane has its own window: a transactional send is leased whatever the number's bulk sends hold
     // (they yield to it in the pacing), so a reply never waits for a bulk lease to end.
+    // Each lane's rows start as soon as they are leased: if the next lease fails (the database going
+    // away), they are not left leased and idle until their lease runs out.
     const firstRoom = window - held(d, phoneNumberId, priorityRank.transactional)
-    const first = firstRoom > 0 ? yield* lease(firstRoom, priorityRank.transactional) : []
+    if (firstRoom > 0) yield* startLeased(d, yield* lease(firstRoom, priorityRank.transactional))
     const bulkRoom = window - held(d, phoneNumberId, priorityRank.bulk)
-    const rows = bulkRoom > 0 ? [...first, ...(yield* lease(bulkRoom, priorityRank.bulk))] : first
-    if (rows.length === 0) return
+    if (bulkRoom > 0) yield* startLeased(d, yield* lease(bulkRoom, priorityRank.bulk))
+  })
+
+/** Holds the leased rows and starts each send. */
+const startLeased = (d: Drainage, rows: ReadonlyArray<QueuedRow>) =>
+  Effect.gen(function*() {
+    if (rows[0] === undefined) return
     hold(d, rows)
     // The number's live level, read when first used and hourly (in the background: the lease goes on at the known rate).
-    if (rows[0] !== undefined) yield* FiberSet.run(d.sending, d.throughput.refresh(instanceOf(rows[0])))
+    yield* FiberSet.run(d.sending, d.throughput.refresh(instanceOf(rows[0])))
     for (const row of rows) yield* FiberSet.run(d.sending, sendQueued(d, row))
   })
 

@@ -11,6 +11,7 @@ import { OPTED_OUT_CODE } from "../Messages/OptOuts.js"
 import type { MessagesRepo } from "../Messages/Repo.js"
 import { errorRecord } from "../Messages/Send.js"
 import type { HubMetrics } from "../Metrics/Metrics.js"
+import { untilStored } from "../Sql/Unavailable.js"
 import type { SendMessageResponse } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import type { QueuedSendRef, QueueEvents } from "./QueueEvents.js"
@@ -48,14 +49,15 @@ export const giveUp = (
   error: JsonObject | undefined
 ) =>
   Effect.sync(() => context.metrics.queueSend(send.phoneNumberId, reason)).pipe(
-    Effect.zipRight(context.messages.markQueueFailed(send.messageId, reason, error)),
-    Effect.zipRight(
+    // Through a database outage: a send left leased would be taken for lost, its outcome unknown.
+    Effect.zipRight(untilStored(context.messages.markQueueFailed(send.messageId, reason, error))),
+    Effect.zipRight(untilStored(
       context.queueEvents.told(
         send,
         { status: "failed", reason, error },
         context.repo.finish({ messageId: send.messageId })
       )
-    ),
+    )),
     Effect.catchAll((cause) =>
       Effect.logError("Could not record a queued send given up", { messageId: send.messageId, cause })
     )
@@ -90,7 +92,10 @@ const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answe
   Effect.gen(function*() {
     const waMessageId = answer.messages[0]?.id
     if (waMessageId !== undefined) {
-      const marked = yield* Effect.promise(() => context.messages.markAcceptedNow(row.message_id, waMessageId))
+      // Once Meta took it, the send must keep its id through a database outage: tried until stored.
+      const marked = yield* Effect.exit(untilStored(
+        Effect.flatMap(Effect.promise(() => context.messages.markAcceptedNow(row.message_id, waMessageId)), (e) => e)
+      ))
       if (Exit.isFailure(marked)) {
         yield* Effect.logError("A queued send was accepted but could not be marked", {
           messageId: row.message_id,
@@ -101,7 +106,7 @@ const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answe
     const links = identityLinksOfAnswer(row.organization_id, answer)
     if (links.length > 0) yield* Effect.ignore(context.messages.learnIdentities(links))
     context.metrics.queueSend(row.phone_number_id, "sent")
-    yield* context.queueEvents.told(
+    yield* untilStored(context.queueEvents.told(
       refOf(row),
       { status: "sent", waMessageId },
       context.repo.finish({
@@ -113,7 +118,7 @@ const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answe
           tat: nextPairTat(row.pair_tat ?? undefined, sentAt)
         }
       })
-    )
+    ))
   })
 
 /** Meta did not take the send: a retry after the backoff while the validity lasts, else the send given up. */
@@ -125,7 +130,7 @@ const refused = (context: OutcomeContext, row: QueuedRow, error: UpstreamError) 
       const dueAt = context.now() + backoffMs(row.attempts + 1, error.retryAfterSeconds)
       if (dueAt >= row.expires_at) return yield* giveUp(context, refOf(row), "expired", record)
       context.metrics.queueSend(row.phone_number_id, "retried")
-      return yield* context.repo.retryLater({
+      return yield* untilStored(context.repo.retryLater({
         messageId: row.message_id,
         dueAt,
         error: JSON.stringify(record),
@@ -139,7 +144,7 @@ const refused = (context: OutcomeContext, row: QueuedRow, error: UpstreamError) 
             }
           }
           : {})
-      })
+      }))
     }
     if (error.code === OPTED_OUT_CODE) {
       // The person stopped the business's marketing messages: later broadcasts skip them.

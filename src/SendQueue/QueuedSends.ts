@@ -20,7 +20,8 @@ import {
   type Conflict,
   errorBody,
   invalidField,
-  ServiceUnavailable,
+  type ServiceUnavailable,
+  storageUnavailable,
   TooManyRequests
 } from "../Domain/Errors.js"
 import { newId } from "../Domain/Ids.js"
@@ -75,11 +76,7 @@ export const wantsQueue = (request: SendMessageRequest, prefer: string | undefin
   request.send_at !== undefined || request.validity !== undefined || request.priority !== undefined ||
   (prefer !== undefined && /(^|[,;\s])respond-async($|[,;\s])/i.test(prefer))
 
-const notQueued = new ServiceUnavailable({
-  message: "The send could not be queued, so it will not be sent; retry shortly",
-  error: "storage_unavailable",
-  retryAfterSeconds: 1
-})
+const notQueued = storageUnavailable("The send could not be queued, so it will not be sent; retry shortly")
 
 /** When a queued send may go and until when it may wait, or why its `send_at` is refused. */
 const windowOf = (

@@ -14,9 +14,10 @@
  *
  * Callers wait on a plain callback rather than a Deferred and a Queue: this is on every send's path.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
+import { SqlClient, SqlError } from "@effect/sql"
 import { Array as Arr, type Cause, Context, Effect, Exit, FiberSet, Layer, Option } from "effect"
 import { type HubMetrics, Metrics } from "../Metrics/Metrics.js"
+import { unavailableOf } from "./Unavailable.js"
 
 /** Most jobs per shared transaction: bounds how long other queries wait for the connection. */
 const MAX_BATCH = 256
@@ -60,6 +61,12 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
    * fiber (see Messages/Send.ts).
    */
   readonly groupNow: <I, A>(writeAll: WriteAll<I, A>) => GroupWriter<I, A>
+  /**
+   * When a write last failed because of the database (Sql/Unavailable.ts: unreachable, full,
+   * read-only), in epoch milliseconds; 0 if none has. Readiness reads it: a database that answers
+   * reads may still refuse writes.
+   */
+  readonly lastStorageFailureAt: () => number
 }>() {}
 
 /** Writes a group's items together: one answer per item, in order. */
@@ -77,16 +84,41 @@ const settled = <A, E>(
   commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>
 ): Exit.Exit<A, E | SqlError.SqlError> => Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
 
-/** Runs a batch's jobs in one shared transaction, then answers every caller with its COMMIT's outcome. */
+/**
+ * A batch's shared state: `broken` is set by a job that failed because the database is unavailable
+ * (Sql/Unavailable.ts); `noteFailure` sets it (and the time readiness reads).
+ */
+interface BatchState {
+  broken: Option.Option<unknown>
+  readonly noteFailure: (cause: Cause.Cause<unknown>) => void
+}
+
+/**
+ * Runs a batch's jobs in one shared transaction, then answers every caller with its COMMIT's outcome.
+ * A job failing because the database is unavailable ends the batch: SQLite rolls the whole
+ * transaction back on a full disk or an I/O error, and the jobs after it would run outside any
+ * transaction, each statement committed alone. So the rest are not run and all are answered the failure.
+ */
 const commitBatch = (
   sql: SqlClient.SqlClient,
   recordCommit: HubMetrics["commit"],
+  batch: BatchState,
   jobs: ReadonlyArray<Job>
 ) => {
   const settles: Array<Settle> = []
   const startedAt = performance.now()
+  batch.broken = Option.none()
   return sql.withTransaction(
-    Effect.forEach(jobs, (job) => Effect.map(job.execute, (settle) => settles.push(settle)), { discard: true })
+    Effect.gen(function*() {
+      for (const job of jobs) {
+        settles.push(yield* job.execute)
+        if (Option.isSome(batch.broken)) {
+          return yield* Effect.fail(
+            new SqlError.SqlError({ cause: batch.broken.value, message: "A write failed the batch" })
+          )
+        }
+      }
+    })
   ).pipe(
     Effect.exit,
     // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
@@ -96,8 +128,9 @@ const commitBatch = (
     Effect.map((committed) => {
       recordCommit((performance.now() - startedAt) / 1000)
       const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
+      if (Option.isSome(failure)) batch.noteFailure(failure.value)
       for (const settle of settles) settle(failure)
-      // Jobs the transaction never reached (it failed to begin) get its failure too.
+      // Jobs the transaction never reached (it failed to begin, or a job ended it) get its failure too.
       if (Option.isSome(failure)) { for (const job of jobs.slice(settles.length)) job.abandon(failure.value) }
     }),
     Effect.uninterruptible
@@ -128,6 +161,7 @@ const writeEach = <I, A>(sql: SqlClient.SqlClient, writeAll: WriteAll<I, A>, tak
 const makeGroupWriter = <I, A>(
   sql: SqlClient.SqlClient,
   enqueue: (job: Job) => void,
+  noteFailure: (cause: Cause.Cause<unknown>) => void,
   writeAll: WriteAll<I, A>
 ): GroupWriter<I, A> => {
   let members: Array<GroupMember<I, A>> = []
@@ -145,12 +179,20 @@ const makeGroupWriter = <I, A>(
             : Effect.dieMessage("a write group answered too few items")
       )
       return sql.withTransaction(writeTogether).pipe(
-        Effect.catchAllCause(() => writeEach(sql, writeAll, taken)),
-        Effect.map((outcomes) => (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
-          taken.forEach((member, i) =>
-            member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
-          )
-        )
+        // Each item alone finds out which one is bad; but with the database unavailable none would
+        // do better, and on SQLite each would run outside the (rolled back) shared transaction.
+        Effect.catchAllCause((cause) =>
+          Option.isSome(unavailableOf(cause))
+            ? Effect.succeed(taken.map(() => Exit.failCause(cause)))
+            : writeEach(sql, writeAll, taken)
+        ),
+        Effect.map((outcomes) => {
+          for (const outcome of outcomes) if (Exit.isFailure(outcome)) noteFailure(outcome.cause)
+          return (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
+            taken.forEach((member, i) =>
+              member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
+            )
+        })
       )
     }),
     abandon: (failure) => {
@@ -183,6 +225,17 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
       /** When the last transaction began, for the gathering time. */
       let lastBatchAt = 0
       let gatherTimer: ReturnType<typeof setTimeout> | undefined
+      let lastStorageFailureAt = 0
+      const batch: BatchState = {
+        broken: Option.none(),
+        noteFailure: (cause) => {
+          const unavailable = unavailableOf(cause)
+          if (Option.isNone(unavailable)) return
+          lastStorageFailureAt = Date.now()
+          batch.broken = unavailable
+        }
+      }
+      const noteFailure = batch.noteFailure
 
       // SQLite calls are synchronous, so nothing can join a batch while one runs: after the first write
       // arrives, one turn of the event loop lets the requests whose I/O completed meanwhile queue theirs.
@@ -195,7 +248,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
         waiting = waiting.slice(jobs.length)
         running = true
         lastBatchAt = Date.now()
-        runFork(commitBatch(sql, metrics.commit, jobs)).addObserver(() => {
+        runFork(commitBatch(sql, metrics.commit, batch, jobs)).addObserver(() => {
           running = false
           if (waiting.length > 0) schedule()
         })
@@ -220,10 +273,11 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
       const single = <A, E>(write: Effect.Effect<A, E>, gathers = false): Effect.Effect<A, E | SqlError.SqlError> =>
         Effect.async((resume) => {
           add({
-            execute: Effect.map(Effect.exit(write), (outcome) => (commitFailure) =>
-              resume(settled(outcome, commitFailure))),
-            abandon: (failure) =>
-              resume(Exit.failCause(failure)),
+            execute: Effect.map(Effect.exit(write), (outcome) => {
+              if (Exit.isFailure(outcome)) noteFailure(outcome.cause)
+              return (commitFailure) => resume(settled(outcome, commitFailure))
+            }),
+            abandon: (failure) => resume(Exit.failCause(failure)),
             gathers
           })
         })
@@ -233,7 +287,8 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
         run: (write) => single(sql.withTransaction(write)),
         gather: (write) => single(sql.withTransaction(write), true),
         runStatement: single,
-        groupNow: (writeAll) => makeGroupWriter(sql, add, writeAll)
+        groupNow: (writeAll) => makeGroupWriter(sql, add, noteFailure, writeAll),
+        lastStorageFailureAt: () => lastStorageFailureAt
       })
     })
   )

@@ -20,6 +20,10 @@ import { dirname, join } from "node:path"
 export interface PostgresServer {
   /** The URL of a database on the server (as the superuser). */
   readonly urlOf: (database: string) => string
+  /** Stops the server (a fast shutdown: open connections are closed) and keeps its data, to start it again. */
+  readonly halt: () => Promise<void>
+  /** Starts a halted server again, on the same port and data; resolves once it accepts connections. */
+  readonly resume: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -179,44 +183,47 @@ export const startPostgres = async (
   } finally {
     rmSync(passwordFile, { force: true })
   }
+  const args = [
+    "-D",
+    data,
+    "-p",
+    String(port),
+    "-c",
+    "listen_addresses=127.0.0.1",
+    "-c",
+    "unix_socket_directories=",
+    "-c",
+    `max_connections=${options.maxConnections ?? 300}`,
+    ...(options.durable === true
+      ? []
+      : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+  ]
+  const postgres = join(binaries, "bin", "postgres")
   let server: ChildProcess
   try {
-    server = await serve(
-      join(binaries, "bin", "postgres"),
-      [
-        "-D",
-        data,
-        "-p",
-        String(port),
-        "-c",
-        "listen_addresses=127.0.0.1",
-        "-c",
-        "unix_socket_directories=",
-        "-c",
-        `max_connections=${options.maxConnections ?? 300}`,
-        ...(options.durable === true
-          ? []
-          : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
-      ],
-      runAs,
-      log
-    )
+    server = await serve(postgres, args, runAs, log)
   } catch (error) {
     throw why("start", error)
   }
   // A test run that ends without stopping it (killed, crashed) must not leave it running.
   const killOnExit = () => server.kill("SIGKILL")
   process.once("exit", killOnExit)
+  const halt = async () => {
+    if (server.exitCode !== null || server.signalCode !== null) return
+    const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()))
+    // SIGINT: PostgreSQL's fast shutdown (open connections are closed, nothing waits for them).
+    server.kill("SIGINT")
+    await exited
+  }
   return {
     urlOf: (database) => `postgres://${PG_USER}:${PG_PASSWORD}@127.0.0.1:${port}/${database}`,
+    halt,
+    resume: async () => {
+      server = await serve(postgres, args, runAs, log)
+    },
     stop: async () => {
       process.off("exit", killOnExit)
-      if (server.exitCode === null) {
-        const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()))
-        // SIGINT: PostgreSQL's fast shutdown (open connections are closed, nothing waits for them).
-        server.kill("SIGINT")
-        await exited
-      }
+      await halt()
       cleanUp()
     }
   }
