@@ -154,6 +154,29 @@ const addTo = (
     }
   })
 
+/** A page of the broadcast's recipients as added, with their send's status (`status` filters). */
+const recipientPage = (repo: BroadcastsRepo, id: string, query: typeof RecipientQuery.Type) =>
+  Effect.map(
+    Effect.orDie(repo.recipients({
+      broadcastId: id,
+      status: query.status,
+      after: query.after === undefined ? 0 : Number(query.after),
+      limit: query.limit + 1
+    })),
+    (rows) => {
+      const page = rows.slice(0, query.limit)
+      return {
+        data: page.map((r) => ({
+          to: r.party,
+          message_id: r.message_id,
+          status: r.status,
+          failure_reason: r.reason
+        })),
+        next: rows.length > query.limit ? String(page[page.length - 1]?.seq ?? 0) : null
+      }
+    }
+  )
+
 export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
   effect: Effect.gen(function*() {
     const repo = yield* BroadcastsRepo
@@ -236,27 +259,6 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
         }
       })
 
-    const recipientsOf = (principal: Principal, id: string, query: typeof RecipientQuery.Type) =>
-      Effect.gen(function*() {
-        yield* visible(principal, id)
-        const rows = yield* Effect.orDie(repo.recipients({
-          broadcastId: id,
-          status: query.status,
-          after: query.after === undefined ? 0 : Number(query.after),
-          limit: query.limit + 1
-        }))
-        const page = rows.slice(0, query.limit)
-        return {
-          data: page.map((r) => ({
-            to: r.party,
-            message_id: r.message_id,
-            status: r.status,
-            failure_reason: r.reason
-          })),
-          next: rows.length > query.limit ? String(page[page.length - 1]?.seq ?? 0) : null
-        }
-      })
-
     const cancel = (principal: Principal, id: string) =>
       Effect.gen(function*() {
         yield* visible(principal, id)
@@ -270,7 +272,8 @@ export class Broadcasts extends Effect.Service<Broadcasts>()("Broadcasts", {
       addRecipients,
       list,
       get: (principal: Principal, id: string) => Effect.flatMap(visible(principal, id), recordOf),
-      recipients: recipientsOf,
+      recipients: (principal: Principal, id: string, query: typeof RecipientQuery.Type) =>
+        Effect.zipRight(visible(principal, id), recipientPage(repo, id, query)),
       cancel
     } as const
   }),
