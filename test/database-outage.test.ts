@@ -10,12 +10,14 @@
  * same promises, /ready 503 while writes fail, and writing resumes once the limit is raised.
  */
 import { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
 import { afterAll, expect, it, layer } from "@effect/vitest"
-import { Duration, Effect, Schedule } from "effect"
+import { Cause, Duration, Effect, Option, Schedule } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
+import { unavailableOf } from "../src/Sql/Unavailable.js"
 import { demoTokensText } from "./support/DemoTokens.js"
 import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
 import {
@@ -231,3 +233,22 @@ layer(testHub({ databaseFile: join(folder, "hub.sqlite"), webhookAllowPrivate: t
     )
   }
 )
+
+it("the database unavailable is told apart from a statement at fault: only the first is answered 503", () => {
+  const failed = (code: string, message = "failed") =>
+    Cause.fail(
+      new SqlError({ cause: Object.assign(new Error(message), { code }), message: "Failed to execute statement" })
+    )
+  for (
+    const code of ["SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_READONLY", "57P01", "08006", "53100", "ECONNREFUSED"]
+  ) {
+    expect(Option.isSome(unavailableOf(failed(code))), code).toBe(true)
+  }
+  for (const code of ["SQLITE_CONSTRAINT_UNIQUE", "SQLITE_ERROR", "23505", "42601", "P0001"]) {
+    expect(Option.isNone(unavailableOf(failed(code))), code).toBe(true)
+  }
+  // Died of after orDie, as handlers do: the same.
+  expect(Option.isSome(unavailableOf(Cause.die(new SqlError({ cause: { code: "57P01" }, message: "gone" }))))).toBe(
+    true
+  )
+})

@@ -21,7 +21,7 @@ import {
 } from "../Domain/Errors.js"
 import { type HubMetrics, Metrics, noMetrics, type RouteRecorder } from "../Metrics/Metrics.js"
 import { boundedRequest, declaredLength, isBodyTooLarge } from "../Net/BodyLimit.js"
-import { storageFailureOf } from "../Sql/Unavailable.js"
+import { unavailableOf } from "../Sql/Unavailable.js"
 
 const errorResponse = (body: ErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status: body.statusCode, headers })
@@ -171,9 +171,10 @@ const logStorageFailure = (error: unknown) =>
   )
 
 /**
- * Renders every failure the same way. The database failing (Sql/Unavailable.ts), wherever a handler
- * let it through, is a 503 storage_unavailable with Retry-After, never a 500: one place for every
- * route. Other unexpected failures are logged and become a bare 500; the upstream's are at warn.
+ * Renders every failure the same way. The database unavailable (Sql/Unavailable.ts: gone, restarting,
+ * full, read-only), wherever a handler let it through, is a 503 storage_unavailable with Retry-After,
+ * never a 500: one place for every route. A statement at fault, like every other unexpected failure, is
+ * logged and becomes a bare 500 (retrying would not mend it); the upstream's failures are at warn.
  */
 const renderFailures = <E, R>(
   answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
@@ -186,7 +187,7 @@ const renderFailures = <E, R>(
       () => Option.flatMap(Cause.dieOption(cause), (defect) => defectResponse(defect, request))
     )
     if (Option.isNone(rendered)) {
-      const storage = storageFailureOf(cause)
+      const storage = unavailableOf(cause)
       return Option.isSome(storage)
         ? Effect.as(logStorageFailure(storage.value), storageResponse)
         : Effect.as(Effect.logError("Unhandled failure", cause), internalError)

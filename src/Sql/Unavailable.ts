@@ -1,16 +1,12 @@
 /**
  * The database failing (PostgreSQL restarting or unreachable, its connections terminated; a SQLite
  * file that cannot be written): an SqlError, whether a caller failed with it or died of it after
- * `orDie`. The edge answers it 503 storage_unavailable with Retry-After (Edge/Middleware.ts); a write
+ * `orDie`. The edge answers it 503 storage_unavailable with Retry-After (Edge/Middleware.ts), while a
+ * statement at fault (a constraint, a syntax error) stays a 500, a bug a retry would not mend; a write
  * that must not be lost once its outcome is known (a send Meta accepted) is tried again until the
  * database takes it (`untilStored`).
  */
 import { Cause, Duration, Effect, Option, Predicate, Schedule } from "effect"
-
-/** An SqlError, or an error caused by one (a few levels down). */
-const isStorageError = (u: unknown, depth = 0): boolean =>
-  Predicate.isTagged(u, "SqlError") ||
-  (depth < 3 && Predicate.hasProperty(u, "cause") && isStorageError(u.cause, depth + 1))
 
 /**
  * Error codes of a database that cannot take work now, as opposed to a statement at fault (a
@@ -55,13 +51,6 @@ export const unavailableOf = (cause: Cause.Cause<unknown>): Option.Option<unknow
     (reason) =>
       unavailableError(Cause.isFailType(reason) ? reason.error : Cause.isDieType(reason) ? reason.defect : undefined)
   )
-
-/** The database's error in `cause` (failed with or died of), if the database is what failed. */
-export const storageFailureOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
-  Cause.find(cause, (reason) => {
-    const value = Cause.isFailType(reason) ? reason.error : Cause.isDieType(reason) ? reason.defect : undefined
-    return isStorageError(value) ? Option.some(value) : Option.none()
-  })
 
 /**
  * Tries again after 250 ms, doubling to every 5 s, for up to 10 minutes: a restart or a failover
