@@ -31,7 +31,7 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
-import { untilStored } from "../Sql/Unavailable.js"
+import { unavailableOf, untilStored } from "../Sql/Unavailable.js"
 import { annotate, endSpan, HubTracer, startSpan } from "../Tracing/Spans.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type SendEndpoint, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
@@ -174,6 +174,16 @@ const recordAcceptance = async (
   }
   const learn = learnIdentities(repo, organizationId, messageId, response)
   if (Exit.isSuccess(marked)) return inRequest(learn)
+  if (Option.isNone(unavailableOf(marked.cause))) {
+    // The statement itself was refused: trying again later would fare the same.
+    return inRequest(
+      Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
+        messageId,
+        waMessageId,
+        cause: marked.cause
+      })
+    )
+  }
   // Meta took the send, so it is answered 200: its id must outlive a database outage. The answer
   // does not wait; the record is marked in the background once the database takes it again.
   const markedLater = untilStored(

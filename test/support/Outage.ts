@@ -132,10 +132,15 @@ export const startLoad = (targets: ReadonlyArray<LoadTarget>, workers = 6) => {
   }
 }
 
-/** Answers outside the promise: anything but 200, 202, or 503 with Retry-After; or too slow. */
+/**
+ * Answers outside the promise: anything but 200, 202, or 503 with Retry-After; or too slow. A direct send
+ * may also be paced (429 with Retry-After): while the database is gone the 503s come fast, and the load's
+ * loops, each sending again as soon as answered, then ask more than a number's 80 sends a second.
+ */
 const brokenAnswers = (answers: ReadonlyArray<Answer>) =>
   answers.filter((a) =>
-    !(a.status === 200 || a.status === 202 || (a.status === 503 && a.retryAfter !== null)) || a.ms > ANSWER_BOUND_MS
+    !(a.status === 200 || a.status === 202 || (a.status === 503 && a.retryAfter !== null) ||
+      (a.kind === "send" && a.status === 429 && a.retryAfter !== null)) || a.ms > ANSWER_BOUND_MS
   )
 
 /** The status ids (one per post) a delivery carried. */
