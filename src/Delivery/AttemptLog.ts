@@ -61,7 +61,9 @@ const hourlyCounts = (records: ReadonlyArray<AttemptRecord>) => {
       if (record.finishedAt > count.last_at) count.last_at = record.finishedAt
     }
   }
-  return [...counts.values()]
+  // In one order of keys: two replicas' rounds counting into the same rows lock them in the same order
+  // (one statement each on PostgreSQL), so they cannot deadlock on them.
+  return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, count]) => count)
 }
 
 /** The attempt log's statements; on PostgreSQL one statement for all rows where SQLite takes one per row. */
@@ -144,14 +146,13 @@ const attemptStatements = (sql: SqlClient.SqlClient) => {
   const postgres = isPostgres(sql)
   const markSucceeded = postgres ? markSucceededAll : markSucceededEach
   const markFailed = postgres ? markFailedAll : markFailedEach
-  // One row per webhook, outcome and hour; a round adds its counts to it.
-  const countDeliveries = rowStatement(
+  // One row per webhook, outcome and hour; a round adds its counts to it. On PostgreSQL one statement
+  // for the round's rows (each key once: hourlyCounts), not one per webhook and outcome (issue 34).
+  const countDeliveries = insertRows(
     sql,
+    "webhook_delivery_hours",
     ["webhook_id", "outcome", "hour", "deliveries", "last_at"],
-    (p) =>
-      sql`INSERT INTO webhook_delivery_hours (webhook_id, outcome, hour, deliveries, last_at)
-      VALUES (${p("webhook_id")}, ${p("outcome")}, ${p("hour")}, ${p("deliveries")}, ${p("last_at")})
-      ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
+    `ON CONFLICT (webhook_id, outcome, hour) DO UPDATE SET
         deliveries = webhook_delivery_hours.deliveries + excluded.deliveries,
         last_at = CASE WHEN excluded.last_at > webhook_delivery_hours.last_at THEN excluded.last_at ELSE webhook_delivery_hours.last_at END`
   )

@@ -6,9 +6,9 @@
  * candidates are read, the shares applied here, and the rows picked are then leased by id (the
  * lease condition checked again on each).
  */
-import type { SqlClient } from "@effect/sql"
+import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
-import { placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
+import { isPostgres, placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import {
   anyAtShare,
@@ -175,11 +175,49 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
     })
 
   /** Leases rows by id, if still free; the lease condition is checked again on the row itself. */
-  const take = (input: LeaseRequest, ids: ReadonlyArray<string>) =>
-    ids.length === 0 ? Effect.succeed([]) : sql<{ readonly id: string; readonly webhook_id: string }>`UPDATE deliveries
-      SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
-      WHERE ${queries.takeable(ids, input.now)}
-      RETURNING id, webhook_id`
+  const setLease = (input: LeaseRequest, ids: ReadonlyArray<string>) =>
+    sql`UPDATE deliveries SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
+      WHERE ${queries.takeable(ids, input.now)}`
+
+  /**
+   * What the dispatcher needs of each leased row, its event and its webhook (`d`, `e`, `w`). A row
+   * finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a filtered
+   * webhook that takes only some of its event's changes carries its own body.
+   */
+  const leasedColumns = sql.literal(
+    `d.id, d.webhook_id, d.event_id, e.traceparent, w.organization_id, d.contact_key, d.message_id, d.status,
+     d.attempts, d.final_attempt, d.next_attempt_at, COALESCE(d.body, e.body) AS body, w.url,
+     w.active AS webhook_active, w.failing_since AS webhook_failing_since,
+     w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted`
+  )
+  const leasedJoins = sql.literal(
+    "JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id WHERE d.status IN ('pending', 'failed')"
+  )
+
+  /**
+   * Leases the rows and reads them. On PostgreSQL one statement, the UPDATE's RETURNING joined to
+   * their events and webhooks (one round trip fewer per lease: issue 34); SQLite's RETURNING cannot
+   * join, so it leases, then reads back the rows now this owner's.
+   * Hand-typed, not decoded with a Schema: the lease is the dispatcher's hot path (speed).
+   */
+  const take = (
+    input: LeaseRequest,
+    ids: ReadonlyArray<string>
+  ): Effect.Effect<ReadonlyArray<LeasedDelivery>, SqlError.SqlError> =>
+    ids.length === 0
+      ? Effect.succeed([])
+      : isPostgres(sql)
+      ? sql<LeasedDelivery>`WITH d AS (${
+        setLease(input, ids)
+      } RETURNING *) SELECT ${leasedColumns} FROM d ${leasedJoins}`
+      : Effect.flatMap(
+        sql<{ readonly id: string }>`${setLease(input, ids)} RETURNING id`,
+        (taken) =>
+          taken.length === 0 ?
+            Effect.succeed([]) :
+            sql<LeasedDelivery>`SELECT ${leasedColumns} FROM deliveries d ${leasedJoins}
+            AND ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}`
+      )
 
   return (input: LeaseRequest): Effect.Effect<ReadonlyArray<LeasedDelivery>> =>
     Effect.gen(function*() {
@@ -197,21 +235,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       // none at its share, every row read was eligible: there are no more due rows.
       const lookFurther = picked.length < input.limit && anyAtShare(withAttempts(inFlightOf(input), picked), input)
       const wanted = lookFurther ? [...picked, ...(yield* lookPast(input, picked, overShare))] : picked
-      const taken = yield* take(input, wanted.map((row) => row.id))
-      if (taken.length === 0) return []
-      // A row finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a
-      // filtered webhook that takes only some of its event's changes carries its own body.
-      // Hand-typed, not decoded with a Schema: the lease is the dispatcher's hot path (speed).
-      const rows = yield* sql<LeasedDelivery>`
-        SELECT d.id, d.webhook_id, d.event_id, e.traceparent, w.organization_id, d.contact_key, d.message_id, d.status, d.attempts, d.final_attempt, d.next_attempt_at,
-               COALESCE(d.body, e.body) AS body, w.url,
-               w.active AS webhook_active, w.failing_since AS webhook_failing_since,
-               w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted
-          FROM deliveries d
-          JOIN events e ON e.id = d.event_id
-          JOIN webhooks w ON w.id = d.webhook_id
-         WHERE ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}
-           AND d.status IN ('pending', 'failed')`
+      const rows = yield* take(input, wanted.map((row) => row.id))
       // RETURNING gives no order; first attempts go first, each phase by due time.
       const phase = (row: LeasedDelivery) => (row.status === "pending" ? 0 : 1)
       return [...rows].sort((a, b) => phase(a) - phase(b) || a.next_attempt_at.localeCompare(b.next_attempt_at))

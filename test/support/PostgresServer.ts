@@ -133,7 +133,13 @@ const serve = (postgres: string, args: ReadonlyArray<string>, runAs: RunAs | und
  * default). Fails with a message that says why and what to do when it cannot start.
  */
 export const startPostgres = async (
-  options: { readonly maxConnections?: number; readonly durable?: boolean; readonly binaries?: string } = {}
+  options: {
+    readonly maxConnections?: number
+    readonly durable?: boolean
+    readonly binaries?: string
+    /** Further server settings, `name=value` each (the benchmark's --pg-statements loads pg_stat_statements). */
+    readonly settings?: ReadonlyArray<string>
+  } = {}
 ): Promise<PostgresServer> => {
   const asRoot = userInfo().uid === 0
   const runAs = asRoot ? postgresUser() : undefined
@@ -196,7 +202,8 @@ export const startPostgres = async (
     `max_connections=${options.maxConnections ?? 300}`,
     ...(options.durable === true
       ? []
-      : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+      : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]),
+    ...(options.settings ?? []).flatMap((setting) => ["-c", setting])
   ]
   const postgres = join(binaries, "bin", "postgres")
   let server: ChildProcess
