@@ -232,6 +232,21 @@ const targetOf = (
   return cached === undefined ? inRequest(Effect.either(access.target(instance))) : Either.right(cached)
 }
 
+/** What a send's record is written with, queued or not: its instance, its person, its type and route. */
+export const outboundRecordOf = (instance: InstanceRef, request: SendMessageRequest, endpoint: SendEndpoint) => {
+  const category = request.forwarded?.category
+  return {
+    organizationId: instance.organizationId,
+    instanceId: instance.id,
+    // A send to a business-scoped user id names no number: the record shows the id.
+    to: request.to ?? request.recipient ?? "",
+    userId: request.recipient,
+    type: request.type,
+    category: typeof category === "string" ? category : undefined,
+    endpoint
+  }
+}
+
 /**
  * The endpoint a send goes to: `via`, else a template's (Templates/Categories.ts), else /messages; an
  * effect only when the template's category must be read. Queued sends choose theirs with it too.
@@ -306,17 +321,7 @@ const deliver = async (
   if (Either.isLeft(target)) return Either.left(target.left)
   const chosen = endpointOf(repo, instance, request, inRequest)
   const endpoint = typeof chosen === "string" ? chosen : await chosen
-  const category = request.forwarded?.category
-  const record = await repo.createOutboundNow({
-    organizationId: instance.organizationId,
-    instanceId: instance.id,
-    // A send to a business-scoped user id names no number: the record shows the id.
-    to: request.to ?? request.recipient ?? "",
-    userId: request.recipient,
-    type: request.type,
-    category: typeof category === "string" ? category : undefined,
-    endpoint
-  })
+  const record = await repo.createOutboundNow(outboundRecordOf(instance, request, endpoint))
   if (Exit.isFailure(record)) {
     await inRequest(Effect.logError("Could not record a send; nothing was sent", record.cause))
     return Either.left(notRecorded)

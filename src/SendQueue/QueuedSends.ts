@@ -30,7 +30,7 @@ import type { InstanceRef } from "../Domain/Principal.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "../Messages/Idempotency.js"
 import { type SendMessageRequest, toUpstreamBody } from "../Messages/MessageSchemas.js"
 import { MessagesRepo } from "../Messages/Repo.js"
-import { sendEndpoint } from "../Messages/Send.js"
+import { outboundRecordOf, sendEndpoint } from "../Messages/Send.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
 import type { SendEndpoint } from "../Upstream/Upstream.js"
@@ -142,23 +142,13 @@ const writeSends = (
   sends: ReadonlyArray<QueuedWrite>
 ): Effect.Effect<void, SqlError.SqlError> =>
   Effect.zipRight(
-    stores.messages.insertQueued(sends.map(({ answer, endpoint, instance, request }) => {
-      const category = request.forwarded?.category
-      return {
-        id: answer.id,
-        organizationId: instance.organizationId,
-        instanceId: instance.id,
-        // A send to a business-scoped user id names no number: the record shows the id.
-        to: request.to ?? request.recipient ?? "",
-        userId: request.recipient,
-        type: request.type,
-        category: typeof category === "string" ? category : undefined,
-        endpoint,
-        sendAt: answer.send_at,
-        expiresAt: answer.expires_at,
-        priority: request.priority ?? "transactional"
-      }
-    })),
+    stores.messages.insertQueued(sends.map(({ answer, endpoint, instance, request }) => ({
+      ...outboundRecordOf(instance, request, endpoint),
+      id: answer.id,
+      sendAt: answer.send_at,
+      expiresAt: answer.expires_at,
+      priority: request.priority ?? "transactional"
+    }))),
     stores.queue.insert(sends.map(({ answer, endpoint, instance, request, window }) => ({
       messageId: answer.id,
       organizationId: instance.organizationId,
