@@ -21,11 +21,14 @@ export class SendQueues extends Effect.Service<SendQueues>()("SendQueues", {
     /** The organization's numbers (one instance's, when named), each with its queue as the database holds it. */
     const visible = (organizationId: OrganizationId, instanceId: string | undefined) =>
       Effect.gen(function*() {
-        const rows = yield* instances.listByOrganization(organizationId)
-        const readings = yield* Effect.orDie(queue.readings(yield* Clock.currentTimeMillis))
+        const rows = (yield* instances.listByOrganization(organizationId))
+          .filter((row) => instanceId === undefined || instanceId === row.id)
+        const readings = yield* Effect.orDie(
+          queue.readings(yield* Clock.currentTimeMillis, rows.map((row) => row.phone_number_id))
+        )
         const levels = yield* Effect.orDie(throughputs.levels)
         const byNumber = new Map(readings.map((reading) => [reading.phoneNumberId, reading]))
-        return rows.filter((row) => instanceId === undefined || instanceId === row.id).map((row) => {
+        return rows.map((row) => {
           const reading = byNumber.get(row.phone_number_id)
           return {
             instance_id: row.id,

@@ -260,18 +260,23 @@ const PACE_WINDOW_SECONDS = 10
  * Each number's depth, how long its oldest send whose time has come has waited, and its sends a second
  * over the last PACE_WINDOW_SECONDS seconds, this one included (the metrics' scrape, GET /api/send-queues).
  */
-const readings = (sql: SqlClient.SqlClient) => (now: number) =>
+const readings = (sql: SqlClient.SqlClient) => (now: number, numbers?: ReadonlyArray<string>) =>
   Effect.gen(function*() {
+    if (numbers !== undefined && numbers.length === 0) return []
+    // A caller's own numbers are read through the per-number index, not the whole queue (a million rows
+    // at most: a live stream reads them at each heartbeat); the metrics' scrape reads every number.
+    const onlyQueued = numbers === undefined ? sql`` : sql`WHERE ${sql.in("phone_number_id", numbers)}`
+    const onlyMade = numbers === undefined ? sql`` : sql`AND ${sql.in("phone_number_id", numbers)}`
     const queued = yield* decodeRows(
       Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint, oldest: Schema.NullOr(SqlBigint) })
     )(
       sql`SELECT phone_number_id, COUNT(*) AS n, MIN(CASE WHEN send_at <= ${now} THEN send_at END) AS oldest
-        FROM send_queue GROUP BY phone_number_id`
+        FROM send_queue ${onlyQueued} GROUP BY phone_number_id`
     )
     const second = Math.floor(now / 1000)
     const made = yield* decodeRows(Schema.Struct({ phone_number_id: Schema.String, n: SqlBigint }))(
       sql`SELECT phone_number_id, COUNT(*) AS n FROM queue_send_seconds
-        WHERE second > ${second - PACE_WINDOW_SECONDS} GROUP BY phone_number_id`
+        WHERE second > ${second - PACE_WINDOW_SECONDS} ${onlyMade} GROUP BY phone_number_id`
     )
     const byNumber = new Map<string, QueueReading>()
     for (const row of queued) {

@@ -89,8 +89,8 @@ export class Stats extends Effect.Service<Stats>()("Stats", {
     /** The queue depth of the scope's numbers now. */
     const depthNow = (numbers: ReadonlySet<string>, now: number) =>
       Effect.map(
-        queue.readings(now),
-        (readings) => readings.reduce((sum, r) => sum + (numbers.has(r.phoneNumberId) ? r.depth : 0), 0)
+        queue.readings(now, [...numbers]),
+        (readings) => readings.reduce((sum, r) => sum + r.depth, 0)
       )
 
     const timeseries = (principal: Principal, query: typeof TimeseriesQuery.Type) =>
