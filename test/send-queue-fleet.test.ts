@@ -23,10 +23,12 @@ import { join } from "node:path"
 import { TokensRepoLive } from "../src/ApiTokens/Repo.js"
 import { newId } from "../src/Domain/Ids.js"
 import { InstancesRepoLive } from "../src/Instances/Repo.js"
+import { Metrics } from "../src/Metrics/Metrics.js"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
 import { SendQueueRepo } from "../src/SendQueue/Repo.js"
 import { SqlLive } from "../src/Sql/Client.js"
 import { SecretCipher } from "../src/Sql/SecretCipher.js"
+import { WriteBatcherLive } from "../src/Sql/WriteBatcher.js"
 import { type Engine, engines, freshPostgresDatabase, testDatabase } from "./support/Databases.js"
 import { FakeGraph, fakeGraphLayer, type RecordedRequest, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { type HubProcess, startHubProcess } from "./support/HubProcess.js"
@@ -515,15 +517,16 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
         expiresAt: now + 3_600_000
       }])
       // A replica leased it, began its call and died: its lease ran out.
-      const leased = yield* repo.lease({
+      const [leased] = yield* repo.leaseLanes([{
         phoneNumberId: "310000000000001",
         limit: 1,
         now,
         owner: "dead replica",
         leaseUntil: now + 1,
-        pairBurstMs: 0
-      })
-      expect(leased.map((row) => row.message_id)).toEqual([messageId])
+        pairBurstMs: 0,
+        priority: 0
+      }])
+      expect(leased?.map((row) => row.message_id)).toEqual([messageId])
       expect(yield* repo.claimSending(messageId, "dead replica", now + 1)).toBe(true)
       // Two replicas' rounds recover it at the same moment. So that both read it before either takes it
       // out, the row is held locked (as a third transaction could) until both wait for it.
@@ -551,7 +554,12 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
       // Each send answered as lost is recorded failed and told (hub.message_queue) by the round that got it: once.
       expect([...(first ?? []), ...(second ?? [])].map((row) => row.message_id)).toEqual([messageId])
       expect(yield* sql`SELECT message_id FROM send_queue`).toEqual([])
-    }).pipe(Effect.provide(SendQueueRepo.Default.pipe(Layer.provideMerge(testDatabase("postgres"))))))
+    }).pipe(Effect.provide(
+      SendQueueRepo.Default.pipe(
+        Layer.provide(WriteBatcherLive.pipe(Layer.provide(Metrics.Off))),
+        Layer.provideMerge(testDatabase("postgres"))
+      )
+    )))
 })
 
 describe("a hub process killed just after the Graph accepted a queued send (PostgreSQL)", () => {

@@ -3,15 +3,16 @@
  *
  * A round (`drainRound`): leases that a lost replica left are recovered, sends whose validity ended are
  * given up, then each number with sends due gets a lease of what fits its next quarter second of
- * throughput (transactional first, per person in order and within Meta's pair rate: SendQueue/Repo.ts
- * `lease`). Each leased send (`sendQueued`) waits for its place in the number's pacing (the budget
+ * throughput, all in one transaction (transactional first, per person in order and within Meta's pair
+ * rate: SendQueue/Repo.ts `lease`). Each leased send (`sendQueued`) waits for its place in the number's pacing (the budget
  * synchronous sends take from too: Messages/Pacing.ts), is marked `sending`, and goes to the Graph; its
  * outcome (`settle`, SendQueue/Outcomes.ts) is the record accepted, a retry after the backoff, or the
  * record failed with its reason (SendQueue/Rules.ts says which). A send whose Graph call began is never made again: if its
  * replica dies, the lease runs out and the send ends `outcome_unknown`.
  *
  * Rounds run when a send is queued or one ends here (the signal), and otherwise when the next queued
- * send falls due, at least every POLL (other replicas' sends, leases to recover).
+ * send falls due, at least every POLL (other replicas' sends, leases to recover), and at most every
+ * ROUND_GAP_MS.
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Either, Fiber, FiberSet, Queue, SubscriptionRef } from "effect"
@@ -28,7 +29,7 @@ import { untilStored } from "../Sql/Unavailable.js"
 import { type SendEndpoint, sendEndpoints, Upstream } from "../Upstream/Upstream.js"
 import { giveUp, type OutcomeContext, parsedBody, refOf, settle, settleLost } from "./Outcomes.js"
 import { QueueEvents } from "./QueueEvents.js"
-import { type QueuedRow, SendQueueRepo } from "./Repo.js"
+import { type DueLanes, type LeaseRequest, type QueuedRow, SendQueueRepo } from "./Repo.js"
 import { PAIR_BURST, PAIR_INTERVAL_MS, priorityRank } from "./Rules.js"
 
 /** How often a round runs when nothing signals: other replicas' sends, leases to recover. */
@@ -37,6 +38,12 @@ const POLL = Duration.seconds(1)
 const LEASE_WINDOW_MS = 250
 /** How long a lease holds before another replica may take the send (or, once sending, call it lost). */
 const LEASE_MS = 60_000
+/**
+ * Rounds begin at most this often. A lane leases once half its window is free (`laneRequests`), so a
+ * round every 50 ms keeps each lane fed; a round for each send ended (each wakes the drainer) cost a
+ * round's statements a send.
+ */
+const ROUND_GAP_MS = 50
 /** Sends of the queue in flight at once, per replica (the Graph calls of all numbers). */
 const MAX_IN_FLIGHT = 2_048
 
@@ -172,30 +179,33 @@ const sendQueued = (d: Drainage, row: QueuedRow) =>
     ))
   )
 
-/** Leases what fits the number's next window and starts each send. */
-const drainNumber = (d: Drainage, phoneNumberId: string, at: number) =>
-  Effect.gen(function*() {
-    const rate = d.throughput.rateNow(phoneNumberId)
-    const window = Math.max(1, Math.ceil((rate * LEASE_WINDOW_MS) / 1000))
-    const lease = (limit: number, onlyPriority: number | undefined) =>
-      d.repo.lease({
+/**
+ * What a number's lanes may lease in this round: each lane has its own window (what the number sends
+ * in LEASE_WINDOW_MS), so a transactional send is leased whatever the number's bulk sends hold (they
+ * yield to it in the pacing) and a reply never waits for a bulk lease to end. A lane leases once half
+ * its window or more is free, not for each send ended: a lease a send was a statement a send.
+ */
+const laneRequests = (
+  d: Drainage,
+  { phoneNumberId, priorities }: DueLanes,
+  at: number
+): ReadonlyArray<LeaseRequest> => {
+  const window = Math.max(1, Math.ceil((d.throughput.rateNow(phoneNumberId) * LEASE_WINDOW_MS) / 1000))
+  return priorities.flatMap((priority) => {
+    const room = window - held(d, phoneNumberId, priority)
+    return room >= Math.ceil(window / 2)
+      ? [{
         phoneNumberId,
-        limit,
+        priority,
+        limit: room,
         now: at,
         owner: d.owner,
         leaseUntil: at + LEASE_MS,
-        pairBurstMs: (PAIR_BURST - 1) * PAIR_INTERVAL_MS,
-        onlyPriority
-      })
-    // Each lane has its own window: a transactional send is leased whatever the number's bulk sends hold
-    // (they yield to it in the pacing), so a reply never waits for a bulk lease to end.
-    // Each lane's rows start as soon as they are leased: if the next lease fails (the database going
-    // away), they are not left leased and idle until their lease runs out.
-    const firstRoom = window - held(d, phoneNumberId, priorityRank.transactional)
-    if (firstRoom > 0) yield* startLeased(d, yield* lease(firstRoom, priorityRank.transactional))
-    const bulkRoom = window - held(d, phoneNumberId, priorityRank.bulk)
-    if (bulkRoom > 0) yield* startLeased(d, yield* lease(bulkRoom, priorityRank.bulk))
+        pairBurstMs: (PAIR_BURST - 1) * PAIR_INTERVAL_MS
+      }]
+      : []
   })
+}
 
 /** Holds the leased rows and starts each send. */
 const startLeased = (d: Drainage, rows: ReadonlyArray<QueuedRow>) =>
@@ -233,25 +243,36 @@ const drainRound = (d: Drainage) =>
       d.sweptAt.at = at
       yield* sweep(d, at)
     }
-    for (const phoneNumberId of yield* d.repo.dueNumbers(at)) yield* drainNumber(d, phoneNumberId, at)
+    const requests = (yield* d.repo.dueLanes(at)).flatMap((lanes) => laneRequests(d, lanes, at))
+    for (const rows of yield* d.repo.leaseLanes(requests)) yield* startLeased(d, rows)
   })
 
-/** Until the next round: a signal, or the soonest queued send falling due (at most POLL). */
-const untilNextRound = (d: Drainage) =>
+/**
+ * Until the next round: a signal, or the soonest queued send falling due (at most POLL); and at least
+ * ROUND_GAP_MS after the round that `began`.
+ */
+const untilNextRound = (d: Drainage, began: number) =>
   Effect.gen(function*() {
     const next = yield* Effect.orElseSucceed(d.repo.nextDueAt, () => undefined)
     const delay = next === undefined
       ? Duration.toMillis(POLL)
       : Math.min(Duration.toMillis(POLL), Math.max(0, next - d.now()))
     yield* Effect.raceFirst(Queue.take(d.signal), Effect.sleep(Duration.millis(delay)))
+    const gap = began + ROUND_GAP_MS - d.now()
+    if (gap > 0) yield* Effect.sleep(Duration.millis(gap))
   })
 
 const drainForever = (d: Drainage) =>
   Effect.forever(
-    Effect.zipRight(
-      drainRound(d).pipe(Effect.catchAllCause((cause) => Effect.logWarning("A round of the send queue failed", cause))),
-      untilNextRound(d)
-    )
+    Effect.suspend(() => {
+      const began = d.now()
+      return Effect.zipRight(
+        drainRound(d).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("A round of the send queue failed", cause))
+        ),
+        untilNextRound(d, began)
+      )
+    })
   )
 
 export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQueueDrainer", {

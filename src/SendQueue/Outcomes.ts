@@ -55,7 +55,7 @@ export const giveUp = (
       context.queueEvents.told(
         send,
         { status: "failed", reason, error },
-        context.repo.finish({ messageId: send.messageId })
+        { messageId: send.messageId }
       )
     )),
     Effect.catchAll((cause) =>
@@ -76,7 +76,7 @@ export const settleLost = (context: OutcomeContext, lost: TakenRow) =>
       return yield* context.queueEvents.told(
         refOf(lost),
         { status: "sent", waMessageId: record.wa_message_id },
-        Effect.void
+        undefined
       )
     }
     const error = lost.last_error === null ? undefined : parsedBody(lost.last_error)
@@ -109,7 +109,7 @@ const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answe
     yield* untilStored(context.queueEvents.told(
       refOf(row),
       { status: "sent", waMessageId },
-      context.repo.finish({
+      {
         messageId: row.message_id,
         madeAt: sentAt,
         pair: {
@@ -117,7 +117,7 @@ const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answe
           party: row.party,
           tat: nextPairTat(row.pair_tat ?? undefined, sentAt)
         }
-      })
+      }
     ))
   })
 

@@ -18,7 +18,8 @@ import { newId } from "../Domain/Ids.js"
 import type { JsonObject } from "../Domain/Json.js"
 import type { FailureReason } from "../Domain/Vocabulary.js"
 import { LiveEvents } from "../LiveEvents/LiveEvents.js"
-import { WriteBatcher } from "../Sql/WriteBatcher.js"
+import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
+import { type Finish, SendQueueRepo } from "./Repo.js"
 
 /** What became of a queued send. */
 type QueueOutcome =
@@ -66,6 +67,13 @@ const eventOf = (send: QueuedSendRef, outcome: QueueOutcome, at: Date): EventRec
   }
 }
 
+/** One outcome to tell, and the queue's own writes of it (`finish`: the send's row taken out). */
+interface Telling {
+  readonly send: QueuedSendRef
+  readonly outcome: QueueOutcome
+  readonly finish: Finish | undefined
+}
+
 export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
   effect: Effect.gen(function*() {
     const outbox = yield* OutboxRepo
@@ -73,27 +81,35 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
     const batcher = yield* WriteBatcher
     const signal = yield* DispatchSignal
     const live = yield* LiveEvents
+    const queue = yield* SendQueueRepo
 
     /**
-     * Stores the outcome's event and its deliveries, together with `alongside` (the queue's own
-     * writes of the outcome), in one transaction; then the dispatcher and the live streams hear.
+     * A group's outcomes, their events and deliveries with the queue's writes of them, a statement or
+     * a few per table for the group. It gathers (Sql/WriteBatcher.ts): paced sends end one at a time,
+     * and each outcome in a commit of its own was an fsync a send on SQLite (638 µs each, a third of
+     * the drain's time with 50 numbers: docs/PERFORMANCE.md); nobody waits on it but the queue itself.
+     * Timed inside its transaction, as the ingress's events are: on SQLite's one writer, the order
+     * events arrived in is then the order they committed in, which a poll's cursor relies on.
      */
-    const told = <E>(
-      send: QueuedSendRef,
-      outcome: QueueOutcome,
-      alongside: Effect.Effect<void, E>
-    ) =>
+    const tellAll = batcher.groupNow((tellings: ReadonlyArray<Telling>) =>
       Effect.gen(function*() {
-        // Timed inside its transaction, as the ingress's events are: on SQLite's one writer, the order
-        // events arrived in is then the order they committed in, which a poll's cursor relies on.
-        const { event, deliveries } = yield* batcher.run(Effect.gen(function*() {
-          const at = new Date()
-          const event = eventOf(send, outcome, at)
-          yield* alongside
-          yield* outbox.insertEvents([event], at.toISOString())
-          const counts = yield* enqueue.events([event], at.toISOString(), undefined, [])
-          return { event, deliveries: counts.get(event.id) ?? 0 }
-        }))
+        const at = new Date()
+        const events = tellings.map(({ outcome, send }) => eventOf(send, outcome, at))
+        yield* queue.finishAll(tellings.flatMap(({ finish }) => (finish === undefined ? [] : [finish])))
+        yield* outbox.insertEvents(events, at.toISOString())
+        const counts = yield* enqueue.events(events, at.toISOString(), undefined, [])
+        return events.map((event) => ({ event, deliveries: counts.get(event.id) ?? 0 }))
+      }), { gathers: true })
+
+    /**
+     * Stores the outcome's event and its deliveries, with `finish` (the send's row taken out, when it
+     * is still queued), in one transaction; then the dispatcher and the live streams hear.
+     */
+    const told = (send: QueuedSendRef, outcome: QueueOutcome, finish: Finish | undefined) =>
+      Effect.gen(function*() {
+        const { deliveries, event } = yield* Effect.flatten(
+          Effect.promise(() => written(tellAll, { send, outcome, finish }))
+        )
         if (deliveries > 0) signal.notify()
         live.publish([{
           id: event.id,
@@ -104,5 +120,6 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
       })
 
     return { told } as const
-  })
+  }),
+  dependencies: [SendQueueRepo.Default]
 }) {}

@@ -8,7 +8,9 @@ import { Array as Arr, Effect, Schema } from "effect"
 import { InstanceId, OrganizationId } from "../Domain/Ids.js"
 import { isPostgres, skipLocked } from "../Sql/Dialect.js"
 import { countRows, decodeRows, SqlBigint } from "../Sql/RowSchemas.js"
-import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
+import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
+import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
+import { priorityRank } from "./Rules.js"
 
 /** A queued send as the drainer takes it. */
 const QueuedRow = Schema.Struct({
@@ -42,7 +44,6 @@ const TakenRow = Schema.Struct({
 export type TakenRow = typeof TakenRow.Type
 const decodeTaken = decodeRows(TakenRow)
 const TAKEN_COLUMNS = "message_id, organization_id, instance_id, phone_number_id, party, attempts, last_error"
-const decodeNumbers = decodeRows(Schema.Struct({ phone_number_id: Schema.String }))
 const decodeCancelled = decodeRows(Schema.Struct({ ...TakenRow.fields, state: Schema.String }))
 const decodeNext = decodeRows(Schema.Struct({ next_at: Schema.NullOr(SqlBigint) }))
 
@@ -95,9 +96,12 @@ const insert =
     )
 
 /**
- * Leases up to `limit` sends of one number that may go now, for `owner` until `leaseUntil`:
- * transactional before bulk, each lane in the order accepted; per person only the oldest send
- * whose time has come (the next waits until it is done), and only when Meta's pair rate allows.
+ * Leases up to `limit` sends of one number's lane (`priority`: SendQueue/Rules.ts priorityRank) that may
+ * go now, for `owner` until `leaseUntil`, in the order they fell due (the order accepted, unless
+ * scheduled); per person only the oldest send whose time has come (the next waits until it is done),
+ * and only when Meta's pair rate allows. It reads the lane through send_queue_number_due, which ends in
+ * (due_at, seq): only the rows it takes and those a person's order or pair rate holds back, whatever
+ * the depth (migration 0031).
  */
 const lease = (sql: SqlClient.SqlClient) =>
 (input: {
@@ -107,21 +111,19 @@ const lease = (sql: SqlClient.SqlClient) =>
   readonly owner: string
   readonly leaseUntil: number
   readonly pairBurstMs: number
-  /** Only sends of this lane (SendQueue/Rules.ts priorityRank); both when absent. */
-  readonly onlyPriority?: number | undefined
+  readonly priority: number
 }): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
   sql.withTransaction(Effect.gen(function*() {
     const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
         q.phone_number_id, q.party, q.priority, q.body, q.endpoint, q.expires_at, q.attempts, p.tat AS pair_tat
       FROM send_queue q
       LEFT JOIN send_pairs p ON p.phone_number_id = q.phone_number_id AND p.party = q.party
-      WHERE q.phone_number_id = ${input.phoneNumberId} AND q.state = 'queued'
+      WHERE q.phone_number_id = ${input.phoneNumberId} AND q.state = 'queued' AND q.priority = ${input.priority}
         AND q.due_at <= ${input.now} AND q.expires_at > ${input.now}
-        ${input.onlyPriority === undefined ? sql`` : sql`AND q.priority = ${input.onlyPriority}`}
         AND (p.tat IS NULL OR p.tat - ${input.now} <= ${input.pairBurstMs})
         AND NOT EXISTS (SELECT 1 FROM send_queue e WHERE e.phone_number_id = q.phone_number_id
           AND e.party = q.party AND e.seq < q.seq AND e.send_at <= ${input.now})
-      ORDER BY q.priority, q.seq
+      ORDER BY q.due_at, q.seq
       LIMIT ${input.limit} ${isPostgres(sql) ? sql.literal("FOR UPDATE OF q SKIP LOCKED") : skipLocked(sql)}`)
     if (rows.length === 0) return rows
     yield* sql`UPDATE send_queue SET state = 'leased', lease_owner = ${input.owner}, lease_until = ${input.leaseUntil}
@@ -129,17 +131,47 @@ const lease = (sql: SqlClient.SqlClient) =>
     return rows
   }))
 
+/** What one lease asks for (see `lease`). */
+export type LeaseRequest = Parameters<ReturnType<typeof lease>>[0]
+
 /**
- * The Graph call of this send begins: from now on a lost lease means the outcome is unknown. False
- * when the send is no longer this replica's to make (cancelled meanwhile, or its lease ran out and
- * another replica took it): then it must not be sent.
+ * A round's leases, every number and lane, in one transaction: one commit a round rather than one a
+ * lane (a commit is an fsync on SQLite), and if one fails none is left leased and idle.
  */
-const claimSending = (sql: SqlClient.SqlClient) => (messageId: string, owner: string, leaseUntil: number) =>
-  Effect.map(
-    sql<{ readonly message_id: string }>`UPDATE send_queue SET state = 'sending', lease_until = ${leaseUntil}
-      WHERE message_id = ${messageId} AND state = 'leased' AND lease_owner = ${owner} RETURNING message_id`,
-    (rows) => rows.length === 1
-  )
+const leaseLanes = (sql: SqlClient.SqlClient) => (requests: ReadonlyArray<LeaseRequest>) =>
+  requests.length === 0 ? Effect.succeed([]) : sql.withTransaction(Effect.forEach(requests, lease(sql)))
+
+/** A send whose Graph call is about to begin, claimed by the replica that leased it. */
+interface Claim {
+  readonly messageId: string
+  readonly owner: string
+  readonly leaseUntil: number
+}
+
+/**
+ * The Graph calls of these sends begin: from now on a lost lease means the outcome is unknown. Each
+ * answer is false when its send is no longer its replica's to make (cancelled meanwhile, or its lease
+ * ran out and another replica took it): then it must not be sent. A claim must be durable before its
+ * call, so claims share the group commit, gathering (one statement per owner): alone, each was a
+ * commit of its own, an fsync on SQLite (3 ms a send, most of the drain's cost: docs/PERFORMANCE.md);
+ * a paced send waits at most the gathering time (10 ms) more, and its number's pace is kept by its
+ * slots. A claim's lease runs to the group's latest `leaseUntil`, a few milliseconds more than asked at most.
+ */
+const claimWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"]) =>
+  batcher.groupNow((claims: ReadonlyArray<Claim>) =>
+    Effect.gen(function*() {
+      const claimed = new Set<string>()
+      for (const [owner, ofOwner] of Object.entries(Arr.groupBy(claims, (claim) => claim.owner))) {
+        const leaseUntil = Math.max(...ofOwner.map((claim) => claim.leaseUntil))
+        for (const chunk of Arr.chunksOf(ofOwner, 256)) {
+          const rows = yield* sql<{ readonly message_id: string }>`UPDATE send_queue SET state = 'sending',
+            lease_until = ${leaseUntil} WHERE ${sql.in("message_id", padded(chunk.map((claim) => claim.messageId)))}
+            AND state = 'leased' AND lease_owner = ${owner} RETURNING message_id`
+          for (const row of rows) claimed.add(row.message_id)
+        }
+      }
+      return claims.map((claim) => claimed.has(claim.messageId))
+    }), { gathers: true })
 
 /** A number and person's pair rate from now on (see SendQueue/Rules.ts), when there is one to keep. */
 interface PairTat {
@@ -155,26 +187,48 @@ const savePair = (sql: SqlClient.SqlClient, pair: PairTat | undefined) =>
       sql.insert({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })
     } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${pair.tat}`
 
-/**
- * A send is done (made or given up): its row leaves the queue; a send that went moves its pair's rate on
- * and is noted in its number's second (`queue_send_seconds`, the measured pace).
- */
-const finish = (sql: SqlClient.SqlClient) =>
-(input: {
+/** A send done (made or given up); one that went (`pair`, `madeAt`: when) moves its pair's rate on. */
+export interface Finish {
   readonly messageId: string
   readonly pair?: PairTat
-  /** When the send that went was made (epoch ms). */
   readonly madeAt?: number
-}) =>
-  Effect.all([
-    savePair(sql, input.pair),
-    input.pair === undefined || input.madeAt === undefined ?
-      Effect.void :
-      sql`INSERT INTO queue_send_seconds ${
-        sql.insert({ phone_number_id: input.pair.phoneNumberId, second: Math.floor(input.madeAt / 1000) })
-      }`,
-    sql`DELETE FROM send_queue WHERE message_id = ${input.messageId}`
-  ], { discard: true })
+}
+
+/** Each pair once, at its latest rate, in one order of keys: two replicas' groups never wait on each other in a cycle. */
+const latestPairs = (finishes: ReadonlyArray<Finish>): ReadonlyArray<PairTat> => {
+  const pairs = new Map<string, PairTat>()
+  for (const { pair } of finishes) {
+    if (pair === undefined) continue
+    const key = `${pair.phoneNumberId} ${pair.party}`
+    const known = pairs.get(key)
+    if (known === undefined || known.tat < pair.tat) pairs.set(key, pair)
+  }
+  return [...pairs.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, pair]) => pair)
+}
+
+/**
+ * Sends done, a group's at once (QueueEvents' group writer): their rows leave the queue; those that
+ * went move their pair's rate on and are noted in their number's second (`queue_send_seconds`, the
+ * measured pace). A statement per table for the group, where there were three a send (about 250 µs a
+ * send on SQLite with 50 numbers draining: docs/PERFORMANCE.md).
+ */
+const finishAll = (sql: SqlClient.SqlClient) => (finishes: ReadonlyArray<Finish>) =>
+  Effect.gen(function*() {
+    for (const chunk of powerOfTwoChunks(latestPairs(finishes))) {
+      yield* sql`INSERT INTO send_pairs ${
+        sql.insert(chunk.map((pair) => ({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })))
+      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = excluded.tat`
+    }
+    const made = finishes.flatMap(({ madeAt, pair }) =>
+      pair === undefined || madeAt === undefined
+        ? []
+        : [{ phone_number_id: pair.phoneNumberId, second: Math.floor(madeAt / 1000) }]
+    )
+    for (const chunk of powerOfTwoChunks(made)) yield* sql`INSERT INTO queue_send_seconds ${sql.insert(chunk)}`
+    for (const chunk of Arr.chunksOf(finishes.map((finish) => finish.messageId), 256)) {
+      yield* sql`DELETE FROM send_queue WHERE ${sql.in("message_id", padded(chunk))}`
+    }
+  })
 
 /** A send to try again at `dueAt` (and, for the pair rate, its pair held back until then). */
 const retryLater = (sql: SqlClient.SqlClient) =>
@@ -202,11 +256,12 @@ const giveBack = (sql: SqlClient.SqlClient) => (messageIds: ReadonlyArray<string
  */
 const recoverLeases = (sql: SqlClient.SqlClient) => (now: number) =>
   sql.withTransaction(Effect.gen(function*() {
+    // `state <> 'queued'` names the lease index's condition (migration 0031), so both engines use it.
     yield* sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL
-      WHERE state = 'leased' AND lease_until < ${now}`
+      WHERE state <> 'queued' AND lease_until < ${now} AND state = 'leased'`
     // Taken out and read in one statement: two replicas recovering at once never both get a row.
     return yield* decodeTaken(
-      sql`DELETE FROM send_queue WHERE state = 'sending' AND lease_until < ${now}
+      sql`DELETE FROM send_queue WHERE state <> 'queued' AND lease_until < ${now} AND state = 'sending'
         RETURNING ${sql.literal(TAKEN_COLUMNS)}`
     )
   }))
@@ -311,12 +366,46 @@ interface QueueReading {
 const pruneSendSeconds = (sql: SqlClient.SqlClient) => (now: number) =>
   Effect.asVoid(sql`DELETE FROM queue_send_seconds WHERE second < ${Math.floor(now / 1000) - 60}`)
 
-/** The numbers with sends that may be due now. */
-const dueNumbers = (sql: SqlClient.SqlClient) => (now: number) =>
-  Effect.map(
-    decodeNumbers(sql`SELECT DISTINCT phone_number_id FROM send_queue WHERE state = 'queued' AND due_at <= ${now}`),
-    (rows) => rows.map((row) => row.phone_number_id)
+const decodeDueLanes = decodeRows(
+  Schema.Struct({ phone_number_id: Schema.String, transactional: Schema.Number, bulk: Schema.Number })
+)
+
+/** A number's lanes (SendQueue/Rules.ts priorityRank) with sends due. */
+export interface DueLanes {
+  readonly phoneNumberId: string
+  readonly priorities: ReadonlyArray<number>
+}
+
+/**
+ * The numbers with sends that may be due now, and which of their lanes: each number in the queue found
+ * by one seek past the previous one (a loose index scan, as a recursive query), then one seek per lane.
+ * A DISTINCT over the due sends read every one of them each round (224 µs with 1,000 queued, growing
+ * with the depth); a lane without sends due is not leased (an empty lease was a statement a round).
+ */
+const dueLanes = (sql: SqlClient.SqlClient) => (now: number) => {
+  const dueIn = (rank: number) =>
+    sql`CASE WHEN EXISTS (SELECT 1 FROM send_queue q WHERE q.phone_number_id = numbers.id AND q.state = 'queued'
+      AND q.priority = ${rank} AND q.due_at <= ${now}) THEN 1 ELSE 0 END`
+  return Effect.map(
+    decodeDueLanes(sql`WITH RECURSIVE numbers (id) AS (
+        SELECT MIN(phone_number_id) FROM send_queue
+        UNION ALL
+        SELECT (SELECT MIN(phone_number_id) FROM send_queue WHERE phone_number_id > numbers.id)
+          FROM numbers WHERE numbers.id IS NOT NULL
+      )
+      SELECT id AS phone_number_id, ${dueIn(priorityRank.transactional)} AS transactional,
+        ${dueIn(priorityRank.bulk)} AS bulk
+      FROM numbers WHERE id IS NOT NULL`),
+    (rows): ReadonlyArray<DueLanes> =>
+      rows.flatMap((row) => {
+        const priorities = [
+          ...(row.transactional === 1 ? [priorityRank.transactional] : []),
+          ...(row.bulk === 1 ? [priorityRank.bulk] : [])
+        ]
+        return priorities.length === 0 ? [] : [{ phoneNumberId: row.phone_number_id, priorities }]
+      })
   )
+}
 
 /** The soonest time a queued send falls due (undefined: none queued). */
 const nextDueAt = (sql: SqlClient.SqlClient) =>
@@ -328,11 +417,14 @@ const nextDueAt = (sql: SqlClient.SqlClient) =>
 export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const claims = claimWriter(sql, yield* WriteBatcher)
     return {
       insert: insert(sql),
-      lease: lease(sql),
-      claimSending: claimSending(sql),
-      finish: finish(sql),
+      leaseLanes: leaseLanes(sql),
+      /** See claimWriter: true when the send is still this replica's to make. */
+      claimSending: (messageId: string, owner: string, leaseUntil: number) =>
+        Effect.flatMap(Effect.promise(() => written(claims, { messageId, owner, leaseUntil })), (exit) => exit),
+      finishAll: finishAll(sql),
       retryLater: retryLater(sql),
       giveBack: giveBack(sql),
       recoverLeases: recoverLeases(sql),
@@ -342,7 +434,7 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       depthOf: depthOf(sql),
       readings: readings(sql),
       pruneSendSeconds: pruneSendSeconds(sql),
-      dueNumbers: dueNumbers(sql),
+      dueLanes: dueLanes(sql),
       nextDueAt: nextDueAt(sql)
     } as const
   })

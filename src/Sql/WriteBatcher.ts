@@ -60,7 +60,7 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
    * transaction has committed. A callback, not an effect: the send core that uses it runs without a
    * fiber (see Messages/Send.ts).
    */
-  readonly groupNow: <I, A>(writeAll: WriteAll<I, A>) => GroupWriter<I, A>
+  readonly groupNow: <I, A>(writeAll: WriteAll<I, A>, options?: GroupOptions) => GroupWriter<I, A>
   /**
    * When a write last failed because of the database (Sql/Unavailable.ts: unreachable, full,
    * read-only), in epoch milliseconds; 0 if none has. Readiness reads it: a database that answers
@@ -68,6 +68,11 @@ export class WriteBatcher extends Context.Tag("WriteBatcher")<WriteBatcher, {
    */
   readonly lastStorageFailureAt: () => number
 }>() {}
+
+/** `gathers`: the group waits for the gathering time as `gather`'s writes do (default: it does not). */
+interface GroupOptions {
+  readonly gathers?: boolean
+}
 
 /** Writes a group's items together: one answer per item, in order. */
 type WriteAll<I, A> = (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
@@ -162,7 +167,8 @@ const makeGroupWriter = <I, A>(
   sql: SqlClient.SqlClient,
   enqueue: (job: Job) => void,
   noteFailure: (cause: Cause.Cause<unknown>) => void,
-  writeAll: WriteAll<I, A>
+  writeAll: WriteAll<I, A>,
+  gathers: boolean
 ): GroupWriter<I, A> => {
   let members: Array<GroupMember<I, A>> = []
   // The group's items in one savepoint; if that fails, each in its own, so only a bad item fails.
@@ -202,7 +208,7 @@ const makeGroupWriter = <I, A>(
         member.resume(Exit.failCause(failure))
       }
     },
-    gathers: false
+    gathers
   }
   return (item: I, resume: (exit: Exit.Exit<A, SqlError.SqlError>) => void) => {
     // The group's job is queued once; items arriving before it runs join it.
@@ -287,7 +293,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
         run: (write) => single(sql.withTransaction(write)),
         gather: (write) => single(sql.withTransaction(write), true),
         runStatement: single,
-        groupNow: (writeAll) => makeGroupWriter(sql, add, noteFailure, writeAll),
+        groupNow: (writeAll, options) => makeGroupWriter(sql, add, noteFailure, writeAll, options?.gathers ?? false),
         lastStorageFailureAt: () => lastStorageFailureAt
       })
     })
