@@ -657,3 +657,63 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
     { timeout: 60_000 }
   )
 })
+
+describe.each(engines)("a number's queue as read (%s)", (engine) => {
+  it.live("depth counts every send it holds; the oldest wait is of the sends whose time came and that still wait", () =>
+    Effect.gen(function*() {
+      const repo = yield* SendQueueRepo
+      const now = Date.now()
+      const send = (phoneNumberId: string, person: number, priority: number, sendAt: number) => ({
+        messageId: newId("msg"),
+        organizationId: newId("org"),
+        instanceId: newId("ins"),
+        wabaId: "410000000000001",
+        phoneNumberId,
+        party: recipient(person),
+        priority,
+        body: JSON.stringify({ to: recipient(person), type: "text", text: { body: "read" } }),
+        endpoint: "messages",
+        sendAt,
+        expiresAt: now + 3_600_000
+      })
+      const [a, b, c] = ["310000000000001", "310000000000002", "310000000000003"]
+      yield* repo.insert([
+        // A: a bulk send due 5 s ago, a transactional one due 2 s ago, one an hour ahead.
+        send(a!, 0, 1, now - 5_000),
+        send(a!, 1, 0, now - 2_000),
+        send(a!, 2, 1, now + 3_600_000),
+        // B: one send due 9 s ago, then leased (being made: it no longer waits).
+        send(b!, 3, 1, now - 9_000),
+        // C: only a send an hour ahead.
+        send(c!, 4, 0, now + 3_600_000)
+      ])
+      const [leased] = yield* repo.leaseLanes([{
+        phoneNumberId: b!,
+        priority: 1,
+        limit: 10,
+        now,
+        owner: "a replica",
+        leaseUntil: now + 60_000,
+        pairBurstMs: 0
+      }])
+      expect(leased?.length).toBe(1)
+      const byNumber = (readings: ReadonlyArray<{ readonly phoneNumberId: string }>) =>
+        Object.fromEntries(readings.map((reading) => [reading.phoneNumberId, reading]))
+      expect(byNumber(yield* repo.readings(now))).toEqual({
+        [a!]: { phoneNumberId: a, depth: 3, oldestWaitSeconds: 5, sendsPerSecond: 0 },
+        [b!]: { phoneNumberId: b, depth: 1, oldestWaitSeconds: 0, sendsPerSecond: 0 },
+        [c!]: { phoneNumberId: c, depth: 1, oldestWaitSeconds: 0, sendsPerSecond: 0 }
+      })
+      // A caller's own numbers only.
+      expect(byNumber(yield* repo.readings(now, [c!, "310000000000009"]))).toEqual({
+        [c!]: { phoneNumberId: c, depth: 1, oldestWaitSeconds: 0, sendsPerSecond: 0 }
+      })
+      // The lanes with sends due: A's two, none of B's (leased) or C's (not yet).
+      expect(yield* repo.dueLanes(now)).toEqual([{ phoneNumberId: a, priorities: [0, 1] }])
+    }).pipe(Effect.provide(
+      SendQueueRepo.Default.pipe(
+        Layer.provide(WriteBatcherLive.pipe(Layer.provide(Metrics.Off))),
+        Layer.provideMerge(testDatabase(engine))
+      )
+    )))
+})
