@@ -40,7 +40,7 @@ const GATHER_MS = 10
  * Transactions of one batcher in flight at once: at most one running its writes, and one more
  * committing. PostgreSQL: 2. The earlier transaction has taken every lock it will hold before the
  * next begins, and its COMMIT waits on no lock (no constraint or trigger of the schema is deferred),
- * so the next may wait on its rows (an event both insert, an hourly count both add to) but the
+ * so the next may wait on its rows (a change both store, an hourly count both add to) but the
  * earlier never waits on the next's: no deadlock between them, whatever rows each touches. SQLite: 1.
  * It has one writer and the hub one connection, so a second transaction could not begin before the
  * first ends; and a failed COMMIT there leaves the transaction open, to be rolled back before the
