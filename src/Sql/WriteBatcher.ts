@@ -13,10 +13,16 @@
  *   row's. If that statement fails, the group's items are retried one by one so that only the bad one fails.
  *
  * Callers wait on a plain callback rather than a Deferred and a Queue: this is on every send's path.
+ *
+ * Two in flight on PostgreSQL (see `MAX_IN_FLIGHT`): the next transaction begins, on another pooled
+ * connection, as soon as the previous one has run its writes and sent its COMMIT, so its statements'
+ * round trips overlap that COMMIT's flush instead of waiting for it. Each transaction still answers
+ * only its own callers, after its own COMMIT.
  */
 import { SqlClient, SqlError } from "@effect/sql"
 import { Array as Arr, type Cause, Context, Effect, Exit, FiberSet, Layer, Option } from "effect"
 import { type HubMetrics, Metrics } from "../Metrics/Metrics.js"
+import { isPostgres } from "./Dialect.js"
 import { unavailableOf } from "./Unavailable.js"
 
 /** Most jobs per shared transaction: bounds how long other queries wait for the connection. */
@@ -30,12 +36,30 @@ const MAX_BATCH = 256
  */
 const GATHER_MS = 10
 
+/**
+ * Transactions of one batcher in flight at once: at most one running its writes, and one more
+ * committing. PostgreSQL: 2. The earlier transaction has taken every lock it will hold before the
+ * next begins, and its COMMIT waits on no lock (no constraint or trigger of the schema is deferred),
+ * so the next may wait on its rows (a change both store, an hourly count both add to) but the
+ * earlier never waits on the next's: no deadlock between them, whatever rows each touches. SQLite: 1.
+ * It has one writer and the hub one connection, so a second transaction could not begin before the
+ * first ends; and a failed COMMIT there leaves the transaction open, to be rolled back before the
+ * connection serves another.
+ */
+const MAX_IN_FLIGHT = { postgres: 2, sqlite: 1 } as const
+
 /** Answers a job's callers once the shared transaction's COMMIT is known (its failure, if any). */
 type Settle = (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) => void
 
+/** Told of a write's failure: if the database is unavailable, it ends the transaction the write ran in. */
+type NoteFailure = (cause: Cause.Cause<unknown>) => void
+
 interface Job {
-  /** Runs the job's write(s) inside the shared transaction; never fails (outcomes are kept for Settle). */
-  readonly execute: Effect.Effect<Settle>
+  /**
+   * Runs the job's write(s) inside the shared transaction, telling `noteFailure` (that transaction's)
+   * of each failure; never fails (outcomes are kept for Settle).
+   */
+  readonly execute: (noteFailure: NoteFailure) => Effect.Effect<Settle>
   /** Answers the job's callers with the shared transaction's failure, without running the write(s). */
   readonly abandon: (failure: Cause.Cause<SqlError.SqlError>) => void
   /** Whether it may wait for the gathering time (see `gather`). */
@@ -90,50 +114,53 @@ const settled = <A, E>(
 ): Exit.Exit<A, E | SqlError.SqlError> => Option.isSome(commitFailure) ? Exit.failCause(commitFailure.value) : outcome
 
 /**
- * A batch's shared state: `broken` is set by a job that failed because the database is unavailable
- * (Sql/Unavailable.ts); `noteFailure` sets it (and the time readiness reads).
- */
-interface BatchState {
-  broken: Option.Option<unknown>
-  readonly noteFailure: (cause: Cause.Cause<unknown>) => void
-}
-
-/**
  * Runs a batch's jobs in one shared transaction, then answers every caller with its COMMIT's outcome.
  * A job failing because the database is unavailable ends the batch: SQLite rolls the whole
  * transaction back on a full disk or an I/O error, and the jobs after it would run outside any
  * transaction, each statement committed alone. So the rest are not run and all are answered the failure.
+ * `committing` is called once the jobs have run (the COMMIT or ROLLBACK follows): the next batch may begin.
  */
-const commitBatch = (
-  sql: SqlClient.SqlClient,
-  recordCommit: HubMetrics["commit"],
-  batch: BatchState,
-  jobs: ReadonlyArray<Job>
-) => {
+const commitBatch = (options: {
+  readonly sql: SqlClient.SqlClient
+  readonly recordCommit: HubMetrics["commit"]
+  readonly noteStorageFailure: NoteFailure
+  readonly rollbackAfterFailure: boolean
+  readonly jobs: ReadonlyArray<Job>
+  readonly committing: () => void
+}) => {
+  const { jobs, sql } = options
   const settles: Array<Settle> = []
   const startedAt = performance.now()
-  batch.broken = Option.none()
+  // This batch's own: a failure in a batch committing meanwhile does not end this one.
+  let broken: Option.Option<unknown> = Option.none()
+  const noteFailure: NoteFailure = (cause) => {
+    const unavailable = unavailableOf(cause)
+    if (Option.isNone(unavailable)) return
+    options.noteStorageFailure(cause)
+    broken = unavailable
+  }
   return sql.withTransaction(
     Effect.gen(function*() {
       for (const job of jobs) {
-        settles.push(yield* job.execute)
-        if (Option.isSome(batch.broken)) {
-          return yield* Effect.fail(
-            new SqlError.SqlError({ cause: batch.broken.value, message: "A write failed the batch" })
-          )
+        settles.push(yield* job.execute(noteFailure))
+        if (Option.isSome(broken)) {
+          return yield* Effect.fail(new SqlError.SqlError({ cause: broken.value, message: "A write failed the batch" }))
         }
       }
-    })
+    }).pipe(Effect.ensuring(Effect.sync(options.committing)))
   ).pipe(
     Effect.exit,
-    // A failed COMMIT (a deferred constraint, a full disk) can leave the transaction open, and
+    // A failed COMMIT (a deferred constraint, a full disk) can leave SQLite's transaction open, and
     // @effect/sql does not roll it back: the next batch could not begin, and a plain write in
     // between would join the doomed transaction. "No transaction is active" is fine here.
-    Effect.tap((committed) => Exit.isFailure(committed) ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void),
+    // PostgreSQL ends a transaction whose COMMIT failed itself.
+    Effect.tap((committed) =>
+      Exit.isFailure(committed) && options.rollbackAfterFailure ? Effect.ignore(sql.unsafe("ROLLBACK")) : Effect.void
+    ),
     Effect.map((committed) => {
-      recordCommit((performance.now() - startedAt) / 1000)
+      options.recordCommit((performance.now() - startedAt) / 1000)
       const failure = Exit.isFailure(committed) ? Option.some(committed.cause) : Option.none()
-      if (Option.isSome(failure)) batch.noteFailure(failure.value)
+      if (Option.isSome(failure)) options.noteStorageFailure(failure.value)
       for (const settle of settles) settle(failure)
       // Jobs the transaction never reached (it failed to begin, or a job ended it) get its failure too.
       if (Option.isSome(failure)) { for (const job of jobs.slice(settles.length)) job.abandon(failure.value) }
@@ -166,41 +193,41 @@ const writeEach = <I, A>(sql: SqlClient.SqlClient, writeAll: WriteAll<I, A>, tak
 const makeGroupWriter = <I, A>(
   sql: SqlClient.SqlClient,
   enqueue: (job: Job) => void,
-  noteFailure: (cause: Cause.Cause<unknown>) => void,
   writeAll: WriteAll<I, A>,
   gathers: boolean
 ): GroupWriter<I, A> => {
   let members: Array<GroupMember<I, A>> = []
   // The group's items in one savepoint; if that fails, each in its own, so only a bad item fails.
   const job: Job = {
-    execute: Effect.suspend(() => {
-      const taken = members
-      members = []
-      // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
-      const writeTogether = Effect.flatMap(
-        writeAll(taken.map((m) => m.item)),
-        (answers) =>
-          answers.length === taken.length
-            ? Effect.succeed(answers.map(Exit.succeed))
-            : Effect.dieMessage("a write group answered too few items")
-      )
-      return sql.withTransaction(writeTogether).pipe(
-        // Each item alone finds out which one is bad; but with the database unavailable none would
-        // do better, and on SQLite each would run outside the (rolled back) shared transaction.
-        Effect.catchAllCause((cause) =>
-          Option.isSome(unavailableOf(cause))
-            ? Effect.succeed(taken.map(() => Exit.failCause(cause)))
-            : writeEach(sql, writeAll, taken)
-        ),
-        Effect.map((outcomes) => {
-          for (const outcome of outcomes) if (Exit.isFailure(outcome)) noteFailure(outcome.cause)
-          return (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
-            taken.forEach((member, i) =>
-              member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
-            )
-        })
-      )
-    }),
+    execute: (noteFailure) =>
+      Effect.suspend(() => {
+        const taken = members
+        members = []
+        // The answer count is checked inside the savepoint, so a wrong count rolls the rows back too.
+        const writeTogether = Effect.flatMap(
+          writeAll(taken.map((m) => m.item)),
+          (answers) =>
+            answers.length === taken.length
+              ? Effect.succeed(answers.map(Exit.succeed))
+              : Effect.dieMessage("a write group answered too few items")
+        )
+        return sql.withTransaction(writeTogether).pipe(
+          // Each item alone finds out which one is bad; but with the database unavailable none would
+          // do better, and on SQLite each would run outside the (rolled back) shared transaction.
+          Effect.catchAllCause((cause) =>
+            Option.isSome(unavailableOf(cause))
+              ? Effect.succeed(taken.map(() => Exit.failCause(cause)))
+              : writeEach(sql, writeAll, taken)
+          ),
+          Effect.map((outcomes) => {
+            for (const outcome of outcomes) if (Exit.isFailure(outcome)) noteFailure(outcome.cause)
+            return (commitFailure: Option.Option<Cause.Cause<SqlError.SqlError>>) =>
+              taken.forEach((member, i) =>
+                member.resume(settled(outcomes[i] ?? Exit.die("no outcome for a write"), commitFailure))
+              )
+          })
+        )
+      }),
     abandon: (failure) => {
       const taken = members
       members = []
@@ -225,23 +252,21 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
       const sql = yield* SqlClient.SqlClient
       const metrics = yield* Metrics
       const runFork = yield* FiberSet.makeRuntime<never>()
+      const maxInFlight = isPostgres(sql) ? MAX_IN_FLIGHT.postgres : MAX_IN_FLIGHT.sqlite
       let waiting: Array<Job> = []
       let scheduled = false
-      let running = false
+      /** Batches begun and not yet answered, and whether one of them is still running its writes. */
+      let inFlight = 0
+      let preparing = false
       /** When the last transaction began, for the gathering time. */
       let lastBatchAt = 0
       let gatherTimer: ReturnType<typeof setTimeout> | undefined
       let lastStorageFailureAt = 0
-      const batch: BatchState = {
-        broken: Option.none(),
-        noteFailure: (cause) => {
-          const unavailable = unavailableOf(cause)
-          if (Option.isNone(unavailable)) return
-          lastStorageFailureAt = Date.now()
-          batch.broken = unavailable
-        }
+      const noteStorageFailure: NoteFailure = (cause) => {
+        if (Option.isSome(unavailableOf(cause))) lastStorageFailureAt = Date.now()
       }
-      const noteFailure = batch.noteFailure
+      /** Whether another batch may begin now: none running its writes, and room for one more in flight. */
+      const busy = () => preparing || inFlight >= maxInFlight
 
       // SQLite calls are synchronous, so nothing can join a batch while one runs: after the first write
       // arrives, one turn of the event loop lets the requests whose I/O completed meanwhile queue theirs.
@@ -249,18 +274,35 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
         scheduled = false
         clearTimeout(gatherTimer)
         gatherTimer = undefined
-        if (running || waiting.length === 0) return
+        if (busy() || waiting.length === 0) return
         const jobs = waiting.slice(0, MAX_BATCH)
         waiting = waiting.slice(jobs.length)
-        running = true
+        inFlight += 1
+        preparing = true
         lastBatchAt = Date.now()
-        runFork(commitBatch(sql, metrics.commit, batch, jobs)).addObserver(() => {
-          running = false
+        // Once per batch: after its writes, or as it ends if it never began them (no connection, no BEGIN).
+        let wrote = false
+        const committing = () => {
+          if (wrote) return
+          wrote = true
+          preparing = false
+          if (waiting.length > 0) schedule()
+        }
+        runFork(commitBatch({
+          sql,
+          recordCommit: metrics.commit,
+          noteStorageFailure,
+          rollbackAfterFailure: maxInFlight === 1,
+          jobs,
+          committing
+        })).addObserver(() => {
+          committing()
+          inFlight -= 1
           if (waiting.length > 0) schedule()
         })
       }
       const schedule = () => {
-        if (scheduled || running) return
+        if (scheduled || busy()) return
         const wait = waiting.every((job) => job.gathers) ? options.gatherMs - (Date.now() - lastBatchAt) : 0
         if (wait > 0) {
           gatherTimer ??= setTimeout(flush, wait)
@@ -279,10 +321,11 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
       const single = <A, E>(write: Effect.Effect<A, E>, gathers = false): Effect.Effect<A, E | SqlError.SqlError> =>
         Effect.async((resume) => {
           add({
-            execute: Effect.map(Effect.exit(write), (outcome) => {
-              if (Exit.isFailure(outcome)) noteFailure(outcome.cause)
-              return (commitFailure) => resume(settled(outcome, commitFailure))
-            }),
+            execute: (noteFailure) =>
+              Effect.map(Effect.exit(write), (outcome) => {
+                if (Exit.isFailure(outcome)) noteFailure(outcome.cause)
+                return (commitFailure) => resume(settled(outcome, commitFailure))
+              }),
             abandon: (failure) => resume(Exit.failCause(failure)),
             gathers
           })
@@ -293,7 +336,7 @@ export const writeBatcherLayer = (options: { readonly gatherMs: number }) =>
         run: (write) => single(sql.withTransaction(write)),
         gather: (write) => single(sql.withTransaction(write), true),
         runStatement: single,
-        groupNow: (writeAll, options) => makeGroupWriter(sql, add, noteFailure, writeAll, options?.gathers ?? false),
+        groupNow: (writeAll, options) => makeGroupWriter(sql, add, writeAll, options?.gathers ?? false),
         lastStorageFailureAt: () => lastStorageFailureAt
       })
     })
