@@ -8,7 +8,7 @@
  * picked are then leased by id: the lease condition checked again on each and, on PostgreSQL, only
  * the rows taken locked, skipping any another replica is taking (issue 34).
  */
-import type { SqlClient, SqlError } from "@effect/sql"
+import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { isPostgres, placeholders, skipLocked } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
@@ -121,13 +121,19 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
 
   /**
    * The webhooks with queued rows, with their organizations, `most` at most: one seek of
-   * deliveries_webhook_due each (a test checks the plan).
+   * deliveries_webhook_due each (a test checks the plan). Each seek is ordered by that index's whole
+   * key, not a MIN(webhook_id): PostgreSQL planned the MIN on deliveries_webhook at times, reading
+   * every finished delivery of a webhook before its first queued one (issue 34); in this order that
+   * index would have to sort a webhook's every delivery first.
    */
+  const firstQueued = (after: Statement.Fragment) =>
+    sql`(SELECT d.webhook_id FROM deliveries d WHERE d.next_attempt_at IS NOT NULL ${after}
+      ORDER BY d.webhook_id, d.status, d.next_attempt_at LIMIT 1)`
   const queuedWebhooks = (most: number) =>
     sql<Owned>`WITH RECURSIVE queued (webhook_id, n) AS (
-      SELECT MIN(webhook_id), 1 FROM deliveries WHERE next_attempt_at IS NOT NULL
+      SELECT ${firstQueued(sql``)}, 1
       UNION ALL
-      SELECT (SELECT MIN(d.webhook_id) FROM deliveries d WHERE d.next_attempt_at IS NOT NULL AND d.webhook_id > queued.webhook_id), n + 1
+      SELECT ${firstQueued(sql`AND d.webhook_id > queued.webhook_id`)}, n + 1
         FROM queued WHERE queued.webhook_id IS NOT NULL AND n < ${most}
     )
     SELECT q.webhook_id, w.organization_id FROM queued q JOIN webhooks w ON w.id = q.webhook_id`
