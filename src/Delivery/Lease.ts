@@ -3,18 +3,21 @@
  * webhook and each organization within its share of attempts in flight, then the idle slots an
  * organization past its share may take (the shares are Fairness.ts's); and, when webhooks or organizations at their
  * share hold the front of that order, the other webhooks' first rows, one webhook at a time. The
- * candidates are read, the shares applied here, and the rows picked are then leased by id (the
- * lease condition checked again on each).
+ * webhooks with queued rows are listed first (a bounded list), so the read is bounded by what their
+ * shares can take; the candidates are read without locks, the shares applied here, and the rows
+ * picked are then leased by id: the lease condition checked again on each and, on PostgreSQL, only
+ * the rows taken locked, skipping any another replica is taking (issue 34).
  */
-import type { SqlClient, SqlError } from "@effect/sql"
+import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import { Effect } from "effect"
-import { isPostgres, placeholders, skipLocked, skipLockedText } from "../Sql/Dialect.js"
+import { isPostgres, placeholders, skipLocked } from "../Sql/Dialect.js"
 import { padded, powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import {
   anyAtShare,
   atShare,
   type DueRow,
   type InFlight,
+  type Owned,
   pickWithinShares,
   rowsLeft,
   withAttempts
@@ -39,6 +42,17 @@ export interface LeaseRequest {
 
 /** Rows the lease reads from the front of each phase per row it may take (see dueRows). */
 const SCAN_PER_LEASED_ROW = 4
+
+/**
+ * How many webhooks with queued rows the lease lists before reading: those in flight (which may have
+ * no room left) and enough others to fill the limit at their full share, and one more. A list that
+ * long may be cut short, and then the shares' room is not known: the read is bounded by the limit.
+ */
+const listBound = (input: LeaseRequest) =>
+  input.inFlight.size + Math.ceil(input.limit / Math.max(1, input.perWebhook)) + 1
+
+/** No bound on the webhooks listed (a recursive CTE's counter, an integer on both engines). */
+const ALL_WEBHOOKS = 2_147_483_647
 
 /** Most webhooks read in one statement, a power of two (two compound terms each; SQLite allows 500). */
 const WEBHOOKS_PER_STATEMENT = 128
@@ -76,28 +90,26 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
 
   /**
    * Due rows not leased by anyone (or whose lease expired): first attempts, oldest first, then
-   * retries, at most `limit` in all, each webhook taking only what its share leaves. Each phase reads
+   * retries, `wanted` at most in all, each webhook taking only what its share leaves. Each phase reads
    * a range of deliveries_due, bounded: under load the front mixes every webhook's rows, and a few
    * times the rows wanted (plus the shares of webhooks left out) finds them; a webhook out of share
    * with a long queue at the front then costs a bounded read, and the lease looks past it through
-   * deliveries_webhook_due (see `lease`).
+   * deliveries_webhook_due (see `lease`). Read without locks: only the rows taken are locked (`take`).
    */
-  const dueRows = (input: LeaseRequest) => {
+  const dueRows = (input: LeaseRequest, wanted: number) => {
     const full = atShare(input.inFlight, input.perWebhook)
     // Organizations at their share are left out only when none may take idle slots.
     const fullOrganizations = input.overShareRoom > 0
       ? []
       : atShare(input.inFlightByOrganization, input.perOrganization)
     // Enough of the front that, once the webhooks and organizations at their share are left out, the rows wanted are there.
-    const front =
-      (input.limit + input.perWebhook * (full.length + 1) + input.perOrganization * fullOrganizations.length) *
+    const front = (wanted + input.perWebhook * full.length + input.perOrganization * fullOrganizations.length) *
       SCAN_PER_LEASED_ROW
     const phase = (status: "pending" | "failed", rank: number) =>
       sql`SELECT due.id, due.webhook_id, w.organization_id, ${rank} AS phase, due.next_attempt_at FROM (
           SELECT id, webhook_id, next_attempt_at FROM deliveries
            WHERE status = ${status} AND next_attempt_at <= ${input.now} AND ${unleased(input.now)}
            ORDER BY next_attempt_at LIMIT ${front}
-           ${skipLocked(sql)}
         ) AS due
         JOIN webhooks w ON w.id = due.webhook_id
         WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${
@@ -107,19 +119,26 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
     return sql<DueRow>`${phase("pending", 0)} UNION ALL ${phase("failed", 1)}`
   }
 
-  /** The webhooks with queued rows, with their organizations: one seek of deliveries_webhook_due each (a test checks the plan). */
-  const queuedWebhooks = sql<
-    { readonly webhook_id: string; readonly organization_id: string }
-  >`WITH RECURSIVE queued (webhook_id) AS (
-      SELECT MIN(webhook_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
+  /**
+   * The webhooks with queued rows, with their organizations, `most` at most: one seek of
+   * deliveries_webhook_due each (a test checks the plan). Each seek is ordered by that index's whole
+   * key, not a MIN(webhook_id): PostgreSQL planned the MIN on deliveries_webhook at times, reading
+   * every finished delivery of a webhook before its first queued one (issue 34); in this order that
+   * index would have to sort a webhook's every delivery first.
+   */
+  const firstQueued = (after: Statement.Fragment) =>
+    sql`(SELECT d.webhook_id FROM deliveries d WHERE d.next_attempt_at IS NOT NULL ${after}
+      ORDER BY d.webhook_id, d.status, d.next_attempt_at LIMIT 1)`
+  const queuedWebhooks = (most: number) =>
+    sql<Owned>`WITH RECURSIVE queued (webhook_id, n) AS (
+      SELECT ${firstQueued(sql``)}, 1
       UNION ALL
-      SELECT (SELECT MIN(d.webhook_id) FROM deliveries d WHERE d.next_attempt_at IS NOT NULL AND d.webhook_id > queued.webhook_id)
-        FROM queued WHERE queued.webhook_id IS NOT NULL
+      SELECT ${firstQueued(sql`AND d.webhook_id > queued.webhook_id`)}, n + 1
+        FROM queued WHERE queued.webhook_id IS NOT NULL AND n < ${most}
     )
     SELECT q.webhook_id, w.organization_id FROM queued q JOIN webhooks w ON w.id = q.webhook_id`
 
   /** Each webhook's first due rows of each phase, up to its share: one range of deliveries_webhook_due each. */
-  const lockRows = skipLockedText(sql)
   const dueOf = (input: LeaseRequest, shares: ReadonlyArray<readonly [webhookId: string, share: number]>) =>
     sql.unsafe<Omit<DueRow, "organization_id">>(
       placeholders(
@@ -129,7 +148,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
             `SELECT * FROM (SELECT id, webhook_id, ${rank} AS phase, next_attempt_at FROM deliveries
             WHERE webhook_id = ? AND status = '${rank === 0 ? "pending" : "failed"}' AND next_attempt_at <= ?
               AND (lease_expires_at IS NULL OR lease_expires_at < ?)
-            ORDER BY next_attempt_at LIMIT ?${lockRows === "" ? "" : ` ${lockRows}`}) AS due_${rank}`
+            ORDER BY next_attempt_at LIMIT ?) AS due_${rank}`
           )
         ).join(" UNION ALL ")
       ),
@@ -154,18 +173,26 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
 
   /**
    * Rows of webhooks with share left beyond the front the first read covered, read one webhook at a
-   * time through deliveries_webhook_due: after a first pick of `taken` rows that fell short.
+   * time through deliveries_webhook_due: after a first pick of `taken` rows that fell short. `listed`
+   * is every webhook with queued rows, if the lease's first list was not cut short.
    */
-  const lookPast = (input: LeaseRequest, taken: ReadonlyArray<DueRow>, overShareTaken: number) =>
+  const lookPast = (
+    input: LeaseRequest,
+    listed: ReadonlyArray<Owned> | undefined,
+    taken: ReadonlyArray<DueRow>,
+    overShareTaken: number
+  ) =>
     Effect.gen(function*() {
       const inFlight = withAttempts(inFlightOf(input), taken)
       const overShareRoom = input.overShareRoom - overShareTaken
       const organizationOf = new Map<string, string>()
-      const shares = (yield* queries.queuedWebhooks).flatMap((row): ReadonlyArray<readonly [string, number]> => {
-        organizationOf.set(row.webhook_id, row.organization_id)
-        const share = rowsLeft(input, inFlight, overShareRoom, row)
-        return share > 0 ? [[row.webhook_id, share]] : []
-      })
+      const shares = (listed ?? (yield* queries.queuedWebhooks(ALL_WEBHOOKS))).flatMap(
+        (row): ReadonlyArray<readonly [string, number]> => {
+          organizationOf.set(row.webhook_id, row.organization_id)
+          const share = rowsLeft(input, inFlight, overShareRoom, row)
+          return share > 0 ? [[row.webhook_id, share]] : []
+        }
+      )
       const rows = yield* Effect.forEach(
         powerOfTwoChunks(shares, WEBHOOKS_PER_STATEMENT),
         (chunk) => queries.dueOf(input, chunk)
@@ -174,10 +201,19 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       return pick(owned, input, input.limit - taken.length, inFlight, overShareRoom).picked
     })
 
-  /** Leases rows by id, if still free; the lease condition is checked again on the row itself. */
+  /**
+   * Leases rows by id, if still free; the lease condition is checked again on the row itself. On
+   * PostgreSQL the rows are locked here, not when read, and a row another replica is taking (locked
+   * by its lease, not yet committed) is skipped rather than waited for: only the rows taken are locked.
+   */
   const setLease = (input: LeaseRequest, ids: ReadonlyArray<string>) =>
     sql`UPDATE deliveries SET lease_owner = ${input.owner}, lease_expires_at = ${input.leaseUntil}
-      WHERE ${queries.takeable(ids, input.now)}`
+      WHERE ${
+      isPostgres(sql)
+        ? sql`id IN (SELECT id FROM deliveries WHERE ${queries.takeable(ids, input.now)} ${skipLocked(sql)})
+            AND ${queries.unleased(input.now)}`
+        : queries.takeable(ids, input.now)
+    }`
 
   /**
    * What the dispatcher needs of each leased row, its event and its webhook (`d`, `e`, `w`). A row
@@ -219,23 +255,42 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
             AND ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}`
       )
 
+  /**
+   * The webhooks with queued rows, listed up to listBound, and what their shares can take in all (at
+   * most the limit); `listed` is undefined when the list was cut short (the room is then the limit).
+   */
+  const room = (input: LeaseRequest) =>
+    Effect.map(queries.queuedWebhooks(listBound(input)), (rows) => {
+      if (rows.length >= listBound(input)) return { listed: undefined, wanted: input.limit }
+      const inFlight = inFlightOf(input)
+      const shares = rows.reduce(
+        (sum, row) => sum + Math.max(0, rowsLeft(input, inFlight, input.overShareRoom, row)),
+        0
+      )
+      return { listed: rows, wanted: Math.min(input.limit, shares) }
+    })
+
   return (input: LeaseRequest): Effect.Effect<ReadonlyArray<LeasedDelivery>> =>
     Effect.gen(function*() {
+      // The read is bounded by what the shares can take: about the rows wanted, not the limit's
+      // worth (a few webhooks at their share left most of a front of the limit's size untaken).
+      const { listed, wanted } = yield* room(input)
+      if (wanted === 0) return []
       // The shares are applied to the front of the due order; the rows picked are then leased by id,
       // the lease condition checked again on each (a concurrent leaser never takes a row twice).
       const { picked, overShare } = pick(
-        yield* queries.dueRows(input),
+        yield* queries.dueRows(input, wanted),
         input,
-        input.limit,
+        wanted,
         inFlightOf(input),
         input.overShareRoom
       )
-      // Short of the limit with some webhook or organization at its share: the first read left its
-      // rows out (or stopped at its bound on them), so other webhooks' rows may wait further on. With
-      // none at its share, every row read was eligible: there are no more due rows.
-      const lookFurther = picked.length < input.limit && anyAtShare(withAttempts(inFlightOf(input), picked), input)
-      const wanted = lookFurther ? [...picked, ...(yield* lookPast(input, picked, overShare))] : picked
-      const rows = yield* take(input, wanted.map((row) => row.id))
+      // Short of the rows wanted with some webhook or organization at its share: the first read left
+      // its rows out (or stopped at its bound on them), so other webhooks' rows may wait further on.
+      // With none at its share, every row read was eligible: there are no more due rows.
+      const lookFurther = picked.length < wanted && anyAtShare(withAttempts(inFlightOf(input), picked), input)
+      const more = lookFurther ? yield* lookPast(input, listed, picked, overShare) : []
+      const rows = yield* take(input, [...picked, ...more].map((row) => row.id))
       // RETURNING gives no order; first attempts go first, each phase by due time.
       const phase = (row: LeasedDelivery) => (row.status === "pending" ? 0 : 1)
       return [...rows].sort((a, b) => phase(a) - phase(b) || a.next_attempt_at.localeCompare(b.next_attempt_at))

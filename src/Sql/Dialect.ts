@@ -25,10 +25,8 @@ export const jsonArrayRows = (sql: SqlClient.SqlClient, json: string, alias: str
  * replicas claiming at once each take other rows instead of queueing on the same ones; nothing on
  * SQLite, whose single writer already excludes that.
  */
-export const skipLocked = (sql: SqlClient.SqlClient): Statement.Fragment => sql.literal(skipLockedText(sql))
-
-/** skipLocked as text, for statements written as text (sql.unsafe). */
-export const skipLockedText = (sql: SqlClient.SqlClient): string => (isPostgres(sql) ? "FOR UPDATE SKIP LOCKED" : "")
+export const skipLocked = (sql: SqlClient.SqlClient): Statement.Fragment =>
+  sql.literal(isPostgres(sql) ? "FOR UPDATE SKIP LOCKED" : "")
 
 /**
  * Ends a SELECT whose rows the transaction goes on to change from what it read: on PostgreSQL
