@@ -4,11 +4,13 @@
  * A round (`drainRound`): leases that a lost replica left are recovered, sends whose validity ended are
  * given up, then each number with sends due gets a lease of what fits its next quarter second of
  * throughput, all in one transaction (transactional first, per person in order and within Meta's pair
- * rate: SendQueue/Repo.ts `lease`). Each leased send (`sendQueued`) waits for its place in the number's pacing (the budget
- * synchronous sends take from too: Messages/Pacing.ts), is marked `sending`, and goes to the Graph; its
- * outcome (`settle`, SendQueue/Outcomes.ts) is the record accepted, a retry after the backoff, or the
- * record failed with its reason (SendQueue/Rules.ts says which). A send whose Graph call began is never made again: if its
- * replica dies, the lease runs out and the send ends `outcome_unknown`.
+ * rate: SendQueue/Repo.ts `lease`). Each leased send (`sendQueued`) waits for its place in the
+ * number's pacing (the budget synchronous sends take from too: Messages/Pacing.ts), is marked
+ * `sending` (in a group commit: SendQueue/Repo.ts `claimWriter`), and goes to the Graph; its outcome
+ * (`settle`, SendQueue/Outcomes.ts) is the record accepted, a retry after the backoff, or the record
+ * failed with its reason (SendQueue/Rules.ts says which), told in a group commit too
+ * (SendQueue/QueueEvents.ts). A send whose Graph call began is never made again: if its replica dies,
+ * the lease runs out and the send ends `outcome_unknown`.
  *
  * Rounds run when a send is queued or one ends here (the signal), and otherwise when the next queued
  * send falls due, at least every POLL (other replicas' sends, leases to recover), and at most every
