@@ -658,8 +658,8 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
   )
 })
 
-describe.each(engines)("a number's queue as read (%s)", (engine) => {
-  it.live("depth counts every send it holds; the oldest wait is of the sends whose time came and that still wait", () =>
+describe.each(engines)("a number's queue as read and claimed (%s)", (engine) => {
+  it.live("depth counts every send it holds; the oldest wait is of the sends whose time came and that still wait; a send claimed twice at once is claimed once", () =>
     Effect.gen(function*() {
       const repo = yield* SendQueueRepo
       const now = Date.now()
@@ -710,6 +710,14 @@ describe.each(engines)("a number's queue as read (%s)", (engine) => {
       })
       // The lanes with sends due: A's two, none of B's (leased) or C's (not yet).
       expect(yield* repo.dueLanes(now)).toEqual([{ phoneNumberId: a, priorities: [0, 1] }])
+      // B's send claimed twice at once (leased again by its replica after its lease ran out, while the first
+      // lease's turn came): the claims share one group commit, and only one of them may make the send.
+      const claims = yield* Effect.all([
+        repo.claimSending(leased![0]!.message_id, "a replica", now + 60_000),
+        repo.claimSending(leased![0]!.message_id, "a replica", now + 60_000),
+        repo.claimSending(leased![0]!.message_id, "another replica", now + 60_000)
+      ], { concurrency: "unbounded" })
+      expect(claims).toEqual([true, false, false])
     }).pipe(Effect.provide(
       SendQueueRepo.Default.pipe(
         Layer.provide(WriteBatcherLive.pipe(Layer.provide(Metrics.Off))),

@@ -170,7 +170,9 @@ const claimWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"]) =>
           for (const row of rows) claimed.add(row.message_id)
         }
       }
-      return claims.map((claim) => claimed.has(claim.messageId))
+      // One send claimed twice in a group (its lease ran out while it waited, and this replica leased it
+      // again): the statement updates its row once, so only the first claim gets it.
+      return claims.map((claim) => claimed.delete(claim.messageId))
     }), { gathers: true })
 
 /** A number and person's pair rate from now on (see SendQueue/Rules.ts), when there is one to keep. */
