@@ -89,7 +89,8 @@ describe("replay and poll in a fleet of two replicas on PostgreSQL", () => {
         const repeated = yield* replay(b)
         expect(repeated.body.id).toBe(started.body.id)
         const received = yield* receiver.waitFor("both events", (r) => r.length === 2)
-        expect(received.map((r) => JSON.parse(r.body))).toEqual(events)
+        // Both, each once; in either order: the webhook is not ordered, and its two deliveries go at once.
+        expect(received.map((r) => JSON.parse(r.body))).toEqual(expect.arrayContaining(events))
         const progress = yield* request(b, "GET", `/api/webhooks/${id}/replays/${String(started.body.id)}`, {
           token: tenant.instanceToken
         })
