@@ -26,6 +26,7 @@ import migration0025 from "./0025_contact_order.js"
 import migration0026 from "./0026_unknown_outcomes.js"
 import migration0027 from "./0027_event_traceparent.js"
 import migration0028 from "./0028_queue_send_seconds.js"
+import migration0030 from "./0030_send_pacing_unlogged.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -54,5 +55,6 @@ export const migrations = {
   "0025_contact_order": migration0025,
   "0026_unknown_outcomes": migration0026,
   "0027_event_traceparent": migration0027,
-  "0028_queue_send_seconds": migration0028
+  "0028_queue_send_seconds": migration0028,
+  "0030_send_pacing_unlogged": migration0030
 }
