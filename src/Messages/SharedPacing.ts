@@ -113,6 +113,10 @@ interface Slice {
   /** How many it held, and how many of them were made. */
   size: number
   used: number
+  /** Sends of the number made in `epoch`, from this slice and the ones before it in the epoch. */
+  sent: number
+  /** Until when (local clock) the shared budget has no send free, as the last refusal said. */
+  refusedUntil: number
   /**
    * The ask for the next slice, under way: what the sends that wait for it do then (take from the
    * slice, go on without pacing when the database was not reached, or the 429).
@@ -135,11 +139,9 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
   let active = new Set<string>()
   let activeEpoch = -1
 
+  const sliceMax = (phoneNumberId: string) => Math.max(1, Math.ceil(rateOf(phoneNumberId) / SLICES_PER_SECOND))
   const sized = (phoneNumberId: string, slice: Slice) =>
-    Math.min(
-      Math.max(1, Math.ceil(rateOf(phoneNumberId) / SLICES_PER_SECOND)),
-      Math.max(1, slice.used >= slice.size ? 2 * slice.used : slice.used + 1)
-    )
+    Math.min(sliceMax(phoneNumberId), Math.max(1, slice.used >= slice.size ? 2 * slice.used : slice.used + 1))
 
   const ask = (phoneNumberId: string, slice: Slice, want: number, epoch: number) => {
     const ratePerSecond = rateOf(phoneNumberId)
@@ -153,17 +155,18 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
       // The shared budget could not be read (the database is unreachable): the sends go on, and their
       // records' writes, next, find the database in whatever state it is and answer for it.
       if (grant === undefined) return undefined
+      if (slice.epoch !== now) slice.sent = 0
       slice.epoch = now
       slice.size = slice.left = grant.granted
       slice.used = 0
       active.add(phoneNumberId)
       if (grant.granted >= 1 || want === 0) return "take" as const
-      // The budget is spent up to tat_ms, at most a second ahead: one send is free once now reaches tat_ms - 1 s + one interval.
-      return tooMany(
-        phoneNumberId,
-        ratePerSecond,
-        (grant.tat_ms - 1000 + 1000 / ratePerSecond - grant.now_ms) / 1000
-      )
+      // The budget is spent up to tat_ms, at most a second ahead: one send is free once now reaches
+      // tat_ms - 1 s + one interval. Until then this replica refuses without asking (a statement per
+      // refused send otherwise, in a flood over the rate).
+      const freeInMs = Math.max(0, grant.tat_ms - 1000 + 1000 / ratePerSecond - grant.now_ms)
+      slice.refusedUntil = Date.now() + freeInMs
+      return tooMany(phoneNumberId, ratePerSecond, freeInMs / 1000)
     })
     slice.asking = asking
     return asking
@@ -179,8 +182,9 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
     for (const phoneNumberId of ended) {
       const slice = slices.get(phoneNumberId)
       if (slice === undefined || slice.asking !== undefined || slice.epoch !== epoch - 1) continue
-      // A number that sent once or not at all asks again when it sends; it only gives back.
-      const want = slice.used >= 2 ? sized(phoneNumberId, slice) : 0
+      // Sized to what the number sent in the epoch; one that sent once or not at all asks again when it
+      // sends, and only gives back.
+      const want = slice.sent >= 2 ? Math.min(sliceMax(phoneNumberId), slice.sent + 1) : 0
       if (want > 0 || slice.left > 0) void ask(phoneNumberId, slice, want, epoch)
     }
     return epoch
@@ -188,7 +192,8 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
 
   const takeAt = (phoneNumberId: string, _now: number, lane: Lane = "first"): Paced | Promise<Paced> => {
     const epoch = epochNow()
-    const slice = slices.get(phoneNumberId) ?? { left: 0, epoch: -1, size: 0, used: 0, asking: undefined }
+    const slice = slices.get(phoneNumberId) ??
+      { left: 0, epoch: -1, size: 0, used: 0, sent: 0, refusedUntil: 0, asking: undefined }
     slices.set(phoneNumberId, slice)
     const current = slice.epoch === epoch
     // While the others contend, bulk takes only from the first half of this replica's slice.
@@ -198,10 +203,16 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
     if (current && slice.left > kept) {
       slice.left--
       slice.used++
+      slice.sent++
       return undefined
     }
     if (current && kept > 0 && slice.left > 0) {
       return tooMany(phoneNumberId, rateOf(phoneNumberId), 1 / rateOf(phoneNumberId))
+    }
+    const now = Date.now()
+    if (now < slice.refusedUntil && slice.asking === undefined) {
+      if (lane === "first") contention.refused(phoneNumberId, now)
+      return tooMany(phoneNumberId, rateOf(phoneNumberId), (slice.refusedUntil - now) / 1000)
     }
     // Sends that find the slice spent wait for the next one (asked now, or already under way), then
     // take from it in turn. A refusal of the others is remembered, for bulk sends to yield to them.
