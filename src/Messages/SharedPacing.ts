@@ -11,8 +11,10 @@
  * in one statement, the slice of every number that sent at least twice in it (sized to what it sent)
  * and gives back what the others left: a busy replica writes the budget about 20 times a second
  * whatever its numbers, where it wrote once per number and slice (0.2 statements a send in the
- * benchmark, each its own commit). send_pacing is UNLOGGED (migration 0030): no WAL, no flush per
- * ask; after a crash of PostgreSQL (not a restart) every budget starts full.
+ * benchmark, each its own commit). A refused number is refused from memory until the budget frees a
+ * send, for an epoch at most, not asked again for every send of a flood. send_pacing is UNLOGGED
+ * (migration 0030): no WAL, no flush per ask; after a crash of PostgreSQL (not a restart) every
+ * budget starts full.
  *
  * The fleet never hands out more than the budget. A slice is spent at most one epoch after its grant,
  * so in any second a number's sends exceed what the rate allows by at most one slice (1/20 of a
@@ -115,7 +117,12 @@ interface Slice {
   used: number
   /** Sends of the number made in `epoch`, from this slice and the ones before it in the epoch. */
   sent: number
-  /** Until when (local clock) the shared budget has no send free, as the last refusal said. */
+  /**
+   * When (local clock) the shared budget frees a send, as the last refusal said, and until when this
+   * replica refuses without asking again: that instant, or the end of an epoch, whichever is first
+   * (budget given back or released meanwhile is seen within an epoch).
+   */
+  freeAt: number
   refusedUntil: number
   /**
    * The ask for the next slice, under way: what the sends that wait for it do then (take from the
@@ -162,10 +169,11 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
       active.add(phoneNumberId)
       if (grant.granted >= 1 || want === 0) return "take" as const
       // The budget is spent up to tat_ms, at most a second ahead: one send is free once now reaches
-      // tat_ms - 1 s + one interval. Until then this replica refuses without asking (a statement per
-      // refused send otherwise, in a flood over the rate).
+      // tat_ms - 1 s + one interval. Until then (an epoch at most) this replica refuses without asking:
+      // a statement per refused send otherwise, in a flood over the rate.
       const freeInMs = Math.max(0, grant.tat_ms - 1000 + 1000 / ratePerSecond - grant.now_ms)
-      slice.refusedUntil = Date.now() + freeInMs
+      slice.freeAt = Date.now() + freeInMs
+      slice.refusedUntil = Date.now() + Math.min(freeInMs, EPOCH_MS)
       return tooMany(phoneNumberId, ratePerSecond, freeInMs / 1000)
     })
     slice.asking = asking
@@ -193,7 +201,7 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
   const takeAt = (phoneNumberId: string, _now: number, lane: Lane = "first"): Paced | Promise<Paced> => {
     const epoch = epochNow()
     const slice = slices.get(phoneNumberId) ??
-      { left: 0, epoch: -1, size: 0, used: 0, sent: 0, refusedUntil: 0, asking: undefined }
+      { left: 0, epoch: -1, size: 0, used: 0, sent: 0, freeAt: 0, refusedUntil: 0, asking: undefined }
     slices.set(phoneNumberId, slice)
     const current = slice.epoch === epoch
     // While the others contend, bulk takes only from the first half of this replica's slice.
@@ -212,7 +220,7 @@ export const makeSharedPacing = (rateOf: RateOf, grantAll: GrantAll): { readonly
     const now = Date.now()
     if (now < slice.refusedUntil && slice.asking === undefined) {
       if (lane === "first") contention.refused(phoneNumberId, now)
-      return tooMany(phoneNumberId, rateOf(phoneNumberId), (slice.refusedUntil - now) / 1000)
+      return tooMany(phoneNumberId, rateOf(phoneNumberId), (slice.freeAt - now) / 1000)
     }
     // Sends that find the slice spent wait for the next one (asked now, or already under way), then
     // take from it in turn. A refusal of the others is remembered, for bulk sends to yield to them.
