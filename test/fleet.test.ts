@@ -278,6 +278,39 @@ describe("a fleet of two replicas on PostgreSQL", () => {
       expect(fromA.includes(429) || fromB.includes(429)).toBe(true)
     }).pipe(Effect.scoped))
 
+  it.live("two replicas sending to one number at four times its rate never pass it in any second after the first", () =>
+    Effect.gen(function*() {
+      const rate = 10
+      const { a, b } = yield* twoReplicas({ sandboxStatusDelay: Duration.hours(1), sendRateCap: rate })
+      const tenant = yield* on(a, seedTenant())
+      // Each replica offers twice the rate for three seconds; each accepted send is known to have been
+      // paced between its request's start and its answer.
+      const offer = (replica: Replica) =>
+        Effect.forEach(
+          Array.from({ length: 6 * rate }, (_, i) => i),
+          (i) =>
+            Effect.gen(function*() {
+              yield* Effect.sleep(Duration.millis((i * 1000) / (2 * rate)))
+              const start = Date.now()
+              const answer = yield* sendText(replica, tenant)
+              return { status: answer.status, start, end: Date.now() }
+            }),
+          { concurrency: "unbounded" }
+        )
+      const all = (yield* Effect.all([offer(a), offer(b)], { concurrency: 2 })).flat()
+      expect(all.every((s) => s.status === 200 || s.status === 429)).toBe(true)
+      const accepted = all.filter((s) => s.status === 200)
+      const first = Math.min(...all.map((s) => s.start))
+      // Past the first second (a second's burst on top of the rate), each second's sends: the rate, one
+      // more (the window's edge), and at most one slice (here one send) per replica. Each replica pacing
+      // alone would make twice the rate. Counted are only the sends certainly paced within the window.
+      const busiest = Array.from({ length: 21 }, (_, step) => first + 1000 + step * 50).map((from) =>
+        accepted.filter((s) => s.start >= from && s.end < from + 1000).length
+      )
+      expect(Math.max(...busiest)).toBeLessThanOrEqual(rate + 1 + 2)
+      expect(accepted.length).toBeGreaterThanOrEqual(2 * rate)
+    }).pipe(Effect.scoped))
+
   it.live("two replicas sending to one number below its rate between them are never refused", () =>
     Effect.gen(function*() {
       const rate = 400

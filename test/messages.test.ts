@@ -959,6 +959,27 @@ layer(testHubOnFakeGraph({ sendRateCap: 2 }))("pacing per phone number", (it) =>
     }))
 })
 
+// On PostgreSQL the budget is the fleet's, kept by the database's clock (Messages/SharedPacing.ts),
+// which the test clock does not move: at 1 a second a second send at once is refused, however slow the run.
+layer(testHubOnFakeGraph({ sendRateCap: 1, engine: "postgres" }))("pacing per phone number (postgres)", (it) => {
+  it.effect("over the rate the hub answers 429 with Retry-After and does not call the upstream", () =>
+    Effect.gen(function*() {
+      const tenant = yield* seedTenant()
+      const other = yield* seedTenant()
+      const body = { ...individualMessage, to: "16505551234", type: "text", text: { body: "burst" } } as const
+      yield* sendTyped(tenant.instanceToken, body)
+      const paced = yield* sendMessage(tenant.instanceToken, body)
+      expect(paced.status).toBe(429)
+      expect(paced.headers.get("retry-after")).toBe("1")
+      expect(paced.body).toMatchObject({ statusCode: 429, error: "rate_limited" })
+      expect(yield* sendsTo(tenant.phoneNumberId)).toHaveLength(1)
+      expect((yield* historyOf(tenant.instanceToken)).total).toBe(1)
+      // Another number has its own budget.
+      yield* sendTyped(other.instanceToken, body)
+      expect(yield* sendsTo(other.phoneNumberId)).toHaveLength(1)
+    }))
+})
+
 layer(testHubOnFakeGraph())("recording sends when storage fails", (it) => {
   // SQLite triggers stand in for a failing database, for the one statement under test.
   it.effect("if the pending record cannot be written, nothing is sent and the answer is 503", () =>

@@ -11,7 +11,7 @@ import { type InstanceId, newId, nowIso, type OrganizationId } from "../Domain/I
 import type { Json } from "../Domain/Json.js"
 import { type FailureReason, type Priority } from "../Domain/Vocabulary.js"
 import { expireLevels, type ThroughputUpgradeChange } from "../PhoneNumbers/ThroughputRepo.js"
-import { jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
+import { isPostgres, jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
 import {
@@ -250,6 +250,17 @@ const outboundWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"])
   )
 
 /**
+ * On PostgreSQL, the records named also by their ids as an array, so that they are found through the
+ * primary key whatever the table's size: joined to the JSON's rows alone (estimated at 100), a table
+ * of under some 10,000 rows was read whole for each group instead (a hash join; 1.3 ms a group of 28
+ * in the benchmark, 46 µs a send). SQLite looks each id up already.
+ */
+const byPrimaryKey = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
+  isPostgres(sql)
+    ? sql` AND messages.id = ANY(ARRAY(SELECT json_array_elements_text(${JSON.stringify(ids)}::json)))`
+    : sql.literal("")
+
+/**
  * Acceptances, many per statement. Status events rarely beat the acceptance, so the statement
  * also says for which records any did, and only those get a second one (applyEarly), inside the
  * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
@@ -269,7 +280,7 @@ const acceptanceWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"
       >`UPDATE messages
           SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
           FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
-          WHERE messages.id = a.value ->> 'id'
+          WHERE messages.id = a.value ->> 'id'${byPrimaryKey(sql, accepted.map((r) => r.id))}
           RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
             WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
       yield* Effect.forEach(

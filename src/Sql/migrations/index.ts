@@ -27,6 +27,7 @@ import migration0026 from "./0026_unknown_outcomes.js"
 import migration0027 from "./0027_event_traceparent.js"
 import migration0028 from "./0028_queue_send_seconds.js"
 import migration0029 from "./0029_deliveries_hot.js"
+import migration0030 from "./0030_send_pacing_unlogged.js"
 import migration0031 from "./0031_send_queue_lanes.js"
 
 export const migrations = {
@@ -58,5 +59,6 @@ export const migrations = {
   "0027_event_traceparent": migration0027,
   "0028_queue_send_seconds": migration0028,
   "0029_deliveries_hot": migration0029,
+  "0030_send_pacing_unlogged": migration0030,
   "0031_send_queue_lanes": migration0031
 }
