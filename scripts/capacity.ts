@@ -13,9 +13,10 @@
  * minimum and which resource it is: the hub's cores (N·C / hub CPU), PostgreSQL's (P / its CPU), the
  * WAL disk's fsyncs (fsyncs a second / fsyncs per delivery) and its bandwidth (bytes a second / WAL
  * bytes per delivery). N = 1 takes the one-replica figures, N ≥ 2 the two-replica run's. The disk's
- * figures are measured here (8 kB writes each followed by fdatasync, PostgreSQL's wal_sync_method on
- * Linux, then 64 MB written in 1 MB blocks and one fdatasync) in --disk-dir (default: the temporary
- * folder, where the benchmark's PostgreSQL keeps its data), unless both are given.
+ * figures are measured here, unless both are given: 8 kB writes over a written 16 MB file, each
+ * followed by fdatasync (PostgreSQL's wal_sync_method on Linux), for 2 s; then 64 MB written in 1 MB
+ * blocks and one fdatasync; in --disk-dir (default: the temporary folder, where the benchmark's
+ * PostgreSQL keeps its data).
  * Last, the check: what each run's machine (hub, PostgreSQL, load and receivers on its cores) should
  * have done by its CPU, against what it did.
  */
@@ -80,12 +81,17 @@ const costOf = (file: string, replicas: number, kind: "delivery" | "send"): Cost
 const measureDisk = (dir: string) => {
   const folder = mkdtempSync(join(dir, "capacity-disk-"))
   try {
+    // As PostgreSQL's WAL segments (and pg_test_fsync's file): written in full first, so a flush has
+    // no file size to record, only the page.
     const fd = openSync(join(folder, "wal"), "w")
+    const segment = 16 << 20
+    writeSync(fd, Buffer.alloc(segment))
+    fdatasyncSync(fd)
     const page = Buffer.alloc(8192, 1)
     let syncs = 0
     const started = performance.now()
     while (performance.now() - started < 2000) {
-      writeSync(fd, page)
+      writeSync(fd, page, 0, page.length, (syncs * page.length) % segment)
       fdatasyncSync(fd)
       syncs++
     }
@@ -101,7 +107,7 @@ const measureDisk = (dir: string) => {
     return {
       fsyncsPerSecond,
       mbPerSecond,
-      how: `measured in ${dir}: 8 kB write + fdatasync for 2 s; 64 MB + fdatasync`
+      how: `measured in ${dir}: 8 kB overwrites each + fdatasync for 2 s; 64 MB + fdatasync`
     }
   } finally {
     rmSync(folder, { recursive: true, force: true })
@@ -248,3 +254,11 @@ console.log(`Where each resource alone saturates:\n\n${saturation("delivery")}\n
 console.log(`Highest deliveries/s for N replicas and P PostgreSQL cores (first to saturate):\n\n${grid("delivery")}\n`)
 console.log(`Highest sends/s:\n\n${grid("send")}\n`)
 console.log(`Check against the runs on this machine:\n\n${check()}`)
+// Not a resource the model derives: one replica writes one group commit at a time, so its rate can stop
+// short of any CPU; the one-replica overloads show where, and with how much of the machine left idle.
+const ceiling = (c: Cost) => `${fmt(c.rate)}/s with ${fmt(c.machineBusyCores, 2)} of the machine's cores busy`
+console.log(
+  `\nOne replica in overload on PostgreSQL: ${ceiling(costs.delivery.one)}; again ${
+    ceiling(again.delivery)
+  } (a replica's write path, if the machine had cores left)`
+)
