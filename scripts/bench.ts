@@ -45,13 +45,18 @@
  * describe a hub that has been running. A request that fails or is answered other than 2xx, in any
  * scenario, or a delivery that never arrives, is listed after the table and makes the run exit 1
  * (CI's smoke then fails). On PostgreSQL the CPU columns split the hub's processes (all replicas) from
- * the database server's (every postgres process), each per request or delivery.
+ * the database server's (every postgres process), each per request or delivery, and two more columns
+ * give the WAL's bytes and fsyncs per send or delivery (scripts/bench/pg-wal.ts; in the JSON under
+ * `wal`, with records, full-page images, writes and commits). Each phase's JSON also has the cores
+ * the whole machine kept busy meanwhile (`machineBusyCores`). scripts/capacity.ts turns two runs'
+ * JSON (--replicas 1 and 2) into a capacity model.
  */
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, tmpdir, totalmem } from "node:os"
 import { dirname, join } from "node:path"
 import { type PostgresServer, startPostgres } from "../test/support/PostgresServer.js"
+import { type WalCost, walReading, walSince } from "./bench/pg-wal.js"
 
 const args = process.argv.slice(2)
 const flag = (name: string) => args.includes(name)
@@ -332,6 +337,15 @@ interface ProcessUsage {
   readonly cpuSeconds: number
   /** CPU seconds of the PostgreSQL server's processes meanwhile (0 without one). */
   readonly dbCpuSeconds: number
+  /** Cores the whole machine kept busy meanwhile, on average (every process: load generators, receivers, other work). */
+  readonly machineBusyCores: number
+}
+
+/** The machine's busy and total CPU time so far, in clock ticks (/proc/stat: idle and iowait are not busy). */
+const machineTicks = () => {
+  const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number)
+  const total = fields.slice(0, 8).reduce((sum, n) => sum + n, 0)
+  return { busy: total - fields[3]! - fields[4]!, total }
 }
 
 /**
@@ -345,15 +359,50 @@ const flushDisk = () => {
   if (flushed.exitCode !== 0) throw new Error(`sync failed: ${flushed.stderr.toString()}`)
 }
 
-/** CPU seconds of every running `postgres` process (the server and its backends). */
+/** A process's parent and CPU seconds: its own (user + system) and its ended children's (cutime + cstime). */
+const processTimes = (pid: string) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return {
+    name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+    parent: fields[1]!,
+    own: (Number(fields[11]) + Number(fields[12])) / 100,
+    children: (Number(fields[13]) + Number(fields[14])) / 100
+  }
+}
+
+/** The run's postmaster: the `postgres` process listening on its server's port (other benchmarks may run theirs). */
+let postmaster: string | undefined
+const postmasterOf = (server: PostgresServer) => {
+  const port = new URL(server.urlOf("postgres")).port
+  postmaster ??= readdirSync("/proc").find((entry) => {
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")
+      return /^\d+$/.test(entry) && argv[0]?.endsWith("postgres") === true && argv[argv.indexOf("-p") + 1] === port
+    } catch {
+      return false
+    }
+  })
+  return postmaster
+}
+
+/**
+ * CPU seconds of this run's PostgreSQL server: its postmaster and every process it started (backends,
+ * WAL writer, checkpointer, autovacuum workers), with those that ended: one that exits during a phase
+ * takes its CPU time with it, which the postmaster's count of its ended children keeps (without it a
+ * phase's figure could be negative). Other `postgres` processes on the machine are not counted.
+ */
 const postgresCpuSeconds = () => {
   if (postgresServer === undefined) return 0
+  const server = postmasterOf(postgresServer)
+  if (server === undefined) throw new Error("the benchmark's PostgreSQL server process was not found")
   let total = 0
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === "postgres") total += cpuSeconds(Number(entry))
+      const times = processTimes(entry)
+      if (entry === server) total += times.own + times.children
+      else if (times.parent === server && times.name === "postgres") total += times.own
     } catch {
       // The process ended meanwhile.
     }
@@ -383,11 +432,20 @@ const watchProcess = async <A>(
   const cpuOf = () => watched.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
   const cpuBefore = cpuOf()
   const dbBefore = postgresCpuSeconds()
+  const machineBefore = machineTicks()
   const timer = setInterval(sample, 100)
   try {
     const result = await during()
     sample()
-    return [result, { peakRssMb: peak, cpuSeconds: cpuOf() - cpuBefore, dbCpuSeconds: postgresCpuSeconds() - dbBefore }]
+    const machine = machineTicks()
+    const machineBusyCores = ((machine.busy - machineBefore.busy) / Math.max(1, machine.total - machineBefore.total)) *
+      cpus().length
+    return [result, {
+      peakRssMb: peak,
+      cpuSeconds: cpuOf() - cpuBefore,
+      dbCpuSeconds: postgresCpuSeconds() - dbBefore,
+      machineBusyCores
+    }]
   } finally {
     clearInterval(timer)
   }
@@ -443,7 +501,18 @@ const countLost = (scenario: string, accepted: number, received: ReceiverStats) 
   const lost = accepted * 3 - received.distinctWebhookIds
   if (lost > 0) failures.push(`${scenario}: ${fmt(lost)} of ${fmt(accepted * 3)} deliveries never arrived`)
 }
-const rows: Array<[string, string, string, string, string, string, string]> = []
+/** The table's rows; cells left off at the end print as "-" (the WAL's, but on PostgreSQL). */
+const rows: Array<ReadonlyArray<string>> = []
+/** WAL bytes and fsyncs per unit, the table's last two cells on PostgreSQL. */
+const walCells = (wal: WalCost | undefined) =>
+  wal === undefined ? [] : [fmt(wal.bytesPerUnit), fmt(wal.fsyncsPerUnit, 3)]
+/** The WAL's counters before a phase on PostgreSQL (see scripts/bench/pg-wal.ts); nothing on SQLite. */
+const walBefore = (engine: Engine, hub: Hub) => (engine.kind === "postgres" ? walReading(hub.dbFile) : undefined)
+const walAfter = async (
+  hub: Hub,
+  before: Awaited<ReturnType<typeof walBefore>>,
+  units: number
+) => (before === undefined ? undefined : walSince(hub.dbFile, before, units))
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
@@ -562,7 +631,9 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
   }
   await warmUp("load.ts", viaHubLoad)
   if (engine.kind === "postgres") await reportStatements(hub.dbFile, "", 0)
+  const walStart = await walBefore(engine, hub)
   const [viaHub, usage] = await watchProcess(hub.pids, () => runJson<LoadResult>("load.ts", { ...viaHubLoad, seconds }))
+  const wal = await walAfter(hub, walStart, viaHub.ok)
   const cpuUs = cpuPer(usage, viaHub.requests)
   const label = labelOf(`POST /api/messages (hub${tagOf(variant)})`, engine)
   if (engine.kind === "postgres") await reportStatements(hub.dbFile, label, viaHub.ok, "send")
@@ -574,10 +645,18 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
     fmt(viaHub.p99Ms, 2),
     fmt(usage.peakRssMb),
     fmt(cpuUs),
-    dbCpuPer(engine, usage, viaHub.requests)
+    dbCpuPer(engine, usage, viaHub.requests),
+    ...walCells(wal)
   ])
-  const figures: Record<string, unknown> = { viaHub, hubPeakRssMb: usage.peakRssMb, hubCpuUsPerRequest: cpuUs }
-  if (engine.kind === "postgres") figures.dbCpuUsPerRequest = (usage.dbCpuSeconds * 1e6) / Math.max(1, viaHub.requests)
+  const figures: Record<string, unknown> = {
+    viaHub,
+    hubPeakRssMb: usage.peakRssMb,
+    hubCpuUsPerRequest: cpuUs,
+    machineBusyCores: usage.machineBusyCores
+  }
+  if (engine.kind === "postgres") {
+    Object.assign(figures, { dbCpuUsPerRequest: (usage.dbCpuSeconds * 1e6) / Math.max(1, viaHub.requests), wal })
+  }
   if (engine.kind === "sqlite" && variant === asIs) {
     const directLoad = {
       url: `http://127.0.0.1:${upstream.port}/v23.0/500000000000000/messages`,
@@ -697,6 +776,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   await warmUpEvents(urls)
   await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
   if (engine.kind === "postgres") await reportStatements(hub.dbFile, "", 0)
+  const walFixedStart = await walBefore(engine, hub)
   // Watched until the receivers have every delivery, so the CPU figure covers the whole work.
   const [posted, usageFixed] = await watchProcess(hub.pids, async () => {
     const result = await runJson<Record<string, number>>("post-events.ts", {
@@ -711,6 +791,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     return result
   })
   const fixed = await receiverStats()
+  const walFixed = await walAfter(hub, walFixedStart, fixed.deliveries)
   const fixedLabel = labelOf(`events at ${fmt(fixedRate)}/s: ingress→receipt${tagOf(variant)}`, engine)
   if (engine.kind === "postgres") await reportStatements(hub.dbFile, fixedLabel, fixed.deliveries)
   countFailures(`${fixedLabel}: upstream posts`, Number(posted.errors))
@@ -722,9 +803,10 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     receivers: fixed,
     hubPeakRssMb: usageFixed.peakRssMb,
     hubCpuUsPerDelivery: cpuFixed,
+    machineBusyCores: usageFixed.machineBusyCores,
     ...(engine.kind === "sqlite"
       ? {}
-      : { dbCpuUsPerDelivery: (usageFixed.dbCpuSeconds * 1e6) / Math.max(1, fixed.deliveries) })
+      : { dbCpuUsPerDelivery: (usageFixed.dbCpuSeconds * 1e6) / Math.max(1, fixed.deliveries), wal: walFixed })
   }
   rows.push([
     fixedLabel,
@@ -733,7 +815,8 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     fmt(fixed.p99Ms, 1),
     fmt(usageFixed.peakRssMb),
     fmt(cpuFixed),
-    dbCpuPer(engine, usageFixed, fixed.deliveries)
+    dbCpuPer(engine, usageFixed, fixed.deliveries),
+    ...walCells(walFixed)
   ])
 
   // The highest rate: offer more than the target (the hub, or the bare pipeline) can take and count
@@ -742,6 +825,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   const overload = async (label: string, pids: ReadonlyArray<number>, targets: ReadonlyArray<string>) => {
     await fetch(`http://127.0.0.1:${receivers.port}/reset`, { method: "POST" })
     if (engine.kind === "postgres") await reportStatements(hub.dbFile, "", 0)
+    const walStart = await walBefore(engine, hub)
     const started = performance.now()
     const [posted, usage] = await watchProcess(pids, async () => {
       const result = await runJson<Record<string, number>>("post-events.ts", {
@@ -758,6 +842,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
     })
     const elapsed = (performance.now() - started) / 1000
     const received = await receiverStats()
+    const wal = await walAfter(hub, walStart, received.deliveries)
     if (engine.kind === "postgres") await reportStatements(hub.dbFile, label, received.deliveries)
     const deliveriesPerSecond = received.deliveries / elapsed
     countFailures(`${label}: upstream posts`, Number(posted.errors))
@@ -770,7 +855,8 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
       fmt(received.p99Ms, 1),
       fmt(usage.peakRssMb),
       fmt(cpu),
-      dbCpuPer(engine, usage, received.deliveries)
+      dbCpuPer(engine, usage, received.deliveries),
+      ...walCells(wal)
     ])
     return {
       offeredPerSecond: maxRate,
@@ -779,9 +865,10 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
       deliveriesPerSecond,
       peakRssMb: usage.peakRssMb,
       cpuUsPerDelivery: cpu,
+      machineBusyCores: usage.machineBusyCores,
       ...(engine.kind === "sqlite"
         ? {}
-        : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries) })
+        : { dbCpuUsPerDelivery: (usage.dbCpuSeconds * 1e6) / Math.max(1, received.deliveries), wal })
     }
   }
   const attemptsBefore = await attemptsPerReplica(hub)
@@ -1354,18 +1441,22 @@ const report = {
 }
 writeFileSync(outFile, JSON.stringify(report, null, 2))
 
-const header: [string, string, string, string, string, string, string] = [
+const header: ReadonlyArray<string> = [
   "scenario",
   "rate (req/s)",
   "p50 ms",
   "p99 ms",
   "peak RSS MB",
   "CPU µs each",
-  "DB CPU µs each"
+  "DB CPU µs each",
+  ...(database === "postgres" ? ["WAL B each", "fsyncs each"] : [])
 ]
-const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "-").length)))
 const line = (r: ReadonlyArray<string>) =>
-  r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
+  header.map((_, i) => {
+    const cell = r[i] ?? "-"
+    return i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)
+  }).join("  ")
 console.log(
   `\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`
 )
