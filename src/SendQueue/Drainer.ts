@@ -31,7 +31,8 @@ import { untilStored } from "../Sql/Unavailable.js"
 import { type SendEndpoint, sendEndpoints, Upstream } from "../Upstream/Upstream.js"
 import { giveUp, type OutcomeContext, parsedBody, refOf, settle, settleLost } from "./Outcomes.js"
 import { QueueEvents } from "./QueueEvents.js"
-import { type DueLanes, type LeaseRequest, type QueuedRow, SendQueueRepo } from "./Repo.js"
+import type { DueLanes } from "./QueueReads.js"
+import { type LeaseRequest, type QueuedRow, SendQueueRepo } from "./Repo.js"
 import { PAIR_BURST, PAIR_INTERVAL_MS, priorityRank } from "./Rules.js"
 
 /** How often a round runs when nothing signals: other replicas' sends, leases to recover. */
