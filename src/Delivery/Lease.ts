@@ -259,9 +259,10 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
    * The webhooks with queued rows, listed up to listBound, and what their shares can take in all (at
    * most the limit); `listed` is undefined when the list was cut short (the room is then the limit).
    */
-  const room = (input: LeaseRequest) =>
-    Effect.map(queries.queuedWebhooks(listBound(input)), (rows) => {
-      if (rows.length >= listBound(input)) return { listed: undefined, wanted: input.limit }
+  const room = (input: LeaseRequest) => {
+    const bound = listBound(input)
+    return Effect.map(queries.queuedWebhooks(bound), (rows) => {
+      if (rows.length >= bound) return { listed: undefined, wanted: input.limit }
       const inFlight = inFlightOf(input)
       const shares = rows.reduce(
         (sum, row) => sum + Math.max(0, rowsLeft(input, inFlight, input.overShareRoom, row)),
@@ -269,6 +270,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
       )
       return { listed: rows, wanted: Math.min(input.limit, shares) }
     })
+  }
 
   return (input: LeaseRequest): Effect.Effect<ReadonlyArray<LeasedDelivery>> =>
     Effect.gen(function*() {

@@ -32,7 +32,7 @@ import { type SendEndpoint, sendEndpoints, Upstream } from "../Upstream/Upstream
 import { giveUp, type OutcomeContext, parsedBody, refOf, settle, settleLost } from "./Outcomes.js"
 import { QueueEvents } from "./QueueEvents.js"
 import type { DueLanes } from "./QueueReads.js"
-import { type LeaseRequest, type QueuedRow, SendQueueRepo } from "./Repo.js"
+import { type LaneLease, type QueuedRow, SendQueueRepo } from "./Repo.js"
 import { PAIR_BURST, PAIR_INTERVAL_MS, priorityRank } from "./Rules.js"
 
 /** How often a round runs when nothing signals: other replicas' sends, leases to recover. */
@@ -192,7 +192,7 @@ const laneRequests = (
   d: Drainage,
   { phoneNumberId, priorities }: DueLanes,
   at: number
-): ReadonlyArray<LeaseRequest> => {
+): ReadonlyArray<LaneLease> => {
   const window = Math.max(1, Math.ceil((d.throughput.rateNow(phoneNumberId) * LEASE_WINDOW_MS) / 1000))
   return priorities.flatMap((priority) => {
     const room = window - held(d, phoneNumberId, priority)

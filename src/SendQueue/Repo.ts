@@ -95,6 +95,18 @@ const insert =
       { discard: true }
     )
 
+/** What one lane's lease asks for (see `lease`). */
+export interface LaneLease {
+  readonly phoneNumberId: string
+  /** The lane: SendQueue/Rules.ts priorityRank. */
+  readonly priority: number
+  readonly limit: number
+  readonly now: number
+  readonly owner: string
+  readonly leaseUntil: number
+  readonly pairBurstMs: number
+}
+
 /**
  * Leases up to `limit` sends of one number's lane (`priority`: SendQueue/Rules.ts priorityRank) that may
  * go now, for `owner` until `leaseUntil`, in the order they fell due (the order accepted, unless
@@ -103,18 +115,10 @@ const insert =
  * (due_at, seq): only the rows it takes and those a person's order or pair rate holds back, whatever
  * the depth (migration 0031).
  */
-const lease = (sql: SqlClient.SqlClient) =>
-(input: {
-  readonly phoneNumberId: string
-  readonly limit: number
-  readonly now: number
-  readonly owner: string
-  readonly leaseUntil: number
-  readonly pairBurstMs: number
-  readonly priority: number
-}): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
-  sql.withTransaction(Effect.gen(function*() {
-    const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
+const lease =
+  (sql: SqlClient.SqlClient) => (input: LaneLease): Effect.Effect<ReadonlyArray<QueuedRow>, SqlError.SqlError> =>
+    sql.withTransaction(Effect.gen(function*() {
+      const rows = yield* decodeQueued(sql`SELECT q.seq, q.message_id, q.organization_id, q.instance_id, q.waba_id,
         q.phone_number_id, q.party, q.priority, q.body, q.endpoint, q.expires_at, q.attempts, p.tat AS pair_tat
       FROM send_queue q
       LEFT JOIN send_pairs p ON p.phone_number_id = q.phone_number_id AND p.party = q.party
@@ -125,20 +129,17 @@ const lease = (sql: SqlClient.SqlClient) =>
           AND e.party = q.party AND e.seq < q.seq AND e.send_at <= ${input.now})
       ORDER BY q.due_at, q.seq
       LIMIT ${input.limit} ${isPostgres(sql) ? sql.literal("FOR UPDATE OF q SKIP LOCKED") : skipLocked(sql)}`)
-    if (rows.length === 0) return rows
-    yield* sql`UPDATE send_queue SET state = 'leased', lease_owner = ${input.owner}, lease_until = ${input.leaseUntil}
+      if (rows.length === 0) return rows
+      yield* sql`UPDATE send_queue SET state = 'leased', lease_owner = ${input.owner}, lease_until = ${input.leaseUntil}
       WHERE ${sql.in("seq", rows.map((row) => row.seq))}`
-    return rows
-  }))
-
-/** What one lease asks for (see `lease`). */
-export type LeaseRequest = Parameters<ReturnType<typeof lease>>[0]
+      return rows
+    }))
 
 /**
  * A round's leases, every number and lane, in one transaction: one commit a round rather than one a
  * lane (a commit is an fsync on SQLite), and if one fails none is left leased and idle.
  */
-const leaseLanes = (sql: SqlClient.SqlClient) => (requests: ReadonlyArray<LeaseRequest>) =>
+const leaseLanes = (sql: SqlClient.SqlClient) => (requests: ReadonlyArray<LaneLease>) =>
   requests.length === 0 ? Effect.succeed([]) : sql.withTransaction(Effect.forEach(requests, lease(sql)))
 
 /** A send whose Graph call is about to begin, claimed by the replica that leased it. */
@@ -182,12 +183,16 @@ interface PairTat {
   readonly tat: number
 }
 
-const savePair = (sql: SqlClient.SqlClient, pair: PairTat | undefined) =>
-  pair === undefined ?
-    Effect.void :
-    sql`INSERT INTO send_pairs ${
-      sql.insert({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })
-    } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = ${pair.tat}`
+/** Pairs' rates from now on, many per statement (at most one row per pair: see latestPairs). */
+const savePairs = (sql: SqlClient.SqlClient, pairs: ReadonlyArray<PairTat>) =>
+  Effect.forEach(
+    powerOfTwoChunks(pairs),
+    (chunk) =>
+      sql`INSERT INTO send_pairs ${
+        sql.insert(chunk.map((pair) => ({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })))
+      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = excluded.tat`,
+    { discard: true }
+  )
 
 /** A send done (made or given up); one that went (`pair`, `madeAt`: when) moves its pair's rate on. */
 export interface Finish {
@@ -216,11 +221,7 @@ const latestPairs = (finishes: ReadonlyArray<Finish>): ReadonlyArray<PairTat> =>
  */
 const finishAll = (sql: SqlClient.SqlClient) => (finishes: ReadonlyArray<Finish>) =>
   Effect.gen(function*() {
-    for (const chunk of powerOfTwoChunks(latestPairs(finishes))) {
-      yield* sql`INSERT INTO send_pairs ${
-        sql.insert(chunk.map((pair) => ({ phone_number_id: pair.phoneNumberId, party: pair.party, tat: pair.tat })))
-      } ON CONFLICT (phone_number_id, party) DO UPDATE SET tat = excluded.tat`
-    }
+    yield* savePairs(sql, latestPairs(finishes))
     const made = finishes.flatMap(({ madeAt, pair }) =>
       pair === undefined || madeAt === undefined
         ? []
@@ -241,7 +242,7 @@ const retryLater = (sql: SqlClient.SqlClient) =>
   readonly pair?: PairTat
 }) =>
   Effect.zipRight(
-    savePair(sql, input.pair),
+    savePairs(sql, input.pair === undefined ? [] : [input.pair]),
     sql`UPDATE send_queue SET state = 'queued', lease_owner = NULL, lease_until = NULL, due_at = ${input.dueAt},
       attempts = attempts + 1, last_error = ${input.error} WHERE message_id = ${input.messageId}`
   ).pipe(Effect.asVoid)
