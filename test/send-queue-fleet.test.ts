@@ -8,7 +8,7 @@
  *   reached Meta), none is lost, none is made twice, each outcome is told once.
  * - The lease's edges, each made to happen on purpose: a send leased in the pacing longer than its
  *   lease, or cancelled while leased; two replicas recovering one lost lease at once; a hub killed
- *   between the Graph's acceptance and the queue's record of it.
+ *   while the Graph's acceptance waits for its commit.
  *
  * A lease lasts LEASE_MS (60 s, SendQueue/Drainer.ts), which no setting changes: in-process hubs move
  * their clock past it (ShiftedClock), and a dead hub process's leases are moved back by it in the
@@ -564,7 +564,7 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
 
 describe("a hub process killed just after the Graph accepted a queued send (PostgreSQL)", () => {
   it.live(
-    "the send's outcome is told as its record has it: sent with its wamid, not failed as outcome_unknown",
+    "the acceptance and the send's leaving the queue commit together: killed before that commit, the send is made once and ends outcome_unknown, never half-recorded",
     () =>
       Effect.gen(function*() {
         const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
@@ -607,7 +607,7 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
           (requests) => sentTexts(requests).includes(text)
         )
         // The queue row is held locked (as another transaction could hold it) when the Graph answers: the
-        // hub records the acceptance, then waits to take the row out of the queue, and is killed then.
+        // hub's commit of the outcome (acceptance, row taken out, event) waits for it, and is killed then.
         const locked = yield* Deferred.make<ReadonlyArray<{ readonly state: string }>>()
         const unlock = yield* Deferred.make<void>()
         const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
@@ -625,8 +625,10 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
             waiting: sql<{ readonly n: number }>`SELECT CAST(COUNT(*) AS INTEGER) AS n FROM pg_stat_activity
             WHERE datname = current_database() AND wait_event_type = 'Lock'`
           }),
-          ({ record, waiting }) => record[0]?.wa_message_id === wamid && (waiting[0]?.n ?? 0) > 0
+          ({ record, waiting }) => record[0] !== undefined && (waiting[0]?.n ?? 0) > 0
         )
+        // Written in the waiting transaction, not committed: nobody else sees the acceptance yet.
+        expect(yield* sql`SELECT wa_message_id FROM messages WHERE id = ${id}`).toEqual([{ wa_message_id: null }])
         first.kill("SIGKILL")
         expect(yield* Effect.promise(() => first.exited)).toBe(137)
         yield* Deferred.succeed(unlock, undefined)
@@ -645,14 +647,14 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
         )
         const listed = yield* call(second, "GET", "/api/messages", tenant.instanceToken)
         const [record] = itemsOf(listed.body)
-        expect(record).toMatchObject({ id, status: "pending", waMessageId: wamid })
-        expect(record?.failureReason).toBeUndefined()
+        // Nothing of the lost commit survived: the call may have reached Meta, so the send is not made again.
+        expect(record).toMatchObject({ id, status: "failed", failureReason: "outcome_unknown" })
+        expect(record?.waMessageId).toBeNull()
         expect(callsByText(yield* fake.requests).get(text)).toBe(1)
-        // Told once, as the record has it: Meta took the message (its statuses will follow).
         const told = (yield* sql<{ readonly body: string }>`SELECT body FROM events`).flatMap((event) =>
           queueOutcomes(event.body)
         )
-        expect(told).toEqual([{ message_id: id, status: "sent", wa_message_id: wamid }])
+        expect(told).toEqual([{ message_id: id, status: "failed", failure_reason: "outcome_unknown" }])
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )

@@ -7,6 +7,7 @@
  * shows (`Prefer`, `Preference-Applied`, `Idempotent-Replayed`, `Retry-After`) and by option values it
  * refuses to send; records are read through the typed client.
  */
+import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, Schema, Stream, TestClock } from "effect"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
@@ -310,6 +311,37 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         expect(corrected?.failureReason).toBeUndefined()
         // Still made once: the correction is the status's, not a second call.
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
+      }))
+
+    it.scoped("a lost send whose record already holds Meta's id (an earlier hub recorded it apart) is told sent, not made again", () =>
+      Effect.gen(function*() {
+        const hub = yield* TestHub
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        const receiver = yield* makeReceiver()
+        yield* createTyped(tenant.instanceToken, { name: "outcomes", url: receiver.url, events: ["hub.message_queue"] })
+        const queued = yield* hub.request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: { ...text("accepted before the crash"), send_at: new Date(Date.now() + 3_600_000).toISOString() }
+        })
+        const id = String(queued.body.id)
+        // What a replica of an earlier version left when killed between its two commits: the acceptance
+        // recorded, the send still `sending` under a lease that has run out.
+        const accepted = wamid()
+        yield* sql`UPDATE messages SET wa_message_id = ${accepted} WHERE id = ${id}`
+        yield* sql`UPDATE send_queue SET state = 'sending', lease_owner = 'an earlier hub', lease_until = 0
+          WHERE message_id = ${id}`
+        const [told] = yield* receiver.waitFor("the lost send's outcome", (r) => r.length === 1)
+        expect(JSON.parse(told?.body ?? "").entry[0].changes[0].value).toMatchObject({
+          message_id: id,
+          status: "sent",
+          wa_message_id: accepted
+        })
+        const [record] = yield* recordsOnceSettled(tenant.instanceToken, "the send told", () => true)
+        expect(record).toMatchObject({ id, status: "pending", waMessageId: accepted })
+        expect(record?.failureReason).toBeUndefined()
+        expect(yield* sql`SELECT message_id FROM send_queue`).toEqual([])
+        expect(yield* messageSends(tenant.phoneNumberId)).toEqual([])
       }))
 
     it.effect("a send still refused as throttled when its validity ends fails as expired", () =>

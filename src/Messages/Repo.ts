@@ -88,6 +88,13 @@ interface MessagesRepoShape {
   readonly recordOptOuts: (changes: ReadonlyArray<OptOutChange>) => Effect.Effect<void, SqlError>
   /** The upstream accepted the send: its message id is recorded; the status stays as events set it. */
   readonly markAcceptedNow: (id: string, waMessageId: string) => Promise<Exit.Exit<void, SqlError>>
+  /**
+   * As markAcceptedNow, for many sends, as a write to run in a transaction of the caller's: the
+   * queue's outcomes record their acceptances in their own group commit (SendQueue/QueueEvents.ts).
+   */
+  readonly acceptAll: (
+    accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>
+  ) => Effect.Effect<void, SqlError>
   /** The endpoint a template send goes to (Templates/Categories.ts): `via`, else the instance's setting and the template's category. */
   readonly templateEndpoint: (
     instanceId: InstanceId,
@@ -261,35 +268,40 @@ const byPrimaryKey = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
     : sql.literal("")
 
 /**
- * Acceptances, many per statement. Status events rarely beat the acceptance, so the statement
- * also says for which records any did, and only those get a second one (applyEarly), inside the
- * same savepoint. Each acceptance's own correlated subqueries made it twice as costly.
+ * Acceptances, many per statement; run it in a transaction. Status events rarely beat the
+ * acceptance, so the statement also says for which records any did, and only those get a second
+ * one (applyEarly). Each acceptance's own correlated subqueries made it twice as costly.
  */
+const acceptAll = (
+  sql: SqlClient.SqlClient,
+  accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>
+) =>
+  Effect.gen(function*() {
+    if (accepted.length === 0) return
+    // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
+    // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
+    yield* lockNames(sql, accepted.map((r) => r.waMessageId))
+    // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
+    // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
+    const rows = yield* sql<
+      { readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }
+    >`UPDATE messages
+        SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
+        FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
+        WHERE messages.id = a.value ->> 'id'${byPrimaryKey(sql, accepted.map((r) => r.id))}
+        RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
+          WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
+    yield* Effect.forEach(
+      rows,
+      (row) => (row.early === 1 ? Effect.asVoid(applyEarly(sql, row.id, row.wa_message_id)) : Effect.void),
+      { discard: true }
+    )
+  })
+
+/** Synchronous sends' acceptances, a group's in one statement (see WriteBatcher: the group writers). */
 const acceptanceWriter = (sql: SqlClient.SqlClient, batcher: WriteBatcher["Type"]) =>
-  batcher.groupNow((
-    accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>
-  ) =>
-    Effect.gen(function*() {
-      // Replicas (PostgreSQL): an ingress storing an early status for one of these ids elsewhere
-      // either commits first (then the EXISTS below sees it) or waits for this (then it finds the id).
-      yield* lockNames(sql, accepted.map((r) => r.waMessageId))
-      // Hand-typed, not decoded with a Schema: this is the send's hot path (speed). The CASE makes
-      // `early` an integer on both engines (a bare EXISTS is 1 on SQLite, true on PostgreSQL).
-      const rows = yield* sql<
-        { readonly id: string; readonly wa_message_id: string; readonly early: 0 | 1 }
-      >`UPDATE messages
-          SET wa_message_id = a.value ->> 'wa', updated_at = ${nowIso()}
-          FROM ${jsonArrayRows(sql, JSON.stringify(accepted.map((r) => ({ id: r.id, wa: r.waMessageId }))), "a")}
-          WHERE messages.id = a.value ->> 'id'${byPrimaryKey(sql, accepted.map((r) => r.id))}
-          RETURNING messages.id AS id, messages.wa_message_id AS wa_message_id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
-            WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
-      yield* Effect.forEach(
-        rows,
-        (row) => (row.early === 1 ? Effect.asVoid(applyEarly(sql, row.id, row.wa_message_id)) : Effect.void),
-        { discard: true }
-      )
-      return accepted.map(() => undefined)
-    })
+  batcher.groupNow((accepted: ReadonlyArray<{ readonly id: string; readonly waMessageId: string }>) =>
+    Effect.as(acceptAll(sql, accepted), accepted.map(() => undefined))
   )
 
 /** A send's `pending` record, before the upstream is called: no upstream id, no status time yet. */
@@ -374,13 +386,14 @@ export class MessagesRepo extends Effect.Service<MessagesRepo>()("MessagesRepo",
     const sql = yield* SqlClient.SqlClient
     const batcher = yield* WriteBatcher
     const insertOutbound = outboundWriter(sql, batcher)
-    const acceptAll = acceptanceWriter(sql, batcher)
+    const acceptances = acceptanceWriter(sql, batcher)
     const service: MessagesRepoShape = {
       createOutboundNow: (input) => written(insertOutbound, outboundRow(input)),
       insertQueued: (inputs) => insertQueued(sql, inputs),
       markQueueFailed: (id, reason, error) => markQueueFailed(sql, batcher, id, reason, error),
       recordOptOuts: (changes) => batcher.run(Effect.suspend(() => recordOptOuts(sql, changes))),
-      markAcceptedNow: (id, waMessageId) => written(acceptAll, { id, waMessageId }),
+      markAcceptedNow: (id, waMessageId) => written(acceptances, { id, waMessageId }),
+      acceptAll: (accepted) => acceptAll(sql, accepted),
       templateEndpoint: (instanceId, template, via) => templateEndpoint(sql, instanceId, template, via),
       learnIdentities: (links) => batcher.run(Effect.suspend(() => learnIdentities(sql, links, nowIso()))),
       markRefused: (id, error) => markRefused(sql, batcher, id, error),

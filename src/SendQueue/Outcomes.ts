@@ -3,8 +3,8 @@
  * the record accepted, a retry after the backoff, or the record failed with its reason (SendQueue/Rules.ts
  * says which), each outcome told as a `hub.message_queue` event (SendQueue/QueueEvents.ts).
  */
-import { Effect, Either, Exit, Schema } from "effect"
-import { type JsonObject, JsonObjectSchema } from "../Domain/Json.js"
+import { Effect, Either, Exit } from "effect"
+import { type JsonObject, parseJsonObject } from "../Domain/Json.js"
 import type { FailureReason } from "../Domain/Vocabulary.js"
 import { identityLinksOfAnswer } from "../Messages/Identities.js"
 import { OPTED_OUT_CODE } from "../Messages/OptOuts.js"
@@ -14,7 +14,7 @@ import type { HubMetrics } from "../Metrics/Metrics.js"
 import { untilStored } from "../Sql/Unavailable.js"
 import type { SendMessageResponse } from "../Upstream/Upstream.js"
 import type { UpstreamError } from "../Upstream/UpstreamError.js"
-import type { QueuedSendRef, QueueEvents } from "./QueueEvents.js"
+import type { QueuedSendRef, QueueEvents, Telling } from "./QueueEvents.js"
 import type { QueuedRow, SendQueueRepo, TakenRow } from "./Repo.js"
 import { backoffMs, nextPairTat, PAIR_BURST, PAIR_INTERVAL_MS, verdictOf } from "./Rules.js"
 
@@ -27,9 +27,22 @@ export interface OutcomeContext {
   readonly now: () => number
 }
 
-const decodeBody = Schema.decodeUnknownSync(Schema.parseJson(JsonObjectSchema))
-/** A stored JSON object (a send's body, an error): written by the hub, so it always decodes. */
-export const parsedBody = (text: string): JsonObject => decodeBody(text)
+/** What recording a Graph call's outcome takes: also a way to run effects from plain code. */
+export interface SettleContext extends OutcomeContext {
+  /** Runs an effect from the plain code of a send (its logs as the drainer's). */
+  readonly run: <A>(effect: Effect.Effect<A>) => Promise<A>
+}
+
+/**
+ * A stored JSON object (a send's body, an error), parsed. The hub wrote it with JSON.stringify, so it
+ * always parses: anything else is a defect. JSON.parse alone, not a schema's walk of the value (see
+ * Domain/Json.ts): this is on every queued send's path.
+ */
+export const parsedBody = (text: string): JsonObject => {
+  const parsed = parseJsonObject(text)
+  if (parsed === undefined) throw new Error(`A JSON object the hub stored does not parse: ${text.slice(0, 80)}`)
+  return parsed
+}
 
 /** The queued send an outcome is told of. */
 export const refOf = (row: Omit<TakenRow, "last_error">): QueuedSendRef => ({
@@ -52,11 +65,11 @@ export const giveUp = (
     // Through a database outage: a send left leased would be taken for lost, its outcome unknown.
     Effect.zipRight(untilStored(context.messages.markQueueFailed(send.messageId, reason, error))),
     Effect.zipRight(untilStored(
-      context.queueEvents.told(
+      context.queueEvents.told({
         send,
-        { status: "failed", reason, error },
-        { messageId: send.messageId }
-      )
+        outcome: { status: "failed", reason, error },
+        finish: { messageId: send.messageId }
+      })
     )),
     Effect.catchAll((cause) =>
       Effect.logError("Could not record a queued send given up", { messageId: send.messageId, cause })
@@ -64,20 +77,21 @@ export const giveUp = (
   )
 
 /**
- * A send whose replica was lost during its Graph call: if the acceptance was recorded before (the
- * replica died between recording it and taking the send off the queue), it was sent and is told so;
- * otherwise its outcome is unknown and it is never made again.
+ * A send whose replica was lost during its Graph call: its outcome is unknown and it is never made
+ * again. Unless its record holds Meta's id already: a replica of an earlier version recorded the
+ * acceptance in a commit of its own before taking the send off the queue (now both are one commit),
+ * and one killed between the two left it so; it was sent, and is told so.
  */
 export const settleLost = (context: OutcomeContext, lost: TakenRow) =>
   Effect.gen(function*() {
     const record = yield* context.messages.findById(lost.message_id)
     if (record?.wa_message_id !== null && record?.wa_message_id !== undefined) {
       context.metrics.queueSend(lost.phone_number_id, "sent")
-      return yield* context.queueEvents.told(
-        refOf(lost),
-        { status: "sent", waMessageId: record.wa_message_id },
-        undefined
-      )
+      return yield* context.queueEvents.told({
+        send: refOf(lost),
+        outcome: { status: "sent", waMessageId: record.wa_message_id },
+        finish: undefined
+      })
     }
     const error = lost.last_error === null ? undefined : parsedBody(lost.last_error)
     yield* giveUp(context, refOf(lost), "outcome_unknown", error)
@@ -87,39 +101,44 @@ export const settleLost = (context: OutcomeContext, lost: TakenRow) =>
     )
   )
 
-/** Meta accepted the send: its record gets the wamid, the pair's rate moves on, the outcome is told. */
-const accepted = (context: OutcomeContext, row: QueuedRow, sentAt: number, answer: SendMessageResponse) =>
-  Effect.gen(function*() {
-    const waMessageId = answer.messages[0]?.id
-    if (waMessageId !== undefined) {
-      // Once Meta took it, the send must keep its id through a database outage: tried until stored.
-      const marked = yield* Effect.exit(untilStored(
-        Effect.flatMap(Effect.promise(() => context.messages.markAcceptedNow(row.message_id, waMessageId)), (e) => e)
-      ))
-      if (Exit.isFailure(marked)) {
-        yield* Effect.logError("A queued send was accepted but could not be marked", {
+/**
+ * Meta accepted the send: its record gets the wamid, the pair's rate moves on, the outcome is told, all
+ * in one group commit. Plain async code (see SendQueue/LeasedSends.ts), as nearly every send ends here.
+ */
+const accepted = async (context: SettleContext, row: QueuedRow, sentAt: number, answer: SendMessageResponse) => {
+  const waMessageId = answer.messages[0]?.id
+  const links = identityLinksOfAnswer(row.organization_id, answer)
+  if (links.length > 0) await context.run(Effect.ignore(context.messages.learnIdentities(links)))
+  context.metrics.queueSend(row.phone_number_id, "sent")
+  const telling: Telling = {
+    send: refOf(row),
+    outcome: { status: "sent", waMessageId },
+    finish: {
+      messageId: row.message_id,
+      madeAt: sentAt,
+      pair: {
+        phoneNumberId: row.phone_number_id,
+        party: row.party,
+        tat: nextPairTat(row.pair_tat ?? undefined, sentAt)
+      }
+    },
+    ...(waMessageId === undefined ? {} : { accepted: waMessageId })
+  }
+  const told = await context.queueEvents.tellNow(telling)
+  if (Exit.isSuccess(told)) return
+  // Once Meta took it, the send must keep its id through a database outage: tried until stored.
+  await context.run(
+    untilStored(context.queueEvents.told(telling)).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logError("A queued send was accepted but could not be recorded; its lease decides", {
           messageId: row.message_id,
-          waMessageId
+          waMessageId,
+          cause
         })
-      }
-    }
-    const links = identityLinksOfAnswer(row.organization_id, answer)
-    if (links.length > 0) yield* Effect.ignore(context.messages.learnIdentities(links))
-    context.metrics.queueSend(row.phone_number_id, "sent")
-    yield* untilStored(context.queueEvents.told(
-      refOf(row),
-      { status: "sent", waMessageId },
-      {
-        messageId: row.message_id,
-        madeAt: sentAt,
-        pair: {
-          phoneNumberId: row.phone_number_id,
-          party: row.party,
-          tat: nextPairTat(row.pair_tat ?? undefined, sentAt)
-        }
-      }
-    ))
-  })
+      )
+    )
+  )
+}
 
 /** Meta did not take the send: a retry after the backoff while the validity lasts, else the send given up. */
 const refused = (context: OutcomeContext, row: QueuedRow, error: UpstreamError) =>
@@ -159,10 +178,20 @@ const refused = (context: OutcomeContext, row: QueuedRow, error: UpstreamError) 
     yield* giveUp(context, refOf(row), verdict._tag === "Refused" ? "refused" : "outcome_unknown", record)
   })
 
-/** The outcome of one queued send's Graph call, recorded and told. */
+/** The outcome of one queued send's Graph call, recorded and told (a refusal, rarer, as an effect). */
 export const settle = (
-  context: OutcomeContext,
+  context: SettleContext,
   row: QueuedRow,
   sentAt: number,
   outcome: Either.Either<SendMessageResponse, UpstreamError>
-) => Either.isRight(outcome) ? accepted(context, row, sentAt, outcome.right) : refused(context, row, outcome.left)
+): Promise<void> =>
+  Either.isRight(outcome)
+    ? accepted(context, row, sentAt, outcome.right)
+    : context.run(Effect.catchAllCause(
+      refused(context, row, outcome.left),
+      (cause) =>
+        Effect.logError("A queued send's refusal could not be recorded; its lease decides", {
+          messageId: row.message_id,
+          cause
+        })
+    ))

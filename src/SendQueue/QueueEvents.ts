@@ -8,7 +8,8 @@
  * "hub.message_queue","value":{"message_id":"msg_…","instance_id":"ins_…","phone_number_id":"…","to":"…",
  * "status":"sent"|"failed","wa_message_id"?:"wamid.…","failure_reason"?:"…","error"?:{…},"attempts":1,"at":"<ISO 8601>"}}]}]}
  */
-import { Effect } from "effect"
+import type { SqlError } from "@effect/sql"
+import { Effect, Exit } from "effect"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
 import { OutboxRepo } from "../Delivery/Outbox.js"
@@ -18,6 +19,7 @@ import { newId } from "../Domain/Ids.js"
 import type { JsonObject } from "../Domain/Json.js"
 import type { FailureReason } from "../Domain/Vocabulary.js"
 import { LiveEvents } from "../LiveEvents/LiveEvents.js"
+import { MessagesRepo } from "../Messages/Repo.js"
 import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
 import { type Finish, SendQueueRepo } from "./Repo.js"
 
@@ -67,11 +69,14 @@ const eventOf = (send: QueuedSendRef, outcome: QueueOutcome, at: Date): EventRec
   }
 }
 
-/** One outcome to tell, and the queue's own writes of it (`finish`: the send's row taken out). */
-interface Telling {
+/** One outcome to tell, and the writes that go with it. */
+export interface Telling {
   readonly send: QueuedSendRef
   readonly outcome: QueueOutcome
+  /** The send's row taken out of the queue, when it is still there. */
   readonly finish: Finish | undefined
+  /** Meta's id for the send, to store in its record: Meta took it just now. */
+  readonly accepted?: string
 }
 
 export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
@@ -82,19 +87,24 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
     const signal = yield* DispatchSignal
     const live = yield* LiveEvents
     const queue = yield* SendQueueRepo
+    const messages = yield* MessagesRepo
 
     /**
-     * A group's outcomes, their events and deliveries with the queue's writes of them, a statement or
-     * a few per table for the group. It gathers (Sql/WriteBatcher.ts): paced sends end one at a time,
-     * and each outcome in a commit of its own was an fsync a send on SQLite (638 µs each, a third of
-     * the drain's time with 50 numbers: docs/PERFORMANCE.md); nobody waits on it but the queue itself.
-     * Timed inside its transaction, as the ingress's events are: on SQLite's one writer, the order
-     * events arrived in is then the order they committed in, which a poll's cursor relies on.
+     * A group's outcomes, their events and deliveries with the queue's writes of them and the records'
+     * acceptances, a statement or a few per table for the group. It gathers (Sql/WriteBatcher.ts): paced
+     * sends end one at a time, and each outcome in a commit of its own was an fsync a send on SQLite
+     * (638 µs each, a third of the drain's time with 50 numbers: docs/PERFORMANCE.md); an acceptance
+     * written apart began a commit of its own, cutting the gathering short. Nobody waits on it but the
+     * queue itself. Timed inside its transaction, as the ingress's events are: on SQLite's one writer,
+     * the order events arrived in is then the order they committed in, which a poll's cursor relies on.
      */
     const tellAll = batcher.groupNow((tellings: ReadonlyArray<Telling>) =>
       Effect.gen(function*() {
         const at = new Date()
         const events = tellings.map(({ outcome, send }) => eventOf(send, outcome, at))
+        yield* messages.acceptAll(tellings.flatMap(({ accepted, send }) =>
+          accepted === undefined ? [] : [{ id: send.messageId, waMessageId: accepted }]
+        ))
         yield* queue.finishAll(tellings.flatMap(({ finish }) => (finish === undefined ? [] : [finish])))
         yield* outbox.insertEvents(events, at.toISOString())
         const counts = yield* enqueue.events(events, at.toISOString(), undefined, [])
@@ -102,24 +112,29 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
       }), { gathers: true })
 
     /**
-     * Stores the outcome's event and its deliveries, with `finish` (the send's row taken out, when it
-     * is still queued), in one transaction; then the dispatcher and the live streams hear.
+     * Stores the outcome's event and its deliveries with the writes that go with it, in one
+     * transaction; then the dispatcher and the live streams hear. Plain, for the queue's send (see
+     * SendQueue/LeasedSends.ts): the failure is in the answer.
      */
-    const told = (send: QueuedSendRef, outcome: QueueOutcome, finish: Finish | undefined) =>
-      Effect.gen(function*() {
-        const { deliveries, event } = yield* Effect.flatten(
-          Effect.promise(() => written(tellAll, { send, outcome, finish }))
-        )
-        if (deliveries > 0) signal.notify()
-        live.publish([{
-          id: event.id,
-          instanceId: event.instanceId,
-          body: event.body,
-          changes: [{ route: { organization_id: send.organizationId } }]
-        }])
-      })
+    const tellNow = async (telling: Telling): Promise<Exit.Exit<void, SqlError.SqlError>> => {
+      const stored = await written(tellAll, telling)
+      if (Exit.isFailure(stored)) return stored
+      const { deliveries, event } = stored.value
+      if (deliveries > 0) signal.notify()
+      live.publish([{
+        id: event.id,
+        instanceId: event.instanceId,
+        body: event.body,
+        changes: [{ route: { organization_id: telling.send.organizationId } }]
+      }])
+      return Exit.void
+    }
 
-    return { told } as const
+    return {
+      tellNow,
+      /** tellNow, as an effect. */
+      told: (telling: Telling) => Effect.flatten(Effect.promise(() => tellNow(telling)))
+    } as const
   }),
   dependencies: [SendQueueRepo.Default]
 }) {}

@@ -308,12 +308,16 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const claims = claimWriter(sql, yield* WriteBatcher)
+    const claimSendingNow = (messageId: string, owner: string, leaseUntil: number) =>
+      written(claims, { messageId, owner, leaseUntil })
     return {
       insert: insert(sql),
       leaseLanes: leaseLanes(sql),
-      /** See claimWriter: true when the send is still this replica's to make. */
+      /** See claimWriter: true when the send is still this replica's to make. A plain promise, for SendQueue/LeasedSends.ts. */
+      claimSendingNow: claimSendingNow,
+      /** claimSendingNow, as an effect. */
       claimSending: (messageId: string, owner: string, leaseUntil: number) =>
-        Effect.flatMap(Effect.promise(() => written(claims, { messageId, owner, leaseUntil })), (exit) => exit),
+        Effect.flatten(Effect.promise(() => claimSendingNow(messageId, owner, leaseUntil))),
       finishAll: finishAll(sql),
       retryLater: retryLater(sql),
       giveBack: giveBack(sql),
