@@ -1,5 +1,5 @@
 /**
- * One send: Idempotency-Key check, pacing, the record, the upstream call, the outcome recorded.
+ * One send: Idempotency-Key check, pacing, the record, the upstream call, the outcome recorded (Messages/SendRecords.ts).
  *
  * No accepted send goes unrecorded: the `pending` record is committed before the upstream is called
  * (if it cannot be written, nothing is sent), and a begun send runs to its end, so a client that hangs
@@ -14,7 +14,7 @@
  * services' plain entries (pacing, the cached target, the group writers, the Upstream's send); a send
  * under an Idempotency-Key (`sendOnce`, an effect: it reads and writes its key) runs that same code.
  */
-import { Cause, type Clock, Effect, Either, Exit, Option, Runtime, Schedule, type Tracer } from "effect"
+import { Cause, type Clock, Effect, Either, Exit, Option, Runtime, type Tracer } from "effect"
 import { HubConfig } from "../Config.js"
 import {
   type Conflict,
@@ -24,24 +24,21 @@ import {
   type TooManyRequests,
   type UpstreamFailure
 } from "../Domain/Errors.js"
-import type { OrganizationId } from "../Domain/Ids.js"
 import { type JsonObject } from "../Domain/Json.js"
 import type { RunInRequest } from "../Domain/PlainRoute.js"
 import type { InstanceRef } from "../Domain/Principal.js"
 import { InstanceAccess } from "../Instances/InstanceAccess.js"
 import { Metrics, type SendResult } from "../Metrics/Metrics.js"
 import { Throughput } from "../PhoneNumbers/Throughput.js"
-import { unavailableOf, untilStored } from "../Sql/Unavailable.js"
 import { annotate, endSpan, HubTracer, startSpan } from "../Tracing/Spans.js"
 import { toHubError } from "../Upstream/toHubError.js"
 import { type SendEndpoint, type SendMessageResponse, Upstream, type UpstreamTarget } from "../Upstream/Upstream.js"
-import type { UpstreamError } from "../Upstream/UpstreamError.js"
 import { type Claim, IdempotencyKeys, IdempotencyKeysLive, type KeyRef, requestHash } from "./Idempotency.js"
-import { identityLinksOfAnswer } from "./Identities.js"
 import { type InFlightGate, makeInFlightGate } from "./InFlightGate.js"
 import { type SendMessageRequest, toUpstreamBody } from "./MessageSchemas.js"
 import { Pacing, PacingLive } from "./Pacing.js"
 import { MessagesRepo } from "./Repo.js"
+import { recordAcceptance, recordFailure } from "./SendRecords.js"
 
 export type SendOutcome =
   | { readonly _tag: "Sent"; readonly response: SendMessageResponse }
@@ -75,17 +72,6 @@ interface MessageSenderShape {
   readonly drained: Effect.Effect<void>
 }
 
-/** The upstream error as kept in the record's `error` column. */
-export const errorRecord = (e: UpstreamError): JsonObject => ({
-  kind: e.kind,
-  status: e.status,
-  code: e.code,
-  message: e.message,
-  ...(e.subcode === undefined ? {} : { error_subcode: e.subcode }),
-  ...(e.fbtraceId === undefined ? {} : { fbtrace_id: e.fbtraceId }),
-  ...(e.details === undefined ? {} : { details: e.details })
-})
-
 /**
  * Answers an Idempotency-Key keeps: the success, the upstream's refusals (the same body would be
  * refused again) and sends whose outcome is unknown (a timeout or broken connection: the message may
@@ -113,9 +99,6 @@ const sendResultOf = (outcome: Either.Either<SendMessageResponse, SendError>): S
   }
 }
 
-/** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
-const UPDATE_RETRIES = 2
-
 const notRecorded = storageUnavailable("The message could not be recorded, so it was not sent")
 
 /** Keeps a keyed send's final answer for its replays, or frees the key for a retry (see keepsAnswer). */
@@ -142,84 +125,6 @@ interface SendContext {
   readonly clock: Clock.Clock
   /** When tracing, each send is a span with its Graph call as a child (Tracing/Spans.ts). */
   readonly tracer: Tracer.Tracer | undefined
-}
-
-/** Records the upstream's refusal (or a send of unknown outcome), retried; a failure to record is logged. */
-const recordFailure = (repo: MessagesRepo, messageId: string, e: UpstreamError) =>
-  (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e)))
-    .pipe(
-      Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
-      Effect.catchAll((cause) =>
-        Effect.logError("Could not record the upstream's refusal of a send", { messageId, cause })
-      )
-    )
-
-/** Records the upstream's acceptance (its message id), and any pair of identifiers its answer named. */
-const recordAcceptance = async (
-  repo: MessagesRepo,
-  organizationId: OrganizationId,
-  messageId: string,
-  response: SendMessageResponse,
-  inRequest: RunInRequest
-) => {
-  const waMessageId = response.messages[0]?.id
-  if (waMessageId === undefined) {
-    return inRequest(
-      Effect.logError("The upstream accepted a send without a message id; its record stays pending", { messageId })
-    )
-  }
-  let marked = await repo.markAcceptedNow(messageId, waMessageId)
-  for (let retry = 0; retry < UPDATE_RETRIES && Exit.isFailure(marked); retry++) {
-    marked = await repo.markAcceptedNow(messageId, waMessageId)
-  }
-  const learn = learnIdentities(repo, organizationId, messageId, response)
-  if (Exit.isSuccess(marked)) return inRequest(learn)
-  if (Option.isNone(unavailableOf(marked.cause))) {
-    // The statement itself was refused: trying again later would fare the same.
-    return inRequest(
-      Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
-        messageId,
-        waMessageId,
-        cause: marked.cause
-      })
-    )
-  }
-  // Meta took the send, so it is answered 200: its id must outlive a database outage. The answer
-  // does not wait; the record is marked in the background once the database takes it again.
-  const markedLater = untilStored(
-    Effect.flatMap(Effect.promise(() => repo.markAcceptedNow(messageId, waMessageId)), (exit) => exit)
-  )
-  await inRequest(Effect.forkDaemon(
-    Effect.logWarning("The upstream accepted a send the hub could not mark accepted yet; trying again", {
-      messageId,
-      waMessageId
-    }).pipe(
-      Effect.zipRight(markedLater),
-      Effect.zipRight(learn),
-      Effect.catchAllCause((cause) =>
-        Effect.logError("The upstream accepted a send the hub could not mark accepted; the record stays pending", {
-          messageId,
-          waMessageId,
-          cause
-        })
-      )
-    )
-  ))
-}
-
-/** Pairs of identifiers a send's answer named (most name one), kept; a failure only logged. */
-const learnIdentities = (
-  repo: MessagesRepo,
-  organizationId: OrganizationId,
-  messageId: string,
-  response: SendMessageResponse
-) => {
-  const links = identityLinksOfAnswer(organizationId, response)
-  return links.length === 0 ? Effect.void : repo.learnIdentities(links).pipe(
-    Effect.catchAll((cause) =>
-      Effect.logWarning("Could not keep the identifiers a send's answer paired", { messageId, cause })
-    )
-  )
 }
 
 /** The target from the cache, or loaded (a fiber then, once a minute per instance). */
