@@ -211,7 +211,7 @@ const makeInsertDeliveries = (sql: SqlClient.SqlClient) => {
 }
 
 /** The instances and webhooks an ingress group routes to (OutboxRepoShape.routes). */
-export interface Routes {
+interface Routes {
   readonly routes: ReadonlyArray<RouteRow>
   readonly webhooks: ReadonlyArray<QueueingWebhook>
 }
