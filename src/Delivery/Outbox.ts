@@ -251,7 +251,10 @@ const selectRoutes = (
     Effect.orDie
   )
 
-/** The webhook of a route's row that has one. */
+/**
+ * The webhook of a route's row that has one (`w_id` not NULL): its NOT NULL columns are then all
+ * there, and the fallbacks only satisfy the row's type, which the LEFT JOIN makes nullable.
+ */
 const webhookOf = (row: RouteWebhookRow, id: string): QueueingWebhook => ({
   id,
   organization_id: row.w_organization_id ?? row.organization_id,
