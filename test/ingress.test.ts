@@ -375,6 +375,72 @@ for (const engine of engines) {
           expect(JSON.parse(stored[0]?.error ?? "null")).toEqual(error)
         }))
 
+      it.scoped("one post of many statuses, inbound messages and an echo records each one, in one delivery of it all", () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const tenant = yield* seedTenant()
+          const receiver = yield* makeReceiver()
+          yield* webhookTo(tenant, receiver.url)
+          const known = [yield* sendText(tenant), yield* sendText(tenant), yield* sendText(tenant)]
+          // Statuses of ids no record holds yet: each kept aside (PostgreSQL: one statement for all of them).
+          const unknown = Array.from({ length: 300 }, () => wamid())
+          const statuses = [
+            ...known.flatMap((id) => [status(id, "sent", 1750263780), status(id, "delivered", 1750263790)]),
+            ...unknown.map((id, i) => status(id, i % 2 === 0 ? "sent" : "read", 1750263700 + i))
+          ]
+          const inbound = [wamid(), wamid()].map((id, i) => ({
+            from: "16505551234",
+            id,
+            timestamp: String(1750263800 + i),
+            type: "text",
+            text: { body: `question ${i}` }
+          }))
+          const echo = {
+            from: "15550783881",
+            to: "16505551234",
+            id: wamid(),
+            timestamp: "1750263900",
+            type: "text",
+            text: { body: "sent from the phone" }
+          }
+          const echoChange = {
+            field: "smb_message_echoes",
+            value: {
+              messaging_product: "whatsapp",
+              metadata: { display_phone_number: "15550783881", phone_number_id: tenant.phoneNumberId },
+              message_echoes: [echo]
+            }
+          }
+          // The inbound messages come before the echo: its record still gets its `sent_at`.
+          const payload = envelope([tenant.wabaId, [
+            statusChange(tenant, ...statuses),
+            inboundChange(tenant, ...inbound),
+            echoChange
+          ]])
+          const answer = yield* postEvents(payload)
+          expect(answer.status).toBe(200)
+          expect(answer.body).toMatchObject({ changes: 3, accepted: 3, duplicates: 0, deliveries: 1 })
+          for (const id of known) expect((yield* messageByWamid(tenant, id)).status).toBe("delivered")
+          const kept = yield* sql<{ readonly wa_message_id: string; readonly status: string }>`
+            SELECT wa_message_id, status FROM message_status_backlog WHERE instance_id = ${tenant.instanceId}`
+          expect(new Map(kept.map((row) => [row.wa_message_id, row.status]))).toEqual(
+            new Map(unknown.map((id, i) => [id, i % 2 === 0 ? "sent" : "read"]))
+          )
+          for (const message of inbound) {
+            expect(yield* messageByWamid(tenant, message.id)).toMatchObject({
+              direction: "inbound",
+              status: "delivered"
+            })
+          }
+          const echoed = yield* sql<
+            { readonly direction: string; readonly status: string; readonly sent_at: string | null }
+          >`
+            SELECT direction, status, sent_at FROM messages WHERE wa_message_id = ${echo.id}`
+          expect(echoed).toEqual([{ direction: "outbound", status: "sent", sent_at: "2025-06-18T16:25:00.000Z" }])
+          const [got] = yield* receiver.waitFor("the post's one delivery", (r) => r.length === 1)
+          expect(bodyOf(got)).toEqual(payload)
+        }))
+
       it.scoped("account-level changes without a phone number id reach every instance of that business account", () =>
         Effect.gen(function*() {
           const tenant = yield* seedTenant()

@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer } from "effect"
 import { sqliteLayer } from "../src/Sql/Client.js"
-import { insertRow, insertRows, rowStatement } from "../src/Sql/RowStatement.js"
+import { insertMany, insertRow, insertRows, rowStatement } from "../src/Sql/RowStatement.js"
 import { engines, testDatabase } from "./support/Databases.js"
 
 const Tables = Layer.effectDiscard(
@@ -94,6 +94,32 @@ for (const engine of engines) {
           { name: "c", value: 4, note: "third" }
         ])
         expect(yield* insert([])).toEqual([])
+      }))
+
+    it.effect("insertMany writes 1,300 rows with the first row's columns (a key a later row lacks is NULL), the tail applied to each", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`DELETE FROM rs_items`
+        yield* sql`INSERT INTO rs_items (name, value, note) VALUES ('m0007', 0, 'kept')`
+        // More rows than one PostgreSQL statement carries (1,000), and an odd count for SQLite's chunks.
+        const rows = Array.from({ length: 1300 }, (_, i) => ({
+          name: `m${String(i).padStart(4, "0")}`,
+          value: i,
+          ...(i === 1 ? {} : { note: `n${i}` })
+        }))
+        yield* sql.withTransaction(insertMany(sql, "rs_items", rows, "ON CONFLICT (name) DO NOTHING"))
+        expect(yield* insertMany(sql, "rs_items", [])).toBeUndefined()
+        const stored = yield* sql<{ readonly name: string; readonly value: number; readonly note: string | null }>`
+          SELECT name, value, note FROM rs_items ORDER BY name`
+        expect(stored).toHaveLength(1300)
+        expect(stored.slice(0, 3)).toEqual([
+          { name: "m0000", value: 0, note: "n0" },
+          { name: "m0001", value: 1, note: null },
+          { name: "m0002", value: 2, note: "n2" }
+        ])
+        // The row stored before was not overwritten (the tail), and the last rows are in.
+        expect(stored[7]).toEqual({ name: "m0007", value: 0, note: "kept" })
+        expect(stored[1299]).toEqual({ name: "m1299", value: 1299, note: "n1299" })
       }))
   })
 }

@@ -9,8 +9,9 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { newId, nowIso } from "../Domain/Ids.js"
+import { isPostgres } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
-import { insertRows } from "../Sql/RowStatement.js"
+import { insertRows, jsonRowsInsert } from "../Sql/RowStatement.js"
 import { padded } from "../Sql/StatementShapes.js"
 import { makeRecordAttempts, type RecordedAttempts } from "./AttemptLog.js"
 import { type Lane, makeLanes } from "./Lanes.js"
@@ -30,11 +31,14 @@ const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted, ordering"
 
 interface OutboxRepoShape {
-  /** The instances bound to any of these phone number ids or business accounts. */
+  /**
+   * The instances bound to any of these phone number ids or business accounts, and their active
+   * webhooks (as `queueingWebhooks` reads them), in one query: the ingress's group needs both.
+   */
   readonly routes: (
     phoneNumberIds: ReadonlyArray<string>,
     wabaIds: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlyArray<RouteRow>>
+  ) => Effect.Effect<Routes>
   /**
    * Records change keys; returns the new keys with the event that holds each (a key seen before is a
    * duplicate; a key given twice is kept for its first event).
@@ -50,10 +54,14 @@ interface OutboxRepoShape {
   /** The same of one webhook; undefined when it is not active. */
   readonly queueingWebhook: (id: string) => Effect.Effect<QueueingWebhook | undefined>
   /**
-   * Writes new delivery rows (Enqueue.ts builds them). Rows not written leased to this process's
-   * dispatcher wait for a round: every replica's dispatcher is told, on PostgreSQL.
+   * Writes new delivery rows (Enqueue.ts builds them), and with `events` their events' rows first
+   * (on PostgreSQL all in one statement). Rows not written leased to this process's dispatcher wait
+   * for a round: every replica's dispatcher is told, on PostgreSQL.
    */
-  readonly insertDeliveries: (rows: ReadonlyArray<NewDeliveryRow>) => Effect.Effect<void>
+  readonly insertDeliveries: (
+    rows: ReadonlyArray<NewDeliveryRow>,
+    events?: { readonly events: ReadonlyArray<EventRecord>; readonly now: string }
+  ) => Effect.Effect<void>
   /**
    * Leases due deliveries, first attempts before retries, at most `limit` in all, each webhook and
    * each organization within its share of attempts in flight (Fairness.ts).
@@ -113,31 +121,25 @@ const makeAcceptChanges = (sql: SqlClient.SqlClient) => {
   }
 }
 
+const EVENT_COLUMNS = ["id", "instance_id", "body", "change_count", "received_at", "traceparent"] as const
+
+/** An event's row. */
+const eventRows = (events: ReadonlyArray<EventRecord>, now: string) =>
+  events.map((e) => ({
+    id: e.id,
+    instance_id: e.instanceId,
+    body: e.body,
+    change_count: e.changeCount,
+    received_at: now,
+    traceparent: e.traceparent ?? null
+  }))
+
 /** Writes the events new changes are delivered in. */
 const makeInsertEvents = (sql: SqlClient.SqlClient) => {
   // The hot write, one row at a time (see RowStatement.ts).
-  const insertEvent = insertRows(sql, "events", [
-    "id",
-    "instance_id",
-    "body",
-    "change_count",
-    "received_at",
-    "traceparent"
-  ])
+  const insertEvent = insertRows(sql, "events", EVENT_COLUMNS)
   return (events: ReadonlyArray<EventRecord>, now: string): Effect.Effect<void> =>
-    insertEvent(
-      events.map((e) => ({
-        id: e.id,
-        instance_id: e.instanceId,
-        body: e.body,
-        change_count: e.changeCount,
-        received_at: now,
-        traceparent: e.traceparent ?? null
-      }))
-    ).pipe(
-      Effect.asVoid,
-      Effect.orDie
-    )
+    insertEvent(eventRows(events, now)).pipe(Effect.asVoid, Effect.orDie)
 }
 
 /** Keeps aside changes no instance takes (and stale replays). */
@@ -163,42 +165,110 @@ const makeInsertUnrouted = (sql: SqlClient.SqlClient) => {
     }))).pipe(Effect.asVoid, Effect.orDie)
 }
 
-/** Writes new delivery rows; queued ones (not leased to this process) wake every replica's dispatcher. */
+const DELIVERY_COLUMNS = [
+  "id",
+  "webhook_id",
+  "event_id",
+  "message_id",
+  "status",
+  "attempts",
+  "next_attempt_at",
+  "lease_owner",
+  "lease_expires_at",
+  "created_at",
+  "updated_at",
+  "body",
+  "contact_key",
+  "contact_seq"
+] as const
+
+/**
+ * Writes new delivery rows, and the events given with them; queued rows (not leased to this process)
+ * wake every replica's dispatcher. On PostgreSQL events, deliveries and the word to the replicas are
+ * one statement (one round trip on the ingress group's path): the foreign keys of `deliveries` are
+ * checked at the statement's end, where its events are in.
+ */
 const makeInsertDeliveries = (sql: SqlClient.SqlClient) => {
-  // The hot write, one row at a time (see RowStatement.ts).
-  const insertDelivery = insertRows(sql, "deliveries", [
-    "id",
-    "webhook_id",
-    "event_id",
-    "message_id",
-    "status",
-    "attempts",
-    "next_attempt_at",
-    "lease_owner",
-    "lease_expires_at",
-    "created_at",
-    "updated_at",
-    "body",
-    "contact_key",
-    "contact_seq"
-  ])
-  return (rows: ReadonlyArray<NewDeliveryRow>): Effect.Effect<void> =>
+  // The hot writes, one row at a time on SQLite (see RowStatement.ts).
+  const insertEvents = makeInsertEvents(sql)
+  const insertDelivery = insertRows(sql, "deliveries", DELIVERY_COLUMNS)
+  return (
+    rows: ReadonlyArray<NewDeliveryRow>,
+    events?: { readonly events: ReadonlyArray<EventRecord>; readonly now: string }
+  ): Effect.Effect<void> =>
     Effect.gen(function*() {
+      const queued = rows.some((row) => row.lease_owner === null)
+      if (isPostgres(sql) && events !== undefined && events.events.length > 0 && rows.length > 0) {
+        return yield* sql`WITH e AS (${
+          jsonRowsInsert(sql, "events", EVENT_COLUMNS, eventRows(events.events, events.now))
+        }), d AS (${jsonRowsInsert(sql, "deliveries", DELIVERY_COLUMNS, rows)})
+          SELECT ${queued ? sql`pg_notify(${channels.outbox}, 'queued')` : sql.literal("1")}`
+      }
+      if (events !== undefined) yield* insertEvents(events.events, events.now)
       yield* insertDelivery(rows)
-      if (rows.some((row) => row.lease_owner === null)) yield* announce(sql, channels.outbox, "queued")
-    }).pipe(Effect.orDie)
+      if (queued) yield* announce(sql, channels.outbox, "queued")
+    }).pipe(Effect.asVoid, Effect.orDie)
 }
 
-/** The instances bound to any of these phone number ids or business accounts. */
+/** The instances and webhooks an ingress group routes to (OutboxRepoShape.routes). */
+interface Routes {
+  readonly routes: ReadonlyArray<RouteRow>
+  readonly webhooks: ReadonlyArray<QueueingWebhook>
+}
+
+/** A route's row joined to one of its instance's webhooks (`w_` columns, NULL for an instance without any). */
+type RouteWebhookRow = RouteRow & { readonly [K in keyof QueueingWebhook as `w_${K}`]: QueueingWebhook[K] | null }
+
+/**
+ * The instances bound to any of these phone number ids or business accounts, each joined to its active
+ * push webhooks. Hand-typed, not decoded with a Schema: read in every ingress group's write (speed).
+ */
 const selectRoutes = (
   sql: SqlClient.SqlClient,
   phoneNumberIds: ReadonlyArray<string>,
   wabaIds: ReadonlyArray<string>
 ) =>
-  sql<RouteRow>`SELECT id, organization_id, phone_number_id, waba_id FROM instances
-    WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}`.pipe(
+  sql<RouteWebhookRow>`SELECT i.id, i.organization_id, i.phone_number_id, i.waba_id, ${
+    sql.literal(queueingColumns.split(", ").map((column) => `w.${column} AS w_${column}`).join(", "))
+  }
+    FROM (SELECT id, organization_id, phone_number_id, waba_id FROM instances
+      WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}) AS i
+    LEFT JOIN webhooks w ON w.instance_id = i.id AND w.active = 1 AND w.deleted_at IS NULL AND w.kind = 'push'`.pipe(
+    Effect.map((rows): Routes => {
+      const routes = new Map<string, RouteRow>()
+      const webhooks: Array<QueueingWebhook> = []
+      for (const row of rows) {
+        routes.set(row.id, {
+          id: row.id,
+          organization_id: row.organization_id,
+          phone_number_id: row.phone_number_id,
+          waba_id: row.waba_id
+        })
+        if (row.w_id !== null) webhooks.push(webhookOf(row, row.w_id))
+      }
+      return { routes: [...routes.values()], webhooks }
+    }),
     Effect.orDie
   )
+
+/**
+ * The webhook of a route's row that has one (`w_id` not NULL): its NOT NULL columns are then all
+ * there, and the fallbacks only satisfy the row's type, which the LEFT JOIN makes nullable.
+ */
+const webhookOf = (row: RouteWebhookRow, id: string): QueueingWebhook => ({
+  id,
+  organization_id: row.w_organization_id ?? row.organization_id,
+  instance_id: row.w_instance_id ?? row.id,
+  url: row.w_url ?? "",
+  failing_since: row.w_failing_since,
+  secret_encrypted: row.w_secret_encrypted ?? "",
+  previous_secret_encrypted: row.w_previous_secret_encrypted,
+  previous_secret_expires_at: row.w_previous_secret_expires_at,
+  events: row.w_events,
+  headers: row.w_headers,
+  headers_encrypted: row.w_headers_encrypted,
+  ordering: row.w_ordering ?? "none"
+})
 
 /** Hand-typed, not decoded with a Schema: read in every ingress group's write (speed). A poll webhook is never pushed to. */
 const selectQueueingWebhooks = (sql: SqlClient.SqlClient, instanceIds: ReadonlyArray<string>) =>

@@ -49,7 +49,7 @@ interface RecordMove {
 }
 
 /** A status for an id no record has yet. */
-interface EarlyStatus {
+export interface EarlyStatus {
   readonly instanceId: string
   readonly waMessageId: string
   readonly status: MessageStatus

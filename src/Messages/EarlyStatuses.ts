@@ -7,7 +7,9 @@ import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { nowIso } from "../Domain/Ids.js"
 import { messageStatuses } from "../Domain/Vocabulary.js"
-import { statusRank } from "./ChangePlan.js"
+import { isPostgres } from "../Sql/Dialect.js"
+import { insertMany, jsonRowsInsert } from "../Sql/RowStatement.js"
+import { type EarlyStatus, statusRank } from "./ChangePlan.js"
 
 /** Each step's time column, and the time an early status of the record's upstream id gives it. */
 export const STEP_COLUMNS = [
@@ -59,30 +61,46 @@ export interface UnplacedStatus {
 const CLOCK_SLACK_MS = 60_000
 
 /**
- * A queued send ends `outcome_unknown` when its Graph call may have reached Meta unanswered (it is never
- * made again: SendQueue/Rules.ts). Meta's status for it names an upstream id the hub never learnt: the
- * oldest such record of the same instance and person takes that id, is no longer failed, and moves to
- * the status's step (applyEarly, from the backlog the status was just kept in). One look per group for
- * the instances that have any unknown outcome (a partial index, migration 0026, holds only those), then
- * one statement per unplaced id of those instances only. The target row's own
- * conditions are checked again by the UPDATE, so two replicas placing two ids never give one record both.
+ * Keeps a group's early statuses in the backlog (the first per id and status: the key says so), and
+ * gives each unplaced id its record if it is of a queued send that ended `outcome_unknown` (its Graph
+ * call may have reached Meta unanswered; it is never made again: SendQueue/Rules.ts). Meta's status
+ * for it names an upstream id the hub never learnt: the oldest such record of the same instance and
+ * person takes that id, is no longer failed, and moves to the status's step (applyEarly, from the
+ * backlog the status was just kept in). Most groups' unplaced statuses are of sends made outside the
+ * hub, and most instances have no unknown outcome: one look per group for the instances that have any
+ * (a partial index, migration 0026, holds only those), then one statement per unplaced id of those
+ * instances only. On PostgreSQL the look is part of the backlog's insert, one round trip for both
+ * (docs/PERFORMANCE.md, "Fewer round trips per ingress group"). The target row's own conditions are
+ * checked again by the UPDATE, so two replicas placing two ids never give one record both.
  */
-export const claimUnknownOutcomes = (sql: SqlClient.SqlClient, unplaced: ReadonlyArray<UnplacedStatus>) =>
+export const keepEarly = (sql: SqlClient.SqlClient, early: ReadonlyArray<EarlyStatus>) =>
   Effect.gen(function*() {
-    const candidates = unplacedOnce(unplaced)
-    if (candidates.length === 0) return
-    // Most groups' unplaced statuses are of sends made outside the hub, and most instances have no unknown
-    // outcome: one look at the partial index per group, not an UPDATE per status (0.33 statements a
-    // delivery on PostgreSQL: docs/PERFORMANCE.md, "PostgreSQL cost per delivery").
+    if (early.length === 0) return
+    const rows = early.map((e) => ({
+      instance_id: e.instanceId,
+      wa_message_id: e.waMessageId,
+      status: e.status,
+      status_rank: e.rank,
+      status_at: e.at,
+      error: e.error
+    }))
+    const candidates = unplacedOnce(early)
+    if (candidates.length === 0) return yield* insertMany(sql, "message_status_backlog", rows, BACKLOG_CONFLICT)
     const instances = [...new Set(candidates.map((status) => status.instanceId))]
-    const withUnknown = new Set(
-      (yield* sql<{ readonly instance_id: string }>`SELECT DISTINCT instance_id FROM messages
-        WHERE ${sql.in("instance_id", instances)} AND failure_reason = 'outcome_unknown' AND wa_message_id IS NULL`)
-        .map((row) => row.instance_id)
-    )
+    const look = sql<{ readonly instance_id: string }>`SELECT DISTINCT instance_id FROM messages
+        WHERE ${sql.in("instance_id", instances)} AND failure_reason = 'outcome_unknown' AND wa_message_id IS NULL`
+    const found = isPostgres(sql)
+      ? yield* sql<{ readonly instance_id: string }>`WITH kept AS (${
+        jsonRowsInsert(sql, "message_status_backlog", Object.keys(rows[0] ?? {}), rows, BACKLOG_CONFLICT)
+      }) ${look}`
+      : yield* Effect.zipRight(insertMany(sql, "message_status_backlog", rows, BACKLOG_CONFLICT), look)
+    const withUnknown = new Set(found.map((row) => row.instance_id))
     if (withUnknown.size === 0) return
     yield* claimEach(sql, candidates.filter((status) => withUnknown.has(status.instanceId)))
   })
+
+/** The backlog keeps the first status per id and step. */
+const BACKLOG_CONFLICT = "ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING"
 
 /** Each status given to the oldest unknown outcome of its instance and person, if there is one. */
 const claimEach = (sql: SqlClient.SqlClient, candidates: ReadonlyArray<UnplacedStatus>) =>

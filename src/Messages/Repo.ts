@@ -12,6 +12,7 @@ import type { Json } from "../Domain/Json.js"
 import { type FailureReason, type Priority } from "../Domain/Vocabulary.js"
 import { expireLevels, type ThroughputUpgradeChange } from "../PhoneNumbers/ThroughputRepo.js"
 import { isPostgres, jsonArrayRows, lockNames, lockRead } from "../Sql/Dialect.js"
+import { insertMany } from "../Sql/RowStatement.js"
 import { powerOfTwoChunks } from "../Sql/StatementShapes.js"
 import { WriteBatcher, written } from "../Sql/WriteBatcher.js"
 import {
@@ -22,7 +23,7 @@ import {
 } from "../Templates/Categories.js"
 import { type SendEndpoint } from "../Upstream/Upstream.js"
 import { type MessageChange, namedRecords, planChanges, type StoredRecord } from "./ChangePlan.js"
-import { applyEarly, claimUnknownOutcomes, STEP_COLUMNS } from "./EarlyStatuses.js"
+import { applyEarly, keepEarly, STEP_COLUMNS } from "./EarlyStatuses.js"
 import { type IdentityChange, type IdentityLink, learnIdentities } from "./Identities.js"
 import {
   type ListFilter,
@@ -168,8 +169,11 @@ const receivedRow = (message: ReceivedMessage, now: string) => {
     status,
     error: null,
     status_at: message.at,
-    // What the upstream said of a sent one is as far as the hub knows it went.
-    ...(outbound && status !== "pending" ? { [`${status}_at`]: message.at } : {}),
+    // What the upstream said of a sent one is as far as the hub knows it went. Every row has every
+    // step's column: a group's rows are written with the first row's columns.
+    ...Object.fromEntries(
+      STEP_COLUMNS.map((column) => [column.name, outbound && column.status === status ? message.at : null])
+    ),
     created_at: message.at,
     updated_at: now
   }
@@ -212,26 +216,15 @@ const applyChanges = (sql: SqlClient.SqlClient, all: ReadonlyArray<RecordChange>
           FROM ${jsonArrayRows(sql, JSON.stringify(plan.moves), "c")}
           WHERE messages.id = c.value ->> 'id'`
     }
-    yield* Effect.forEach(powerOfTwoChunks(plan.early), (chunk) =>
-      sql`INSERT INTO message_status_backlog ${
-        sql.insert(chunk.map((e) => ({
-          instance_id: e.instanceId,
-          wa_message_id: e.waMessageId,
-          status: e.status,
-          status_rank: e.rank,
-          status_at: e.at,
-          error: e.error
-        })))
-      } ON CONFLICT (instance_id, wa_message_id, status) DO NOTHING`, { discard: true })
-    // A queued send whose outcome was unknown reached Meta after all: its record takes the id.
-    yield* claimUnknownOutcomes(sql, plan.early)
+    // Early statuses kept aside; a queued send whose outcome was unknown reached Meta after all: its record takes the id.
+    yield* keepEarly(sql, plan.early)
     // The upstream id index covers only records that have one (migration 0004): the target says so.
-    yield* Effect.forEach(powerOfTwoChunks(plan.received), (chunk) =>
-      sql`INSERT INTO messages ${
-        sql.insert(chunk.map((message) =>
-          receivedRow(message, now)
-        ))
-      } ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING`, { discard: true })
+    yield* insertMany(
+      sql,
+      "messages",
+      plan.received.map((message) => receivedRow(message, now)),
+      "ON CONFLICT (instance_id, wa_message_id) WHERE wa_message_id IS NOT NULL DO NOTHING"
+    )
     if (changes.length === all.length) {
       return plan.outcomes
     }

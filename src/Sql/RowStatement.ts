@@ -10,6 +10,7 @@ import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { Effect, Option } from "effect"
 import { isPostgres } from "./Dialect.js"
+import { powerOfTwoChunks } from "./StatementShapes.js"
 
 /** A value a row binds to a parameter. */
 export type Param = string | number | bigint | boolean | null
@@ -77,10 +78,30 @@ export const insertRow = <const K extends string>(
 const ROWS_PER_JSON_INSERT = 1000
 
 /**
+ * PostgreSQL: `INSERT INTO table (columns) SELECT columns FROM json_populate_recordset(…)`, then
+ * `tail`: any number of rows in one statement (one round trip), typed by the table's own row type,
+ * a key a row lacks read as NULL. Also a part of a larger statement (a CTE of it).
+ */
+export const jsonRowsInsert = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  columns: ReadonlyArray<string>,
+  rows: ReadonlyArray<object>,
+  tail = ""
+): Statement.Statement<unknown> => {
+  const list = columns.map((column) => `"${column}"`).join(", ")
+  return sql`INSERT INTO ${sql(table)} (${sql.literal(list)})
+    SELECT ${sql.literal(list)} FROM json_populate_recordset(NULL::${sql(table)}, ${
+    JSON.stringify(rows, bigintsAsNumbers)
+  }::json)
+    ${sql.literal(tail)}`
+}
+
+/**
  * As insertRow, answering every row the `tail`'s RETURNING gave, in one list. On PostgreSQL, whose
  * every statement is a round trip on the network (SQLite's is a call), the rows go in one
- * statement per thousand, as one JSON parameter (`json_populate_recordset`, typed by the table's
- * own row type); on SQLite, one statement per row, as insertRow.
+ * statement per thousand, as one JSON parameter (jsonRowsInsert); on SQLite, one statement per
+ * row, as insertRow.
  */
 export const insertRows = <const K extends string>(
   sql: SqlClient.SqlClient,
@@ -92,19 +113,44 @@ export const insertRows = <const K extends string>(
     const each = insertRow(sql, table, columns, tail)
     return (rows: ReadonlyArray<{ readonly [k in K]: Param }>) => Effect.map(each(rows), (results) => results.flat())
   }
-  const list = columns.map((column) => `"${column}"`).join(", ")
   return (
     rows: ReadonlyArray<{ readonly [k in K]: Param }>
   ): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> =>
     Effect.map(
-      Effect.forEach(chunksOf(rows, ROWS_PER_JSON_INSERT), (chunk) =>
-        sql`INSERT INTO ${sql(table)} (${sql.literal(list)})
-          SELECT ${sql.literal(list)} FROM json_populate_recordset(NULL::${sql(table)}, ${
-          JSON.stringify(chunk, bigintsAsNumbers)
-        }::json)
-          ${sql.literal(tail)}`),
+      Effect.forEach(
+        chunksOf(rows, ROWS_PER_JSON_INSERT),
+        (chunk) => jsonRowsInsert(sql, table, columns, chunk, tail)
+      ),
       (results) => results.flat()
     )
+}
+
+/**
+ * Rows of one shape (the first row's keys, as `sql.insert` takes them) in multi-row statements, off
+ * the hot path's row statements: on PostgreSQL one statement per thousand (jsonRowsInsert); on SQLite
+ * `INSERT … VALUES` in chunks of powers of two (StatementShapes.ts), one text per chunk size.
+ */
+export const insertMany = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  rows: ReadonlyArray<Record<string, Param>>,
+  tail = ""
+): Effect.Effect<void, SqlError.SqlError> => {
+  const first = rows[0]
+  if (first === undefined) return Effect.void
+  if (isPostgres(sql)) {
+    const columns = Object.keys(first)
+    return Effect.forEach(
+      chunksOf(rows, ROWS_PER_JSON_INSERT),
+      (chunk) => jsonRowsInsert(sql, table, columns, chunk, tail),
+      { discard: true }
+    )
+  }
+  return Effect.forEach(
+    powerOfTwoChunks(rows),
+    (chunk) => sql`INSERT INTO ${sql(table)} ${sql.insert(chunk)} ${sql.literal(tail)}`,
+    { discard: true }
+  )
 }
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> =>

@@ -96,7 +96,7 @@ export interface GroupStores {
   readonly retentionMs: number
 }
 
-/** The routes of every change of the group, in one query. */
+/** The routes of every change of the group, and the webhooks of the instances routed to, in one query. */
 const routesFor = (outbox: OutboxRepo, changes: ReadonlyArray<UpstreamChange>) =>
   Effect.gen(function*() {
     const phoneNumberIds = [
@@ -105,11 +105,12 @@ const routesFor = (outbox: OutboxRepo, changes: ReadonlyArray<UpstreamChange>) =
     const wabaIds = [
       ...new Set(changes.flatMap((c) => (c.phoneNumberId === undefined && c.entryId !== undefined ? [c.entryId] : [])))
     ]
-    const rows = yield* outbox.routes(phoneNumberIds, wabaIds)
-    return (change: UpstreamChange): ReadonlyArray<RouteRow> =>
+    const { routes, webhooks } = yield* outbox.routes(phoneNumberIds, wabaIds)
+    const routeOf = (change: UpstreamChange): ReadonlyArray<RouteRow> =>
       change.phoneNumberId !== undefined
-        ? rows.filter((r) => r.phone_number_id === change.phoneNumberId)
-        : rows.filter((r) => r.waba_id === change.entryId)
+        ? routes.filter((r) => r.phone_number_id === change.phoneNumberId)
+        : routes.filter((r) => r.waba_id === change.entryId)
+    return { routeOf, webhooks }
   })
 
 /** A change no instance takes (or a stale replay's), as the unrouted store keeps it. */
@@ -139,7 +140,7 @@ export const writeGroup = (
     const horizon = Date.now() - retentionMs
     const replays = group.map((q) => isReplayBefore(q.envelope.changes, horizon))
     const fresh = group.filter((_, i) => replays[i] !== true)
-    const routeOf = yield* routesFor(outbox, fresh.flatMap((q) => q.envelope.changes))
+    const { routeOf, webhooks } = yield* routesFor(outbox, fresh.flatMap((q) => q.envelope.changes))
     const plans = group.map((q, i) => routePayload(replays[i] === true ? [] : q.envelope.changes, routeOf))
     const routed = plans.flatMap((p) => p.routed)
     // A key new to the store is kept for the first event naming it, even across payloads of the group.
@@ -155,7 +156,6 @@ export const writeGroup = (
     )
     const events = eventsPerPayload.flat()
     committed.push(...events)
-    yield* outbox.insertEvents(events, now)
     yield* outbox.insertUnrouted(
       [
         ...plans.flatMap((p) => p.unrouted).map((c) => keptAside(c)),
@@ -183,7 +183,8 @@ export const writeGroup = (
         Effect.annotateLogs({ changes: unapplied.join("; ") })
       )
     }
-    const queued = yield* enqueue.events(events, now, intake, handedOver)
+    // The events' rows are written with their deliveries (one statement on PostgreSQL).
+    const queued = yield* enqueue.events(events, now, intake, handedOver, { webhooks, writeEvents: true })
     return plans.map((p, i) => {
       const payloadEvents = eventsPerPayload[i] ?? []
       const accepted = payloadEvents.reduce((n, e) => n + e.changeCount, 0)
