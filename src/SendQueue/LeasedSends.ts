@@ -105,11 +105,16 @@ const paced = async (c: LeasedSendContext, row: QueuedRow): Promise<boolean> => 
   }
 }
 
-const SECOND_MS = 1_000
+/**
+ * The window a number's level is kept over at this end: a second, and a margin for the network's jitter
+ * between here and Meta (at full size on a loaded machine the fake upstream saw 86 arrivals in one
+ * second at 80/s when the window here was exactly a second). Its cost: 78/s sustained at 80.
+ */
+const LEVEL_WINDOW_MS = 1_025
 
 /**
- * Waits until this replica made fewer calls for the number in the last second than its level. The slots
- * space sends evenly, but claims commit in groups, so sends that one commit held back would otherwise
+ * Waits until this replica made fewer calls for the number in the last LEVEL_WINDOW_MS than its level. The
+ * slots space sends evenly, but claims commit in groups, so sends that one commit held back would otherwise
  * reach Meta together: scripts/bench.ts --scenarios queue saw 84 in one second at 80/s without this.
  * After the claim, so it is not cut short when the drainer stops: the send is `sending` and goes.
  */
@@ -117,14 +122,14 @@ const underLevel = async (c: LeasedSendContext, phoneNumberId: string): Promise<
   for (;;) {
     const calls = c.calls.get(phoneNumberId) ?? []
     const now = c.now()
-    while (calls[0] !== undefined && calls[0] <= now - SECOND_MS) calls.shift()
+    while (calls[0] !== undefined && calls[0] <= now - LEVEL_WINDOW_MS) calls.shift()
     const oldest = calls[0]
     if (oldest === undefined || calls.length < Math.max(1, Math.floor(c.throughput.rateNow(phoneNumberId)))) {
       calls.push(now)
       c.calls.set(phoneNumberId, calls)
       return
     }
-    await new Promise((resolve) => setTimeout(resolve, oldest + SECOND_MS - now))
+    await new Promise((resolve) => setTimeout(resolve, oldest + LEVEL_WINDOW_MS - now))
   }
 }
 
