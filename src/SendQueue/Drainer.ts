@@ -26,6 +26,7 @@ import { Throughput } from "../PhoneNumbers/Throughput.js"
 import { isPostgres } from "../Sql/Dialect.js"
 import { Upstream } from "../Upstream/Upstream.js"
 import { instanceOf, type LeasedSendContext, makeTurns, sendLeased } from "./LeasedSends.js"
+import { makeLevelWindows } from "./LevelWindows.js"
 import { giveUp, parsedBody, refOf, settleLost } from "./Outcomes.js"
 import { QueueEvents } from "./QueueEvents.js"
 import type { DueLanes } from "./QueueReads.js"
@@ -238,7 +239,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       refreshing: yield* FiberSet.make(),
       heldOf: new Map(),
       slots: new Map(),
-      calls: new Map(),
+      levels: makeLevelWindows(() => clock.unsafeCurrentTimeMillis()),
       sweptAt: { at: -Infinity },
       counted: countedInto(settled, Runtime.runSync(yield* Effect.runtime<never>()))
     }

@@ -19,6 +19,7 @@ import type { Pacing } from "../Messages/Pacing.js"
 import type { Throughput } from "../PhoneNumbers/Throughput.js"
 import { untilStored } from "../Sql/Unavailable.js"
 import { type SendEndpoint, sendEndpoints, type Upstream } from "../Upstream/Upstream.js"
+import type { LevelWindows } from "./LevelWindows.js"
 import { giveUp, parsedBody, refOf, settle, type SettleContext } from "./Outcomes.js"
 import type { QueuedRow } from "./Repo.js"
 import { priorityRank } from "./Rules.js"
@@ -67,8 +68,8 @@ export interface LeasedSendContext extends SettleContext {
   readonly turns: Turns
   /** Per number, when this replica's next queued send may go (`slotted`). */
   readonly slots: Map<string, number>
-  /** Per number, when this replica's calls of the last second began, oldest first (`underLevel`). */
-  readonly calls: Map<string, Array<number>>
+  /** Each number's calls under its level as Meta counts it. */
+  readonly levels: LevelWindows
 }
 
 const isEndpoint = (text: string): text is SendEndpoint => sendEndpoints.some((endpoint) => endpoint === text)
@@ -105,34 +106,6 @@ const paced = async (c: LeasedSendContext, row: QueuedRow): Promise<boolean> => 
   }
 }
 
-/**
- * The window a number's level is kept over at this end: a second, and a margin for the network's jitter
- * between here and Meta (at full size on a loaded machine the fake upstream saw 86 arrivals in one
- * second at 80/s when the window here was exactly a second). Its cost: 78/s sustained at 80.
- */
-const LEVEL_WINDOW_MS = 1_025
-
-/**
- * Waits until this replica made fewer calls for the number in the last LEVEL_WINDOW_MS than its level. The
- * slots space sends evenly, but claims commit in groups, so sends that one commit held back would otherwise
- * reach Meta together: scripts/bench.ts --scenarios queue saw 84 in one second at 80/s without this.
- * After the claim, so it is not cut short when the drainer stops: the send is `sending` and goes.
- */
-const underLevel = async (c: LeasedSendContext, phoneNumberId: string): Promise<void> => {
-  for (;;) {
-    const calls = c.calls.get(phoneNumberId) ?? []
-    const now = c.now()
-    while (calls[0] !== undefined && calls[0] <= now - LEVEL_WINDOW_MS) calls.shift()
-    const oldest = calls[0]
-    if (oldest === undefined || calls.length < Math.max(1, Math.floor(c.throughput.rateNow(phoneNumberId)))) {
-      calls.push(now)
-      c.calls.set(phoneNumberId, calls)
-      return
-    }
-    await new Promise((resolve) => setTimeout(resolve, oldest + LEVEL_WINDOW_MS - now))
-  }
-}
-
 /** Leased sends whose turn did not come (the drainer stopping, the database failing): back to the queue. */
 const giveBack = (c: LeasedSendContext, row: QueuedRow) =>
   c.run(Effect.ignoreLogged(untilStored(c.repo.giveBack([row.message_id], c.owner))))
@@ -151,10 +124,14 @@ const sendNow = async (c: LeasedSendContext, row: QueuedRow): Promise<void> => {
   if (Exit.isFailure(claimed)) return failed(c, row, claimed.cause)
   // Cancelled while it waited its turn (or no longer this replica's): not sent, nothing to record.
   if (!claimed.value) return
-  await underLevel(c, row.phone_number_id)
-  const sentAt = c.now()
   const endpoint = isEndpoint(row.endpoint) ? row.endpoint : "messages"
-  const outcome = await c.upstream.sendMessage(target.right, parsedBody(row.body), endpoint)
+  let sentAt = 0
+  // Under the number's level as Meta counts it (SendQueue/LevelWindows.ts): claims commit in groups,
+  // so sends that one commit held back would otherwise reach Meta together.
+  const outcome = await c.levels.call(row.phone_number_id, c.throughput.rateNow(row.phone_number_id), () => {
+    sentAt = c.now()
+    return c.upstream.sendMessage(target.right, parsedBody(row.body), endpoint)
+  })
   await settle(c, row, sentAt, outcome)
 }
 
