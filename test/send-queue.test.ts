@@ -288,6 +288,27 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
 
+    it.effect("a 2xx answer the hub cannot read is not tried again (the message may have gone): failed as outcome_unknown", () =>
+      Effect.gen(function*() {
+        const fake = yield* FakeGraph
+        const tenant = yield* seedTenant()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          body: { messaging_product: "whatsapp", accepted: true }
+        })
+        yield* (yield* TestHub).request("POST", "/api/messages", {
+          token: tenant.instanceToken,
+          json: text("an odd answer"),
+          headers: respondAsync
+        })
+        const [record] = yield* recordsOnceSettled(
+          tenant.instanceToken,
+          "the send failed",
+          (r) => r[0]?.status === "failed"
+        )
+        expect(record).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
+        expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
+      }))
+
     it.effect("a send whose outcome was unknown takes the id of Meta's status naming its person, and moves on", () =>
       Effect.gen(function*() {
         const hub = yield* TestHub

@@ -27,9 +27,14 @@ export const errorRecord = (e: UpstreamError): JsonObject => ({
 /** Record updates are retried at once: SQLite already waits out locks (busy_timeout), so a delay adds nothing. */
 const UPDATE_RETRIES = 2
 
-/** Records the upstream's refusal (or a send of unknown outcome), retried; a failure to record is logged. */
+/**
+ * Records the upstream's refusal, or the error of a send of unknown outcome (no answer, or a 2xx the hub
+ * could not read: the record stays pending), retried; a failure to record is logged.
+ */
 export const recordFailure = (repo: MessagesRepo, messageId: string, e: UpstreamError) =>
-  (e.kind === "graph" ? repo.markRefused(messageId, errorRecord(e)) : repo.noteError(messageId, errorRecord(e)))
+  (e.kind === "graph" && e.answeredOk !== true
+    ? repo.markRefused(messageId, errorRecord(e))
+    : repo.noteError(messageId, errorRecord(e)))
     .pipe(
       Effect.retry(Schedule.recurs(UPDATE_RETRIES)),
       Effect.catchAll((cause) =>

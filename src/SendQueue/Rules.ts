@@ -35,6 +35,8 @@ export type FailureVerdict =
  * delivered it: never sent again.
  */
 export const verdictOf = (error: UpstreamError): FailureVerdict => {
+  // A 2xx Meta answered in a shape the hub does not read: the message may have gone.
+  if (error.answeredOk === true) return { _tag: "OutcomeUnknown" }
   if (error.kind === "graph") {
     if (RETRIED_CODES.has(error.code)) return { _tag: "Retry", pairOnly: error.code === 131056 }
     return error.status >= 500 ? { _tag: "Retry", pairOnly: false } : { _tag: "Refused" }

@@ -53,9 +53,17 @@ export const decodeGraphError = (
   })
 }
 
-/** A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502. */
+/**
+ * A 2xx answer whose body is not what the call returns: the upstream misbehaved, so it is a 502; but it
+ * answered 2xx, so what was asked may be done (`answeredOk`: a queued send is not made again).
+ */
 export const malformed = (what: string) =>
-  graphError({ status: 502, code: 0, message: `The upstream answered ${what} with an unexpected body` })
+  graphError({
+    status: 502,
+    code: 0,
+    message: `The upstream answered ${what} with an unexpected body`,
+    answeredOk: true
+  })
 
 /** A failed call's outcome, as the metrics count Graph calls. */
 export const graphOutcomeOf = (e: UpstreamError): GraphOutcome => {

@@ -21,6 +21,11 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{
    * (PARTIAL_OUTCOME_CODES); absent otherwise.
    */
   readonly answer?: JsonObject
+  /**
+   * The upstream answered 2xx, but not as the call returns: it may have done what was asked (a send
+   * may have gone), so the call must not be made again for it.
+   */
+  readonly answeredOk?: true
 }> {}
 
 /**
@@ -42,6 +47,7 @@ export const graphError = (fields: {
   readonly details?: string | undefined
   readonly retryAfterSeconds?: number | undefined
   readonly answer?: JsonObject | undefined
+  readonly answeredOk?: true
 }) =>
   new UpstreamError({
     kind: "graph",
@@ -52,7 +58,8 @@ export const graphError = (fields: {
     fbtraceId: fields.fbtraceId,
     details: fields.details,
     retryAfterSeconds: fields.retryAfterSeconds,
-    ...(fields.answer === undefined ? {} : { answer: fields.answer })
+    ...(fields.answer === undefined ? {} : { answer: fields.answer }),
+    ...(fields.answeredOk === undefined ? {} : { answeredOk: fields.answeredOk })
   })
 
 /** The upstream gave no answer: it timed out or could not be reached. */
