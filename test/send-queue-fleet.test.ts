@@ -562,6 +562,84 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
     )))
 })
 
+describe.each(engines)("a hub process stopped with SIGTERM mid-drain (%s)", (engine) => {
+  it.live(
+    "gives back the sends waiting for their turn and finishes those in the Graph call: each is made once or queued again, none left leased",
+    () =>
+      Effect.gen(function*() {
+        const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
+        const databaseFile = yield* processDatabase(engine)
+        const local = yield* Layer.build(besideTheHub(databaseFile))
+        const sql = Context.get(local, SqlClient.SqlClient)
+        const tenant = yield* Effect.provide(seedTenant(), local)
+        // The Graph answers nothing until the test says: the first calls are in the Graph at the SIGTERM.
+        const answer = yield* Deferred.make<void>()
+        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+          after: Effect.runPromise(Deferred.await(answer)),
+          body: {
+            messaging_product: "whatsapp",
+            contacts: [{ input: recipient(0), wa_id: recipient(0) }],
+            messages: [{ id: "wamid.STOPPED" }]
+          }
+        }, 20)
+        const hub = yield* startHubProcess({
+          HUB_DB: databaseFile,
+          HUB_DB_POOL_SIZE: "4",
+          HUB_UPSTREAM: "graph",
+          HUB_GRAPH_URL: fake.baseUrl,
+          HUB_APP_SECRET: "queue-stop-app-secret",
+          HUB_SECRET_KEY: SECRET_KEY_HEX,
+          HUB_SEND_RATE: String(RATE),
+          HUB_LOG_FORMAT: "json"
+        }).pipe(Effect.orDie)
+        const texts = Array.from({ length: 12 }, (_, i) => `stopped ${i}`)
+        const textOf = new Map(
+          yield* Effect.forEach(texts, (text, i) =>
+            Effect.map(
+              call(hub, "POST", "/api/messages", tenant.instanceToken, {
+                to: recipient(i),
+                type: "text",
+                text: { body: text }
+              }),
+              (queued) => [String(queued.body.id), text] as const
+            ))
+        )
+        yield* untilSignalledThat(fake.received, "calls in the Graph", fake.requests, (r) => sentTexts(r).length > 0)
+        yield* polled(
+          "a send leased, waiting for its turn",
+          sql<QueueRow>`SELECT message_id, state FROM send_queue`,
+          (rows) => rows.some((row) => row.state === "leased")
+        )
+        hub.kill("SIGTERM")
+        // The hub waits for its calls in the Graph: answered, they finish and it exits cleanly.
+        yield* Deferred.succeed(answer, undefined)
+        expect(yield* Effect.promise(() => hub.exited)).toBe(0)
+
+        const calls = callsByText(yield* fake.requests)
+        const left = yield* sql<QueueRow & { readonly lease_owner: string | null }>`SELECT message_id, state,
+          lease_owner FROM send_queue`
+        const records = yield* sql<{ readonly id: string; readonly wa_message_id: string | null }>`SELECT id,
+          wa_message_id FROM messages`
+        // None left leased or sending: what waited was given back, what was in the call finished.
+        expect(left.every((row) => row.state === "queued" && row.lease_owner === null)).toBe(true)
+        const queuedAgain = new Set(left.map((row) => textOf.get(row.message_id)))
+        expect(queuedAgain.size).toBeGreaterThan(0)
+        for (const record of records) {
+          const text = textOf.get(record.id) ?? record.id
+          if (queuedAgain.has(text)) {
+            expect(calls.get(text), text).toBeUndefined()
+            expect(record.wa_message_id, text).toBeNull()
+          } else {
+            expect(calls.get(text), text).toBe(1)
+            expect(record.wa_message_id, text).toBe("wamid.STOPPED")
+          }
+        }
+        expect(records).toHaveLength(texts.length)
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
+})
+
 describe("a hub process killed just after the Graph accepted a queued send (PostgreSQL)", () => {
   it.live(
     "the acceptance and the send's leaving the queue commit together: killed before that commit, the send is made once and ends outcome_unknown, never half-recorded",
