@@ -199,6 +199,45 @@ const besideTheHub = (databaseFile: string) =>
     Layer.provide(testHubConfig({ databaseFile, secretKey: Option.some(Redacted.make(SECRET_KEY)) }))
   )
 
+/**
+ * What a test of hub processes starts from: a recording fake Graph, a database on `engine` seen from
+ * this process (`local`, `sql`), and the environment the processes start with.
+ */
+const forHubProcesses = (engine: Engine) =>
+  Effect.gen(function*() {
+    const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
+    const databaseFile = yield* processDatabase(engine)
+    const local = yield* Layer.build(besideTheHub(databaseFile))
+    const env = {
+      HUB_DB: databaseFile,
+      HUB_DB_POOL_SIZE: "4",
+      HUB_UPSTREAM: "graph",
+      HUB_GRAPH_URL: fake.baseUrl,
+      HUB_APP_SECRET: "queue-crash-app-secret",
+      HUB_SECRET_KEY: SECRET_KEY_HEX,
+      HUB_LOG_FORMAT: "json"
+    }
+    return { fake, local, sql: Context.get(local, SqlClient.SqlClient), env }
+  })
+
+/**
+ * The fake Graph accepts the number's next send (answering `wamid`) only once the test releases the
+ * answer (`Deferred.succeed`): until then the call is in the Graph.
+ */
+const heldAcceptance = (fake: FakeGraph["Type"], phoneNumberId: string, wamid: string) =>
+  Effect.gen(function*() {
+    const answer = yield* Deferred.make<void>()
+    yield* fake.respond({ method: "POST", path: `/${phoneNumberId}/messages` }, {
+      after: Effect.runPromise(Deferred.await(answer)),
+      body: {
+        messaging_product: "whatsapp",
+        contacts: [{ input: recipient(0), wa_id: recipient(0) }],
+        messages: [{ id: wamid }]
+      }
+    }, 1)
+    return answer
+  })
+
 /** One request to a hub process, its JSON object answer. */
 const call = (hub: HubProcess, method: string, path: string, token: string, json?: unknown) =>
   Effect.promise(async () => {
@@ -239,25 +278,13 @@ describe.each(engines)("a hub process killed with SIGKILL mid-drain (%s)", (engi
     "loses no queued send and makes none twice: sends in the Graph call end outcome_unknown, leased and queued ones are sent after the restart",
     () =>
       Effect.gen(function*() {
-        const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
-        const databaseFile = yield* processDatabase(engine)
-        const local = yield* Layer.build(besideTheHub(databaseFile))
-        const sql = Context.get(local, SqlClient.SqlClient)
+        const { env: base, fake, local, sql } = yield* forHubProcesses(engine)
         // Two numbers: the Graph never answers the first two calls of one (they are in the call when the
         // hub is killed); the other's sends go one after the other in the pacing.
         const [held, paced] = yield* Effect.provide(Effect.all([seedTenant(), seedTenant()]), local)
         if (held === undefined || paced === undefined) return yield* Effect.dieMessage("two tenants")
         yield* fake.respond({ method: "POST", path: `/${held.phoneNumberId}/messages` }, { hang: true }, 2)
-        const env = {
-          HUB_DB: databaseFile,
-          HUB_DB_POOL_SIZE: "4",
-          HUB_UPSTREAM: "graph",
-          HUB_GRAPH_URL: fake.baseUrl,
-          HUB_APP_SECRET: "queue-crash-app-secret",
-          HUB_SECRET_KEY: SECRET_KEY_HEX,
-          HUB_SEND_RATE: String(RATE),
-          HUB_LOG_FORMAT: "json"
-        }
+        const env = { ...base, HUB_SEND_RATE: String(RATE) }
         const first = yield* startHubProcess(env).pipe(Effect.orDie)
 
         const heldTexts = Array.from({ length: 6 }, (_, i) => `held ${i}`)
@@ -567,32 +594,12 @@ describe.each(engines)("a hub process stopped with SIGTERM mid-drain (%s)", (eng
     "gives back the sends waiting for their turn and finishes those in the Graph call: each is made once or queued again, none left leased",
     () =>
       Effect.gen(function*() {
-        const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
-        const databaseFile = yield* processDatabase(engine)
-        const local = yield* Layer.build(besideTheHub(databaseFile))
-        const sql = Context.get(local, SqlClient.SqlClient)
+        const { env, fake, local, sql } = yield* forHubProcesses(engine)
         const tenant = yield* Effect.provide(seedTenant(), local)
         // The Graph answers the first call only when the test says (it is in the Graph at the SIGTERM); the
         // others at once, while the pacing (RATE a second) keeps the rest leased, waiting for their turn.
-        const answer = yield* Deferred.make<void>()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          after: Effect.runPromise(Deferred.await(answer)),
-          body: {
-            messaging_product: "whatsapp",
-            contacts: [{ input: recipient(0), wa_id: recipient(0) }],
-            messages: [{ id: "wamid.STOPPED" }]
-          }
-        }, 1)
-        const hub = yield* startHubProcess({
-          HUB_DB: databaseFile,
-          HUB_DB_POOL_SIZE: "4",
-          HUB_UPSTREAM: "graph",
-          HUB_GRAPH_URL: fake.baseUrl,
-          HUB_APP_SECRET: "queue-stop-app-secret",
-          HUB_SECRET_KEY: SECRET_KEY_HEX,
-          HUB_SEND_RATE: String(RATE),
-          HUB_LOG_FORMAT: "json"
-        }).pipe(Effect.orDie)
+        const answer = yield* heldAcceptance(fake, tenant.phoneNumberId, "wamid.STOPPED")
+        const hub = yield* startHubProcess({ ...env, HUB_SEND_RATE: String(RATE) }).pipe(Effect.orDie)
         const texts = Array.from({ length: 12 }, (_, i) => `stopped ${i}`)
         const textOf = new Map(
           yield* Effect.forEach(texts, (text, i) =>
@@ -648,31 +655,11 @@ describe("a hub process killed just after the Graph accepted a queued send (Post
     "the acceptance and the send's leaving the queue commit together: killed before that commit, the send is made once and ends outcome_unknown, never half-recorded",
     () =>
       Effect.gen(function*() {
-        const fake = Context.get(yield* Layer.build(fakeGraphLayer), FakeGraph)
-        const databaseFile = yield* processDatabase("postgres")
-        const local = yield* Layer.build(besideTheHub(databaseFile))
-        const sql = Context.get(local, SqlClient.SqlClient)
+        const { env, fake, local, sql } = yield* forHubProcesses("postgres")
         const tenant = yield* Effect.provide(seedTenant(), local)
         const text = "accepted at the kill"
         const wamid = "wamid.HBgLMTY1MDU1NTAwMDAVAgARGBJBQ0NFUFRFRF9BVF9LSUxMAA=="
-        const answer = yield* Deferred.make<void>()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
-          after: Effect.runPromise(Deferred.await(answer)),
-          body: {
-            messaging_product: "whatsapp",
-            contacts: [{ input: recipient(0), wa_id: recipient(0) }],
-            messages: [{ id: wamid }]
-          }
-        })
-        const env = {
-          HUB_DB: databaseFile,
-          HUB_DB_POOL_SIZE: "4",
-          HUB_UPSTREAM: "graph",
-          HUB_GRAPH_URL: fake.baseUrl,
-          HUB_APP_SECRET: "queue-crash-app-secret",
-          HUB_SECRET_KEY: SECRET_KEY_HEX,
-          HUB_LOG_FORMAT: "json"
-        }
+        const answer = yield* heldAcceptance(fake, tenant.phoneNumberId, wamid)
         const first = yield* startHubProcess(env).pipe(Effect.orDie)
         const queued = yield* call(first, "POST", "/api/messages", tenant.instanceToken, {
           to: recipient(0),
