@@ -238,6 +238,10 @@ const heldAcceptance = (fake: FakeGraph["Type"], phoneNumberId: string, wamid: s
     return answer
   })
 
+/** A send's claim before its Graph call (SendQueue/Repo.ts claimWriter), as an effect. */
+const claimSending = (repo: SendQueueRepo, messageId: string, owner: string, leaseUntil: number) =>
+  Effect.flatten(Effect.promise(() => repo.claimSendingNow(messageId, owner, leaseUntil)))
+
 /** One request to a hub process, its JSON object answer. */
 const call = (hub: HubProcess, method: string, path: string, token: string, json?: unknown) =>
   Effect.promise(async () => {
@@ -554,7 +558,7 @@ describe("replicas recovering a lost lease at the same moment (PostgreSQL)", () 
         priority: 0
       }])
       expect(leased?.map((row) => row.message_id)).toEqual([messageId])
-      expect(yield* repo.claimSending(messageId, "dead replica", now + 1)).toBe(true)
+      expect(yield* claimSending(repo, messageId, "dead replica", now + 1)).toBe(true)
       // Two replicas' rounds recover it at the same moment. So that both read it before either takes it
       // out, the row is held locked (as a third transaction could) until both wait for it.
       const locked = yield* Deferred.make<void>()
@@ -783,9 +787,9 @@ describe.each(engines)("a number's queue as read and claimed (%s)", (engine) => 
       // B's send claimed twice at once (leased again by its replica after its lease ran out, while the first
       // lease's turn came): the claims share one group commit, and only one of them may make the send.
       const claims = yield* Effect.all([
-        repo.claimSending(leased![0]!.message_id, "a replica", now + 60_000),
-        repo.claimSending(leased![0]!.message_id, "a replica", now + 60_000),
-        repo.claimSending(leased![0]!.message_id, "another replica", now + 60_000)
+        claimSending(repo, leased![0]!.message_id, "a replica", now + 60_000),
+        claimSending(repo, leased![0]!.message_id, "a replica", now + 60_000),
+        claimSending(repo, leased![0]!.message_id, "another replica", now + 60_000)
       ], { concurrency: "unbounded" })
       expect(claims).toEqual([true, false, false])
     }).pipe(Effect.provide(

@@ -30,6 +30,9 @@ import type {
 const queueingColumns =
   "id, organization_id, instance_id, url, failing_since, secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, events, headers, headers_encrypted, ordering"
 
+/** A webhook deliveries are queued to: active and pushed to (a poll webhook never is); `alias` names its table. */
+const queueingCondition = (alias = "") => `${alias}active = 1 AND ${alias}deleted_at IS NULL AND ${alias}kind = 'push'`
+
 interface OutboxRepoShape {
   /**
    * The instances bound to any of these phone number ids or business accounts, and their active
@@ -233,7 +236,7 @@ const selectRoutes = (
   }
     FROM (SELECT id, organization_id, phone_number_id, waba_id FROM instances
       WHERE ${sql.in("phone_number_id", padded(phoneNumberIds))} OR ${sql.in("waba_id", padded(wabaIds))}) AS i
-    LEFT JOIN webhooks w ON w.instance_id = i.id AND w.active = 1 AND w.deleted_at IS NULL AND w.kind = 'push'`.pipe(
+    LEFT JOIN webhooks w ON w.instance_id = i.id AND ${sql.literal(queueingCondition("w."))}`.pipe(
     Effect.map((rows): Routes => {
       const routes = new Map<string, RouteRow>()
       const webhooks: Array<QueueingWebhook> = []
@@ -274,13 +277,13 @@ const webhookOf = (row: RouteWebhookRow, id: string): QueueingWebhook => ({
 const selectQueueingWebhooks = (sql: SqlClient.SqlClient, instanceIds: ReadonlyArray<string>) =>
   sql<QueueingWebhook>`
     SELECT ${sql.literal(queueingColumns)} FROM webhooks
-     WHERE ${sql.in("instance_id", padded(instanceIds))} AND active = 1 AND deleted_at IS NULL AND kind = 'push'`.pipe(
+     WHERE ${sql.in("instance_id", padded(instanceIds))} AND ${sql.literal(queueingCondition())}`.pipe(
     Effect.orDie
   )
 
 const selectQueueingWebhook = (sql: SqlClient.SqlClient, id: string) =>
   sql<QueueingWebhook>`SELECT ${sql.literal(queueingColumns)} FROM webhooks
-    WHERE id = ${id} AND active = 1 AND deleted_at IS NULL AND kind = 'push'`.pipe(
+    WHERE id = ${id} AND ${sql.literal(queueingCondition())}`.pipe(
     Effect.map((rows) => rows[0]),
     Effect.orDie
   )

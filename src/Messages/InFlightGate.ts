@@ -10,6 +10,8 @@ export interface InFlightGate<Outcome> {
   readonly run: (organizationId: string, send: () => Promise<Outcome>) => Promise<Outcome>
   /** Succeeds once no send is in flight. */
   readonly drained: Effect.Effect<void>
+  /** How many sends are in flight now. */
+  readonly inFlight: () => number
   /** The 503 a send of this organization is refused with now; undefined when it may run. */
   readonly overloaded: (organizationId: string) => ServiceUnavailable | undefined
 }
@@ -71,5 +73,5 @@ export const makeInFlightGate = <Outcome>(
       retryAfterSeconds: 1
     })
   }
-  return { run, drained, overloaded }
+  return { run, drained, overloaded, inFlight: () => inFlight }
 }

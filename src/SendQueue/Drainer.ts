@@ -51,12 +51,15 @@ const MAX_HELD = 2_048
 /** A replica's drainer: its services and its state (what it holds, its signal, its sends under way). */
 interface Drainage extends LeasedSendContext {
   readonly signal: Queue.Queue<void>
-  /** The sends under way: the layer's end waits for them (what waits for its turn is given back at once). */
+  /**
+   * The sends leased here and not yet ended, counted (at most MAX_HELD); the layer's end waits for them
+   * (what waits for its turn is given back at once).
+   */
   readonly underway: InFlightGate<void>
   /** The numbers' levels read in the background, closed with the layer. */
   readonly refreshing: FiberSet.FiberSet
   /**
-   * Sends leased here and not yet ended, per number and lane (`heldKey`): each lane's next lease takes only
+   * The same, per number and lane (`heldKey`): each lane's next lease takes only
    * what is left of its window, so bulk sends under way never leave a transactional one without a place.
    */
   readonly heldOf: Map<string, number>
@@ -72,8 +75,6 @@ const heldKey = (phoneNumberId: string, priority: number) => `${priority} ${phon
 
 const held = (d: Drainage, phoneNumberId: string, priority: number) =>
   d.heldOf.get(heldKey(phoneNumberId, priority)) ?? 0
-
-const heldInAll = (d: Drainage) => [...d.heldOf.values()].reduce((total, held) => total + held, 0)
 
 const hold = (d: Drainage, rows: ReadonlyArray<QueuedRow>) => {
   for (const row of rows) {
@@ -163,7 +164,7 @@ const drainRound = (d: Drainage) =>
       d.sweptAt.at = at
       yield* sweep(d, at)
     }
-    const free = { held: MAX_HELD - heldInAll(d) }
+    const free = { held: MAX_HELD - d.underway.inFlight() }
     const requests = (yield* d.repo.dueLanes(at)).flatMap((lanes) => laneRequests(d, lanes, at, free))
     for (const rows of yield* d.repo.leaseLanes(requests)) yield* startLeased(d, rows)
   })
@@ -269,7 +270,7 @@ export class SendQueueDrainer extends Effect.Service<SendQueueDrainer>()("SendQu
       /** How many queued sends ended here (made, retried later or given up), then each change: tests wait on it. */
       settled: settled.changes,
       /** Sends this replica holds and has not ended (tests wait for none). */
-      inFlight: () => heldInAll(d)
+      inFlight: d.underway.inFlight
     } as const
   }),
   dependencies: [

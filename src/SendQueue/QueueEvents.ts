@@ -12,7 +12,6 @@ import type { SqlError } from "@effect/sql"
 import { Effect, Exit } from "effect"
 import { DispatchSignal } from "../Delivery/DispatchSignal.js"
 import { Enqueue } from "../Delivery/Enqueue.js"
-import { OutboxRepo } from "../Delivery/Outbox.js"
 import type { EventRecord } from "../Delivery/Records.js"
 import { QUEUE_EVENT_KIND } from "../Domain/EventKinds.js"
 import { newId } from "../Domain/Ids.js"
@@ -81,7 +80,6 @@ export interface Telling {
 
 export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
   effect: Effect.gen(function*() {
-    const outbox = yield* OutboxRepo
     const enqueue = yield* Enqueue
     const batcher = yield* WriteBatcher
     const signal = yield* DispatchSignal
@@ -106,8 +104,8 @@ export class QueueEvents extends Effect.Service<QueueEvents>()("QueueEvents", {
           accepted === undefined ? [] : [{ id: send.messageId, waMessageId: accepted }]
         ))
         yield* queue.finishAll(tellings.flatMap(({ finish }) => (finish === undefined ? [] : [finish])))
-        yield* outbox.insertEvents(events, at.toISOString())
-        const counts = yield* enqueue.events(events, at.toISOString(), undefined, [])
+        // The events' rows are written with their deliveries (one statement on PostgreSQL), as the ingress's are.
+        const counts = yield* enqueue.events(events, at.toISOString(), undefined, [], { writeEvents: true })
         return events.map((event) => ({ event, deliveries: counts.get(event.id) ?? 0 }))
       }), { gathers: true })
 

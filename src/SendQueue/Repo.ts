@@ -314,10 +314,7 @@ export class SendQueueRepo extends Effect.Service<SendQueueRepo>()("SendQueueRep
       insert: insert(sql),
       leaseLanes: leaseLanes(sql),
       /** See claimWriter: true when the send is still this replica's to make. A plain promise, for SendQueue/LeasedSends.ts. */
-      claimSendingNow: claimSendingNow,
-      /** claimSendingNow, as an effect. */
-      claimSending: (messageId: string, owner: string, leaseUntil: number) =>
-        Effect.flatten(Effect.promise(() => claimSendingNow(messageId, owner, leaseUntil))),
+      claimSendingNow,
       finishAll: finishAll(sql),
       retryLater: retryLater(sql),
       giveBack: giveBack(sql),
