@@ -11,7 +11,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, Schema, Stream, TestClock } from "effect"
 import { SendQueueDrainer } from "../src/SendQueue/Drainer.js"
-import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
+import { FakeGraph, type FakeResponse, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendTyped } from "./support/Messages.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilSignalledThat } from "./support/Signals.js"
@@ -43,22 +43,21 @@ const recordsOnceSettled = (
     )
   })
 
-/** A queued send whose Graph call the fake leaves unanswered: the records once it failed. */
-const unansweredSend = (tenant: Tenant, body: string) =>
+/** A queued send whose Graph call the fake answers with `answer`: the records once it failed. */
+const failedSend = (tenant: Tenant, body: string, answer: FakeResponse) =>
   Effect.gen(function*() {
     const fake = yield* FakeGraph
-    yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, { hang: true })
+    yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, answer)
     yield* (yield* TestHub).request("POST", "/api/messages", {
       token: tenant.instanceToken,
       json: text(body),
       headers: respondAsync
     })
-    return yield* recordsOnceSettled(
-      tenant.instanceToken,
-      "the unanswered send failed",
-      (r) => r[0]?.status === "failed"
-    )
+    return yield* recordsOnceSettled(tenant.instanceToken, "the send failed", (r) => r[0]?.status === "failed")
   })
+
+/** A queued send whose Graph call the fake leaves unanswered: the records once it failed. */
+const unansweredSend = (tenant: Tenant, body: string) => failedSend(tenant, body, { hang: true })
 
 /** A text send's body as the fake Graph received it. */
 const decodeText = Schema.decodeUnknownSync(
@@ -290,21 +289,10 @@ describe.each(["sqlite", "postgres"] as const)("queued sends (%s)", (engine) => 
 
     it.effect("a 2xx answer the hub cannot read is not tried again (the message may have gone): failed as outcome_unknown", () =>
       Effect.gen(function*() {
-        const fake = yield* FakeGraph
         const tenant = yield* seedTenant()
-        yield* fake.respond({ method: "POST", path: `/${tenant.phoneNumberId}/messages` }, {
+        const [record] = yield* failedSend(tenant, "an odd answer", {
           body: { messaging_product: "whatsapp", accepted: true }
         })
-        yield* (yield* TestHub).request("POST", "/api/messages", {
-          token: tenant.instanceToken,
-          json: text("an odd answer"),
-          headers: respondAsync
-        })
-        const [record] = yield* recordsOnceSettled(
-          tenant.instanceToken,
-          "the send failed",
-          (r) => r[0]?.status === "failed"
-        )
         expect(record).toMatchObject({ status: "failed", failureReason: "outcome_unknown" })
         expect(yield* messageSends(tenant.phoneNumberId)).toHaveLength(1)
       }))
