@@ -1143,6 +1143,19 @@ for (const engine of engines) {
               inFlightByOrganization: new Map<string, number>(),
               overShareRoom: 0
             }
+            // The front of the due order: free rows through deliveries_due (no row in flight to walk past),
+            // expired leases through deliveries_leased; each read bounded, never a table scan.
+            const front = (yield* planOf(queries.dueRows(input, 4))).filter((step) => /\bdeliveries\b/.test(step))
+            expect(front).toEqual([
+              expect.stringMatching(/^SEARCH deliveries USING INDEX deliveries_leased \(lease_expires_at<\?\)$/),
+              expect.stringMatching(
+                /^SEARCH deliveries USING INDEX deliveries_due \(status=\? AND next_attempt_at>\? AND next_attempt_at<\?\)$/
+              ),
+              expect.stringMatching(/^SEARCH deliveries USING INDEX deliveries_leased \(lease_expires_at<\?\)$/),
+              expect.stringMatching(
+                /^SEARCH deliveries USING INDEX deliveries_due \(status=\? AND next_attempt_at>\? AND next_attempt_at<\?\)$/
+              )
+            ])
             const perWebhook = yield* sql.unsafe<{ readonly detail: string }>(
               `EXPLAIN QUERY PLAN ${queries.dueOf(input, [["whk_b", 2]]).compile()[0]}`,
               queries.dueOf(input, [["whk_b", 2]]).compile()[1]

@@ -312,14 +312,15 @@ layer(testHub(), { excludeTestServices: true })("the outbox's scrape-time read",
       const onDeliveries = plan.filter((step) =>
         /\b(deliveries|d)\b/.test(step) && !step.startsWith("SCALAR") && !step.startsWith("CO-ROUTINE")
       )
-      // Every read of deliveries is a search of an index: the due ranges, and per webhook the failures' index
-      // (the webhooks themselves are scanned: a handful per instance).
+      // Every read of deliveries is a search of an index: the free due ranges, the expired leases, and per
+      // webhook the failures' index (the webhooks themselves are scanned: a handful per instance).
       expect(onDeliveries.length).toBeGreaterThan(0)
       for (const step of onDeliveries) {
         expect(step).toMatch(
-          /^SEARCH (deliveries|d) USING (COVERING )?INDEX (deliveries_due|deliveries_webhook_failures) /
+          /^SEARCH (deliveries|d) USING (COVERING )?INDEX (deliveries_due|deliveries_leased|deliveries_webhook_failures) /
         )
       }
+      expect(plan.some((step) => step.includes("deliveries_leased (lease_expires_at<?)"))).toBe(true)
       expect(plan.some((step) => step.includes("deliveries_webhook_failures (webhook_id=? AND status=?)"))).toBe(true)
 
       // A backlog past the cap is counted up to it ("at least this many").

@@ -91,7 +91,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
   /**
    * Due rows not leased by anyone (or whose lease expired): first attempts, oldest first, then
    * retries, `wanted` at most in all, each webhook taking only what its share leaves. Each phase reads
-   * a range of deliveries_free (free rows only: none in flight to walk past) and one of
+   * a range of deliveries_due (free rows only: none in flight to walk past) and one of
    * deliveries_leased (expired leases), bounded: under load the front mixes every webhook's rows, and a few
    * times the rows wanted (plus the shares of webhooks left out) finds them; a webhook out of share
    * with a long queue at the front then costs a bounded read, and the lease looks past it through

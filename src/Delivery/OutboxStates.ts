@@ -2,15 +2,15 @@
  * The outbox by state, as a metrics scrape reads it: ONE statement of bounded reads, however many
  * rows the outbox holds (millions: finished deliveries stay for the retention period).
  *
- * - Queued rows (pending or failed) are read through deliveries_due, which holds only them; each
- *   count stops at OUTBOX_COUNT_CAP rows, so a backlog of millions costs what 10,000 do.
+ * - Queued rows (pending or failed) not leased are read through deliveries_due, which holds only
+ *   them, and those whose lease expired through deliveries_leased (the rows in flight); each count
+ *   stops at OUTBOX_COUNT_CAP rows, so a backlog of millions costs what 10,000 do.
  * - Dead rows are not in that index. They are counted per webhook through deliveries_webhook_failures
  *   (the partial index of failed, dead and cancelled rows, led by webhook_id): one seek per webhook,
  *   the whole count stopping at the cap, never a walk over the finished rows.
- * - The oldest due row is the first of each status's due range not leased (passing over the few
- *   rows in flight).
+ * - The oldest due row is the first of each status's free range, or an expired lease's row.
  *
- * Leased rows are not counted here: no index finds them, and the dispatcher knows its own (Dispatcher.ts).
+ * Rows leased and in flight are not counted here: the dispatcher knows its own (Dispatcher.ts).
  */
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
@@ -39,22 +39,32 @@ const stateRows = decodeRows(Schema.Struct({
 
 /** The statement (a test checks its plan) and its reading at `now`. */
 export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
-  const unleased = (now: string) => sql`(lease_expires_at IS NULL OR lease_expires_at < ${now})`
   const capped = (rows: Statement.Fragment) =>
     sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${OUTBOX_COUNT_CAP}) AS counted)`
+  /** Free due rows (deliveries_due), or rows whose lease expired (deliveries_leased). */
+  const free = (status: "pending" | "failed", now: string) =>
+    sql`status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND lease_owner IS NULL`
+  const expired = (now: string) => sql`lease_owner IS NOT NULL AND lease_expires_at < ${now}`
   const due = (status: "pending" | "failed", now: string) =>
-    capped(sql`SELECT 1 AS one FROM deliveries
-      WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND ${unleased(now)}`)
+    sql`(${capped(sql`SELECT 1 AS one FROM deliveries WHERE ${free(status, now)}`)} + ${
+      capped(sql`SELECT 1 AS one FROM deliveries WHERE ${expired(now)}
+        AND status = ${status} AND next_attempt_at <= ${now}`)
+    })`
   const oldest = (status: "pending" | "failed", now: string) =>
-    sql`(SELECT next_attempt_at FROM deliveries
-      WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND ${unleased(now)}
-      ORDER BY next_attempt_at LIMIT 1)`
+    sql`(SELECT MIN(at) FROM (
+      SELECT * FROM (SELECT next_attempt_at AS at FROM deliveries WHERE ${free(status, now)}
+        ORDER BY next_attempt_at LIMIT 1) AS first_free
+      UNION ALL
+      SELECT next_attempt_at AS at FROM deliveries WHERE ${expired(now)}
+        AND status = ${status} AND next_attempt_at <= ${now}) AS firsts)`
 
   const statement = (now: string) =>
     sql`SELECT ${due("pending", now)} AS due_pending, ${due("failed", now)} AS due_failed,
         ${
       capped(
-        sql`SELECT 1 AS one FROM deliveries WHERE status = 'failed' AND next_attempt_at IS NOT NULL AND next_attempt_at > ${now}`
+        // A retry not yet due is never leased.
+        sql`SELECT 1 AS one FROM deliveries WHERE status = 'failed' AND next_attempt_at IS NOT NULL AND next_attempt_at > ${now}
+          AND lease_owner IS NULL`
       )
     } AS failed,
         ${
