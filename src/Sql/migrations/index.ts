@@ -30,6 +30,7 @@ import migration0029 from "./0029_deliveries_hot.js"
 import migration0030 from "./0030_send_pacing_unlogged.js"
 import migration0031 from "./0031_send_queue_lanes.js"
 import migration0032 from "./0032_deliveries_free.js"
+import migration0033 from "./0033_deliveries_message_id.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -62,5 +63,6 @@ export const migrations = {
   "0029_deliveries_hot": migration0029,
   "0030_send_pacing_unlogged": migration0030,
   "0031_send_queue_lanes": migration0031,
-  "0032_deliveries_free": migration0032
+  "0032_deliveries_free": migration0032,
+  "0033_deliveries_message_id": migration0033
 }
