@@ -853,6 +853,35 @@ for (const engine of engines) {
     )
 
     plain.effect(
+      "rows cancelled while leased leave the leases' index: an expired lease behind many of them is still taken",
+      () =>
+        Effect.gen(function*() {
+          yield* seed
+          const sql = yield* SqlClient.SqlClient
+          const now = new Date().toISOString()
+          const longAgo = new Date(Date.now() - 50_000).toISOString()
+          // Cancelled in flight (a webhook deleted): no next attempt, its lease left as it was, expired
+          // before the crashed row's. More of them than the expired read's bound for two rows.
+          yield* sql`INSERT INTO deliveries ${
+            sql.insert(Array.from({ length: 20 }, (_, i) => ({
+              id: `gone_${i}`,
+              webhook_id: "whk_b",
+              event_id: "evt_1",
+              message_id: `msg_gone_${i}`,
+              status: "cancelled",
+              attempts: 1,
+              next_attempt_at: null,
+              lease_owner: "dead-process",
+              lease_expires_at: longAgo,
+              created_at: now,
+              updated_at: now
+            })))
+          }`
+          expect(yield* lease(2)).toEqual(["crashed", "fresh_b"])
+        }).pipe(Effect.provide(outboxLayer))
+    )
+
+    plain.effect(
       "each webhook gets only what its share leaves, so a round never takes rows it cannot start",
       () =>
         Effect.gen(function*() {

@@ -113,7 +113,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
     const phase = (status: "pending" | "failed", rank: number) =>
       sql`SELECT due.id, due.webhook_id, w.organization_id, ${rank} AS phase, due.next_attempt_at FROM (
           SELECT id, webhook_id, next_attempt_at FROM (SELECT id, webhook_id, status, next_attempt_at FROM deliveries
-            WHERE lease_owner IS NOT NULL AND lease_expires_at < ${input.now}
+            WHERE next_attempt_at IS NOT NULL AND lease_owner IS NOT NULL AND lease_expires_at < ${input.now}
             ORDER BY lease_expires_at LIMIT ${front}) AS expired
           WHERE status = ${status} AND next_attempt_at <= ${input.now}
           UNION ALL

@@ -44,7 +44,8 @@ export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
   /** Free due rows (deliveries_due), or rows whose lease expired (deliveries_leased). */
   const free = (status: "pending" | "failed", now: string) =>
     sql`status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND lease_owner IS NULL`
-  const expired = (now: string) => sql`lease_owner IS NOT NULL AND lease_expires_at < ${now}`
+  const expired = (now: string) =>
+    sql`next_attempt_at IS NOT NULL AND lease_owner IS NOT NULL AND lease_expires_at < ${now}`
   const due = (status: "pending" | "failed", now: string) =>
     sql`(${capped(sql`SELECT 1 AS one FROM deliveries WHERE ${free(status, now)}`)} + ${
       capped(sql`SELECT 1 AS one FROM deliveries WHERE ${expired(now)}

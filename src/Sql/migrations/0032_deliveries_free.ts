@@ -9,9 +9,9 @@ import { Effect } from "effect"
  * - deliveries_due now holds the queued rows no one leases, in due order. A lease takes a row out
  *   of it (the lease's update names lease_owner, so it is never HOT: it was HOT for only 38 % of
  *   leases anyway, pages being full); a released lease or a retry puts it back.
- * - deliveries_leased: the rows in flight, by when their lease expires; the lease reads the expired
- *   ones from it (a replica that stopped without releasing), one short range read that finds none
- *   in the usual case. A finished row clears its lease and leaves it.
+ * - deliveries_leased: the queued rows in flight, by when their lease expires; the lease reads the
+ *   expired ones from it (a replica that stopped without releasing), one short range read that finds
+ *   none in the usual case. A finished or cancelled row (no next attempt) leaves it.
  * deliveries_webhook_due still holds every queued row: the delivery log and a webhook's queued
  * counts show rows in flight too.
  */
@@ -20,5 +20,6 @@ export default Effect.gen(function*() {
   yield* sql`DROP INDEX deliveries_due`
   yield* sql`CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)
     WHERE next_attempt_at IS NOT NULL AND lease_owner IS NULL`
-  yield* sql`CREATE INDEX deliveries_leased ON deliveries (lease_expires_at) WHERE lease_owner IS NOT NULL`
+  yield* sql`CREATE INDEX deliveries_leased ON deliveries (lease_expires_at)
+    WHERE next_attempt_at IS NOT NULL AND lease_owner IS NOT NULL`
 })
