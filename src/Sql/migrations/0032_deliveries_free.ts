@@ -5,7 +5,7 @@ import { Effect } from "effect"
  * The lease reads free rows only (issue 34). deliveries_due held every queued row, leased or not:
  * each lease read walked past the rows in flight at its front (a heap fetch each to learn they were
  * leased), and under load PostgreSQL's custom plans read the whole backlog as a bitmap and sorted it
- * (31,000 rows for 1,024, 27–37 ms a read; 80 µs of PostgreSQL's time per delivery in overload).
+ * (17,000–32,000 rows for 1,024, 17–37 ms a read; 80 µs of PostgreSQL's time per delivery in overload).
  * - deliveries_due now holds the queued rows no one leases, in due order. A lease takes a row out
  *   of it (the lease's update names lease_owner, so it is never HOT: it was HOT for only 38 % of
  *   leases anyway, pages being full); a released lease or a retry puts it back.
