@@ -109,7 +109,7 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
     // Rows whose lease expired (a replica stopped without releasing them: usually none), then free
     // ones. The expired ones' status and due time are checked outside the read: inside, PostgreSQL's
     // planner took them for a cheap way in (its statistics lag a fast-moving queue) and read the
-    // whole backlog through deliveries_due (30,000–100,000 rows for none, 5–25 ms).
+    // whole backlog through deliveries_due (30,000–100,000 rows for none, 3–25 ms).
     const phase = (status: "pending" | "failed", rank: number) =>
       sql`SELECT due.id, due.webhook_id, w.organization_id, ${rank} AS phase, due.next_attempt_at FROM (
           SELECT id, webhook_id, next_attempt_at FROM (SELECT id, webhook_id, status, next_attempt_at FROM deliveries
