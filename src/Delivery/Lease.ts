@@ -40,6 +40,17 @@ export interface LeaseRequest {
   readonly overShareRoom: number
 }
 
+/**
+ * The conditions that name the predicates of the two indexes the lease reads its front through
+ * (migration 0032), so both engines know they may use them: a queued row no one leases
+ * (deliveries_due, with `status` and the due time), and a queued row whose lease expired
+ * (deliveries_leased). The metrics count due rows through the same two (OutboxStates.ts).
+ */
+export const freeDue = (sql: SqlClient.SqlClient, status: "pending" | "failed", now: string) =>
+  sql`status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND lease_owner IS NULL`
+export const expiredLease = (sql: SqlClient.SqlClient, now: string) =>
+  sql`next_attempt_at IS NOT NULL AND lease_owner IS NOT NULL AND lease_expires_at < ${now}`
+
 /** Rows the lease reads from the front of each phase per row it may take (see dueRows). */
 const SCAN_PER_LEASED_ROW = 4
 
@@ -113,14 +124,11 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
     const phase = (status: "pending" | "failed", rank: number) =>
       sql`SELECT due.id, due.webhook_id, w.organization_id, ${rank} AS phase, due.next_attempt_at FROM (
           SELECT id, webhook_id, next_attempt_at FROM (SELECT id, webhook_id, status, next_attempt_at FROM deliveries
-            WHERE next_attempt_at IS NOT NULL AND lease_owner IS NOT NULL AND lease_expires_at < ${input.now}
-            ORDER BY lease_expires_at LIMIT ${front}) AS expired
+            WHERE ${expiredLease(sql, input.now)} ORDER BY lease_expires_at LIMIT ${front}) AS expired
           WHERE status = ${status} AND next_attempt_at <= ${input.now}
           UNION ALL
           SELECT * FROM (SELECT id, webhook_id, next_attempt_at FROM deliveries
-            WHERE status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${input.now}
-              AND lease_owner IS NULL
-            ORDER BY next_attempt_at LIMIT ${front}) AS free
+            WHERE ${freeDue(sql, status, input.now)} ORDER BY next_attempt_at LIMIT ${front}) AS free
         ) AS due
         JOIN webhooks w ON w.id = due.webhook_id
         WHERE NOT (${sql.in("due.webhook_id", padded(full))}) AND NOT (${

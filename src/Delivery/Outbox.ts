@@ -191,9 +191,11 @@ const DELIVERY_COLUMNS = [
  * one statement (one round trip on the ingress group's path): the foreign keys of `deliveries` are
  * checked at the statement's end, where its events are in.
  */
-const makeInsertDeliveries = (sql: SqlClient.SqlClient) => {
+const makeInsertDeliveries = (
+  sql: SqlClient.SqlClient,
+  insertEvents: (events: ReadonlyArray<EventRecord>, now: string) => Effect.Effect<void>
+) => {
   // The hot writes, one row at a time on SQLite (see RowStatement.ts).
-  const insertEvents = makeInsertEvents(sql)
   const insertDelivery = insertRows(sql, "deliveries", DELIVERY_COLUMNS)
   return (
     rows: ReadonlyArray<NewDeliveryRow>,
@@ -311,14 +313,15 @@ export class OutboxRepo extends Effect.Service<OutboxRepo>()("OutboxRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const lanes = makeLanes(sql)
+    const insertEvents = makeInsertEvents(sql)
     const service: OutboxRepoShape = {
       routes: (phoneNumberIds, wabaIds) => selectRoutes(sql, phoneNumberIds, wabaIds),
       acceptChanges: makeAcceptChanges(sql),
-      insertEvents: makeInsertEvents(sql),
+      insertEvents,
       insertUnrouted: makeInsertUnrouted(sql),
       queueingWebhooks: (instanceIds) => selectQueueingWebhooks(sql, instanceIds),
       queueingWebhook: (id) => selectQueueingWebhook(sql, id),
-      insertDeliveries: makeInsertDeliveries(sql),
+      insertDeliveries: makeInsertDeliveries(sql, insertEvents),
       lease: makeLease(sql),
       laneTails: (lanesOf) => Effect.orDie(lanes.tails(lanesOf)),
       cancel: (ids) => cancelDeliveries(sql, ids),

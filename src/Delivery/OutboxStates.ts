@@ -16,6 +16,7 @@ import type { SqlClient, Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { OUTBOX_COUNT_CAP } from "../Metrics/Metrics.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
+import { expiredLease, freeDue } from "./Lease.js"
 
 export interface OutboxStateCounts {
   /** Due now and not leased (pending and failed rows, each counted up to the cap). */
@@ -41,22 +42,17 @@ const stateRows = decodeRows(Schema.Struct({
 export const outboxStateQueries = (sql: SqlClient.SqlClient) => {
   const capped = (rows: Statement.Fragment) =>
     sql`(SELECT COUNT(*) FROM (${rows} LIMIT ${OUTBOX_COUNT_CAP}) AS counted)`
-  /** Free due rows (deliveries_due), or rows whose lease expired (deliveries_leased). */
-  const free = (status: "pending" | "failed", now: string) =>
-    sql`status = ${status} AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} AND lease_owner IS NULL`
-  const expired = (now: string) =>
-    sql`next_attempt_at IS NOT NULL AND lease_owner IS NOT NULL AND lease_expires_at < ${now}`
   const due = (status: "pending" | "failed", now: string) =>
-    sql`(${capped(sql`SELECT 1 AS one FROM deliveries WHERE ${free(status, now)}`)} + ${
-      capped(sql`SELECT 1 AS one FROM deliveries WHERE ${expired(now)}
+    sql`(${capped(sql`SELECT 1 AS one FROM deliveries WHERE ${freeDue(sql, status, now)}`)} + ${
+      capped(sql`SELECT 1 AS one FROM deliveries WHERE ${expiredLease(sql, now)}
         AND status = ${status} AND next_attempt_at <= ${now}`)
     })`
   const oldest = (status: "pending" | "failed", now: string) =>
     sql`(SELECT MIN(at) FROM (
-      SELECT * FROM (SELECT next_attempt_at AS at FROM deliveries WHERE ${free(status, now)}
+      SELECT * FROM (SELECT next_attempt_at AS at FROM deliveries WHERE ${freeDue(sql, status, now)}
         ORDER BY next_attempt_at LIMIT 1) AS first_free
       UNION ALL
-      SELECT next_attempt_at AS at FROM deliveries WHERE ${expired(now)}
+      SELECT next_attempt_at AS at FROM deliveries WHERE ${expiredLease(sql, now)}
         AND status = ${status} AND next_attempt_at <= ${now}) AS firsts)`
 
   const statement = (now: string) =>
