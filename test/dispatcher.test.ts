@@ -51,7 +51,9 @@ import {
 } from "./support/TestHub.js"
 import { envelope, status, statusChange, wamid } from "./support/UpstreamPayloads.js"
 
-const TIMEOUT_MS = 500
+// Long enough that a receiver answering at once is never taken for a silent one on a loaded machine (500 ms was not,
+// once, under CI with four test files at a time); the silent receivers cost it per attempt.
+const TIMEOUT_MS = 1_500
 
 /** A delivery as the deliveries API answers it (decoded, so a wrong shape fails the test). */
 const DeliveryView = Schema.Struct({
