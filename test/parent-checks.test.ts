@@ -2,8 +2,9 @@
  * Every row that names a parent (a delivery its webhook and event, an attempt its delivery, an event
  * and a message their instance, a message its organization) names one that exists, on both engines:
  * SQLite with its built-in foreign keys, PostgreSQL with the per-statement checks of migration 0034
- * (Sql/ParentChecks.ts). On PostgreSQL also across transactions: an insert locks the parents it names,
- * so a delete waits for it and then fails, and an insert waiting for a delete fails once it commits.
+ * on the deliveries' path (Sql/ParentChecks.ts) and its built-in ones for messages. On PostgreSQL
+ * also across transactions: an insert locks the parents it names, so a delete waits for it and then
+ * fails, and an insert waiting for a delete fails once it commits.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"

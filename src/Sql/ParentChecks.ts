@@ -1,10 +1,10 @@
 /**
- * PostgreSQL's foreign keys on the hot tables, checked once per statement instead of once per row
- * (migration 0034). A built-in foreign key runs a query and locks the parent row for every row
- * inserted: on the deliveries' path (a delivery's row names its webhook and event, its attempt
- * names the delivery, an event its instance) that was 45–70 µs of PostgreSQL's CPU per delivery out
- * of 150–157, measured on the hub's own statements without the hub (scripts/bench/pg-floor.ts,
- * docs/PERFORMANCE.md "Foreign keys checked per statement"). The same guarantees, per statement:
+ * PostgreSQL's foreign keys on the deliveries' path, checked once per statement instead of once per
+ * row (migration 0034). A built-in foreign key runs a query and locks the parent row for every row
+ * inserted: there (a delivery's row names its webhook and event, its attempt names the delivery, an
+ * event its instance) that was 45–70 µs of PostgreSQL's CPU per delivery out of 130–157, measured
+ * on the hub's own statements without the hub (scripts/bench/pg-floor.ts, docs/PERFORMANCE.md
+ * "Foreign keys checked per statement"). The same guarantees, per statement:
  * - an insert locks the parents its rows name (`FOR KEY SHARE`, as the built-in check does, so a
  *   parent cannot be deleted before the insert commits) and fails if any is missing;
  * - a delete of parents fails while a child row names one of them (NO ACTION: checked after the
@@ -21,14 +21,19 @@ export interface ParentReference {
   readonly parent: string
 }
 
-/** The references checked per statement: those written on every delivery and every send. */
+/**
+ * The references checked per statement: those written on every delivery, in statements of hundreds
+ * of rows in overload. The messages' (instance, organization) keep their built-in keys: with them
+ * checked per statement too, the send's PostgreSQL CPU did not move beyond this machine's noise
+ * (173–201 µs a send with and without them and on main, `scripts/bench.ts --db postgres --scenarios
+ * send,events`), so
+ * the change was not worth its risk there.
+ */
 export const HOT_REFERENCES: ReadonlyArray<ParentReference> = [
   { child: "deliveries", column: "webhook_id", parent: "webhooks" },
   { child: "deliveries", column: "event_id", parent: "events" },
   { child: "delivery_attempts", column: "delivery_id", parent: "deliveries" },
-  { child: "events", column: "instance_id", parent: "instances" },
-  { child: "messages", column: "instance_id", parent: "instances" },
-  { child: "messages", column: "organization_id", parent: "organizations" }
+  { child: "events", column: "instance_id", parent: "instances" }
 ]
 
 /** The built-in constraint's name, which PostgreSQL gave it (the migrations declared it inline). */
