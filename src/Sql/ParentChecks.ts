@@ -26,8 +26,7 @@ export interface ParentReference {
  * of rows in overload. The messages' (instance, organization) keep their built-in keys: with them
  * checked per statement too, the send's PostgreSQL CPU did not move beyond this machine's noise
  * (173–201 µs a send with and without them and on main, `scripts/bench.ts --db postgres --scenarios
- * send,events`), so
- * the change was not worth its risk there.
+ * send,events`), so the change was not worth its risk there.
  */
 export const HOT_REFERENCES: ReadonlyArray<ParentReference> = [
   { child: "deliveries", column: "webhook_id", parent: "webhooks" },
