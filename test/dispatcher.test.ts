@@ -36,6 +36,7 @@ import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { HostResolver } from "../src/Net/UrlPolicy.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
+import { addWebhooks, seedOutboxParents } from "./support/OutboxParents.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
@@ -760,35 +761,7 @@ for (const engine of engines) {
     const seed = Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const now = new Date().toISOString()
-      yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_1", name: "o", created_at: now })}`
-      yield* sql`INSERT INTO instances ${
-        sql.insert({
-          id: "ins_1",
-          organization_id: "org_1",
-          name: "i",
-          phone_number_id: "1",
-          waba_id: "2",
-          created_at: now
-        })
-      }`
-      for (const id of ["whk_a", "whk_b"]) {
-        yield* sql`INSERT INTO webhooks ${
-          sql.insert({
-            id,
-            organization_id: "org_1",
-            instance_id: "ins_1",
-            name: id,
-            url: "http://127.0.0.1:9/",
-            secret_encrypted: "x",
-            active: 1,
-            created_at: now,
-            updated_at: now
-          })
-        }`
-      }
-      yield* sql`INSERT INTO events ${
-        sql.insert({ id: "evt_1", instance_id: "ins_1", body: "{}", change_count: 1, received_at: now })
-      }`
+      yield* seedOutboxParents(["whk_a", "whk_b"])
       const at = (offsetMs: number) => new Date(Date.now() + offsetMs).toISOString()
       const delivery = (
         id: string,
@@ -1021,26 +994,6 @@ for (const engine of engines) {
           expect(yield* leaseFor(10, 1, new Map([["org_1", 3]]))).toEqual(["a0000", "c0000", "c0001"])
         }).pipe(Effect.provide(outboxLayer))
     )
-
-    /** More active webhooks of the seeded instance. */
-    const addWebhooks = (ids: ReadonlyArray<string>) =>
-      Effect.flatMap(SqlClient.SqlClient, (sql) => {
-        const now = new Date().toISOString()
-        return Effect.forEach(ids, (id) =>
-          sql`INSERT INTO webhooks ${
-            sql.insert({
-              id,
-              organization_id: "org_1",
-              instance_id: "ins_1",
-              name: id,
-              url: "http://127.0.0.1:9/",
-              secret_encrypted: "x",
-              active: 1,
-              created_at: now,
-              updated_at: now
-            })
-          }`, { discard: true })
-      })
 
     plain.effect(
       "looking past a long queue covers any number of webhooks (read in several statements)",

@@ -10,41 +10,11 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Schedule } from "effect"
 import { testDatabase } from "./support/Databases.js"
+import { seedOutboxParents } from "./support/OutboxParents.js"
 
 const now = new Date().toISOString()
 
-const seed = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_1", name: "o", created_at: now })}`
-  yield* sql`INSERT INTO instances ${
-    sql.insert({
-      id: "ins_1",
-      organization_id: "org_1",
-      name: "i",
-      phone_number_id: "1",
-      waba_id: "2",
-      created_at: now
-    })
-  }`
-  for (const id of ["whk_a", "whk_b", "whk_c"]) {
-    yield* sql`INSERT INTO webhooks ${
-      sql.insert({
-        id,
-        organization_id: "org_1",
-        instance_id: "ins_1",
-        name: id,
-        url: "http://127.0.0.1:9/",
-        secret_encrypted: "x",
-        active: 1,
-        created_at: now,
-        updated_at: now
-      })
-    }`
-  }
-  yield* sql`INSERT INTO events ${
-    sql.insert({ id: "evt_1", instance_id: "ins_1", body: "{}", change_count: 1, received_at: now })
-  }`
-})
+const seed = seedOutboxParents(["whk_a", "whk_b", "whk_c"])
 
 const delivery = (id: string, webhookId: string, eventId = "evt_1") => ({
   id,

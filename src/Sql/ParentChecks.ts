@@ -42,6 +42,18 @@ export const constraintOf = (ref: ParentReference) => `${ref.child}_${ref.column
 export const perStatementChecks = (ref: ParentReference): ReadonlyArray<string> => {
   const name = constraintOf(ref)
   const { child, column, parent } = ref
+  // A failure as the built-in check's: SQLSTATE 23503, naming the table and the constraint.
+  const fail = (message: string, detail: string) =>
+    `RAISE EXCEPTION '${message}' USING ERRCODE = 'foreign_key_violation', TABLE = '${child}', CONSTRAINT = '${name}',
+      DETAIL = '${detail}';`
+  const missingParent = fail(
+    `insert or update on table "${child}" violates foreign key constraint "${name}"`,
+    `A ${column} names no row of "${parent}".`
+  )
+  const stillNamed = fail(
+    `update or delete on table "${parent}" violates foreign key constraint "${name}" on table "${child}"`,
+    `A row of "${child}" still names it.`
+  )
   return [
     `ALTER TABLE ${child} DROP CONSTRAINT ${name}`,
     // The parents named, locked in one order (two inserts cannot deadlock on them), counted against
@@ -52,9 +64,7 @@ export const perStatementChecks = (ref: ParentReference): ReadonlyArray<string> 
     BEGIN
       IF cardinality(named) > (SELECT count(*) FROM (SELECT 1 FROM ${parent} p WHERE p.id = ANY (named)
           ORDER BY p.id FOR KEY SHARE OF p) AS locked) THEN
-        RAISE EXCEPTION 'insert or update on table "${child}" violates foreign key constraint "${name}"'
-          USING ERRCODE = 'foreign_key_violation', TABLE = '${child}', CONSTRAINT = '${name}',
-            DETAIL = 'A ${column} names no row of "${parent}".';
+        ${missingParent}
       END IF;
       RETURN NULL;
     END $$`,
@@ -66,9 +76,7 @@ export const perStatementChecks = (ref: ParentReference): ReadonlyArray<string> 
     `CREATE FUNCTION ${name}_delete() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       IF EXISTS (SELECT 1 FROM ${child} c WHERE c.${column} = ANY (ARRAY(SELECT id FROM deleted))) THEN
-        RAISE EXCEPTION 'update or delete on table "${parent}" violates foreign key constraint "${name}" on table "${child}"'
-          USING ERRCODE = 'foreign_key_violation', TABLE = '${child}', CONSTRAINT = '${name}',
-            DETAIL = 'A row of "${child}" still names it.';
+        ${stillNamed}
       END IF;
       RETURN NULL;
     END $$`,
