@@ -13,7 +13,8 @@
 import { randomBytes } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
-import { constraintOf, HOT_REFERENCES, type ParentReference } from "../../src/Sql/ParentChecks.js"
+import { DELIVERY_PATH_REFERENCES } from "../../src/Sql/migrations/0034_parent_checks.js"
+import { constraintOf, type ParentReference } from "../../src/Sql/ParentChecks.js"
 import { startPostgres } from "../../test/support/PostgresServer.js"
 
 const { values } = parseArgs({
@@ -42,13 +43,13 @@ const dropChecks = (ref: ParentReference) => {
 const VARIANTS: Record<string, ReadonlyArray<string>> = {
   "as-is": [],
   // As before migration 0034: PostgreSQL's own foreign keys, checked per row.
-  "built-in-foreign-keys": HOT_REFERENCES.flatMap((ref) => [
+  "built-in-foreign-keys": DELIVERY_PATH_REFERENCES.flatMap((ref) => [
     ...dropChecks(ref),
     `ALTER TABLE ${ref.child} ADD CONSTRAINT ${
       constraintOf(ref)
     } FOREIGN KEY (${ref.column}) REFERENCES ${ref.parent} (id)`
   ]),
-  "no-foreign-keys": HOT_REFERENCES.flatMap(dropChecks),
+  "no-foreign-keys": DELIVERY_PATH_REFERENCES.flatMap(dropChecks),
   "no-webhook-index": ["DROP INDEX deliveries_webhook"],
   "no-attempt-index": ["DROP INDEX delivery_attempts_delivery"]
 }

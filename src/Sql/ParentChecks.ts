@@ -12,6 +12,7 @@
  * - neither the child's column nor the parent's id may change (the hub changes neither).
  * Each failure is SQLSTATE 23503, `foreign_key_violation`, naming the constraint replaced, as the
  * built-in check's. SQLite keeps its built-in foreign keys: there a check is a call in the process.
+ * Applied migrations run what this module writes: change it only by adding, never in place.
  */
 
 /** A child column that names a parent row by its `id`, and the constraint it had. */
@@ -20,20 +21,6 @@ export interface ParentReference {
   readonly column: string
   readonly parent: string
 }
-
-/**
- * The references checked per statement: those written on every delivery, in statements of hundreds
- * of rows in overload. The messages' (instance, organization) keep their built-in keys: with them
- * checked per statement too, the send's PostgreSQL CPU did not move beyond this machine's noise
- * (173–201 µs a send with and without them and on main, `scripts/bench.ts --db postgres --scenarios
- * send,events`), so the change was not worth its risk there.
- */
-export const HOT_REFERENCES: ReadonlyArray<ParentReference> = [
-  { child: "deliveries", column: "webhook_id", parent: "webhooks" },
-  { child: "deliveries", column: "event_id", parent: "events" },
-  { child: "delivery_attempts", column: "delivery_id", parent: "deliveries" },
-  { child: "events", column: "instance_id", parent: "instances" }
-]
 
 /** The built-in constraint's name, which PostgreSQL gave it (the migrations declared it inline). */
 export const constraintOf = (ref: ParentReference) => `${ref.child}_${ref.column}_fkey`
