@@ -828,6 +828,57 @@ for (const engine of engines) {
     )
 
     plain.effect(
+      "each leased row carries its body: its own (a filtered webhook's), or its event's, which is read once per event",
+      () =>
+        Effect.gen(function*() {
+          yield* seedOutboxParents(["whk_a", "whk_b"])
+          const sql = yield* SqlClient.SqlClient
+          const now = new Date().toISOString()
+          yield* sql`INSERT INTO events ${
+            sql.insert({ id: "evt_2", instance_id: "ins_1", body: "{\"event\":2}", change_count: 1, received_at: now })
+          }`
+          const row = (id: string, webhookId: string, eventId: string, body: string | null) => ({
+            id,
+            webhook_id: webhookId,
+            event_id: eventId,
+            message_id: `msg_${id}`,
+            status: "pending",
+            attempts: 0,
+            next_attempt_at: now,
+            created_at: now,
+            updated_at: now,
+            body
+          })
+          yield* sql`INSERT INTO deliveries ${
+            sql.insert([
+              row("own_1", "whk_b", "evt_1", "{\"own\":1}"),
+              row("shared_1", "whk_a", "evt_1", null),
+              row("shared_2a", "whk_a", "evt_2", null),
+              row("shared_2b", "whk_b", "evt_2", null)
+            ])
+          }`
+          const leased = yield* Effect.flatMap(OutboxRepo, (outbox) =>
+            outbox.lease({
+              owner: "me",
+              now: new Date(Date.now() + 1_000).toISOString(),
+              leaseUntil: new Date(Date.now() + 60_000).toISOString(),
+              limit: 10,
+              perWebhook: 10,
+              inFlight: new Map(),
+              perOrganization: 1_000,
+              inFlightByOrganization: new Map(),
+              overShareRoom: 0
+            }))
+          expect(Object.fromEntries(leased.map((r) => [r.id, r.body]))).toEqual({
+            own_1: "{\"own\":1}",
+            shared_1: "{}",
+            shared_2a: "{\"event\":2}",
+            shared_2b: "{\"event\":2}"
+          })
+        }).pipe(Effect.provide(outboxLayer))
+    )
+
+    plain.effect(
       "rows cancelled while leased leave the leases' index: an expired lease behind many of them is still taken",
       () =>
         Effect.gen(function*() {
