@@ -8,7 +8,7 @@
  * done. `--variant` changes the schema to price its parts (see VARIANTS). Figures and what they
  * led to: docs/PERFORMANCE.md, "Foreign keys checked per statement".
  *
- *   node_modules/.bin/bun scripts/bench/pg-floor.ts [--hub <binary>] [--seconds 10] [--variant as-is] [--event-body once|each]
+ *   node_modules/.bin/bun scripts/bench/pg-floor.ts [--hub <binary>] [--seconds 10] [--variant as-is]
  */
 import { randomBytes } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
@@ -22,14 +22,9 @@ const { values } = parseArgs({
     hub: { type: "string" },
     seconds: { type: "string", default: "10" },
     variant: { type: "string", default: "as-is" },
-    webhooks: { type: "string", default: "12" },
-    // The lease's take sends an event's body on one row per event (the hub's, Lease.ts) or on each row.
-    "event-body": { type: "string", default: "once" }
+    webhooks: { type: "string", default: "12" }
   }
 })
-const eventBody = values["event-body"] === "each"
-  ? "e.body"
-  : "CASE WHEN row_number() OVER (PARTITION BY d.event_id) = 1 THEN e.body END"
 const seconds = Number(values.seconds)
 const webhookCount = Number(values.webhooks)
 
@@ -198,7 +193,7 @@ const dispatch = async () => {
         `WITH d AS (UPDATE deliveries SET lease_owner = 'r1', lease_expires_at = $2
             WHERE id IN (SELECT id FROM deliveries WHERE id = ANY($1::text[]) AND (lease_expires_at IS NULL OR lease_expires_at < $3)
               FOR UPDATE SKIP LOCKED) AND (lease_expires_at IS NULL OR lease_expires_at < $3) RETURNING *)
-          SELECT d.id, d.attempts, d.body AS own_body, ${eventBody} AS event_body, w.url, w.secret_encrypted
+          SELECT d.id, d.attempts, COALESCE(d.body, e.body) AS body, w.url, w.secret_encrypted
             FROM d JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id`,
         [ids, new Date(Date.now() + 60_000).toISOString(), at]
       )

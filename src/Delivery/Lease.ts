@@ -255,9 +255,9 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
    * finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a filtered
    * webhook that takes only some of its event's changes carries its own body (`own_body`); the
    * event's body comes once per event leased, on one of its rows (`event_body`), not on each of
-   * them: an event fans out to every webhook of its instance, and PostgreSQL spent about 15 µs of
-   * CPU a delivery less (105–128 against 111–144 in three alternating pairs of scripts/bench/pg-floor.ts
-   * `--event-body once` and `each`, 12 webhooks) sending each body once (withBodies puts it on every row).
+   * them: an event fans out to every webhook of its instance, and PostgreSQL spent 15 µs of CPU a
+   * delivery less (105–128 against 111–144, three alternating pairs of scripts/bench/pg-floor.ts with
+   * 12 webhooks) sending each body once (withBodies puts it on every row).
    */
   const leasedColumns = sql.literal(
     `d.id, d.webhook_id, d.event_id, e.traceparent, w.organization_id, d.contact_key, d.message_id, d.status,
