@@ -186,22 +186,6 @@ export const leaseQueries = (sql: SqlClient.SqlClient) => {
   return { unleased, dueRows, queuedWebhooks, dueOf, takeable }
 }
 
-/** A leased row as read: its own body if it has one, its event's body on one row per event. */
-type LeasedRow = Omit<LeasedDelivery, "body"> & {
-  readonly own_body: string | null
-  readonly event_body: string | null
-}
-
-/** Each leased row with its body: its own, or its event's (on one row of each event leased, never missing). */
-const withBodies = (rows: ReadonlyArray<LeasedRow>): ReadonlyArray<LeasedDelivery> => {
-  const eventBodies = new Map<string, string>()
-  for (const row of rows) if (row.event_body !== null) eventBodies.set(row.event_id, row.event_body)
-  return rows.map(({ event_body: _, own_body, ...row }) => ({
-    ...row,
-    body: own_body ?? eventBodies.get(row.event_id) ?? ""
-  }))
-}
-
 /** Leases due deliveries for `input.owner`: see OutboxRepo.lease. */
 export const makeLease = (sql: SqlClient.SqlClient) => {
   const queries = leaseQueries(sql)
@@ -253,16 +237,11 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
   /**
    * What the dispatcher needs of each leased row, its event and its webhook (`d`, `e`, `w`). A row
    * finished or cancelled meanwhile is left alone (its lease lapses unused). A delivery of a filtered
-   * webhook that takes only some of its event's changes carries its own body (`own_body`); the
-   * event's body comes once per event leased, on one of its rows (`event_body`), not on each of
-   * them: an event fans out to every webhook of its instance, and PostgreSQL spent 15 µs of CPU a
-   * delivery less (105–128 against 111–144, three alternating pairs of scripts/bench/pg-floor.ts with
-   * 12 webhooks) sending each body once (withBodies puts it on every row).
+   * webhook that takes only some of its event's changes carries its own body.
    */
   const leasedColumns = sql.literal(
     `d.id, d.webhook_id, d.event_id, e.traceparent, w.organization_id, d.contact_key, d.message_id, d.status,
-     d.attempts, d.final_attempt, d.next_attempt_at, d.body AS own_body,
-     CASE WHEN row_number() OVER (PARTITION BY d.event_id) = 1 THEN e.body END AS event_body, w.url,
+     d.attempts, d.final_attempt, d.next_attempt_at, COALESCE(d.body, e.body) AS body, w.url,
      w.active AS webhook_active, w.failing_since AS webhook_failing_since,
      w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted`
   )
@@ -283,20 +262,16 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
     ids.length === 0
       ? Effect.succeed([])
       : isPostgres(sql)
-      ? Effect.map(
-        sql<LeasedRow>`WITH d AS (${setLease(input, ids)} RETURNING *) SELECT ${leasedColumns} FROM d ${leasedJoins}`,
-        withBodies
-      )
+      ? sql<LeasedDelivery>`WITH d AS (${
+        setLease(input, ids)
+      } RETURNING *) SELECT ${leasedColumns} FROM d ${leasedJoins}`
       : Effect.flatMap(
         sql<{ readonly id: string }>`${setLease(input, ids)} RETURNING id`,
         (taken) =>
           taken.length === 0 ?
             Effect.succeed([]) :
-            Effect.map(
-              sql<LeasedRow>`SELECT ${leasedColumns} FROM deliveries d ${leasedJoins}
-              AND ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}`,
-              withBodies
-            )
+            sql<LeasedDelivery>`SELECT ${leasedColumns} FROM deliveries d ${leasedJoins}
+            AND ${sql.in("d.id", padded(taken.map((row) => row.id)))} AND d.lease_owner = ${input.owner}`
       )
 
   /**
