@@ -828,7 +828,7 @@ for (const engine of engines) {
     )
 
     plain.effect(
-      "each leased row carries its body: its own (a filtered webhook's), or its event's, which is read once per event",
+      "each leased row carries its body: its own (a filtered webhook's), or its event's",
       () =>
         Effect.gen(function*() {
           yield* seedOutboxParents(["whk_a", "whk_b"])
