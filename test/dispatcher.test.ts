@@ -36,7 +36,7 @@ import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { HostResolver } from "../src/Net/UrlPolicy.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
-import { addWebhooks, seedOutboxParents } from "./support/OutboxParents.js"
+import { addWebhooks, deliveryRow, seedOutboxParents } from "./support/OutboxParents.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
@@ -837,24 +837,12 @@ for (const engine of engines) {
           yield* sql`INSERT INTO events ${
             sql.insert({ id: "evt_2", instance_id: "ins_1", body: "{\"event\":2}", change_count: 1, received_at: now })
           }`
-          const row = (id: string, webhookId: string, eventId: string, body: string | null) => ({
-            id,
-            webhook_id: webhookId,
-            event_id: eventId,
-            message_id: `msg_${id}`,
-            status: "pending",
-            attempts: 0,
-            next_attempt_at: now,
-            created_at: now,
-            updated_at: now,
-            body
-          })
           yield* sql`INSERT INTO deliveries ${
             sql.insert([
-              row("own_1", "whk_b", "evt_1", "{\"own\":1}"),
-              row("shared_1", "whk_a", "evt_1", null),
-              row("shared_2a", "whk_a", "evt_2", null),
-              row("shared_2b", "whk_b", "evt_2", null)
+              deliveryRow("own_1", "whk_b", "evt_1", "{\"own\":1}"),
+              deliveryRow("shared_1", "whk_a", "evt_1"),
+              deliveryRow("shared_2a", "whk_a", "evt_2"),
+              deliveryRow("shared_2b", "whk_b", "evt_2")
             ])
           }`
           const leased = yield* Effect.flatMap(OutboxRepo, (outbox) =>

@@ -10,23 +10,11 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Schedule } from "effect"
 import { testDatabase } from "./support/Databases.js"
-import { seedOutboxParents } from "./support/OutboxParents.js"
+import { deliveryRow as delivery, seedOutboxParents } from "./support/OutboxParents.js"
 
 const now = new Date().toISOString()
 
 const seed = seedOutboxParents(["whk_a", "whk_b", "whk_c"])
-
-const delivery = (id: string, webhookId: string, eventId = "evt_1") => ({
-  id,
-  webhook_id: webhookId,
-  event_id: eventId,
-  message_id: `msg_${id}`,
-  status: "pending",
-  attempts: 0,
-  next_attempt_at: now,
-  created_at: now,
-  updated_at: now
-})
 
 const attempt = (id: string, deliveryId: string) => ({
   id,

@@ -46,3 +46,20 @@ export const addWebhooks = (ids: ReadonlyArray<string>) =>
         })
       }`, { discard: true })
   })
+
+/** A due first attempt of event `eventId` to `webhookId`, with its own body or (null) its event's. */
+export const deliveryRow = (id: string, webhookId: string, eventId = "evt_1", body: string | null = null) => {
+  const now = new Date().toISOString()
+  return {
+    id,
+    webhook_id: webhookId,
+    event_id: eventId,
+    message_id: `msg_${id}`,
+    status: "pending",
+    attempts: 0,
+    next_attempt_at: now,
+    created_at: now,
+    updated_at: now,
+    body
+  }
+}
