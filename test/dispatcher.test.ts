@@ -760,7 +760,6 @@ for (const engine of engines) {
   describe(`outbox leases (${engine})`, () => {
     const seed = Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const now = new Date().toISOString()
       yield* seedOutboxParents(["whk_a", "whk_b"])
       const at = (offsetMs: number) => new Date(Date.now() + offsetMs).toISOString()
       const delivery = (
@@ -770,17 +769,12 @@ for (const engine of engines) {
         next: string,
         lease: { owner: string; until: string } | undefined
       ) => ({
-        id,
-        webhook_id: webhook,
-        event_id: "evt_1",
-        message_id: `msg_${id}`,
+        ...deliveryRow(id, webhook),
         status,
         attempts: status === "failed" ? 2 : 0,
         next_attempt_at: next,
         lease_owner: lease?.owner ?? null,
-        lease_expires_at: lease?.until ?? null,
-        created_at: now,
-        updated_at: now
+        lease_expires_at: lease?.until ?? null
       })
       yield* sql`INSERT INTO deliveries ${
         sql.insert([
@@ -794,7 +788,8 @@ for (const engine of engines) {
       }`
     })
 
-    const lease = (limit: number, inFlight: ReadonlyMap<string, number> = new Map(), perWebhook = 10) =>
+    /** The rows "me" leases now, within the shares given. */
+    const leaseRows = (limit: number, inFlight: ReadonlyMap<string, number> = new Map(), perWebhook = 10) =>
       Effect.flatMap(OutboxRepo, (outbox) => {
         const now = Date.now()
         return outbox.lease({
@@ -808,7 +803,10 @@ for (const engine of engines) {
           inFlightByOrganization: new Map(),
           overShareRoom: 0
         })
-      }).pipe(Effect.map((rows) => rows.map((r) => r.id)))
+      })
+    /** Their ids. */
+    const lease = (limit: number, inFlight: ReadonlyMap<string, number> = new Map(), perWebhook = 10) =>
+      leaseRows(limit, inFlight, perWebhook).pipe(Effect.map((rows) => rows.map((r) => r.id)))
 
     const outboxLayer = OutboxRepo.Default.pipe(Layer.provideMerge(testDatabase(engine)))
 
@@ -845,18 +843,7 @@ for (const engine of engines) {
               deliveryRow("shared_2b", "whk_b", "evt_2")
             ])
           }`
-          const leased = yield* Effect.flatMap(OutboxRepo, (outbox) =>
-            outbox.lease({
-              owner: "me",
-              now: new Date(Date.now() + 1_000).toISOString(),
-              leaseUntil: new Date(Date.now() + 60_000).toISOString(),
-              limit: 10,
-              perWebhook: 10,
-              inFlight: new Map(),
-              perOrganization: 1_000,
-              inFlightByOrganization: new Map(),
-              overShareRoom: 0
-            }))
+          const leased = yield* leaseRows(10)
           expect(Object.fromEntries(leased.map((r) => [r.id, r.body]))).toEqual({
             own_1: "{\"own\":1}",
             shared_1: "{}",
@@ -872,23 +859,17 @@ for (const engine of engines) {
         Effect.gen(function*() {
           yield* seed
           const sql = yield* SqlClient.SqlClient
-          const now = new Date().toISOString()
           const longAgo = new Date(Date.now() - 50_000).toISOString()
           // Cancelled in flight (a webhook deleted): no next attempt, its lease left as it was, expired
           // before the crashed row's. More of them than the expired read's bound for two rows.
           yield* sql`INSERT INTO deliveries ${
             sql.insert(Array.from({ length: 20 }, (_, i) => ({
-              id: `gone_${i}`,
-              webhook_id: "whk_b",
-              event_id: "evt_1",
-              message_id: `msg_gone_${i}`,
+              ...deliveryRow(`gone_${i}`, "whk_b"),
               status: "cancelled",
               attempts: 1,
               next_attempt_at: null,
               lease_owner: "dead-process",
-              lease_expires_at: longAgo,
-              created_at: now,
-              updated_at: now
+              lease_expires_at: longAgo
             })))
           }`
           expect(yield* lease(2)).toEqual(["crashed", "fresh_b"])

@@ -29,46 +29,54 @@ export const constraintOf = (ref: ParentReference) => `${ref.child}_${ref.column
 export const perStatementChecks = (ref: ParentReference): ReadonlyArray<string> => {
   const name = constraintOf(ref)
   const { child, column, parent } = ref
-  // A failure as the built-in check's: SQLSTATE 23503, naming the table and the constraint.
-  const fail = (message: string, detail: string) =>
-    `RAISE EXCEPTION '${message}' USING ERRCODE = 'foreign_key_violation', TABLE = '${child}', CONSTRAINT = '${name}',
-      DETAIL = '${detail}';`
-  const missingParent = fail(
-    `insert or update on table "${child}" violates foreign key constraint "${name}"`,
-    `A ${column} names no row of "${parent}".`
-  )
-  const stillNamed = fail(
-    `update or delete on table "${parent}" violates foreign key constraint "${name}" on table "${child}"`,
-    `A row of "${child}" still names it.`
-  )
+  // A statement trigger on `table` after `event`, failing as the built-in check does (SQLSTATE
+  // 23503, naming the table and the constraint) when `failsWhen` holds: a function and its trigger.
+  const statementCheck = (
+    event: "insert" | "delete",
+    table: string,
+    transition: string,
+    failsWhen: string,
+    message: string,
+    detail: string,
+    declare = ""
+  ) => [
+    `CREATE FUNCTION ${name}_${event}() RETURNS trigger LANGUAGE plpgsql AS $$
+    ${declare}
+    BEGIN
+      IF ${failsWhen} THEN
+        RAISE EXCEPTION '${message}' USING ERRCODE = 'foreign_key_violation', TABLE = '${child}',
+          CONSTRAINT = '${name}', DETAIL = '${detail}';
+      END IF;
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER ${name}_${event} AFTER ${event.toUpperCase()} ON ${table} REFERENCING ${transition}
+      FOR EACH STATEMENT EXECUTE FUNCTION ${name}_${event}()`
+  ]
   return [
     `ALTER TABLE ${child} DROP CONSTRAINT ${name}`,
     // The parents named, locked in one order (two inserts cannot deadlock on them), counted against
     // the distinct names: one missing (or deleted by a transaction that committed meanwhile) fails.
-    `CREATE FUNCTION ${name}_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-    DECLARE
-      named text[] := ARRAY(SELECT DISTINCT ${column} FROM inserted WHERE ${column} IS NOT NULL);
-    BEGIN
-      IF cardinality(named) > (SELECT count(*) FROM (SELECT 1 FROM ${parent} p WHERE p.id = ANY (named)
-          ORDER BY p.id FOR KEY SHARE OF p) AS locked) THEN
-        ${missingParent}
-      END IF;
-      RETURN NULL;
-    END $$`,
-    `CREATE TRIGGER ${name}_insert AFTER INSERT ON ${child} REFERENCING NEW TABLE AS inserted
-      FOR EACH STATEMENT EXECUTE FUNCTION ${name}_insert()`,
+    ...statementCheck(
+      "insert",
+      child,
+      "NEW TABLE AS inserted",
+      `cardinality(named) > (SELECT count(*) FROM (SELECT 1 FROM ${parent} p WHERE p.id = ANY (named)
+          ORDER BY p.id FOR KEY SHARE OF p) AS locked)`,
+      `insert or update on table "${child}" violates foreign key constraint "${name}"`,
+      `A ${column} names no row of "${parent}".`,
+      `DECLARE named text[] := ARRAY(SELECT DISTINCT ${column} FROM inserted WHERE ${column} IS NOT NULL);`
+    ),
     // Checked after the statement: children committed by another transaction meanwhile are seen
     // (each statement of the function reads a fresh snapshot), and one inserted while the delete
     // waited for its lock on the parent is there by then.
-    `CREATE FUNCTION ${name}_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF EXISTS (SELECT 1 FROM ${child} c WHERE c.${column} = ANY (ARRAY(SELECT id FROM deleted))) THEN
-        ${stillNamed}
-      END IF;
-      RETURN NULL;
-    END $$`,
-    `CREATE TRIGGER ${name}_delete AFTER DELETE ON ${parent} REFERENCING OLD TABLE AS deleted
-      FOR EACH STATEMENT EXECUTE FUNCTION ${name}_delete()`,
+    ...statementCheck(
+      "delete",
+      parent,
+      "OLD TABLE AS deleted",
+      `EXISTS (SELECT 1 FROM ${child} c WHERE c.${column} = ANY (ARRAY(SELECT id FROM deleted)))`,
+      `update or delete on table "${parent}" violates foreign key constraint "${name}" on table "${child}"`,
+      `A row of "${child}" still names it.`
+    ),
     // An AFTER row trigger on a column list costs nothing to an UPDATE that does not name the column
     // (a BEFORE row trigger would lock every updated row first).
     `CREATE TRIGGER ${name}_child_fixed AFTER UPDATE OF ${column} ON ${child} FOR EACH ROW
