@@ -10,23 +10,28 @@
  *
  *   node_modules/.bin/bun scripts/bench/pg-floor.ts [--hub <binary>] [--seconds 10] [--variant as-is]
  */
-import { randomBytes } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 import { DELIVERY_PATH_REFERENCES } from "../../src/Sql/migrations/0034_parent_checks.js"
 import { constraintOf, type ParentReference } from "../../src/Sql/ParentChecks.js"
-import { startPostgres } from "../../test/support/PostgresServer.js"
+import { hubDatabase, insertFilled } from "./HubDatabase.js"
 
 const { values } = parseArgs({
   options: {
     hub: { type: "string" },
     seconds: { type: "string", default: "10" },
     variant: { type: "string", default: "as-is" },
+    "in-flight": { type: "string", default: "1" },
+    statements: { type: "boolean", default: false },
     webhooks: { type: "string", default: "12" }
   }
 })
 const seconds = Number(values.seconds)
 const webhookCount = Number(values.webhooks)
+// Leases whose attempts are still out when the next lease reads (the hub has up to 256 attempts in
+// flight, HUB_DISPATCH_CONCURRENCY, so its due reads meet rows another round leased).
+const leasesInFlight = Number(values["in-flight"])
+const leaseTable = values.variant === "unlogged-leases"
 
 /** The per-statement checks of a reference (migration 0034), dropped. */
 const dropChecks = (ref: ParentReference) => {
@@ -50,49 +55,46 @@ const VARIANTS: Record<string, ReadonlyArray<string>> = {
     } FOREIGN KEY (${ref.column}) REFERENCES ${ref.parent} (id)`
   ]),
   "no-foreign-keys": DELIVERY_PATH_REFERENCES.flatMap(dropChecks),
+  // The lease changes no indexed column and no index's condition, so its update can stay on its page
+  // without an index entry (HOT); the due index then holds leased rows too, which the read skips.
+  "hot-lease": [
+    "DROP INDEX deliveries_due",
+    "DROP INDEX deliveries_leased",
+    "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL"
+  ],
+  "hot-lease-50": [
+    "DROP INDEX deliveries_due",
+    "DROP INDEX deliveries_leased",
+    "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL",
+    "ALTER TABLE deliveries SET (fillfactor = 50)"
+  ],
+  // Leases in a table of their own, not logged (a crash empties it: every lease then lapses, as
+  // when its replica stops); the deliveries are written at their ingress and their outcome only.
+  "unlogged-leases": [
+    "DROP INDEX deliveries_due",
+    "DROP INDEX deliveries_leased",
+    "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL",
+    "CREATE UNLOGGED TABLE delivery_leases (delivery_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TEXT NOT NULL)"
+  ],
+  // Without the index that finds deliveries by their event (migration 0035: what deleting an event checks).
+  "no-event-index": ["DROP INDEX deliveries_event"],
   "no-webhook-index": ["DROP INDEX deliveries_webhook"],
   "no-attempt-index": ["DROP INDEX delivery_attempts_delivery"]
 }
 
-const pg = await startPostgres({ durable: true, maxConnections: 50 })
-const url = pg.urlOf("postgres")
-
-// The hub's migrations: start it once on the database, then stop it.
-const port = 20_000 + Math.floor(Math.random() * 20_000)
-// The source's migrations by default; `--hub` a built binary's.
-const hubCommand = values.hub === undefined ? [process.execPath, "src/main.ts", "serve"] : [values.hub, "serve"]
-const hub = Bun.spawn(hubCommand, {
-  env: { ...process.env, PORT: String(port), HUB_DB: url, HUB_SECRET_KEY: randomBytes(32).toString("hex") },
-  stdout: "ignore",
-  stderr: "inherit"
-})
-for (let i = 0; i < 300; i++) {
-  if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) break
-  await Bun.sleep(50)
-}
-hub.kill("SIGTERM")
-await hub.exited
-
 const variant = VARIANTS[values.variant]
 if (variant === undefined) throw new Error(`--variant is one of ${Object.keys(VARIANTS).join(", ")}`)
-const db = new Bun.SQL({ url, max: 4 })
+const database = await hubDatabase({
+  engine: "postgres",
+  hub: values.hub,
+  settings: values.statements
+    ? ["shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "track_io_timing=off"]
+    : []
+})
+const { db } = database
 for (const statement of variant) await db.unsafe(statement)
-
-/** A row for `table` with every NOT NULL column without a default filled in. */
-const filler = async (table: string, given: Record<string, unknown>) => {
-  const columns: Array<{ column_name: string; data_type: string }> = await db.unsafe(
-    `SELECT column_name, data_type FROM information_schema.columns
-      WHERE table_name = $1 AND is_nullable = 'NO' AND column_default IS NULL`,
-    [table]
-  )
-  const row: Record<string, unknown> = { ...given }
-  for (const c of columns) row[c.column_name] ??= c.data_type === "text" ? "x" : 0
-  const names = Object.keys(row)
-  await db.unsafe(
-    `INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map((_, i) => `$${i + 1}`).join(", ")})`,
-    names.map((n) => row[n])
-  )
-}
+if (values.statements) await db.unsafe("CREATE EXTENSION pg_stat_statements")
+const filler = (table: string, given: Record<string, unknown>) => insertFilled(database, table, given)
 const now = () => new Date().toISOString()
 await filler("organizations", { id: "org_1" })
 await filler("instances", { id: "ins_1", organization_id: "org_1", phone_number_id: "1", waba_id: "1" })
@@ -101,21 +103,32 @@ for (const id of webhooks) {
   await filler("webhooks", { id, organization_id: "org_1", instance_id: "ins_1", active: 1, kind: "push" })
 }
 
-const cpuTicks = () => {
-  let ticks = 0
+/** PostgreSQL's CPU ticks by process role (its title: a backend's names its client, the others their work). */
+const cpuTicksByRole = () => {
+  const byRole = new Map<string, number>()
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
       if (!stat.includes("(postgres)")) continue
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      ticks += Number(fields[11]) + Number(fields[12])
+      const title = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ")
+      const role = /autovacuum/.test(title)
+        ? "autovacuum"
+        : /postgres: (\S+ \S+ 127|\S+ \S+ \[local\])/.test(title) || /127\.0\.0\.1/.test(title)
+        ? "backends"
+        : title.replace(/^postgres: /, "").trim().split(" ").slice(0, 2).join(" ") || "postmaster"
+      byRole.set(role, (byRole.get(role) ?? 0) + Number(fields[11]) + Number(fields[12]))
+      // Processes ended meanwhile (autovacuum's workers, most often) count in their parent's children.
+      const ended = Number(fields[13]) + Number(fields[14])
+      if (ended > 0) byRole.set("ended processes", (byRole.get("ended processes") ?? 0) + ended)
     } catch {
       // gone meanwhile
     }
   }
-  return ticks
+  return byRole
 }
+const cpuTicks = () => [...cpuTicksByRole().values()].reduce((a, b) => a + b, 0)
 
 const body = JSON.stringify({ object: "whatsapp_business_account", entry: [{ id: "1", changes: [] }] }).padEnd(400)
 const EVENTS_PER_GROUP = 21
@@ -182,13 +195,40 @@ const dispatch = async () => {
   while (!stop) {
     const at = now()
     const leased = await db.begin(async (tx) => {
-      const due: Array<{ id: string }> = await tx.unsafe(
-        `SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at IS NOT NULL AND next_attempt_at <= $1
-          AND lease_owner IS NULL ORDER BY next_attempt_at LIMIT $2`,
-        [at, LEASE * 4]
-      )
+      const due: Array<{ id: string }> = leaseTable
+        ? await tx.unsafe(
+          `SELECT id FROM deliveries d WHERE status = 'pending' AND next_attempt_at IS NOT NULL AND next_attempt_at <= $1
+            AND NOT EXISTS (SELECT 1 FROM delivery_leases l WHERE l.delivery_id = d.id AND l.expires_at >= $1)
+            ORDER BY next_attempt_at LIMIT $2`,
+          [at, LEASE * 4]
+        )
+        : values.variant.startsWith("hot-lease")
+        ? await tx.unsafe(
+          `SELECT id FROM (SELECT id, lease_expires_at FROM deliveries WHERE status = 'pending' AND next_attempt_at IS NOT NULL
+            AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2) AS front
+            WHERE lease_expires_at IS NULL OR lease_expires_at < $1`,
+          [at, LEASE * 4 + leasesInFlight * LEASE]
+        )
+        : await tx.unsafe(
+          `SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at IS NOT NULL AND next_attempt_at <= $1
+            AND lease_owner IS NULL ORDER BY next_attempt_at LIMIT $2`,
+          [at, LEASE * 4]
+        )
       const ids = due.slice(0, LEASE).map((r) => r.id)
       if (ids.length === 0) return []
+      if (leaseTable) {
+        return tx.unsafe(
+          `WITH l AS (INSERT INTO delivery_leases (delivery_id, owner, expires_at)
+              SELECT id, 'r1', $2 FROM unnest($1::text[]) AS id ORDER BY id
+              ON CONFLICT (delivery_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+                WHERE delivery_leases.expires_at < $3
+              RETURNING delivery_id)
+            SELECT d.id, d.attempts, COALESCE(d.body, e.body) AS body, w.url, w.secret_encrypted
+              FROM l JOIN deliveries d ON d.id = l.delivery_id JOIN events e ON e.id = d.event_id
+              JOIN webhooks w ON w.id = d.webhook_id WHERE d.status IN ('pending', 'failed')`,
+          [ids, new Date(Date.now() + 60_000).toISOString(), at]
+        )
+      }
       return tx.unsafe(
         `WITH d AS (UPDATE deliveries SET lease_owner = 'r1', lease_expires_at = $2
             WHERE id IN (SELECT id FROM deliveries WHERE id = ANY($1::text[]) AND (lease_expires_at IS NULL OR lease_expires_at < $3)
@@ -202,56 +242,100 @@ const dispatch = async () => {
       await Bun.sleep(2)
       continue
     }
-    const finished = now()
-    const attempts = leased.map((row: { id: string }) => ({
-      id: `att_${Bun.randomUUIDv7()}`,
-      delivery_id: row.id,
-      attempt: 1,
-      started_at: finished,
-      status_code: 200,
-      latency_ms: 1,
-      error: null,
-      response_snippet: null
-    }))
-    const succeeded = leased.map((row: { id: string }) => ({
-      id: row.id,
-      owner: "r1",
-      attempts: 1,
-      status_code: 200,
-      at: finished
-    }))
-    await db.begin(async (tx) => {
-      await tx.unsafe(
+    out.push(leased)
+    if (out.length > leasesInFlight) await finish(out.shift() ?? [])
+  }
+  for (const leased of out) await finish(leased)
+}
+/** Leases read, their attempts out. */
+const out: Array<ReadonlyArray<{ id: string }>> = []
+
+/** The outcome of a lease's attempts: every one succeeded. */
+const finish = async (leased: ReadonlyArray<{ id: string }>) => {
+  const finished = now()
+  const attempts = leased.map((row: { id: string }) => ({
+    id: `att_${Bun.randomUUIDv7()}`,
+    delivery_id: row.id,
+    attempt: 1,
+    started_at: finished,
+    status_code: 200,
+    latency_ms: 1,
+    error: null,
+    response_snippet: null
+  }))
+  const succeeded = leased.map((row: { id: string }) => ({
+    id: row.id,
+    owner: "r1",
+    attempts: 1,
+    status_code: 200,
+    at: finished
+  }))
+  await db.begin(async (tx) => {
+    if (leaseTable) {
+      return tx.unsafe(
         `WITH a AS (INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet)
             SELECT id, delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
-              FROM json_populate_recordset(NULL::delivery_attempts, $1::text::json))
+              FROM json_populate_recordset(NULL::delivery_attempts, $1::text::json)),
+          r AS (SELECT * FROM json_to_recordset($2::text::json) AS r(id text, owner text, attempts integer, status_code integer, at text)),
+          l AS (DELETE FROM delivery_leases l USING r WHERE l.delivery_id = r.id AND l.owner = r.owner RETURNING l.delivery_id)
           UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts, last_status_code = r.status_code,
-            last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = r.at
-          FROM json_to_recordset($2::text::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
-          WHERE d.id = r.id AND d.lease_owner = r.owner`,
+            last_error = NULL, next_attempt_at = NULL, updated_at = r.at
+          FROM r JOIN l ON l.delivery_id = r.id WHERE d.id = r.id`,
         [JSON.stringify(attempts), JSON.stringify(succeeded)]
       )
-    })
-    done += leased.length
-  }
+    }
+    await tx.unsafe(
+      `WITH a AS (INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet)
+          SELECT id, delivery_id, attempt, started_at, status_code, latency_ms, error, response_snippet
+            FROM json_populate_recordset(NULL::delivery_attempts, $1::text::json))
+        UPDATE deliveries AS d SET status = 'succeeded', attempts = r.attempts, last_status_code = r.status_code,
+          last_error = NULL, next_attempt_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = r.at
+        FROM json_to_recordset($2::text::json) AS r(id text, owner text, attempts integer, status_code integer, at text)
+        WHERE d.id = r.id AND d.lease_owner = r.owner`,
+      [JSON.stringify(attempts), JSON.stringify(succeeded)]
+    )
+  })
+  done += leased.length
 }
 
 // Warm-up, then the measured window.
 const workers = [ingress(), dispatch()]
 await Bun.sleep(2_000)
 const doneBefore = done
+if (values.statements) await db.unsafe("SELECT pg_stat_statements_reset()")
 const ticksBefore = cpuTicks()
+const rolesBefore = cpuTicksByRole()
 const started = performance.now()
 await Bun.sleep(seconds * 1_000)
 const ticks = cpuTicks() - ticksBefore
+const rolesAfter = cpuTicksByRole()
 const delivered = done - doneBefore
 const elapsed = (performance.now() - started) / 1_000
 stop = true
 await Promise.all(workers)
-await db.close()
-await pg.stop()
+const statements: Array<{ query: string; calls: string; exec: number; plan: number }> = values.statements
+  ? await db.unsafe(
+    `SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query, calls::text AS calls,
+       total_exec_time AS exec, total_plan_time AS plan
+       FROM pg_stat_statements WHERE total_exec_time > 0 ORDER BY total_exec_time DESC LIMIT 14`
+  )
+  : []
+const [updates] = await db.unsafe(
+  "SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables WHERE relname = 'deliveries'"
+)
+await database.stop()
 console.log(
   `${values.variant}: ${delivered} deliveries in ${elapsed.toFixed(1)} s (${
     Math.round(delivered / elapsed)
-  }/s), PostgreSQL ${((ticks * 10_000) / Math.max(1, delivered)).toFixed(1)} µs of CPU a delivery`
+  }/s), PostgreSQL ${
+    ((ticks * 10_000) / Math.max(1, delivered)).toFixed(1)
+  } µs of CPU a delivery; deliveries updated ${updates.upd} times, ${updates.hot} of them HOT`
 )
+for (const [role, after] of rolesAfter) {
+  const spent = after - (rolesBefore.get(role) ?? 0)
+  if (spent > 0) console.log(`  ${role}: ${((spent * 10_000) / Math.max(1, delivered)).toFixed(1)} µs a delivery`)
+}
+for (const row of statements) {
+  const perDelivery = (ms: number) => ((ms * 1_000) / Math.max(1, done)).toFixed(1)
+  console.log(`  ${perDelivery(row.exec)} µs exec, ${perDelivery(row.plan)} plan, ${row.calls} calls: ${row.query}`)
+}

@@ -32,6 +32,7 @@ import migration0031 from "./0031_send_queue_lanes.js"
 import migration0032 from "./0032_deliveries_free.js"
 import migration0033 from "./0033_deliveries_message_id.js"
 import migration0034 from "./0034_parent_checks.js"
+import migration0035 from "./0035_deliveries_event.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -66,5 +67,6 @@ export const migrations = {
   "0031_send_queue_lanes": migration0031,
   "0032_deliveries_free": migration0032,
   "0033_deliveries_message_id": migration0033,
-  "0034_parent_checks": migration0034
+  "0034_parent_checks": migration0034,
+  "0035_deliveries_event": migration0035
 }
