@@ -175,6 +175,51 @@ for (const engine of engines) {
           })
         }))
 
+      it.scoped("keeps an old event that a later replay's delivery still names", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const retention = yield* Retention
+          const sql = yield* SqlClient.SqlClient
+          const tenant = yield* seedTenant()
+          const receiver = yield* makeReceiver()
+          const live = yield* createWebhookId(tenant, `${receiver.url}/live`)
+          const payload = envelope([tenant.wabaId, [
+            statusChange(tenant, status(wamid(), "sent", Math.floor(Date.now() / 1000)))
+          ]])
+          expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
+          yield* until(tenant, live, (s) => s.length === 1 && s[0] === "succeeded")
+          const [event] = yield* sql<{ readonly event_id: string }>`SELECT event_id FROM deliveries
+            WHERE webhook_id = ${live}`.pipe(Effect.orDie)
+          const eventId = event?.event_id ?? ""
+          // A webhook added later, to which a replay made (an hour from now, within the retention
+          // period) a delivery of that event: its row is young, its event old.
+          const later = yield* createWebhookId(tenant, `${receiver.url}/later`)
+          const replayed = `dlv_${Bun.randomUUIDv7("hex", Date.now() + 3_600_000)}`
+          const at = new Date().toISOString()
+          yield* sql`INSERT INTO deliveries ${
+            sql.insert({
+              id: replayed,
+              webhook_id: later,
+              event_id: eventId,
+              message_id: `msg_${Bun.randomUUIDv7()}`,
+              status: "succeeded",
+              attempts: 1,
+              created_at: at,
+              updated_at: at
+            })
+          }`.pipe(Effect.orDie)
+
+          // Past the cutoff: the live delivery goes, the event stays while the replay's delivery names it.
+          const pruned = yield* retention.prune(Date.now() + 120_000)
+          expect(pruned.deliveries).toBeGreaterThanOrEqual(1)
+          expect(yield* deliveryStatuses(tenant, live)).toEqual([])
+          const kept = yield* sql<
+            { readonly id: string }
+          >`SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id
+            WHERE e.id = ${eventId}`.pipe(Effect.orDie)
+          expect(kept.map((row) => row.id)).toEqual([replayed])
+        }))
+
       // Deleting events checks that no delivery still names them: without an index on the deliveries'
       // event that check read every delivery kept (once per event on SQLite: 500 events took seconds
       // with a hundred thousand deliveries, blocking every write; docs/PERFORMANCE.md "Retention of events").

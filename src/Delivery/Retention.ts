@@ -19,9 +19,6 @@ import { minuteOf, pruneDepthSamples } from "../Stats/Repo.js"
 
 const BATCH = 500
 
-/** An event's deliveries are written in its transaction, so they are at most moments younger than it. */
-const EVENT_MARGIN_MS = 60_000
-
 interface PruneCounts {
   readonly deliveries: number
   readonly events: number
@@ -66,11 +63,12 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
         } RETURNING id`).length
       }))
 
-    const events = (below: string, deliveriesBelow: string) =>
+    const events = (below: string) =>
       sql.withTransaction(Effect.gen(function*() {
-        // Deliveries left below the cutoff are the unfinished ones, few: the check walks only those.
+        // Any delivery counts, a young one too: a replay makes new deliveries of events up to the
+        // retention period old (Replays/Repo.ts queueChunk). One seek of deliveries_event each.
         const unreferenced = (yield* sql<{ readonly id: string }>`SELECT e.id FROM events e WHERE e.id < ${below}
-          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id < ${deliveriesBelow} AND d.event_id = e.id)
+          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
           ORDER BY e.id LIMIT ${BATCH}`).map((row) => row.id)
         if (unreferenced.length === 0) return 0
         yield* sql`DELETE FROM event_changes WHERE ${sql.in("event_id", unreferenced)}`
@@ -112,7 +110,7 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
       prune: (cutoffMillis) =>
         Effect.all({
           deliveries: inBatches(deliveries(idFloor("dlv", cutoffMillis))),
-          events: inBatches(events(idFloor("evt", cutoffMillis - EVENT_MARGIN_MS), idFloor("dlv", cutoffMillis))),
+          events: inBatches(events(idFloor("evt", cutoffMillis))),
           unrouted: inBatches(unrouted(idFloor("unr", cutoffMillis))),
           earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString()),
           deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
