@@ -220,6 +220,54 @@ for (const engine of engines) {
           expect(kept.map((row) => row.id)).toEqual([replayed])
         }))
 
+      // Early statuses of messages sent elsewhere stay until retention: the table can hold a month of
+      // every status, so it is pruned in batches, oldest first, through their time's index (0036).
+      it.scoped("prunes early statuses past the cutoff in batches, oldest first, through their time's index", () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const retention = yield* Retention
+          const tenant = yield* seedTenant()
+          const row = (waMessageId: string, at: string) => ({
+            instance_id: tenant.instanceId,
+            wa_message_id: waMessageId,
+            status: "delivered",
+            status_rank: 2,
+            status_at: at,
+            error: null
+          })
+          const old = new Date(Date.now() - 2 * 86_400_000).toISOString()
+          // More than one batch of 500.
+          const olds = Array.from({ length: 501 }, (_, i) => row(`wamid.old${i}`, old))
+          yield* sql`INSERT INTO message_status_backlog ${
+            sql.insert([...olds, row("wamid.young", new Date().toISOString())])
+          }`
+            .pipe(Effect.orDie)
+
+          const pruned = yield* retention.prune(Date.now() - 86_400_000)
+          expect(pruned.earlyStatuses).toBe(501)
+          const left = yield* sql<{ readonly wa_message_id: string }>`SELECT wa_message_id FROM message_status_backlog
+            WHERE instance_id = ${tenant.instanceId}`.pipe(Effect.orDie)
+          expect(left.map((r) => r.wa_message_id)).toEqual(["wamid.young"])
+
+          const oldest = sql`SELECT instance_id, wa_message_id, status FROM message_status_backlog
+            WHERE status_at < ${old} ORDER BY status_at LIMIT 500`
+          const [text, params] = oldest.compile()
+          const plan = yield* sql.onDialectOrElse({
+            orElse: () =>
+              sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${text}`, params).pipe(
+                Effect.map((rows) => rows.map((r) => r.detail).join("\n"))
+              ),
+            pg: () =>
+              sql.withTransaction(
+                Effect.zipRight(
+                  sql`SET LOCAL enable_seqscan = off`,
+                  sql.unsafe<{ readonly "QUERY PLAN": string }>(`EXPLAIN ${text}`, params)
+                )
+              ).pipe(Effect.map((rows) => rows.map((r) => r["QUERY PLAN"]).join("\n")))
+          }).pipe(Effect.orDie)
+          expect(plan).toContain("message_status_backlog_at")
+        }))
+
       // Deleting events checks that no delivery still names them: without an index on the deliveries'
       // event that check read every delivery kept (once per event on SQLite: 500 events took seconds
       // with a hundred thousand deliveries, blocking every write; docs/PERFORMANCE.md "Retention of events").

@@ -83,10 +83,13 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
         Effect.map((rows) => rows.length)
       )
 
+    // The oldest first, through message_status_backlog_at (migration 0036): the table may hold a
+    // month of every status of messages sent elsewhere.
     const earlyStatuses = (before: string) =>
-      sql<{ readonly n: number }>`DELETE FROM message_status_backlog WHERE status_at < ${before} RETURNING 1 AS n`.pipe(
-        Effect.map((rows) => rows.length)
-      )
+      sql<{ readonly n: number }>`DELETE FROM message_status_backlog
+        WHERE (instance_id, wa_message_id, status) IN (SELECT instance_id, wa_message_id, status
+          FROM message_status_backlog WHERE status_at < ${before} ORDER BY status_at LIMIT ${BATCH})
+        RETURNING 1 AS n`.pipe(Effect.map((rows) => rows.length))
 
     const deliveryCounts = (beforeHour: string) =>
       sql<{ readonly webhook_id: string }>`DELETE FROM webhook_delivery_hours
@@ -112,7 +115,7 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
           deliveries: inBatches(deliveries(idFloor("dlv", cutoffMillis))),
           events: inBatches(events(idFloor("evt", cutoffMillis))),
           unrouted: inBatches(unrouted(idFloor("unr", cutoffMillis))),
-          earlyStatuses: earlyStatuses(new Date(cutoffMillis).toISOString()),
+          earlyStatuses: inBatches(earlyStatuses(new Date(cutoffMillis).toISOString())),
           deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
           testKeys: testKeys(new Date(cutoffMillis).toISOString()),
           replays: replays(new Date(cutoffMillis).toISOString()),

@@ -33,6 +33,7 @@ import migration0032 from "./0032_deliveries_free.js"
 import migration0033 from "./0033_deliveries_message_id.js"
 import migration0034 from "./0034_parent_checks.js"
 import migration0035 from "./0035_deliveries_event.js"
+import migration0036 from "./0036_early_statuses_at.js"
 
 export const migrations = {
   "0001_tenancy": migration0001,
@@ -68,5 +69,6 @@ export const migrations = {
   "0032_deliveries_free": migration0032,
   "0033_deliveries_message_id": migration0033,
   "0034_parent_checks": migration0034,
-  "0035_deliveries_event": migration0035
+  "0035_deliveries_event": migration0035,
+  "0036_early_statuses_at": migration0036
 }
