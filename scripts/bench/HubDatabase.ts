@@ -1,6 +1,6 @@
 /**
  * A database with the hub's schema, for the scripts that price statements without the hub
- * (pg-floor.ts, retention-events.ts): the hub is started once on it to run its migrations, then
+ * (pg-floor.ts, retention.ts): the hub is started once on it to run its migrations, then
  * stopped. Rows are written with every NOT NULL column the caller leaves out filled in.
  */
 import { randomBytes } from "node:crypto"
@@ -103,4 +103,24 @@ export const insertFilled = async (database: HubDatabase, table: string, given: 
     `INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map((_, i) => `$${i + 1}`).join(", ")})`,
     names.map((n) => row[n])
   )
+}
+
+/** An organization (`org_1`) with one instance (`ins_1`) and a push webhook for each id of `webhooks`. */
+export const seedWebhooks = async (database: HubDatabase, webhooks: ReadonlyArray<string>) => {
+  await insertFilled(database, "organizations", { id: "org_1" })
+  await insertFilled(database, "instances", {
+    id: "ins_1",
+    organization_id: "org_1",
+    phone_number_id: "1",
+    waba_id: "1"
+  })
+  for (const id of webhooks) {
+    await insertFilled(database, "webhooks", {
+      id,
+      organization_id: "org_1",
+      instance_id: "ins_1",
+      active: 1,
+      kind: "push"
+    })
+  }
 }

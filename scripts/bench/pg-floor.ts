@@ -14,7 +14,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 import { DELIVERY_PATH_REFERENCES } from "../../src/Sql/migrations/0034_parent_checks.js"
 import { constraintOf, type ParentReference } from "../../src/Sql/ParentChecks.js"
-import { hubDatabase, insertFilled } from "./HubDatabase.js"
+import { hubDatabase, seedWebhooks } from "./HubDatabase.js"
 
 const { values } = parseArgs({
   options: {
@@ -94,14 +94,9 @@ const database = await hubDatabase({
 const { db } = database
 for (const statement of variant) await db.unsafe(statement)
 if (values.statements) await db.unsafe("CREATE EXTENSION pg_stat_statements")
-const filler = (table: string, given: Record<string, unknown>) => insertFilled(database, table, given)
 const now = () => new Date().toISOString()
-await filler("organizations", { id: "org_1" })
-await filler("instances", { id: "ins_1", organization_id: "org_1", phone_number_id: "1", waba_id: "1" })
 const webhooks = Array.from({ length: webhookCount }, (_, i) => `whk_${i}`)
-for (const id of webhooks) {
-  await filler("webhooks", { id, organization_id: "org_1", instance_id: "ins_1", active: 1, kind: "push" })
-}
+await seedWebhooks(database, webhooks)
 
 /** PostgreSQL's CPU ticks by process role (its title: a backend's names its client, the others their work). */
 const cpuTicksByRole = () => {

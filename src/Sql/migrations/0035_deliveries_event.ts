@@ -7,7 +7,7 @@ import { Effect } from "effect"
  * built-in foreign key), on PostgreSQL once per statement (migration 0034), comparing each delivery
  * with the 500 events of the batch. Retention's batch of 500 events with a million deliveries kept
  * took 50–52 s on SQLite, holding its one writer (every post waited), and 10–12 s on PostgreSQL;
- * with the index 1.5 ms and 11–25 ms (scripts/bench/retention-events.ts). On PostgreSQL it costs an
+ * with the index 1.5 ms and 11–25 ms (scripts/bench/retention.ts). On PostgreSQL it costs an
  * entry per row version written (ids are time-ordered: entries go to the index's right edge), within
  * the noise of the deliveries' floor (scripts/bench/pg-floor.ts). docs/PERFORMANCE.md, "Retention of
  * events". Building it holds writes to deliveries while it runs: about half a second per million

@@ -10,11 +10,11 @@
  * and one hourly pass of their retention is timed: the statement of the schema found (one DELETE
  * reading the table before migration 0036; batches of 500 through message_status_backlog_at after).
  *
- *   node_modules/.bin/bun scripts/bench/retention-events.ts [--db sqlite|postgres] [--deliveries 1000000] [--batches 3]
+ *   node_modules/.bin/bun scripts/bench/retention.ts [--db sqlite|postgres] [--deliveries 1000000] [--batches 3]
  *     [--early-statuses 0] [--hub <binary>]
  */
 import { parseArgs } from "node:util"
-import { hubDatabase, insertFilled } from "./HubDatabase.js"
+import { hubDatabase, seedWebhooks } from "./HubDatabase.js"
 
 const { values } = parseArgs({
   options: {
@@ -36,17 +36,7 @@ const keptEvents = Math.ceil(deliveries / WEBHOOKS)
 
 const database = await hubDatabase({ engine, hub: values.hub })
 const { db } = database
-await insertFilled(database, "organizations", { id: "org_1" })
-await insertFilled(database, "instances", { id: "ins_1", organization_id: "org_1", phone_number_id: "1", waba_id: "1" })
-for (let w = 0; w < WEBHOOKS; w++) {
-  await insertFilled(database, "webhooks", {
-    id: `whk_${w}`,
-    organization_id: "org_1",
-    instance_id: "ins_1",
-    active: 1,
-    kind: "push"
-  })
-}
+await seedWebhooks(database, Array.from({ length: WEBHOOKS }, (_, w) => `whk_${w}`))
 
 /** Rows `from` to `to` - 1 of a generated range, written by `select` (which names the number `i`). */
 const inserted =
