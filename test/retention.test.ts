@@ -4,7 +4,7 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
 import { Retention } from "../src/Delivery/Retention.js"
 import { engines } from "./support/Databases.js"
 import { makeReceiver } from "./support/Receivers.js"
@@ -240,6 +240,62 @@ for (const engine of engines) {
           >`SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id
             WHERE e.id = ${eventId}`.pipe(Effect.orDie)
           expect(kept.map((row) => row.id)).toEqual([replayed])
+        }))
+
+      it.scoped("a step that fails is logged and the others still run", () =>
+        Effect.gen(function*() {
+          const hub = yield* TestHub
+          const retention = yield* Retention
+          const sql = yield* SqlClient.SqlClient
+          const tenant = yield* seedTenant()
+          const receiver = yield* makeReceiver()
+          const webhookId = yield* createWebhookId(tenant, `${receiver.url}/hook`)
+          const payload = envelope([tenant.wabaId, [
+            statusChange(tenant, status(wamid(), "sent", Math.floor(Date.now() / 1000)))
+          ]])
+          expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
+          yield* until(tenant, webhookId, (s) => s.length === 1 && s[0] === "succeeded")
+          // The first step's deletes refused by the database until the test ends.
+          yield* Effect.acquireRelease(
+            sql.onDialectOrElse({
+              pg: () =>
+                Effect.zipRight(
+                  sql`CREATE FUNCTION refused_by_test() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN RAISE EXCEPTION 'refused by the test'; END $$`,
+                  sql`CREATE TRIGGER refused_by_test BEFORE DELETE ON deliveries FOR EACH STATEMENT
+                    EXECUTE FUNCTION refused_by_test()`
+                ),
+              orElse: () =>
+                sql`CREATE TRIGGER refused_by_test BEFORE DELETE ON deliveries
+                  BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`
+            }),
+            () =>
+              sql.onDialectOrElse({
+                pg: () =>
+                  Effect.zipRight(
+                    sql`DROP TRIGGER refused_by_test ON deliveries`,
+                    sql`DROP FUNCTION refused_by_test()`
+                  ),
+                orElse: () => sql`DROP TRIGGER refused_by_test`
+              }).pipe(Effect.orDie)
+          ).pipe(Effect.orDie)
+
+          const logged: Array<string> = []
+          const capture = Logger.make(({ message }) => {
+            logged.push([message].flat().map(String).join(" "))
+          })
+          const pruned = yield* retention.prune(Date.now() + 120_000).pipe(
+            Effect.provide(
+              Layer.merge(Logger.replace(Logger.defaultLogger, capture), Logger.minimumLogLevel(LogLevel.Error))
+            )
+          )
+          expect(pruned.deliveries).toBe(0)
+          expect(logged).toContain(
+            "Retention could not prune deliveries; the other steps ran, this one runs again next pass"
+          )
+          // Later steps ran: the status named a message no send made, kept as an early status until now.
+          expect(pruned.earlyStatuses).toBeGreaterThanOrEqual(1)
+          expect(yield* deliveryStatuses(tenant, webhookId)).toEqual(["succeeded"])
         }))
 
       // Early statuses of messages sent elsewhere stay until retention: the table can hold a month of

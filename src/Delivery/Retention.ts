@@ -41,6 +41,21 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
+    /**
+     * A step that fails is logged and counts none this pass: the others still run (each step is its
+     * own transactions), and it is tried again next pass. A step that failed the whole pass would have
+     * kept every later one from running, every hour, while its cause lasted.
+     */
+    const step = <E>(name: keyof PruneCounts, work: Effect.Effect<number, E>) =>
+      Effect.catchAllCause(work, (cause) =>
+        Effect.as(
+          Effect.logError(
+            `Retention could not prune ${name}; the other steps ran, this one runs again next pass`,
+            cause
+          ),
+          0
+        ))
+
     /** Repeats a batch (one transaction each) until it deletes less than a full batch; returns the total. */
     const inBatches = <E>(batch: Effect.Effect<number, E>) =>
       Effect.iterate({ total: 0, last: BATCH }, {
@@ -112,15 +127,15 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
     const service: RetentionShape = {
       prune: (cutoffMillis) =>
         Effect.all({
-          deliveries: inBatches(deliveries(idFloor("dlv", cutoffMillis))),
-          events: inBatches(events(idFloor("evt", cutoffMillis))),
-          unrouted: inBatches(unrouted(idFloor("unr", cutoffMillis))),
-          earlyStatuses: inBatches(earlyStatuses(new Date(cutoffMillis).toISOString())),
-          deliveryCounts: deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13)),
-          testKeys: testKeys(new Date(cutoffMillis).toISOString()),
-          replays: replays(new Date(cutoffMillis).toISOString()),
-          depthSamples: pruneDepthSamples(sql, minuteOf(new Date(cutoffMillis).toISOString()))
-        }).pipe(Effect.orDie)
+          deliveries: step("deliveries", inBatches(deliveries(idFloor("dlv", cutoffMillis)))),
+          events: step("events", inBatches(events(idFloor("evt", cutoffMillis)))),
+          unrouted: step("unrouted", inBatches(unrouted(idFloor("unr", cutoffMillis)))),
+          earlyStatuses: step("earlyStatuses", inBatches(earlyStatuses(new Date(cutoffMillis).toISOString()))),
+          deliveryCounts: step("deliveryCounts", deliveryCounts(new Date(cutoffMillis).toISOString().slice(0, 13))),
+          testKeys: step("testKeys", testKeys(new Date(cutoffMillis).toISOString())),
+          replays: step("replays", replays(new Date(cutoffMillis).toISOString())),
+          depthSamples: step("depthSamples", pruneDepthSamples(sql, minuteOf(new Date(cutoffMillis).toISOString())))
+        })
     }
     return service
   })
