@@ -55,7 +55,13 @@ export const rawReceiver = (
         socket: {
           open: (socket) => {
             socket.data = { id: connections++ }
-            peak = Math.max(peak, connections - closed)
+            // Counted once the loop has turned: a client that closed one connection and then opened
+            // the next may have its close seen here after the open (under load, events of one turn
+            // come in any order), which is not two connections at once on the client's side.
+            const opened = connections
+            setImmediate(() => {
+              peak = Math.max(peak, opened - closed)
+            })
           },
           data: (socket, chunk) => {
             received += chunk.length
