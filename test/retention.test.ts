@@ -34,6 +34,23 @@ const count = (table: string) =>
   )
 
 /**
+ * A new tenant with one webhook that received one event (a status of a message no send made): the
+ * delivery succeeded. Its receiver stays up for the scope.
+ */
+const deliveredEvent = Effect.gen(function*() {
+  const hub = yield* TestHub
+  const tenant = yield* seedTenant()
+  const receiver = yield* makeReceiver()
+  const webhookId = yield* createWebhookId(tenant, `${receiver.url}/hook`)
+  const payload = envelope([tenant.wabaId, [
+    statusChange(tenant, status(wamid(), "sent", Math.floor(Date.now() / 1000)))
+  ]])
+  expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
+  yield* until(tenant, webhookId, (s) => s.length === 1 && s[0] === "succeeded")
+  return { tenant, receiver, webhookId }
+})
+
+/**
  * A statement's plan as text: SQLite's query plan, or PostgreSQL's with table scans ruled out (its
  * planner reads a small table whole even beside an index: here the index must be usable).
  */
@@ -199,17 +216,9 @@ for (const engine of engines) {
 
       it.scoped("keeps an old event that a later replay's delivery still names", () =>
         Effect.gen(function*() {
-          const hub = yield* TestHub
           const retention = yield* Retention
           const sql = yield* SqlClient.SqlClient
-          const tenant = yield* seedTenant()
-          const receiver = yield* makeReceiver()
-          const live = yield* createWebhookId(tenant, `${receiver.url}/live`)
-          const payload = envelope([tenant.wabaId, [
-            statusChange(tenant, status(wamid(), "sent", Math.floor(Date.now() / 1000)))
-          ]])
-          expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
-          yield* until(tenant, live, (s) => s.length === 1 && s[0] === "succeeded")
+          const { receiver, tenant, webhookId: live } = yield* deliveredEvent
           const [event] = yield* sql<{ readonly event_id: string }>`SELECT event_id FROM deliveries
             WHERE webhook_id = ${live}`.pipe(Effect.orDie)
           const eventId = event?.event_id ?? ""
@@ -244,17 +253,9 @@ for (const engine of engines) {
 
       it.scoped("a step that fails is logged and the others still run", () =>
         Effect.gen(function*() {
-          const hub = yield* TestHub
           const retention = yield* Retention
           const sql = yield* SqlClient.SqlClient
-          const tenant = yield* seedTenant()
-          const receiver = yield* makeReceiver()
-          const webhookId = yield* createWebhookId(tenant, `${receiver.url}/hook`)
-          const payload = envelope([tenant.wabaId, [
-            statusChange(tenant, status(wamid(), "sent", Math.floor(Date.now() / 1000)))
-          ]])
-          expect((yield* hub.request("POST", "/upstream/events", { json: payload })).status).toBe(200)
-          yield* until(tenant, webhookId, (s) => s.length === 1 && s[0] === "succeeded")
+          const { tenant, webhookId } = yield* deliveredEvent
           // The first step's deletes refused by the database until the test ends.
           yield* Effect.acquireRelease(
             sql.onDialectOrElse({
