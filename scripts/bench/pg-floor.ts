@@ -44,6 +44,13 @@ const dropChecks = (ref: ParentReference) => {
   ]
 }
 
+/** The due index holding leased rows too (no `lease_owner` in its condition), and no index of leased rows. */
+const DUE_HOLDS_LEASED = [
+  "DROP INDEX deliveries_due",
+  "DROP INDEX deliveries_leased",
+  "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL"
+]
+
 /** Schema changes priced one at a time, each applied after the hub's migrations. */
 const VARIANTS: Record<string, ReadonlyArray<string>> = {
   "as-is": [],
@@ -57,23 +64,12 @@ const VARIANTS: Record<string, ReadonlyArray<string>> = {
   "no-foreign-keys": DELIVERY_PATH_REFERENCES.flatMap(dropChecks),
   // The lease changes no indexed column and no index's condition, so its update can stay on its page
   // without an index entry (HOT); the due index then holds leased rows too, which the read skips.
-  "hot-lease": [
-    "DROP INDEX deliveries_due",
-    "DROP INDEX deliveries_leased",
-    "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL"
-  ],
-  "hot-lease-50": [
-    "DROP INDEX deliveries_due",
-    "DROP INDEX deliveries_leased",
-    "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL",
-    "ALTER TABLE deliveries SET (fillfactor = 50)"
-  ],
+  "hot-lease": DUE_HOLDS_LEASED,
+  "hot-lease-50": [...DUE_HOLDS_LEASED, "ALTER TABLE deliveries SET (fillfactor = 50)"],
   // Leases in a table of their own, not logged (a crash empties it: every lease then lapses, as
   // when its replica stops); the deliveries are written at their ingress and their outcome only.
   "unlogged-leases": [
-    "DROP INDEX deliveries_due",
-    "DROP INDEX deliveries_leased",
-    "CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at) WHERE next_attempt_at IS NOT NULL",
+    ...DUE_HOLDS_LEASED,
     "CREATE UNLOGGED TABLE delivery_leases (delivery_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TEXT NOT NULL)"
   ],
   // Without the index that finds deliveries by their event (migration 0035: what deleting an event checks).
