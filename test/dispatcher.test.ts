@@ -36,7 +36,7 @@ import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { HostResolver } from "../src/Net/UrlPolicy.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
-import { addWebhooks, deliveryRow, seedOutboxParents } from "./support/OutboxParents.js"
+import { addOrganization, addWebhooks, deliveryRow, seedOutboxParents } from "./support/OutboxParents.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
@@ -953,31 +953,9 @@ for (const engine of engines) {
           yield* seed
           const sql = yield* SqlClient.SqlClient
           yield* sql`DELETE FROM deliveries`
-          const now = new Date().toISOString()
-          yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_2", name: "o2", created_at: now })}`
-          yield* sql`INSERT INTO instances ${
-            sql.insert({
-              id: "ins_2",
-              organization_id: "org_2",
-              name: "i2",
-              phone_number_id: "3",
-              waba_id: "4",
-              created_at: now
-            })
-          }`
-          yield* sql`INSERT INTO webhooks ${
-            sql.insert({
-              id: "whk_c",
-              organization_id: "org_2",
-              instance_id: "ins_2",
-              name: "c",
-              url: "http://127.0.0.1:9/",
-              secret_encrypted: "x",
-              active: 1,
-              created_at: now,
-              updated_at: now
-            })
-          }`
+          const org2 = { organizationId: "org_2", instanceId: "ins_2", phoneNumberId: "3", wabaId: "4" }
+          yield* addOrganization(org2)
+          yield* addWebhooks(["whk_c"], org2)
           // org_1's queue is older than anything of org_2.
           yield* queue("whk_a", "a", 6, 60_000)
           yield* queue("whk_c", "c", 2, 30_000)

@@ -146,22 +146,32 @@ describe.each(["sqlite", "postgres"] as const)("parents of the hot tables (%s)",
             )
         )
 
+      /**
+       * Runs `statement` in a transaction held open until the returned `commit` (which waits for
+       * it to end): the statement has run once this returns.
+       */
+      const heldOpen = (statement: Effect.Effect<unknown, SqlError.SqlError>) =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const ran = yield* Deferred.make<void>()
+          const release = yield* Deferred.make<void>()
+          const transaction = yield* sql.withTransaction(Effect.gen(function*() {
+            yield* statement
+            yield* Deferred.succeed(ran, undefined)
+            yield* Deferred.await(release)
+          })).pipe(Effect.fork)
+          yield* Deferred.await(ran)
+          return { commit: Effect.zipRight(Deferred.succeed(release, undefined), Fiber.join(transaction)) }
+        })
+
       it.live("a delete of a parent waits for an insert naming it, then fails once the insert commits", () =>
         Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
           yield* seed
-          const inserted = yield* Deferred.make<void>()
-          const commit = yield* Deferred.make<void>()
-          const insert = yield* sql.withTransaction(Effect.gen(function*() {
-            yield* sql`INSERT INTO deliveries ${sql.insert([delivery("d1", "whk_c")])}`
-            yield* Deferred.succeed(inserted, undefined)
-            yield* Deferred.await(commit)
-          })).pipe(Effect.fork)
-          yield* Deferred.await(inserted)
+          const insert = yield* heldOpen(sql`INSERT INTO deliveries ${sql.insert([delivery("d1", "whk_c")])}`)
           const remove = yield* refused(sql`DELETE FROM webhooks WHERE id = 'whk_c'`).pipe(Effect.fork)
           yield* waitingForLock("DELETE FROM webhooks")
-          yield* Deferred.succeed(commit, undefined)
-          yield* Fiber.join(insert)
+          yield* insert.commit
           expect(yield* Fiber.join(remove)).toBe("foreign key")
           expect([yield* count("webhooks"), yield* count("deliveries")]).toEqual([3, 1])
         }).pipe(Effect.provide(testDatabase(engine))))
@@ -170,20 +180,12 @@ describe.each(["sqlite", "postgres"] as const)("parents of the hot tables (%s)",
         Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
           yield* seed
-          const deleted = yield* Deferred.make<void>()
-          const commit = yield* Deferred.make<void>()
-          const remove = yield* sql.withTransaction(Effect.gen(function*() {
-            yield* sql`DELETE FROM webhooks WHERE id = 'whk_c'`
-            yield* Deferred.succeed(deleted, undefined)
-            yield* Deferred.await(commit)
-          })).pipe(Effect.fork)
-          yield* Deferred.await(deleted)
+          const remove = yield* heldOpen(sql`DELETE FROM webhooks WHERE id = 'whk_c'`)
           const insert = yield* refused(sql`INSERT INTO deliveries ${sql.insert([delivery("d1", "whk_c")])}`).pipe(
             Effect.fork
           )
           yield* waitingForLock("INSERT INTO deliveries")
-          yield* Deferred.succeed(commit, undefined)
-          yield* Fiber.join(remove)
+          yield* remove.commit
           expect(yield* Fiber.join(insert)).toBe("foreign key")
           expect([yield* count("webhooks"), yield* count("deliveries")]).toEqual([2, 0])
         }).pipe(Effect.provide(testDatabase(engine))))

@@ -9,34 +9,59 @@ import { Effect } from "effect"
 export const seedOutboxParents = (webhookIds: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const now = new Date().toISOString()
-    yield* sql`INSERT INTO organizations ${sql.insert({ id: "org_1", name: "o", created_at: now })}`
-    yield* sql`INSERT INTO instances ${
-      sql.insert({
-        id: "ins_1",
-        organization_id: "org_1",
-        name: "i",
-        phone_number_id: "1",
-        waba_id: "2",
-        created_at: now
-      })
-    }`
+    yield* addOrganization({ organizationId: "org_1", instanceId: "ins_1", phoneNumberId: "1", wabaId: "2" })
     yield* addWebhooks(webhookIds)
     yield* sql`INSERT INTO events ${
-      sql.insert({ id: "evt_1", instance_id: "ins_1", body: "{}", change_count: 1, received_at: now })
+      sql.insert({
+        id: "evt_1",
+        instance_id: "ins_1",
+        body: "{}",
+        change_count: 1,
+        received_at: new Date().toISOString()
+      })
     }`
   })
 
-/** More active webhooks of instance `ins_1`. */
-export const addWebhooks = (ids: ReadonlyArray<string>) =>
+/** An organization with one instance. */
+export const addOrganization = (ids: {
+  readonly organizationId: string
+  readonly instanceId: string
+  readonly phoneNumberId: string
+  readonly wabaId: string
+}) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const now = new Date().toISOString()
+    return Effect.zipRight(
+      sql`INSERT INTO organizations ${sql.insert({ id: ids.organizationId, name: "o", created_at: now })}`,
+      sql`INSERT INTO instances ${
+        sql.insert({
+          id: ids.instanceId,
+          organization_id: ids.organizationId,
+          name: "i",
+          phone_number_id: ids.phoneNumberId,
+          waba_id: ids.wabaId,
+          created_at: now
+        })
+      }`
+    )
+  })
+
+/** More active webhooks of an instance (by default `ins_1` of `org_1`). */
+export const addWebhooks = (
+  ids: ReadonlyArray<string>,
+  owner: { readonly organizationId: string; readonly instanceId: string } = {
+    organizationId: "org_1",
+    instanceId: "ins_1"
+  }
+) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
     const now = new Date().toISOString()
     return Effect.forEach(ids, (id) =>
       sql`INSERT INTO webhooks ${
         sql.insert({
           id,
-          organization_id: "org_1",
-          instance_id: "ins_1",
+          organization_id: owner.organizationId,
+          instance_id: owner.instanceId,
           name: id,
           url: "http://127.0.0.1:9/",
           secret_encrypted: "x",
