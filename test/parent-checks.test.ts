@@ -8,9 +8,10 @@
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Schedule } from "effect"
+import { Effect, Fiber } from "effect"
 import { testDatabase } from "./support/Databases.js"
 import { deliveryRow as delivery, seedOutboxParents } from "./support/OutboxParents.js"
+import { heldOpen, waitingForLock } from "./support/RowLocks.js"
 
 const now = new Date().toISOString()
 
@@ -134,36 +135,6 @@ describe.each(["sqlite", "postgres"] as const)("parents of the hot tables (%s)",
       }).pipe(Effect.provide(testDatabase(engine))))
 
     if (engine === "postgres") {
-      /** Waits until another connection's statement starting with `prefix` waits for a row lock (on the real clock: it.live). */
-      const waitingForLock = (prefix: string) =>
-        Effect.flatMap(
-          SqlClient.SqlClient,
-          (sql) =>
-            sql<{ readonly n: number }>`SELECT COUNT(*)::int AS n FROM pg_stat_activity
-            WHERE wait_event_type = 'Lock' AND query LIKE ${`${prefix}%`}`.pipe(
-              Effect.repeat({ schedule: Schedule.spaced("10 millis"), until: (rows) => (rows[0]?.n ?? 0) > 0 }),
-              Effect.timeout("10 seconds")
-            )
-        )
-
-      /**
-       * Runs `statement` in a transaction held open until the returned `commit` (which waits for
-       * it to end): the statement has run once this returns.
-       */
-      const heldOpen = (statement: Effect.Effect<unknown, SqlError.SqlError>) =>
-        Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          const ran = yield* Deferred.make<void>()
-          const release = yield* Deferred.make<void>()
-          const transaction = yield* sql.withTransaction(Effect.gen(function*() {
-            yield* statement
-            yield* Deferred.succeed(ran, undefined)
-            yield* Deferred.await(release)
-          })).pipe(Effect.fork)
-          yield* Deferred.await(ran)
-          return { commit: Effect.zipRight(Deferred.succeed(release, undefined), Fiber.join(transaction)) }
-        })
-
       it.live("a delete of a parent waits for an insert naming it, then fails once the insert commits", () =>
         Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
