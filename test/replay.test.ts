@@ -6,10 +6,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Fiber } from "effect"
 import { Webhook } from "standardwebhooks"
+import { newId } from "../src/Domain/Ids.js"
+import { ReplaysRepo } from "../src/Replays/Repo.js"
 import { engines } from "./support/Databases.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
+import { heldOpen, waitingForLock } from "./support/RowLocks.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
 import { seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { createTyped, postUpstream as post } from "./support/TypedWebhooks.js"
@@ -44,6 +47,28 @@ const inbound = (tenant: Tenant) =>
   envelope([tenant.wabaId, [inboundChange(tenant, { ...META_MESSAGES.text, id: wamid() })]])
 const statusEvent = (tenant: Tenant) =>
   envelope([tenant.wabaId, [statusChange(tenant, status(wamid(), "delivered", nowSeconds()))]])
+
+/**
+ * A new tenant's two events, received while it had no webhook (so no delivery names them), then a
+ * webhook taking every kind, with its receiver; `since` lies before the events.
+ */
+const eventsBeforeWebhook = Effect.gen(function*() {
+  const tenant = yield* seedTenant()
+  const since = new Date(Date.now() - 1000).toISOString()
+  yield* post(inbound(tenant))
+  yield* post(statusEvent(tenant))
+  const receiver = yield* makeReceiver()
+  const hook = yield* createTyped(tenant.instanceToken, { name: "after", url: receiver.url })
+  return { tenant, hook, receiver, since }
+})
+
+/** What retention's pass does to an event no delivery names: its dedupe keys and itself deleted. */
+const retentionDeletes = (eventId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.zipRight(
+      sql`DELETE FROM event_changes WHERE event_id = ${eventId}`,
+      sql`DELETE FROM events WHERE id = ${eventId}`
+    ))
 
 const ids = (requests: ReadonlyArray<ReceivedRequest>) => requests.map((r) => r.headers["webhook-id"] ?? "")
 
@@ -197,6 +222,78 @@ for (const engine of engines) {
         >`SELECT COUNT(*) AS n FROM deliveries WHERE webhook_id = ${hook.id}`
         expect(Number(rows[0]?.n)).toBe(REPLAY_MAX)
       }))
+
+    it.scoped("a chunk passes over an event that retention deleted after the walk read it", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const repo = yield* Effect.provide(ReplaysRepo, ReplaysRepo.Default)
+        const { tenant, hook, receiver, since } = yield* eventsBeforeWebhook
+        const events = yield* repo.events({
+          instanceId: tenant.instanceId,
+          since,
+          until: new Date().toISOString(),
+          after: undefined,
+          limit: 10
+        })
+        const [gone, kept] = events
+        expect(events).toHaveLength(2)
+        yield* retentionDeletes(gone?.id ?? "")
+        const replayId = newId("rpl")
+        yield* repo.insert({
+          id: replayId,
+          webhook_id: hook.id,
+          since,
+          until: new Date().toISOString(),
+          events: null,
+          created_at: new Date().toISOString()
+        })
+        const queued = yield* repo.queueChunk({
+          replayId,
+          webhookId: hook.id,
+          events,
+          // Each event still stored gets a delivery of its own.
+          plan: (stored) => ({
+            fresh: stored.map((event) => ({
+              id: newId("dlv"),
+              message_id: newId("msg"),
+              event_id: event.id,
+              body: event.body
+            })),
+            again: [],
+            alreadyQueued: 0
+          }),
+          position: { createdAt: kept?.received_at ?? "", id: kept?.id ?? "" },
+          now: new Date().toISOString()
+        })
+        expect(queued).toBe(1)
+        const [delivered] = yield* receiver.waitFor("the event still stored", (r) => r.length === 1)
+        expect(JSON.parse(delivered?.body ?? "")).toEqual(JSON.parse(kept?.body ?? ""))
+        const named = yield* sql<{ readonly event_id: string }>`SELECT event_id FROM deliveries
+          WHERE webhook_id = ${hook.id}`
+        expect(named.map((row) => row.event_id)).toEqual([kept?.id])
+      }))
+
+    if (engine === "postgres") {
+      it.scoped("a replay waits for retention deleting one of its events, then queues the others (201)", () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const { tenant, hook, receiver, since } = yield* eventsBeforeWebhook
+          const [gone, kept] = yield* sql<{ readonly id: string }>`SELECT id FROM events
+            WHERE instance_id = ${tenant.instanceId} ORDER BY id`
+          const deletion = yield* heldOpen(retentionDeletes(gone?.id ?? ""))
+          const answer = yield* Effect.fork(replay(tenant, hook.id, { since }))
+          // The walk read both events; its chunk waits for the deletion's lock on the first.
+          yield* waitingForLock("")
+          yield* deletion.commit
+          const replayed = yield* Fiber.join(answer)
+          expect(replayed.status, replayed.text).toBe(201)
+          expect(replayed.body).toMatchObject({ queued: 1, already_queued: 0, next_cursor: null })
+          yield* receiver.waitFor("the event still stored", (r) => r.length === 1)
+          const named = yield* sql<{ readonly event_id: string }>`SELECT event_id FROM deliveries
+            WHERE webhook_id = ${hook.id}`
+          expect(named.map((row) => row.event_id)).toEqual([kept?.id])
+        }))
+    }
 
     it.scoped("refuses bad input with a clear error, and answers 404 for another tenant's or an unknown replay", () =>
       Effect.gen(function*() {

@@ -13,7 +13,7 @@ import { Duration, Effect, Layer } from "effect"
 import { HubConfig } from "../Config.js"
 import { idFloor } from "../Domain/Ids.js"
 import { compactMessageCounts } from "../Messages/Repo.js"
-import { isPostgres } from "../Sql/Dialect.js"
+import { isPostgres, skipLocked } from "../Sql/Dialect.js"
 import { runForFleet } from "../Sql/FleetJobs.js"
 import { minuteOf, pruneDepthSamples } from "../Stats/Repo.js"
 
@@ -82,9 +82,10 @@ export class Retention extends Effect.Service<Retention>()("Retention", {
       sql.withTransaction(Effect.gen(function*() {
         // Any delivery counts, a young one too: a replay makes new deliveries of events up to the
         // retention period old (Replays/Repo.ts queueChunk). One seek of deliveries_event each.
+        // Events a replay's chunk holds (PostgreSQL) are passed over: it may be about to name them.
         const unreferenced = (yield* sql<{ readonly id: string }>`SELECT e.id FROM events e WHERE e.id < ${below}
           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
-          ORDER BY e.id LIMIT ${BATCH}`).map((row) => row.id)
+          ORDER BY e.id LIMIT ${BATCH} ${skipLocked(sql)}`).map((row) => row.id)
         if (unreferenced.length === 0) return 0
         yield* sql`DELETE FROM event_changes WHERE ${sql.in("event_id", unreferenced)}`
         return (yield* sql<{ readonly id: string }>`DELETE FROM events WHERE ${

@@ -171,7 +171,7 @@ export class Replays extends Effect.Service<Replays>()("Replays", {
             replayId,
             webhookId: webhook.id,
             events,
-            plan: (earlier) => planChunk(webhook.instance_id, request.filter, events, earlier),
+            plan: (stored, earlier) => planChunk(webhook.instance_id, request.filter, stored, earlier),
             position,
             now: nowIso()
           })

@@ -11,6 +11,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { encodeCursor, type Keyset } from "../Domain/Paging.js"
+import { lockRead } from "../Sql/Dialect.js"
 import { announce, channels } from "../Sql/Notify.js"
 import { decodeRows, SqlCount } from "../Sql/RowSchemas.js"
 import { padded } from "../Sql/StatementShapes.js"
@@ -95,7 +96,8 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
       readonly replayId: string
       readonly webhookId: string
       readonly events: ReadonlyArray<StoredEvent>
-      readonly plan: (earlier: ReadonlyArray<EarlierDelivery>) => ChunkPlan
+      /** What to queue of the events still stored, given their earlier deliveries to the webhook. */
+      readonly plan: (events: ReadonlyArray<StoredEvent>, earlier: ReadonlyArray<EarlierDelivery>) => ChunkPlan
       readonly position: Keyset
       readonly now: string
     }) =>
@@ -105,7 +107,17 @@ export class ReplaysRepo extends Effect.Service<ReplaysRepo>()("ReplaysRepo", {
           pg: () => sql`SELECT id FROM webhooks WHERE id = ${input.webhookId} FOR UPDATE`,
           orElse: () => Effect.void
         })
-        const planned = input.plan(yield* earlier(input.webhookId, input.events))
+        // The chunk's events were read before this transaction: retention may have deleted the
+        // oldest since (the window reaches back to its edge). Those still stored are kept from it
+        // until this commits; the others are passed over, as if read after their deletion.
+        const ids = input.events.map((event) => event.id)
+        const stored = new Set(
+          (yield* sql<{ readonly id: string }>`SELECT id FROM events WHERE ${sql.in("id", padded(ids))}${
+            lockRead(sql, "events", "id", "key share")
+          }`).map((row) => row.id)
+        )
+        const events = input.events.filter((event) => stored.has(event.id))
+        const planned = input.plan(events, yield* earlier(input.webhookId, events))
         const chunk = { ...input, ...planned }
         if (chunk.fresh.length > 0) {
           yield* sql`INSERT INTO deliveries ${

@@ -32,10 +32,17 @@ export const skipLocked = (sql: SqlClient.SqlClient): Statement.Fragment =>
  * Ends a SELECT whose rows the transaction goes on to change from what it read: on PostgreSQL
  * ` ORDER BY <orderBy> FOR UPDATE OF <table>`, so a concurrent transaction on another replica waits,
  * then reads the rows as changed (locked in one order, so two such reads cannot deadlock each other);
- * nothing on SQLite (one writer at a time, and its transactions begin IMMEDIATE).
+ * nothing on SQLite (one writer at a time, and its transactions begin IMMEDIATE). With `"key share"`,
+ * for rows the transaction's inserts go on to name: `FOR KEY SHARE`, so none can be deleted before
+ * it commits, and a row whose delete was under way is waited for and then not read.
  */
-export const lockRead = (sql: SqlClient.SqlClient, table: string, orderBy: string): Statement.Fragment =>
-  sql.literal(isPostgres(sql) ? ` ORDER BY ${orderBy} FOR UPDATE OF ${table}` : "")
+export const lockRead = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  orderBy: string,
+  strength: "update" | "key share" = "update"
+): Statement.Fragment =>
+  sql.literal(isPostgres(sql) ? ` ORDER BY ${orderBy} FOR ${strength.toUpperCase()} OF ${table}` : "")
 
 /** Statement text written with `?` placeholders (for sql.unsafe), numbered `$1, $2, …` on PostgreSQL. */
 export const placeholders = (sql: SqlClient.SqlClient, text: string): string => {
