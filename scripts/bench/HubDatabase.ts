@@ -43,10 +43,23 @@ export const hubDatabase = async (options: {
   readonly hub?: string | undefined
   /** PostgreSQL's further settings, `name=value` each. */
   readonly settings?: ReadonlyArray<string>
+  /**
+   * PostgreSQL: the database's default collation, an ICU locale (`en-US`), as a database created
+   * with a language's collation has (managed services default to `en_US.UTF-8`); else `C`.
+   */
+  readonly collation?: string | undefined
 }): Promise<HubDatabase> => {
   if (options.engine === "postgres") {
     const pg = await startPostgres({ durable: true, maxConnections: 50, settings: [...(options.settings ?? [])] })
-    const url = pg.urlOf("postgres")
+    let url = pg.urlOf("postgres")
+    if (options.collation !== undefined) {
+      const admin = new Bun.SQL({ url, max: 1 })
+      await admin.unsafe(
+        `CREATE DATABASE hub TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${options.collation}' LOCALE 'C'`
+      )
+      await admin.close()
+      url = pg.urlOf("hub")
+    }
     await migrate(url, options.hub)
     const db = new Bun.SQL({ url, max: 4 })
     return {

@@ -23,6 +23,7 @@ const { values } = parseArgs({
     variant: { type: "string", default: "as-is" },
     "in-flight": { type: "string", default: "1" },
     statements: { type: "boolean", default: false },
+    collation: { type: "string" },
     webhooks: { type: "string", default: "12" }
   }
 })
@@ -83,6 +84,7 @@ if (variant === undefined) throw new Error(`--variant is one of ${Object.keys(VA
 const database = await hubDatabase({
   engine: "postgres",
   hub: values.hub,
+  collation: values.collation,
   settings: values.statements
     ? ["shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "track_io_timing=off"]
     : []
