@@ -695,6 +695,42 @@ layer(
     }))
 })
 
+for (const engine of engines) {
+  layer(
+    testHub({ engine, webhookTimeout: Duration.seconds(10), dispatchPerWebhook: 2 }),
+    { excludeTestServices: true }
+  )(`leasing ahead (${engine})`, (it) => {
+    it.scoped("the dispatcher takes four times a webhook's share ahead; the receiver still sees the share at once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        let release: () => void = () => {}
+        const held = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        const receiver = yield* makeReceiver(() => held.then(() => ({ status: 200 })))
+        const hook = yield* createWebhook(tenant, receiver.url)
+        for (let i = 0; i < 10; i++) yield* postEvent(tenant)
+        yield* receiver.waitFor("the webhook's share at the receiver", (r) => r.length === 2)
+        // Eight (4 × 2) are this process's: two at the receiver and six waiting their turn in memory,
+        // written leased by the ingress that admitted them; the last two wait in the queue.
+        const leased = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+          WHERE webhook_id = ${hook.id} AND lease_owner IS NOT NULL`
+        expect(Number(leased[0]?.n)).toBe(8)
+        expect(receiver.requests.length).toBe(2)
+        release()
+        yield* untilDeliveries(
+          tenant,
+          hook.id,
+          "all ten delivered",
+          (d) => d.length === 10 && d.every((x) => x.status === "succeeded")
+        )
+        expect(receiver.distinctIds().size).toBe(10)
+        expect(receiver.maxConcurrent()).toBe(2)
+      }))
+  })
+}
+
 describe("retry policy", () => {
   const schedule = [Duration.seconds(5), Duration.seconds(30)]
   const failed = {

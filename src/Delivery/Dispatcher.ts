@@ -40,12 +40,13 @@ import { type Deliveries, makeDeliveries } from "./Attempt.js"
 import type { Credentials } from "./Credentials.js"
 import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
-import type { Shares } from "./Fairness.js"
+import { pipelineShares, type Shares } from "./Fairness.js"
 import { type DispatcherIntake, Handoff } from "./Handoff.js"
 import type { LeaseRequest } from "./Lease.js"
 import { OutboxRepo } from "./Outbox.js"
 import { outboxStateQueries } from "./OutboxStates.js"
 import type { AttemptRecord, LeasedDelivery } from "./Records.js"
+import { makeStartGate, type StartGate } from "./StartGate.js"
 
 const POLL_INTERVAL = Duration.seconds(1)
 
@@ -61,12 +62,17 @@ interface Engine {
   readonly batcher: WriteBatcher["Type"]
   readonly deliveries: Deliveries
   readonly watch: DeliveryWatch
+  /** The room the lease and the hand-off fill: the shares, PIPELINE_DEPTH times (Fairness.ts). */
   readonly shares: Shares
-  /** The counts of attempts in flight, and whether a new delivery may skip the queue. */
+  /** The counts of rows in that room (leased or admitted, until their attempts end), and whether a new delivery may skip the queue. */
   readonly admission: Admission
+  /** The attempts at the receivers, within the shares themselves; the rest of the room waits there. */
+  readonly gate: StartGate
   /** This process's name on the rows it leases. */
   readonly owner: string
   readonly leaseMs: number
+  /** The longest an attempt takes (HUB_WEBHOOK_TIMEOUT): one starts no later than this before its lease ends. */
+  readonly timeoutMs: number
   readonly retryWake: RetryWaker
   /** Aborts the attempts still in flight when the drain time is up. */
   readonly shutdown: AbortController
@@ -82,11 +88,12 @@ interface Engine {
 const makeEngine = Effect.gen(function*() {
   const config = yield* HubConfig
   const signal = yield* DispatchSignal
-  const shares: Shares = {
+  const attemptShares: Shares = {
     concurrency: config.dispatchConcurrency,
     perWebhook: config.dispatchPerWebhook,
     perOrganization: config.dispatchPerOrganization
   }
+  const shares = pipelineShares(attemptShares)
   const engine: Engine = {
     outbox: yield* OutboxRepo,
     signal,
@@ -95,9 +102,11 @@ const makeEngine = Effect.gen(function*() {
     watch: yield* DeliveryWatch,
     shares,
     admission: makeAdmission(shares),
+    gate: makeStartGate(attemptShares),
     owner: `${hostname()}:${process.pid}:${crypto.randomUUID()}`,
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     leaseMs: Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin),
+    timeoutMs: Duration.toMillis(config.webhookTimeout),
     retryWake: retryWaker(signal.notify),
     shutdown: new AbortController(),
     idle: yield* Deferred.make<void>(),
@@ -135,6 +144,7 @@ export const DispatcherLive = Layer.scopedDiscard(
         engine.stopping = true
         readiness.drain()
         engine.admission.close()
+        engine.gate.close()
         yield* Fiber.interrupt(ticker)
         yield* Fiber.interrupt(loop)
         yield* drainAndRelease(engine, dispatchDrainTimeout)
@@ -155,7 +165,7 @@ const dispatchRound = (engine: Engine) =>
       const round = yield* logAndLease(engine)
       if (round.records.length > 0) yield* afterLogging(engine, round.records, round.failing)
       // What was counted starts; the rest belongs to webhooks no longer active.
-      for (const d of round.counted) startAttempt(engine, d, yield* engine.deliveries.credentials(d, round.nowMs))
+      for (const d of round.counted) offerAttempt(engine, d, yield* engine.deliveries.credentials(d, round.nowMs))
       engine.inactive = round.leased.flatMap((d) => (Boolean(d.webhook_active) ? [] : [d.id]))
       // A full lease may leave more due rows, and rows to cancel need a round.
       const more = (round.free > 0 && round.leased.length >= round.free) || engine.inactive.length > 0
@@ -219,14 +229,34 @@ const logAndLease = (engine: Engine) => {
 }
 
 /**
- * Starts an attempt already counted in flight (leased by a round, or admitted by the hand-off): the
- * exchange (Attempt.ts) is a plain promise, no fiber or Effect timer per delivery.
+ * Offers a row already counted in the room (leased by a round, or admitted by the hand-off) to the
+ * gate, which starts it within the receivers' shares, now or once an attempt ends; a row that could
+ * no longer end within its lease is not started, and its room is given back.
+ */
+const offerAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credentials) =>
+  engine.gate.offer({
+    delivery: d,
+    retry: d.status !== "pending",
+    startBy: Date.parse(d.lease_expires_at) - engine.timeoutMs,
+    start: () => startAttempt(engine, d, credentials),
+    lapse: () => settleAttempt(engine, d, undefined)
+  })
+
+/**
+ * Starts an attempt the gate let through: the exchange (Attempt.ts) is a plain promise, no fiber or
+ * Effect timer per delivery. Once it ends, the gate lets the next waiting row through.
  */
 const startAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credentials) => {
   engine.deliveries.attempt(d, credentials, engine.shutdown.signal).then(
-    (record) => settleAttempt(engine, d, record),
+    (record) => {
+      engine.gate.ended(d)
+      settleAttempt(engine, d, record)
+    },
     // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
-    () => settleAttempt(engine, d, undefined)
+    () => {
+      engine.gate.ended(d)
+      settleAttempt(engine, d, undefined)
+    }
   )
 }
 
@@ -259,7 +289,7 @@ const intakeOf = (engine: Engine): DispatcherIntake => ({
           settleAttempt(engine, d, undefined)
         )
         : Effect.map(engine.deliveries.credentials(d, Date.now()), (credentials) =>
-          startAttempt(engine, d, credentials)), { discard: true }),
+          offerAttempt(engine, d, credentials)), { discard: true }),
   releaseUncommitted: (handed) => {
     for (const d of handed) settleAttempt(engine, d, undefined)
   }

@@ -112,7 +112,12 @@ const leaseOf = (intake: DispatcherIntake | undefined): HandOffLease | undefined
     : { owner: intake.owner, leaseUntil: new Date(Date.now() + intake.leaseMs).toISOString() }
 
 /** An admitted row as the dispatcher starts it, with what it takes to send it. */
-const handedOff = (row: NewDeliveryRow, webhook: QueueingWebhook, event: EventRecord): LeasedDelivery => ({
+const handedOff = (
+  row: NewDeliveryRow,
+  webhook: QueueingWebhook,
+  event: EventRecord,
+  lease: HandOffLease
+): LeasedDelivery => ({
   id: row.id,
   webhook_id: webhook.id,
   event_id: event.id,
@@ -125,6 +130,7 @@ const handedOff = (row: NewDeliveryRow, webhook: QueueingWebhook, event: EventRe
   final_attempt: null,
   // Handed off only when due: from its creation.
   next_attempt_at: row.created_at,
+  lease_expires_at: lease.leaseUntil,
   body: row.body ?? event.body,
   url: webhook.url,
   webhook_active: true,
@@ -195,7 +201,7 @@ const deliveryRow = (
     contact_key: place === undefined ? null : p.person,
     contact_seq: place?.seq ?? null
   }
-  if (lease !== undefined) handOff.handedOver.push(handedOff(row, webhook, event))
+  if (lease !== undefined) handOff.handedOver.push(handedOff(row, webhook, event, lease))
   return row
 }
 

@@ -30,6 +30,21 @@ export interface Owned {
 }
 
 /**
+ * How many times the shares a dispatcher leases and admits ahead of its attempts: a row's room is
+ * taken from its lease to its attempt's end, and on PostgreSQL most of that is the lease's commit.
+ * The receivers still see at most the shares at once (StartGate.ts). Measured in
+ * docs/PERFORMANCE.md ("Room to lease ahead").
+ */
+export const PIPELINE_DEPTH = 4
+
+/** The room a dispatcher leases and admits within: the shares, PIPELINE_DEPTH times. */
+export const pipelineShares = (shares: Shares): Shares => ({
+  concurrency: shares.concurrency * PIPELINE_DEPTH,
+  perWebhook: shares.perWebhook * PIPELINE_DEPTH,
+  perOrganization: shares.perOrganization * PIPELINE_DEPTH
+})
+
+/**
  * The attempts in flight overall below which an organization past its share may still start one:
  * all slots but a quarter, which stays free for organizations within their share.
  */

@@ -241,7 +241,7 @@ export const makeLease = (sql: SqlClient.SqlClient) => {
    */
   const leasedColumns = sql.literal(
     `d.id, d.webhook_id, d.event_id, e.traceparent, w.organization_id, d.contact_key, d.message_id, d.status,
-     d.attempts, d.final_attempt, d.next_attempt_at, COALESCE(d.body, e.body) AS body, w.url,
+     d.attempts, d.final_attempt, d.next_attempt_at, d.lease_expires_at, COALESCE(d.body, e.body) AS body, w.url,
      w.active AS webhook_active, w.failing_since AS webhook_failing_since,
      w.secret_encrypted, w.previous_secret_encrypted, w.previous_secret_expires_at, w.headers, w.headers_encrypted`
   )

@@ -70,6 +70,8 @@ export interface LeasedDelivery {
   readonly attempts: number
   readonly final_attempt: number | null
   readonly next_attempt_at: string
+  /** When its lease ends: its attempt must start early enough to end before (StartGate.ts). */
+  readonly lease_expires_at: string
   readonly body: string
   readonly url: string
   /**
