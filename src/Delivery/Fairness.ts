@@ -35,7 +35,7 @@ export interface Owned {
  * The receivers still see at most the shares at once (StartGate.ts). Measured in
  * docs/PERFORMANCE.md ("Room to lease ahead").
  */
-export const PIPELINE_DEPTH = 4
+const PIPELINE_DEPTH = 4
 
 /** The room a dispatcher leases and admits within: the shares, PIPELINE_DEPTH times. */
 export const pipelineShares = (shares: Shares): Shares => ({

@@ -19,7 +19,7 @@
 import { countDown, countUp, type Owned, roomFor, type Shares } from "./Fairness.js"
 
 /** A leased row offered to start: `start` sends it, `lapse` gives its room back unsent. */
-export interface Offered {
+interface Offered {
   readonly delivery: Owned
   /** Whether it is a retry (a replay's rows are): it waits behind every first attempt. */
   readonly retry: boolean
