@@ -11,6 +11,8 @@ import {
   type DueRow,
   overShareLimit,
   pickWithinShares,
+  pipelineDepth,
+  pipelineShares,
   roomFor,
   rowsLeft,
   withAttempts
@@ -136,5 +138,23 @@ describe("fairness rule", () => {
     expect(pickWithinShares(rows, { ...request, limit: 1, overShareRoom: 3 }).picked.map((row) => row.id)).toEqual([
       "a1"
     ])
+  })
+})
+
+describe("leasing ahead", () => {
+  it("leases as far ahead as a row can wait behind attempts taking the whole timeout and still start within its lease's margin", () => {
+    // The defaults, a 10 s timeout and a 30 s margin: three rounds of attempts ahead, four times the shares.
+    expect(pipelineDepth(10_000, 30_000)).toBe(4)
+    expect(pipelineDepth(15_000, 30_000)).toBe(3)
+    expect(pipelineDepth(30_000, 30_000)).toBe(2)
+    // A margin shorter than the timeout: no room ahead of the shares.
+    expect(pipelineDepth(60_000, 30_000)).toBe(1)
+    // Never more than four, however short the timeout.
+    expect(pipelineDepth(100, 30_000)).toBe(4)
+    expect(pipelineShares({ concurrency: 256, perWebhook: 32, perOrganization: 128 }, 4)).toEqual({
+      concurrency: 1024,
+      perWebhook: 128,
+      perOrganization: 512
+    })
   })
 })

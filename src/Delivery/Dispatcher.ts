@@ -7,7 +7,9 @@
  *     and started once the transaction commits. Outbox.ts holds the SQL.
  *  2. DispatchSignal.ts: queued rows wake the dispatcher (every replica's, on PostgreSQL).
  *  3. This file: a round logs finished attempts (AttemptLog.ts) and leases due rows (Lease.ts:
- *     first attempts before retries, within the shares of Fairness.ts), in one transaction.
+ *     first attempts before retries, within the shares of Fairness.ts), in one transaction. Leased
+ *     and admitted rows fill up to four times the shares (Fairness.pipelineDepth); StartGate.ts starts
+ *     them within the shares themselves, the rest waiting their turn in memory.
  *  4. Attempt.ts: the keys and headers (Credentials.ts, decrypted by Sql/SecretCipher.ts), the
  *     signature (Signing.ts), the address checked (Net/UrlPolicy.ts), the POST (Sender.ts), the
  *     answer classified, the retry scheduled (RetryPolicy.ts) or the delivery dead.
@@ -23,7 +25,9 @@
  * DispatchSignal (rows queued, an attempt finished, a near retry due) and on a Schedule otherwise
  * (due retries, leases expired by a crashed process). Each round logs every finished attempt and,
  * when rows may be due, leases them (first attempts before retries) in ONE shared transaction, then
- * starts the leased attempts within bounded concurrency overall, per webhook and per organization.
+ * offers the leased rows to the start gate, which starts attempts within bounded concurrency
+ * overall, per webhook and per organization; it leases ahead of that bound so that the next rows
+ * are this process's while the lease commits.
  * Attempts are plain promises: no fiber or Effect timer per delivery, only the exchange over the
  * kept-alive pool. On shutdown it stops leasing, lets in-flight attempts finish for up to
  * HUB_DISPATCH_DRAIN_TIMEOUT, logs them, and releases the rest so the next start takes them at once.
@@ -40,7 +44,7 @@ import { type Deliveries, makeDeliveries } from "./Attempt.js"
 import type { Credentials } from "./Credentials.js"
 import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
-import { pipelineShares, type Shares } from "./Fairness.js"
+import { pipelineDepth, pipelineShares, type Shares } from "./Fairness.js"
 import { type DispatcherIntake, Handoff } from "./Handoff.js"
 import type { LeaseRequest } from "./Lease.js"
 import { OutboxRepo } from "./Outbox.js"
@@ -62,7 +66,7 @@ interface Engine {
   readonly batcher: WriteBatcher["Type"]
   readonly deliveries: Deliveries
   readonly watch: DeliveryWatch
-  /** The room the lease and the hand-off fill: the shares, PIPELINE_DEPTH times (Fairness.ts). */
+  /** The room the lease and the hand-off fill: the shares, pipelineDepth times (Fairness.ts). */
   readonly shares: Shares
   /** The counts of rows in that room (leased or admitted, until their attempts end), and whether a new delivery may skip the queue. */
   readonly admission: Admission
@@ -93,7 +97,9 @@ const makeEngine = Effect.gen(function*() {
     perWebhook: config.dispatchPerWebhook,
     perOrganization: config.dispatchPerOrganization
   }
-  const shares = pipelineShares(attemptShares)
+  const timeoutMs = Duration.toMillis(config.webhookTimeout)
+  const marginMs = Duration.toMillis(config.dispatchLeaseMargin)
+  const shares = pipelineShares(attemptShares, pipelineDepth(timeoutMs, marginMs))
   const engine: Engine = {
     outbox: yield* OutboxRepo,
     signal,
@@ -105,8 +111,8 @@ const makeEngine = Effect.gen(function*() {
     gate: makeStartGate(attemptShares),
     owner: `${hostname()}:${process.pid}:${crypto.randomUUID()}`,
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
-    leaseMs: Duration.toMillis(config.webhookTimeout) + Duration.toMillis(config.dispatchLeaseMargin),
-    timeoutMs: Duration.toMillis(config.webhookTimeout),
+    leaseMs: timeoutMs + marginMs,
+    timeoutMs,
     retryWake: retryWaker(signal.notify),
     shutdown: new AbortController(),
     idle: yield* Deferred.make<void>(),

@@ -31,17 +31,21 @@ export interface Owned {
 
 /**
  * How many times the shares a dispatcher leases and admits ahead of its attempts: a row's room is
- * taken from its lease to its attempt's end, and on PostgreSQL most of that is the lease's commit.
- * The receivers still see at most the shares at once (StartGate.ts). Measured in
- * docs/PERFORMANCE.md ("Room to lease ahead").
+ * taken from its lease to its attempt's end, and on PostgreSQL most of that is the lease's commit,
+ * so with room equal to the shares one replica fell behind its ingress (docs/PERFORMANCE.md, "Room
+ * to lease ahead"). The receivers still see at most the shares at once (StartGate.ts). A row waits
+ * behind at most `depth - 1` rounds of its webhook's attempts, each within the timeout, so it starts
+ * within its lease's margin (HUB_DISPATCH_LEASE_MARGIN) even when every attempt takes the whole
+ * timeout: 1 + margin / timeout, at most 4 (the defaults, 30 s and 10 s, give 4: what was measured).
  */
-const PIPELINE_DEPTH = 4
+export const pipelineDepth = (timeoutMs: number, marginMs: number): number =>
+  Math.max(1, Math.min(4, 1 + Math.floor(marginMs / Math.max(1, timeoutMs))))
 
-/** The room a dispatcher leases and admits within: the shares, PIPELINE_DEPTH times. */
-export const pipelineShares = (shares: Shares): Shares => ({
-  concurrency: shares.concurrency * PIPELINE_DEPTH,
-  perWebhook: shares.perWebhook * PIPELINE_DEPTH,
-  perOrganization: shares.perOrganization * PIPELINE_DEPTH
+/** The room a dispatcher leases and admits within: the shares, `depth` times. */
+export const pipelineShares = (shares: Shares, depth: number): Shares => ({
+  concurrency: shares.concurrency * depth,
+  perWebhook: shares.perWebhook * depth,
+  perOrganization: shares.perOrganization * depth
 })
 
 /**

@@ -2,15 +2,11 @@
  * The attempts at the receivers: at most the shares' (HUB_DISPATCH_CONCURRENCY overall,
  * HUB_DISPATCH_PER_WEBHOOK, HUB_DISPATCH_PER_ORGANIZATION, by Fairness.ts's rule) are in flight at
  * once; a leased row beyond them waits here until one ends: first attempts before retries, as the
- * lease orders them (a replay's rows wait in the retry lane, so live traffic goes first), each in
- * the order offered, so no row of a webhook overtakes an earlier one of its lane.
+ * lease orders them (a replay's rows wait in the retry lane, so live traffic goes first), and a
+ * webhook's rows of each kind in the order offered, so none overtakes an earlier one of its webhook.
  *
- * Why rows wait here at all: the dispatcher leases (and the ingress admits) up to PIPELINE_DEPTH
- * times those shares (Fairness.pipelineShares), because a row's room is taken from its lease until
- * its attempt ends, and on PostgreSQL most of that time is the lease's commit, not the attempt. With
- * the room equal to the shares, one replica drained 3,303–3,893 deliveries/s in overload at 129–136
- * µs of PostgreSQL's CPU a delivery; with four times the room and the receivers' share held here,
- * see docs/PERFORMANCE.md ("Room to lease ahead").
+ * Why rows wait here at all: the dispatcher leases (and the ingress admits) up to four times those
+ * shares ahead (Fairness.pipelineDepth), so that the next rows are its own while a lease commits.
  *
  * A row waits at most until its lease could lapse before its attempt ends (`startBy`: the lease's
  * end less the attempt's timeout); past that it is not started (`lapse`), and its lease expires for
@@ -42,15 +38,22 @@ export interface StartGate {
   readonly close: () => void
 }
 
+/** A webhook's rows waiting, each kind in offered order. */
+interface Waiting {
+  readonly firsts: Array<Offered>
+  readonly retries: Array<Offered>
+}
+
 export const makeStartGate = (shares: Shares, now: () => number = Date.now): StartGate => {
   const byWebhook = new Map<string, number>()
   const byOrganization = new Map<string, number>()
   let running = 0
+  let waiting = 0
   let closed = false
-  // First attempts and retries waiting, each in offered order; a started or lapsed row leaves. Small:
-  // at most the pipeline's room less the shares.
-  const firsts: Array<Offered> = []
-  const retries: Array<Offered> = []
+  // The webhooks with rows waiting, in the order they began to wait. Looked at by the head of each
+  // (not row by row: in overload hundreds wait behind their webhooks' shares, and a scan of every
+  // row at each attempt's end took 14 % of the hub's thread on SQLite).
+  const lanes = new Map<string, Waiting>()
 
   const tryStart = (offered: Offered): boolean => {
     const room = roomFor(shares, running, { byWebhook, byOrganization }, offered.delivery)
@@ -62,40 +65,47 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
     return true
   }
 
-  /**
-   * Starts, in order, the waiting rows of `queue` with room, and lapses those past their `startBy`;
-   * compacts it in place. Stops looking once no slot is free overall (usually at once: an attempt
-   * ended frees one). `start` and `lapse` never call back into the gate synchronously.
-   */
-  const pumpQueue = (queue: Array<Offered>, at: number) => {
-    let kept = 0
-    let i = 0
-    for (; i < queue.length && running < shares.concurrency; i++) {
-      const offered = queue[i]
-      if (offered === undefined) continue
-      if (at > offered.startBy) offered.lapse()
-      else if (!tryStart(offered)) queue[kept++] = offered
+  /** Starts rows from the front of `queue` while they have room; lapses those past their `startBy`. */
+  const startFront = (queue: Array<Offered>, at: number) => {
+    for (let head = queue[0]; head !== undefined; head = queue[0]) {
+      if (at <= head.startBy && !tryStart(head)) return
+      queue.shift()
+      waiting--
+      if (at > head.startBy) head.lapse()
     }
-    for (; i < queue.length; i++) {
-      const offered = queue[i]
-      if (offered !== undefined) queue[kept++] = offered
-    }
-    queue.length = kept
   }
 
+  /**
+   * Every webhook's first attempts, then every webhook's retries, each from the front while there
+   * is room; stops once no slot is free overall. `start` and `lapse` never call back into the gate
+   * synchronously.
+   */
   const pump = () => {
-    if (closed || firsts.length + retries.length === 0) return
+    if (closed || waiting === 0) return
     const at = now()
-    pumpQueue(firsts, at)
-    pumpQueue(retries, at)
+    for (const kind of ["firsts", "retries"] as const) {
+      for (const lane of lanes.values()) {
+        if (running >= shares.concurrency) return
+        startFront(lane[kind], at)
+      }
+    }
+    for (const [webhookId, lane] of lanes) {
+      if (lane.firsts.length === 0 && lane.retries.length === 0) lanes.delete(webhookId)
+    }
   }
 
   return {
     offer: (offered) => {
       if (closed) return offered.lapse()
-      // Behind rows of its lane already waiting, so none of its webhook's is overtaken.
-      if (offered.retry) retries.push(offered)
-      else firsts.push(offered)
+      const webhookId = offered.delivery.webhook_id
+      let lane = lanes.get(webhookId)
+      if (lane === undefined) {
+        lane = { firsts: [], retries: [] }
+        lanes.set(webhookId, lane)
+      } // Behind its webhook's rows of its kind already waiting, so none is overtaken.
+
+      ;(offered.retry ? lane.retries : lane.firsts).push(offered)
+      waiting++
       pump()
     },
     ended: (delivery) => {
@@ -105,12 +115,12 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
       pump()
     },
     running: () => running,
-    waiting: () => firsts.length + retries.length,
+    waiting: () => waiting,
     close: () => {
       closed = true
-      const lapsed = [...firsts, ...retries]
-      firsts.length = 0
-      retries.length = 0
+      const lapsed = [...lanes.values()].flatMap((lane) => [...lane.firsts, ...lane.retries])
+      lanes.clear()
+      waiting = 0
       for (const offered of lapsed) offered.lapse()
     }
   }
