@@ -84,13 +84,11 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
     if (closed || waiting === 0) return
     const at = now()
     for (const kind of ["firsts", "retries"] as const) {
-      for (const lane of lanes.values()) {
+      for (const [webhookId, lane] of lanes) {
         if (running >= shares.concurrency) return
         startFront(lane[kind], at)
+        if (lane.firsts.length === 0 && lane.retries.length === 0) lanes.delete(webhookId)
       }
-    }
-    for (const [webhookId, lane] of lanes) {
-      if (lane.firsts.length === 0 && lane.retries.length === 0) lanes.delete(webhookId)
     }
   }
 
@@ -102,9 +100,10 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
       if (lane === undefined) {
         lane = { firsts: [], retries: [] }
         lanes.set(webhookId, lane)
-      } // Behind its webhook's rows of its kind already waiting, so none is overtaken.
-
-      ;(offered.retry ? lane.retries : lane.firsts).push(offered)
+      }
+      // Behind its webhook's rows of its kind already waiting, so none is overtaken.
+      if (offered.retry) lane.retries.push(offered)
+      else lane.firsts.push(offered)
       waiting++
       pump()
     },
