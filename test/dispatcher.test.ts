@@ -17,6 +17,7 @@ import {
   LogLevel,
   Option,
   Redacted,
+  Schedule,
   Schema,
   Scope
 } from "effect"
@@ -1259,6 +1260,74 @@ for (const engine of engines) {
           )
           expect(stuckDelivery?.attempts).toBe(1)
           expect(quick.requests.length).toBe(1)
+        }).pipe(Effect.scoped)
+    )
+
+    plain.live(
+      "rows leased ahead and waiting their turn are not started once the hub stops, and are released for the next start",
+      () =>
+        Effect.gen(function*() {
+          const folder = mkdtempSync(join(tmpdir(), "hub-drain-"))
+          yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
+          const settings = {
+            databaseFile: engine === "sqlite" ? join(folder, "hub.sqlite") : yield* testDatabaseUrl(engine),
+            secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(5))),
+            // With the default lease margin (30 s), four times the shares leased ahead (Fairness.pipelineDepth).
+            webhookTimeout: Duration.seconds(10),
+            dispatchDrainTimeout: Duration.seconds(5),
+            // One attempt at a time to the webhook: the others wait in memory, leased to the hub.
+            dispatchPerWebhook: 1
+          }
+          const answerFirst = yield* Deferred.make<void>()
+          const receiver = yield* makeReceiver((_, index) =>
+            index === 0 ? Effect.runPromise(Deferred.await(answerFirst)).then(() => ({ status: 200 })) : { status: 200 }
+          )
+          const hubWith = TestHubLive.pipe(
+            Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+            Layer.provide(HostResolver.System),
+            Layer.provideMerge(testHubConfig(settings)),
+            Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+          )
+          const firstScope = yield* Scope.make()
+          const first = yield* Layer.buildWithScope(hubWith, firstScope)
+          const tenant = yield* Effect.provide(seedTenant(), first)
+          const hook = yield* Effect.provide(createWebhook(tenant, receiver.url), first)
+          for (let i = 0; i < 3; i++) yield* Effect.provide(postEvent(tenant), first)
+          yield* receiver.waitFor("the first delivery, held", (r) => r.length === 1)
+          const leased = (sql: SqlClient.SqlClient) =>
+            sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+              WHERE webhook_id = ${hook.id} AND lease_owner IS NOT NULL`.pipe(Effect.map((rows) => Number(rows[0]?.n)))
+          // A row queued before the dispatcher's first lease is leased by its next round: all three soon.
+          yield* Effect.provide(
+            Effect.flatMap(SqlClient.SqlClient, leased).pipe(
+              Effect.repeat({ schedule: Schedule.spaced("10 millis"), until: (n) => n === 3 }),
+              Effect.timeout("10 seconds")
+            ),
+            first
+          )
+
+          // The first attempt ends while the hub drains: the two waiting behind it do not start then.
+          const closing = yield* Effect.fork(Scope.close(firstScope, Exit.void))
+          yield* Effect.flatMap(Effect.provide(Readiness, first), (readiness) => readiness.whenDraining)
+          yield* Deferred.succeed(answerFirst, undefined)
+          yield* Fiber.join(closing)
+          expect(receiver.requests.length).toBe(1)
+
+          const second = yield* Layer.build(hubWith)
+          const sql = yield* Effect.provide(SqlClient.SqlClient, second)
+          // Released, not left leased for their lease's 40 s: the restart sends the two at once.
+          yield* receiver.waitFor("the two after restart", (r) => r.length === 3)
+          expect(receiver.distinctIds().size).toBe(3)
+          yield* Effect.provide(
+            untilDeliveries(
+              tenant,
+              hook.id,
+              "all three delivered",
+              (d) => d.length === 3 && d.every((x) => x.status === "succeeded")
+            ),
+            second
+          ).pipe(Effect.map((d) => expect(d.map((x) => x.attempts)).toEqual([1, 1, 1])))
+          expect(yield* leased(sql)).toBe(0)
         }).pipe(Effect.scoped)
     )
   })
