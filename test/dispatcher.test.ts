@@ -25,6 +25,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Webhook } from "standardwebhooks"
+import type { HubSettings } from "../src/Config.js"
 import { Handoff } from "../src/Delivery/Handoff.js"
 import { leaseQueries } from "../src/Delivery/Lease.js"
 import { OutboxRepo } from "../src/Delivery/Outbox.js"
@@ -1202,6 +1203,27 @@ for (const engine of engines) {
   })
 }
 
+/**
+ * A hub to stop and start again on one database (a file of its own on SQLite, removed with the
+ * scope; a fresh database on PostgreSQL), with these settings; logs off.
+ */
+const restartableHub = (engine: Engine, overrides: Partial<HubSettings>) =>
+  Effect.gen(function*() {
+    const folder = mkdtempSync(join(tmpdir(), "hub-drain-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
+    const settings = {
+      databaseFile: engine === "sqlite" ? join(folder, "hub.sqlite") : yield* testDatabaseUrl(engine),
+      secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(5))),
+      ...overrides
+    }
+    return TestHubLive.pipe(
+      Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
+      Layer.provide(HostResolver.System),
+      Layer.provideMerge(testHubConfig(settings)),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+    )
+  })
+
 for (const engine of engines) {
   describe(`graceful shutdown (${engine})`, () => {
     // Live services: the drain bound and the receivers run on the real clock.
@@ -1209,29 +1231,18 @@ for (const engine of engines) {
       "in-flight deliveries finish, the rest are released and the next start sends them at once",
       () =>
         Effect.gen(function*() {
-          const folder = mkdtempSync(join(tmpdir(), "hub-drain-"))
-          yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
-          const settings = {
-            databaseFile: engine === "sqlite" ? join(folder, "hub.sqlite") : yield* testDatabaseUrl(engine),
-            secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(5))),
+          const hub = yield* restartableHub(engine, {
             webhookTimeout: Duration.seconds(20),
             dispatchDrainTimeout: Duration.millis(300)
-          }
+          })
           const answerQuick = yield* Deferred.make<void>()
           const quick = yield* makeReceiver(() =>
             Effect.runPromise(Deferred.await(answerQuick)).then(() => ({ status: 200 }))
           )
           const stuck = yield* makeReceiver((_, index) => (index === 0 ? "hang" : { status: 200 }))
-          const hubWith = (logging: Layer.Layer<never>) =>
-            TestHubLive.pipe(
-              Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
-              Layer.provide(HostResolver.System),
-              Layer.provideMerge(testHubConfig(settings)),
-              Layer.provide(logging)
-            )
 
           const firstScope = yield* Scope.make()
-          const first = yield* Layer.buildWithScope(hubWith(Logger.minimumLogLevel(LogLevel.None)), firstScope)
+          const first = yield* Layer.buildWithScope(hub, firstScope)
           const tenant = yield* Effect.provide(seedTenant(), first)
           const quickHook = yield* Effect.provide(createWebhook(tenant, quick.url), first)
           const stuckHook = yield* Effect.provide(createWebhook(tenant, stuck.url), first)
@@ -1245,7 +1256,7 @@ for (const engine of engines) {
           yield* Deferred.succeed(answerQuick, undefined)
           yield* Fiber.join(closing)
 
-          const second = yield* Layer.build(hubWith(Logger.minimumLogLevel(LogLevel.None)))
+          const second = yield* Layer.build(hub)
           const [quickDelivery] = yield* Effect.provide(
             untilDeliveries(tenant, quickHook.id, "kept", (d) => d.length === 1),
             second
@@ -1267,29 +1278,19 @@ for (const engine of engines) {
       "rows leased ahead and waiting their turn are not started once the hub stops, and are released for the next start",
       () =>
         Effect.gen(function*() {
-          const folder = mkdtempSync(join(tmpdir(), "hub-drain-"))
-          yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
-          const settings = {
-            databaseFile: engine === "sqlite" ? join(folder, "hub.sqlite") : yield* testDatabaseUrl(engine),
-            secretKey: Option.some(Redacted.make(new Uint8Array(32).fill(5))),
+          const hub = yield* restartableHub(engine, {
             // With the default lease margin (30 s), four times the shares leased ahead (Fairness.pipelineDepth).
             webhookTimeout: Duration.seconds(10),
             dispatchDrainTimeout: Duration.seconds(5),
             // One attempt at a time to the webhook: the others wait in memory, leased to the hub.
             dispatchPerWebhook: 1
-          }
+          })
           const answerFirst = yield* Deferred.make<void>()
           const receiver = yield* makeReceiver((_, index) =>
             index === 0 ? Effect.runPromise(Deferred.await(answerFirst)).then(() => ({ status: 200 })) : { status: 200 }
           )
-          const hubWith = TestHubLive.pipe(
-            Layer.provideMerge(hubLayer(hubServer({ port: 0, hostname: "127.0.0.1" }))),
-            Layer.provide(HostResolver.System),
-            Layer.provideMerge(testHubConfig(settings)),
-            Layer.provide(Logger.minimumLogLevel(LogLevel.None))
-          )
           const firstScope = yield* Scope.make()
-          const first = yield* Layer.buildWithScope(hubWith, firstScope)
+          const first = yield* Layer.buildWithScope(hub, firstScope)
           const tenant = yield* Effect.provide(seedTenant(), first)
           const hook = yield* Effect.provide(createWebhook(tenant, receiver.url), first)
           for (let i = 0; i < 3; i++) yield* Effect.provide(postEvent(tenant), first)
@@ -1313,7 +1314,7 @@ for (const engine of engines) {
           yield* Fiber.join(closing)
           expect(receiver.requests.length).toBe(1)
 
-          const second = yield* Layer.build(hubWith)
+          const second = yield* Layer.build(hub)
           const sql = yield* Effect.provide(SqlClient.SqlClient, second)
           // Released, not left leased for their lease's 40 s: the restart sends the two at once.
           yield* receiver.waitFor("the two after restart", (r) => r.length === 3)
