@@ -14,7 +14,7 @@
  * Otherwise the row is queued and leased in due order like any other. First attempts still go
  * before retries, as the lease orders them.
  */
-import { atShare, countDown, countUp, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
+import { atShare, makeOwnedCounts, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
 
 export interface Admission {
   /** Attempts in flight, handed-off deliveries included from the moment they are admitted. */
@@ -38,10 +38,9 @@ export interface Admission {
 }
 
 export const makeAdmission = (limits: Shares): Admission => {
-  const byWebhook = new Map<string, number>()
-  const byOrganization = new Map<string, number>()
+  const counts = makeOwnedCounts()
+  const { byWebhook, byOrganization } = counts
   const overShareUpTo = overShareLimit(limits.concurrency)
-  let running = 0
   let closed = false
   /** Whether the last lease found every due row; false at start, until the first lease says so. */
   let queueClear = false
@@ -49,26 +48,20 @@ export const makeAdmission = (limits: Shares): Admission => {
   let behind = new Set<string>()
   let organizationsBehind = new Set<string>()
 
-  const count = (delivery: Owned) => {
-    countUp(byWebhook, delivery.webhook_id)
-    countUp(byOrganization, delivery.organization_id)
-    running++
-  }
-
   return {
-    running: () => running,
+    running: counts.total,
     inFlight: () => new Map(byWebhook),
     inFlightByOrganization: () => new Map(byOrganization),
-    overShareRoom: () => Math.max(0, overShareUpTo - running),
+    overShareRoom: () => Math.max(0, overShareUpTo - counts.total()),
     queueEmpty: () => queueClear && behind.size === 0 && organizationsBehind.size === 0,
     admit: (webhookId, organizationId) => {
       const delivery = { webhook_id: webhookId, organization_id: organizationId }
-      const room = roomFor(limits, running, { byWebhook, byOrganization }, delivery)
+      const room = roomFor(limits, counts.total(), counts, delivery)
       if (
         !closed && queueClear && room.overall && room.owner && !behind.has(webhookId) &&
         !organizationsBehind.has(organizationId)
       ) {
-        count(delivery)
+        counts.add(delivery)
         return true
       }
       // The row is queued: what comes after it must not overtake it (the organization's rows too, when
@@ -79,21 +72,17 @@ export const makeAdmission = (limits: Shares): Admission => {
       return false
     },
     leased: (asked, deliveries) => {
-      for (const delivery of deliveries) count(delivery)
+      for (const delivery of deliveries) counts.add(delivery)
       if (asked <= 0) return
       // A full lease may have left due rows behind; a short one took every due row it could.
       queueClear = deliveries.length < asked
       behind = new Set(atShare(byWebhook, limits.perWebhook))
       // Below the limit, an organization at its share could have taken more: it left nothing waiting.
-      organizationsBehind = running < overShareUpTo
+      organizationsBehind = counts.total() < overShareUpTo
         ? new Set()
         : new Set(atShare(byOrganization, limits.perOrganization))
     },
-    finished: (delivery) => {
-      running--
-      countDown(byWebhook, delivery.webhook_id)
-      countDown(byOrganization, delivery.organization_id)
-    },
+    finished: counts.remove,
     close: () => {
       closed = true
     }

@@ -253,17 +253,12 @@ const offerAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credential
  * Effect timer per delivery. Once it ends, the gate lets the next waiting row through.
  */
 const startAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credentials) => {
-  engine.deliveries.attempt(d, credentials, engine.shutdown.signal).then(
-    (record) => {
-      engine.gate.ended(d)
-      settleAttempt(engine, d, record)
-    },
-    // attempt() answers every failure itself; this only keeps the counts right if it ever throws.
-    () => {
-      engine.gate.ended(d)
-      settleAttempt(engine, d, undefined)
-    }
-  )
+  const ended = (record: AttemptRecord | undefined) => {
+    engine.gate.ended(d)
+    settleAttempt(engine, d, record)
+  }
+  // attempt() answers every failure itself; the second only keeps the counts right if it ever throws.
+  engine.deliveries.attempt(d, credentials, engine.shutdown.signal).then(ended, () => ended(undefined))
 }
 
 /** An attempt ended (or will not start): its room is free, its record waits for the next round, which is woken. */

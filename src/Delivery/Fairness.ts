@@ -66,6 +66,34 @@ export const countDown = (counts: Map<string, number>, key: string) => {
   else counts.set(key, left)
 }
 
+/** Counts kept overall, per webhook and per organization (the admission's room, the gate's attempts). */
+export interface OwnedCounts extends InFlight {
+  readonly total: () => number
+  readonly add: (delivery: Owned) => void
+  readonly remove: (delivery: Owned) => void
+}
+
+export const makeOwnedCounts = (): OwnedCounts => {
+  const byWebhook = new Map<string, number>()
+  const byOrganization = new Map<string, number>()
+  let total = 0
+  return {
+    byWebhook,
+    byOrganization,
+    total: () => total,
+    add: (delivery) => {
+      countUp(byWebhook, delivery.webhook_id)
+      countUp(byOrganization, delivery.organization_id)
+      total++
+    },
+    remove: (delivery) => {
+      countDown(byWebhook, delivery.webhook_id)
+      countDown(byOrganization, delivery.organization_id)
+      total--
+    }
+  }
+}
+
 /** The counts with these deliveries' attempts added (copies). */
 export const withAttempts = (inFlight: InFlight, deliveries: ReadonlyArray<Owned>) => {
   const byWebhook = new Map(inFlight.byWebhook)

@@ -12,7 +12,7 @@
  * end less the attempt's timeout); past that it is not started (`lapse`), and its lease expires for
  * any dispatcher to take it, as when a replica stops. Pure: no Effect, no SQL.
  */
-import { countDown, countUp, type Owned, roomFor, type Shares } from "./Fairness.js"
+import { makeOwnedCounts, type Owned, roomFor, type Shares } from "./Fairness.js"
 
 /** A leased row offered to start: `start` sends it, `lapse` gives its room back unsent. */
 interface Offered {
@@ -45,9 +45,7 @@ interface Waiting {
 }
 
 export const makeStartGate = (shares: Shares, now: () => number = Date.now): StartGate => {
-  const byWebhook = new Map<string, number>()
-  const byOrganization = new Map<string, number>()
-  let running = 0
+  const attempts = makeOwnedCounts()
   let waiting = 0
   let closed = false
   // The webhooks with rows waiting, in the order they began to wait. Looked at by the head of each
@@ -56,11 +54,9 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
   const lanes = new Map<string, Waiting>()
 
   const tryStart = (offered: Offered): boolean => {
-    const room = roomFor(shares, running, { byWebhook, byOrganization }, offered.delivery)
+    const room = roomFor(shares, attempts.total(), attempts, offered.delivery)
     if (!room.overall || !room.owner) return false
-    running++
-    countUp(byWebhook, offered.delivery.webhook_id)
-    countUp(byOrganization, offered.delivery.organization_id)
+    attempts.add(offered.delivery)
     offered.start()
     return true
   }
@@ -85,7 +81,7 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
     const at = now()
     for (const kind of ["firsts", "retries"] as const) {
       for (const [webhookId, lane] of lanes) {
-        if (running >= shares.concurrency) return
+        if (attempts.total() >= shares.concurrency) return
         startFront(lane[kind], at)
         if (lane.firsts.length === 0 && lane.retries.length === 0) lanes.delete(webhookId)
       }
@@ -108,12 +104,10 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
       pump()
     },
     ended: (delivery) => {
-      running--
-      countDown(byWebhook, delivery.webhook_id)
-      countDown(byOrganization, delivery.organization_id)
+      attempts.remove(delivery)
       pump()
     },
-    running: () => running,
+    running: attempts.total,
     waiting: () => waiting,
     close: () => {
       closed = true
