@@ -5,6 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeAdmission } from "../src/Delivery/Admission.js"
+import { HANDOFF_DEPTH } from "../src/Delivery/Fairness.js"
+import { makeReceiverPace } from "../src/Delivery/ReceiverPace.js"
 
 /** A delivery of this webhook, of organization "org" unless another is named. */
 const owned = (webhookId: string, organizationId = "org") => ({
@@ -138,5 +140,64 @@ describe("admission", () => {
     admission.leased(3, [])
     expect(admission.overShareRoom()).toBe(1)
     expect(admission.admit("a7", "A")).toBe(true)
+  })
+})
+
+describe("deep hand-off for quick receivers", () => {
+  const limits = { concurrency: 16, perWebhook: 2, perOrganization: 16 }
+  const deepShares = { concurrency: 32, perWebhook: 8, perOrganization: 32 }
+  /** An admission whose first lease came back short, with webhooks in `quick` taken as quick. */
+  const deepCleared = (quick: ReadonlySet<string>) => {
+    const admission = makeAdmission(limits, { shares: deepShares, quick: (webhookId) => quick.has(webhookId) })
+    admission.leased(limits.concurrency, [])
+    return admission
+  }
+
+  it("a quick webhook's rows are handed over up to the deeper share; another's up to the lease's", () => {
+    const admission = deepCleared(new Set(["quick"]))
+    expect(Array.from({ length: 9 }, () => admission.admit("quick", "org"))).toEqual([
+      ...Array.from({ length: 8 }, () => true),
+      false
+    ])
+    expect(Array.from({ length: 3 }, () => admission.admit("slow", "org"))).toEqual([true, true, false])
+    expect(admission.running()).toBe(10)
+  })
+
+  it("at the lease's share after a lease, a quick webhook counts as behind only if a row of it was queued since", () => {
+    const admission = deepCleared(new Set(["quick"]))
+    for (let i = 0; i < 5; i++) expect(admission.admit("quick", "org")).toBe(true)
+    expect([admission.admit("slow", "org"), admission.admit("slow", "org")]).toEqual([true, true])
+    // A short lease, both past the lease's share of two: the lease took none of their rows.
+    admission.leased(3, [])
+    admission.finished(owned("slow"))
+    // The other webhook may have rows waiting; the quick one had none queued here, and goes on.
+    expect(admission.admit("slow", "org")).toBe(false)
+    expect(admission.admit("quick", "org")).toBe(true)
+    // A quick row refused (at the deeper share of eight) keeps its later ones queued: through a lease
+    // that finds it past the lease's share, until a short lease finds it below that share.
+    expect([admission.admit("quick", "org"), admission.admit("quick", "org"), admission.admit("quick", "org")])
+      .toEqual([true, true, false])
+    admission.finished(owned("quick"))
+    admission.leased(3, [])
+    expect(admission.admit("quick", "org")).toBe(false)
+    for (let i = 0; i < 6; i++) admission.finished(owned("quick"))
+    admission.leased(3, [])
+    expect(admission.admit("quick", "org")).toBe(true)
+  })
+
+  it("a receiver is quick once its attempts' moving average is within half the margin over the hand-off's depth", () => {
+    // A margin of 32 s and a depth of 32: quick up to 500 ms on average.
+    const pace = makeReceiverPace(32_000)
+    expect(pace.quick("a")).toBe(false)
+    pace.ended("a", 400)
+    expect(pace.quick("a")).toBe(true)
+    // One slow attempt weighs an eighth: 400 + (10,000 - 400) / 8 = 1,600 ms.
+    pace.ended("a", 10_000)
+    expect(pace.quick("a")).toBe(false)
+    // Quick again after enough quick ones: each takes an eighth of the distance to 0.
+    for (let i = 0; i < 9; i++) pace.ended("a", 0)
+    expect(pace.quick("a")).toBe(true)
+    expect(pace.quick("b")).toBe(false)
+    expect(HANDOFF_DEPTH).toBe(32)
   })
 })

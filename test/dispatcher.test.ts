@@ -730,6 +730,45 @@ for (const engine of engines) {
         expect(receiver.distinctIds().size).toBe(10)
         expect(receiver.maxConcurrent()).toBe(2)
       }))
+
+    it.scoped("once its receiver has answered quickly, the ingress hands over thirty-two times the webhook's share", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        let release: () => void = () => {}
+        const held = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        // The first two answer at once (the receiver is quick); the rest wait for the release.
+        const receiver = yield* makeReceiver((
+          _,
+          index
+        ) => (index < 2 ? { status: 200 } : held.then(() => ({ status: 200 }))))
+        const hook = yield* createWebhook(tenant, receiver.url)
+        for (let i = 0; i < 2; i++) yield* postEvent(tenant)
+        yield* untilDeliveries(
+          tenant,
+          hook.id,
+          "the first two delivered",
+          (d) => d.length === 2 && d.every((x) => x.status === "succeeded")
+        )
+        for (let i = 0; i < 70; i++) yield* postEvent(tenant)
+        yield* receiver.waitFor("the webhook's share at the receiver", (r) => r.length === 4)
+        // 64 (32 × 2) written leased by the ingress: two at the receiver, 62 waiting in memory; the last
+        // six queued (a slow receiver's webhook gets 8, the test above).
+        const leased = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+          WHERE webhook_id = ${hook.id} AND lease_owner IS NOT NULL`
+        expect(Number(leased[0]?.n)).toBe(64)
+        release()
+        yield* untilAttemptsLogged(
+          "all 72 delivered",
+          sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+            WHERE webhook_id = ${hook.id} AND status = 'succeeded'`,
+          (rows) => Number(rows[0]?.n) === 72
+        )
+        expect(receiver.distinctIds().size).toBe(72)
+        expect(receiver.maxConcurrent()).toBe(2)
+      }))
   })
 }
 

@@ -13,6 +13,15 @@
  *   the idle slots an organization past its share may take).
  * Otherwise the row is queued and leased in due order like any other. First attempts still go
  * before retries, as the lease orders them.
+ * The room is the lease's (the shares, Fairness.pipelineDepth times) for most webhooks, and deeper
+ * (Fairness.HANDOFF_DEPTH times) for one whose receiver answers quickly (ReceiverPace.ts): rows
+ * handed over for it start within their leases all the same, and the ingress then rarely has to
+ * queue a row under overload (docs/PERFORMANCE.md, "Deep hand-off for quick receivers"). A quick
+ * webhook at the lease's share after a lease counts as behind only if this process queued a row
+ * of it since the lease before (a refusal marks it behind until a short lease finds it below the
+ * lease's share, so its queued rows go first); a row of it queued elsewhere (by another replica, or
+ * a lapsed lease) may wait while this process holds more of it than the lease's share, and is taken
+ * as soon as it holds less. Organizations count as behind as before, at the lease's shares.
  */
 import { atShare, makeOwnedCounts, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
 
@@ -37,10 +46,18 @@ export interface Admission {
   readonly close: () => void
 }
 
-export const makeAdmission = (limits: Shares): Admission => {
+/** The deeper room of webhooks whose receivers answer quickly. */
+export interface DeepRoom {
+  readonly shares: Shares
+  readonly quick: (webhookId: string) => boolean
+}
+
+export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   const counts = makeOwnedCounts()
   const { byWebhook, byOrganization } = counts
   const overShareUpTo = overShareLimit(limits.concurrency)
+  const quick = (webhookId: string) => deep?.quick(webhookId) === true
+  const sharesOf = (webhookId: string) => (deep !== undefined && deep.quick(webhookId) ? deep.shares : limits)
   let closed = false
   /** Whether the last lease found every due row; false at start, until the first lease says so. */
   let queueClear = false
@@ -56,7 +73,7 @@ export const makeAdmission = (limits: Shares): Admission => {
     queueEmpty: () => queueClear && behind.size === 0 && organizationsBehind.size === 0,
     admit: (webhookId, organizationId) => {
       const delivery = { webhook_id: webhookId, organization_id: organizationId }
-      const room = roomFor(limits, counts.total(), counts, delivery)
+      const room = roomFor(sharesOf(webhookId), counts.total(), counts, delivery)
       if (
         !closed && queueClear && room.overall && room.owner && !behind.has(webhookId) &&
         !organizationsBehind.has(organizationId)
@@ -76,7 +93,13 @@ export const makeAdmission = (limits: Shares): Admission => {
       if (asked <= 0) return
       // A full lease may have left due rows behind; a short one took every due row it could.
       queueClear = deliveries.length < asked
-      behind = new Set(atShare(byWebhook, limits.perWebhook))
+      // At its share the lease took none of a webhook's rows. A quick webhook holds more than that
+      // share through the hand-off, and counts as behind only if this process queued a row of it
+      // since the last lease: else every lease would stop its hand-off.
+      const before = behind
+      behind = new Set(
+        atShare(byWebhook, limits.perWebhook).filter((webhookId) => before.has(webhookId) || !quick(webhookId))
+      )
       // Below the limit, an organization at its share could have taken more: it left nothing waiting.
       organizationsBehind = counts.total() < overShareUpTo
         ? new Set()

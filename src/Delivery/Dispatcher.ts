@@ -8,8 +8,9 @@
  *  2. DispatchSignal.ts: queued rows wake the dispatcher (every replica's, on PostgreSQL).
  *  3. This file: a round logs finished attempts (AttemptLog.ts) and leases due rows (Lease.ts:
  *     first attempts before retries, within the shares of Fairness.ts), in one transaction. Leased
- *     and admitted rows fill up to four times the shares (Fairness.pipelineDepth); StartGate.ts starts
- *     them within the shares themselves, the rest waiting their turn in memory.
+ *     and admitted rows fill up to four times the shares (Fairness.pipelineDepth), and admitted rows
+ *     of a webhook whose receiver answers quickly up to 32 times (ReceiverPace.ts, HANDOFF_DEPTH);
+ *     StartGate.ts starts them within the shares themselves, the rest waiting their turn in memory.
  *  4. Attempt.ts: the keys and headers (Credentials.ts, decrypted by Sql/SecretCipher.ts), the
  *     signature (Signing.ts), the address checked (Net/UrlPolicy.ts), the POST (Sender.ts), the
  *     answer classified, the retry scheduled (RetryPolicy.ts) or the delivery dead.
@@ -44,11 +45,12 @@ import { type Deliveries, makeDeliveries } from "./Attempt.js"
 import type { Credentials } from "./Credentials.js"
 import { DeliveryWatch } from "./DeliveryWatch.js"
 import { DispatchSignal } from "./DispatchSignal.js"
-import { pipelineDepth, pipelineShares, type Shares } from "./Fairness.js"
+import { HANDOFF_DEPTH, pipelineDepth, pipelineShares, type Shares } from "./Fairness.js"
 import { type DispatcherIntake, Handoff } from "./Handoff.js"
 import type { LeaseRequest } from "./Lease.js"
 import { OutboxRepo } from "./Outbox.js"
 import { outboxStateQueries } from "./OutboxStates.js"
+import { makeReceiverPace, type ReceiverPace } from "./ReceiverPace.js"
 import type { AttemptRecord, LeasedDelivery } from "./Records.js"
 import { makeStartGate, type StartGate } from "./StartGate.js"
 
@@ -72,6 +74,8 @@ interface Engine {
   readonly admission: Admission
   /** The attempts at the receivers, within the shares themselves; the rest of the room waits there. */
   readonly gate: StartGate
+  /** How fast each webhook's receiver answers: a quick one's new rows may be handed over deeper (Admission.ts). */
+  readonly pace: ReceiverPace
   /** This process's name on the rows it leases. */
   readonly owner: string
   readonly leaseMs: number
@@ -100,6 +104,7 @@ const makeEngine = Effect.gen(function*() {
   const timeoutMs = Duration.toMillis(config.webhookTimeout)
   const marginMs = Duration.toMillis(config.dispatchLeaseMargin)
   const shares = pipelineShares(attemptShares, pipelineDepth(timeoutMs, marginMs))
+  const pace = makeReceiverPace(marginMs)
   const engine: Engine = {
     outbox: yield* OutboxRepo,
     signal,
@@ -107,8 +112,9 @@ const makeEngine = Effect.gen(function*() {
     deliveries: yield* makeDeliveries,
     watch: yield* DeliveryWatch,
     shares,
-    admission: makeAdmission(shares),
+    admission: makeAdmission(shares, { shares: pipelineShares(attemptShares, HANDOFF_DEPTH), quick: pace.quick }),
     gate: makeStartGate(attemptShares),
+    pace,
     owner: `${hostname()}:${process.pid}:${crypto.randomUUID()}`,
     // A lease outlives the longest attempt (the timeout) by a margin before another process may take the row.
     leaseMs: timeoutMs + marginMs,
@@ -253,7 +259,9 @@ const offerAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credential
  * Effect timer per delivery. Once it ends, the gate lets the next waiting row through.
  */
 const startAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credentials) => {
+  const startedMs = Date.now()
   const ended = (record: AttemptRecord | undefined) => {
+    engine.pace.ended(d.webhook_id, Date.now() - startedMs)
     engine.gate.ended(d)
     settleAttempt(engine, d, record)
   }

@@ -41,6 +41,18 @@ export interface Owned {
 export const pipelineDepth = (timeoutMs: number, marginMs: number): number =>
   Math.max(1, Math.min(4, 1 + Math.floor(marginMs / Math.max(1, timeoutMs))))
 
+/**
+ * How many times the shares the ingress may hand over to this process's dispatcher for webhooks
+ * whose receivers answer quickly (ReceiverPace.ts), beyond what the lease takes (pipelineDepth).
+ * Under overload the ingress accepts more than the dispatcher drains; once a row of a webhook is
+ * queued, the webhook's later rows queue behind it and each needs a lease of its own, a third
+ * version of its row. With room for 4 times the shares one replica on PostgreSQL fell behind in
+ * most runs (115–161 µs of PostgreSQL a delivery, 3,700 WAL bytes); with 32 times for quick
+ * receivers it kept up in every run (64–94 µs, 2,770–2,800 bytes): docs/PERFORMANCE.md, "Deep
+ * hand-off for quick receivers". At most 8,192 rows in memory with the default shares.
+ */
+export const HANDOFF_DEPTH = 32
+
 /** The room a dispatcher leases and admits within: the shares, `depth` times. */
 export const pipelineShares = (shares: Shares, depth: number): Shares => ({
   concurrency: shares.concurrency * depth,

@@ -6,7 +6,8 @@
  * webhook's rows of each kind in the order offered, so none overtakes an earlier one of its webhook.
  *
  * Why rows wait here at all: the dispatcher leases (and the ingress admits) up to four times those
- * shares ahead (Fairness.pipelineDepth), so that the next rows are its own while a lease commits.
+ * shares ahead (Fairness.pipelineDepth), so that the next rows are its own while a lease commits,
+ * and the ingress up to 32 times for a webhook whose receiver answers quickly (Admission.ts).
  *
  * A row waits at most until its lease could lapse before its attempt ends (`startBy`: the lease's
  * end less the attempt's timeout); past that it is not started (`lapse`), and its lease expires for
