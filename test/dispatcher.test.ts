@@ -697,6 +697,15 @@ layer(
     }))
 })
 
+/** How many of this webhook's rows are leased (handed over by the ingress, or leased by a round). */
+const leasedRows = (webhookId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+        WHERE webhook_id = ${webhookId} AND lease_owner IS NOT NULL`,
+      (rows) => Number(rows[0]?.n)
+    ))
+
 for (const engine of engines) {
   layer(
     testHub({ engine, webhookTimeout: Duration.seconds(10), dispatchPerWebhook: 2 }),
@@ -704,23 +713,17 @@ for (const engine of engines) {
   )(`leasing ahead (${engine})`, (it) => {
     it.scoped("the dispatcher takes four times a webhook's share ahead; the receiver still sees the share at once", () =>
       Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
         const tenant = yield* seedTenant()
-        let release: () => void = () => {}
-        const held = new Promise<void>((resolve) => {
-          release = resolve
-        })
-        const receiver = yield* makeReceiver(() => held.then(() => ({ status: 200 })))
+        const held = Promise.withResolvers<void>()
+        const receiver = yield* makeReceiver(() => held.promise.then(() => ({ status: 200 })))
         const hook = yield* createWebhook(tenant, receiver.url)
         for (let i = 0; i < 10; i++) yield* postEvent(tenant)
         yield* receiver.waitFor("the webhook's share at the receiver", (r) => r.length === 2)
         // Eight (4 × 2) are this process's: two at the receiver and six waiting their turn in memory,
         // written leased by the ingress that admitted them; the last two wait in the queue.
-        const leased = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
-          WHERE webhook_id = ${hook.id} AND lease_owner IS NOT NULL`
-        expect(Number(leased[0]?.n)).toBe(8)
+        expect(yield* leasedRows(hook.id)).toBe(8)
         expect(receiver.requests.length).toBe(2)
-        release()
+        held.resolve()
         yield* untilDeliveries(
           tenant,
           hook.id,
@@ -735,15 +738,12 @@ for (const engine of engines) {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* seedTenant()
-        let release: () => void = () => {}
-        const held = new Promise<void>((resolve) => {
-          release = resolve
-        })
+        const held = Promise.withResolvers<void>()
         // The first two answer at once (the receiver is quick); the rest wait for the release.
         const receiver = yield* makeReceiver((
           _,
           index
-        ) => (index < 2 ? { status: 200 } : held.then(() => ({ status: 200 }))))
+        ) => (index < 2 ? { status: 200 } : held.promise.then(() => ({ status: 200 }))))
         const hook = yield* createWebhook(tenant, receiver.url)
         for (let i = 0; i < 2; i++) yield* postEvent(tenant)
         yield* untilDeliveries(
@@ -756,10 +756,8 @@ for (const engine of engines) {
         yield* receiver.waitFor("the webhook's share at the receiver", (r) => r.length === 4)
         // 64 (32 × 2) written leased by the ingress: two at the receiver, 62 waiting in memory; the last
         // six queued (a slow receiver's webhook gets 8, the test above).
-        const leased = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
-          WHERE webhook_id = ${hook.id} AND lease_owner IS NOT NULL`
-        expect(Number(leased[0]?.n)).toBe(64)
-        release()
+        expect(yield* leasedRows(hook.id)).toBe(64)
+        held.resolve()
         yield* untilAttemptsLogged(
           "all 72 delivered",
           sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
