@@ -38,6 +38,7 @@ import { parseRetryAfter } from "../src/Net/RetryAfter.js"
 import { HostResolver } from "../src/Net/UrlPolicy.js"
 import { WebhooksRepo } from "../src/Webhooks/Repo.js"
 import { type Engine, engines, testDatabase, testDatabaseUrl } from "./support/Databases.js"
+import { scrape } from "./support/MetricsScrape.js"
 import { addOrganization, addWebhooks, deliveryRow, seedOutboxParents } from "./support/OutboxParents.js"
 import { OK, rawReceiver } from "./support/RawReceiver.js"
 import { makeReceiver, type ReceivedRequest } from "./support/Receivers.js"
@@ -723,6 +724,9 @@ for (const engine of engines) {
         // written leased by the ingress that admitted them; the last two wait in the queue.
         expect(yield* leasedRows(hook.id)).toBe(8)
         expect(receiver.requests.length).toBe(2)
+        const metrics = yield* scrape()
+        expect(metrics.value("hub_outbox_deliveries", { state: "leased" })).toBe(8)
+        expect(metrics.value("hub_dispatch_waiting")).toBe(6)
         held.resolve()
         yield* untilDeliveries(
           tenant,

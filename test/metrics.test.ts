@@ -12,56 +12,11 @@ import { outboxStateQueries } from "../src/Delivery/OutboxStates.js"
 import { OUTBOX_COUNT_CAP } from "../src/Metrics/Metrics.js"
 import { FakeGraph, testHubOnFakeGraph } from "./support/FakeGraph.js"
 import { sendMessage } from "./support/Messages.js"
+import { scrape } from "./support/MetricsScrape.js"
 import { makeReceiver } from "./support/Receivers.js"
 import { untilAttemptsLogged } from "./support/Signals.js"
 import { createWebhookId, seedTenant, type Tenant, TestHub, testHub } from "./support/TestHub.js"
 import { envelope, inboundChange, META_MESSAGES } from "./support/UpstreamPayloads.js"
-
-/** One sample of the exposition: its metric name and labels. */
-interface Sample {
-  readonly name: string
-  readonly labels: Readonly<Record<string, string>>
-  readonly value: number
-}
-
-const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/
-const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)/gy
-
-/**
- * The samples of a Prometheus text exposition (format 0.0.4): every line a comment or a sample, or
- * the test fails naming it. Small enough to read whole; the npm parsers for it are unmaintained.
- */
-const parseExposition = (text: string): ReadonlyArray<Sample> =>
-  text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) => {
-    const match = SAMPLE.exec(line)
-    if (match === null) throw new Error(`not a sample line: ${line}`)
-    const labels: Record<string, string> = {}
-    const labelText = match[2] ?? ""
-    LABEL.lastIndex = 0
-    while (LABEL.lastIndex < labelText.length) {
-      const label = LABEL.exec(labelText)
-      if (label === null) throw new Error(`bad labels in: ${line}`)
-      labels[label[1] ?? ""] = label[2] ?? ""
-    }
-    const value = match[3] === "+Inf" ? Infinity : Number(match[3])
-    if (Number.isNaN(value)) throw new Error(`bad value in: ${line}`)
-    return { name: match[1] ?? "", labels, value }
-  })
-
-/** The metrics as a scrape shows them, read by name and labels (absent: 0). */
-const scrape = (token?: string) =>
-  Effect.gen(function*() {
-    const hub = yield* TestHub
-    const answer = yield* hub.request("GET", "/metrics", token === undefined ? {} : { token })
-    expect(answer.status, answer.text).toBe(200)
-    expect(answer.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8")
-    const samples = parseExposition(answer.text)
-    const value = (name: string, labels: Readonly<Record<string, string>> = {}) =>
-      samples
-        .filter((s) => s.name === name && Object.entries(labels).every(([key, wanted]) => s.labels[key] === wanted))
-        .reduce((sum, s) => sum + s.value, 0)
-    return { text: answer.text, samples, value }
-  })
 
 type Scrape = Effect.Effect.Success<ReturnType<typeof scrape>>
 
@@ -163,6 +118,7 @@ layer(testHubOnFakeGraph({ webhookRetry: [Duration.hours(1)], webhookAllowPrivat
       expect(after.value("hub_outbox_deliveries", { state: "dead" })).toBe(1)
       expect(after.value("hub_outbox_deliveries", { state: "due" })).toBe(0)
       expect(after.value("hub_outbox_deliveries", { state: "leased" })).toBe(0)
+      expect(after.value("hub_dispatch_waiting")).toBe(0)
       expect(after.value("hub_outbox_oldest_due_age_seconds")).toBe(0)
 
       // Requests by route pattern and status, the fast lane's and HttpApi's alike.

@@ -141,7 +141,7 @@ export const DispatcherLive = Layer.scopedDiscard(
     const handoff = yield* Handoff
     const readiness = yield* Readiness
     const engine = yield* makeEngine
-    yield* reportAtScrape(engine.admission.running)
+    yield* reportAtScrape(engine)
     const loop = yield* Effect.forkScoped(Effect.forever(
       // A round is never cut in half: what it logged or leased is known once it returns.
       Effect.zipRight(engine.signal.wait, Effect.uninterruptible(dispatchRound(engine)))
@@ -376,15 +376,19 @@ const retryWaker = (notify: () => void): RetryWaker => {
   }
 }
 
-/** Reports the outbox at each metrics scrape; the rows leased are this process's own, which only it knows (`leased`). */
-const reportAtScrape = (leased: () => number) =>
+/**
+ * Reports the outbox at each metrics scrape; the rows leased, and those of them waiting their turn
+ * at the gate, are this process's own, which only it knows.
+ */
+const reportAtScrape = (engine: Engine) =>
   Effect.gen(function*() {
     const states = outboxStateQueries(yield* SqlClient.SqlClient)
     yield* (yield* Metrics).outboxAtScrape(Effect.suspend(() => {
       const nowMs = Date.now()
       return Effect.map(states.read(iso(nowMs)), (counts) => ({
         due: counts.due,
-        leased: leased(),
+        leased: engine.admission.running(),
+        waiting: engine.gate.waiting(),
         failed: counts.failed,
         dead: counts.dead,
         oldestDueAgeSeconds: counts.oldestDueAt === null

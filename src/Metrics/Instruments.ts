@@ -102,6 +102,12 @@ export const registerHubInstruments = (registry: Registry) => {
       labelNames: ["phone_number_id"],
       registers
     }),
+    waiting: new Gauge({
+      name: "hub_dispatch_waiting",
+      help: "Deliveries this process holds leased that wait in memory for a slot at their receivers " +
+        "(part of hub_outbox_deliveries{state=\"leased\"}; up to 4 times the shares, 32 for quick receivers)",
+      registers
+    }),
     oldestDue: new Gauge({
       name: "hub_outbox_oldest_due_age_seconds",
       help: "How long the oldest due delivery not yet taken has been due (0 when none is)",

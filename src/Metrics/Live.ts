@@ -116,7 +116,7 @@ const ingestRecorder = (
 }
 
 /** The outbox gauges, set at each scrape by the readers registered while their scope is open. */
-const outboxGauges = ({ oldestDue, outbox }: HubInstruments) => {
+const outboxGauges = ({ oldestDue, outbox, waiting }: HubInstruments) => {
   const byState = {
     due: outbox.labels("due"),
     leased: outbox.labels("leased"),
@@ -129,6 +129,7 @@ const outboxGauges = ({ oldestDue, outbox }: HubInstruments) => {
     byState.leased.set(reading.leased)
     byState.failed.set(reading.failed)
     byState.dead.set(reading.dead)
+    waiting.set(reading.waiting)
     oldestDue.set(reading.oldestDueAgeSeconds)
   }
   // A failed read shows no outbox figures rather than stale ones; the rest of the scrape still answers.
@@ -139,6 +140,7 @@ const outboxGauges = ({ oldestDue, outbox }: HubInstruments) => {
         Effect.zipRight(
           Effect.sync(() => {
             outbox.reset()
+            waiting.reset()
             oldestDue.reset()
           }),
           Effect.logWarning("The outbox could not be read for the metrics", cause)

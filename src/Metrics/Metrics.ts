@@ -61,6 +61,8 @@ export interface OutboxReading {
   readonly due: number
   /** Deliveries this process holds leased (attempts in flight or about to start). */
   readonly leased: number
+  /** Of those, the ones waiting in memory for a slot at their receivers (Delivery/StartGate.ts). */
+  readonly waiting: number
   /** Deliveries that failed and wait for their next attempt's time. */
   readonly failed: number
   /** Deliveries that ran out of attempts. */
