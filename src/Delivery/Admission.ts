@@ -57,7 +57,7 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   const { byWebhook, byOrganization } = counts
   const overShareUpTo = overShareLimit(limits.concurrency)
   const quick = (webhookId: string) => deep?.quick(webhookId) === true
-  const sharesOf = (webhookId: string) => (deep !== undefined && deep.quick(webhookId) ? deep.shares : limits)
+  const sharesOf = (webhookId: string) => (deep !== undefined && quick(webhookId) ? deep.shares : limits)
   let closed = false
   /** Whether the last lease found every due row; false at start, until the first lease says so. */
   let queueClear = false

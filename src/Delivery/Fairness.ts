@@ -48,7 +48,7 @@ export const pipelineDepth = (timeoutMs: number, marginMs: number): number =>
  * queued, the webhook's later rows queue behind it and each needs a lease of its own, a third
  * version of its row. With room for 4 times the shares one replica on PostgreSQL fell behind in
  * most runs (115–161 µs of PostgreSQL a delivery, 3,700 WAL bytes); with 32 times for quick
- * receivers it kept up in every run (64–94 µs, 2,770–2,800 bytes): docs/PERFORMANCE.md, "Deep
+ * receivers it kept up in every run (64–94 µs, 2,770–2,840 bytes): docs/PERFORMANCE.md, "Deep
  * hand-off for quick receivers". At most 8,192 rows in memory with the default shares.
  */
 export const HANDOFF_DEPTH = 32
