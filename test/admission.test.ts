@@ -141,6 +141,25 @@ describe("admission", () => {
     expect(admission.overShareRoom()).toBe(1)
     expect(admission.admit("a7", "A")).toBe(true)
   })
+
+  it("at its share after a lease with slots scarce, an organization counts as behind only if a row of it was queued for want of its room since", () => {
+    const admission = cleared({ concurrency: 4, perWebhook: 4, perOrganization: 2 })
+    // Alone, A passes its share of two up to three attempts (a quarter of the four slots stays free).
+    expect(["a1", "a2", "a3"].map((webhookId) => admission.admit(webhookId, "A"))).toEqual([true, true, true])
+    // A short lease with A at its share and slots scarce: nothing of A was queued here, so A goes on.
+    admission.leased(1, [])
+    admission.finished(owned("a1", "A"))
+    expect(admission.admit("a4", "A")).toBe(true)
+    // A row queued for want of A's room keeps A's later rows queued through a lease at its share.
+    expect(admission.admit("a5", "A")).toBe(false)
+    admission.leased(1, [])
+    admission.finished(owned("a2", "A"))
+    expect(admission.admit("a6", "A")).toBe(false)
+    // Below the limit after a short lease, A left nothing waiting.
+    admission.finished(owned("a3", "A"))
+    admission.leased(3, [])
+    expect(admission.admit("a6", "A")).toBe(true)
+  })
 })
 
 describe("deep hand-off for quick receivers", () => {

@@ -7,8 +7,8 @@
  * this process knows to be queued:
  * - a lease has come back short since the last time a row was queued for want of room overall,
  *   so no due row of any webhook below its share was waiting;
- * - its webhook, and its organization, have not had a row queued since then (one at its share at
- *   that lease counts as queued: it may have rows waiting);
+ * - its webhook, and its organization, have not had a row queued since then (a webhook that is not
+ *   quick, at its share at that lease, counts as queued: it may have rows waiting);
  * - the attempt fits within the concurrency overall, the webhook's share and the organization's (or
  *   the idle slots an organization past its share may take).
  * Otherwise the row is queued and leased in due order like any other. First attempts still go
@@ -21,7 +21,10 @@
  * of it since the lease before (a refusal marks it behind until a short lease finds it below the
  * lease's share, so its queued rows go first); a row of it queued elsewhere (by another replica, or
  * a lapsed lease) may wait while this process holds more of it than the lease's share, and is taken
- * as soon as it holds less. Organizations count as behind as before, at the lease's shares.
+ * as soon as it holds less. An organization at its share after a lease, with slots scarce, counts
+ * as behind in the same way: only if this process queued a row for want of its room since. Its
+ * webhooks' rows queued for want of their own share keep theirs queued as above; a row of another
+ * of its webhooks queued elsewhere may be overtaken until the next lease that finds room for it.
  */
 import { atShare, makeOwnedCounts, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
 
@@ -101,9 +104,18 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
         atShare(byWebhook, limits.perWebhook).filter((webhookId) => before.has(webhookId) || !quick(webhookId))
       )
       // Below the limit, an organization at its share could have taken more: it left nothing waiting.
+      // At it, the organization counts as behind only if this process queued a row for want of its
+      // room since the lease before, as a quick webhook: else, with every slot scarce, each lease
+      // stopped the hand-off of a busy organization's every webhook (two replicas fell behind their
+      // ingress for it: docs/PERFORMANCE.md, "Deep hand-off for quick receivers").
+      const organizationsBefore = organizationsBehind
       organizationsBehind = counts.total() < overShareUpTo
         ? new Set()
-        : new Set(atShare(byOrganization, limits.perOrganization))
+        : new Set(
+          atShare(byOrganization, limits.perOrganization).filter((organizationId) =>
+            organizationsBefore.has(organizationId)
+          )
+        )
     },
     finished: counts.remove,
     close: () => {
