@@ -259,9 +259,9 @@ const offerAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credential
  * Effect timer per delivery. Once it ends, the gate lets the next waiting row through.
  */
 const startAttempt = (engine: Engine, d: LeasedDelivery, credentials: Credentials) => {
-  const startedMs = Date.now()
   const ended = (record: AttemptRecord | undefined) => {
-    engine.pace.ended(d.webhook_id, Date.now() - startedMs)
+    // An attempt cut short by the shutdown has no record, and tells nothing of the receiver's pace.
+    if (record !== undefined) engine.pace.ended(d.webhook_id, record.latencyMs)
     engine.gate.ended(d)
     settleAttempt(engine, d, record)
   }
