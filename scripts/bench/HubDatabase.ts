@@ -4,7 +4,7 @@
  * stopped. Rows are written with every NOT NULL column the caller leaves out filled in.
  */
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startPostgres } from "../../test/support/PostgresServer.js"
@@ -14,6 +14,8 @@ export type Engine = "sqlite" | "postgres"
 export interface HubDatabase {
   readonly engine: Engine
   readonly db: Bun.SQL
+  /** Where it is (PostgreSQL's URL, SQLite's file), for a connection of the caller's own. */
+  readonly url: string
   /** Closes the connections and removes the database (PostgreSQL's server stopped). */
   readonly stop: () => Promise<void>
 }
@@ -65,6 +67,7 @@ export const hubDatabase = async (options: {
     return {
       engine: "postgres",
       db,
+      url,
       stop: async () => {
         await db.close()
         await pg.stop()
@@ -79,6 +82,7 @@ export const hubDatabase = async (options: {
   return {
     engine: "sqlite",
     db,
+    url: file,
     stop: async () => {
       await db.close()
       rmSync(dir, { recursive: true, force: true })
@@ -136,4 +140,30 @@ export const seedWebhooks = async (database: HubDatabase, webhooks: ReadonlyArra
       kind: "push"
     })
   }
+}
+
+/** PostgreSQL's CPU ticks by process role (its title: a backend's names its client, the others their work). */
+export const cpuTicksByRole = () => {
+  const byRole = new Map<string, number>()
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (!stat.includes("(postgres)")) continue
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      const title = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ")
+      const role = /autovacuum/.test(title)
+        ? "autovacuum"
+        : /postgres: (\S+ \S+ 127|\S+ \S+ \[local\])/.test(title) || /127\.0\.0\.1/.test(title)
+        ? "backends"
+        : title.replace(/^postgres: /, "").trim().split(" ").slice(0, 2).join(" ") || "postmaster"
+      byRole.set(role, (byRole.get(role) ?? 0) + Number(fields[11]) + Number(fields[12]))
+      // Processes ended meanwhile (autovacuum's workers, most often) count in their parent's children.
+      const ended = Number(fields[13]) + Number(fields[14])
+      if (ended > 0) byRole.set("ended processes", (byRole.get("ended processes") ?? 0) + ended)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return byRole
 }

@@ -10,11 +10,10 @@
  *
  *   node_modules/.bin/bun scripts/bench/pg-floor.ts [--hub <binary>] [--seconds 10] [--variant as-is]
  */
-import { readdirSync, readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 import { DELIVERY_PATH_REFERENCES } from "../../src/Sql/migrations/0034_parent_checks.js"
 import { constraintOf, type ParentReference } from "../../src/Sql/ParentChecks.js"
-import { hubDatabase, seedWebhooks } from "./HubDatabase.js"
+import { cpuTicksByRole, hubDatabase, seedWebhooks } from "./HubDatabase.js"
 
 const { values } = parseArgs({
   options: {
@@ -96,31 +95,6 @@ const now = () => new Date().toISOString()
 const webhooks = Array.from({ length: webhookCount }, (_, i) => `whk_${i}`)
 await seedWebhooks(database, webhooks)
 
-/** PostgreSQL's CPU ticks by process role (its title: a backend's names its client, the others their work). */
-const cpuTicksByRole = () => {
-  const byRole = new Map<string, number>()
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-      if (!stat.includes("(postgres)")) continue
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      const title = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ")
-      const role = /autovacuum/.test(title)
-        ? "autovacuum"
-        : /postgres: (\S+ \S+ 127|\S+ \S+ \[local\])/.test(title) || /127\.0\.0\.1/.test(title)
-        ? "backends"
-        : title.replace(/^postgres: /, "").trim().split(" ").slice(0, 2).join(" ") || "postmaster"
-      byRole.set(role, (byRole.get(role) ?? 0) + Number(fields[11]) + Number(fields[12]))
-      // Processes ended meanwhile (autovacuum's workers, most often) count in their parent's children.
-      const ended = Number(fields[13]) + Number(fields[14])
-      if (ended > 0) byRole.set("ended processes", (byRole.get("ended processes") ?? 0) + ended)
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return byRole
-}
 const cpuTicks = () => [...cpuTicksByRole().values()].reduce((a, b) => a + b, 0)
 
 const body = JSON.stringify({ object: "whatsapp_business_account", entry: [{ id: "1", changes: [] }] }).padEnd(400)
