@@ -698,6 +698,77 @@ layer(
     }))
 })
 
+/** A receiver that holds each request until the test lets it go (`answer(index)`), or answers at once once `openAll`. */
+const heldReceiver = Effect.gen(function*() {
+  const held: Array<ReturnType<typeof Promise.withResolvers<void>>> = []
+  const hold = (index: number) => (held[index] ??= Promise.withResolvers<void>())
+  let open = false
+  const receiver = yield* makeReceiver((
+    _,
+    index
+  ) => (open ? { status: 200 } : hold(index).promise.then(() => ({ status: 200 }))))
+  return {
+    receiver,
+    answer: (index: number) => hold(index).resolve(),
+    openAll: () => {
+      open = true
+      for (const h of held) h?.resolve()
+    }
+  }
+})
+
+for (const engine of engines) {
+  layer(
+    testHub({
+      engine,
+      webhookTimeout: Duration.seconds(10),
+      dispatchConcurrency: 4,
+      dispatchPerWebhook: 2,
+      dispatchPerOrganization: 4
+    }),
+    { excludeTestServices: true }
+  )(`slots taken in turn (${engine})`, (it) => {
+    it.scoped("with every slot taken, a webhook whose rows began waiting last gets the next slot its turn gives it", () =>
+      Effect.gen(function*() {
+        const tenant = yield* seedTenant()
+        const a = yield* heldReceiver
+        const b = yield* heldReceiver
+        const quick = yield* makeReceiver()
+        yield* Effect.addFinalizer(() => Effect.sync(() => (a.openAll(), b.openAll())))
+        yield* createWebhook(tenant, a.receiver.url)
+        yield* createWebhook(tenant, b.receiver.url)
+        // whk a and whk b take the four slots overall (two each), four more rows each waiting.
+        for (let i = 0; i < 6; i++) yield* postEvent(tenant)
+        yield* a.receiver.waitFor("a's share", (r) => r.length === 2)
+        yield* b.receiver.waitFor("b's share", (r) => r.length === 2)
+        const late = yield* createWebhook(tenant, quick.url)
+        yield* postEvent(tenant)
+        // a and b five waiting each, the new webhook's row one more.
+        yield* untilWaiting(11)
+        a.answer(0)
+        yield* a.receiver.waitFor("a's third", (r) => r.length === 3)
+        a.answer(1)
+        // The slot a freed again goes to the webhook whose turn it is, not to a's fourth row.
+        const [row] = yield* quick.waitFor("the new webhook's row", (r) => r.length === 1)
+        expect(row?.headers["webhook-id"]).toBeDefined()
+        expect(a.receiver.requests.length).toBe(3)
+        expect(b.receiver.requests.length).toBe(2)
+        a.openAll()
+        b.openAll()
+        yield* untilDeliveries(tenant, late.id, "the new webhook's row logged", (d) => d[0]?.status === "succeeded")
+      }))
+  })
+}
+
+/** Until this many leased rows wait in memory for a slot at their receivers (hub_dispatch_waiting). */
+const untilWaiting = (n: number) =>
+  Effect.gen(function*() {
+    const metrics = yield* scrape()
+    if (metrics.value("hub_dispatch_waiting") !== n) {
+      return yield* Effect.fail(`waiting ${metrics.value("hub_dispatch_waiting")}`)
+    }
+  }).pipe(Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 250 }), Effect.orDie)
+
 /** How many of this webhook's rows are leased (handed over by the ingress, or leased by a round). */
 const leasedRows = (webhookId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>

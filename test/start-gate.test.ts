@@ -57,6 +57,24 @@ describe("start gate", () => {
     expect([g.gate.running(), g.gate.waiting()]).toEqual([2, 0])
   })
 
+  it("with slots scarce, a webhook that began waiting last still gets a freed slot in its turn", () => {
+    // Four slots overall, two a webhook: whk_a and whk_b hold every slot with rows to spare.
+    const g = gateAt({ concurrency: 4, perWebhook: 2, perOrganization: 4 })
+    for (let i = 1; i <= 6; i++) g.offer(`a${i}`, "whk_a")
+    for (let i = 1; i <= 6; i++) g.offer(`b${i}`, "whk_b")
+    g.offer("c1", "whk_c")
+    expect(g.started).toEqual(["a1", "a2", "b1", "b2"])
+    g.end("whk_a")
+    g.end("whk_b")
+    g.end("whk_a")
+    // Each freed slot in turn: whk_a's, whk_b's, then whk_c's (not whk_a's third, then fourth, ...).
+    expect(g.started).toEqual(["a1", "a2", "b1", "b2", "a3", "b3", "c1"])
+    g.end("whk_b")
+    g.end("whk_c")
+    g.end("whk_a")
+    expect(g.started).toEqual(["a1", "a2", "b1", "b2", "a3", "b3", "c1", "a4", "b4", "a5"])
+  })
+
   it("first attempts start before retries offered earlier", () => {
     const g = gateAt({ concurrency: 1, perWebhook: 1, perOrganization: 1 })
     g.offer("r1", "whk_a", { retry: true })

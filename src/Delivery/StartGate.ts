@@ -4,6 +4,7 @@
  * once; a leased row beyond them waits here until one ends: first attempts before retries, as the
  * lease orders them (a replay's rows wait in the retry lane, so live traffic goes first), and a
  * webhook's rows of each kind in the order offered, so none overtakes an earlier one of its webhook.
+ * With slots scarce, the waiting webhooks take freed slots in turn.
  *
  * Why rows wait here at all: the dispatcher leases (and the ingress admits) up to four times those
  * shares ahead (Fairness.pipelineDepth), so that the next rows are its own while a lease commits,
@@ -62,20 +63,31 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
     return true
   }
 
-  /** Starts rows from the front of `queue` while they have room; lapses those past their `startBy`. */
+  /**
+   * Starts rows from the front of `queue` while they have room; lapses those past their `startBy`.
+   * Whether it started any.
+   */
   const startFront = (queue: Array<Offered>, at: number) => {
+    let started = false
     for (let head = queue[0]; head !== undefined; head = queue[0]) {
-      if (at <= head.startBy && !tryStart(head)) return
+      if (at <= head.startBy && !tryStart(head)) return started
       queue.shift()
       waiting--
       if (at > head.startBy) head.lapse()
+      else started = true
     }
+    return started
   }
 
   /**
    * Every webhook's first attempts, then every webhook's retries, each from the front while there
-   * is room; stops once no slot is free overall. `start` and `lapse` never call back into the gate
-   * synchronously.
+   * is room; stops once no slot is free overall. A webhook that started a row goes to the end of
+   * the order, so a slot freed overall goes to each waiting webhook in turn: else, with slots
+   * scarce, the webhooks first in the order took every freed slot back for their own next rows
+   * while they had any (up to Fairness.HANDOFF_DEPTH times their share), and a later webhook's
+   * rows waited, or lapsed, until those lanes ran dry. `start` and `lapse` never call back into
+   * the gate synchronously. (A lane moved to the end is visited again in the same pass, as a Map
+   * visits entries added while it is iterated; by then it has no room, or takes what is left.)
    */
   const pump = () => {
     if (closed || waiting === 0) return
@@ -83,8 +95,12 @@ export const makeStartGate = (shares: Shares, now: () => number = Date.now): Sta
     for (const kind of ["firsts", "retries"] as const) {
       for (const [webhookId, lane] of lanes) {
         if (attempts.total() >= shares.concurrency) return
-        startFront(lane[kind], at)
+        const started = startFront(lane[kind], at)
         if (lane.firsts.length === 0 && lane.retries.length === 0) lanes.delete(webhookId)
+        else if (started) {
+          lanes.delete(webhookId)
+          lanes.set(webhookId, lane)
+        }
       }
     }
   }
