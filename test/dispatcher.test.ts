@@ -698,24 +698,27 @@ layer(
     }))
 })
 
-/** A receiver that holds each request until the test lets it go (`answer(index)`), or answers at once once `openAll`. */
-const heldReceiver = Effect.gen(function*() {
-  const held: Array<ReturnType<typeof Promise.withResolvers<void>>> = []
-  const hold = (index: number) => (held[index] ??= Promise.withResolvers<void>())
-  let open = false
-  const receiver = yield* makeReceiver((
-    _,
-    index
-  ) => (open ? { status: 200 } : hold(index).promise.then(() => ({ status: 200 }))))
-  return {
-    receiver,
-    answer: (index: number) => hold(index).resolve(),
-    openAll: () => {
-      open = true
-      for (const h of held) h?.resolve()
+/**
+ * A receiver that holds each request (after the first `answeredAtOnce`) until the test lets it go
+ * (`answer(index)`), or answers at once after `openAll`.
+ */
+const heldReceiver = (answeredAtOnce = 0) =>
+  Effect.gen(function*() {
+    const held: Array<ReturnType<typeof Promise.withResolvers<void>>> = []
+    const hold = (index: number) => (held[index] ??= Promise.withResolvers<void>())
+    let open = false
+    const receiver = yield* makeReceiver((_, index) =>
+      open || index < answeredAtOnce ? { status: 200 } : hold(index).promise.then(() => ({ status: 200 }))
+    )
+    return {
+      receiver,
+      answer: (index: number) => hold(index).resolve(),
+      openAll: () => {
+        open = true
+        for (const h of held) h?.resolve()
+      }
     }
-  }
-})
+  })
 
 for (const engine of engines) {
   layer(
@@ -731,8 +734,8 @@ for (const engine of engines) {
     it.scoped("with every slot taken, a webhook whose rows began waiting last gets the next slot its turn gives it", () =>
       Effect.gen(function*() {
         const tenant = yield* seedTenant()
-        const a = yield* heldReceiver
-        const b = yield* heldReceiver
+        const a = yield* heldReceiver()
+        const b = yield* heldReceiver()
         const quick = yield* makeReceiver()
         yield* Effect.addFinalizer(() => Effect.sync(() => (a.openAll(), b.openAll())))
         yield* createWebhook(tenant, a.receiver.url)
@@ -756,6 +759,56 @@ for (const engine of engines) {
         a.openAll()
         b.openAll()
         yield* untilDeliveries(tenant, late.id, "the new webhook's row logged", (d) => d[0]?.status === "succeeded")
+      }))
+  })
+}
+
+for (const engine of engines) {
+  layer(
+    testHub({
+      engine,
+      webhookTimeout: Duration.seconds(10),
+      dispatchConcurrency: 6,
+      dispatchPerWebhook: 2,
+      dispatchPerOrganization: 64
+    }),
+    { excludeTestServices: true }
+  )(`deep hand-off beside slower webhooks (${engine})`, (it) => {
+    it.scoped("a quick webhook's rows beyond the lease's room do not make another webhook's rows, or its own, queue", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* seedTenant()
+        // The quick one answers its first two at once; then both hold every request until released.
+        const quick = yield* heldReceiver(2)
+        const slow = yield* heldReceiver()
+        yield* Effect.addFinalizer(() => Effect.sync(() => (quick.openAll(), slow.openAll())))
+        const quickHook = yield* createWebhook(tenant, quick.receiver.url)
+        const slowHook = yield* createWebhook(tenant, slow.receiver.url)
+        for (let i = 0; i < 2; i++) yield* postEvent(tenant)
+        yield* untilDeliveries(
+          tenant,
+          quickHook.id,
+          "the quick webhook's first two delivered",
+          (d) => d.length === 2 && d.every((x) => x.status === "succeeded")
+        )
+        yield* slow.receiver.waitFor("the slow webhook's share", (r) => r.length === 2)
+        for (let i = 0; i < 20; i++) yield* postEvent(tenant)
+        // The lease's room is 24 rows (4 × 6), 8 a webhook. The quick webhook holds 20, all handed over
+        // (up to 32 × 2); the slow one its 8, the rest queued behind them. Before, the quick rows
+        // filled the lease's room, a slow row then queued for want of room overall, and every row
+        // after it queued too: the quick webhook's as well (16 of its 20 handed over).
+        expect(yield* leasedRows(quickHook.id)).toBe(20)
+        expect(yield* leasedRows(slowHook.id)).toBe(8)
+        quick.openAll()
+        slow.openAll()
+        yield* untilAttemptsLogged(
+          "all 44 delivered",
+          sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+            WHERE webhook_id IN (${quickHook.id}, ${slowHook.id}) AND status = 'succeeded'`,
+          (rows) => Number(rows[0]?.n) === 44
+        )
+        expect(quick.receiver.maxConcurrent()).toBe(2)
+        expect(slow.receiver.maxConcurrent()).toBe(2)
       }))
   })
 }

@@ -25,6 +25,11 @@
  * as behind in the same way: only if this process queued a row for want of its room since. Its
  * webhooks' rows queued for want of their own share keep theirs queued as above; a row of another
  * of its webhooks queued elsewhere may be overtaken until the next lease that finds room for it.
+ * The lease's room, and the organizations' within it, count each webhook's rows up to the lease's
+ * share only: the rows a quick webhook holds beyond it are bounded by the deeper room alone. Else
+ * a quick tenant's rows filled the lease's room, and one row of any other webhook then queued for
+ * want of room overall, stopping every webhook's hand-off (the quick ones' too) until the quick
+ * rows drained below it.
  */
 import { atShare, makeOwnedCounts, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
 
@@ -33,9 +38,11 @@ export interface Admission {
   readonly running: () => number
   /** A copy of the attempts in flight per webhook id. */
   readonly inFlight: () => Map<string, number>
-  /** A copy of the attempts in flight per organization id. */
+  /** A copy of the attempts in flight per organization id, each webhook's counted up to the lease's share. */
   readonly inFlightByOrganization: () => Map<string, number>
-  /** How many more attempts organizations past their share may start now, in all. */
+  /** How many more rows the lease may take now: the room overall, each webhook's counted up to its share. */
+  readonly leaseRoom: () => number
+  /** How many more attempts organizations past their share may start now, in all (counted as for leaseRoom). */
   readonly overShareRoom: () => number
   /** Whether the last lease found every due row and no row was queued since: a lease now would find none. */
   readonly queueEmpty: () => boolean
@@ -56,11 +63,21 @@ export interface DeepRoom {
 }
 
 export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
+  /** Every row this process holds. */
   const counts = makeOwnedCounts()
-  const { byWebhook, byOrganization } = counts
+  /** Of those, each webhook's first `limits.perWebhook`: what the lease's room and the organizations' hold. */
+  const withinShares = makeOwnedCounts()
+  const { byWebhook } = counts
+  const add = (delivery: Owned) => {
+    if ((byWebhook.get(delivery.webhook_id) ?? 0) < limits.perWebhook) withinShares.add(delivery)
+    counts.add(delivery)
+  }
+  const remove = (delivery: Owned) => {
+    if ((byWebhook.get(delivery.webhook_id) ?? 0) <= limits.perWebhook) withinShares.remove(delivery)
+    counts.remove(delivery)
+  }
   const overShareUpTo = overShareLimit(limits.concurrency)
   const quick = (webhookId: string) => deep?.quick(webhookId) === true
-  const sharesOf = (webhookId: string) => (deep !== undefined && quick(webhookId) ? deep.shares : limits)
   let closed = false
   /** Whether the last lease found every due row; false at start, until the first lease says so. */
   let queueClear = false
@@ -71,17 +88,20 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   return {
     running: counts.total,
     inFlight: () => new Map(byWebhook),
-    inFlightByOrganization: () => new Map(byOrganization),
-    overShareRoom: () => Math.max(0, overShareUpTo - counts.total()),
+    inFlightByOrganization: () => new Map(withinShares.byOrganization),
+    leaseRoom: () => limits.concurrency - withinShares.total(),
+    overShareRoom: () => Math.max(0, overShareUpTo - withinShares.total()),
     queueEmpty: () => queueClear && behind.size === 0 && organizationsBehind.size === 0,
     admit: (webhookId, organizationId) => {
       const delivery = { webhook_id: webhookId, organization_id: organizationId }
-      const room = roomFor(sharesOf(webhookId), counts.total(), counts, delivery)
+      const room = quick(webhookId) && deep !== undefined
+        ? roomFor(deep.shares, counts.total(), counts, delivery)
+        : roomFor(limits, withinShares.total(), { byWebhook, byOrganization: withinShares.byOrganization }, delivery)
       if (
         !closed && queueClear && room.overall && room.owner && !behind.has(webhookId) &&
         !organizationsBehind.has(organizationId)
       ) {
-        counts.add(delivery)
+        add(delivery)
         return true
       }
       // The row is queued: what comes after it must not overtake it (the organization's rows too, when
@@ -92,7 +112,7 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
       return false
     },
     leased: (asked, deliveries) => {
-      for (const delivery of deliveries) counts.add(delivery)
+      for (const delivery of deliveries) add(delivery)
       if (asked <= 0) return
       // A full lease may have left due rows behind; a short one took every due row it could.
       queueClear = deliveries.length < asked
@@ -109,15 +129,15 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
       // stopped the hand-off of a busy organization's every webhook (two replicas fell behind their
       // ingress for it: docs/PERFORMANCE.md, "Deep hand-off for quick receivers").
       const organizationsBefore = organizationsBehind
-      organizationsBehind = counts.total() < overShareUpTo
+      organizationsBehind = withinShares.total() < overShareUpTo
         ? new Set()
         : new Set(
-          atShare(byOrganization, limits.perOrganization).filter((organizationId) =>
+          atShare(withinShares.byOrganization, limits.perOrganization).filter((organizationId) =>
             organizationsBefore.has(organizationId)
           )
         )
     },
-    finished: counts.remove,
+    finished: remove,
     close: () => {
       closed = true
     }
