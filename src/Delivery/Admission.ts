@@ -25,22 +25,34 @@
  * as behind in the same way: only if this process queued a row for want of its room since. Its
  * webhooks' rows queued for want of their own share keep theirs queued as above; a row of another
  * of its webhooks queued elsewhere may be overtaken until the next lease that finds room for it.
- * The lease's room, and the organizations' within it, count each webhook's rows up to the lease's
- * share only: the rows a quick webhook holds beyond it are bounded by the deeper room alone. Else
- * a quick tenant's rows filled the lease's room, and one row of any other webhook then queued for
- * want of room overall, stopping every webhook's hand-off (the quick ones' too) until the quick
- * rows drained below it.
+ * The rows handed over for quick webhooks are bounded by the deeper room alone: the lease's room
+ * overall, and the organizations' within it, count the leased rows and the rows handed over for
+ * other webhooks. Else the quick webhooks' rows filled the lease's room under overload, a row of any
+ * other webhook then queued for want of room overall (or its organization's), and every webhook's
+ * hand-off stopped, the quick ones' too, until the quick rows drained below it (one replica on
+ * PostgreSQL then fell behind its ingress: docs/PERFORMANCE.md, "A slower tenant beside quick ones").
+ * The gate (StartGate.ts) gives the waiting webhooks freed slots in turn, so a row does not wait
+ * behind another webhook's deep rows.
  */
-import { atShare, makeOwnedCounts, overShareLimit, type Owned, roomFor, type Shares } from "./Fairness.js"
+import {
+  atShare,
+  countDown,
+  countUp,
+  makeOwnedCounts,
+  overShareLimit,
+  type Owned,
+  roomFor,
+  type Shares
+} from "./Fairness.js"
 
 export interface Admission {
   /** Attempts in flight, handed-off deliveries included from the moment they are admitted. */
   readonly running: () => number
   /** A copy of the attempts in flight per webhook id. */
   readonly inFlight: () => Map<string, number>
-  /** A copy of the attempts in flight per organization id, each webhook's counted up to the lease's share. */
+  /** A copy of the attempts in flight per organization id, as the lease's room counts them (see leaseRoom). */
   readonly inFlightByOrganization: () => Map<string, number>
-  /** How many more rows the lease may take now: the room overall, each webhook's counted up to its share. */
+  /** How many more rows the lease may take now: its room overall, less the rows leased and those handed over for webhooks not quick. */
   readonly leaseRoom: () => number
   /** How many more attempts organizations past their share may start now, in all (counted as for leaseRoom). */
   readonly overShareRoom: () => number
@@ -65,16 +77,21 @@ export interface DeepRoom {
 export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   /** Every row this process holds. */
   const counts = makeOwnedCounts()
-  /** Of those, each webhook's first `limits.perWebhook`: what the lease's room and the organizations' hold. */
-  const withinShares = makeOwnedCounts()
   const { byWebhook } = counts
-  const add = (delivery: Owned) => {
-    if ((byWebhook.get(delivery.webhook_id) ?? 0) < limits.perWebhook) withinShares.add(delivery)
+  /** Of those, the rows leased and those handed over for webhooks not quick: what the lease's room holds. */
+  const inLeaseRoom = makeOwnedCounts()
+  /** The rest: per webhook, the rows handed over for it as a quick one (the deeper room's). */
+  const deepByWebhook = new Map<string, number>()
+  const add = (delivery: Owned, deeper: boolean) => {
     counts.add(delivery)
+    if (deeper) countUp(deepByWebhook, delivery.webhook_id)
+    else inLeaseRoom.add(delivery)
   }
+  // Rows of one webhook are alike to the count: an ended one is taken from its deeper rows first.
   const remove = (delivery: Owned) => {
-    if ((byWebhook.get(delivery.webhook_id) ?? 0) <= limits.perWebhook) withinShares.remove(delivery)
     counts.remove(delivery)
+    if (deepByWebhook.has(delivery.webhook_id)) countDown(deepByWebhook, delivery.webhook_id)
+    else inLeaseRoom.remove(delivery)
   }
   const overShareUpTo = overShareLimit(limits.concurrency)
   const quick = (webhookId: string) => deep?.quick(webhookId) === true
@@ -88,20 +105,21 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   return {
     running: counts.total,
     inFlight: () => new Map(byWebhook),
-    inFlightByOrganization: () => new Map(withinShares.byOrganization),
-    leaseRoom: () => limits.concurrency - withinShares.total(),
-    overShareRoom: () => Math.max(0, overShareUpTo - withinShares.total()),
+    inFlightByOrganization: () => new Map(inLeaseRoom.byOrganization),
+    leaseRoom: () => limits.concurrency - inLeaseRoom.total(),
+    overShareRoom: () => Math.max(0, overShareUpTo - inLeaseRoom.total()),
     queueEmpty: () => queueClear && behind.size === 0 && organizationsBehind.size === 0,
     admit: (webhookId, organizationId) => {
       const delivery = { webhook_id: webhookId, organization_id: organizationId }
-      const room = quick(webhookId) && deep !== undefined
+      const deeper = deep !== undefined && quick(webhookId)
+      const room = deeper
         ? roomFor(deep.shares, counts.total(), counts, delivery)
-        : roomFor(limits, withinShares.total(), { byWebhook, byOrganization: withinShares.byOrganization }, delivery)
+        : roomFor(limits, inLeaseRoom.total(), { byWebhook, byOrganization: inLeaseRoom.byOrganization }, delivery)
       if (
         !closed && queueClear && room.overall && room.owner && !behind.has(webhookId) &&
         !organizationsBehind.has(organizationId)
       ) {
-        add(delivery)
+        add(delivery, deeper)
         return true
       }
       // The row is queued: what comes after it must not overtake it (the organization's rows too, when
@@ -112,7 +130,7 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
       return false
     },
     leased: (asked, deliveries) => {
-      for (const delivery of deliveries) add(delivery)
+      for (const delivery of deliveries) add(delivery, false)
       if (asked <= 0) return
       // A full lease may have left due rows behind; a short one took every due row it could.
       queueClear = deliveries.length < asked
@@ -129,10 +147,10 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
       // stopped the hand-off of a busy organization's every webhook (two replicas fell behind their
       // ingress for it: docs/PERFORMANCE.md, "Deep hand-off for quick receivers").
       const organizationsBefore = organizationsBehind
-      organizationsBehind = withinShares.total() < overShareUpTo
+      organizationsBehind = inLeaseRoom.total() < overShareUpTo
         ? new Set()
         : new Set(
-          atShare(withinShares.byOrganization, limits.perOrganization).filter((organizationId) =>
+          atShare(inLeaseRoom.byOrganization, limits.perOrganization).filter((organizationId) =>
             organizationsBefore.has(organizationId)
           )
         )
