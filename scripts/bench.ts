@@ -29,6 +29,11 @@
  *                                        rows written per table, index scans, and the generic plan of
  *                                        each statement run more than once per 200 deliveries
  *
+ *   bun scripts/bench.ts --scenarios events --slow-receiver-ms 600 [--db postgres --replicas 1]
+ *                                        the events with a fifth instance, sent one post in 101, whose
+ *                                        three webhooks' receivers answer after that long (not quick:
+ *                                        their rows stay within the lease's room while the others' go deep)
+ *
  *   bun scripts/bench.ts --scenarios ordered [--db postgres]
  *                                        per-person order (issue 33): the events' overload to 1,000 persons
  *                                        (100 with --quick) with ordering none, then per_contact, and their
@@ -76,6 +81,8 @@ const database = option("--db", "sqlite")
 if (database !== "sqlite" && database !== "postgres") throw new Error("--db is sqlite or postgres")
 const replicas = Number(option("--replicas", "2"))
 const pgStatements = flag("--pg-statements")
+// The events scenario with a fifth instance whose three receivers answer after this long (0: none).
+const slowReceiverMs = Number(option("--slow-receiver-ms", "0"))
 const root = join(import.meta.dirname, "..")
 const bun = process.execPath
 
@@ -736,20 +743,55 @@ const eventInstances = async (hub: Hub, receiversPort: number) => {
       webhookIds.push(String((await created.json()).id))
     }
   }
-  return { numbers, orgToken, webhookIds }
+  // One post in 101 to a fifth instance whose receivers are slow (`--slow-receiver-ms`): a tenant
+  // the others' quick receivers must not crowd out, at a rate its receivers keep up with.
+  const posted = [...numbers]
+  if (slowReceiverMs > 0 && !quick) {
+    const phoneNumberId = String(700000000000099)
+    const wabaId = String(800000000000099)
+    const instance = hub.cli(
+      "instance",
+      "create",
+      "--org",
+      org,
+      "--name",
+      "slow",
+      "--phone-number-id",
+      phoneNumberId,
+      "--waba-id",
+      wabaId
+    )
+    for (let w = 0; w < 3; w++) {
+      const created = await fetch(`${hub.base}/api/webhooks`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
+        body: JSON.stringify({
+          instance_id: instance.id,
+          url: `http://127.0.0.1:${receiversPort}/hook/slow/${w}`,
+          name: `s${w}`
+        })
+      })
+      if (created.status !== 201) {
+        throw new Error(`creating a webhook answered ${created.status}: ${await created.text()}`)
+      }
+      webhookIds.push(String((await created.json()).id))
+    }
+    posted.splice(0, posted.length, ...Array.from({ length: 25 }, () => numbers).flat(), { phoneNumberId, wabaId })
+  }
+  return { numbers, posted, orgToken, webhookIds }
 }
 
 // --- events: signed upstream posts, 3 webhooks per instance, fast receivers
 const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
   const appSecret = randomBytes(16).toString("hex")
-  const receivers = await startScript("receivers.ts")
+  const receivers = await startScript("receivers.ts", { slowMs: slowReceiverMs })
   const hub = await startHub({
     HUB_APP_SECRET: appSecret,
     HUB_WEBHOOK_ALLOW_PRIVATE: "true",
     HUB_SANDBOX_STATUS_DELAY: "0",
     ...variant.env
   }, engine)
-  const { numbers } = await eventInstances(hub, receivers.port)
+  const { posted: numbers } = await eventInstances(hub, receivers.port)
   const receiverStats = async (): Promise<ReceiverStats> =>
     (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
   const settle = async (expected: number) => {
@@ -1460,6 +1502,10 @@ const line = (r: ReadonlyArray<string>) =>
 console.log(
   `\nMessaging Hub benchmark — ${machine.cpus} cores (${machine.cpuModel}), Bun ${machine.bun}, ${seconds}s per scenario, ${CONNECTIONS} connections\n`
 )
+if (slowReceiverMs > 0) {
+  console.log(`events: a fifth instance, one post in 101, whose receivers answer after ${slowReceiverMs} ms\n`)
+  results.slowReceiverMs = slowReceiverMs
+}
 console.log(line(header))
 for (const r of rows) console.log(line(r))
 const send = results.send ?? results["send sqlite"]

@@ -8,8 +8,11 @@
  * deliveries about one person (`recipient_user_id`) are checked to arrive one at a time and in the
  * order posted: a delivery of a person arriving while another of theirs is open, while a refused one
  * of theirs is not yet taken, or after a later one was taken, counts as a violation.
+ * With `{"slowMs": n}` as its argument, a path under /hook/slow/ answers after n ms (bench.ts
+ * `--slow-receiver-ms`).
  * Prints its port.
  */
+const slowMs = Number(JSON.parse(process.argv[2] ?? "{}").slowMs ?? 0)
 const latencies: Array<number> = []
 const webhookIds = new Set<string>()
 let deliveries = 0
@@ -100,6 +103,7 @@ const server = Bun.serve({
       checked.lane.lastTaken = Math.max(checked.lane.lastTaken, n)
       checked.lane.refused = undefined
     }
+    if (slowMs > 0 && url.pathname.startsWith("/hook/slow/")) await Bun.sleep(slowMs)
     return new Response(null, { status: 200 })
   }
 })
