@@ -25,14 +25,16 @@
  * as behind in the same way: only if this process queued a row for want of its room since. Its
  * webhooks' rows queued for want of their own share keep theirs queued as above; a row of another
  * of its webhooks queued elsewhere may be overtaken until the next lease that finds room for it.
- * The rows handed over for quick webhooks are bounded by the deeper room alone: the lease's room
- * overall, and the organizations' within it, count the leased rows and the rows handed over for
- * other webhooks. Else the quick webhooks' rows filled the lease's room under overload, a row of any
- * other webhook then queued for want of room overall (or its organization's), and every webhook's
- * hand-off stopped, the quick ones' too, until the quick rows drained below it (one replica on
- * PostgreSQL then fell behind its ingress: docs/PERFORMANCE.md, "A slower tenant beside quick ones").
- * The gate (StartGate.ts) gives the waiting webhooks freed slots in turn, so a row does not wait
- * behind another webhook's deep rows.
+ * A row of a webhook that is not quick is admitted against the lease's room as the rows leased and
+ * handed over for such webhooks fill it: the rows handed over for quick webhooks are bounded by the
+ * deeper room alone. Else the quick webhooks' rows filled the lease's room under overload, a row of
+ * any other webhook then queued for want of room overall (or its organization's), and every
+ * webhook's hand-off stopped, the quick ones' too, until the quick rows drained below it (one
+ * replica on PostgreSQL then fell behind its ingress: docs/PERFORMANCE.md, "A slower tenant beside
+ * quick ones"). The lease itself still takes what every row held leaves of its room: asked for
+ * more than the webhooks' shares (which count every row) let it take, it came back short with rows
+ * still queued, and the dispatcher then leased only at its poll. The gate (StartGate.ts) gives the
+ * waiting webhooks freed slots in turn, so a row does not wait behind another webhook's deep rows.
  */
 import {
   atShare,
@@ -50,11 +52,9 @@ export interface Admission {
   readonly running: () => number
   /** A copy of the attempts in flight per webhook id. */
   readonly inFlight: () => Map<string, number>
-  /** A copy of the attempts in flight per organization id, as the lease's room counts them (see leaseRoom). */
+  /** A copy of the attempts in flight per organization id. */
   readonly inFlightByOrganization: () => Map<string, number>
-  /** How many more rows the lease may take now: its room overall, less the rows leased and those handed over for webhooks not quick. */
-  readonly leaseRoom: () => number
-  /** How many more attempts organizations past their share may start now, in all (counted as for leaseRoom). */
+  /** How many more attempts organizations past their share may start now, in all. */
   readonly overShareRoom: () => number
   /** Whether the last lease found every due row and no row was queued since: a lease now would find none. */
   readonly queueEmpty: () => boolean
@@ -77,8 +77,8 @@ export interface DeepRoom {
 export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   /** Every row this process holds. */
   const counts = makeOwnedCounts()
-  const { byWebhook } = counts
-  /** Of those, the rows leased and those handed over for webhooks not quick: what the lease's room holds. */
+  const { byWebhook, byOrganization } = counts
+  /** Of those, the rows leased and those handed over for webhooks not quick: what such a webhook's row is admitted against. */
   const inLeaseRoom = makeOwnedCounts()
   /** The rest: per webhook, the rows handed over for it as a quick one (the deeper room's). */
   const deepByWebhook = new Map<string, number>()
@@ -105,9 +105,8 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
   return {
     running: counts.total,
     inFlight: () => new Map(byWebhook),
-    inFlightByOrganization: () => new Map(inLeaseRoom.byOrganization),
-    leaseRoom: () => limits.concurrency - inLeaseRoom.total(),
-    overShareRoom: () => Math.max(0, overShareUpTo - inLeaseRoom.total()),
+    inFlightByOrganization: () => new Map(byOrganization),
+    overShareRoom: () => Math.max(0, overShareUpTo - counts.total()),
     queueEmpty: () => queueClear && behind.size === 0 && organizationsBehind.size === 0,
     admit: (webhookId, organizationId) => {
       const delivery = { webhook_id: webhookId, organization_id: organizationId }
@@ -147,10 +146,10 @@ export const makeAdmission = (limits: Shares, deep?: DeepRoom): Admission => {
       // stopped the hand-off of a busy organization's every webhook (two replicas fell behind their
       // ingress for it: docs/PERFORMANCE.md, "Deep hand-off for quick receivers").
       const organizationsBefore = organizationsBehind
-      organizationsBehind = inLeaseRoom.total() < overShareUpTo
+      organizationsBehind = counts.total() < overShareUpTo
         ? new Set()
         : new Set(
-          atShare(inLeaseRoom.byOrganization, limits.perOrganization).filter((organizationId) =>
+          atShare(byOrganization, limits.perOrganization).filter((organizationId) =>
             organizationsBefore.has(organizationId)
           )
         )

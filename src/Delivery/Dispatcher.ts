@@ -221,7 +221,7 @@ const logAndLease = (engine: Engine) => {
     // ended delivery let the next of its person's lane go (Lanes.ts).
     const wanted = engine.signal.takeDue() || !admission.queueEmpty() || recorded.released > 0
     // Taken here, in the transaction: deliveries handed off earlier in it hold room too.
-    round.free = engine.stopping || !wanted ? 0 : admission.leaseRoom()
+    round.free = engine.stopping || !wanted ? 0 : engine.shares.concurrency - admission.running()
     round.leased = round.free <= 0 ? [] : yield* outbox.lease(leaseRequest(engine, round.nowMs, round.free))
     // Counted before anything else joins the transaction, so a row queued after this lease is known as queued.
     round.counted = round.leased.filter((d) => Boolean(d.webhook_active))
