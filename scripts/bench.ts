@@ -707,34 +707,32 @@ const sendScenario = async (engine: Engine, variant: Variant = asIs) => {
  */
 const eventInstances = async (hub: Hub, receiversPort: number) => {
   const org = String(hub.cli("org", "create", "--name", "bench-events").id)
-  const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
   const webhookIds: Array<string> = []
-  const instanceCount = quick ? 1 : 4
   const orgToken = String(hub.cli("token", "create", "--org", org, "--name", "events").token)
-  for (let i = 0; i < instanceCount; i++) {
-    const phoneNumberId = String(700000000000000 + i)
-    const wabaId = String(800000000000000 + i)
+  /** An instance with three webhooks to the receivers under `/hook/<path>/`; its number. */
+  const addInstance = async (name: string, n: number, path: string) => {
+    const phoneNumberId = String(700000000000000 + n)
+    const wabaId = String(800000000000000 + n)
     const instance = hub.cli(
       "instance",
       "create",
       "--org",
       org,
       "--name",
-      `e${i}`,
+      name,
       "--phone-number-id",
       phoneNumberId,
       "--waba-id",
       wabaId
     )
-    numbers.push({ phoneNumberId, wabaId })
     for (let w = 0; w < 3; w++) {
       const created = await fetch(`${hub.base}/api/webhooks`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
         body: JSON.stringify({
           instance_id: instance.id,
-          url: `http://127.0.0.1:${receiversPort}/hook/${i}/${w}`,
-          name: `w${w}`
+          url: `http://127.0.0.1:${receiversPort}/hook/${path}/${w}`,
+          name: `${name}w${w}`
         })
       })
       if (created.status !== 201) {
@@ -742,42 +740,15 @@ const eventInstances = async (hub: Hub, receiversPort: number) => {
       }
       webhookIds.push(String((await created.json()).id))
     }
+    return { phoneNumberId, wabaId }
   }
+  const numbers: Array<{ phoneNumberId: string; wabaId: string }> = []
+  for (let i = 0; i < (quick ? 1 : 4); i++) numbers.push(await addInstance(`e${i}`, i, String(i)))
   // One post in 101 to a fifth instance whose receivers are slow (`--slow-receiver-ms`): a tenant
   // the others' quick receivers must not crowd out, at a rate its receivers keep up with.
-  const posted = [...numbers]
-  if (slowReceiverMs > 0 && !quick) {
-    const phoneNumberId = String(700000000000099)
-    const wabaId = String(800000000000099)
-    const instance = hub.cli(
-      "instance",
-      "create",
-      "--org",
-      org,
-      "--name",
-      "slow",
-      "--phone-number-id",
-      phoneNumberId,
-      "--waba-id",
-      wabaId
-    )
-    for (let w = 0; w < 3; w++) {
-      const created = await fetch(`${hub.base}/api/webhooks`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${orgToken}` },
-        body: JSON.stringify({
-          instance_id: instance.id,
-          url: `http://127.0.0.1:${receiversPort}/hook/slow/${w}`,
-          name: `s${w}`
-        })
-      })
-      if (created.status !== 201) {
-        throw new Error(`creating a webhook answered ${created.status}: ${await created.text()}`)
-      }
-      webhookIds.push(String((await created.json()).id))
-    }
-    posted.splice(0, posted.length, ...Array.from({ length: 25 }, () => numbers).flat(), { phoneNumberId, wabaId })
-  }
+  const posted = slowReceiverMs > 0 && !quick
+    ? [...Array.from({ length: 25 }, () => numbers).flat(), await addInstance("slow", 99, "slow")]
+    : numbers
   return { numbers, posted, orgToken, webhookIds }
 }
 
