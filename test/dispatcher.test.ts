@@ -698,6 +698,36 @@ layer(
     }))
 })
 
+/** How many of this webhook's rows are leased (handed over by the ingress, or leased by a round). */
+const leasedRows = (webhookId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
+        WHERE webhook_id = ${webhookId} AND lease_owner IS NOT NULL`,
+      (rows) => Number(rows[0]?.n)
+    ))
+
+/** Two events posted and delivered to this webhook, answered at once: its receiver is quick from then on (ReceiverPace.ts). */
+const deliveredQuickly = (tenant: Tenant, webhookId: string) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 2; i++) yield* postEvent(tenant)
+    yield* untilDeliveries(
+      tenant,
+      webhookId,
+      "the first two delivered",
+      (d) => d.length === 2 && d.every((x) => x.status === "succeeded")
+    )
+  })
+
+/** Until this many leased rows wait in memory for a slot at their receivers (hub_dispatch_waiting). */
+const untilWaiting = (n: number) =>
+  Effect.gen(function*() {
+    const metrics = yield* scrape()
+    if (metrics.value("hub_dispatch_waiting") !== n) {
+      return yield* Effect.fail(`waiting ${metrics.value("hub_dispatch_waiting")}`)
+    }
+  }).pipe(Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 250 }), Effect.orDie)
+
 /**
  * A receiver that holds each request (after the first `answeredAtOnce`) until the test lets it go
  * (`answer(index)`), or answers at once after `openAll`.
@@ -784,13 +814,7 @@ for (const engine of engines) {
         yield* Effect.addFinalizer(() => Effect.sync(() => (quick.openAll(), slow.openAll())))
         const quickHook = yield* createWebhook(tenant, quick.receiver.url)
         const slowHook = yield* createWebhook(tenant, slow.receiver.url)
-        for (let i = 0; i < 2; i++) yield* postEvent(tenant)
-        yield* untilDeliveries(
-          tenant,
-          quickHook.id,
-          "the quick webhook's first two delivered",
-          (d) => d.length === 2 && d.every((x) => x.status === "succeeded")
-        )
+        yield* deliveredQuickly(tenant, quickHook.id)
         yield* slow.receiver.waitFor("the slow webhook's share", (r) => r.length === 2)
         for (let i = 0; i < 20; i++) yield* postEvent(tenant)
         // The lease's room is 24 rows (4 × 6), 8 a webhook. The quick webhook holds 20, all handed over
@@ -812,24 +836,6 @@ for (const engine of engines) {
       }))
   })
 }
-
-/** Until this many leased rows wait in memory for a slot at their receivers (hub_dispatch_waiting). */
-const untilWaiting = (n: number) =>
-  Effect.gen(function*() {
-    const metrics = yield* scrape()
-    if (metrics.value("hub_dispatch_waiting") !== n) {
-      return yield* Effect.fail(`waiting ${metrics.value("hub_dispatch_waiting")}`)
-    }
-  }).pipe(Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 250 }), Effect.orDie)
-
-/** How many of this webhook's rows are leased (handed over by the ingress, or leased by a round). */
-const leasedRows = (webhookId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(
-      sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
-        WHERE webhook_id = ${webhookId} AND lease_owner IS NOT NULL`,
-      (rows) => Number(rows[0]?.n)
-    ))
 
 for (const engine of engines) {
   layer(
@@ -873,13 +879,7 @@ for (const engine of engines) {
           index
         ) => (index < 2 ? { status: 200 } : held.promise.then(() => ({ status: 200 }))))
         const hook = yield* createWebhook(tenant, receiver.url)
-        for (let i = 0; i < 2; i++) yield* postEvent(tenant)
-        yield* untilDeliveries(
-          tenant,
-          hook.id,
-          "the first two delivered",
-          (d) => d.length === 2 && d.every((x) => x.status === "succeeded")
-        )
+        yield* deliveredQuickly(tenant, hook.id)
         for (let i = 0; i < 70; i++) yield* postEvent(tenant)
         yield* receiver.waitFor("the webhook's share at the receiver", (r) => r.length === 4)
         // 64 (32 × 2) written leased by the ingress: two at the receiver, 62 waiting in memory; the last
