@@ -730,7 +730,7 @@ const untilWaiting = (n: number) =>
 
 /**
  * A receiver that holds each request (after the first `answeredAtOnce`) until the test lets it go
- * (`answer(index)`), or answers at once after `openAll`.
+ * (`answer(index)`), or answers at once after `openAll` (and once the test's scope closes).
  */
 const heldReceiver = (answeredAtOnce = 0) =>
   Effect.gen(function*() {
@@ -740,14 +740,13 @@ const heldReceiver = (answeredAtOnce = 0) =>
     const receiver = yield* makeReceiver((_, index) =>
       open || index < answeredAtOnce ? { status: 200 } : hold(index).promise.then(() => ({ status: 200 }))
     )
-    return {
-      receiver,
-      answer: (index: number) => hold(index).resolve(),
-      openAll: () => {
-        open = true
-        for (const h of held) h?.resolve()
-      }
+    const openAll = () => {
+      open = true
+      for (const h of held) h?.resolve()
     }
+    // Released before the receiver closes, so that no attempt is left hanging when the test ends.
+    yield* Effect.addFinalizer(() => Effect.sync(openAll))
+    return { receiver, answer: (index: number) => hold(index).resolve(), openAll }
   })
 
 for (const engine of engines) {
@@ -767,7 +766,6 @@ for (const engine of engines) {
         const a = yield* heldReceiver()
         const b = yield* heldReceiver()
         const quick = yield* makeReceiver()
-        yield* Effect.addFinalizer(() => Effect.sync(() => (a.openAll(), b.openAll())))
         yield* createWebhook(tenant, a.receiver.url)
         yield* createWebhook(tenant, b.receiver.url)
         // whk a and whk b take the four slots overall (two each), four more rows each waiting.
@@ -811,7 +809,6 @@ for (const engine of engines) {
         // The quick one answers its first two at once; then both hold every request until released.
         const quick = yield* heldReceiver(2)
         const slow = yield* heldReceiver()
-        yield* Effect.addFinalizer(() => Effect.sync(() => (quick.openAll(), slow.openAll())))
         const quickHook = yield* createWebhook(tenant, quick.receiver.url)
         const slowHook = yield* createWebhook(tenant, slow.receiver.url)
         yield* deliveredQuickly(tenant, quickHook.id)
@@ -845,8 +842,7 @@ for (const engine of engines) {
     it.scoped("the dispatcher takes four times a webhook's share ahead; the receiver still sees the share at once", () =>
       Effect.gen(function*() {
         const tenant = yield* seedTenant()
-        const held = Promise.withResolvers<void>()
-        const receiver = yield* makeReceiver(() => held.promise.then(() => ({ status: 200 })))
+        const { receiver, openAll } = yield* heldReceiver()
         const hook = yield* createWebhook(tenant, receiver.url)
         for (let i = 0; i < 10; i++) yield* postEvent(tenant)
         yield* receiver.waitFor("the webhook's share at the receiver", (r) => r.length === 2)
@@ -857,7 +853,7 @@ for (const engine of engines) {
         const metrics = yield* scrape()
         expect(metrics.value("hub_outbox_deliveries", { state: "leased" })).toBe(8)
         expect(metrics.value("hub_dispatch_waiting")).toBe(6)
-        held.resolve()
+        openAll()
         yield* untilDeliveries(
           tenant,
           hook.id,
@@ -872,12 +868,8 @@ for (const engine of engines) {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* seedTenant()
-        const held = Promise.withResolvers<void>()
         // The first two answer at once (the receiver is quick); the rest wait for the release.
-        const receiver = yield* makeReceiver((
-          _,
-          index
-        ) => (index < 2 ? { status: 200 } : held.promise.then(() => ({ status: 200 }))))
+        const { receiver, openAll } = yield* heldReceiver(2)
         const hook = yield* createWebhook(tenant, receiver.url)
         yield* deliveredQuickly(tenant, hook.id)
         for (let i = 0; i < 70; i++) yield* postEvent(tenant)
@@ -885,7 +877,7 @@ for (const engine of engines) {
         // 64 (32 × 2) written leased by the ingress: two at the receiver, 62 waiting in memory; the last
         // six queued (a slow receiver's webhook gets 8, the test above).
         expect(yield* leasedRows(hook.id)).toBe(64)
-        held.resolve()
+        openAll()
         yield* untilAttemptsLogged(
           "all 72 delivered",
           sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM deliveries
