@@ -9,6 +9,7 @@
  * server) is divided by the sends accepted. `--variant` changes the schema to price its parts.
  *
  *   node_modules/.bin/bun scripts/bench/pg-send-floor.ts [--hub <binary>] [--seconds 10] [--variant as-is] [--group 24]
+ *     [--fillfactor 70]   (the messages' fillfactor in the variants that make the acceptance HOT)
  */
 import { parseArgs } from "node:util"
 import { perStatementChecks } from "../../src/Sql/ParentChecks.js"
@@ -20,16 +21,27 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "10" },
     variant: { type: "string", default: "as-is" },
     group: { type: "string", default: "24" },
-    instances: { type: "string", default: "16" }
+    instances: { type: "string", default: "16" },
+    fillfactor: { type: "string", default: "70" }
   }
 })
 const seconds = Number(values.seconds)
 const groupSize = Number(values.group)
 const instanceCount = Number(values.instances)
+const fillfactor = Number(values.fillfactor)
 
 const MESSAGE_REFERENCES = [
   { child: "messages", column: "instance_id", parent: "instances" },
   { child: "messages", column: "organization_id", parent: "organizations" }
+]
+
+/** The upstream id out of the messages' indexes (and their conditions), into a table of its own. */
+const WA_IDS_TABLE = [
+  "DROP INDEX messages_instance_wa_message",
+  "DROP INDEX messages_unknown_outcome",
+  "CREATE INDEX messages_unknown_outcome ON messages (instance_id, created_at, id) WHERE failure_reason = 'outcome_unknown'",
+  `CREATE TABLE message_wa_ids (instance_id TEXT NOT NULL, wa_message_id TEXT NOT NULL, message_id TEXT NOT NULL,
+    PRIMARY KEY (instance_id, wa_message_id))`
 ]
 
 /** Schema changes priced one at a time, each applied after the hub's migrations. */
@@ -49,8 +61,14 @@ const VARIANTS: Record<string, ReadonlyArray<string>> = {
   "hot-acceptance": [
     "DROP INDEX messages_instance_wa_message",
     "DROP INDEX messages_unknown_outcome",
-    "ALTER TABLE messages SET (fillfactor = 70)"
+    `ALTER TABLE messages SET (fillfactor = ${fillfactor})`
   ],
+  // The upstream id's lookup in a table of its own, filled by the acceptance (ACCEPT_BY_VARIANT): the record's
+  // own update then names no indexed column and may stay on its page. Every reader by upstream id would join it.
+  "wa-ids-table": [...WA_IDS_TABLE, `ALTER TABLE messages SET (fillfactor = ${fillfactor})`],
+  // That table alone holds the upstream id: the acceptance inserts its rows and leaves the record as it is.
+  // Every reader of the id, the list's columns included, would join it.
+  "wa-ids-only": WA_IDS_TABLE,
   // The schema as is, each group without its savepoint (see `savepoints` below).
   "no-savepoints": [],
   // Nothing but the records' insert and the acceptance (and their commits).
@@ -109,12 +127,35 @@ const ACCEPT = `UPDATE messages SET wa_message_id = a.value ->> 'wa', updated_at
   RETURNING messages.id AS id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
     WHERE b.instance_id = messages.instance_id AND b.wa_message_id = messages.wa_message_id) THEN 1 ELSE 0 END AS early`
 
+/** The acceptances of the variants that keep the upstream id in a table of its own (same parameters). */
+const ACCEPT_BY_VARIANT: Partial<Record<string, string>> = {
+  // The update, and the ids' rows from what it returned, in one statement.
+  "wa-ids-table": `WITH accepted AS (UPDATE messages SET wa_message_id = a.value ->> 'wa', updated_at = $1
+    FROM json_array_elements($2::text::json) AS a(value)
+    WHERE messages.id = a.value ->> 'id' AND messages.id = ANY(ARRAY(SELECT json_array_elements_text($3::text::json)))
+    RETURNING messages.id, messages.instance_id, messages.wa_message_id),
+    ids AS (INSERT INTO message_wa_ids (instance_id, wa_message_id, message_id)
+      SELECT instance_id, wa_message_id, id FROM accepted)
+    SELECT accepted.id AS id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
+      WHERE b.instance_id = accepted.instance_id AND b.wa_message_id = accepted.wa_message_id) THEN 1 ELSE 0 END AS early
+    FROM accepted`,
+  // The ids' rows only ($1 and $3 unused but bound, as for the others).
+  "wa-ids-only": `WITH ids AS (INSERT INTO message_wa_ids (instance_id, wa_message_id, message_id)
+      SELECT a.value ->> 'i', a.value ->> 'wa', a.value ->> 'id' FROM json_array_elements($2::text::json) AS a(value)
+      WHERE $1::text IS NOT NULL AND $3::text IS NOT NULL
+      RETURNING instance_id, wa_message_id, message_id)
+    SELECT ids.message_id AS id, CASE WHEN EXISTS (SELECT 1 FROM message_status_backlog b
+      WHERE b.instance_id = ids.instance_id AND b.wa_message_id = ids.wa_message_id) THEN 1 ELSE 0 END AS early
+    FROM ids`
+}
+const acceptStatement = ACCEPT_BY_VARIANT[values.variant] ?? ACCEPT
+
 let accepted = 0
 let stop = false
 let next = 0
 
 const worker = async () => {
-  let previous: ReadonlyArray<{ readonly id: string }> = []
+  let previous: ReadonlyArray<{ readonly id: string; readonly instance_id: string }> = []
   while (!stop) {
     const at = new Date().toISOString()
     const records = Array.from({ length: groupSize }, () => ({
@@ -131,14 +172,14 @@ const worker = async () => {
       category: null,
       endpoint: "messages"
     }))
-    const acceptances = previous.map((r) => ({ id: r.id, wa: `wamid.${Bun.randomUUIDv7()}` }))
+    const acceptances = previous.map((r) => ({ id: r.id, i: r.instance_id, wa: `wamid.${Bun.randomUUIDv7()}` }))
     await db.begin(async (tx) => {
       if (savepoints) await tx.unsafe("SAVEPOINT records")
       await tx.unsafe(INSERT, [JSON.stringify(records)])
       if (acceptances.length === 0) return
       if (savepoints) await tx.unsafe("SAVEPOINT acceptances")
       await tx.unsafe(LOCK, [JSON.stringify(acceptances.map((a) => a.wa))])
-      await tx.unsafe(ACCEPT, [at, JSON.stringify(acceptances), JSON.stringify(acceptances.map((a) => a.id))])
+      await tx.unsafe(acceptStatement, [at, JSON.stringify(acceptances), JSON.stringify(acceptances.map((a) => a.id))])
     })
     accepted += acceptances.length
     previous = records
