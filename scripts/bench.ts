@@ -34,6 +34,10 @@
  *                                        three webhooks' receivers answer after that long (not quick:
  *                                        their rows stay within the lease's room while the others' go deep)
  *
+ *   bun scripts/bench.ts --scenarios send --connections 150 [--db postgres --replicas 1]
+ *                                        the load's connections (default 50) in every scenario but the
+ *                                        lists': more sends wait for each group commit
+ *
  *   bun scripts/bench.ts --scenarios ordered [--db postgres]
  *                                        per-person order (issue 33): the events' overload to 1,000 persons
  *                                        (100 with --quick) with ordering none, then per_contact, and their
@@ -83,6 +87,8 @@ const replicas = Number(option("--replicas", "2"))
 const pgStatements = flag("--pg-statements")
 // The events scenario with a fifth instance whose three receivers answer after this long (0: none).
 const slowReceiverMs = Number(option("--slow-receiver-ms", "0"))
+const connections = Number(option("--connections", "50"))
+if (!Number.isInteger(connections) || connections < 1) throw new Error("--connections is a whole number from 1")
 const root = join(import.meta.dirname, "..")
 const bun = process.execPath
 
@@ -485,13 +491,13 @@ interface ReceiverStats {
   readonly p99Ms: number
 }
 
-const CONNECTIONS = 50
+const CONNECTIONS = connections
 
 /** Runs a load script for the warm-up time, its figures discarded. */
 const warmUp = async (script: string, config: Record<string, unknown>) => {
   if (warmupSeconds > 0) await runJson(script, { ...config, seconds: warmupSeconds })
 }
-const results: Record<string, unknown> = {}
+const results: Record<string, unknown> = { connections: CONNECTIONS }
 /**
  * Requests the hub (or a fake) failed or did not answer with 2xx, by scenario. None are expected at any rate
  * measured here (overload drops posts at the generator, it does not fail them), so any makes the
