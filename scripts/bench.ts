@@ -29,8 +29,8 @@
  *                                        rows written per table, index scans, and the generic plan of
  *                                        each statement run more than once per 200 deliveries
  *
- *   bun scripts/bench.ts --scenarios events --slow-receiver-ms 600 [--db postgres --replicas 1]
- *                                        the events with a fifth instance, sent one post in 101, whose
+ *   bun scripts/bench.ts --scenarios events,ordered --slow-receiver-ms 600 [--db postgres --replicas 1]
+ *                                        the events (and per-person order) with a fifth instance, sent one post in 101, whose
  *                                        three webhooks' receivers answer after that long (not quick:
  *                                        their rows stay within the lease's room while the others' go deep)
  *
@@ -926,7 +926,7 @@ const eventsScenario = async (engine: Engine, variant: Variant = asIs) => {
 const orderedScenario = async (engine: Engine) => {
   const appSecret = randomBytes(16).toString("hex")
   const persons = quick ? 100 : 1000
-  const receivers = await startScript("receivers.ts")
+  const receivers = await startScript("receivers.ts", { slowMs: slowReceiverMs })
   // Quick retries: the order check's refused deliveries are taken again within milliseconds.
   const hub = await startHub({
     HUB_APP_SECRET: appSecret,
@@ -934,7 +934,7 @@ const orderedScenario = async (engine: Engine) => {
     HUB_SANDBOX_STATUS_DELAY: "0",
     HUB_WEBHOOK_RETRY: "20ms,50ms,100ms,200ms,500ms"
   }, engine)
-  const { numbers, orgToken, webhookIds } = await eventInstances(hub, receivers.port)
+  const { posted: numbers, orgToken, webhookIds } = await eventInstances(hub, receivers.port)
   const urls = hub.bases.map((base) => `${base}/upstream/events`)
   const stats = async (): Promise<ReceiverStats & { refused: number; orderViolations: number; lanes: number }> =>
     (await fetch(`http://127.0.0.1:${receivers.port}/stats`)).json()
