@@ -30,9 +30,10 @@
  *                                        each statement run more than once per 200 deliveries
  *
  *   bun scripts/bench.ts --scenarios events,ordered --slow-receiver-ms 600 [--db postgres --replicas 1]
- *                                        the events (and per-person order) with a fifth instance, sent one post in 101, whose
- *                                        three webhooks' receivers answer after that long (not quick:
- *                                        their rows stay within the lease's room while the others' go deep)
+ *                                        the events (and per-person order) with a fifth instance, sent
+ *                                        one post in 101, whose three webhooks' receivers answer after
+ *                                        that long (not quick: their rows stay within the lease's room
+ *                                        while the others' go deep)
  *
  *   bun scripts/bench.ts --scenarios send --connections 150 [--db postgres --replicas 1]
  *                                        the load's connections (default 50) in every scenario but the

@@ -67,7 +67,7 @@ const VARIANTS: Record<string, ReadonlyArray<string>> = {
   // own update then names no indexed column and may stay on its page. Every reader by upstream id would join it.
   "wa-ids-table": [...WA_IDS_TABLE, `ALTER TABLE messages SET (fillfactor = ${fillfactor})`],
   // That table alone holds the upstream id: the acceptance inserts its rows and leaves the record as it is.
-  // Every reader of the id, the list's columns included, would join it.
+  // Every reader of the id, the list's columns included, would join it (by record: an index this leaves out).
   "wa-ids-only": WA_IDS_TABLE,
   // The schema as is, each group without its savepoint (see `savepoints` below).
   "no-savepoints": [],
