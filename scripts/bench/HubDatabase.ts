@@ -167,3 +167,6 @@ export const cpuTicksByRole = () => {
   }
   return byRole
 }
+
+/** PostgreSQL's CPU ticks, every role's. */
+export const cpuTicks = () => [...cpuTicksByRole().values()].reduce((a, b) => a + b, 0)

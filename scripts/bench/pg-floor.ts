@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util"
 import { DELIVERY_PATH_REFERENCES } from "../../src/Sql/migrations/0034_parent_checks.js"
 import { constraintOf, type ParentReference } from "../../src/Sql/ParentChecks.js"
-import { cpuTicksByRole, hubDatabase, seedWebhooks } from "./HubDatabase.js"
+import { cpuTicks, cpuTicksByRole, hubDatabase, seedWebhooks } from "./HubDatabase.js"
 
 const { values } = parseArgs({
   options: {
@@ -94,8 +94,6 @@ if (values.statements) await db.unsafe("CREATE EXTENSION pg_stat_statements")
 const now = () => new Date().toISOString()
 const webhooks = Array.from({ length: webhookCount }, (_, i) => `whk_${i}`)
 await seedWebhooks(database, webhooks)
-
-const cpuTicks = () => [...cpuTicksByRole().values()].reduce((a, b) => a + b, 0)
 
 const body = JSON.stringify({ object: "whatsapp_business_account", entry: [{ id: "1", changes: [] }] }).padEnd(400)
 const EVENTS_PER_GROUP = 21

@@ -13,7 +13,7 @@
  */
 import { parseArgs } from "node:util"
 import { perStatementChecks } from "../../src/Sql/ParentChecks.js"
-import { cpuTicksByRole, hubDatabase, insertFilled } from "./HubDatabase.js"
+import { cpuTicks, hubDatabase, insertFilled } from "./HubDatabase.js"
 
 const { values } = parseArgs({
   options: {
@@ -187,7 +187,6 @@ const worker = async () => {
 }
 
 // Warm-up, then the measured window.
-const cpuTicks = () => [...cpuTicksByRole().values()].reduce((a, b) => a + b, 0)
 const workers = [worker(), worker()]
 await Bun.sleep(2_000)
 const acceptedBefore = accepted
